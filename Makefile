@@ -1,0 +1,147 @@
+# Warren: one non-recursive Makefile. `make` builds everything, `make test` runs every test
+# (as root), `make asan` runs the whole suite under ASan+UBSan, `make format-check` checks style.
+
+CC        ?= gcc
+BUILD     ?= build
+SAN       ?=
+WERROR    ?= 1
+PYTEST    ?= python3 -m pytest
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
+        -Wimplicit-fallthrough -Wcast-align -Wno-missing-field-initializers -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O2 $(WARN) -fstack-protector-strong \
+               -fstack-clash-protection -MMD -MP
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+SAN_FLAGS :=
+BASE_CFLAGS += -D_FORTIFY_SOURCE=2
+endif
+
+# Host programs (daemon side): PIE, hardened, optionally sanitized.
+HOST_CFLAGS  := $(BASE_CFLAGS) -fPIE $(SAN_FLAGS) $(CFLAGS)
+HOST_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now $(SAN_FLAGS) $(LDFLAGS)
+# Programs that run inside sandboxes (warren-init, the probe): static, no sanitizer runtime
+# (ASan cannot link statically), since a sandbox's root has no libc of ours.
+STATIC_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
+STATIC_LDFLAGS := -static $(LDFLAGS)
+
+UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c
+PROTO_SRC   := src/proto/proto.c
+RUNTIME_SRC := $(wildcard src/runtime/*.c)
+INIT_SRC    := $(wildcard src/init/*.c)
+CLI_SRC     := $(wildcard src/cli/*.c)
+PROBE_SRC   := tests/probe/probe.c
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
+
+host_obj   = $(patsubst %.c,$(BUILD)/host/%.o,$(1))
+static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
+
+LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
+LIB        := $(BUILD)/libwarren.a
+HOST_LIBS  := -lseccomp
+
+CLI        := $(BUILD)/warren
+INIT       := $(BUILD)/warren-init
+PROBE      := $(BUILD)/warren-probe
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
+IMAGE      := $(BUILD)/images/busybox
+
+.PHONY: all test unit fuzz-replay integration asan fuzz format format-check check-layers clean image bench
+
+all: $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done
+
+$(BUILD)/host/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) -c -o $@ $<
+
+$(BUILD)/static/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(STATIC_CFLAGS) -c -o $@ $<
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(CLI): $(call host_obj,$(CLI_SRC)) $(LIB)
+	$(CC) $(HOST_LDFLAGS) -o $@ $^ $(HOST_LIBS)
+
+# warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
+$(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^
+	chmod 0111 $@
+
+$(PROBE): $(call static_obj,$(PROBE_SRC))
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(HOST_LIBS)
+
+# Each fuzz target has a main() that replays files (make test); `make fuzz` builds it for
+# libFuzzer with clang.
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIB) $(HOST_LIBS)
+
+# The test image: Debian's busybox-static and the probe, made locally (tests/mkimage.sh).
+$(IMAGE)/.done: tests/mkimage.sh $(PROBE)
+	sh tests/mkimage.sh $(IMAGE) $(PROBE)
+	touch $@
+
+image: $(IMAGE)/.done
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "# $$t"; $$t; done
+
+fuzz-replay: $(FUZZ_BINS)
+	@set -e; for t in $(FUZZ_BINS); do n=$$(basename $$t); \
+	  $$t tests/fuzz/corpus/$${n#fuzz_}/*; done
+
+integration: all
+	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
+
+test: all unit fuzz-replay integration
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=1 test
+
+fuzz:
+	@mkdir -p $(BUILD)/fuzz
+	set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -o $(BUILD)/fuzz/$$n $$f $(UTIL_SRC) $(PROTO_SRC); \
+	  $(BUILD)/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-60} tests/fuzz/corpus/$${n#fuzz_}; done
+
+bench: all
+	sh bench/run.sh
+
+FORMAT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+# Layering (docs/architecture.md): only src/runtime/ makes mount and namespace calls; only
+# src/store/ includes sqlite3.h; src/proto/ depends on util/ alone.
+check-layers:
+	@! grep -nE '\b(mount|umount2|unshare|setns|pivot_root|clone3|fsopen|move_mount)\(' \
+	    $$(git ls-files 'src/*.c' | grep -v '^src/runtime/' | grep -v '^src/init/') || \
+	    { echo "check-layers: kernel calls outside src/runtime/"; exit 1; }
+	@! grep -ln 'sqlite3.h' $$(git ls-files 'src/*.[ch]' | grep -v '^src/store/') || \
+	    { echo "check-layers: sqlite3.h outside src/store/"; exit 1; }
+	@! grep -nE '#include "\.\./(runtime|cli|init|api|core|store)/' $$(git ls-files 'src/proto/*') || \
+	    { echo "check-layers: proto/ depends on more than util/"; exit 1; }
+	@echo "check-layers: ok"
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The control protocol between the daemon (or `warren run`) and warren-init, PID 1 of each
+ * sandbox. Shared by both sides; depends on nothing but libc.
+ *
+ * The wire: a stream of frames on a unix stream socket. Each frame is a 12-byte header, all
+ * integers little-endian,
+ *
+ *     u32 len    payload bytes that follow (at most WR_FRAME_MAX_PAYLOAD)
+ *     u16 type   enum wr_msg_type
+ *     u16 flags  per type (WR_FLAG_*)
+ *     u32 id     request id for requests and their replies; proc id for process events
+ *
+ * followed by the payload. Most payloads are a list of TLV fields, each
+ *
+ *     u16 tag    enum wr_tag
+ *     u32 len    value bytes that follow
+ *     value      u64/i64 as 8 bytes LE; strings as bytes without a NUL
+ *
+ * A tag may repeat (argv, env). Unknown tags are skipped, so fields can be added without a version
+ * bump. The payload of OUTPUT, STDIN and DATA frames is raw bytes, not TLV.
+ *
+ * The daemon must treat everything it decodes as hostile: code in a sandbox can take over its
+ * PID 1. Every decoder here bounds lengths and counts, rejects embedded NULs in strings and
+ * never trusts a length it did not check against the bytes actually present.
+ *
+ * See docs/design/protocol.md for the conversations (spawn, attach, file transfer, flow control). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/err.h"
+
+#define WR_PROTO_VERSION     1
+#define WR_FRAME_HDR_SIZE    12
+#define WR_FRAME_MAX_PAYLOAD (1u << 20) /* 1 MiB: larger payloads are a protocol error */
+#define WR_CHUNK_SIZE        (64u * 1024) /* output and file data are sent in chunks this big */
+#define WR_OUTPUT_WINDOW     (256u * 1024) /* unacknowledged output bytes per process */
+#define WR_MAX_ARGS          4096 /* argv or env entries in one spawn */
+#define WR_MAX_STR           (64u * 1024) /* any single string field */
+#define WR_MAX_PATH          4096
+
+enum wr_msg_type {
+    /* both ways */
+    WR_MSG_HELLO = 1, /* VERSION; init answers with its own HELLO (VERSION, PID) */
+    WR_MSG_OK = 2,    /* reply to request `id`; may carry fields (e.g. PROC_ID) */
+    WR_MSG_ERROR = 3, /* reply to request `id`: ERRNO, MESSAGE */
+
+    /* processes; requests carry a request id, events carry the proc id */
+    WR_MSG_SPAWN = 10,       /* -> OK (PROC_ID, PID) | ERROR */
+    WR_MSG_STDIN = 11,       /* id = proc id, raw payload; no reply (dropped if gone) */
+    WR_MSG_STDIN_CLOSE = 12, /* PROC_ID -> OK | ERROR */
+    WR_MSG_SIGNAL = 13,      /* PROC_ID, SIGNAL -> OK | ERROR */
+    WR_MSG_RESIZE = 14,      /* PROC_ID, ROWS, COLS -> OK | ERROR */
+    WR_MSG_ATTACH = 15,      /* PROC_ID -> OK; then OUTPUT and EXIT events come to this connection */
+    WR_MSG_LIST = 16,        /* -> one PROC frame per process, then OK */
+    WR_MSG_PROC = 17,        /* reply item: PROC_ID, PID, ARGV*, PTY, RUNNING, EXIT_CODE|SIGNAL */
+    WR_MSG_RELEASE = 18,     /* PROC_ID: forget a finished process -> OK | ERROR */
+    WR_MSG_OUTPUT = 19,      /* event, id = proc id, flags = stream, raw payload */
+    WR_MSG_EXIT = 20,        /* event, id = proc id: EXIT_CODE or SIGNAL (after all OUTPUT) */
+    WR_MSG_ACK = 21,         /* id = proc id: BYTES of OUTPUT consumed (returns window credit) */
+
+    /* files; every path is resolved inside the sandbox */
+    WR_MSG_FILE_READ = 30,   /* PATH, [OFFSET], [LENGTH] -> STAT reply, DATA*, OK | ERROR */
+    WR_MSG_FILE_WRITE = 31,  /* PATH, [MODE], [FLAGS] -> OK (ready); DATA*, DATA_END -> OK | ERROR */
+    WR_MSG_DATA = 32,        /* id = request id, raw payload */
+    WR_MSG_DATA_END = 33,    /* id = request id: the writer is done */
+    WR_MSG_FILE_STAT = 34,   /* PATH, [NOFOLLOW] -> STAT | ERROR */
+    WR_MSG_STAT = 35,        /* reply: NAME?, TYPE, MODE, SIZE, MTIME_NS, UID, GID, [LINK] */
+    WR_MSG_FILE_LIST = 36,   /* PATH, [DEPTH] -> one STAT (with NAME) per entry, then OK */
+    WR_MSG_FILE_MKDIR = 37,  /* PATH, [MODE], [PARENTS] -> OK | ERROR */
+    WR_MSG_FILE_REMOVE = 38, /* PATH, [RECURSIVE] -> OK | ERROR */
+    WR_MSG_FILE_RENAME = 39, /* PATH, DEST -> OK | ERROR */
+    WR_MSG_FILE_CHMOD = 40,  /* PATH, MODE -> OK | ERROR */
+};
+
+enum wr_tag {
+    WR_TAG_VERSION = 1,
+    WR_TAG_ERRNO = 2,
+    WR_TAG_MESSAGE = 3,
+    WR_TAG_PID = 4,
+    WR_TAG_PROC_ID = 5,
+    WR_TAG_ARGV = 10, /* repeated, in order */
+    WR_TAG_ENV = 11,  /* repeated, "KEY=VALUE" */
+    WR_TAG_CWD = 12,
+    WR_TAG_UID = 13,
+    WR_TAG_GID = 14,
+    WR_TAG_PTY = 15, /* u64 0/1 */
+    WR_TAG_ROWS = 16,
+    WR_TAG_COLS = 17,
+    WR_TAG_SIGNAL = 18,
+    WR_TAG_EXIT_CODE = 19,
+    WR_TAG_RUNNING = 20,
+    WR_TAG_BYTES = 21,
+    WR_TAG_USER = 22, /* user name or number, resolved by init against the sandbox's /etc/passwd */
+    WR_TAG_PATH = 30,
+    WR_TAG_DEST = 31,
+    WR_TAG_MODE = 32,
+    WR_TAG_FLAGS = 33,
+    WR_TAG_OFFSET = 34,
+    WR_TAG_LENGTH = 35,
+    WR_TAG_NAME = 36,
+    WR_TAG_TYPE = 37,
+    WR_TAG_SIZE = 38,
+    WR_TAG_MTIME_NS = 39,
+    WR_TAG_LINK = 40,
+    WR_TAG_DEPTH = 41,
+    WR_TAG_RECURSIVE = 42,
+    WR_TAG_PARENTS = 43,
+    WR_TAG_NOFOLLOW = 44,
+};
+
+/* OUTPUT frame flags */
+#define WR_FLAG_STDOUT 1
+#define WR_FLAG_STDERR 2
+
+/* FILE_WRITE FLAGS field */
+#define WR_WRITE_ATOMIC  1u /* write a temporary file and rename it over the target */
+#define WR_WRITE_MKDIRS  2u /* create missing parent directories */
+#define WR_WRITE_APPEND  4u
+#define WR_WRITE_EXCL    8u /* fail if the file exists */
+
+/* STAT TYPE field */
+enum wr_file_type {
+    WR_FT_FILE = 1,
+    WR_FT_DIR = 2,
+    WR_FT_SYMLINK = 3,
+    WR_FT_OTHER = 4,
+};
+
+struct wr_frame_hdr {
+    uint32_t len;
+    uint16_t type;
+    uint16_t flags;
+    uint32_t id;
+};
+
+/* ---- encoding ---------------------------------------------------------------------------- */
+
+/* A growable byte buffer that frames are built into (and queued from). */
+struct wr_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+
+void wr_buf_init(struct wr_buf *b);
+void wr_buf_fini(struct wr_buf *b);
+void wr_buf_reserve(struct wr_buf *b, size_t extra);
+void wr_buf_append(struct wr_buf *b, const void *p, size_t n);
+/* Drop the first n bytes (after they were written out). */
+void wr_buf_consume(struct wr_buf *b, size_t n);
+
+/* Start a TLV frame at the end of `b`; fields follow; wr_msg_end() patches the length.
+ * Returns the offset of the frame, to pass to wr_msg_end(). */
+size_t wr_msg_begin(struct wr_buf *b, uint16_t type, uint16_t flags, uint32_t id);
+void wr_msg_put_u64(struct wr_buf *b, uint16_t tag, uint64_t v);
+void wr_msg_put_i64(struct wr_buf *b, uint16_t tag, int64_t v);
+void wr_msg_put_str(struct wr_buf *b, uint16_t tag, const char *s);
+void wr_msg_put_bytes(struct wr_buf *b, uint16_t tag, const void *p, size_t n);
+/* Finish the frame begun at `start`. Returns 0, or -1 (frame removed from `b`) if the payload
+ * grew past WR_FRAME_MAX_PAYLOAD. */
+int wr_msg_end(struct wr_buf *b, size_t start);
+
+/* Append a whole frame whose payload is raw bytes (OUTPUT, STDIN, DATA). n must be at most
+ * WR_FRAME_MAX_PAYLOAD. */
+void wr_frame_raw(struct wr_buf *b, uint16_t type, uint16_t flags, uint32_t id, const void *p,
+                  size_t n);
+
+/* Convenience: an OK with no fields, an ERROR with errno and message. */
+void wr_msg_ok(struct wr_buf *b, uint32_t id);
+void wr_msg_error(struct wr_buf *b, uint32_t id, int errnum, const char *message);
+
+/* ---- decoding ---------------------------------------------------------------------------- */
+
+/* Reassembles frames from a byte stream. Bounded: a header announcing more than
+ * WR_FRAME_MAX_PAYLOAD is an error, and the buffer never grows past one frame plus one read. */
+struct wr_reader {
+    struct wr_buf in;
+};
+
+void wr_reader_init(struct wr_reader *r);
+void wr_reader_fini(struct wr_reader *r);
+/* Append bytes received from the socket. */
+void wr_reader_feed(struct wr_reader *r, const void *p, size_t n);
+/* Take the next complete frame. Returns 1 and fills hdr and *payload (valid until the next
+ * call to any wr_reader function), 0 if more bytes are needed, -1 on a malformed header. */
+int wr_reader_next(struct wr_reader *r, struct wr_frame_hdr *hdr, const uint8_t **payload,
+                   struct wr_err *err);
+
+/* Parse a 12-byte header. Returns 0, or -1 if len exceeds WR_FRAME_MAX_PAYLOAD. */
+int wr_frame_hdr_parse(const uint8_t *p, struct wr_frame_hdr *hdr, struct wr_err *err);
+
+/* One TLV field, pointing into the payload. */
+struct wr_field {
+    uint16_t tag;
+    uint32_t len;
+    const uint8_t *val;
+};
+
+struct wr_tlv_iter {
+    const uint8_t *p;
+    size_t n;
+    size_t off;
+};
+
+void wr_tlv_iter_init(struct wr_tlv_iter *it, const uint8_t *p, size_t n);
+/* Returns 1 with *f filled, 0 at the end, -1 if a field runs past the payload. */
+int wr_tlv_next(struct wr_tlv_iter *it, struct wr_field *f);
+/* Value accessors: -1 if the field has the wrong size or content. */
+int wr_field_u64(const struct wr_field *f, uint64_t *out);
+int wr_field_i64(const struct wr_field *f, int64_t *out);
+/* Copy a string field into a new NUL-terminated string (*out, caller frees). Rejects embedded
+ * NULs and strings longer than max. */
+int wr_field_strdup(const struct wr_field *f, size_t max, char **out);
+
+/* ---- typed messages ------------------------------------------------------------------------ */
+
+/* SPAWN. argv and env are NULL-terminated arrays. uid/gid of -1 mean "use `user`, or the image's
+ * default user"; rows/cols matter only with pty. */
+struct wr_spawn {
+    char **argv;
+    char **env;
+    char *cwd;  /* NULL: the image's working directory */
+    char *user; /* NULL: uid/gid, or the image's user */
+    int64_t uid;
+    int64_t gid;
+    bool pty;
+    uint16_t rows;
+    uint16_t cols;
+};
+
+void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s);
+/* Decode into *s (all strings owned by s; free with wr_spawn_fini). -1 with err on bad input:
+ * no argv, too many entries, strings too long or containing NUL. */
+int wr_spawn_decode(const uint8_t *p, size_t n, struct wr_spawn *s, struct wr_err *err);
+void wr_spawn_fini(struct wr_spawn *s);
+
+/* PROC (one process in a LIST reply). */
+struct wr_proc_info {
+    uint32_t proc_id;
+    int64_t pid;
+    char **argv; /* NULL-terminated */
+    bool pty;
+    bool running;
+    int64_t exit_code; /* valid when !running and signal == 0 */
+    int64_t signal;    /* terminating signal, 0 if it exited */
+};
+
+void wr_proc_info_encode(struct wr_buf *b, uint32_t id, const struct wr_proc_info *pi);
+int wr_proc_info_decode(const uint8_t *p, size_t n, struct wr_proc_info *pi, struct wr_err *err);
+void wr_proc_info_fini(struct wr_proc_info *pi);
+
+/* STAT (FILE_STAT reply, FILE_LIST item, first reply of FILE_READ). */
+struct wr_stat {
+    char *name; /* FILE_LIST items: path relative to the listed directory; else NULL */
+    enum wr_file_type type;
+    uint32_t mode; /* permission bits, 07777 */
+    uint64_t size;
+    int64_t mtime_ns;
+    int64_t uid;
+    int64_t gid;
+    char *link; /* symlink target, or NULL */
+};
+
+void wr_stat_encode(struct wr_buf *b, uint32_t id, const struct wr_stat *st);
+int wr_stat_decode(const uint8_t *p, size_t n, struct wr_stat *st, struct wr_err *err);
+void wr_stat_fini(struct wr_stat *st);
+
+/* EXIT event. */
+struct wr_exit {
+    int64_t exit_code; /* valid when signal == 0 */
+    int64_t signal;
+};
+
+void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex);
+int wr_exit_decode(const uint8_t *p, size_t n, struct wr_exit *ex, struct wr_err *err);
+
+/* ERROR reply. message is copied into msg (truncated, NUL-terminated). */
+int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,
+                    struct wr_err *err);
+
+/* A single u64 field from a payload (e.g. PROC_ID of an OK reply). Returns 0, or -1 if the
+ * field is absent or malformed. */
+int wr_msg_get_u64(const uint8_t *p, size_t n, uint16_t tag, uint64_t *out);
+/* A single string field, duplicated. -1 if absent or malformed. */
+int wr_msg_get_str(const uint8_t *p, size_t n, uint16_t tag, size_t max, char **out);

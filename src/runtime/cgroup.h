@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Per-sandbox cgroups on either cgroup v1 (one directory per controller: memory, pids, cpu,
+ * cpuacct, freezer) or cgroup v2 (one directory in the unified tree). Limits: memory hard
+ * limit, CPU quota, PID count. An OOM kill stays inside the sandbox's cgroup. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/err.h"
+
+enum wr_cgroup_version { WR_CGROUP_V1 = 1, WR_CGROUP_V2 = 2 };
+
+struct wr_cgroup_driver; /* the detected hierarchy layout; one per runtime */
+struct wr_cgroup;        /* one sandbox's cgroup(s) */
+
+struct wr_cgroup_limits {
+    uint64_t memory_bytes; /* 0: no limit */
+    uint32_t cpu_millis;   /* 1000 = one CPU; 0: no limit */
+    uint32_t pids_max;     /* 0: no limit */
+};
+
+/* Detect and open the cgroup layout. mode: "auto", "v1" or "v2". parent: the directory under
+ * each hierarchy in which sandbox cgroups are made (created if missing). v2_root: the cgroup2
+ * mount for v2 (default /sys/fs/cgroup). Fails with WR_EUNSUPPORTED if the requested version
+ * is not mounted. */
+int wr_cgroup_driver_open(const char *mode, const char *parent, const char *v2_root,
+                          struct wr_cgroup_driver **out, struct wr_err *err);
+void wr_cgroup_driver_close(struct wr_cgroup_driver *d);
+enum wr_cgroup_version wr_cgroup_driver_version(const struct wr_cgroup_driver *d);
+
+/* Create the cgroup `name` and apply limits. A limit the host cannot enforce (a controller
+ * that is missing) fails with WR_EUNSUPPORTED naming it; nothing is left behind on failure.
+ * If a stale cgroup of the same name exists (a crashed sandbox), it is emptied and reused. */
+int wr_cgroup_create(struct wr_cgroup_driver *d, const char *name,
+                     const struct wr_cgroup_limits *lim, struct wr_cgroup **out,
+                     struct wr_err *err);
+
+/* Move process `pid` into the cgroup (every hierarchy). */
+int wr_cgroup_attach(struct wr_cgroup *cg, pid_t pid, struct wr_err *err);
+
+/* Freeze or thaw every process in the cgroup; returns once the state is reached. */
+int wr_cgroup_freeze(struct wr_cgroup *cg, bool frozen, struct wr_err *err);
+
+/* SIGKILL every process in the cgroup (cgroup.kill on v2; a loop over cgroup.procs on v1,
+ * thawing first so the kill is delivered). */
+int wr_cgroup_kill(struct wr_cgroup *cg, struct wr_err *err);
+
+/* Number of processes in the cgroup, or -1 with err. */
+int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err);
+
+/* Memory usage in bytes and the number of OOM kills, where the host reports them. */
+int wr_cgroup_memory(struct wr_cgroup *cg, uint64_t *usage, uint64_t *oom_kills,
+                     struct wr_err *err);
+
+/* Remove the cgroup directories (waiting briefly for exiting processes) and free the handle,
+ * also on error. */
+int wr_cgroup_destroy(struct wr_cgroup *cg, struct wr_err *err);
+
+/* Remove the cgroup named `name` if it exists and holds no process (used by the sweep). */
+int wr_cgroup_remove_stale(struct wr_cgroup_driver *d, const char *name, struct wr_err *err);

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The `ns` isolation backend as a library: start a sandbox (namespaces, an idmapped overlay root,
+ * cgroups, seccomp, capabilities) with warren-init as its PID 1, and tear it down leaving
+ * nothing behind. It knows no HTTP and no SQL; the daemon and `warren run` both drive it.
+ *
+ * Threading: a wr_runtime is used from one thread at a time. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/err.h"
+
+struct wr_runtime;
+struct wr_sandbox;
+
+struct wr_runtime_config {
+    const char *run_dir;       /* per-host runtime state; default /run/warren */
+    const char *init_path;     /* warren-init; default: next to the running executable */
+    uint32_t uid_base;         /* first host uid of the pool; default 1073741824 (2^30) */
+    uint32_t uid_slots;        /* number of 65536-id ranges in the pool; default 16384 */
+    const char *cgroup_mode;   /* "auto" (default), "v1" or "v2" */
+    const char *cgroup_parent; /* cgroup under which sandboxes are made; default "warren" */
+    const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
+};
+
+/* Open the runtime: detect the cgroup version, raise host limits that are too low for many
+ * sandboxes (kernel.pid_max, inotify), compile the seccomp filter once, open warren-init.
+ * Returns 0 and *out, or -1 with err. */
+int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out,
+                    struct wr_err *err);
+void wr_runtime_close(struct wr_runtime *rt);
+
+/* "v1" or "v2": the cgroup interface in use. */
+const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);
+
+/* Remove what crashed sandboxes left behind (cgroups and run directories of sandboxes whose
+ * warren-init is gone). Safe to call while other sandboxes run. */
+int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err);
+
+struct wr_sandbox_spec {
+    const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
+    const char *hostname;
+
+    /* The image: read-only layer directories, bottom first, plus its config. */
+    const char *const *layers;
+    size_t n_layers;
+    const char *const *env; /* NULL-terminated KEY=VALUE defaults for spawned processes */
+    const char *cwd;        /* default working directory; NULL: "/" */
+    const char *user;       /* default user (name or uid); NULL: root */
+
+    /* The writable layer: a directory that outlives the sandbox, or NULL for a private tmpfs
+     * of tmpfs_bytes (0: 1 GiB) that vanishes with it. */
+    const char *upper_dir;
+    uint64_t tmpfs_bytes;
+
+    /* Limits; 0 means none. */
+    uint64_t memory_bytes;
+    uint32_t cpu_millis; /* 1000 = one vCPU */
+    uint32_t pids_max;
+
+    /* Ephemeral sandboxes end when their creator's control connection closes (warren run).
+     * Others outlive the process that created them (the daemon). */
+    bool ephemeral;
+};
+
+/* Start a sandbox. On success *out holds its handle and warren-init is running and has
+ * answered; on failure everything built so far is torn down and err says which step failed. */
+int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                      struct wr_sandbox **out, struct wr_err *err);
+
+/* The connected control socket made at create (owned by the handle; do not close). */
+int wr_sandbox_ctl_fd(const struct wr_sandbox *sb);
+/* Path of the control socket, for reconnecting. */
+const char *wr_sandbox_ctl_path(const struct wr_sandbox *sb);
+/* Host pid of warren-init. */
+pid_t wr_sandbox_pid(const struct wr_sandbox *sb);
+/* First host uid of the sandbox's range. */
+uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb);
+const char *wr_sandbox_id(const struct wr_sandbox *sb);
+
+/* Kill every process of the sandbox, wait for them, remove its cgroups, run directory and
+ * writable tmpfs, return its uid range, and free the handle (also on error). */
+int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);
+
+/* Timestamps (CLOCK_MONOTONIC ns) of create's phases, for the benchmark. */
+struct wr_sandbox_timing {
+    uint64_t start, cloned, mapped, overlay, cgroup, ready;
+};
+const struct wr_sandbox_timing *wr_sandbox_timing(const struct wr_sandbox *sb);

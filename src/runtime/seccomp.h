@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The default seccomp filter: compiled once with libseccomp when the runtime opens, then
+ * installed as raw BPF in each sandbox between clone and exec (no allocation there). */
+#pragma once
+
+#include <linux/filter.h>
+#include <stddef.h>
+
+#include "../util/err.h"
+
+struct wr_seccomp {
+    struct sock_filter *insns;
+    unsigned short len;
+};
+
+/* Build the filter for the host architecture (and its 32-bit compat ABI). Returns 0 or -1. */
+int wr_seccomp_build(struct wr_seccomp *out, struct wr_err *err);
+void wr_seccomp_free(struct wr_seccomp *f);
+
+/* Install the filter on the calling thread. Sets no_new_privs first. Async-signal-safe: meant
+ * for the child between clone and exec. Returns 0 or -errno. */
+int wr_seccomp_install(const struct wr_seccomp *f);

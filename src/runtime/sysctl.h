@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Host kernel limits that many sandboxes run into (see docs/operations.md). */
+#pragma once
+
+#include "../util/err.h"
+
+/* Raise kernel.pid_max, fs.inotify.max_user_instances and fs.inotify.max_user_watches when they
+ * are below what thousands of sandboxes need; never lower them. A limit that cannot be raised
+ * is logged and left as it is. Returns 0. */
+int wr_sysctl_raise_limits(struct wr_err *err);

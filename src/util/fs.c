@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* File helpers. */
+#include "fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+int wr_write_fileat(int dirfd, const char *path, const char *s, bool create, struct wr_err *err)
+{
+    int flags = O_WRONLY | O_TRUNC | O_CLOEXEC | (create ? O_CREAT : 0);
+    _cleanup_close_ int fd = openat(dirfd, path, flags, 0644);
+
+    if (fd < 0)
+        return wr_err_sys(err, "open `%s`", path);
+    if (wr_write_all(fd, s, strlen(s)) < 0)
+        return wr_err_sys(err, "write `%s`", path);
+    return 0;
+}
+
+ssize_t wr_read_fileat(int dirfd, const char *path, char *buf, size_t size, struct wr_err *err)
+{
+    _cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return wr_err_sys(err, "open `%s`", path);
+    n = wr_read_all(fd, buf, size - 1);
+    if (n < 0)
+        return wr_err_sys(err, "read `%s`", path);
+    buf[n] = '\0';
+    return n;
+}
+
+int wr_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t wr_read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    size_t got = 0;
+
+    while (got < n) {
+        ssize_t r = read(fd, c + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err)
+{
+    char buf[PATH_MAX];
+    size_t len = strlen(path);
+
+    if (len == 0 || len >= sizeof(buf))
+        return wr_err_set(err, WR_EINVAL, 0, "mkdir `%s`: bad path", path);
+    memcpy(buf, path, len + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return wr_err_sys(err, "mkdir `%s`", buf);
+            *p = saved;
+            if (saved == '\0')
+                break;
+        }
+    }
+    return 0;
+}
+
+int wr_rm_rf_at(int dirfd, const char *name, struct wr_err *err)
+{
+    struct stat st, parent;
+    _cleanup_closedir_ DIR *d = NULL;
+    int fd;
+
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return wr_err_sys(err, "stat `%s`", name);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+            return wr_err_sys(err, "unlink `%s`", name);
+        return 0;
+    }
+    if (fstat(dirfd, &parent) == 0 && parent.st_dev != st.st_dev)
+        return wr_err_set(err, WR_ECONFLICT, 0, "rm `%s`: is a mount point", name);
+    fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return wr_err_sys(err, "open `%s`", name);
+    d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return wr_err_sys(err, "opendir `%s`", name);
+    }
+    for (struct dirent *de; (errno = 0, de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (wr_rm_rf_at(dirfd(d), de->d_name, err) < 0)
+            return wr_err_wrap(err, "rm `%s`", name);
+    }
+    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        return wr_err_sys(err, "rmdir `%s`", name);
+    return 0;
+}
