@@ -5,7 +5,7 @@ CC        ?= gcc
 BUILD     ?= build
 SAN       ?=
 WERROR    ?= 1
-PYTEST    ?= python3 -m pytest
+PYTEST    ?= /usr/bin/python3 -m pytest
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
         -Wimplicit-fallthrough -Wcast-align -Wno-missing-field-initializers -Wno-unused-parameter
@@ -30,7 +30,7 @@ HOST_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now $(SAN_FLAGS) $(LDFLAGS)
 STATIC_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
 STATIC_LDFLAGS := -static $(LDFLAGS)
 
-UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c
+UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
 INIT_SRC    := $(wildcard src/init/*.c)
@@ -44,7 +44,7 @@ static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
 
 LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
 LIB        := $(BUILD)/libwarren.a
-HOST_LIBS  := -lseccomp
+HOST_LIBS  := -lseccomp -lm
 
 CLI        := $(BUILD)/warren
 INIT       := $(BUILD)/warren-init
@@ -55,7 +55,7 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration asan fuzz format format-check check-layers clean image bench
 
-all: $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done
+all: $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
 
 $(BUILD)/host/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -74,7 +74,7 @@ $(CLI): $(call host_obj,$(CLI_SRC)) $(LIB)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
-	$(CC) $(STATIC_LDFLAGS) -o $@ $^
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^ -lm
 	chmod 0111 $@
 
 $(PROBE): $(call static_obj,$(PROBE_SRC))
@@ -119,8 +119,12 @@ fuzz:
 	    -o $(BUILD)/fuzz/$$n $$f $(UTIL_SRC) $(PROTO_SRC); \
 	  $(BUILD)/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-60} tests/fuzz/corpus/$${n#fuzz_}; done
 
-bench: all
-	sh bench/run.sh
+$(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(HOST_LIBS)
+
+bench: all $(BUILD)/bench/sandbox_loop
+	sh bench/run.sh $(BUILD)
 
 FORMAT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

@@ -4,7 +4,7 @@
 # Usage: tests/mkimage.sh OUTDIR PROBE
 set -eu
 out=$1
-probe=$2
+probe=$(realpath "$2")
 busybox=/bin/busybox
 [ -x "$busybox" ] || { echo "mkimage: $busybox missing (apt-get install busybox-static)" >&2; exit 1; }
 ldd "$busybox" 2>&1 | grep -q "not a dynamic" \

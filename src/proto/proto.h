@@ -23,7 +23,8 @@
  * PID 1. Every decoder here bounds lengths and counts, rejects embedded NULs in strings and
  * never trusts a length it did not check against the bytes actually present.
  *
- * See docs/design/protocol.md for the conversations (spawn, attach, file transfer, flow control). */
+ * See docs/design/protocol.md for the conversations (spawn, attach, file transfer, flow control).
+ */
 #pragma once
 
 #include <stdbool.h>
@@ -35,11 +36,11 @@
 
 #define WR_PROTO_VERSION     1
 #define WR_FRAME_HDR_SIZE    12
-#define WR_FRAME_MAX_PAYLOAD (1u << 20) /* 1 MiB: larger payloads are a protocol error */
-#define WR_CHUNK_SIZE        (64u * 1024) /* output and file data are sent in chunks this big */
+#define WR_FRAME_MAX_PAYLOAD (1u << 20)    /* 1 MiB: larger payloads are a protocol error */
+#define WR_CHUNK_SIZE        (64u * 1024)  /* output and file data are sent in chunks this big */
 #define WR_OUTPUT_WINDOW     (256u * 1024) /* unacknowledged output bytes per process */
-#define WR_MAX_ARGS          4096 /* argv or env entries in one spawn */
-#define WR_MAX_STR           (64u * 1024) /* any single string field */
+#define WR_MAX_ARGS          4096          /* argv or env entries in one spawn */
+#define WR_MAX_STR           (64u * 1024)  /* any single string field */
 #define WR_MAX_PATH          4096
 
 enum wr_msg_type {
@@ -54,23 +55,23 @@ enum wr_msg_type {
     WR_MSG_STDIN_CLOSE = 12, /* PROC_ID -> OK | ERROR */
     WR_MSG_SIGNAL = 13,      /* PROC_ID, SIGNAL -> OK | ERROR */
     WR_MSG_RESIZE = 14,      /* PROC_ID, ROWS, COLS -> OK | ERROR */
-    WR_MSG_ATTACH = 15,      /* PROC_ID -> OK; then OUTPUT and EXIT events come to this connection */
-    WR_MSG_LIST = 16,        /* -> one PROC frame per process, then OK */
-    WR_MSG_PROC = 17,        /* reply item: PROC_ID, PID, ARGV*, PTY, RUNNING, EXIT_CODE|SIGNAL */
-    WR_MSG_RELEASE = 18,     /* PROC_ID: forget a finished process -> OK | ERROR */
-    WR_MSG_OUTPUT = 19,      /* event, id = proc id, flags = stream, raw payload */
-    WR_MSG_EXIT = 20,        /* event, id = proc id: EXIT_CODE or SIGNAL (after all OUTPUT) */
-    WR_MSG_ACK = 21,         /* id = proc id: BYTES of OUTPUT consumed (returns window credit) */
+    WR_MSG_ATTACH = 15,  /* PROC_ID -> OK; then OUTPUT and EXIT events come to this connection */
+    WR_MSG_LIST = 16,    /* -> one PROC frame per process, then OK */
+    WR_MSG_PROC = 17,    /* reply item: PROC_ID, PID, ARGV*, PTY, RUNNING, EXIT_CODE|SIGNAL */
+    WR_MSG_RELEASE = 18, /* PROC_ID: forget a finished process -> OK | ERROR */
+    WR_MSG_OUTPUT = 19,  /* event, id = proc id, flags = stream, raw payload */
+    WR_MSG_EXIT = 20,    /* event, id = proc id: EXIT_CODE or SIGNAL (after all OUTPUT) */
+    WR_MSG_ACK = 21,     /* id = proc id: BYTES of OUTPUT consumed (returns window credit) */
 
     /* files; every path is resolved inside the sandbox */
-    WR_MSG_FILE_READ = 30,   /* PATH, [OFFSET], [LENGTH] -> STAT reply, DATA*, OK | ERROR */
-    WR_MSG_FILE_WRITE = 31,  /* PATH, [MODE], [FLAGS] -> OK (ready); DATA*, DATA_END -> OK | ERROR */
-    WR_MSG_DATA = 32,        /* id = request id, raw payload */
-    WR_MSG_DATA_END = 33,    /* id = request id: the writer is done */
-    WR_MSG_FILE_STAT = 34,   /* PATH, [NOFOLLOW] -> STAT | ERROR */
-    WR_MSG_STAT = 35,        /* reply: NAME?, TYPE, MODE, SIZE, MTIME_NS, UID, GID, [LINK] */
-    WR_MSG_FILE_LIST = 36,   /* PATH, [DEPTH] -> one STAT (with NAME) per entry, then OK */
-    WR_MSG_FILE_MKDIR = 37,  /* PATH, [MODE], [PARENTS] -> OK | ERROR */
+    WR_MSG_FILE_READ = 30,  /* PATH, [OFFSET], [LENGTH] -> STAT reply, DATA*, OK | ERROR */
+    WR_MSG_FILE_WRITE = 31, /* PATH, [MODE], [FLAGS] -> OK (ready); DATA*, DATA_END -> OK | ERROR */
+    WR_MSG_DATA = 32,       /* id = request id, raw payload */
+    WR_MSG_DATA_END = 33,   /* id = request id: the writer is done */
+    WR_MSG_FILE_STAT = 34,  /* PATH, [NOFOLLOW] -> STAT | ERROR */
+    WR_MSG_STAT = 35,       /* reply: NAME?, TYPE, MODE, SIZE, MTIME_NS, UID, GID, [LINK] */
+    WR_MSG_FILE_LIST = 36,  /* PATH, [DEPTH] -> one STAT (with NAME) per entry, then OK */
+    WR_MSG_FILE_MKDIR = 37, /* PATH, [MODE], [PARENTS] -> OK | ERROR */
     WR_MSG_FILE_REMOVE = 38, /* PATH, [RECURSIVE] -> OK | ERROR */
     WR_MSG_FILE_RENAME = 39, /* PATH, DEST -> OK | ERROR */
     WR_MSG_FILE_CHMOD = 40,  /* PATH, MODE -> OK | ERROR */
@@ -117,10 +118,10 @@ enum wr_tag {
 #define WR_FLAG_STDERR 2
 
 /* FILE_WRITE FLAGS field */
-#define WR_WRITE_ATOMIC  1u /* write a temporary file and rename it over the target */
-#define WR_WRITE_MKDIRS  2u /* create missing parent directories */
-#define WR_WRITE_APPEND  4u
-#define WR_WRITE_EXCL    8u /* fail if the file exists */
+#define WR_WRITE_ATOMIC 1u /* write a temporary file and rename it over the target */
+#define WR_WRITE_MKDIRS 2u /* create missing parent directories */
+#define WR_WRITE_APPEND 4u
+#define WR_WRITE_EXCL   8u /* fail if the file exists */
 
 /* STAT TYPE field */
 enum wr_file_type {
@@ -179,6 +180,7 @@ void wr_msg_error(struct wr_buf *b, uint32_t id, int errnum, const char *message
  * WR_FRAME_MAX_PAYLOAD is an error, and the buffer never grows past one frame plus one read. */
 struct wr_reader {
     struct wr_buf in;
+    size_t off; /* bytes at the front of `in` already handed out by wr_reader_next() */
 };
 
 void wr_reader_init(struct wr_reader *r);

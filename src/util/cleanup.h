@@ -36,10 +36,10 @@ static inline void wr_closedirp(DIR **d)
         (void)closedir(*d);
 }
 
-#define _cleanup_(f)      __attribute__((cleanup(f)))
-#define _cleanup_free_    _cleanup_(wr_freep)
-#define _cleanup_close_   _cleanup_(wr_closep)
-#define _cleanup_fclose_  _cleanup_(wr_fclosep)
+#define _cleanup_(f)       __attribute__((cleanup(f)))
+#define _cleanup_free_     _cleanup_(wr_freep)
+#define _cleanup_close_    _cleanup_(wr_closep)
+#define _cleanup_fclose_   _cleanup_(wr_fclosep)
 #define _cleanup_closedir_ _cleanup_(wr_closedirp)
 
 /* Take the value out of *pp and leave NULL behind; the type is checked by the ternary. */

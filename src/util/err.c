@@ -56,7 +56,17 @@ int wr_err_wrap(struct wr_err *e, const char *fmt, ...)
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof(old));
-    snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+    {
+        size_t pl = strlen(prefix), ol = strlen(old), cap = sizeof(e->msg) - 1;
+        if (pl > cap - 2)
+            pl = cap - 2;
+        memcpy(e->msg, prefix, pl);
+        memcpy(e->msg + pl, ": ", 2);
+        if (ol > cap - pl - 2)
+            ol = cap - pl - 2;
+        memcpy(e->msg + pl + 2, old, ol);
+        e->msg[pl + 2 + ol] = '\0';
+    }
     if (e->kind == WR_EOK)
         e->kind = WR_EINTERNAL;
     return -1;

@@ -95,25 +95,25 @@ int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err)
     return 0;
 }
 
-int wr_rm_rf_at(int dirfd, const char *name, struct wr_err *err)
+int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err)
 {
     struct stat st, parent;
     _cleanup_closedir_ DIR *d = NULL;
     int fd;
 
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
         if (errno == ENOENT)
             return 0;
         return wr_err_sys(err, "stat `%s`", name);
     }
     if (!S_ISDIR(st.st_mode)) {
-        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+        if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
             return wr_err_sys(err, "unlink `%s`", name);
         return 0;
     }
-    if (fstat(dirfd, &parent) == 0 && parent.st_dev != st.st_dev)
+    if (fstat(dfd, &parent) == 0 && parent.st_dev != st.st_dev)
         return wr_err_set(err, WR_ECONFLICT, 0, "rm `%s`: is a mount point", name);
-    fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return wr_err_sys(err, "open `%s`", name);
     d = fdopendir(fd);
@@ -127,7 +127,7 @@ int wr_rm_rf_at(int dirfd, const char *name, struct wr_err *err)
         if (wr_rm_rf_at(dirfd(d), de->d_name, err) < 0)
             return wr_err_wrap(err, "rm `%s`", name);
     }
-    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
         return wr_err_sys(err, "rmdir `%s`", name);
     return 0;
 }

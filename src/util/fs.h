@@ -27,4 +27,4 @@ int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err);
 
 /* rm -rf below dirfd/name without following symlinks and without crossing mount points.
  * Returns 0 (also when it did not exist) or -1 with err. */
-int wr_rm_rf_at(int dirfd, const char *name, struct wr_err *err);
+int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err);

@@ -10,13 +10,14 @@ static int tap_n, tap_failed;
 
 #define ok(cond, ...)                                                                              \
     do {                                                                                           \
+        int c_ = !!(cond);                                                                         \
         tap_n++;                                                                                   \
-        if (!(cond))                                                                               \
+        if (!c_)                                                                                   \
             tap_failed++;                                                                          \
-        printf("%sok %d - ", (cond) ? "" : "not ", tap_n);                                         \
+        printf("%sok %d - ", c_ ? "" : "not ", tap_n);                                             \
         printf(__VA_ARGS__);                                                                       \
         printf("\n");                                                                              \
-        if (!(cond))                                                                               \
+        if (!c_)                                                                                   \
             printf("#   failed at %s:%d\n", __FILE__, __LINE__);                                   \
     } while (0)
 
@@ -34,7 +35,7 @@ static int tap_n, tap_failed;
         int same_ = (g_ && w_) ? strcmp(g_, w_) == 0 : g_ == w_;                                   \
         ok(same_, "%s", name);                                                                     \
         if (!same_)                                                                                \
-            printf("#   got \"%s\", want \"%s\"\n", g_ ? g_ : "(null)", w_ ? w_ : "(null)");      \
+            printf("#   got \"%s\", want \"%s\"\n", g_ ? g_ : "(null)", w_ ? w_ : "(null)");       \
     } while (0)
 
 static inline int done(void)

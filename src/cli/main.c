@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `warren`: dispatch to a verb. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct verb verbs[] = {
+    {"run", cmd_run, "run a command in a throwaway sandbox (no daemon)"},
+};
+
+void cli_errorf(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("warren: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: warren <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+    fprintf(f, "\nRun `warren <command> --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    wr_log_set_level(getenv("WARREN_LOG"));
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(argv[1], verbs[i].name) == 0)
+            return verbs[i].fn(argc - 1, argv + 1);
+    cli_errorf("unknown command `%s` (see `warren --help`)", argv[1]);
+    return 2;
+}

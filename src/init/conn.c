@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Control connections: frame reassembly, the HELLO handshake, dispatch to processes and files,
+ * the per-connection output queue and the two brakes on reading (a long output queue, a full
+ * stdin queue of a process this connection feeds). */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "init.h"
+
+static struct init_conn *conns;
+static unsigned nconns;
+
+static void on_conn(struct init_watch *w, uint32_t events);
+
+void init_conn_new(int fd, bool primary)
+{
+    struct init_conn *c;
+
+    if (nconns >= INIT_MAX_CONNS) {
+        log_warn("too many connections; closing a new one");
+        (void)close(fd);
+        return;
+    }
+    c = xcalloc(1, sizeof(*c));
+    c->w.fd = fd;
+    c->w.cb = on_conn;
+    c->w.owner = c;
+    c->primary = primary;
+    wr_reader_init(&c->rd);
+    wr_buf_init(&c->out);
+    c->next = conns;
+    conns = c;
+    nconns++;
+    init_watch_set(&c->w, EPOLLIN);
+}
+
+void init_conn_close(struct init_conn *c)
+{
+    if (c->dead)
+        return;
+    if (c->primary && init_cfg.ephemeral) {
+        /* The creator is gone: the sandbox ends with it. */
+        (void)kill(-1, SIGKILL);
+        exit(0);
+    }
+    c->dead = true;
+    init_watch_close(&c->w);
+    init_procs_conn_gone(c);
+    init_files_conn_gone(c);
+}
+
+size_t init_conn_queued(const struct init_conn *c)
+{
+    return c->out.len - c->out_off;
+}
+
+void init_conn_errorf(struct init_conn *c, uint32_t id, int errnum, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (errnum != 0 && (size_t)n < sizeof(msg))
+        (void)snprintf(msg + n, sizeof(msg) - (size_t)n, ": %s", strerror(errnum));
+    wr_msg_error(&c->out, id, errnum, msg);
+}
+
+/* ---- request fields ---------------------------------------------------------------------- */
+
+static bool tag_is_string(uint16_t tag)
+{
+    switch (tag) {
+    case WR_TAG_MESSAGE:
+    case WR_TAG_ARGV:
+    case WR_TAG_ENV:
+    case WR_TAG_CWD:
+    case WR_TAG_USER:
+    case WR_TAG_PATH:
+    case WR_TAG_DEST:
+    case WR_TAG_NAME:
+    case WR_TAG_LINK:
+        return true;
+    default:
+        return false;
+    }
+}
+
+int init_req_parse(const uint8_t *p, size_t n, struct init_req *r, struct wr_err *err)
+{
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    int rc;
+
+    memset(r, 0, sizeof(*r));
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1) {
+        char **dst = NULL;
+        size_t max = WR_MAX_PATH;
+
+        if (f.tag >= 64)
+            continue; /* unknown: skipped, per the protocol */
+        if (tag_is_string(f.tag)) {
+            if (f.tag == WR_TAG_PATH)
+                dst = &r->path;
+            else if (f.tag == WR_TAG_DEST)
+                dst = &r->dest;
+            else if (f.tag == WR_TAG_USER)
+                dst = &r->user, max = WR_MAX_STR;
+            else
+                continue;
+            free(*dst);
+            *dst = NULL;
+            if (wr_field_strdup(&f, max, dst) < 0)
+                return wr_err_set(err, WR_EINVAL, 0, "field %u: bad string", f.tag);
+        } else {
+            if (wr_field_u64(&f, &r->num[f.tag]) < 0)
+                return wr_err_set(err, WR_EINVAL, 0, "field %u: bad integer", f.tag);
+        }
+        r->has |= 1ull << f.tag;
+    }
+    if (rc < 0)
+        return wr_err_set(err, WR_EINVAL, 0, "malformed fields");
+    return 0;
+}
+
+void init_req_fini(struct init_req *r)
+{
+    free(r->path);
+    free(r->dest);
+    free(r->user);
+    r->path = r->dest = r->user = NULL;
+}
+
+/* ---- frames ------------------------------------------------------------------------------ */
+
+static void hello(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
+{
+    uint64_t version = 0;
+    size_t start;
+
+    if (wr_msg_get_u64(p, h->len, WR_TAG_VERSION, &version) < 0 || version != WR_PROTO_VERSION) {
+        init_conn_errorf(c, h->id, EPROTONOSUPPORT,
+                         "protocol version %llu not supported (init speaks %u)",
+                         (unsigned long long)version, WR_PROTO_VERSION);
+        c->drain = true;
+        return;
+    }
+    c->hello = true;
+    start = wr_msg_begin(&c->out, WR_MSG_HELLO, 0, h->id);
+    wr_msg_put_u64(&c->out, WR_TAG_VERSION, WR_PROTO_VERSION);
+    wr_msg_put_u64(&c->out, WR_TAG_PID, (uint64_t)getpid());
+    (void)wr_msg_end(&c->out, start);
+}
+
+static void dispatch(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
+{
+    if (!c->hello && h->type != WR_MSG_HELLO) {
+        init_conn_errorf(c, h->id, EPROTO, "expected HELLO first");
+        c->drain = true;
+        return;
+    }
+    switch (h->type) {
+    case WR_MSG_HELLO:
+        hello(c, h, p);
+        break;
+    case WR_MSG_SPAWN:
+        init_spawn(c, h->id, p, h->len);
+        break;
+    case WR_MSG_STDIN:
+    case WR_MSG_STDIN_CLOSE:
+    case WR_MSG_SIGNAL:
+    case WR_MSG_RESIZE:
+    case WR_MSG_ATTACH:
+    case WR_MSG_LIST:
+    case WR_MSG_RELEASE:
+    case WR_MSG_ACK:
+        init_proc_request(c, h, p);
+        break;
+    case WR_MSG_FILE_READ:
+    case WR_MSG_FILE_WRITE:
+    case WR_MSG_DATA:
+    case WR_MSG_DATA_END:
+    case WR_MSG_FILE_STAT:
+    case WR_MSG_FILE_LIST:
+    case WR_MSG_FILE_MKDIR:
+    case WR_MSG_FILE_REMOVE:
+    case WR_MSG_FILE_RENAME:
+    case WR_MSG_FILE_CHMOD:
+        init_file_request(c, h, p);
+        break;
+    case WR_MSG_OK:
+    case WR_MSG_ERROR:
+        break; /* replies flow from init, never to it; tolerate stray ones */
+    default:
+        init_conn_errorf(c, h->id, ENOSYS, "message type %u not supported", h->type);
+        break;
+    }
+}
+
+static bool reading_paused(const struct init_conn *c)
+{
+    return c->dead || c->drain || c->holds > 0 || init_conn_queued(c) > INIT_CONN_OUT_HIGH;
+}
+
+/* Handle complete frames already received, until paused. */
+static void take_frames(struct init_conn *c)
+{
+    while (!reading_paused(c)) {
+        struct wr_frame_hdr h;
+        const uint8_t *payload = NULL;
+        struct wr_err err = {0};
+        int rc = wr_reader_next(&c->rd, &h, &payload, &err);
+
+        if (rc == 0)
+            return;
+        if (rc < 0) {
+            log_warn("connection: %s", err.msg);
+            init_conn_close(c);
+            return;
+        }
+        dispatch(c, &h, payload);
+    }
+}
+
+static void on_conn(struct init_watch *w, uint32_t events)
+{
+    struct init_conn *c = w->owner;
+    static uint8_t buf[64 * 1024];
+
+    if (c->dead)
+        return;
+    if (events & EPOLLIN && !reading_paused(c)) {
+        ssize_t r = read(w->fd, buf, sizeof(buf));
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+            init_conn_close(c);
+            return;
+        }
+        if (r > 0) {
+            wr_reader_feed(&c->rd, buf, (size_t)r);
+            take_frames(c);
+        }
+    } else if (events & (EPOLLHUP | EPOLLERR) && !(events & EPOLLOUT)) {
+        init_conn_close(c);
+    }
+    /* EPOLLOUT: the pump writes. */
+}
+
+/* Write what is queued. Returns false if the socket is full (or the connection died). */
+static bool flush(struct init_conn *c)
+{
+    while (init_conn_queued(c) > 0) {
+        ssize_t w = send(c->w.fd, c->out.data + c->out_off, init_conn_queued(c),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return false;
+            init_conn_close(c);
+            return false;
+        }
+        c->out_off += (size_t)w;
+    }
+    /* Compact: all written (cheap) or a large written prefix. */
+    if (c->out_off == c->out.len || c->out_off > (1u << 20)) {
+        wr_buf_consume(&c->out, c->out_off);
+        c->out_off = 0;
+    }
+    return true;
+}
+
+static void pump_one(struct init_conn *c)
+{
+    /* Bounded rounds so one busy connection cannot starve the rest; the loop comes back. */
+    for (int round = 0; round < 16 && !c->dead; round++) {
+        bool more = false;
+
+        take_frames(c);
+        if (c->dead)
+            return;
+        if (!c->drain)
+            more = init_files_produce(c);
+        if (!flush(c))
+            break;
+        if (c->out_off > 0) {
+            wr_buf_consume(&c->out, c->out_off);
+            c->out_off = 0;
+        }
+        if (c->drain) {
+            init_conn_close(c);
+            return;
+        }
+        if (!more)
+            break;
+        if (round == 15)
+            init_loop_again();
+    }
+    if (c->dead)
+        return;
+    uint32_t ev = 0;
+    if (!reading_paused(c))
+        ev |= EPOLLIN;
+    if (init_conn_queued(c) > 0)
+        ev |= EPOLLOUT;
+    if (ev == 0 && c->drain)
+        ev = EPOLLOUT;
+    init_watch_set(&c->w, ev);
+}
+
+void init_conns_pump(void)
+{
+    struct init_conn **pp = &conns;
+
+    for (struct init_conn *c = conns; c != NULL; c = c->next)
+        pump_one(c);
+    while (*pp != NULL) {
+        struct init_conn *c = *pp;
+        if (!c->dead) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        nconns--;
+        wr_reader_fini(&c->rd);
+        wr_buf_fini(&c->out);
+        free(c);
+    }
+}

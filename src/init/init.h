@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-init internals: the event loop's watches, connections, the process table, the user
+ * database and file operations. Nothing outside src/init/ includes this header. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../proto/proto.h"
+#include "../util/err.h"
+
+/* A connection stops having its frames read while this much output waits for it. */
+#define INIT_CONN_OUT_HIGH (4u << 20)
+/* File reads and listings produce frames only while the connection's queue is below this. */
+#define INIT_CONN_OUT_PRODUCE (1u << 20)
+/* A process's stdin queue above this stops reading from the connection that filled it. */
+#define INIT_STDIN_HIGH (1u << 20)
+/* Concurrent file reads, listings and writes per connection. */
+#define INIT_MAX_JOBS 64
+/* Connections at once; more are accepted and closed at once. */
+#define INIT_MAX_CONNS 256
+#define INIT_MAX_DEPTH 16
+
+/* ---- event loop (main.c) ----------------------------------------------------------------- */
+
+/* One fd in the epoll set. `events` is the registered mask; 0 means the fd is not in the set
+ * (so a hung-up pipe that we stopped reading cannot spin the loop). */
+struct init_watch {
+    int fd;
+    uint32_t events;
+    void (*cb)(struct init_watch *w, uint32_t events);
+    void *owner;
+};
+
+/* Register, change or (events == 0) remove w's fd from the epoll set. No-op if fd < 0. */
+void init_watch_set(struct init_watch *w, uint32_t events);
+/* Remove w from the epoll set, close its fd and set it to -1. */
+void init_watch_close(struct init_watch *w);
+/* Ask the loop to run again without sleeping (work is left that no fd will announce). */
+void init_loop_again(void);
+
+/* The image defaults from the command line. */
+struct init_config {
+    bool ephemeral;
+    char **env; /* NULL-terminated, "KEY=VALUE"; PATH always present */
+    size_t nenv;
+    char *cwd;  /* NULL: the user's home */
+    char *user; /* NULL: root */
+};
+
+extern struct init_config init_cfg;
+
+/* ---- users (user.c) ---------------------------------------------------------------------- */
+
+struct init_user {
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups; /* supplementary groups, the primary group first */
+    size_t ngroups;
+    char *name; /* NULL when the uid has no passwd entry */
+    char *home; /* NULL when the uid has no passwd entry */
+};
+
+/* Resolve the identity a request runs as: `spec` ("name", "uid", "name:group", "uid:gid") if
+ * non-NULL, else uid/gid (-1: unset), else the --user default, else root. Names are looked up in
+ * the sandbox's /etc/passwd and /etc/group with fgetpwent/fgetgrent (the binary is static: no
+ * NSS). A uid without a passwd entry is allowed (group 0 unless gid is given). Returns 0 with
+ * *u filled (free with init_user_fini), or -1 with err (errno EINVAL for an unknown name). */
+int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_user *u,
+                      struct wr_err *err);
+void init_user_fini(struct init_user *u);
+/* Deep copy. */
+void init_user_copy(struct init_user *dst, const struct init_user *src);
+
+/* Switch the filesystem identity (supplementary groups, fsgid, fsuid) to u, so permission
+ * checks apply and new files are owned by u. Returns 0, or -1 with errno. init_fs_leave()
+ * switches back to root and init's own groups; call it after every successful enter. */
+int init_fs_enter(const struct init_user *u);
+void init_fs_leave(void);
+/* Remember init's own supplementary groups (called once at start). */
+void init_fs_save(void);
+
+/* ---- connections (conn.c) ---------------------------------------------------------------- */
+
+struct init_job;
+struct init_write;
+
+struct init_conn {
+    struct init_watch w;
+    struct wr_reader rd;
+    struct wr_buf out; /* queued frames; bytes before out_off are already written */
+    size_t out_off;
+    bool hello;                /* HELLO exchanged */
+    bool primary;              /* fd 4: with --ephemeral, its end ends the sandbox */
+    bool dead;                 /* closed; freed at the end of the loop iteration */
+    bool drain;                /* write what is queued, then close; read nothing more */
+    unsigned holds;            /* processes whose stdin queue is full because of this connection */
+    struct init_job *jobs;     /* file reads and listings in progress */
+    struct init_write *writes; /* file writes in progress */
+    struct init_conn *next;
+};
+
+/* Take ownership of a connected, non-blocking socket. */
+void init_conn_new(int fd, bool primary);
+/* Close c now: detach its processes, drop its file operations. Freed at the end of the loop
+ * iteration, so pointers to it stay valid until then. With --ephemeral and the primary
+ * connection, kills every process and exits instead. */
+void init_conn_close(struct init_conn *c);
+/* Bytes queued and not yet written. */
+size_t init_conn_queued(const struct init_conn *c);
+/* Queue an ERROR for request `id`: ERRNO errnum, MESSAGE "<fmt>: <strerror(errnum)>". */
+void init_conn_errorf(struct init_conn *c, uint32_t id, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Run every connection: take frames (unless paused), produce file data, write, update the epoll
+ * masks, free closed connections. Called at the end of each loop iteration. */
+void init_conns_pump(void);
+
+/* The request fields warren-init reads, parsed from a TLV payload once. */
+struct init_req {
+    uint64_t has; /* bit `tag` set when that tag was present (tags < 64) */
+    uint64_t num[64];
+    char *path;
+    char *dest;
+    char *user;
+};
+
+/* Parse p[0..n). Returns 0, or -1 with err on a malformed field. Free with init_req_fini. */
+int init_req_parse(const uint8_t *p, size_t n, struct init_req *r, struct wr_err *err);
+void init_req_fini(struct init_req *r);
+static inline bool init_req_has(const struct init_req *r, unsigned tag)
+{
+    return tag < 64 && (r->has & (1ull << tag)) != 0;
+}
+
+/* ---- processes (proc.c, spawn.c) --------------------------------------------------------- */
+
+struct init_proc {
+    uint32_t id;
+    pid_t pid;
+    char **argv;
+    bool pty;
+    struct init_watch in;  /* stdin pipe, or a dup of the pty master */
+    struct init_watch out; /* stdout pipe, or the pty master */
+    struct init_watch err; /* stderr pipe; -1 with a pty */
+    struct wr_buf inq;     /* stdin bytes not yet written */
+    size_t inq_off;
+    bool in_closing;             /* STDIN_CLOSE: close once inq drains */
+    bool in_closed;              /* no more STDIN accepted */
+    struct init_conn *in_holder; /* connection paused by our full stdin queue */
+    bool reaped;
+    int status; /* waitpid status once reaped */
+    bool exit_sent;
+    bool released;
+    struct init_conn *attached;
+    struct wr_buf buffered; /* OUTPUT frames kept while no connection is attached */
+    size_t buffered_bytes;  /* payload bytes in `buffered` */
+    size_t unacked;         /* payload bytes sent to `attached` and not acknowledged */
+    struct init_proc *next;
+};
+
+/* Handle SPAWN: fork, exec and reply OK (PROC_ID, PID) or ERROR once exec succeeded or failed. */
+void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n);
+/* Add a started process to the table, attached to c (may be NULL). Returns its proc id. */
+uint32_t init_proc_add(struct init_proc *pr, struct init_conn *c);
+/* Handle STDIN, STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, LIST, RELEASE, ACK. */
+void init_proc_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
+/* Reap every exited child (SIGCHLD). */
+void init_procs_reap(void);
+/* Update output/stdin watches, send EXIT events, free released processes. */
+void init_procs_pump(void);
+/* c is closing: detach it from every process. */
+void init_procs_conn_gone(struct init_conn *c);
+
+/* ---- files (files.c, list.c) ------------------------------------------------------------- */
+
+/* Handle FILE_* requests and DATA/DATA_END. */
+void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
+/* Produce DATA and STAT frames for c's reads and listings while its queue is below
+ * INIT_CONN_OUT_PRODUCE. Returns true if work is left. */
+bool init_files_produce(struct init_conn *c);
+/* c is closing: close its reads, remove the temporary files of its unfinished atomic writes. */
+void init_files_conn_gone(struct init_conn *c);

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-init: PID 1 of a sandbox. Parses the image defaults, becomes a proper init (session
+ * leader, reaper, deaf to job-control signals) and runs the one epoll loop that serves the
+ * control connections. See docs/design/init.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "init.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define LISTEN_FD  3
+#define PRIMARY_FD 4
+
+struct init_config init_cfg;
+
+static int epfd = -1;
+static bool run_again;
+
+void init_watch_set(struct init_watch *w, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = w};
+    int op;
+
+    if (w->fd < 0 || w->events == events)
+        return;
+    if (events == 0)
+        op = EPOLL_CTL_DEL;
+    else if (w->events == 0)
+        op = EPOLL_CTL_ADD;
+    else
+        op = EPOLL_CTL_MOD;
+    if (epoll_ctl(epfd, op, w->fd, &ev) < 0) {
+        log_error("epoll_ctl fd %d: %s", w->fd, strerror(errno));
+        return;
+    }
+    w->events = events;
+}
+
+void init_watch_close(struct init_watch *w)
+{
+    if (w->fd < 0)
+        return;
+    init_watch_set(w, 0);
+    (void)close(w->fd);
+    w->fd = -1;
+    w->events = 0;
+}
+
+void init_loop_again(void)
+{
+    run_again = true;
+}
+
+static void env_add_default(const char *kv)
+{
+    size_t klen = strcspn(kv, "=");
+
+    for (size_t i = 0; i < init_cfg.nenv; i++) {
+        if (strncmp(init_cfg.env[i], kv, klen) == 0 && init_cfg.env[i][klen] == '=') {
+            free(init_cfg.env[i]);
+            init_cfg.env[i] = xstrdup(kv);
+            return;
+        }
+    }
+    init_cfg.env = xrealloc(init_cfg.env, (init_cfg.nenv + 2) * sizeof(char *));
+    init_cfg.env[init_cfg.nenv++] = xstrdup(kv);
+    init_cfg.env[init_cfg.nenv] = NULL;
+}
+
+static void usage_exit(const char *what)
+{
+    fprintf(stderr,
+            "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
+            "[--cwd DIR] [--user NAME|UID]\n",
+            what);
+    exit(2);
+}
+
+static void parse_args(int argc, char **argv)
+{
+    bool have_path = false;
+
+    init_cfg.env = xcalloc(1, sizeof(char *));
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+
+        if (strcmp(a, "--ephemeral") == 0) {
+            init_cfg.ephemeral = true;
+            continue;
+        }
+        if (strcmp(a, "--env") == 0 || strcmp(a, "--cwd") == 0 || strcmp(a, "--user") == 0) {
+            if (i + 1 >= argc)
+                usage_exit("option needs a value");
+            val = argv[++i];
+        } else if (strncmp(a, "--env=", 6) == 0 || strncmp(a, "--cwd=", 6) == 0) {
+            val = a + 6;
+        } else if (strncmp(a, "--user=", 7) == 0) {
+            val = a + 7;
+        } else {
+            usage_exit("unknown argument");
+        }
+        if (strncmp(a, "--env", 5) == 0) {
+            if (strchr(val, '=') == NULL || val[0] == '=')
+                usage_exit("--env needs KEY=VALUE");
+            env_add_default(val);
+            if (strncmp(val, "PATH=", 5) == 0)
+                have_path = true;
+        } else if (strncmp(a, "--cwd", 5) == 0) {
+            free(init_cfg.cwd);
+            init_cfg.cwd = xstrdup(val);
+        } else {
+            free(init_cfg.user);
+            init_cfg.user = xstrdup(val);
+        }
+    }
+    if (!have_path)
+        env_add_default("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+/* Nothing init holds may leak into a child: every fd from 3 up becomes close-on-exec. */
+static void cloexec_from_3(void)
+{
+    if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX);
+    if (max < 0 || max > 65536)
+        max = 65536;
+    for (int fd = 3; fd < max; fd++) {
+        int fl = fcntl(fd, F_GETFD);
+        if (fl >= 0 && !(fl & FD_CLOEXEC))
+            (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    }
+}
+
+static void ensure_stdio(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0)
+            continue;
+        int n = open("/dev/null", O_RDWR);
+        if (n >= 0 && n != fd) {
+            (void)dup2(n, fd);
+            (void)close(n);
+        }
+    }
+}
+
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl < 0)
+        return -1;
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void on_listen(struct init_watch *w, uint32_t events)
+{
+    /* Accept a few per wakeup; level-triggered epoll brings us back for the rest. */
+    for (int i = 0; i < 16; i++) {
+        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                log_warn("accept: %s", strerror(errno));
+            return;
+        }
+        init_conn_new(fd, false);
+    }
+}
+
+static void on_signal(struct init_watch *w, uint32_t events)
+{
+    struct signalfd_siginfo si[16];
+
+    /* The content does not matter: SIGCHLD coalesces, so reap everything each time. */
+    while (read(w->fd, si, sizeof(si)) > 0)
+        ;
+    init_procs_reap();
+}
+
+static void setup_signals(struct init_watch *sigw)
+{
+    sigset_t set;
+
+    /* PID 1 must not die of a stray terminal or job-control signal. */
+    (void)signal(SIGTERM, SIG_IGN);
+    (void)signal(SIGINT, SIG_IGN);
+    (void)signal(SIGHUP, SIG_IGN);
+    (void)signal(SIGPIPE, SIG_IGN);
+    (void)signal(SIGTTIN, SIG_IGN);
+    (void)signal(SIGTTOU, SIG_IGN);
+    (void)signal(SIGTSTP, SIG_IGN);
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
+        log_error("sigprocmask: %s", strerror(errno));
+        exit(1);
+    }
+    sigw->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sigw->fd < 0) {
+        log_error("signalfd: %s", strerror(errno));
+        exit(1);
+    }
+    sigw->cb = on_signal;
+    init_watch_set(sigw, EPOLLIN);
+}
+
+int main(int argc, char **argv)
+{
+    static struct init_watch listen_w = {.fd = -1};
+    static struct init_watch sig_w = {.fd = -1};
+
+    wr_log_set_level(getenv("WARREN_INIT_LOG"));
+    parse_args(argc, argv);
+    ensure_stdio();
+    cloexec_from_3();
+    (void)setsid();
+    /* Modes in FILE_WRITE and FILE_MKDIR are applied exactly; children get the usual 022. */
+    umask(0);
+    init_fs_save();
+
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        log_error("epoll_create1: %s", strerror(errno));
+        return 1;
+    }
+    setup_signals(&sig_w);
+
+    if (fcntl(LISTEN_FD, F_GETFD) >= 0 && set_nonblock(LISTEN_FD) == 0) {
+        listen_w.fd = LISTEN_FD;
+        listen_w.cb = on_listen;
+        init_watch_set(&listen_w, EPOLLIN);
+    } else {
+        log_warn("no listening socket on fd %d", LISTEN_FD);
+    }
+    if (fcntl(PRIMARY_FD, F_GETFD) >= 0 && set_nonblock(PRIMARY_FD) == 0)
+        init_conn_new(PRIMARY_FD, true);
+    else if (init_cfg.ephemeral)
+        return 0; /* the creator is already gone */
+
+    /* Children may have exited before the signalfd existed. */
+    init_procs_reap();
+    for (;;) {
+        struct epoll_event ev[64];
+        int n = epoll_wait(epfd, ev, (int)WR_ARRAY_SIZE(ev), run_again ? 0 : -1);
+
+        run_again = false;
+        if (n < 0 && errno != EINTR) {
+            log_error("epoll_wait: %s", strerror(errno));
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            struct init_watch *w = ev[i].data.ptr;
+            if (w->fd >= 0)
+                w->cb(w, ev[i].events);
+        }
+        init_conns_pump();
+        init_procs_pump();
+        init_conns_pump();
+    }
+}

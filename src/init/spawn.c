@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* SPAWN: resolve the user, build the environment, set up pipes or a PTY, fork, and in the child
+ * become the requested process. The child reports a failure before exec through a close-on-exec
+ * pipe, so the reply says whether exec really happened. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "init.h"
+
+extern char **environ;
+
+/* What the child reports through the error pipe. */
+enum child_stage {
+    STAGE_PTY = 1,
+    STAGE_STDIO,
+    STAGE_GROUPS,
+    STAGE_SETGID,
+    STAGE_SETUID,
+    STAGE_CHDIR,
+    STAGE_EXEC,
+};
+
+struct child_report {
+    int stage;
+    int errnum;
+};
+
+struct child_plan {
+    char **argv;
+    char **env;
+    const char *cwd; /* explicit cwd (must work), or NULL */
+    const char *home;
+    const struct init_user *user;
+    bool pty;
+    const char *slave;
+    struct winsize ws;
+    int stdio[3]; /* pipe ends for the child, without a pty */
+    int errfd;
+};
+
+static void env_set(char ***env, size_t *n, const char *kv, bool overwrite)
+{
+    size_t klen = strcspn(kv, "=");
+
+    for (size_t i = 0; i < *n; i++) {
+        if (strncmp((*env)[i], kv, klen) == 0 && (*env)[i][klen] == '=') {
+            if (overwrite) {
+                free((*env)[i]);
+                (*env)[i] = xstrdup(kv);
+            }
+            return;
+        }
+    }
+    *env = xrealloc(*env, (*n + 2) * sizeof(char *));
+    (*env)[(*n)++] = xstrdup(kv);
+    (*env)[*n] = NULL;
+}
+
+static void env_set_kv(char ***env, size_t *n, const char *k, const char *v)
+{
+    _cleanup_free_ char *kv = xasprintf("%s=%s", k, v);
+    env_set(env, n, kv, false);
+}
+
+static void env_free(char **env)
+{
+    if (env == NULL)
+        return;
+    for (char **e = env; *e != NULL; e++)
+        free(*e);
+    free(env);
+}
+
+/* Defaults, overlaid by the request, then HOME/USER/LOGNAME (and TERM for a pty) if unset. */
+static char **build_env(const struct wr_spawn *s, const struct init_user *u)
+{
+    char **env = xcalloc(1, sizeof(char *));
+    size_t n = 0;
+
+    for (size_t i = 0; i < init_cfg.nenv; i++)
+        env_set(&env, &n, init_cfg.env[i], true);
+    for (char **e = s->env; e != NULL && *e != NULL; e++)
+        if (strchr(*e, '=') != NULL && (*e)[0] != '=')
+            env_set(&env, &n, *e, true);
+    env_set_kv(&env, &n, "HOME", u->home != NULL ? u->home : "/");
+    if (u->name != NULL) {
+        env_set_kv(&env, &n, "USER", u->name);
+        env_set_kv(&env, &n, "LOGNAME", u->name);
+    }
+    if (s->pty)
+        env_set_kv(&env, &n, "TERM", "xterm-256color");
+    return env;
+}
+
+static _Noreturn void child_fail(int errfd, int stage)
+{
+    struct child_report rep = {.stage = stage, .errnum = errno};
+
+    (void)wr_write_all(errfd, &rep, sizeof(rep));
+    _exit(127);
+}
+
+/* In the child, between fork and exec: no allocation, no logging. */
+static _Noreturn void child_run(const struct child_plan *pl)
+{
+    sigset_t none;
+
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)signal(sig, SIG_DFL);
+    (void)setsid();
+    umask(022);
+
+    if (pl->pty) {
+        int fd = open(pl->slave, O_RDWR);
+        if (fd < 0)
+            child_fail(pl->errfd, STAGE_PTY);
+        if (ioctl(fd, TIOCSCTTY, 0) < 0)
+            child_fail(pl->errfd, STAGE_PTY);
+        (void)ioctl(fd, TIOCSWINSZ, &pl->ws);
+        if (fchown(fd, pl->user->uid, (gid_t)-1) < 0) {
+            /* the terminal stays root's; the process can still use it */
+        }
+        for (int i = 0; i < 3; i++)
+            if (dup2(fd, i) < 0)
+                child_fail(pl->errfd, STAGE_PTY);
+        if (fd > 2)
+            (void)close(fd);
+    } else {
+        /* The pipe ends are all >= 3 (0-2 are open), so dup2 always makes a fresh,
+         * inheritable copy. */
+        for (int i = 0; i < 3; i++)
+            if (dup2(pl->stdio[i], i) < 0)
+                child_fail(pl->errfd, STAGE_STDIO);
+    }
+
+    if (setgroups(pl->user->ngroups, pl->user->groups) < 0 && errno != EPERM)
+        child_fail(pl->errfd, STAGE_GROUPS);
+    if (setresgid(pl->user->gid, pl->user->gid, pl->user->gid) < 0)
+        child_fail(pl->errfd, STAGE_SETGID);
+    if (setresuid(pl->user->uid, pl->user->uid, pl->user->uid) < 0)
+        child_fail(pl->errfd, STAGE_SETUID);
+
+    if (pl->cwd != NULL) {
+        if (chdir(pl->cwd) < 0)
+            child_fail(pl->errfd, STAGE_CHDIR);
+    } else if ((pl->home == NULL || chdir(pl->home) < 0) && chdir("/") < 0) {
+        child_fail(pl->errfd, STAGE_CHDIR);
+    }
+
+    /* execvpe searches the PATH of the current environment: make it the child's. */
+    environ = pl->env;
+    execvpe(pl->argv[0], pl->argv, pl->env);
+    child_fail(pl->errfd, STAGE_EXEC);
+}
+
+static void report_failure(struct init_conn *c, uint32_t id, const struct child_report *rep,
+                           const struct child_plan *pl, const char *cwd_shown)
+{
+    switch (rep->stage) {
+    case STAGE_PTY:
+        init_conn_errorf(c, id, rep->errnum, "open pty `%s`", pl->slave ? pl->slave : "");
+        break;
+    case STAGE_STDIO:
+        init_conn_errorf(c, id, rep->errnum, "set up stdio");
+        break;
+    case STAGE_GROUPS:
+        init_conn_errorf(c, id, rep->errnum, "setgroups");
+        break;
+    case STAGE_SETGID:
+        init_conn_errorf(c, id, rep->errnum, "setresgid %u", (unsigned)pl->user->gid);
+        break;
+    case STAGE_SETUID:
+        init_conn_errorf(c, id, rep->errnum, "setresuid %u", (unsigned)pl->user->uid);
+        break;
+    case STAGE_CHDIR:
+        init_conn_errorf(c, id, rep->errnum, "chdir `%s`", cwd_shown);
+        break;
+    default:
+        init_conn_errorf(c, id, rep->errnum, "exec `%s`", pl->argv[0]);
+        break;
+    }
+}
+
+static int set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static char **argv_copy(char **argv)
+{
+    size_t n = 0;
+    char **out;
+
+    while (argv[n] != NULL)
+        n++;
+    out = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        out[i] = xstrdup(argv[i]);
+    return out;
+}
+
+void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
+{
+    struct wr_spawn s;
+    struct wr_err err = {0};
+    struct init_user u = {0};
+    struct child_plan pl = {.stdio = {-1, -1, -1}, .errfd = -1};
+    struct child_report rep = {0};
+    char slave[128];
+    int parent_fds[3] = {-1, -1, -1}; /* stdin write end, stdout/pty master, stderr */
+    int errpipe[2] = {-1, -1};
+    int master = -1;
+    char **env = NULL;
+    pid_t pid;
+    ssize_t got;
+
+    memset(&s, 0, sizeof(s));
+    if (wr_spawn_decode(p, n, &s, &err) < 0) {
+        init_conn_errorf(c, id, EINVAL, "spawn: %s", err.msg);
+        return;
+    }
+    if (init_user_resolve(s.user, s.uid, s.gid, &u, &err) < 0) {
+        init_conn_errorf(c, id, err.sys_errno ? err.sys_errno : EINVAL, "spawn: %s", err.msg);
+        goto out;
+    }
+    env = build_env(&s, &u);
+    pl.argv = s.argv;
+    pl.env = env;
+    pl.cwd = s.cwd != NULL ? s.cwd : init_cfg.cwd;
+    pl.home = u.home;
+    pl.user = &u;
+    pl.pty = s.pty;
+
+    if (s.pty) {
+        master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+            ptsname_r(master, slave, sizeof(slave)) != 0) {
+            init_conn_errorf(c, id, errno, "spawn: open pty");
+            goto out;
+        }
+        pl.slave = slave;
+        pl.ws.ws_row = s.rows ? s.rows : 24;
+        pl.ws.ws_col = s.cols ? s.cols : 80;
+    } else {
+        for (int i = 0; i < 3; i++) {
+            int fds[2];
+            if (pipe2(fds, O_CLOEXEC) < 0) {
+                init_conn_errorf(c, id, errno, "spawn: pipe");
+                goto out;
+            }
+            /* stdin: the child reads fds[0]; stdout/stderr: the child writes fds[1]. */
+            pl.stdio[i] = i == 0 ? fds[0] : fds[1];
+            parent_fds[i] = i == 0 ? fds[1] : fds[0];
+        }
+    }
+    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+        init_conn_errorf(c, id, errno, "spawn: pipe");
+        goto out;
+    }
+    pl.errfd = errpipe[1];
+
+    pid = fork();
+    if (pid < 0) {
+        init_conn_errorf(c, id, errno, "spawn: fork");
+        goto out;
+    }
+    if (pid == 0)
+        child_run(&pl);
+
+    (void)close(errpipe[1]);
+    errpipe[1] = -1;
+    for (int i = 0; i < 3; i++) {
+        if (pl.stdio[i] >= 0)
+            (void)close(pl.stdio[i]);
+        pl.stdio[i] = -1;
+    }
+    /* EOF (0 bytes) means exec succeeded: the pipe closed with the exec. This blocks the loop
+     * only for the few syscalls between fork and exec. */
+    got = wr_read_all(errpipe[0], &rep, sizeof(rep));
+    if (got == (ssize_t)sizeof(rep)) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        report_failure(c, id, &rep, &pl, pl.cwd ? pl.cwd : "");
+        goto out;
+    }
+
+    struct init_proc *pr = xcalloc(1, sizeof(*pr));
+    pr->pid = pid;
+    pr->argv = argv_copy(s.argv);
+    pr->pty = s.pty;
+    pr->in.fd = pr->out.fd = pr->err.fd = -1;
+    if (s.pty) {
+        pr->out.fd = master;
+        master = -1;
+        /* A second fd on the master, so stdin and output have their own epoll entries. */
+        pr->in.fd = fcntl(pr->out.fd, F_DUPFD_CLOEXEC, 3);
+        (void)set_nonblock(pr->out.fd);
+        if (pr->in.fd >= 0)
+            (void)set_nonblock(pr->in.fd);
+    } else {
+        pr->in.fd = parent_fds[0];
+        pr->out.fd = parent_fds[1];
+        pr->err.fd = parent_fds[2];
+        for (int i = 0; i < 3; i++) {
+            (void)set_nonblock(parent_fds[i]);
+            parent_fds[i] = -1;
+        }
+    }
+    uint32_t proc_id = init_proc_add(pr, c);
+    size_t start = wr_msg_begin(&c->out, WR_MSG_OK, 0, id);
+    wr_msg_put_u64(&c->out, WR_TAG_PROC_ID, proc_id);
+    wr_msg_put_u64(&c->out, WR_TAG_PID, (uint64_t)pid);
+    (void)wr_msg_end(&c->out, start);
+    log_debug("spawned proc %u pid %d `%s`", proc_id, (int)pid, s.argv[0]);
+
+out:
+    for (int i = 0; i < 3; i++) {
+        if (pl.stdio[i] >= 0)
+            (void)close(pl.stdio[i]);
+        if (parent_fds[i] >= 0)
+            (void)close(parent_fds[i]);
+    }
+    if (errpipe[0] >= 0)
+        (void)close(errpipe[0]);
+    if (errpipe[1] >= 0)
+        (void)close(errpipe[1]);
+    if (master >= 0)
+        (void)close(master);
+    env_free(env);
+    init_user_fini(&u);
+    wr_spawn_fini(&s);
+}

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Root filesystem of a sandbox: idmapped overlay (parent) and the mounts inside it (child). */
+#include "mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/xalloc.h"
+
+/* glibc 2.36 has these in <sys/mount.h>; spell them through syscall() so older headers work. */
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+    return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct mount_attr *a)
+{
+    return (int)syscall(SYS_mount_setattr, dfd, path, flags, a, sizeof(*a));
+}
+
+static int sys_fsopen(const char *fs, unsigned flags)
+{
+    return (int)syscall(SYS_fsopen, fs, flags);
+}
+
+static int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *val, int aux)
+{
+    return (int)syscall(SYS_fsconfig, fd, cmd, key, val, aux);
+}
+
+static int sys_fsmount(int fd, unsigned flags, unsigned attrs)
+{
+    return (int)syscall(SYS_fsmount, fd, flags, attrs);
+}
+
+/* A detached tmpfs owned by the sandbox's root, holding upper/ and work/. Passing the layers
+ * as fds of a detached mount also keeps host paths out of the sandbox's mountinfo. */
+static int make_tmpfs_upper(uint64_t bytes, uid_t host_root, int *tmnt, int *upper, int *work,
+                            struct wr_err *err)
+{
+    _cleanup_close_ int fs = -1, mnt = -1;
+    char opt[32];
+
+    fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return wr_err_sys(err, "fsopen tmpfs");
+    snprintf(opt, sizeof(opt), "%llu", (unsigned long long)bytes);
+    if (sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", opt, 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0)
+        return wr_err_sys(err, "tmpfs options");
+    if (sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return wr_err_sys(err, "create tmpfs");
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID);
+    if (mnt < 0)
+        return wr_err_sys(err, "fsmount tmpfs");
+    if (mkdirat(mnt, "upper", 0755) < 0 || mkdirat(mnt, "work", 0700) < 0)
+        return wr_err_sys(err, "mkdir upper/work");
+    if (fchownat(mnt, "upper", host_root, host_root, 0) < 0 ||
+        fchownat(mnt, "work", host_root, host_root, 0) < 0)
+        return wr_err_sys(err, "chown upper/work");
+    *upper = openat(mnt, "upper", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    *work = openat(mnt, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*upper < 0 || *work < 0) {
+        int e = errno;
+        if (*upper >= 0)
+            close(*upper);
+        if (*work >= 0)
+            close(*work);
+        *upper = *work = -1;
+        return wr_err_set(err, WR_ESYS, e, "open upper/work");
+    }
+    /* The detached tmpfs must stay mounted (its fd open) until overlayfs has cloned it: once
+     * the last fd of a detached mount is closed, the mount is dissolved. */
+    *tmnt = steal_fd(&mnt);
+    return 0;
+}
+
+static int make_disk_upper(const char *dir, uid_t host_root, int *upper, int *work,
+                           struct wr_err *err)
+{
+    _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (d < 0)
+        return wr_err_sys(err, "open `%s`", dir);
+    if ((mkdirat(d, "upper", 0755) < 0 && errno != EEXIST) ||
+        (mkdirat(d, "work", 0700) < 0 && errno != EEXIST))
+        return wr_err_sys(err, "mkdir `%s`/upper,work", dir);
+    if (fchownat(d, "upper", host_root, host_root, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchownat(d, "work", host_root, host_root, AT_SYMLINK_NOFOLLOW) < 0)
+        return wr_err_sys(err, "chown `%s`/upper,work", dir);
+    *upper = openat(d, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    *work = openat(d, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*upper < 0 || *work < 0) {
+        int e = errno;
+        if (*upper >= 0)
+            close(*upper);
+        if (*work >= 0)
+            close(*work);
+        *upper = *work = -1;
+        return wr_err_set(err, WR_ESYS, e, "open `%s`/upper,work", dir);
+    }
+    return 0;
+}
+
+int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
+                    const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,
+                    struct wr_err *err)
+{
+    _cleanup_close_ int ovl = -1, upper = -1, work = -1, tmnt = -1;
+    int mnt, ret = -1, *lfds;
+
+    if (n_layers == 0 || n_layers > WR_MAX_LAYERS)
+        return wr_err_set(err, WR_EINVAL, 0, "an image has 1 to %d layers, not %zu", WR_MAX_LAYERS,
+                          n_layers);
+    ovl = sys_fsopen("overlay", FSOPEN_CLOEXEC);
+    if (ovl < 0)
+        return wr_err_sys(err, "fsopen overlay");
+    lfds = xmalloc(n_layers * sizeof(int));
+    for (size_t i = 0; i < n_layers; i++)
+        lfds[i] = -1;
+
+    /* lowerdir+ stacks downwards: the first one given is the topmost layer. Each layer is a
+     * detached clone idmapped to the sandbox's user namespace, so root-owned image files show
+     * as owned by the sandbox's root while the directory on disk stays shared and unchanged.
+     * The clone is read-only; overlayfs takes a private copy of it at CMD_CREATE (so the clone
+     * must stay open until then: closing the last fd of a detached mount dissolves it) and we
+     * close ours, so no process in the sandbox ever holds a handle on the layer itself, whose
+     * read-only flag it could clear. */
+    for (size_t i = n_layers; i-- > 0;) {
+        struct mount_attr attr = {
+            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+            .userns_fd = (uint64_t)userns_fd,
+        };
+        int lfd = sys_open_tree(AT_FDCWD, layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+
+        if (lfd < 0) {
+            wr_err_sys(err, "open layer `%s`", layers[i]);
+            goto out;
+        }
+        lfds[i] = lfd;
+        if (sys_mount_setattr(lfd, "", AT_EMPTY_PATH, &attr) < 0) {
+            wr_err_sys(err, "idmap layer `%s`", layers[i]);
+            goto out;
+        }
+        if (sys_fsconfig(ovl, FSCONFIG_SET_FD, "lowerdir+", NULL, lfd) < 0) {
+            wr_err_sys(err, "add layer `%s`", layers[i]);
+            goto out;
+        }
+    }
+
+    if (upper_dir == NULL) {
+        if (make_tmpfs_upper(tmpfs_bytes ? tmpfs_bytes : (1ull << 30), host_root, &tmnt, &upper,
+                             &work, err) < 0) {
+            wr_err_wrap(err, "writable layer");
+            goto out;
+        }
+    } else if (make_disk_upper(upper_dir, host_root, &upper, &work, err) < 0) {
+        wr_err_wrap(err, "writable layer");
+        goto out;
+    }
+    if (sys_fsconfig(ovl, FSCONFIG_SET_FD, "upperdir", NULL, upper) < 0 ||
+        sys_fsconfig(ovl, FSCONFIG_SET_FD, "workdir", NULL, work) < 0) {
+        wr_err_sys(err, "overlay upper/work");
+        goto out;
+    }
+    if (sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        wr_err_sys(err, "create overlay");
+        goto out;
+    }
+    mnt = sys_fsmount(ovl, FSMOUNT_CLOEXEC, 0);
+    if (mnt < 0) {
+        wr_err_sys(err, "fsmount overlay");
+        goto out;
+    }
+    *overlay_fd = mnt;
+    ret = 0;
+out:
+    for (size_t i = 0; i < n_layers; i++)
+        if (lfds[i] >= 0)
+            close(lfds[i]);
+    free(lfds);
+    return ret;
+}
+
+/* ---- child side: async-signal-safe from here on ------------------------------------------ */
+
+#define TRY(expr, what)                                                                            \
+    do {                                                                                           \
+        if ((expr) < 0) {                                                                          \
+            *step = (what);                                                                        \
+            return -errno;                                                                         \
+        }                                                                                          \
+    } while (0)
+
+/* Format "size=N,mode=M" without stdio. */
+static void tmpfs_opts(char *buf, size_t sz, uint64_t bytes, const char *mode)
+{
+    char digits[24];
+    size_t n = 0, o = 0;
+
+    do {
+        digits[n++] = (char)('0' + bytes % 10);
+        bytes /= 10;
+    } while (bytes && n < sizeof(digits));
+    for (const char *p = "size="; *p && o + 1 < sz; p++)
+        buf[o++] = *p;
+    while (n && o + 1 < sz)
+        buf[o++] = digits[--n];
+    for (const char *p = ",mode="; *p && o + 1 < sz; p++)
+        buf[o++] = *p;
+    for (const char *p = mode; *p && o + 1 < sz; p++)
+        buf[o++] = *p;
+    buf[o] = '\0';
+}
+
+static int bind_dev(const char *name, const char **step)
+{
+    char host[32] = "/dev/", dst[32] = "dev/";
+    int fd;
+
+    strcat(host, name);
+    strcat(dst, name);
+    fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+    TRY(fd, "create device node target");
+    close(fd);
+    TRY(mount(host, dst, NULL, MS_BIND, NULL), "bind device node");
+    return 0;
+}
+
+/* Hide a path: /dev/null over files, an empty read-only tmpfs over directories. Paths the
+ * kernel does not have are skipped. */
+static int mask_path(const char *path, const char **step)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (S_ISDIR(st.st_mode))
+        TRY(mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=0,mode=0555"),
+            "mask directory");
+    else
+        TRY(mount("dev/null", path, NULL, MS_BIND, NULL), "mask file");
+    return 0;
+}
+
+static int readonly_path(const char *path, const char **step)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0)
+        return 0;
+    TRY(mount(path, path, NULL, MS_BIND | MS_REC, NULL), "bind read-only path");
+    TRY(mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL),
+        "remount read-only path");
+    return 0;
+}
+
+int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const char **step)
+{
+    static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    static const char *const masked[] = {
+        "proc/kcore",
+        "proc/keys",
+        "proc/timer_list",
+        "proc/sched_debug",
+        "proc/latency_stats",
+        "proc/timer_stats",
+        "proc/acpi",
+        "proc/scsi",
+        "proc/asound",
+        "sys/firmware",
+        "sys/devices/virtual/powercap",
+    };
+    static const char *const readonly[] = {
+        "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs",
+    };
+    char opts[64];
+
+    /* Nothing we mount may propagate back to the host's namespace. */
+    TRY(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make mounts private");
+    TRY(syscall(SYS_move_mount, overlay_fd, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH),
+        "attach root overlay");
+    TRY(chdir(stage), "enter new root");
+
+    /* Everything below is relative to the new root. */
+    (void)mkdir("proc", 0555);
+    TRY(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
+    (void)mkdir("sys", 0555);
+    TRY(mount("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+        "mount /sys");
+
+    (void)mkdir("dev", 0755);
+    TRY(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755"),
+        "mount /dev");
+    for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
+        if (bind_dev(devs[i], step) < 0)
+            return -errno;
+    TRY(mkdir("dev/pts", 0755), "mkdir /dev/pts");
+    TRY(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620"),
+        "mount /dev/pts");
+    TRY(symlink("pts/ptmx", "dev/ptmx"), "link /dev/ptmx");
+    TRY(mkdir("dev/shm", 01777), "mkdir /dev/shm");
+    tmpfs_opts(opts, sizeof(opts), tmp_bytes, "1777");
+    TRY(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /dev/shm");
+    TRY(symlink("/proc/self/fd", "dev/fd"), "link /dev/fd");
+    TRY(symlink("/proc/self/fd/0", "dev/stdin"), "link /dev/stdin");
+    TRY(symlink("/proc/self/fd/1", "dev/stdout"), "link /dev/stdout");
+    TRY(symlink("/proc/self/fd/2", "dev/stderr"), "link /dev/stderr");
+
+    (void)mkdir("tmp", 01777);
+    TRY(mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
+
+    for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
+        if (mask_path(masked[i], step) < 0)
+            return -errno;
+    for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++)
+        if (readonly_path(readonly[i], step) < 0)
+            return -errno;
+
+    /* pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves only
+     * the sandbox's tree. */
+    TRY(syscall(SYS_pivot_root, ".", "."), "pivot_root");
+    TRY(umount2(".", MNT_DETACH), "detach old root");
+    TRY(chdir("/"), "chdir /");
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox's root filesystem: an overlay whose lower layers are the image's directories,
+ * each idmapped to the sandbox's user namespace, and whose upper layer is private. The parent
+ * builds the overlay as a detached mount (it never appears in the host's mount table) and hands
+ * its fd to the child, which attaches it, adds /proc, /sys, /dev, /tmp and the masks, and
+ * pivots into it. See docs/design/isolation.md. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/err.h"
+
+/* overlayfs stacks at most 500 lower layers; 128 is plenty for images and snapshots. */
+#define WR_MAX_LAYERS 128
+
+/* Parent side. Build the detached overlay for a child whose user namespace is userns_fd (its
+ * uid and gid maps already written). layers: bottom first. upper_dir: NULL for a private tmpfs
+ * of tmpfs_bytes, else a directory in which `upper` and `work` are created (owned by host_root).
+ * Returns 0 with *overlay_fd (O_CLOEXEC), or -1 with err. */
+int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
+                    const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,
+                    struct wr_err *err);
+
+/* Child side, after setresuid(0) in the new user namespace: attach overlay_fd at stage (an
+ * existing empty directory), mount /proc, /sys (read-only), /dev, /dev/pts, /dev/shm, /tmp,
+ * mask the usual paths, pivot_root into it and detach the old root. tmp_bytes bounds /tmp and
+ * /dev/shm. Async-signal-safe; returns 0, or -errno with *step naming what failed. */
+int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const char **step);

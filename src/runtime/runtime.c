@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Opening the runtime (host checks done once) and sweeping what crashed sandboxes left. */
+#include "runtime_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "sysctl.h"
+#include "uidpool.h"
+
+#define DEFAULT_RUN_DIR   "/run/warren"
+#define DEFAULT_UID_BASE  1073741824u /* 2^30: far above any distribution's users */
+#define DEFAULT_UID_SLOTS 16384u      /* up to 2^31 - 1: ids stay positive as signed ints */
+#define SWEEP_MIN_AGE_S   10
+
+static int open_init(const char *path, struct wr_err *err)
+{
+    char self[PATH_MAX], buf[PATH_MAX + 32];
+    _cleanup_free_ char *guess = NULL;
+    struct stat st;
+    int fd;
+
+    if (path == NULL) {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n < 0)
+            return wr_err_sys(err, "readlink /proc/self/exe");
+        self[n] = '\0';
+        snprintf(buf, sizeof(buf), "%s/warren-init", dirname(self));
+        path = buf;
+    }
+    fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return wr_err_set(err, WR_EUNSUPPORTED, errno, "warren-init at `%s`", path);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return wr_err_set(err, WR_EUNSUPPORTED, 0, "warren-init at `%s` is not a file", path);
+    }
+    /* The protection of PID 1 against ptrace from inside relies on the sandbox's root being
+     * unable to read the binary (see sandbox.c). Refuse a binary that anyone but its owner can
+     * read, or that is not owned by the host's root. */
+    if (st.st_uid != 0 || (st.st_mode & 0044) != 0) {
+        close(fd);
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "warren-init at `%s` must be owned by root and not readable by others "
+                          "(chmod 0111)",
+                          path);
+    }
+    return fd;
+}
+
+int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out,
+                    struct wr_err *err)
+{
+    struct wr_runtime *rt = xcalloc(1, sizeof(*rt));
+    const char *run_dir = cfg->run_dir ? cfg->run_dir : DEFAULT_RUN_DIR;
+    _cleanup_free_ char *uids_dir = NULL;
+
+    rt->init_fd = -1;
+    rt->run_dir = xstrdup(run_dir);
+    rt->sandboxes_dir = xasprintf("%s/sandboxes", run_dir);
+    rt->stage_dir = xasprintf("%s/stage", run_dir);
+    uids_dir = xasprintf("%s/uids", run_dir);
+
+    if (geteuid() != 0) {
+        wr_err_set(err, WR_EUNSUPPORTED, 0, "the ns runtime needs root");
+        goto fail;
+    }
+    if (wr_mkdir_p(rt->sandboxes_dir, 0700, err) < 0 || wr_mkdir_p(rt->stage_dir, 0755, err) < 0)
+        goto fail;
+    /* The child reaches the stage directory after it became its range's root, which the host
+     * treats as an unprivileged user: run_dir must be traversable (0711; the state below it,
+     * sandboxes/ and uids/, stays 0700). */
+    if (chmod(run_dir, 0711) < 0 || chmod(rt->sandboxes_dir, 0700) < 0 ||
+        chmod(rt->stage_dir, 0755) < 0) {
+        wr_err_sys(err, "chmod `%s`", run_dir);
+        goto fail;
+    }
+    rt->init_fd = open_init(cfg->init_path, err);
+    if (rt->init_fd < 0)
+        goto fail;
+    if (wr_uidpool_open(uids_dir, cfg->uid_base ? cfg->uid_base : DEFAULT_UID_BASE,
+                        cfg->uid_slots ? cfg->uid_slots : DEFAULT_UID_SLOTS, &rt->uids, err) < 0)
+        goto fail;
+    if (wr_cgroup_driver_open(cfg->cgroup_mode ? cfg->cgroup_mode : "auto",
+                              cfg->cgroup_parent ? cfg->cgroup_parent : "warren",
+                              cfg->cgroup_v2_root, &rt->cg, err) < 0)
+        goto fail;
+    if (wr_seccomp_build(&rt->seccomp, err) < 0)
+        goto fail;
+    (void)wr_sysctl_raise_limits(NULL);
+    log_info("runtime open: run_dir=%s cgroup=%s", run_dir, wr_runtime_cgroup_version(rt));
+    *out = rt;
+    return 0;
+fail:
+    wr_runtime_close(rt);
+    return wr_err_wrap(err, "runtime");
+}
+
+void wr_runtime_close(struct wr_runtime *rt)
+{
+    if (rt == NULL)
+        return;
+    if (rt->init_fd >= 0)
+        close(rt->init_fd);
+    wr_uidpool_close(rt->uids);
+    if (rt->cg != NULL)
+        wr_cgroup_driver_close(rt->cg);
+    wr_seccomp_free(&rt->seccomp);
+    free(rt->run_dir);
+    free(rt->sandboxes_dir);
+    free(rt->stage_dir);
+    free(rt);
+}
+
+const char *wr_runtime_cgroup_version(const struct wr_runtime *rt)
+{
+    return wr_cgroup_driver_version(rt->cg) == WR_CGROUP_V2 ? "v2" : "v1";
+}
+
+int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err)
+{
+    _cleanup_closedir_ DIR *d = opendir(rt->sandboxes_dir);
+    time_t now = time(NULL);
+
+    if (d == NULL)
+        return wr_err_sys(err, "open `%s`", rt->sandboxes_dir);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        _cleanup_close_ int lock = -1;
+        struct stat st;
+        struct wr_err e2;
+
+        if (de->d_name[0] == '.')
+            continue;
+        /* A directory this young may belong to a create that has not locked it yet. */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            now - st.st_mtime < SWEEP_MIN_AGE_S)
+            continue;
+        {
+            _cleanup_free_ char *p = xasprintf("%s/lock", de->d_name);
+            lock = openat(dirfd(d), p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        }
+        if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0)
+            continue; /* alive */
+        log_info("sweep: removing leftovers of sandbox %s", de->d_name);
+        if (wr_cgroup_remove_stale(rt->cg, de->d_name, &e2) < 0)
+            log_warn("sweep %s: %s", de->d_name, e2.msg);
+        if (wr_rm_rf_at(dirfd(d), de->d_name, &e2) < 0)
+            log_warn("sweep %s: %s", de->d_name, e2.msg);
+    }
+    return 0;
+}

@@ -1,0 +1,645 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Creating and destroying a sandbox: the one place that reads as the list of steps.
+ *
+ *   parent                                   child (clone3: new user, mount, pid, net, uts, ipc)
+ *   ------                                   -----
+ *   lock run dir, take a uid range, cgroup
+ *   control socket (listening) + socketpair
+ *   clone3 ─────────────────────────────────▶ wait on the sync socket
+ *   write uid_map/gid_map
+ *   build idmapped overlay (detached)
+ *   attach the child to the cgroup
+ *   send "go" + overlay fd ─────────────────▶ setresuid(0), unshare(cgroup ns)
+ *                                            attach overlay, /proc /sys /dev /tmp, masks, pivot
+ *                                            hostname, lo up, stdio = /dev/null, fds 3..6
+ *                                            bounding set, seccomp (sets no_new_privs)
+ *   read sync: EOF = exec happened ◀──────── execveat(warren-init)
+ *   HELLO on the control connection
+ *
+ * A failure at any step unwinds everything before it (destroy_partial). The child never
+ * allocates or logs: it reports a failed step as {step, errno} on the sync socket. */
+#include "runtime_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <grp.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../proto/proto.h"
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "caps.h"
+#include "mount.h"
+#include "net.h"
+#include "seccomp.h"
+#include "uidpool.h"
+
+#define HELLO_TIMEOUT_MS 10000
+#define CHILD_FD_BASE    100 /* fds are parked here while 3..8 are filled */
+
+struct child_report {
+    int err; /* positive errno */
+    char step[64];
+};
+
+struct wr_sandbox {
+    struct wr_runtime *rt;
+    char *id;
+    char *dir;      /* <run_dir>/sandboxes/<id> */
+    char *ctl_path; /* <dir>/ctl.sock */
+    int dir_lock;   /* flock on <dir>/lock: held while the sandbox lives */
+    int uid_lock;   /* the uid range's lock */
+    uid_t uid_base;
+    struct wr_cgroup *cg;
+    pid_t pid;
+    int pidfd;
+    int ctl_fd;
+    bool reaped;
+    struct wr_sandbox_timing timing;
+};
+
+/* Everything the child needs, prepared by the parent before clone so the child allocates
+ * nothing. */
+struct child_args {
+    int sync_fd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
+    const char *stage;
+    const char *hostname;
+    uint64_t tmp_bytes;
+    bool ephemeral;
+    const struct wr_seccomp *seccomp;
+    char *const *argv;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool valid_id(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* ---- child ---------------------------------------------------------------------------------- */
+
+static __attribute__((noreturn)) void child_fail(int fd, const char *step, int errnum)
+{
+    struct child_report r = {.err = errnum};
+    size_t n = strlen(step);
+
+    if (n >= sizeof(r.step))
+        n = sizeof(r.step) - 1;
+    memcpy(r.step, step, n);
+    (void)!write(fd, &r, sizeof(r));
+    _exit(127);
+}
+
+/* Receive the parent's "go" with the overlay fd. */
+static int child_recv_go(int fd)
+{
+    char byte;
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *c;
+    int ofd;
+
+    if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    c = CMSG_FIRSTHDR(&msg);
+    if (c == NULL || c->cmsg_type != SCM_RIGHTS)
+        return -1;
+    memcpy(&ofd, CMSG_DATA(c), sizeof(int));
+    return ofd;
+}
+
+/* Park fd at CHILD_FD_BASE or above (close-on-exec), closing the original. */
+static int park_fd(int fd)
+{
+    int n = fcntl(fd, F_DUPFD_CLOEXEC, CHILD_FD_BASE);
+    if (n >= 0)
+        close(fd);
+    return n;
+}
+
+static __attribute__((noreturn)) void child_main(const struct child_args *a)
+{
+    int sync_fd = a->sync_fd, ofd, ret, null_fd;
+    int listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
+    const char *step = "setup";
+
+    ofd = child_recv_go(sync_fd);
+    if (ofd < 0)
+        child_fail(sync_fd, "receive root overlay", errno ? errno : EPROTO);
+
+    /* Until now we were still host root with no mapping in our own namespace (P6 in
+     * research/idmapped-overlay.md). From here on kuid is the range's first id. */
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        child_fail(sync_fd, "become root in the user namespace", errno);
+    if (setgroups(0, NULL) < 0)
+        child_fail(sync_fd, "drop supplementary groups", errno);
+    /* The parent attached us to the sandbox's cgroup; a cgroup namespace made now has that
+     * cgroup as its root. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        child_fail(sync_fd, "unshare cgroup namespace", errno);
+
+    ret = wr_rootfs_enter(ofd, a->stage, a->tmp_bytes, &step);
+    if (ret < 0)
+        child_fail(sync_fd, step, -ret);
+    close(ofd);
+
+    if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+        child_fail(sync_fd, "set hostname", errno);
+    ret = wr_net_loopback_up();
+    if (ret < 0)
+        child_fail(sync_fd, "bring up loopback", -ret);
+
+    /* stdio is the sandbox's /dev/null; fds 3..6 are warren-init's (see src/init/main.c). */
+    null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0)
+        child_fail(sync_fd, "open /dev/null", errno);
+    sync_fd = park_fd(sync_fd);
+    listen_fd = park_fd(a->listen_fd);
+    conn_fd = park_fd(a->conn_fd);
+    dir_lock = park_fd(a->dir_lock);
+    uid_lock = park_fd(a->uid_lock);
+    init_fd = park_fd(a->init_fd);
+    null_fd = park_fd(null_fd);
+    if (sync_fd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
+        init_fd < 0 || null_fd < 0)
+        _exit(127);
+    if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0 ||
+        dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
+        dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 || dup3(sync_fd, 8, O_CLOEXEC) < 0)
+        child_fail(sync_fd, "arrange fds", errno);
+    sync_fd = 8;
+    if (syscall(SYS_close_range, 9, ~0U, 0) < 0)
+        child_fail(sync_fd, "close inherited fds", errno);
+
+    ret = wr_caps_limit(wr_caps_sandbox_mask());
+    if (ret < 0)
+        child_fail(sync_fd, "limit capabilities", -ret);
+    if (a->ephemeral && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(sync_fd, "set parent-death signal", errno);
+    ret = wr_seccomp_install(a->seccomp);
+    if (ret < 0)
+        child_fail(sync_fd, "install seccomp filter", -ret);
+
+    /* warren-init is a root-owned, execute-only file of the host, exec'd by fd: the sandbox has
+     * no path to it, and because the sandbox's root cannot read it the kernel makes the process
+     * non-dumpable with the host's user namespace as its owner, so nothing in the sandbox can
+     * ptrace it or open /proc/1/mem (docs/design/isolation.md). */
+    char *const envp[] = {NULL};
+    syscall(SYS_execveat, 7, "", a->argv, envp, AT_EMPTY_PATH);
+    child_fail(sync_fd, "exec warren-init", errno);
+}
+
+/* ---- parent --------------------------------------------------------------------------------- */
+
+static int write_id_maps(pid_t pid, uid_t base, struct wr_err *err)
+{
+    char path[64], map[64];
+
+    snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)base, WR_UID_RANGE);
+    snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+    if (wr_write_fileat(AT_FDCWD, path, map, false, err) < 0)
+        return -1;
+    snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+    if (wr_write_fileat(AT_FDCWD, path, map, false, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int send_go(int fd, int overlay_fd)
+{
+    char byte = 'g';
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+    memset(cbuf, 0, sizeof(cbuf));
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &overlay_fd, sizeof(int));
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int listen_unix(const char *path, struct wr_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -1;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return wr_err_set(err, WR_EINVAL, 0, "socket path `%s` too long", path);
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return wr_err_sys(err, "socket");
+    (void)unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return wr_err_sys(err, "bind `%s`", path);
+    if (chmod(path, 0600) < 0 || listen(fd, 64) < 0)
+        return wr_err_sys(err, "listen `%s`", path);
+    return steal_fd(&fd);
+}
+
+/* Exchange HELLO on a fresh control connection. Returns 0 or -1 with err. */
+int wr__ctl_hello(int fd, int timeout_ms, pid_t *init_pid, struct wr_err *err)
+{
+    struct wr_buf out;
+    struct wr_reader rd;
+    struct wr_frame_hdr h;
+    const uint8_t *payload;
+    uint64_t v;
+    int ret = -1;
+    size_t at;
+
+    wr_buf_init(&out);
+    wr_reader_init(&rd);
+    at = wr_msg_begin(&out, WR_MSG_HELLO, 0, 0);
+    wr_msg_put_u64(&out, WR_TAG_VERSION, WR_PROTO_VERSION);
+    wr_msg_end(&out, at);
+    if (wr_write_all(fd, out.data, out.len) < 0) {
+        wr_err_sys(err, "send hello");
+        goto out;
+    }
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        uint8_t buf[4096];
+        ssize_t n;
+        int r = wr_reader_next(&rd, &h, &payload, err);
+
+        if (r < 0)
+            goto out;
+        if (r == 1)
+            break;
+        if (poll(&p, 1, timeout_ms) <= 0) {
+            wr_err_set(err, WR_ESYS, ETIMEDOUT, "warren-init did not answer");
+            goto out;
+        }
+        n = read(fd, buf, sizeof(buf));
+        if (n <= 0) {
+            wr_err_set(err, WR_EPROTO, n < 0 ? errno : 0, "warren-init closed the connection");
+            goto out;
+        }
+        wr_reader_feed(&rd, buf, (size_t)n);
+    }
+    if (h.type != WR_MSG_HELLO || wr_msg_get_u64(payload, h.len, WR_TAG_VERSION, &v) < 0 ||
+        v != WR_PROTO_VERSION) {
+        wr_err_set(err, WR_EPROTO, 0, "warren-init answered with an unexpected hello");
+        goto out;
+    }
+    if (init_pid != NULL && wr_msg_get_u64(payload, h.len, WR_TAG_PID, &v) == 0)
+        *init_pid = (pid_t)v;
+    ret = 0;
+out:
+    wr_buf_fini(&out);
+    wr_reader_fini(&rd);
+    return ret;
+}
+
+static char **init_argv(const struct wr_sandbox_spec *spec)
+{
+    size_t n = 0, i = 0;
+    char **argv;
+
+    for (const char *const *e = spec->env; e && *e; e++)
+        n++;
+    argv = xcalloc(2 * n + 8, sizeof(char *));
+    argv[i++] = xstrdup("warren-init");
+    if (spec->ephemeral)
+        argv[i++] = xstrdup("--ephemeral");
+    for (const char *const *e = spec->env; e && *e; e++) {
+        argv[i++] = xstrdup("--env");
+        argv[i++] = xstrdup(*e);
+    }
+    if (spec->cwd) {
+        argv[i++] = xstrdup("--cwd");
+        argv[i++] = xstrdup(spec->cwd);
+    }
+    if (spec->user) {
+        argv[i++] = xstrdup("--user");
+        argv[i++] = xstrdup(spec->user);
+    }
+    return argv;
+}
+
+static void free_argv(char **argv)
+{
+    for (char **a = argv; a && *a; a++)
+        free(*a);
+    free(argv);
+}
+
+static void sandbox_free(struct wr_sandbox *sb)
+{
+    if (sb->ctl_fd >= 0)
+        close(sb->ctl_fd);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    if (sb->dir_lock >= 0)
+        close(sb->dir_lock);
+    if (sb->uid_lock >= 0)
+        close(sb->uid_lock);
+    free(sb->id);
+    free(sb->dir);
+    free(sb->ctl_path);
+    free(sb);
+}
+
+/* Kill and reap warren-init (and with it the whole pid namespace). */
+static void kill_and_reap(struct wr_sandbox *sb)
+{
+    if (sb->pid <= 0 || sb->reaped)
+        return;
+    if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+        (void)kill(sb->pid, SIGKILL);
+    while (waitpid(sb->pid, NULL, __WALL) < 0 && errno == EINTR)
+        ;
+    sb->reaped = true;
+}
+
+/* Undo every step that was done, in reverse. Used by create on failure and by destroy. */
+static int teardown(struct wr_sandbox *sb, struct wr_err *err)
+{
+    struct wr_err e2;
+    int ret = 0;
+
+    kill_and_reap(sb);
+    if (sb->cg != NULL) {
+        /* A process that escaped the pid namespace's teardown cannot exist, but a cgroup can
+         * still hold exiting tasks for a moment; destroy waits for them. */
+        if (wr_cgroup_destroy(sb->cg, &e2) < 0) {
+            log_warn("sandbox %s: %s", sb->id, e2.msg);
+            if (ret == 0 && err != NULL)
+                *err = e2;
+            ret = -1;
+        }
+        sb->cg = NULL;
+    }
+    if (sb->dir != NULL) {
+        _cleanup_close_ int parent =
+            open(sb->rt->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (parent >= 0 && wr_rm_rf_at(parent, sb->id, &e2) < 0) {
+            log_warn("sandbox %s: %s", sb->id, e2.msg);
+            if (ret == 0 && err != NULL)
+                *err = e2;
+            ret = -1;
+        }
+    }
+    sandbox_free(sb);
+    return ret;
+}
+
+int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                      struct wr_sandbox **out, struct wr_err *err)
+{
+    struct wr_sandbox *sb;
+    _cleanup_close_ int listen_fd = -1, sync_parent = -1, sync_child = -1, conn_child = -1;
+    _cleanup_close_ int userns_fd = -1, overlay_fd = -1;
+    int ctl[2], syncp[2];
+    char **argv = NULL;
+    struct child_report rep;
+    ssize_t n;
+    const char *hostname = spec->hostname ? spec->hostname : spec->id;
+
+    if (!valid_id(spec->id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
+                          spec->id ? spec->id : "");
+    if (strlen(hostname) > 64)
+        return wr_err_set(err, WR_EINVAL, 0, "hostname longer than 64 bytes");
+    if (spec->n_layers == 0)
+        return wr_err_set(err, WR_EINVAL, 0, "image has no layers");
+    for (size_t i = 0; i < spec->n_layers; i++) {
+        struct stat st;
+        if (stat(spec->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
+            return wr_err_set(err, WR_EINVAL, errno, "image layer `%s` is not a directory",
+                              spec->layers[i]);
+    }
+
+    sb = xcalloc(1, sizeof(*sb));
+    sb->rt = rt;
+    sb->id = xstrdup(spec->id);
+    sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
+    sb->timing.start = now_ns();
+
+    /* 1. The run directory and its lock: held for the sandbox's whole life, by us and by
+     * warren-init, so a sweep can tell a crashed sandbox from a live one. */
+    {
+        char *dir = xasprintf("%s/%s", rt->sandboxes_dir, spec->id);
+        if (mkdir(dir, 0700) < 0) {
+            int e = errno;
+            free(dir);
+            wr_err_set(err, e == EEXIST ? WR_ECONFLICT : WR_ESYS, e, "sandbox `%s` run directory",
+                       spec->id);
+            sandbox_free(sb);
+            return -1;
+        }
+        sb->dir = dir;
+    }
+    {
+        _cleanup_free_ char *lock = xasprintf("%s/lock", sb->dir);
+        sb->dir_lock = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (sb->dir_lock < 0 || flock(sb->dir_lock, LOCK_EX | LOCK_NB) < 0) {
+            wr_err_sys(err, "lock `%s`", lock);
+            goto fail;
+        }
+    }
+    sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
+
+    /* 2. A host id range of its own. */
+    {
+        uint32_t base;
+        if (wr_uidpool_alloc(rt->uids, &base, &sb->uid_lock, err) < 0)
+            goto fail;
+        sb->uid_base = base;
+    }
+
+    /* 3. Cgroups with the limits. */
+    {
+        struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
+                                       .cpu_millis = spec->cpu_millis,
+                                       .pids_max = spec->pids_max};
+        if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0)
+            goto fail;
+    }
+
+    /* 4. The control socket warren-init will serve, and the creator's first connection. */
+    listen_fd = listen_unix(sb->ctl_path, err);
+    if (listen_fd < 0)
+        goto fail;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, syncp) < 0) {
+        wr_err_sys(err, "socketpair");
+        goto fail;
+    }
+    sb->ctl_fd = ctl[0];
+    conn_child = ctl[1];
+    sync_parent = syncp[0];
+    sync_child = syncp[1];
+    argv = init_argv(spec);
+
+    /* 5. clone3: the child gets every namespace but the cgroup one, which it makes itself once
+     * it is inside its cgroup. */
+    {
+        struct child_args a = {
+            .sync_fd = sync_child,
+            .listen_fd = listen_fd,
+            .conn_fd = conn_child,
+            .dir_lock = sb->dir_lock,
+            .uid_lock = sb->uid_lock,
+            .init_fd = rt->init_fd,
+            .stage = rt->stage_dir,
+            .hostname = hostname,
+            .tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30),
+            .ephemeral = spec->ephemeral,
+            .seccomp = &rt->seccomp,
+            .argv = argv,
+        };
+        struct clone_args ca = {
+            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+                     CLONE_NEWIPC | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
+            .exit_signal = SIGCHLD,
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+
+        if (pid < 0) {
+            wr_err_sys(err, "clone3");
+            goto fail;
+        }
+        if (pid == 0) {
+            close(sb->ctl_fd);
+            close(sync_parent);
+            child_main(&a);
+        }
+        sb->pid = (pid_t)pid;
+    }
+    sb->timing.cloned = now_ns();
+    close(steal_fd(&sync_child));
+    close(steal_fd(&conn_child));
+    close(steal_fd(&listen_fd));
+
+    /* 6. Id maps, then the idmapped overlay (an idmap made before the maps is refused). */
+    if (write_id_maps(sb->pid, sb->uid_base, err) < 0)
+        goto fail;
+    {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sb->pid);
+        userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (userns_fd < 0) {
+            wr_err_sys(err, "open `%s`", path);
+            goto fail;
+        }
+    }
+    sb->timing.mapped = now_ns();
+    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
+                        sb->uid_base, &overlay_fd, err) < 0)
+        goto fail;
+    sb->timing.overlay = now_ns();
+
+    /* 7. Into the cgroup before it runs anything. */
+    if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
+        goto fail;
+    sb->timing.cgroup = now_ns();
+
+    /* 8. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. */
+    if (send_go(sync_parent, overlay_fd) < 0) {
+        wr_err_sys(err, "start sandbox child");
+        goto fail;
+    }
+    close(steal_fd(&overlay_fd));
+    do {
+        n = read(sync_parent, &rep, sizeof(rep));
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(rep)) {
+        rep.step[sizeof(rep.step) - 1] = '\0';
+        wr_err_set(err, rep.err == EPERM || rep.err == EACCES ? WR_EUNSUPPORTED : WR_ESYS, rep.err,
+                   "sandbox setup: %s", rep.step);
+        goto fail;
+    } else if (n != 0) {
+        wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "sandbox setup: bad report");
+        goto fail;
+    }
+    if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
+        goto fail;
+    sb->timing.ready = now_ns();
+    free_argv(argv);
+    *out = sb;
+    return 0;
+
+fail:
+    free_argv(argv);
+    wr_err_wrap(err, "create sandbox %s", spec->id);
+    (void)teardown(sb, NULL);
+    return -1;
+}
+
+int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err)
+{
+    if (sb == NULL)
+        return 0;
+    return teardown(sb, err);
+}
+
+int wr_sandbox_ctl_fd(const struct wr_sandbox *sb)
+{
+    return sb->ctl_fd;
+}
+
+const char *wr_sandbox_ctl_path(const struct wr_sandbox *sb)
+{
+    return sb->ctl_path;
+}
+
+pid_t wr_sandbox_pid(const struct wr_sandbox *sb)
+{
+    return sb->pid;
+}
+
+uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb)
+{
+    return sb->uid_base;
+}
+
+const char *wr_sandbox_id(const struct wr_sandbox *sb)
+{
+    return sb->id;
+}
+
+const struct wr_sandbox_timing *wr_sandbox_timing(const struct wr_sandbox *sb)
+{
+    return &sb->timing;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Host id ranges handed out through lock files. */
+#include "uidpool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/xalloc.h"
+
+struct wr_uidpool {
+    int dirfd;
+    uint32_t base;
+    uint32_t slots;
+    uint32_t next; /* next-fit: where the last search ended */
+};
+
+int wr_uidpool_open(const char *dir, uint32_t base, uint32_t slots, struct wr_uidpool **out,
+                    struct wr_err *err)
+{
+    struct wr_uidpool *p;
+    int fd;
+
+    if (slots == 0 || (uint64_t)base + (uint64_t)slots * WR_UID_RANGE > UINT32_MAX)
+        return wr_err_set(err, WR_EINVAL, 0, "uid pool %u + %u ranges overflows 32 bits", base,
+                          slots);
+    if (wr_mkdir_p(dir, 0700, err) < 0)
+        return -1;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return wr_err_sys(err, "open `%s`", dir);
+    p = xcalloc(1, sizeof(*p));
+    p->dirfd = fd;
+    p->base = base;
+    p->slots = slots;
+    *out = p;
+    return 0;
+}
+
+void wr_uidpool_close(struct wr_uidpool *p)
+{
+    if (p == NULL)
+        return;
+    close(p->dirfd);
+    free(p);
+}
+
+int wr_uidpool_alloc(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err)
+{
+    for (uint32_t i = 0; i < p->slots; i++) {
+        uint32_t slot = (p->next + i) % p->slots;
+        char name[16];
+        int fd;
+
+        snprintf(name, sizeof(name), "%u", slot);
+        fd = openat(p->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            return wr_err_sys(err, "uid pool: open slot %u", slot);
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            p->next = (slot + 1) % p->slots;
+            *host_base = p->base + slot * WR_UID_RANGE;
+            *lock_fd = fd;
+            return 0;
+        }
+        int e = errno;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return wr_err_set(err, WR_ESYS, e, "uid pool: lock slot %u", slot);
+    }
+    return wr_err_set(err, WR_ELIMIT, 0, "uid pool: all %u id ranges are in use", p->slots);
+}

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Parsing of user-supplied quantities (sizes, CPU counts, durations) shared by the CLI and the
+ * daemon. Each returns 0, or -1 with a WR_EINVAL err that names the bad value. */
+#pragma once
+
+#include <stdint.h>
+
+#include "err.h"
+
+/* "512M", "1G", "1.5g", "4096", "64k": bytes, binary units (K=1024). Must be > 0. */
+int wr_parse_size(const char *s, uint64_t *out, struct wr_err *err);
+
+/* "1", "0.5", "2.25": CPUs in thousandths, from 0.01 to 1024. */
+int wr_parse_cpus(const char *s, uint32_t *millis, struct wr_err *err);
+
+/* A non-negative decimal integer no greater than max. */
+int wr_parse_uint(const char *s, uint64_t max, uint64_t *out, struct wr_err *err);

@@ -1,0 +1,132 @@
+"""Shared fixtures for the integration tests.
+
+Every test runs the real `warren` binary as root against real sandboxes. Each test session uses
+its own run directory, cgroup parent and uid pool so it cannot disturb a Warren that is running
+on the same host, and after every test `leftovers` asserts that nothing was left behind: no
+run directory, no cgroup, no process in the pool's uid range, no mount.
+"""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+BUILD = os.environ.get("WARREN_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
+WARREN = os.path.join(BUILD, "warren")
+IMAGE = os.path.join(BUILD, "images", "busybox")
+RUN_DIR = "/run/warren-test-%d" % os.getpid()
+CGROUP_PARENT = "warren-test-%d" % os.getpid()
+UID_BASE = 1610612736  # 0x60000000: a pool of its own, away from the default one
+UID_SLOTS = 64
+
+ENV = dict(
+    os.environ,
+    WARREN_RUN_DIR=RUN_DIR,
+    WARREN_CGROUP_PARENT=CGROUP_PARENT,
+    WARREN_UID_BASE=str(UID_BASE),
+    WARREN_UID_SLOTS=str(UID_SLOTS),
+)
+
+
+def warren(*args, input=None, timeout=60, env=None, check=False):
+    """Run `warren ARGS...` and return the CompletedProcess (bytes)."""
+    e = dict(ENV)
+    if env:
+        e.update(env)
+    return subprocess.run(
+        [WARREN, *args],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        env=e,
+        check=check,
+    )
+
+
+def warren_popen(*args, env=None, **kw):
+    e = dict(ENV)
+    if env:
+        e.update(env)
+    return subprocess.Popen([WARREN, *args], env=e, **kw)
+
+
+def run(*cmd, **kw):
+    """`warren run -- CMD...` in the test image."""
+    return warren("run", "--rootfs", IMAGE, "--", *cmd, **kw)
+
+
+def pool_pids():
+    """Host pids of processes whose uid is in the test pool's range."""
+    lo, hi = UID_BASE, UID_BASE + UID_SLOTS * 65536
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % d) as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        uids = [int(x) for x in line.split()[1:]]
+                        if any(lo <= u < hi for u in uids):
+                            found.append(int(d))
+                        break
+        except OSError:
+            pass
+    return found
+
+
+def cgroup_dirs():
+    """Sandbox cgroups left under the test parent, in every hierarchy."""
+    left = []
+    root = "/sys/fs/cgroup"
+    for hier in os.listdir(root):
+        p = os.path.join(root, hier, CGROUP_PARENT)
+        if os.path.isdir(p):
+            left += [os.path.join(p, c) for c in os.listdir(p) if os.path.isdir(os.path.join(p, c))]
+    return left
+
+
+def run_dir_entries():
+    p = os.path.join(RUN_DIR, "sandboxes")
+    return os.listdir(p) if os.path.isdir(p) else []
+
+
+def mount_lines():
+    with open("/proc/self/mountinfo") as f:
+        return [l for l in f if RUN_DIR in l or "warren" in l.split()[4]]
+
+
+def wait_clean(timeout=5.0):
+    """Leftovers after a short grace period (processes of a killed sandbox exit asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {
+            "pids": pool_pids(),
+            "cgroups": cgroup_dirs(),
+            "run_dir": run_dir_entries(),
+            "mounts": mount_lines(),
+        }
+        if not any(left.values()) or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def leftovers():
+    """After every test: no leftover process, cgroup, run directory or mount."""
+    yield
+    left = wait_clean()
+    assert not any(left.values()), "left behind: %r" % left
+
+
+def pytest_sessionfinish(session, exitstatus):
+    root = "/sys/fs/cgroup"
+    for hier in os.listdir(root):
+        p = os.path.join(root, hier, CGROUP_PARENT)
+        if os.path.isdir(p):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+    subprocess.run(["rm", "-rf", RUN_DIR])

@@ -1,0 +1,753 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for src/proto: byte layout, round trips of every typed message, the reader's
+ * reassembly, and the hostile inputs a compromised warren-init could send. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/proto/proto.h"
+#include "../../src/util/xalloc.h"
+#include "tap.h"
+
+/* Append a field with `n` raw bytes (lets a test build payloads the encoders would not). */
+static void field(struct wr_buf *b, uint16_t tag, const void *p, size_t n)
+{
+    wr_msg_put_bytes(b, tag, p, n);
+}
+
+static void test_layout(void)
+{
+    struct wr_buf b;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    size_t start;
+    static const uint8_t want[] = {
+        24,   0,    0,    0,                            /* len */
+        10,   0,                                        /* type SPAWN */
+        0x34, 0x12,                                     /* flags */
+        0x78, 0x56, 0x34, 0x12,                         /* id */
+        5,    0,    8,    0,    0,    0,                /* tag PROC_ID, len 8 */
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* value */
+        10,   0,    4,    0,    0,    0,                /* tag ARGV, len 4 */
+    };
+
+    wr_buf_init(&b);
+    start = wr_msg_begin(&b, WR_MSG_SPAWN, 0x1234, 0x12345678);
+    wr_msg_put_u64(&b, WR_TAG_PROC_ID, 0x0102030405060708ull);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+    is_int(wr_msg_end(&b, start), 0, "layout: msg_end ok");
+    is_int(b.len, sizeof(want) + 4, "layout: frame length");
+    ok(b.len >= sizeof(want) && memcmp(b.data, want, sizeof(want)) == 0,
+       "layout: header and fields are little-endian");
+    ok(memcmp(b.data + sizeof(want), "true", 4) == 0, "layout: string without NUL");
+
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "layout: header parses");
+    is_int(h.len, 14 + 6 + 4, "layout: parsed len");
+    is_int(h.type, WR_MSG_SPAWN, "layout: parsed type");
+    is_int(h.flags, 0x1234, "layout: parsed flags");
+    is_int(h.id, 0x12345678, "layout: parsed id");
+
+    /* i64 is two's complement */
+    wr_buf_fini(&b);
+    wr_msg_put_i64(&b, WR_TAG_PID, -2);
+    ok(b.len == 14 && b.data[6] == 0xfe && b.data[13] == 0xff, "layout: i64 -2 encodes as fe ff..");
+    wr_buf_fini(&b);
+}
+
+static void test_buf(void)
+{
+    struct wr_buf b;
+
+    wr_buf_init(&b);
+    wr_buf_append(&b, "hello world", 11);
+    wr_buf_consume(&b, 6);
+    ok(b.len == 5 && memcmp(b.data, "world", 5) == 0, "buf: consume drops the front");
+    wr_buf_consume(&b, 100);
+    is_int(b.len, 0, "buf: consume past the end empties");
+    wr_buf_reserve(&b, 5000);
+    ok(b.cap >= 5000, "buf: reserve grows capacity");
+    wr_buf_fini(&b);
+    ok(b.data == NULL && b.len == 0 && b.cap == 0, "buf: fini resets");
+}
+
+static void test_raw_and_ok(void)
+{
+    struct wr_buf b;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    uint64_t v = 0;
+    char *s = NULL;
+    size_t start;
+
+    wr_buf_init(&b);
+    wr_frame_raw(&b, WR_MSG_OUTPUT, WR_FLAG_STDERR, 7, "abc\0def", 7);
+    is_int(b.len, WR_FRAME_HDR_SIZE + 7, "raw: size");
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "raw: header parses");
+    ok(h.len == 7 && h.type == WR_MSG_OUTPUT && h.flags == WR_FLAG_STDERR && h.id == 7,
+       "raw: header fields");
+    ok(memcmp(b.data + WR_FRAME_HDR_SIZE, "abc\0def", 7) == 0, "raw: payload bytes kept");
+    wr_buf_fini(&b);
+
+    wr_frame_raw(&b, WR_MSG_DATA_END, 0, 9, NULL, 0);
+    ok(b.len == WR_FRAME_HDR_SIZE && b.data[0] == 0, "raw: empty payload");
+    wr_buf_fini(&b);
+
+    wr_msg_ok(&b, 42);
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "ok: header parses");
+    ok(h.type == WR_MSG_OK && h.id == 42 && h.len == 0, "ok: empty OK frame");
+    wr_buf_fini(&b);
+
+    start = wr_msg_begin(&b, WR_MSG_OK, 0, 3);
+    wr_msg_put_u64(&b, WR_TAG_PROC_ID, 77);
+    wr_msg_put_str(&b, WR_TAG_PATH, "/tmp/x");
+    (void)wr_msg_end(&b, start);
+    is_int(wr_msg_get_u64(b.data + 12, b.len - 12, WR_TAG_PROC_ID, &v), 0, "get_u64: found");
+    is_int(v, 77, "get_u64: value");
+    is_int(wr_msg_get_u64(b.data + 12, b.len - 12, WR_TAG_PID, &v), -1, "get_u64: absent");
+    is_int(wr_msg_get_u64(b.data + 12, b.len - 12, WR_TAG_PATH, &v), -1, "get_u64: not 8 bytes");
+    is_int(wr_msg_get_str(b.data + 12, b.len - 12, WR_TAG_PATH, WR_MAX_PATH, &s), 0,
+           "get_str: found");
+    is_str(s, "/tmp/x", "get_str: value");
+    free(s);
+    s = NULL;
+    is_int(wr_msg_get_str(b.data + 12, b.len - 12, WR_TAG_PATH, 3, &s), -1, "get_str: too long");
+    ok(s == NULL, "get_str: nothing returned on failure");
+    wr_buf_fini(&b);
+
+    /* a payload that grows past the limit is removed whole */
+    wr_buf_append(&b, "keep", 4);
+    start = wr_msg_begin(&b, WR_MSG_OK, 0, 1);
+    {
+        char *big = xcalloc(1, WR_FRAME_MAX_PAYLOAD);
+        wr_msg_put_bytes(&b, WR_TAG_MESSAGE, big, WR_FRAME_MAX_PAYLOAD);
+        free(big);
+    }
+    is_int(wr_msg_end(&b, start), -1, "msg_end: oversized payload rejected");
+    is_int(b.len, 4, "msg_end: oversized frame removed, earlier bytes kept");
+    wr_buf_fini(&b);
+}
+
+static char *env_a[] = {"PATH=/usr/bin:/bin", "EMPTY=", NULL};
+static char *argv_a[] = {"/bin/sh", "-c", "echo 'hi there'", "", NULL};
+
+static void test_spawn(void)
+{
+    struct wr_buf b;
+    struct wr_spawn in = {.argv = argv_a,
+                          .env = env_a,
+                          .cwd = "/home/agent",
+                          .user = "agent",
+                          .uid = 1000,
+                          .gid = 1001,
+                          .pty = true,
+                          .rows = 50,
+                          .cols = 132};
+    struct wr_spawn out;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    int rc;
+
+    wr_buf_init(&b);
+    wr_spawn_encode(&b, 5, &in);
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "spawn: header parses");
+    ok(h.type == WR_MSG_SPAWN && h.id == 5 && h.len == b.len - 12, "spawn: header fields");
+    rc = wr_spawn_decode(b.data + 12, h.len, &out, &err);
+    is_int(rc, 0, "spawn: decodes");
+    if (rc == 0) {
+        is_str(out.argv[0], "/bin/sh", "spawn: argv[0]");
+        is_str(out.argv[2], "echo 'hi there'", "spawn: argv[2]");
+        is_str(out.argv[3], "", "spawn: empty argv entry kept");
+        ok(out.argv[4] == NULL, "spawn: argv NULL-terminated");
+        is_str(out.env[0], "PATH=/usr/bin:/bin", "spawn: env[0]");
+        is_str(out.env[1], "EMPTY=", "spawn: env[1]");
+        ok(out.env[2] == NULL, "spawn: env NULL-terminated");
+        is_str(out.cwd, "/home/agent", "spawn: cwd");
+        is_str(out.user, "agent", "spawn: user");
+        is_int(out.uid, 1000, "spawn: uid");
+        is_int(out.gid, 1001, "spawn: gid");
+        ok(out.pty, "spawn: pty");
+        is_int(out.rows, 50, "spawn: rows");
+        is_int(out.cols, 132, "spawn: cols");
+        wr_spawn_fini(&out);
+        ok(out.argv == NULL && out.env == NULL && out.cwd == NULL, "spawn: fini clears");
+    }
+    wr_buf_fini(&b);
+
+    /* minimal: argv only; everything else takes its default */
+    {
+        char *argv_min[] = {"true", NULL};
+        struct wr_spawn min = {.argv = argv_min, .uid = -1, .gid = -1};
+        wr_spawn_encode(&b, 6, &min);
+        rc = wr_spawn_decode(b.data + 12, b.len - 12, &out, &err);
+        is_int(rc, 0, "spawn minimal: decodes");
+        if (rc == 0) {
+            ok(out.argv[0] && strcmp(out.argv[0], "true") == 0 && out.argv[1] == NULL,
+               "spawn minimal: argv");
+            ok(out.env != NULL && out.env[0] == NULL, "spawn minimal: empty env array");
+            ok(out.cwd == NULL && out.user == NULL, "spawn minimal: no cwd, no user");
+            ok(out.uid == -1 && out.gid == -1, "spawn minimal: uid/gid -1");
+            ok(!out.pty && out.rows == 0 && out.cols == 0, "spawn minimal: no pty");
+            wr_spawn_fini(&out);
+        }
+        wr_buf_fini(&b);
+    }
+
+    /* too large to encode: nothing is appended */
+    {
+        char *big = xmalloc(WR_MAX_STR + 1);
+        char *argv_big[40];
+        struct wr_spawn huge = {.argv = argv_big, .uid = -1, .gid = -1};
+        memset(big, 'x', WR_MAX_STR);
+        big[WR_MAX_STR] = '\0';
+        for (size_t i = 0; i < 39; i++)
+            argv_big[i] = big;
+        argv_big[39] = NULL;
+        wr_buf_append(&b, "q", 1);
+        wr_spawn_encode(&b, 1, &huge);
+        is_int(b.len, 1, "spawn: oversized frame not appended");
+        free(big);
+        wr_buf_fini(&b);
+    }
+}
+
+static void test_proc_info(void)
+{
+    struct wr_buf b;
+    struct wr_proc_info in = {.proc_id = 0xfffffffe,
+                              .pid = 4242,
+                              .argv = argv_a,
+                              .pty = true,
+                              .running = false,
+                              .signal = 9};
+    struct wr_proc_info out;
+    struct wr_err err = {0};
+    int rc;
+
+    wr_buf_init(&b);
+    wr_proc_info_encode(&b, 11, &in);
+    ok(b.data[4] == WR_MSG_PROC && b.data[8] == 11, "proc: type and id");
+    rc = wr_proc_info_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "proc: decodes");
+    if (rc == 0) {
+        is_int(out.proc_id, 0xfffffffe, "proc: proc_id");
+        is_int(out.pid, 4242, "proc: pid");
+        ok(out.pty && !out.running, "proc: flags");
+        is_int(out.signal, 9, "proc: signal");
+        is_int(out.exit_code, 0, "proc: exit_code");
+        is_str(out.argv[1], "-c", "proc: argv[1]");
+        ok(out.argv[4] == NULL, "proc: argv terminated");
+        wr_proc_info_fini(&out);
+    }
+    wr_buf_fini(&b);
+
+    in.signal = 0;
+    in.exit_code = 3;
+    in.running = false;
+    in.argv = NULL;
+    wr_proc_info_encode(&b, 12, &in);
+    rc = wr_proc_info_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "proc exited: decodes");
+    if (rc == 0) {
+        is_int(out.exit_code, 3, "proc exited: exit_code");
+        ok(out.argv != NULL && out.argv[0] == NULL, "proc exited: empty argv array");
+        wr_proc_info_fini(&out);
+    }
+    wr_buf_fini(&b);
+
+    /* argv near the frame limit is cut short rather than losing the item */
+    {
+        char *big = xmalloc(WR_MAX_STR + 1);
+        char *argv_big[21];
+        memset(big, 'y', WR_MAX_STR);
+        big[WR_MAX_STR] = '\0';
+        for (size_t i = 0; i < 20; i++)
+            argv_big[i] = big;
+        argv_big[20] = NULL;
+        in.argv = argv_big;
+        in.running = true;
+        wr_proc_info_encode(&b, 13, &in);
+        ok(b.len > 12 && b.len - 12 <= WR_FRAME_MAX_PAYLOAD, "proc big argv: frame within limit");
+        rc = wr_proc_info_decode(b.data + 12, b.len - 12, &out, &err);
+        is_int(rc, 0, "proc big argv: decodes");
+        if (rc == 0) {
+            size_t n = 0;
+            while (out.argv[n] != NULL)
+                n++;
+            ok(n > 0 && n < 20, "proc big argv: argv trimmed (%zu entries)", n);
+            ok(out.running, "proc big argv: running");
+            wr_proc_info_fini(&out);
+        }
+        free(big);
+        wr_buf_fini(&b);
+    }
+
+    /* missing proc id */
+    wr_msg_put_i64(&b, WR_TAG_PID, 1);
+    is_int(wr_proc_info_decode(b.data, b.len, &out, &err), -1, "proc: missing proc_id rejected");
+    wr_buf_fini(&b);
+    /* proc id wider than 32 bits */
+    wr_msg_put_u64(&b, WR_TAG_PROC_ID, 1ull << 32);
+    wr_msg_put_i64(&b, WR_TAG_PID, 1);
+    is_int(wr_proc_info_decode(b.data, b.len, &out, &err), -1, "proc: 33-bit proc_id rejected");
+    wr_buf_fini(&b);
+}
+
+static void test_stat(void)
+{
+    struct wr_buf b;
+    struct wr_stat in = {.name = "sub/dir/link",
+                         .type = WR_FT_SYMLINK,
+                         .mode = 0777,
+                         .size = 0x123456789abull,
+                         .mtime_ns = -5,
+                         .uid = 0,
+                         .gid = 65534,
+                         .link = "../../target"};
+    struct wr_stat out;
+    struct wr_err err = {0};
+    int rc;
+
+    wr_buf_init(&b);
+    wr_stat_encode(&b, 21, &in);
+    ok(b.data[4] == WR_MSG_STAT && b.data[8] == 21, "stat: type and id");
+    rc = wr_stat_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "stat: decodes");
+    if (rc == 0) {
+        is_str(out.name, "sub/dir/link", "stat: name");
+        is_int(out.type, WR_FT_SYMLINK, "stat: type");
+        is_int(out.mode, 0777, "stat: mode");
+        ok(out.size == 0x123456789abull, "stat: size");
+        is_int(out.mtime_ns, -5, "stat: mtime_ns");
+        is_int(out.uid, 0, "stat: uid");
+        is_int(out.gid, 65534, "stat: gid");
+        is_str(out.link, "../../target", "stat: link");
+        wr_stat_fini(&out);
+    }
+    wr_buf_fini(&b);
+
+    in.name = NULL;
+    in.link = NULL;
+    in.type = WR_FT_FILE;
+    in.mode = 04755;
+    wr_stat_encode(&b, 22, &in);
+    rc = wr_stat_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "stat plain: decodes");
+    if (rc == 0) {
+        ok(out.name == NULL && out.link == NULL, "stat plain: no name, no link");
+        is_int(out.mode, 04755, "stat plain: mode");
+        wr_stat_fini(&out);
+    }
+    wr_buf_fini(&b);
+
+    static const char *bad_names[] = {
+        "../etc/passwd", "/etc/passwd", "a/../../b", "a//b", ".", "a/.", ""};
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        in.name = (char *)bad_names[i];
+        wr_stat_encode(&b, 23, &in);
+        is_int(wr_stat_decode(b.data + 12, b.len - 12, &out, &err), -1, "stat: name rejected");
+        if (err.kind != WR_EPROTO)
+            printf("#   for name \"%s\"\n", bad_names[i]);
+        wr_buf_fini(&b);
+    }
+    in.name = "..hidden/x..";
+    wr_stat_encode(&b, 23, &in);
+    rc = wr_stat_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "stat: dotted but safe name accepted");
+    if (rc == 0)
+        wr_stat_fini(&out);
+    wr_buf_fini(&b);
+    in.name = NULL;
+
+    in.mode = 010000;
+    wr_stat_encode(&b, 24, &in);
+    is_int(wr_stat_decode(b.data + 12, b.len - 12, &out, &err), -1, "stat: mode > 07777 rejected");
+    wr_buf_fini(&b);
+    in.mode = 0644;
+    in.type = 9;
+    wr_stat_encode(&b, 24, &in);
+    is_int(wr_stat_decode(b.data + 12, b.len - 12, &out, &err), -1, "stat: bad type rejected");
+    wr_buf_fini(&b);
+
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_FT_FILE);
+    is_int(wr_stat_decode(b.data, b.len, &out, &err), -1, "stat: missing fields rejected");
+    wr_buf_fini(&b);
+}
+
+static void test_exit_error(void)
+{
+    struct wr_buf b;
+    struct wr_exit ex = {.exit_code = 2}, out = {0};
+    struct wr_err err = {0};
+    char msg[16];
+    int errnum = 0;
+
+    wr_buf_init(&b);
+    wr_exit_encode(&b, 3, &ex);
+    ok(b.data[4] == WR_MSG_EXIT && b.data[8] == 3, "exit: type and proc id");
+    is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit: decodes");
+    ok(out.exit_code == 2 && out.signal == 0, "exit: code");
+    wr_buf_fini(&b);
+
+    ex.signal = 15;
+    wr_exit_encode(&b, 3, &ex);
+    is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit signal: decodes");
+    is_int(out.signal, 15, "exit signal: signal");
+    wr_buf_fini(&b);
+
+    wr_msg_put_u64(&b, WR_TAG_PID, 1);
+    is_int(wr_exit_decode(b.data, b.len, &out, &err), -1, "exit: neither code nor signal");
+    wr_buf_fini(&b);
+
+    wr_msg_error(&b, 8, 2, "open `/nope`: No such file or directory");
+    ok(b.data[4] == WR_MSG_ERROR && b.data[8] == 8, "error: type and id");
+    is_int(wr_error_decode(b.data + 12, b.len - 12, &errnum, msg, sizeof(msg), &err), 0,
+           "error: decodes");
+    is_int(errnum, 2, "error: errno");
+    is_str(msg, "open `/nope`: N", "error: message truncated to the buffer");
+    wr_buf_fini(&b);
+
+    wr_msg_error(&b, 8, 13, NULL);
+    is_int(wr_error_decode(b.data + 12, b.len - 12, &errnum, msg, sizeof(msg), &err), 0,
+           "error without message: decodes");
+    ok(errnum == 13 && msg[0] == '\0', "error without message: empty message");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_ERRNO, 1);
+    field(&b, WR_TAG_MESSAGE, "bad\0msg", 7);
+    is_int(wr_error_decode(b.data, b.len, &errnum, msg, sizeof(msg), &err), -1,
+           "error: message with NUL rejected");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_ERRNO, -1);
+    is_int(wr_error_decode(b.data, b.len, &errnum, msg, sizeof(msg), &err), -1,
+           "error: negative errno rejected");
+    wr_buf_fini(&b);
+}
+
+/* Build a stream of assorted frames. */
+static void make_stream(struct wr_buf *b, size_t big)
+{
+    char *data = xmalloc(big ? big : 1);
+    struct wr_exit ex = {.exit_code = 1};
+
+    for (size_t i = 0; i < big; i++)
+        data[i] = (char)(i * 7);
+    wr_msg_ok(b, 1);
+    wr_msg_error(b, 2, 5, "io");
+    wr_frame_raw(b, WR_MSG_OUTPUT, WR_FLAG_STDOUT, 3, data, big);
+    wr_frame_raw(b, WR_MSG_DATA_END, 0, 4, NULL, 0);
+    wr_exit_encode(b, 5, &ex);
+    free(data);
+}
+
+/* Feed `s` to a reader in pieces of `step` bytes, draining after each feed; check the frames come
+ * out in order with the right ids and payload sizes, and the buffer stays bounded. */
+static void reassemble(const struct wr_buf *s, size_t step, size_t big, const char *name)
+{
+    struct wr_reader r;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    const uint8_t *payload;
+    uint32_t ids = 0;
+    size_t count = 0, max_len = 0;
+    int rc, bad = 0;
+
+    wr_reader_init(&r);
+    for (size_t off = 0; off < s->len; off += step) {
+        size_t n = s->len - off < step ? s->len - off : step;
+        wr_reader_feed(&r, s->data + off, n);
+        if (r.in.len > max_len)
+            max_len = r.in.len;
+        while ((rc = wr_reader_next(&r, &h, &payload, &err)) == 1) {
+            count++;
+            ids = ids * 10 + h.id;
+            if (h.id == 3 && (h.len != big || (big > 1 && payload[1] != 7)))
+                bad = 1;
+        }
+        if (rc < 0)
+            bad = 1;
+    }
+    ok(count == 5 && ids == 12345 && !bad, "reader %s: 5 frames in order", name);
+    /* one frame plus one feed, plus the reader's small private prefix */
+    ok(max_len <= WR_FRAME_HDR_SIZE + big + step + 64, "reader %s: bounded (%zu bytes)", name,
+       max_len);
+    ok(wr_reader_next(&r, &h, &payload, &err) == 0, "reader %s: then empty", name);
+    wr_reader_fini(&r);
+}
+
+static void test_reader(void)
+{
+    struct wr_buf s;
+    struct wr_reader r;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    const uint8_t *payload;
+    uint8_t hdr[WR_FRAME_HDR_SIZE] = {0};
+    size_t len;
+
+    wr_buf_init(&s);
+    make_stream(&s, 100);
+    reassemble(&s, 1, 100, "byte by byte");
+    reassemble(&s, 5, 100, "in 5s");
+    reassemble(&s, s.len, 100, "all at once");
+    wr_buf_fini(&s);
+
+    make_stream(&s, WR_FRAME_MAX_PAYLOAD);
+    reassemble(&s, 65536, WR_FRAME_MAX_PAYLOAD, "max frame in 64 KiB reads");
+    reassemble(&s, s.len, WR_FRAME_MAX_PAYLOAD, "max frame in one read");
+    wr_buf_fini(&s);
+
+    /* draining 10000 small frames from one read must not be quadratic: just check it works */
+    for (int i = 0; i < 10000; i++)
+        wr_frame_raw(&s, WR_MSG_ACK, 0, (uint32_t)i, "x", 1);
+    wr_reader_init(&r);
+    wr_reader_feed(&r, s.data, s.len);
+    {
+        int n = 0, order = 1;
+        while (wr_reader_next(&r, &h, &payload, &err) == 1) {
+            if (h.id != (uint32_t)n || payload[0] != 'x')
+                order = 0;
+            n++;
+        }
+        ok(n == 10000 && order, "reader: 10000 frames from one feed");
+    }
+    wr_reader_fini(&r);
+    wr_buf_fini(&s);
+
+    /* a header announcing more than the maximum is an error, and stays one */
+    hdr[0] = 0x01;
+    hdr[2] = 0x10; /* len = 0x100001 = WR_FRAME_MAX_PAYLOAD + 1 */
+    hdr[4] = WR_MSG_DATA;
+    wr_reader_init(&r);
+    wr_reader_feed(&r, hdr, sizeof(hdr));
+    err.kind = WR_EOK;
+    is_int(wr_reader_next(&r, &h, &payload, &err), -1, "reader: oversized header rejected");
+    is_int(err.kind, WR_EPROTO, "reader: oversized header is a protocol error");
+    len = r.in.len;
+    {
+        static uint8_t junk[4096];
+        for (int i = 0; i < 16; i++)
+            wr_reader_feed(&r, junk, sizeof(junk));
+    }
+    is_int(r.in.len, len, "reader: feeding after a bad header does not grow the buffer");
+    is_int(wr_reader_next(&r, &h, &payload, &err), -1, "reader: still an error");
+    wr_reader_fini(&r);
+
+    is_int(wr_frame_hdr_parse(hdr, &h, &err), -1, "hdr_parse: max + 1 rejected");
+    hdr[0] = 0;
+    is_int(wr_frame_hdr_parse(hdr, &h, &err), 0, "hdr_parse: exactly max accepted");
+    hdr[3] = 0x80;
+    is_int(wr_frame_hdr_parse(hdr, &h, &err), -1, "hdr_parse: huge len rejected");
+
+    /* a header of exactly the maximum just waits for its bytes */
+    hdr[3] = 0;
+    wr_reader_init(&r);
+    wr_reader_feed(&r, hdr, sizeof(hdr));
+    is_int(wr_reader_next(&r, &h, &payload, &err), 0, "reader: max header waits for payload");
+    ok(r.in.cap < 4096, "reader: nothing allocated for the announced length");
+    wr_reader_fini(&r);
+
+    /* partial header */
+    wr_reader_init(&r);
+    wr_reader_feed(&r, hdr, 11);
+    is_int(wr_reader_next(&r, &h, &payload, &err), 0, "reader: 11 header bytes need more");
+    wr_reader_fini(&r);
+}
+
+static void test_tlv(void)
+{
+    struct wr_buf b;
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    uint64_t u;
+    int64_t i;
+    char *s = NULL;
+    uint8_t trunc[] = {10, 0, 5, 0, 0, 0, 'a', 'b'}; /* ARGV claims 5 bytes, has 2 */
+    uint8_t short_hdr[] = {10, 0, 0};
+    uint8_t huge_len[] = {10, 0, 0xff, 0xff, 0xff, 0xff, 'a'};
+    uint8_t nine[9] = {1};
+    struct wr_spawn sp;
+    struct wr_err err = {0};
+
+    wr_tlv_iter_init(&it, trunc, sizeof(trunc));
+    is_int(wr_tlv_next(&it, &f), -1, "tlv: field length past payload");
+    wr_tlv_iter_init(&it, short_hdr, sizeof(short_hdr));
+    is_int(wr_tlv_next(&it, &f), -1, "tlv: truncated field header");
+    wr_tlv_iter_init(&it, huge_len, sizeof(huge_len));
+    is_int(wr_tlv_next(&it, &f), -1, "tlv: 4 GiB field length");
+    wr_tlv_iter_init(&it, NULL, 0);
+    is_int(wr_tlv_next(&it, &f), 0, "tlv: empty payload ends");
+    is_int(wr_spawn_decode(trunc, sizeof(trunc), &sp, &err), -1, "spawn: truncated field");
+    ok(sp.argv == NULL, "spawn: nothing left allocated after failure");
+
+    /* a good field followed by a truncated one still fails the whole message */
+    wr_buf_init(&b);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "ls");
+    wr_buf_append(&b, short_hdr, sizeof(short_hdr));
+    is_int(wr_spawn_decode(b.data, b.len, &sp, &err), -1, "spawn: trailing garbage rejected");
+    wr_buf_fini(&b);
+
+    f.tag = WR_TAG_PID;
+    f.len = 4;
+    f.val = nine;
+    is_int(wr_field_u64(&f, &u), -1, "u64: 4 bytes rejected");
+    is_int(wr_field_i64(&f, &i), -1, "i64: 4 bytes rejected");
+    f.len = 9;
+    is_int(wr_field_u64(&f, &u), -1, "u64: 9 bytes rejected");
+    f.len = 8;
+    is_int(wr_field_u64(&f, &u), 0, "u64: 8 bytes accepted");
+    is_int(u, 1, "u64: value");
+
+    f.tag = WR_TAG_ARGV;
+    f.val = (const uint8_t *)"a\0b";
+    f.len = 3;
+    is_int(wr_field_strdup(&f, 100, &s), -1, "strdup: embedded NUL rejected");
+    f.len = 1;
+    is_int(wr_field_strdup(&f, 100, &s), 0, "strdup: plain string accepted");
+    is_str(s, "a", "strdup: value");
+    free(s);
+    s = NULL;
+    f.val = (const uint8_t *)"abcd";
+    f.len = 4;
+    is_int(wr_field_strdup(&f, 3, &s), -1, "strdup: longer than max rejected");
+}
+
+/* Decode `b` as a SPAWN payload and expect failure. */
+static void spawn_rejects(struct wr_buf *b, const char *name)
+{
+    struct wr_spawn sp;
+    struct wr_err err = {0};
+    int rc = wr_spawn_decode(b->data, b->len, &sp, &err);
+
+    ok(rc == -1 && err.kind == WR_EPROTO && sp.argv == NULL, "spawn rejects: %s", name);
+    if (rc == 0)
+        wr_spawn_fini(&sp);
+    wr_buf_fini(b);
+}
+
+static void spawn_accepts(struct wr_buf *b, const char *name)
+{
+    struct wr_spawn sp;
+    struct wr_err err = {0};
+    int rc = wr_spawn_decode(b->data, b->len, &sp, &err);
+
+    ok(rc == 0, "spawn accepts: %s", name);
+    if (rc == 0)
+        wr_spawn_fini(&sp);
+    else
+        printf("#   %s\n", err.msg);
+    wr_buf_fini(b);
+}
+
+static void test_spawn_hostile(void)
+{
+    struct wr_buf b;
+    uint8_t four[4] = {1, 0, 0, 0};
+    char *big = xmalloc(WR_MAX_STR + 2);
+
+    wr_buf_init(&b);
+    spawn_rejects(&b, "empty payload");
+
+    wr_msg_put_str(&b, WR_TAG_ENV, "A=1");
+    wr_msg_put_str(&b, WR_TAG_CWD, "/");
+    spawn_rejects(&b, "no argv");
+
+    field(&b, WR_TAG_ARGV, "sh\0-c", 5);
+    spawn_rejects(&b, "argv with NUL");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "sh");
+    field(&b, WR_TAG_ENV, "A=1\0B=2", 7);
+    spawn_rejects(&b, "env with NUL");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "sh");
+    field(&b, WR_TAG_CWD, "/tmp\0/etc", 9);
+    spawn_rejects(&b, "cwd with NUL");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "sh");
+    wr_msg_put_str(&b, WR_TAG_ENV, "NOEQUALS");
+    spawn_rejects(&b, "env without =");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "sh");
+    wr_msg_put_str(&b, WR_TAG_ENV, "=value");
+    spawn_rejects(&b, "env with empty key");
+
+    for (int i = 0; i <= WR_MAX_ARGS; i++)
+        wr_msg_put_str(&b, WR_TAG_ARGV, "");
+    spawn_rejects(&b, "too many argv entries");
+
+    for (int i = 0; i < WR_MAX_ARGS; i++)
+        wr_msg_put_str(&b, WR_TAG_ARGV, "a");
+    spawn_accepts(&b, "exactly WR_MAX_ARGS argv entries");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "env");
+    for (int i = 0; i <= WR_MAX_ARGS; i++)
+        wr_msg_put_str(&b, WR_TAG_ENV, "A=");
+    spawn_rejects(&b, "too many env entries");
+
+    memset(big, 'a', WR_MAX_STR + 1);
+    big[WR_MAX_STR + 1] = '\0';
+    wr_msg_put_str(&b, WR_TAG_ARGV, big);
+    spawn_rejects(&b, "argv entry longer than WR_MAX_STR");
+
+    big[WR_MAX_STR] = '\0';
+    wr_msg_put_str(&b, WR_TAG_ARGV, big);
+    spawn_accepts(&b, "argv entry of exactly WR_MAX_STR");
+
+    big[WR_MAX_PATH + 1] = '\0';
+    wr_msg_put_str(&b, WR_TAG_ARGV, "pwd");
+    wr_msg_put_str(&b, WR_TAG_CWD, big);
+    spawn_rejects(&b, "cwd longer than WR_MAX_PATH");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "pwd");
+    wr_msg_put_str(&b, WR_TAG_CWD, "/a");
+    wr_msg_put_str(&b, WR_TAG_CWD, "/b");
+    spawn_rejects(&b, "duplicate cwd");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    wr_msg_put_i64(&b, WR_TAG_UID, 1);
+    wr_msg_put_i64(&b, WR_TAG_UID, 0);
+    spawn_rejects(&b, "duplicate uid");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    field(&b, WR_TAG_UID, four, sizeof(four));
+    spawn_rejects(&b, "uid of 4 bytes");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    wr_msg_put_i64(&b, WR_TAG_UID, 1ll << 32);
+    spawn_rejects(&b, "uid 2^32 (would truncate to root)");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    wr_msg_put_i64(&b, WR_TAG_GID, -2);
+    spawn_rejects(&b, "gid -2");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    wr_msg_put_u64(&b, WR_TAG_PTY, 2);
+    spawn_rejects(&b, "pty 2");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    wr_msg_put_u64(&b, WR_TAG_ROWS, 65536);
+    spawn_rejects(&b, "rows 65536");
+
+    wr_msg_put_str(&b, WR_TAG_ARGV, "id");
+    field(&b, 999, "whatever", 8);
+    field(&b, 0, NULL, 0);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "-u");
+    spawn_accepts(&b, "unknown tags skipped");
+
+    free(big);
+}
+
+int main(void)
+{
+    test_layout();
+    test_buf();
+    test_raw_and_ok();
+    test_spawn();
+    test_proc_info();
+    test_stat();
+    test_exit_error();
+    test_reader();
+    test_tlv();
+    test_spawn_hostile();
+    return done();
+}
