@@ -44,7 +44,7 @@ static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
 
 LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
 LIB        := $(BUILD)/libwarren.a
-HOST_LIBS  := -lseccomp -lm
+HOST_LIBS  := -lseccomp
 
 CLI        := $(BUILD)/warren
 INIT       := $(BUILD)/warren-init
@@ -69,12 +69,20 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# warren is linked static-pie: on a VM where every page fault and syscall is dear, the dynamic
+# loader alone costs ~15% of a `warren run` (docs/benchmarks.md). Sanitizer builds link
+# dynamically (ASan cannot be static).
+ifeq ($(SAN),1)
+CLI_LDFLAGS := $(HOST_LDFLAGS)
+else
+CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
+endif
 $(CLI): $(call host_obj,$(CLI_SRC)) $(LIB)
-	$(CC) $(HOST_LDFLAGS) -o $@ $^ $(HOST_LIBS)
+	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(HOST_LIBS)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
-	$(CC) $(STATIC_LDFLAGS) -o $@ $^ -lm
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^
 	chmod 0111 $@
 
 $(PROBE): $(call static_obj,$(PROBE_SRC))

@@ -3,8 +3,23 @@
  * create (clone3, idmapped overlay, cgroups, seccomp, warren-init answering) → spawn /bin/true
  * → its EXIT event → destroy. Prints medians and p99s of create→exit and of the whole cycle.
  *
- * usage: sandbox_loop ROOTFS [N] */
+ * `sandbox_loop --floor ROOTFS [N]` measures the peer in the same run: the isolation floor of
+ * research/perf-namespaces.md (nsfloor), six namespaces + tmpfs-upper overlay + /proc, /dev,
+ * /tmp + pivot_root + lo up + exec /bin/true as PID 1 + reap, from the same long-lived process,
+ * with no cgroups, no seccomp, no id range and no agent.
+ *
+ * usage: sandbox_loop [--floor] ROOTFS [N] */
 #include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +93,99 @@ done:
     return code;
 }
 
+/* One floor sandbox: the nsfloor sequence. Returns the child's exit status or -1. */
+static int floor_once(const char *rootfs, const char *stage)
+{
+    pid_t pid = (pid_t)syscall(SYS_clone,
+                               CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                   CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
+                               0, 0, 0, 0);
+    int st;
+
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        char opts[4200];
+        struct ifreq ifr = {.ifr_name = "lo"};
+        int fd;
+
+        fd = open("/proc/self/setgroups", O_WRONLY);
+        if (fd < 0 || write(fd, "deny", 4) != 4)
+            _exit(10);
+        close(fd);
+        fd = open("/proc/self/uid_map", O_WRONLY);
+        if (fd < 0 || write(fd, "0 0 1", 5) != 5)
+            _exit(11);
+        close(fd);
+        fd = open("/proc/self/gid_map", O_WRONLY);
+        if (fd < 0 || write(fd, "0 0 1", 5) != 5)
+            _exit(12);
+        close(fd);
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", stage, "tmpfs", 0, "size=64m") < 0 || chdir(stage) < 0 ||
+            mkdir("upper", 0755) < 0 || mkdir("work", 0755) < 0 || mkdir("root", 0755) < 0)
+            _exit(13);
+        snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=upper,workdir=work", rootfs);
+        if (mount("overlay", "root", "overlay", 0, opts) < 0 || chdir("root") < 0)
+            _exit(14);
+        if (mount("proc", "proc", "proc", 0, NULL) < 0 ||
+            mount("tmpfs", "dev", "tmpfs", 0, "size=64k") < 0 ||
+            mount("tmpfs", "tmp", "tmpfs", 0, NULL) < 0)
+            _exit(15);
+        static const char *const devs[] = {"null", "zero", "urandom"};
+        for (int i = 0; i < 3; i++) {
+            char src[32], dst[32];
+            snprintf(src, sizeof(src), "/dev/%s", devs[i]);
+            snprintf(dst, sizeof(dst), "dev/%s", devs[i]);
+            fd = open(dst, O_CREAT | O_WRONLY, 0666);
+            if (fd < 0 || mount(src, dst, NULL, MS_BIND, NULL) < 0)
+                _exit(16);
+            close(fd);
+        }
+        if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+            _exit(17);
+        if (sethostname("sandbox", 7) < 0)
+            _exit(18);
+        fd = socket(AF_INET, SOCK_DGRAM, 0);
+        if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+            _exit(19);
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+            _exit(19);
+        close(fd);
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(20);
+    }
+    if (waitpid(pid, &st, 0) < 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int floor_main(const char *rootfs, size_t n)
+{
+    const char *stage = "/run/warren-bench-floor";
+    uint64_t *t = calloc(n, sizeof(uint64_t));
+
+    (void)mkdir(stage, 0755);
+    for (size_t i = 0; i < n + 20; i++) {
+        uint64_t t0 = now_ns();
+        int rc = floor_once(rootfs, stage);
+        if (rc != 0) {
+            fprintf(stderr, "sandbox_loop: floor sandbox exited %d\n", rc);
+            return 1;
+        }
+        if (i >= 20)
+            t[i - 20] = now_ns() - t0;
+    }
+    qsort(t, n, sizeof(uint64_t), cmp_u64);
+    printf("floor (nsfloor sequence, in-process), %zu sandboxes\n", n);
+    printf("  clone -> /bin/true exit -> reaped  median %.3f ms  p99 %.3f ms\n", pct(t, n, 0.5),
+           pct(t, n, 0.99));
+    (void)rmdir(stage);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct wr_runtime_config cfg = {.run_dir = "/run/warren-bench",
@@ -86,11 +194,13 @@ int main(int argc, char **argv)
     struct wr_runtime *rt;
     struct wr_err err;
     size_t n = argc > 2 ? (size_t)atol(argv[2]) : 1000, warm = 20;
-    uint64_t *to_exit, *cycle, *create;
+    uint64_t *to_exit, *cycle, *create, *ph[5];
     const char *layers[1];
 
+    if (argc > 2 && strcmp(argv[1], "--floor") == 0)
+        return floor_main(argv[2], argc > 3 ? (size_t)atol(argv[3]) : 1000);
     if (argc < 2) {
-        fprintf(stderr, "usage: sandbox_loop ROOTFS [N]\n");
+        fprintf(stderr, "usage: sandbox_loop [--floor] ROOTFS [N]\n");
         return 2;
     }
     layers[0] = argv[1];
@@ -101,6 +211,8 @@ int main(int argc, char **argv)
     to_exit = calloc(n, sizeof(uint64_t));
     cycle = calloc(n, sizeof(uint64_t));
     create = calloc(n, sizeof(uint64_t));
+    for (int k = 0; k < 5; k++)
+        ph[k] = calloc(n, sizeof(uint64_t));
     for (size_t i = 0; i < n + warm; i++) {
         struct wr_sandbox *sb;
         char id[32];
@@ -124,12 +236,19 @@ int main(int argc, char **argv)
             return 1;
         }
         t2 = now_ns();
+        struct wr_sandbox_timing tm_copy = *wr_sandbox_timing(sb);
         if (wr_sandbox_destroy(sb, &err) < 0) {
             fprintf(stderr, "sandbox_loop: %s\n", err.msg);
             return 1;
         }
         t3 = now_ns();
         if (i >= warm) {
+            const struct wr_sandbox_timing *tm = &tm_copy;
+            ph[0][i - warm] = tm->cloned - tm->start;
+            ph[1][i - warm] = tm->mapped - tm->cloned;
+            ph[2][i - warm] = tm->overlay - tm->mapped;
+            ph[3][i - warm] = tm->cgroup - tm->overlay;
+            ph[4][i - warm] = tm->ready - tm->cgroup;
             create[i - warm] = t1 - t0;
             to_exit[i - warm] = t2 - t0;
             cycle[i - warm] = t3 - t0;
@@ -145,6 +264,16 @@ int main(int argc, char **argv)
            pct(to_exit, n, 0.99));
     printf("  full cycle incl. destroy median %.3f ms  p99 %.3f ms\n", pct(cycle, n, 0.5),
            pct(cycle, n, 0.99));
+    {
+        static const char *const names[] = {"lock+uids+cgroup+socket+clone3", "id maps",
+                                            "idmapped overlay", "cgroup attach",
+                                            "child setup+exec+hello"};
+        for (int k = 0; k < 5; k++) {
+            qsort(ph[k], n, sizeof(uint64_t), cmp_u64);
+            printf("    phase %-32s median %.3f ms\n", names[k], pct(ph[k], n, 0.5));
+            free(ph[k]);
+        }
+    }
     wr_runtime_close(rt);
     free(to_exit);
     free(cycle);

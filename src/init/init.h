@@ -52,6 +52,11 @@ struct init_config {
 
 extern struct init_config init_cfg;
 
+/* Signals PID 1 ignores (a PID 1 only gets the signals it handles, and these it must not act
+ * on); spawned processes get them back at their default. */
+extern const int init_ignored_signals[];
+extern const size_t init_ignored_signals_n;
+
 /* ---- users (user.c) ---------------------------------------------------------------------- */
 
 struct init_user {

@@ -27,6 +27,10 @@
 #define LISTEN_FD  3
 #define PRIMARY_FD 4
 
+const int init_ignored_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGTTIN, SIGTTOU, SIGTSTP};
+const size_t init_ignored_signals_n =
+    sizeof(init_ignored_signals) / sizeof(init_ignored_signals[0]);
+
 struct init_config init_cfg;
 
 static int epfd = -1;
@@ -200,13 +204,8 @@ static void setup_signals(struct init_watch *sigw)
     sigset_t set;
 
     /* PID 1 must not die of a stray terminal or job-control signal. */
-    (void)signal(SIGTERM, SIG_IGN);
-    (void)signal(SIGINT, SIG_IGN);
-    (void)signal(SIGHUP, SIG_IGN);
-    (void)signal(SIGPIPE, SIG_IGN);
-    (void)signal(SIGTTIN, SIG_IGN);
-    (void)signal(SIGTTOU, SIG_IGN);
-    (void)signal(SIGTSTP, SIG_IGN);
+    for (size_t i = 0; i < init_ignored_signals_n; i++)
+        (void)signal(init_ignored_signals[i], SIG_IGN);
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {

@@ -121,8 +121,9 @@ static _Noreturn void child_run(const struct child_plan *pl)
 
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)signal(sig, SIG_DFL);
+    /* exec resets handled signals by itself; only the ones init ignores would stay ignored. */
+    for (size_t i = 0; i < init_ignored_signals_n; i++)
+        (void)signal(init_ignored_signals[i], SIG_DFL);
     (void)setsid();
     umask(022);
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,62 +226,73 @@ static void tmpfs_opts(char *buf, size_t sz, uint64_t bytes, const char *mode)
 static int bind_dev(const char *name, const char **step)
 {
     char host[32] = "/dev/", dst[32] = "dev/";
-    int fd;
 
     strcat(host, name);
     strcat(dst, name);
-    fd = open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
-    TRY(fd, "create device node target");
-    close(fd);
+    /* mknod of a regular file needs no privilege: one syscall for the bind target. */
+    TRY(mknod(dst, S_IFREG | 0666, 0), "create device node target");
     TRY(mount(host, dst, NULL, MS_BIND, NULL), "bind device node");
     return 0;
 }
 
-/* Hide a path: /dev/null over files, an empty read-only tmpfs over directories. Paths the
- * kernel does not have are skipped. */
-static int mask_path(const char *path, const char **step)
+/* Hide a path: an empty read-only tmpfs over a directory, /dev/null over a file. Paths this
+ * kernel does not have are skipped (ENOENT from the mount itself: no separate stat). */
+static int mask_path(const char *path, bool dir, const char **step)
 {
-    struct stat st;
+    int r = dir ? mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        "size=4k,mode=0555")
+                : mount("dev/null", path, NULL, MS_BIND, NULL);
 
-    if (lstat(path, &st) < 0)
-        return 0;
-    if (S_ISDIR(st.st_mode))
-        TRY(mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=0,mode=0555"),
-            "mask directory");
-    else
-        TRY(mount("dev/null", path, NULL, MS_BIND, NULL), "mask file");
+    if (r < 0 && errno != ENOENT) {
+        *step = dir ? "mask directory" : "mask file";
+        return -1;
+    }
     return 0;
 }
 
 static int readonly_path(const char *path, const char **step)
 {
-    struct stat st;
-
-    if (lstat(path, &st) < 0)
-        return 0;
-    TRY(mount(path, path, NULL, MS_BIND | MS_REC, NULL), "bind read-only path");
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        *step = "bind read-only path";
+        return -1;
+    }
     TRY(mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
               NULL),
         "remount read-only path");
     return 0;
 }
 
+/* Mount on dir, creating it only if the image lacks it (most images have it: no extra call). */
+static int mount_at(const char *src, const char *dir, const char *type, unsigned long flags,
+                    const char *data, mode_t mode)
+{
+    if (mount(src, dir, type, flags, data) == 0)
+        return 0;
+    if (errno != ENOENT || mkdir(dir, mode) < 0)
+        return -1;
+    return mount(src, dir, type, flags, data);
+}
+
 int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const char **step)
 {
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
-    static const char *const masked[] = {
-        "proc/kcore",
-        "proc/keys",
-        "proc/timer_list",
-        "proc/sched_debug",
-        "proc/latency_stats",
-        "proc/timer_stats",
-        "proc/acpi",
-        "proc/scsi",
-        "proc/asound",
-        "sys/firmware",
-        "sys/devices/virtual/powercap",
+    static const struct {
+        const char *path;
+        bool dir;
+    } masked[] = {
+        {"proc/kcore", false},
+        {"proc/keys", false},
+        {"proc/timer_list", false},
+        {"proc/sched_debug", false},
+        {"proc/latency_stats", false},
+        {"proc/timer_stats", false},
+        {"proc/acpi", true},
+        {"proc/scsi", true},
+        {"proc/asound", true},
+        {"sys/firmware", true},
+        {"sys/devices/virtual/powercap", true},
     };
     static const char *const readonly[] = {
         "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs",
@@ -294,14 +306,12 @@ int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const
     TRY(chdir(stage), "enter new root");
 
     /* Everything below is relative to the new root. */
-    (void)mkdir("proc", 0555);
-    TRY(mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "mount /proc");
-    (void)mkdir("sys", 0555);
-    TRY(mount("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+    TRY(mount_at("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
+        "mount /proc");
+    TRY(mount_at("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
         "mount /sys");
 
-    (void)mkdir("dev", 0755);
-    TRY(mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755"),
+    TRY(mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755", 0755),
         "mount /dev");
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
         if (bind_dev(devs[i], step) < 0)
@@ -319,11 +329,10 @@ int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const
     TRY(symlink("/proc/self/fd/1", "dev/stdout"), "link /dev/stdout");
     TRY(symlink("/proc/self/fd/2", "dev/stderr"), "link /dev/stderr");
 
-    (void)mkdir("tmp", 01777);
-    TRY(mount("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
+    TRY(mount_at("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts, 01777), "mount /tmp");
 
     for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
-        if (mask_path(masked[i], step) < 0)
+        if (mask_path(masked[i].path, masked[i].dir, step) < 0)
             return -errno;
     for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++)
         if (readonly_path(readonly[i], step) < 0)

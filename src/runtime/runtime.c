@@ -96,7 +96,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
                               cfg->cgroup_parent ? cfg->cgroup_parent : "warren",
                               cfg->cgroup_v2_root, &rt->cg, err) < 0)
         goto fail;
-    if (wr_seccomp_build(&rt->seccomp, err) < 0)
+    if (wr_seccomp_load(rt->run_dir, &rt->seccomp, err) < 0)
         goto fail;
     (void)wr_sysctl_raise_limits(NULL);
     log_info("runtime open: run_dir=%s cgroup=%s", run_dir, wr_runtime_cgroup_version(rt));

@@ -3,16 +3,16 @@
  *
  *   parent                                   child (clone3: new user, mount, pid, net, uts, ipc)
  *   ------                                   -----
- *   lock run dir, take a uid range, cgroup
+ *   lock run dir, take a uid range
  *   control socket (listening) + socketpair
- *   clone3 ─────────────────────────────────▶ wait on the sync socket
- *   write uid_map/gid_map
+ *   clone3 ─────────────────────────────────▶ hostname, lo up (caps in its userns already),
+ *   write uid_map/gid_map                    fds 3..8, bounding set; wait on the sync socket
+ *   cgroups with limits
  *   build idmapped overlay (detached)
- *   attach the child to the cgroup
+ *   attach the child to the cgroups
  *   send "go" + overlay fd ─────────────────▶ setresuid(0), unshare(cgroup ns)
  *                                            attach overlay, /proc /sys /dev /tmp, masks, pivot
- *                                            hostname, lo up, stdio = /dev/null, fds 3..6
- *                                            bounding set, seccomp (sets no_new_privs)
+ *                                            stdio = /dev/null, seccomp (sets no_new_privs)
  *   read sync: EOF = exec happened ◀──────── execveat(warren-init)
  *   HELLO on the control connection
  *
@@ -157,6 +157,38 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     int listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
     const char *step = "setup";
 
+    /* The child holds every capability in its new user namespace from the start, so what needs
+     * no id map and no root filesystem happens now, while the parent writes the maps and builds
+     * the overlay (the two run on different cores). */
+    if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+        child_fail(sync_fd, "set hostname", errno);
+    ret = wr_net_loopback_up();
+    if (ret < 0)
+        child_fail(sync_fd, "bring up loopback", -ret);
+
+    /* fds 3..8 as warren-init expects them (src/init/main.c), parked first so no dup2
+     * overwrites a source. */
+    sync_fd = park_fd(sync_fd);
+    listen_fd = park_fd(a->listen_fd);
+    conn_fd = park_fd(a->conn_fd);
+    dir_lock = park_fd(a->dir_lock);
+    uid_lock = park_fd(a->uid_lock);
+    init_fd = park_fd(a->init_fd);
+    if (sync_fd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 || init_fd < 0)
+        _exit(127);
+    if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
+        dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 || dup3(sync_fd, 8, O_CLOEXEC) < 0)
+        child_fail(sync_fd, "arrange fds", errno);
+    sync_fd = 8;
+    if (syscall(SYS_close_range, 9, ~0U, 0) < 0)
+        child_fail(sync_fd, "close inherited fds", errno);
+
+    /* Only the bounding set shrinks here; the effective set, needed for the mounts below, stays
+     * until exec. */
+    ret = wr_caps_limit(wr_caps_sandbox_mask());
+    if (ret < 0)
+        child_fail(sync_fd, "limit capabilities", -ret);
+
     ofd = child_recv_go(sync_fd);
     if (ofd < 0)
         child_fail(sync_fd, "receive root overlay", errno ? errno : EPROTO);
@@ -177,37 +209,14 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         child_fail(sync_fd, step, -ret);
     close(ofd);
 
-    if (sethostname(a->hostname, strlen(a->hostname)) < 0)
-        child_fail(sync_fd, "set hostname", errno);
-    ret = wr_net_loopback_up();
-    if (ret < 0)
-        child_fail(sync_fd, "bring up loopback", -ret);
-
-    /* stdio is the sandbox's /dev/null; fds 3..6 are warren-init's (see src/init/main.c). */
+    /* stdio is the sandbox's own /dev/null. */
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null_fd < 0)
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
         child_fail(sync_fd, "open /dev/null", errno);
-    sync_fd = park_fd(sync_fd);
-    listen_fd = park_fd(a->listen_fd);
-    conn_fd = park_fd(a->conn_fd);
-    dir_lock = park_fd(a->dir_lock);
-    uid_lock = park_fd(a->uid_lock);
-    init_fd = park_fd(a->init_fd);
-    null_fd = park_fd(null_fd);
-    if (sync_fd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
-        init_fd < 0 || null_fd < 0)
-        _exit(127);
-    if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0 ||
-        dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
-        dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 || dup3(sync_fd, 8, O_CLOEXEC) < 0)
-        child_fail(sync_fd, "arrange fds", errno);
-    sync_fd = 8;
-    if (syscall(SYS_close_range, 9, ~0U, 0) < 0)
-        child_fail(sync_fd, "close inherited fds", errno);
+    close(null_fd);
 
-    ret = wr_caps_limit(wr_caps_sandbox_mask());
-    if (ret < 0)
-        child_fail(sync_fd, "limit capabilities", -ret);
+    /* The parent-death signal is cleared by a change of credentials, so it is set after
+     * setresuid. */
     if (a->ephemeral && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(sync_fd, "set parent-death signal", errno);
     ret = wr_seccomp_install(a->seccomp);
@@ -487,16 +496,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         sb->uid_base = base;
     }
 
-    /* 3. Cgroups with the limits. */
-    {
-        struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
-                                       .cpu_millis = spec->cpu_millis,
-                                       .pids_max = spec->pids_max};
-        if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0)
-            goto fail;
-    }
-
-    /* 4. The control socket warren-init will serve, and the creator's first connection. */
+    /* 3. The control socket warren-init will serve, and the creator's first connection. */
     listen_fd = listen_unix(sb->ctl_path, err);
     if (listen_fd < 0)
         goto fail;
@@ -511,7 +511,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     sync_child = syncp[1];
     argv = init_argv(spec);
 
-    /* 5. clone3: the child gets every namespace but the cgroup one, which it makes itself once
+    /* 4. clone3: the child gets every namespace but the cgroup one, which it makes itself once
      * it is inside its cgroup. */
     {
         struct child_args a = {
@@ -552,7 +552,8 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     close(steal_fd(&conn_child));
     close(steal_fd(&listen_fd));
 
-    /* 6. Id maps, then the idmapped overlay (an idmap made before the maps is refused). */
+    /* 5. Id maps, then cgroups with the limits (made while the child sets up its hostname and
+     * network), then the idmapped overlay (an idmap made before the maps is refused). */
     if (write_id_maps(sb->pid, sb->uid_base, err) < 0)
         goto fail;
     {
@@ -565,17 +566,24 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         }
     }
     sb->timing.mapped = now_ns();
+    {
+        struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
+                                       .cpu_millis = spec->cpu_millis,
+                                       .pids_max = spec->pids_max};
+        if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0)
+            goto fail;
+    }
     if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
                         sb->uid_base, &overlay_fd, err) < 0)
         goto fail;
     sb->timing.overlay = now_ns();
 
-    /* 7. Into the cgroup before it runs anything. */
+    /* 6. Into the cgroup before it runs anything. */
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
         goto fail;
     sb->timing.cgroup = now_ns();
 
-    /* 8. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. */
+    /* 7. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. */
     if (send_go(sync_parent, overlay_fd) < 0) {
         wr_err_sys(err, "start sandbox child");
         goto fail;

@@ -5,7 +5,11 @@
  * docs/design/cgroups-seccomp.md. */
 #include "seccomp.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdio.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/fs.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 
@@ -259,5 +264,90 @@ int wr_seccomp_install(const struct wr_seccomp *f)
         return -errno;
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
         return -errno;
+    return 0;
+}
+
+/* The GNU build id of the main executable, as hex, from its PT_NOTE segments. */
+struct build_id {
+    char hex[2 * 64 + 1];
+};
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct build_id *out = data;
+
+    if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0')
+        return 0; /* not the main program */
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        const char *p, *end;
+
+        if (ph->p_type != PT_NOTE)
+            continue;
+        p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+        end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+            const char *name = p + sizeof(*nh);
+            const unsigned char *desc = (const unsigned char *)name + ((nh->n_namesz + 3) & ~3u);
+
+            if ((const char *)desc + nh->n_descsz > end)
+                break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                nh->n_descsz > 0 && nh->n_descsz <= 64) {
+                for (unsigned j = 0; j < nh->n_descsz; j++)
+                    snprintf(out->hex + 2 * j, 3, "%02x", desc[j]);
+                return 1;
+            }
+            p = (const char *)desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err)
+{
+    const struct scmp_version *v = seccomp_version();
+    struct build_id id = {{0}};
+    char path[4096], tmp[4200];
+    struct stat st;
+    int fd;
+
+    (void)dl_iterate_phdr(find_build_id, &id);
+    if (id.hex[0] == '\0' || v == NULL)
+        return wr_seccomp_build(out, err);
+    snprintf(path, sizeof(path), "%s/seccomp-%s-%u.%u.%u.bpf", dir, id.hex, v->major, v->minor,
+             v->micro);
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
+            (st.st_mode & 022) == 0 && st.st_size > 0 &&
+            st.st_size % sizeof(struct sock_filter) == 0 &&
+            st.st_size / sizeof(struct sock_filter) <= BPF_MAXINSNS) {
+            struct sock_filter *insns = xmalloc((size_t)st.st_size);
+            if (wr_read_all(fd, insns, (size_t)st.st_size) == st.st_size) {
+                close(fd);
+                out->insns = insns;
+                out->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+                return 0;
+            }
+            free(insns);
+        }
+        close(fd);
+    }
+
+    if (wr_seccomp_build(out, err) < 0)
+        return -1;
+    /* Best effort: write a private temporary file and rename it into place, so a reader never
+     * sees half a filter. */
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        bool ok = wr_write_all(fd, out->insns, out->len * sizeof(struct sock_filter)) == 0;
+        close(fd);
+        if (!ok || rename(tmp, path) < 0)
+            (void)unlink(tmp);
+    }
     return 0;
 }

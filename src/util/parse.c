@@ -4,7 +4,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +67,7 @@ int wr_parse_cpus(const char *s, uint32_t *millis, struct wr_err *err)
     v = strtod(s, &end);
     if (errno != 0 || end == s || *end != '\0' || !(v >= 0.01) || v > 1024)
         goto bad;
-    *millis = (uint32_t)lround(v * 1000);
+    *millis = (uint32_t)(v * 1000 + 0.5);
     return 0;
 bad:
     return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a CPU count (0.01 to 1024, e.g. 1.5)",
