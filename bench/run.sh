@@ -16,7 +16,9 @@ command -v hyperfine >/dev/null || { echo "bench: apt-get install hyperfine bubb
 
 echo "== machine: $(nproc) cpus, kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "== 1. in-process (runtime library), $N sandboxes"
-"$BUILD/bench/sandbox_loop" "$IMG" "$N"
+WARREN_INIT=$(realpath "$BUILD/warren-init") "$BUILD/bench/sandbox_loop" "$(realpath "$IMG")" "$N"
+echo "== 1b. the in-process peer: the research's nsfloor sequence, same process, same run"
+"$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N"
 
 echo "== 2. CLI, $N runs each (hyperfine -N)"
 # bwrap-img: bwrap on the same busybox image, read-only root, same six namespaces.

@@ -466,6 +466,7 @@ int cmd_run(int argc, char **argv)
     cfg.cgroup_mode = getenv("WARREN_CGROUP");
     cfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
     cfg.cgroup_v2_root = getenv("WARREN_CGROUP_V2_ROOT");
+    cfg.fault = getenv("WARREN_FAULT"); /* tests only: see wr_runtime_config.fault */
     if (getenv("WARREN_UID_BASE") &&
         wr_parse_uint(getenv("WARREN_UID_BASE"), UINT32_MAX, &v, &err) == 0)
         cfg.uid_base = (uint32_t)v;

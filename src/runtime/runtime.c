@@ -67,6 +67,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     _cleanup_free_ char *uids_dir = NULL;
 
     rt->init_fd = -1;
+    rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
     rt->run_dir = xstrdup(run_dir);
     rt->sandboxes_dir = xasprintf("%s/sandboxes", run_dir);
     rt->stage_dir = xasprintf("%s/stage", run_dir);
@@ -120,6 +121,7 @@ void wr_runtime_close(struct wr_runtime *rt)
     free(rt->run_dir);
     free(rt->sandboxes_dir);
     free(rt->stage_dir);
+    free(rt->fault);
     free(rt);
 }
 

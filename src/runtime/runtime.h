@@ -23,6 +23,10 @@ struct wr_runtime_config {
     const char *cgroup_mode;    /* "auto" (default), "v1" or "v2" */
     const char *cgroup_parent;  /* cgroup under which sandboxes are made; default "warren" */
     const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
+    /* Testing only: make every create fail at this step ("uids", "maps", "cgroup", "overlay",
+     * "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
+     * half-built sandbox is torn down completely. NULL in production. */
+    const char *fault;
 };
 
 /* Open the runtime: detect the cgroup version, raise host limits that are too low for many

@@ -16,6 +16,7 @@ struct wr_runtime {
     struct wr_uidpool *uids;
     struct wr_cgroup_driver *cg;
     struct wr_seccomp seccomp;
+    char *fault; /* see wr_runtime_config.fault */
 };
 
 /* HELLO handshake on a control connection (sandbox.c). */

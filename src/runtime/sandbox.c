@@ -84,7 +84,14 @@ struct child_args {
     bool ephemeral;
     const struct wr_seccomp *seccomp;
     char *const *argv;
+    enum { FAULT_NONE, FAULT_EARLY, FAULT_ROOTFS, FAULT_EXEC } fault;
 };
+
+/* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
+static bool fault_at(const struct wr_runtime *rt, const char *step)
+{
+    return rt->fault != NULL && strcmp(rt->fault, step) == 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -165,6 +172,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     ret = wr_net_loopback_up();
     if (ret < 0)
         child_fail(sync_fd, "bring up loopback", -ret);
+    if (a->fault == FAULT_EARLY)
+        child_fail(sync_fd, "injected fault (child-early)", EIO);
 
     /* fds 3..8 as warren-init expects them (src/init/main.c), parked first so no dup2
      * overwrites a source. */
@@ -208,6 +217,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(ofd);
+    if (a->fault == FAULT_ROOTFS)
+        child_fail(sync_fd, "injected fault (child-rootfs)", EIO);
 
     /* stdio is the sandbox's own /dev/null. */
     null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -228,6 +239,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
      * non-dumpable with the host's user namespace as its owner, so nothing in the sandbox can
      * ptrace it or open /proc/1/mem (docs/design/isolation.md). */
     char *const envp[] = {NULL};
+    if (a->fault == FAULT_EXEC)
+        child_fail(sync_fd, "exec warren-init (injected fault)", ENOEXEC);
     syscall(SYS_execveat, 7, "", a->argv, envp, AT_EMPTY_PATH);
     child_fail(sync_fd, "exec warren-init", errno);
 }
@@ -491,6 +504,10 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     /* 2. A host id range of its own. */
     {
         uint32_t base;
+        if (fault_at(rt, "uids")) {
+            wr_err_set(err, WR_ELIMIT, 0, "injected fault (uids)");
+            goto fail;
+        }
         if (wr_uidpool_alloc(rt->uids, &base, &sb->uid_lock, err) < 0)
             goto fail;
         sb->uid_base = base;
@@ -527,6 +544,10 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
             .ephemeral = spec->ephemeral,
             .seccomp = &rt->seccomp,
             .argv = argv,
+            .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
+                     : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
+                     : fault_at(rt, "child-exec")   ? FAULT_EXEC
+                                                    : FAULT_NONE,
         };
         struct clone_args ca = {
             .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
@@ -554,6 +575,10 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
 
     /* 5. Id maps, then cgroups with the limits (made while the child sets up its hostname and
      * network), then the idmapped overlay (an idmap made before the maps is refused). */
+    if (fault_at(rt, "maps")) {
+        wr_err_set(err, WR_ESYS, EIO, "injected fault (maps)");
+        goto fail;
+    }
     if (write_id_maps(sb->pid, sb->uid_base, err) < 0)
         goto fail;
     {
@@ -572,22 +597,33 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
                                        .pids_max = spec->pids_max};
         if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0)
             goto fail;
+        if (fault_at(rt, "cgroup")) {
+            wr_err_set(err, WR_ESYS, EIO, "injected fault (cgroup)");
+            goto fail;
+        }
     }
     if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
                         sb->uid_base, &overlay_fd, err) < 0)
         goto fail;
     sb->timing.overlay = now_ns();
+    if (fault_at(rt, "overlay")) {
+        wr_err_set(err, WR_ESYS, EIO, "injected fault (overlay)");
+        goto fail;
+    }
 
     /* 6. Into the cgroup before it runs anything. */
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
         goto fail;
+    if (fault_at(rt, "attach")) {
+        wr_err_set(err, WR_ESYS, EIO, "injected fault (attach)");
+        goto fail;
+    }
     sb->timing.cgroup = now_ns();
 
     /* 7. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. */
-    if (send_go(sync_parent, overlay_fd) < 0) {
-        wr_err_sys(err, "start sandbox child");
-        goto fail;
-    }
+    /* If the child already failed (its report waits in the socket), sending fails: the report
+     * below says why. */
+    (void)send_go(sync_parent, overlay_fd);
     close(steal_fd(&overlay_fd));
     do {
         n = read(sync_parent, &rep, sizeof(rep));
@@ -599,6 +635,10 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         goto fail;
     } else if (n != 0) {
         wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "sandbox setup: bad report");
+        goto fail;
+    }
+    if (fault_at(rt, "hello")) {
+        wr_err_set(err, WR_EPROTO, 0, "injected fault (hello)");
         goto fail;
     }
     if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)

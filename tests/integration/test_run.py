@@ -139,3 +139,13 @@ def test_forwarded_signal():
     time.sleep(0.5)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=10) == 128 + 15
+
+
+@pytest.mark.parametrize("step", ["uids", "maps", "cgroup", "overlay", "attach", "child-early",
+                                  "child-rootfs", "child-exec", "hello"])
+def test_a_create_failing_at_any_step_leaves_nothing(step):
+    # The autouse `leftovers` fixture then checks: no process, cgroup, run directory or mount.
+    r = warren("run", "--rootfs", IMAGE, "--", "/bin/true", env={"WARREN_FAULT": step})
+    assert r.returncode == 125
+    assert r.stderr.startswith(b"warren: ") and b"injected fault" in r.stderr, r.stderr
+    assert r.stderr.count(b"\n") == 1

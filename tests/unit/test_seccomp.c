@@ -2,6 +2,8 @@
 /* The default seccomp filter: a forked child installs it, tries each denied call (with
  * arguments that would be harmless if the filter failed) and the ordinary ones, and reports
  * errno values over a pipe. The i386 ABI is tried through `int 0x80`. */
+#include <dirent.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
@@ -301,6 +303,44 @@ static long int80(long nr, long a, long b, long c)
 }
 #endif
 
+/* wr_seccomp_load: a miss compiles and stores, a hit reads back the same program, and a damaged
+ * cache file is recompiled rather than trusted. */
+static void test_cache(const struct wr_seccomp *built)
+{
+    char dir[] = "/tmp/warren-seccomp-cache-XXXXXX", path[1024] = "";
+    struct wr_seccomp a = {0}, b = {0}, c = {0};
+    struct wr_err err = {0};
+    struct dirent *de;
+    DIR *d;
+
+    if (mkdtemp(dir) == NULL)
+        return;
+    check(wr_seccomp_load(dir, &a, &err) == 0, "cache miss compiles: %s", err.msg);
+    check(a.len == built->len && memcmp(a.insns, built->insns, a.len * sizeof(*a.insns)) == 0,
+          "the compiled program equals wr_seccomp_build's");
+    d = opendir(dir);
+    while (d != NULL && (de = readdir(d)) != NULL)
+        if (strncmp(de->d_name, "seccomp-", 8) == 0)
+            snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+    if (d != NULL)
+        closedir(d);
+    check(path[0] != '\0', "the filter was stored in the cache directory");
+    check(wr_seccomp_load(dir, &b, &err) == 0 && b.len == a.len &&
+              memcmp(a.insns, b.insns, a.len * sizeof(*a.insns)) == 0,
+          "a cache hit reads the same program back");
+    if (path[0] != '\0')
+        check(truncate(path, 3) == 0, "damage the cache file");
+    check(wr_seccomp_load(dir, &c, &err) == 0 && c.len == a.len &&
+              memcmp(a.insns, c.insns, a.len * sizeof(*a.insns)) == 0,
+          "a damaged cache file is recompiled, not trusted");
+    wr_seccomp_free(&a);
+    wr_seccomp_free(&b);
+    wr_seccomp_free(&c);
+    if (path[0] != '\0')
+        (void)unlink(path);
+    (void)rmdir(dir);
+}
+
 int main(void)
 {
     struct wr_seccomp f = {0};
@@ -314,6 +354,7 @@ int main(void)
     if (rc < 0)
         return done();
     check(f.len > 0 && f.insns != NULL, "exported %u BPF instructions", f.len);
+    test_cache(&f);
 
     if (pipe2(p, O_CLOEXEC) < 0)
         return 1;
