@@ -33,6 +33,14 @@ STATIC_LDFLAGS := -static $(LDFLAGS)
 UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
+CORE_SRC    := $(wildcard src/core/*.c)
+STORE_SRC   := $(wildcard src/store/*.c)
+API_SRC     := $(wildcard src/api/*.c)
+DAEMON_SRC  := $(wildcard src/daemon/*.c)
+# llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
+LLHTTP_DIR  := /usr/share/llhttp
+LLHTTP_INC  := /usr/share/include/llhttp
+LLHTTP_SRC  := $(LLHTTP_DIR)/api.c $(LLHTTP_DIR)/http.c $(LLHTTP_DIR)/llhttp.c
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 PROBE_SRC   := tests/probe/probe.c
@@ -45,6 +53,12 @@ static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
 LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
 LIB        := $(BUILD)/libwarren.a
 HOST_LIBS  := -lseccomp
+LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
+# The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP).
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC))
+DLIB       := $(BUILD)/libwarrend.a
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lseccomp
+DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
 INIT       := $(BUILD)/warren-init
@@ -55,11 +69,11 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration asan fuzz format format-check check-layers clean image bench
 
-all: $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
+all: $(DAEMON) $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
 
 $(BUILD)/host/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) -c -o $@ $<
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) -c -o $@ $<
 
 $(BUILD)/static/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -69,6 +83,18 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(DLIB): $(DLIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# Third-party sources: their own warnings are not ours to fix.
+$(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fPIE -w -I$(LLHTTP_INC) $(SAN_FLAGS) -c -o $@ $<
+
+$(DAEMON): $(call host_obj,$(DAEMON_SRC)) $(DLIB) $(LIB) $(LLHTTP_OBJ)
+	$(CC) $(HOST_LDFLAGS) -o $@ $^ $(DAEMON_LIBS)
+
 # warren is linked static-pie: on a VM where every page fault and syscall is dear, the dynamic
 # loader alone costs ~15% of a `warren run` (docs/benchmarks.md). Sanitizer builds link
 # dynamically (ASan cannot be static).
@@ -77,8 +103,8 @@ CLI_LDFLAGS := $(HOST_LDFLAGS)
 else
 CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
 endif
-$(CLI): $(call host_obj,$(CLI_SRC)) $(LIB)
-	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(HOST_LIBS)
+$(CLI): $(call host_obj,$(CLI_SRC)) $(LIB) $(LLHTTP_OBJ)
+	$(CC) $(CLI_LDFLAGS) -o $@ $^ -ljansson $(HOST_LIBS)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
@@ -88,9 +114,9 @@ $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
 $(PROBE): $(call static_obj,$(PROBE_SRC))
 	$(CC) $(STATIC_LDFLAGS) -o $@ $^
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) tests/unit/tap.h
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(DLIB) $(LIB) $(LLHTTP_OBJ) tests/unit/tap.h
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(HOST_LIBS)
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< $(DLIB) $(LIB) $(LLHTTP_OBJ) $(DAEMON_LIBS)
 
 # Each fuzz target has a main() that replays files (make test); `make fuzz` builds it for
 # libFuzzer with clang.
@@ -151,6 +177,10 @@ check-layers:
 	    { echo "check-layers: sqlite3.h outside src/store/"; exit 1; }
 	@! grep -nE '#include "\.\./(runtime|cli|init|api|core|store)/' $$(git ls-files 'src/proto/*') || \
 	    { echo "check-layers: proto/ depends on more than util/"; exit 1; }
+	@! grep -nE '#include "\.\./runtime/' $$(git ls-files 'src/api/*' 'src/store/*') || \
+	    { echo "check-layers: api/ or store/ reaches runtime/"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core)/|uv\.h|sqlite3\.h|jansson\.h' $$(git ls-files 'src/runtime/*') || \
+	    { echo "check-layers: runtime/ knows HTTP, SQL or the daemon"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* HTTP/1.1 server on libuv with llhttp: keep-alive, chunked request and response bodies,
+ * streamed bodies both ways with backpressure, WebSocket upgrade (wslay). Knows nothing of
+ * sandboxes: one handler gets every request.
+ *
+ * Ownership: a struct wr_http_req belongs to the server. It stays valid from the handler call
+ * until the response has ended AND the body (if any) was consumed or the client went away; after
+ * the on_close callback the handler must not touch it again. All calls happen on the loop
+ * thread. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../util/err.h"
+
+struct wr_http_server;
+struct wr_http_req;
+struct wr_ws;
+
+typedef void (*wr_http_handler_fn)(struct wr_http_req *req, void *ctx);
+
+struct wr_http_config {
+    uv_loop_t *loop;
+    const char *unix_path; /* NULL: no unix listener; the file is replaced, mode 0600 */
+    const char *tcp_host;  /* NULL: no TCP listener */
+    int tcp_port;          /* 0: an ephemeral port (see wr_http_server_tcp_port) */
+    size_t max_header_bytes; /* request line + headers; default 64 KiB; beyond: 431 */
+    unsigned idle_timeout_ms; /* keep-alive connection idle timeout; default 60 s */
+    wr_http_handler_fn handler;
+    void *ctx;
+};
+
+int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server **out,
+                         struct wr_err *err);
+int wr_http_server_tcp_port(const struct wr_http_server *srv);
+/* Stop listening, close every connection (requests see on_close), free the server once all
+ * handles are closed, then call done(arg) if given. */
+void wr_http_server_stop(struct wr_http_server *srv, void (*done)(void *arg), void *arg);
+
+/* ---- the request ---------------------------------------------------------------------------- */
+
+const char *wr_http_req_method(const struct wr_http_req *req); /* "GET", ... */
+const char *wr_http_req_path(const struct wr_http_req *req);   /* percent-decoded, no query */
+/* The first value of query parameter `name`, percent-decoded ('+' is a space); NULL if absent.
+ * wr_http_req_query_all fills up to max values and returns how many there were. */
+const char *wr_http_req_query(const struct wr_http_req *req, const char *name);
+size_t wr_http_req_query_all(const struct wr_http_req *req, const char *name, const char **vals,
+                             size_t max);
+/* A header's value (case-insensitive name; repeated headers joined with ", "), or NULL. */
+const char *wr_http_req_header(const struct wr_http_req *req, const char *name);
+const char *wr_http_req_id(const struct wr_http_req *req); /* X-Request-Id */
+bool wr_http_req_is_unix(const struct wr_http_req *req);   /* came over the unix socket */
+/* Content-Length of the request body, or -1 if chunked or absent. */
+int64_t wr_http_req_content_length(const struct wr_http_req *req);
+
+/* Per-request state for the handler, and a callback when the request is over: the response
+ * ended and was flushed, or the client disconnected (aborted = true). After it the request is
+ * freed. */
+void wr_http_req_set_data(struct wr_http_req *req, void *data,
+                          void (*on_close)(struct wr_http_req *req, void *data, bool aborted));
+void *wr_http_req_data(const struct wr_http_req *req);
+
+/* ---- request bodies ---------------------------------------------------------------------- */
+
+/* Read the whole body into memory, at most max bytes (beyond: the server answers 413 itself and
+ * cb is not called). cb gets the bytes (NUL-terminated for convenience; len excludes the NUL). */
+void wr_http_req_read_body(struct wr_http_req *req, size_t max,
+                           void (*cb)(struct wr_http_req *req, const char *body, size_t len));
+
+/* Stream the body: on_data for each piece as it arrives (the piece is valid only during the
+ * call), on_end once after the last. wr_http_req_pause_body stops reading from the socket (TCP
+ * backpressure to the client) until wr_http_req_resume_body. */
+void wr_http_req_stream_body(struct wr_http_req *req,
+                             void (*on_data)(struct wr_http_req *req, const char *p, size_t n),
+                             void (*on_end)(struct wr_http_req *req));
+void wr_http_req_pause_body(struct wr_http_req *req);
+void wr_http_req_resume_body(struct wr_http_req *req);
+
+/* ---- responses --------------------------------------------------------------------------- */
+
+/* Add a response header (before the response starts). */
+void wr_http_resp_header(struct wr_http_req *req, const char *name, const char *value);
+
+/* A complete response. Every response carries X-Request-Id. */
+void wr_http_respond(struct wr_http_req *req, int status, const char *content_type,
+                     const void *body, size_t len);
+/* JSON response; takes the reference to j. */
+void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j);
+/* {"code": code, "message": ...} */
+void wr_http_respond_error(struct wr_http_req *req, int status, const char *code,
+                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* A streamed response: with content_length >= 0 a fixed length, else chunked. */
+void wr_http_resp_start(struct wr_http_req *req, int status, const char *content_type,
+                        int64_t content_length);
+/* Queue bytes (copied). Returns the number of bytes queued but not yet written to the socket,
+ * for backpressure: stop producing above ~1 MiB and wait for on_drain. */
+size_t wr_http_resp_write(struct wr_http_req *req, const void *p, size_t n);
+/* Called once when the queued bytes fall below the low-water mark (256 KiB) after a write
+ * that left them above it. */
+void wr_http_resp_on_drain(struct wr_http_req *req, void (*on_drain)(struct wr_http_req *req));
+size_t wr_http_resp_pending(const struct wr_http_req *req);
+/* End the streamed response (the final chunk for chunked). */
+void wr_http_resp_end(struct wr_http_req *req);
+/* True once the response has started (headers queued). */
+bool wr_http_resp_started(const struct wr_http_req *req);
+
+/* ---- WebSocket --------------------------------------------------------------------------- */
+
+struct wr_ws_callbacks {
+    /* A whole message (fragments joined). opcode: 1 text, 2 binary. */
+    void (*on_message)(struct wr_ws *ws, int opcode, const uint8_t *p, size_t n, void *ctx);
+    /* The connection is gone (close handshake or transport loss). After it ws is freed. */
+    void (*on_close)(struct wr_ws *ws, void *ctx);
+};
+
+/* Answer the upgrade (validates Sec-WebSocket-Key/Version; otherwise responds 400 and returns
+ * NULL). From here the request is owned by the WebSocket. */
+struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_callbacks *cbs,
+                                void *ctx);
+/* Send one message (copied). Returns bytes queued but not yet written (backpressure). */
+size_t wr_ws_send(struct wr_ws *ws, int opcode, const void *p, size_t n);
+/* Start the close handshake with a status code. */
+void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason);

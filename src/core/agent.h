@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* An asynchronous client, on the daemon's libuv loop, for one control connection to a
+ * sandbox's warren-init (the protocol of src/proto/proto.h). Every frame from the agent is
+ * hostile input: it is decoded with the bounded decoders, and a malformed or unexpected frame
+ * closes the connection (on_close with a WR_EPROTO error) instead of reaching the caller.
+ *
+ * A daemon keeps one agent per sandbox for control and processes, and opens extra ones for
+ * large file transfers so a slow download cannot hold up anything else.
+ *
+ * Ownership: the agent belongs to its creator; callbacks never free it. Pending requests get
+ * their callback with an error when the connection closes. All calls on the loop thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../proto/proto.h"
+#include "../util/err.h"
+
+struct wr_agent;
+
+struct wr_agent_config {
+    uv_loop_t *loop;
+    /* One of: an already connected socket fd (taken over; HELLO is not sent again, as
+     * wr_sandbox_create did it), or the control socket's path (connect + HELLO). */
+    int fd;
+    const char *path;
+    /* Called once when the connection is ready (after HELLO for a path), or failed to be. */
+    void (*on_ready)(struct wr_agent *a, const struct wr_err *err, void *ctx);
+    /* Called once when an established connection is lost (err says why; NULL after
+     * wr_agent_close). */
+    void (*on_close)(struct wr_agent *a, const struct wr_err *err, void *ctx);
+    void *ctx;
+};
+
+/* Start a connection. Returns 0 (on_ready follows, possibly with an error) or -1 with err. */
+int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, struct wr_err *err);
+/* Close and free (on_close is not called; pending callbacks get a "closed" error first). */
+void wr_agent_close(struct wr_agent *a);
+bool wr_agent_is_ready(const struct wr_agent *a);
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+struct wr_agent_proc_cbs {
+    /* SPAWN's answer: err NULL and the ids, or err (e.g. sys_errno ENOENT for a missing
+     * command). After an error no other callback comes. */
+    void (*on_started)(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err);
+    /* Output bytes (stream WR_FLAG_STDOUT or WR_FLAG_STDERR), valid during the call. The caller
+     * returns the window credit with wr_agent_ack() once it has passed the bytes on; until then
+     * warren-init holds at most WR_OUTPUT_WINDOW unacknowledged bytes and the process blocks. */
+    void (*on_output)(void *ctx, uint32_t proc_id, int stream, const uint8_t *p, size_t n);
+    /* The process ended (after all its output). */
+    void (*on_exit)(void *ctx, uint32_t proc_id, const struct wr_exit *ex);
+};
+
+/* Spawn a process; its events go to cbs/ctx until wr_agent_detach. Returns 0 or -1 (not
+ * connected, or the spawn does not encode). */
+int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
+                   const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err);
+/* Take over the events of an existing process (ATTACH: e.g. after a daemon restart; an ended
+ * process's EXIT is delivered again). on_started reports the ATTACH's answer. */
+int wr_agent_attach(struct wr_agent *a, uint32_t proc_id, const struct wr_agent_proc_cbs *cbs,
+                    void *ctx, struct wr_err *err);
+/* Stop delivering a process's events to its ctx. Its output is then acknowledged and dropped by
+ * the agent, so the process never blocks on an absent reader; its EXIT is dropped too. */
+void wr_agent_detach(struct wr_agent *a, uint32_t proc_id);
+void wr_agent_ack(struct wr_agent *a, uint32_t proc_id, size_t bytes);
+/* Write to stdin (copied; no answer). */
+void wr_agent_stdin(struct wr_agent *a, uint32_t proc_id, const void *p, size_t n);
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+/* Called for every reply frame of a request: intermediate ones (PROC, STAT, DATA) with
+ * final = false, then the OK or ERROR with final = true. On ERROR, or when the connection is
+ * lost, err is set (err->sys_errno has warren-init's errno) and h/p are NULL. */
+typedef void (*wr_agent_reply_fn)(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p,
+                                  bool final, const struct wr_err *err);
+
+/* Build a request: wr_agent_begin returns the output buffer with a frame of `type` started
+ * (its id allocated); put fields with wr_msg_put_*; wr_agent_end finishes it and registers cb.
+ * Returns the request id (0 on failure: not connected, or the frame grew too large, in which
+ * case cb is not called and err is set). */
+struct wr_buf *wr_agent_begin(struct wr_agent *a, uint16_t type, size_t *start);
+uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, void *ctx,
+                      struct wr_err *err);
+/* Forget a pending request: its remaining replies are dropped, cb is not called again. */
+void wr_agent_cancel(struct wr_agent *a, uint32_t req_id);
+
+/* Send a DATA frame (raw bytes, copied) or DATA_END for request id (FILE_WRITE streams). */
+void wr_agent_data(struct wr_agent *a, uint32_t req_id, const void *p, size_t n);
+void wr_agent_data_end(struct wr_agent *a, uint32_t req_id);
+
+/* ---- flow control -------------------------------------------------------------------------- */
+
+/* Bytes queued to the socket and not yet written. */
+size_t wr_agent_pending(const struct wr_agent *a);
+/* Called once when the queue falls below 256 KiB after having been above 1 MiB. */
+void wr_agent_on_drain(struct wr_agent *a, void (*cb)(struct wr_agent *a, void *ctx), void *ctx);
+/* Stop or resume reading from the socket (a slow consumer of a FILE_READ stream). */
+void wr_agent_pause(struct wr_agent *a);
+void wr_agent_resume(struct wr_agent *a);

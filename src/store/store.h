@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The daemon's state in SQLite (WAL): teams, API keys, sandboxes. The only folder that includes
+ * sqlite3.h. Every function runs one statement or one transaction; a store is used from one
+ * thread. Strings returned in records are owned by the record (free with the _fini). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+
+struct wr_store;
+
+/* Open (creating) the database at path, apply migrations, WAL mode, foreign keys on. */
+int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err);
+void wr_store_close(struct wr_store *s);
+
+/* ---- teams and API keys ------------------------------------------------------------------- */
+
+struct wr_key_info {
+    char *id;      /* public key id, e.g. "k_3f9a..." */
+    char *team;    /* team name */
+    char *name;    /* label */
+    bool admin;
+    int64_t created_ms;
+};
+void wr_key_info_fini(struct wr_key_info *k);
+
+/* Make a key for `team` (the team is created if new). The secret is random (256 bits), shown
+ * once in *secret ("wr_" + 64 hex), and stored only as its SHA-256. */
+int wr_store_key_create(struct wr_store *s, const char *team, const char *name, bool admin,
+                        char **secret, struct wr_key_info *info, struct wr_err *err);
+/* Find the key whose secret this is (constant-time compare of the hash). WR_ENOTFOUND if none. */
+int wr_store_key_lookup(struct wr_store *s, const char *secret, struct wr_key_info *info,
+                        struct wr_err *err);
+/* Keys of a team (team NULL: all). *out is an array of *n infos; free each and the array. */
+int wr_store_key_list(struct wr_store *s, const char *team, struct wr_key_info **out, size_t *n,
+                      struct wr_err *err);
+/* Delete a key (of `team` unless team is NULL). WR_ENOTFOUND if there is none. */
+int wr_store_key_delete(struct wr_store *s, const char *team, const char *key_id,
+                        struct wr_err *err);
+/* Number of keys in the store. */
+int wr_store_key_count(struct wr_store *s, int64_t *n, struct wr_err *err);
+
+/* ---- sandboxes ------------------------------------------------------------------------------ */
+
+struct wr_sandbox_rec {
+    char *id;
+    char *team;
+    char *template_name;
+    char *state;  /* creating, running, paused, stopped, error */
+    char *reason; /* NULL unless stopped or error */
+    uint32_t cpu_millis;
+    uint64_t memory_bytes;
+    int64_t created_ms;  /* wall clock, ms since the epoch */
+    int64_t deadline_ms; /* wall clock */
+    char *metadata_json; /* a JSON object of strings, "{}" if none */
+    char *env_json;      /* a JSON object of strings */
+    char *idem_key;      /* Idempotency-Key, or NULL */
+    int64_t init_pid;    /* host pid of warren-init, 0 if none */
+    int64_t uid_base;
+    int64_t seq;         /* insertion order, for stable pagination */
+};
+void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
+
+/* Insert a new sandbox (seq is assigned). WR_ECONFLICT if the id, or the (team, idem_key)
+ * pair, exists. */
+int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err);
+/* Get by id; team NULL: any team, else WR_ENOTFOUND for another team's sandbox. */
+int wr_store_sandbox_get(struct wr_store *s, const char *team, const char *id,
+                         struct wr_sandbox_rec *r, struct wr_err *err);
+/* Get by idempotency key of a team. WR_ENOTFOUND if none. */
+int wr_store_sandbox_get_idem(struct wr_store *s, const char *team, const char *idem_key,
+                              struct wr_sandbox_rec *r, struct wr_err *err);
+int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
+                               const char *reason, struct wr_err *err);
+int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t deadline_ms,
+                                  struct wr_err *err);
+int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t init_pid,
+                                 int64_t uid_base, struct wr_err *err);
+int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *err);
+
+struct wr_sandbox_filter {
+    const char *team;          /* NULL: every team */
+    const char *const *states; /* NULL-terminated; NULL: every state but "stopped" */
+    const char *const *meta_keys;   /* n_meta pairs: metadata[key] == value */
+    const char *const *meta_values;
+    size_t n_meta;
+    int64_t after_seq; /* pagination cursor: only seq > after_seq */
+    size_t limit;      /* at most this many (0: no limit) */
+};
+/* Matching sandboxes in seq order. *out is an array of *n records (fini each, free the array). */
+int wr_store_sandbox_list(struct wr_store *s, const struct wr_sandbox_filter *f,
+                          struct wr_sandbox_rec **out, size_t *n, struct wr_err *err);
