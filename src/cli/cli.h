@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The `warren` command: one file per verb, dispatched from main.c. */
+/* The `warren` command: one file per verb (or a few related verbs per file), dispatched from
+ * main.c, and the helpers the daemon-facing verbs share (common.c). */
 #pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../util/err.h"
 
 /* Exit statuses of warren's own failures (as docker run): the command's status passes through
  * otherwise. */
@@ -9,7 +15,69 @@
 #define WR_EXIT_NOTFOUND 127 /* the command was not found */
 #define WR_EXIT_TIMEOUT  124 /* --timeout expired (as timeout(1)) */
 
+/* Exit statuses of the daemon-facing verbs (exec and shell use WR_EXIT_ERROR instead of
+ * CLI_EXIT_FAIL, since their own status is the command's). */
+#define CLI_EXIT_FAIL  1 /* the API or the connection failed */
+#define CLI_EXIT_USAGE 2 /* bad flags or arguments */
+
 int cmd_run(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_login(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_timeout(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_shell(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- common.c ------------------------------------------------------------------------------- */
+
+struct cli_http;
+
+/* Where and how to reach warrend: the config file, overridden by WARREN_API_URL and
+ * WARREN_API_KEY, else unix:///run/warrend/warrend.sock with no key. `*_from` says which
+ * ("env", "config", "default"). */
+struct cli_config {
+    char *endpoint, *key; /* key NULL: none */
+    const char *endpoint_from, *key_from;
+    char *path; /* the config file's path */
+};
+
+#define CLI_DEFAULT_ENDPOINT "unix:///run/warrend/warrend.sock"
+
+/* Resolve the configuration. Returns 0 (a missing file is no error) or -1 with err (unreadable
+ * or malformed file). cli_config_fini frees it. */
+int cli_config_load(struct cli_config *cfg, struct wr_err *err);
+void cli_config_fini(struct cli_config *cfg);
+
+/* Resolve the configuration and connect. Returns 0 with *out owned by the caller
+ * (cli_http_close), or -1 with err. WARREN_REQUEST_ID, if set, is sent as X-Request-Id. */
+int cli_connect(struct cli_http **out, struct wr_err *err);
+
+/* A JSON round trip: `body` (NULL: none) is sent as application/json. On a 2xx answer, *out
+ * (if out is not NULL) gets the parsed body, NULL when it was empty, owned by the caller; a
+ * non-2xx answer becomes err (cli_http_error). Returns the status, or -1 with err. */
+int cli_api(struct cli_http *c, const char *method, const char *target, json_t *body, json_t **out,
+            struct wr_err *err);
+
+/* Whether id matches the API's sandbox id pattern ^[A-Za-z0-9_-]{1,64}$; if not, print a usage
+ * error for `verb`. */
+bool cli_check_id(const char *verb, const char *id);
+
+/* Report a getopt failure for `verb` (unknown option or missing argument) and return
+ * CLI_EXIT_USAGE. Call from the default case of a getopt_long loop run with opterr = 0. */
+int cli_bad_option(const char *verb, char **argv);
+
+/* Parse "-o FORMAT": "json" sets *json, "table"/"text" clears it. Returns 0 or -1 (printed). */
+int cli_output_arg(const char *verb, const char *arg, bool *json);
+
+/* Print j on stdout as indented JSON and a newline. */
+void cli_print_json(const json_t *j);
+
+/* Split "K=V" into obj[K] = V. Returns 0, or -1 (printed as a usage error of `verb`/`flag`). */
+int cli_kv_set(const char *verb, const char *flag, json_t *obj, const char *kv);

@@ -17,6 +17,16 @@ struct verb {
 
 static const struct verb verbs[] = {
     {"run", cmd_run, "run a command in a throwaway sandbox (no daemon)"},
+    {"create", cmd_create, "start a sandbox on warrend and print its id"},
+    {"ls", cmd_ls, "list sandboxes"},
+    {"info", cmd_info, "show a sandbox"},
+    {"rm", cmd_rm, "kill and delete sandboxes"},
+    {"timeout", cmd_timeout, "set a sandbox's deadline"},
+    {"exec", cmd_exec, "run a command in a sandbox"},
+    {"shell", cmd_shell, "an interactive shell in a sandbox"},
+    {"cp", cmd_cp, "copy a file into or out of a sandbox"},
+    {"config", cmd_config, "set or show the endpoint and API key"},
+    {"login", cmd_login, "check and save the endpoint and API key"},
 };
 
 void cli_errorf(const char *fmt, ...)

@@ -8,7 +8,10 @@
  * large file transfers so a slow download cannot hold up anything else.
  *
  * Ownership: the agent belongs to its creator; callbacks never free it. Pending requests get
- * their callback with an error when the connection closes. All calls on the loop thread. */
+ * their callback with an error when the connection closes. All calls on the loop thread.
+ * wr_agent_close may be called from inside any of the agent's callbacks: the memory is released
+ * from a libuv close callback, so the loop must run once more after it. The agent writes to a
+ * socket whose peer may vanish: the process must ignore SIGPIPE. See docs/design/agent.md. */
 #pragma once
 
 #include <stdbool.h>
@@ -23,21 +26,25 @@ struct wr_agent;
 
 struct wr_agent_config {
     uv_loop_t *loop;
-    /* One of: an already connected socket fd (taken over; HELLO is not sent again, as
-     * wr_sandbox_create did it), or the control socket's path (connect + HELLO). */
+    /* One of: the control socket's path (connect + HELLO; used when path is not NULL), or an
+     * already connected socket fd (HELLO is not sent again, as wr_sandbox_create did it). The
+     * fd is taken over: the agent closes it, also when wr_agent_open fails. A sandbox handle
+     * keeps and closes its own wr_sandbox_ctl_fd, so pass a dup() of it. */
     int fd;
     const char *path;
     /* Called once when the connection is ready (after HELLO for a path), or failed to be. */
     void (*on_ready)(struct wr_agent *a, const struct wr_err *err, void *ctx);
-    /* Called once when an established connection is lost (err says why; NULL after
-     * wr_agent_close). */
+    /* Called once when an established connection is lost (err says why: WR_EPROTO for a
+     * malformed or unexpected frame, WR_ESYS for EOF or a socket error). Never called after, or
+     * because of, wr_agent_close. Every pending request has had its error callback first. */
     void (*on_close)(struct wr_agent *a, const struct wr_err *err, void *ctx);
     void *ctx;
 };
 
 /* Start a connection. Returns 0 (on_ready follows, possibly with an error) or -1 with err. */
 int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, struct wr_err *err);
-/* Close and free (on_close is not called; pending callbacks get a "closed" error first). */
+/* Close and free (on_close is not called; pending callbacks get a "closed" error first, then no
+ * callback comes). NULL is accepted. */
 void wr_agent_close(struct wr_agent *a);
 bool wr_agent_is_ready(const struct wr_agent *a);
 
@@ -60,7 +67,8 @@ struct wr_agent_proc_cbs {
 int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
                    const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err);
 /* Take over the events of an existing process (ATTACH: e.g. after a daemon restart; an ended
- * process's EXIT is delivered again). on_started reports the ATTACH's answer. */
+ * process's EXIT is delivered again). on_started reports the ATTACH's answer (pid -1: ATTACH's
+ * OK carries none). */
 int wr_agent_attach(struct wr_agent *a, uint32_t proc_id, const struct wr_agent_proc_cbs *cbs,
                     void *ctx, struct wr_err *err);
 /* Stop delivering a process's events to its ctx. Its output is then acknowledged and dropped by
@@ -73,22 +81,33 @@ void wr_agent_stdin(struct wr_agent *a, uint32_t proc_id, const void *p, size_t 
 /* ---- requests ------------------------------------------------------------------------------ */
 
 /* Called for every reply frame of a request: intermediate ones (PROC, STAT, DATA) with
- * final = false, then the OK or ERROR with final = true. On ERROR, or when the connection is
- * lost, err is set (err->sys_errno has warren-init's errno) and h/p are NULL. */
+ * final = false, then the OK or ERROR with final = true. Two types differ: FILE_STAT's STAT is
+ * itself final, and FILE_WRITE's first OK ("ready") is intermediate. On ERROR, or when the
+ * connection is lost, err is set (err->sys_errno has warren-init's errno) and h/p are NULL.
+ * Reply frames that do not fit the request's type, or do not decode, close the connection. */
 typedef void (*wr_agent_reply_fn)(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p,
                                   bool final, const struct wr_err *err);
 
 /* Build a request: wr_agent_begin returns the output buffer with a frame of `type` started
- * (its id allocated); put fields with wr_msg_put_*; wr_agent_end finishes it and registers cb.
- * Returns the request id (0 on failure: not connected, or the frame grew too large, in which
- * case cb is not called and err is set). */
+ * (its id allocated); put fields with wr_msg_put_*; wr_agent_end finishes it and registers cb
+ * (NULL: replies are dropped). Call nothing else of the agent in between. Returns the request
+ * id (0 on failure: not connected, or the frame grew too large, in which case cb is not called
+ * and err is set). Use wr_agent_spawn/wr_agent_attach for SPAWN and ATTACH. */
 struct wr_buf *wr_agent_begin(struct wr_agent *a, uint16_t type, size_t *start);
 uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, void *ctx,
                       struct wr_err *err);
-/* Forget a pending request: its remaining replies are dropped, cb is not called again. */
+/* Forget a pending request: its remaining replies are dropped, cb is not called again. The
+ * protocol has no cancel: warren-init still finishes the request (a FILE_READ keeps sending). */
 void wr_agent_cancel(struct wr_agent *a, uint32_t req_id);
 
-/* Send a DATA frame (raw bytes, copied) or DATA_END for request id (FILE_WRITE streams). */
+/* Ask warren-init to end a long-running request (CANCEL with the request's id: FILE_WATCH). The
+ * request stays pending: its final reply (OK, or the ERROR that ended it first) still comes to
+ * its cb. Ignored if req_id is not pending. */
+void wr_agent_stop(struct wr_agent *a, uint32_t req_id);
+
+/* Send DATA frames (raw bytes, copied, cut into WR_CHUNK_SIZE pieces) or DATA_END for request
+ * id (FILE_WRITE streams). Dropped when the request is no longer pending (e.g. after its
+ * ERROR). Pace large streams with wr_agent_pending and wr_agent_on_drain. */
 void wr_agent_data(struct wr_agent *a, uint32_t req_id, const void *p, size_t n);
 void wr_agent_data_end(struct wr_agent *a, uint32_t req_id);
 
@@ -96,7 +115,11 @@ void wr_agent_data_end(struct wr_agent *a, uint32_t req_id);
 
 /* Bytes queued to the socket and not yet written. */
 size_t wr_agent_pending(const struct wr_agent *a);
-/* Called once when the queue falls below 256 KiB after having been above 1 MiB. */
+#define WR_AGENT_HIGH_WATER (1u << 20)    /* wr_agent_pending at or above this is "full" */
+#define WR_AGENT_LOW_WATER  (256u * 1024) /* ... and below this "drained" again */
+
+/* cb is called once each time the queue falls below WR_AGENT_LOW_WATER after having reached
+ * WR_AGENT_HIGH_WATER (it stays registered; NULL unregisters). */
 void wr_agent_on_drain(struct wr_agent *a, void (*cb)(struct wr_agent *a, void *ctx), void *ctx);
 /* Stop or resume reading from the socket (a slow consumer of a FILE_READ stream). */
 void wr_agent_pause(struct wr_agent *a);

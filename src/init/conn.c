@@ -56,6 +56,7 @@ void init_conn_close(struct init_conn *c)
     init_watch_close(&c->w);
     init_procs_conn_gone(c);
     init_files_conn_gone(c);
+    init_fswatch_conn_gone(c);
 }
 
 size_t init_conn_queued(const struct init_conn *c)
@@ -202,6 +203,10 @@ static void dispatch(struct init_conn *c, const struct wr_frame_hdr *h, const ui
     case WR_MSG_FILE_CHMOD:
         init_file_request(c, h, p);
         break;
+    case WR_MSG_FILE_WATCH:
+    case WR_MSG_CANCEL:
+        init_fswatch_request(c, h, p);
+        break;
     case WR_MSG_OK:
     case WR_MSG_ERROR:
         break; /* replies flow from init, never to it; tolerate stray ones */
@@ -311,6 +316,7 @@ static void pump_one(struct init_conn *c)
     }
     if (c->dead)
         return;
+    init_fswatch_pump(c);
     uint32_t ev = 0;
     if (!reading_paused(c))
         ev |= EPOLLIN;
@@ -335,6 +341,7 @@ void init_conns_pump(void)
         }
         *pp = c->next;
         nconns--;
+        init_fswatch_pump(c); /* every watch ended when c closed: this frees them */
         wr_reader_fini(&c->rd);
         wr_buf_fini(&c->out);
         free(c);

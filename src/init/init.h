@@ -22,6 +22,10 @@
 /* Connections at once; more are accepted and closed at once. */
 #define INIT_MAX_CONNS 256
 #define INIT_MAX_DEPTH 16
+/* FILE_WATCH requests per connection (each holds one inotify instance). */
+#define INIT_MAX_WATCHES 64
+/* Directories one recursive watch may hold; past it the watch fails or ends with EMFILE. */
+#define INIT_WATCH_MAX_DIRS 10000
 
 /* ---- event loop (main.c) ----------------------------------------------------------------- */
 
@@ -91,6 +95,7 @@ void init_fs_save(void);
 
 struct init_job;
 struct init_write;
+struct init_fswatch;
 
 struct init_conn {
     struct init_watch w;
@@ -104,6 +109,7 @@ struct init_conn {
     unsigned holds;            /* processes whose stdin queue is full because of this connection */
     struct init_job *jobs;     /* file reads and listings in progress */
     struct init_write *writes; /* file writes in progress */
+    struct init_fswatch *watches; /* directory watches (FILE_WATCH) */
     struct init_conn *next;
 };
 
@@ -187,3 +193,13 @@ void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const 
 bool init_files_produce(struct init_conn *c);
 /* c is closing: close its reads, remove the temporary files of its unfinished atomic writes. */
 void init_files_conn_gone(struct init_conn *c);
+
+/* ---- directory watches (watch.c) --------------------------------------------------------- */
+
+/* Handle FILE_WATCH (reply OK once watching, then WATCH_EVENT frames) and CANCEL. */
+void init_fswatch_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
+/* Free c's ended watches; read the others' events only while c's queue is below
+ * INIT_CONN_OUT_PRODUCE. Called by the connection pump, and before c is freed. */
+void init_fswatch_pump(struct init_conn *c);
+/* c is closing: close every watch's inotify instance (the pump frees them). */
+void init_fswatch_conn_gone(struct init_conn *c);

@@ -909,6 +909,73 @@ int wr_exit_decode(const uint8_t *p, size_t n, struct wr_exit *ex, struct wr_err
     return 0;
 }
 
+/* ---- WATCH_EVENT --------------------------------------------------------------------------- */
+
+void wr_watch_event_encode(struct wr_buf *b, uint32_t id, const struct wr_watch_event *ev)
+{
+    size_t start = wr_msg_begin(b, WR_MSG_WATCH_EVENT, 0, id);
+
+    wr_msg_put_u64(b, WR_TAG_TYPE, (uint64_t)ev->op);
+    wr_msg_put_str(b, WR_TAG_NAME, ev->name);
+    (void)wr_msg_end(b, start);
+}
+
+/* NAME is checked like a FILE_LIST name: the host may join it onto a local directory (a synced
+ * copy of the watched tree). */
+static int watch_event_fields(const uint8_t *p, size_t n, struct wr_watch_event *ev,
+                              struct wr_err *err)
+{
+    static const char msg[] = "watch event";
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    struct seen seen = {0};
+    uint64_t v;
+    int rc;
+
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1) {
+        switch (f.tag) {
+        case WR_TAG_TYPE:
+            if (once(&seen, msg, f.tag, err) < 0 || field_u64(&f, WR_WATCH_CHMOD, msg, &v, err) < 0)
+                return -1;
+            if (v < WR_WATCH_CREATE)
+                return wr_err_set(err, WR_EPROTO, 0, "watch event: type out of range");
+            ev->op = (enum wr_watch_op)v;
+            break;
+        case WR_TAG_NAME:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_str(&f, WR_MAX_PATH, msg, &ev->name, err) < 0)
+                return -1;
+            if (!name_ok(ev->name))
+                return wr_err_set(err, WR_EPROTO, 0, "watch event: name is not a relative path");
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0)
+        return truncated(msg, err);
+    if (!has(&seen, WR_TAG_TYPE) || !has(&seen, WR_TAG_NAME))
+        return wr_err_set(err, WR_EPROTO, 0, "watch event: missing type or name");
+    return 0;
+}
+
+int wr_watch_event_decode(const uint8_t *p, size_t n, struct wr_watch_event *ev, struct wr_err *err)
+{
+    memset(ev, 0, sizeof(*ev));
+    if (watch_event_fields(p, n, ev, err) < 0) {
+        wr_watch_event_fini(ev);
+        return -1;
+    }
+    return 0;
+}
+
+void wr_watch_event_fini(struct wr_watch_event *ev)
+{
+    free(ev->name);
+    memset(ev, 0, sizeof(*ev));
+}
+
 /* ---- ERROR --------------------------------------------------------------------------------- */
 
 int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,

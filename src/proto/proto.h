@@ -75,6 +75,11 @@ enum wr_msg_type {
     WR_MSG_FILE_REMOVE = 38, /* PATH, [RECURSIVE] -> OK | ERROR */
     WR_MSG_FILE_RENAME = 39, /* PATH, DEST -> OK | ERROR */
     WR_MSG_FILE_CHMOD = 40,  /* PATH, MODE -> OK | ERROR */
+    /* PATH, [RECURSIVE], [USER|UID|GID] -> OK (watching) | ERROR; then WATCH_EVENT* until CANCEL,
+     * a final ERROR (the directory went away, ENOBUFS: events were lost) or the connection ends */
+    WR_MSG_FILE_WATCH = 41,
+    WR_MSG_WATCH_EVENT = 42, /* id = the watch's request id: TYPE (enum wr_watch_op), NAME */
+    WR_MSG_CANCEL = 43,      /* id = the request to end (a FILE_WATCH) -> OK | ERROR (ESRCH) */
 };
 
 enum wr_tag {
@@ -129,6 +134,15 @@ enum wr_file_type {
     WR_FT_DIR = 2,
     WR_FT_SYMLINK = 3,
     WR_FT_OTHER = 4,
+};
+
+/* WATCH_EVENT TYPE field */
+enum wr_watch_op {
+    WR_WATCH_CREATE = 1,
+    WR_WATCH_WRITE = 2,
+    WR_WATCH_REMOVE = 3,
+    WR_WATCH_RENAME = 4, /* moved away from NAME, or to NAME: one event for each side */
+    WR_WATCH_CHMOD = 5,  /* attributes changed: mode, owner, times */
 };
 
 struct wr_frame_hdr {
@@ -279,6 +293,20 @@ struct wr_exit {
 
 void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex);
 int wr_exit_decode(const uint8_t *p, size_t n, struct wr_exit *ex, struct wr_err *err);
+
+/* WATCH_EVENT. */
+struct wr_watch_event {
+    enum wr_watch_op op;
+    char *name; /* relative to the watched directory ("a", "sub/a"); never empty */
+};
+
+/* `name` must be at most WR_MAX_PATH bytes and a relative path without empty, "." or ".."
+ * components, or the peer's decoder rejects the event. */
+void wr_watch_event_encode(struct wr_buf *b, uint32_t id, const struct wr_watch_event *ev);
+/* Needs TYPE (1-5) and NAME (checked as above). Free with wr_watch_event_fini. */
+int wr_watch_event_decode(const uint8_t *p, size_t n, struct wr_watch_event *ev,
+                          struct wr_err *err);
+void wr_watch_event_fini(struct wr_watch_event *ev);
 
 /* ERROR reply. message is copied into msg (truncated, NUL-terminated). */
 int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,

@@ -606,6 +606,32 @@ fail:
     return wr_err_set(err, WR_ESYS, -rc, "write %s", file);
 }
 
+void wr_cgroup_forget(struct wr_cgroup *cg)
+{
+    free(cg);
+}
+
+int wr_cgroup_lookup(struct wr_cgroup_driver *d, const char *name, struct wr_cgroup **out,
+                     struct wr_err *err)
+{
+    struct wr_cgroup *cg;
+    struct stat st;
+    int c;
+
+    if (!valid_name(name))
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: bad name `%s`", name);
+    for (c = 0; c < CTL_N && d->fd[c] < 0; c++)
+        ;
+    if (c == CTL_N || fstatat(d->fd[c], name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISDIR(st.st_mode))
+        return wr_err_set(err, WR_ENOTFOUND, 0, "cgroup `%s` does not exist", name);
+    cg = xcalloc(1, sizeof(*cg));
+    cg->d = d;
+    memcpy(cg->name, name, strlen(name) + 1);
+    *out = cg;
+    return 0;
+}
+
 int wr_cgroup_create(struct wr_cgroup_driver *d, const char *name,
                      const struct wr_cgroup_limits *lim, struct wr_cgroup **out, struct wr_err *err)
 {

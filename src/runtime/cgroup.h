@@ -37,6 +37,11 @@ int wr_cgroup_create(struct wr_cgroup_driver *d, const char *name,
                      const struct wr_cgroup_limits *lim, struct wr_cgroup **out,
                      struct wr_err *err);
 
+/* A handle on the existing cgroup `name` (a sandbox adopted after a daemon restart). Makes
+ * nothing; WR_ENOTFOUND if it does not exist. */
+int wr_cgroup_lookup(struct wr_cgroup_driver *d, const char *name, struct wr_cgroup **out,
+                     struct wr_err *err);
+
 /* Move process `pid` into the cgroup (every hierarchy). */
 int wr_cgroup_attach(struct wr_cgroup *cg, pid_t pid, struct wr_err *err);
 
@@ -57,6 +62,9 @@ int wr_cgroup_memory(struct wr_cgroup *cg, uint64_t *usage, uint64_t *oom_kills,
 /* Remove the cgroup directories (waiting briefly for exiting processes) and free the handle,
  * also on error. */
 int wr_cgroup_destroy(struct wr_cgroup *cg, struct wr_err *err);
+
+/* Free the handle and leave the cgroup as it is (the sandbox goes on without us). */
+void wr_cgroup_forget(struct wr_cgroup *cg);
 
 /* Remove the cgroup named `name` if it exists and holds no process (used by the sweep). */
 int wr_cgroup_remove_stale(struct wr_cgroup_driver *d, const char *name, struct wr_err *err);

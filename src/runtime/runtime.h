@@ -3,7 +3,9 @@
  * cgroups, seccomp, capabilities) with warren-init as its PID 1, and tear it down leaving
  * nothing behind. It knows no HTTP and no SQL; the daemon and `warren run` both drive it.
  *
- * Threading: a wr_runtime is used from one thread at a time. */
+ * Threading: wr_runtime_open/close/sweep from one thread; wr_sandbox_create, _adopt and _destroy
+ * may run concurrently on several threads for different sandboxes (the daemon runs them on its
+ * worker pool). */
 #pragma once
 
 #include <stdbool.h>
@@ -84,9 +86,29 @@ pid_t wr_sandbox_pid(const struct wr_sandbox *sb);
 uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb);
 const char *wr_sandbox_id(const struct wr_sandbox *sb);
 
+/* Take back a sandbox that this process did not create (the daemon after a restart): its
+ * warren-init (host pid `pid`) still runs, holding the run directory's and the id range's locks.
+ * Checks that pid is that sandbox's warren-init (its cgroup) and opens a pidfd on it. The
+ * returned handle has no control connection (ctl_fd -1): connect to wr_sandbox_ctl_path.
+ * WR_ENOTFOUND if the process or the sandbox's run directory is gone. */
+int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid_base,
+                     struct wr_sandbox **out, struct wr_err *err);
+
+/* A pidfd of warren-init: readable once it has exited (and with it every process of the
+ * sandbox). Owned by the handle. */
+int wr_sandbox_pidfd(const struct wr_sandbox *sb);
+
+/* Remove what is left of a sandbox whose warren-init is gone (after a crash): its cgroups and
+ * run directory. Refuses (WR_ECONFLICT) while the sandbox still runs. */
+int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err);
+
 /* Kill every process of the sandbox, wait for them, remove its cgroups, run directory and
  * writable tmpfs, return its uid range, and free the handle (also on error). */
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);
+
+/* Free the handle and leave the sandbox running (a daemon shutting down: sandboxes outlive it).
+ * A later process takes it back with wr_sandbox_adopt. */
+void wr_sandbox_release(struct wr_sandbox *sb);
 
 /* Timestamps (CLOCK_MONOTONIC ns) of create's phases, for the benchmark. */
 struct wr_sandbox_timing {

@@ -71,6 +71,7 @@ struct wr_sandbox {
     int pidfd;
     int ctl_fd;
     bool reaped;
+    bool adopted; /* not our child: wait through the pidfd, not waitpid */
     struct wr_sandbox_timing timing;
 };
 
@@ -406,10 +407,19 @@ static void kill_and_reap(struct wr_sandbox *sb)
 {
     if (sb->pid <= 0 || sb->reaped)
         return;
-    if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+    if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH &&
+        !sb->adopted)
         (void)kill(sb->pid, SIGKILL);
-    while (waitpid(sb->pid, NULL, __WALL) < 0 && errno == EINTR)
-        ;
+    if (sb->adopted) {
+        /* Someone else reaps it; the pidfd turns readable once it (and its pid namespace) has
+         * exited. */
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        while (poll(&p, 1, 10000) < 0 && errno == EINTR)
+            ;
+    } else {
+        while (waitpid(sb->pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+    }
     sb->reaped = true;
 }
 
@@ -653,6 +663,83 @@ fail:
     wr_err_wrap(err, "create sandbox %s", spec->id);
     (void)teardown(sb, NULL);
     return -1;
+}
+
+int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid_base,
+                     struct wr_sandbox **out, struct wr_err *err)
+{
+    struct wr_sandbox *sb;
+    char path[64], buf[4096];
+    struct stat st;
+
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    sb = xcalloc(1, sizeof(*sb));
+    sb->rt = rt;
+    sb->id = xstrdup(id);
+    sb->ctl_fd = sb->dir_lock = sb->uid_lock = -1;
+    sb->pid = pid;
+    sb->uid_base = uid_base;
+    sb->adopted = true;
+    sb->dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
+    sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
+    sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (sb->pidfd < 0 || stat(sb->dir, &st) < 0) {
+        wr_err_set(err, WR_ENOTFOUND, errno, "sandbox %s: warren-init (pid %d) is gone", id,
+                   (int)pid);
+        goto fail;
+    }
+    /* The pid may have been reused by an unrelated process: it must sit in the sandbox's own
+     * cgroup (the pidfd, opened first, pins the identity we checked). */
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), NULL) < 0 || strstr(buf, id) == NULL) {
+        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: pid %d is not its warren-init", id,
+                   (int)pid);
+        goto fail;
+    }
+    if (wr_cgroup_lookup(rt->cg, id, &sb->cg, err) < 0)
+        goto fail;
+    *out = sb;
+    return 0;
+fail:
+    wr_cgroup_forget(sb->cg);
+    free(sb->dir);
+    sb->dir = NULL; /* nothing of the sandbox is removed on a failed adopt */
+    sandbox_free(sb);
+    return -1;
+}
+
+int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err)
+{
+    _cleanup_close_ int dir = -1, lock = -1;
+    _cleanup_free_ char *lockpath = NULL;
+    struct wr_err e2;
+
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    lockpath = xasprintf("%s/%s/lock", rt->sandboxes_dir, id);
+    lock = open(lockpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s is still running", id);
+    if (wr_cgroup_remove_stale(rt->cg, id, &e2) < 0)
+        log_warn("cleanup %s: %s", id, e2.msg);
+    dir = open(rt->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return wr_err_sys(err, "open `%s`", rt->sandboxes_dir);
+    return wr_rm_rf_at(dir, id, err);
+}
+
+void wr_sandbox_release(struct wr_sandbox *sb)
+{
+    if (sb == NULL)
+        return;
+    wr_cgroup_forget(sb->cg);
+    sandbox_free(sb);
+}
+
+int wr_sandbox_pidfd(const struct wr_sandbox *sb)
+{
+    return sb->pidfd;
 }
 
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err)

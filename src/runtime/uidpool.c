@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "../util/xalloc.h"
 
 struct wr_uidpool {
+    pthread_mutex_t lock; /* creates may run on several threads */
     int dirfd;
     uint32_t base;
     uint32_t slots;
@@ -34,6 +36,7 @@ int wr_uidpool_open(const char *dir, uint32_t base, uint32_t slots, struct wr_ui
     if (fd < 0)
         return wr_err_sys(err, "open `%s`", dir);
     p = xcalloc(1, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
     p->dirfd = fd;
     p->base = base;
     p->slots = slots;
@@ -46,10 +49,12 @@ void wr_uidpool_close(struct wr_uidpool *p)
     if (p == NULL)
         return;
     close(p->dirfd);
+    pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
-int wr_uidpool_alloc(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err)
+static int alloc_locked(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd,
+                        struct wr_err *err)
 {
     for (uint32_t i = 0; i < p->slots; i++) {
         uint32_t slot = (p->next + i) % p->slots;
@@ -72,4 +77,14 @@ int wr_uidpool_alloc(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, st
             return wr_err_set(err, WR_ESYS, e, "uid pool: lock slot %u", slot);
     }
     return wr_err_set(err, WR_ELIMIT, 0, "uid pool: all %u id ranges are in use", p->slots);
+}
+
+int wr_uidpool_alloc(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err)
+{
+    int ret;
+
+    pthread_mutex_lock(&p->lock);
+    ret = alloc_locked(p, host_base, lock_fd, err);
+    pthread_mutex_unlock(&p->lock);
+    return ret;
 }

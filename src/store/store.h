@@ -12,23 +12,25 @@
 
 struct wr_store;
 
-/* Open (creating) the database at path, apply migrations, WAL mode, foreign keys on. */
+/* Open (creating, mode 0600) the database at path, apply migrations, WAL mode, foreign keys on.
+ * WR_EUNSUPPORTED if the file was migrated by a newer build; WR_ESYS on other failures. */
 int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err);
 void wr_store_close(struct wr_store *s);
 
 /* ---- teams and API keys ------------------------------------------------------------------- */
 
 struct wr_key_info {
-    char *id;      /* public key id, e.g. "k_3f9a..." */
-    char *team;    /* team name */
-    char *name;    /* label */
+    char *id;   /* public key id, e.g. "k_3f9a..." */
+    char *team; /* team name */
+    char *name; /* label */
     bool admin;
     int64_t created_ms;
 };
 void wr_key_info_fini(struct wr_key_info *k);
 
 /* Make a key for `team` (the team is created if new). The secret is random (256 bits), shown
- * once in *secret ("wr_" + 64 hex), and stored only as its SHA-256. */
+ * once in *secret ("wr_" + 64 hex, free it), and stored only as its SHA-256. A NULL name is
+ * stored as "". WR_EINVAL if team is NULL or empty. */
 int wr_store_key_create(struct wr_store *s, const char *team, const char *name, bool admin,
                         char **secret, struct wr_key_info *info, struct wr_err *err);
 /* Find the key whose secret this is (constant-time compare of the hash). WR_ENOTFOUND if none. */
@@ -60,12 +62,13 @@ struct wr_sandbox_rec {
     char *idem_key;      /* Idempotency-Key, or NULL */
     int64_t init_pid;    /* host pid of warren-init, 0 if none */
     int64_t uid_base;
-    int64_t seq;         /* insertion order, for stable pagination */
+    int64_t seq; /* insertion order, for stable pagination */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
-/* Insert a new sandbox (seq is assigned). WR_ECONFLICT if the id, or the (team, idem_key)
- * pair, exists. */
+/* Insert a new sandbox (r->seq is assigned; seqs are never reused). NULL metadata_json or
+ * env_json store "{}". WR_ECONFLICT if the id, or the (team, idem_key) pair, exists; WR_EINVAL
+ * if id, team, template_name or state is NULL or a JSON column is not an object. */
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err);
 /* Get by id; team NULL: any team, else WR_ENOTFOUND for another team's sandbox. */
 int wr_store_sandbox_get(struct wr_store *s, const char *team, const char *id,
@@ -73,6 +76,8 @@ int wr_store_sandbox_get(struct wr_store *s, const char *team, const char *id,
 /* Get by idempotency key of a team. WR_ENOTFOUND if none. */
 int wr_store_sandbox_get_idem(struct wr_store *s, const char *team, const char *idem_key,
                               struct wr_sandbox_rec *r, struct wr_err *err);
+/* Updates and delete by id (any team: check ownership with _get first). WR_ENOTFOUND if there
+ * is no such sandbox. */
 int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
                                const char *reason, struct wr_err *err);
 int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t deadline_ms,
@@ -82,9 +87,9 @@ int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t ini
 int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *err);
 
 struct wr_sandbox_filter {
-    const char *team;          /* NULL: every team */
-    const char *const *states; /* NULL-terminated; NULL: every state but "stopped" */
-    const char *const *meta_keys;   /* n_meta pairs: metadata[key] == value */
+    const char *team;             /* NULL: every team */
+    const char *const *states;    /* NULL-terminated; NULL: every state but "stopped" */
+    const char *const *meta_keys; /* n_meta pairs: metadata[key] == value (string values) */
     const char *const *meta_values;
     size_t n_meta;
     int64_t after_seq; /* pagination cursor: only seq > after_seq */

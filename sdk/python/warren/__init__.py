@@ -1,0 +1,111 @@
+"""Python SDK for Warren, a self-hosted sandbox platform for AI agents.
+
+::
+
+    from warren import Sandbox
+
+    with Sandbox.create() as sb:
+        print(sb.commands.run("echo hello").stdout)
+        sb.files.write("/tmp/x.txt", "data")
+
+The daemon's address comes from ``api_url=`` or ``$WARREN_API_URL`` (``http://host:port`` or
+``unix:///path/to.sock``; default ``unix:///run/warrend/warrend.sock``), the key from
+``api_key=`` or ``$WARREN_API_KEY``.
+"""
+
+from . import admin
+from ._version import __version__
+from .client import (
+    DEFAULT_API_URL,
+    Client,
+    Endpoint,
+    Response,
+    StreamResponse,
+    UnixHTTPConnection,
+)
+from .commands import CommandHandle, Commands, OutputCallback, Signal
+from .errors import (
+    APIConnectionError,
+    AuthenticationError,
+    CommandExitError,
+    ConflictError,
+    InvalidArgumentError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PermissionDeniedError,
+    RangeNotSatisfiableError,
+    RateLimitError,
+    SandboxError,
+    ServerError,
+    TimeoutError,
+    TooLargeError,
+    UnsupportedError,
+    WarrenError,
+)
+from .files import FileData, Files, WatchHandle
+from .models import (
+    ApiKey,
+    CommandEvent,
+    CommandResult,
+    CreatedApiKey,
+    FileInfo,
+    FilesystemEvent,
+    FilesystemEventType,
+    FileType,
+    ProcessInfo,
+    SandboxInfo,
+    SandboxState,
+    VersionInfo,
+)
+from .sandbox import Sandbox
+
+__all__ = [
+    "__version__",
+    "admin",
+    # client
+    "Client",
+    "Endpoint",
+    "Response",
+    "StreamResponse",
+    "UnixHTTPConnection",
+    "DEFAULT_API_URL",
+    # sandbox
+    "Sandbox",
+    "Commands",
+    "CommandHandle",
+    "OutputCallback",
+    "Signal",
+    "Files",
+    "FileData",
+    "WatchHandle",
+    # models
+    "SandboxInfo",
+    "SandboxState",
+    "FileInfo",
+    "FileType",
+    "ProcessInfo",
+    "CommandResult",
+    "CommandEvent",
+    "FilesystemEvent",
+    "FilesystemEventType",
+    "ApiKey",
+    "CreatedApiKey",
+    "VersionInfo",
+    # errors
+    "WarrenError",
+    "InvalidArgumentError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "MethodNotAllowedError",
+    "ConflictError",
+    "TooLargeError",
+    "RangeNotSatisfiableError",
+    "RateLimitError",
+    "ServerError",
+    "SandboxError",
+    "UnsupportedError",
+    "TimeoutError",
+    "APIConnectionError",
+    "CommandExitError",
+]

@@ -1,0 +1,285 @@
+"""Exceptions raised by the Warren SDK.
+
+Every error the API answers is JSON ``{"code": "...", "message": "..."}`` with a matching HTTP
+status; :func:`error_from_response` turns it into the most specific subclass of
+:class:`WarrenError`. Transport failures (no connection, client-side timeouts) are
+:class:`APIConnectionError` and :class:`TimeoutError` with ``status`` ``None``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import CommandResult
+
+__all__ = [
+    "WarrenError",
+    "InvalidArgumentError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "MethodNotAllowedError",
+    "ConflictError",
+    "TooLargeError",
+    "RangeNotSatisfiableError",
+    "RateLimitError",
+    "ServerError",
+    "SandboxError",
+    "UnsupportedError",
+    "TimeoutError",
+    "APIConnectionError",
+    "CommandExitError",
+    "error_from_response",
+    "error_from_code",
+]
+
+
+class WarrenError(Exception):
+    """Base class of every error raised by the SDK.
+
+    ``code`` is the API's error code (``not_found``, ``invalid``, ...) or an SDK code
+    (``connection``, ``client_timeout``, ``exit``); ``status`` the HTTP status (``None`` when
+    no response arrived); ``request_id`` the ``X-Request-Id`` of the failed request.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        parts = [self.message or self.code]
+        extra = [self.code]
+        if self.status is not None:
+            extra.append(f"HTTP {self.status}")
+        if self.request_id:
+            extra.append(f"request {self.request_id}")
+        parts.append(f"({', '.join(extra)})")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, "
+            f"status={self.status!r}, request_id={self.request_id!r})"
+        )
+
+
+class InvalidArgumentError(WarrenError):
+    """400 ``invalid``: the request was malformed or a value is out of range."""
+
+
+class AuthenticationError(WarrenError):
+    """401 ``unauthorized``: no API key, or an unknown one."""
+
+
+class PermissionDeniedError(WarrenError):
+    """403 ``forbidden``: the key may not do this (e.g. an admin-only call)."""
+
+
+class NotFoundError(WarrenError):
+    """404 ``not_found``: no such sandbox, process, file or key (or another team's)."""
+
+
+class MethodNotAllowedError(WarrenError):
+    """405 ``method_not_allowed``."""
+
+
+class ConflictError(WarrenError):
+    """409 ``conflict``: e.g. the sandbox is not running, the process still runs, the
+    directory exists or is not empty."""
+
+
+class TooLargeError(WarrenError):
+    """413 ``too_large``: a request body or value exceeds a limit."""
+
+
+class RangeNotSatisfiableError(InvalidArgumentError):
+    """416: the ``Range`` of a file download lies outside the file."""
+
+
+class RateLimitError(WarrenError):
+    """``limit`` (429, or 503 past the host's capacity). ``retry_after`` is the server's
+    ``Retry-After`` in seconds, when given."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(code, message, status, request_id)
+        self.retry_after = retry_after
+
+
+class ServerError(WarrenError):
+    """500 ``system`` / ``internal``: the daemon failed."""
+
+
+class SandboxError(WarrenError):
+    """502 ``protocol``: the sandbox's agent misbehaved (or the sandbox died mid-request)."""
+
+
+class UnsupportedError(WarrenError):
+    """501 ``unsupported``: this host cannot do that."""
+
+
+class TimeoutError(WarrenError, builtins.TimeoutError):
+    """504 ``timeout`` from the server, or ``client_timeout`` when the SDK's own socket timeout
+    expired. Also an instance of the builtin :class:`TimeoutError`."""
+
+
+class APIConnectionError(WarrenError, builtins.ConnectionError):
+    """The daemon could not be reached or dropped the connection (``code == "connection"``)."""
+
+
+class CommandExitError(WarrenError):
+    """A command ended with a non-zero exit code, was killed by a signal or timed out, and
+    ``check`` was true. ``result`` carries its output."""
+
+    def __init__(self, result: CommandResult) -> None:
+        if result.timed_out:
+            what = "timed out"
+        elif result.exit_code is None:
+            what = f"was killed by signal {result.signal}"
+        else:
+            what = f"exited with code {result.exit_code}"
+        stderr = result.stderr.strip()
+        if len(stderr) > 500:
+            stderr = "..." + stderr[-500:]
+        message = f"command {what}" + (f": {stderr}" if stderr else "")
+        super().__init__("exit", message)
+        self.result = result
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.result.exit_code
+
+    @property
+    def signal(self) -> int | None:
+        return self.result.signal
+
+    @property
+    def stdout(self) -> str:
+        return self.result.stdout
+
+    @property
+    def stderr(self) -> str:
+        return self.result.stderr
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.result,))
+
+
+_BY_CODE: dict[str, type[WarrenError]] = {
+    "invalid": InvalidArgumentError,
+    "unauthorized": AuthenticationError,
+    "forbidden": PermissionDeniedError,
+    "not_found": NotFoundError,
+    "method_not_allowed": MethodNotAllowedError,
+    "conflict": ConflictError,
+    "too_large": TooLargeError,
+    "unsupported": UnsupportedError,
+    "limit": RateLimitError,
+    "system": ServerError,
+    "internal": ServerError,
+    "protocol": SandboxError,
+    "timeout": TimeoutError,
+}
+
+_BY_STATUS: dict[int, type[WarrenError]] = {
+    400: InvalidArgumentError,
+    401: AuthenticationError,
+    403: PermissionDeniedError,
+    404: NotFoundError,
+    405: MethodNotAllowedError,
+    409: ConflictError,
+    413: TooLargeError,
+    416: RangeNotSatisfiableError,
+    429: RateLimitError,
+    501: UnsupportedError,
+    502: SandboxError,
+    504: TimeoutError,
+}
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None  # an HTTP date: the API documents seconds only
+    return max(seconds, 0.0)
+
+
+def error_from_code(
+    code: str,
+    message: str,
+    status: int | None = None,
+    request_id: str | None = None,
+    retry_after: float | None = None,
+) -> WarrenError:
+    """The exception for an API error code (used for ``error`` events inside streams too)."""
+    cls = _BY_CODE.get(code)
+    if cls is None and status is not None:
+        cls = _BY_STATUS.get(status)
+        if cls is None and status >= 500:
+            cls = ServerError
+    if cls is None:
+        cls = WarrenError
+    if status == 416:
+        cls = RangeNotSatisfiableError
+    if cls is RateLimitError or (status == 503 and retry_after is not None):
+        return RateLimitError(code, message, status, request_id, retry_after)
+    return cls(code, message, status, request_id)
+
+
+def error_from_response(
+    status: int,
+    body: bytes,
+    request_id: str | None = None,
+    retry_after_header: str | None = None,
+) -> WarrenError:
+    """The exception for a non-2xx response: its ``{"code","message"}`` body when it has one,
+    else the status and the first line of the body."""
+    code: str | None = None
+    message: str | None = None
+    try:
+        doc = json.loads(body.decode("utf-8")) if body else None
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    if isinstance(doc, dict):
+        c, m = doc.get("code"), doc.get("message")
+        if isinstance(c, str):
+            code = c
+        if isinstance(m, str):
+            message = m
+    if code is None:
+        code = _default_code(status)
+    if message is None:
+        first = body.decode("utf-8", errors="replace").strip().splitlines()[:1]
+        message = first[0][:300] if first else f"HTTP {status}"
+    return error_from_code(code, message, status, request_id, _parse_retry_after(retry_after_header))
+
+
+def _default_code(status: int) -> str:
+    for code, cls in _BY_CODE.items():
+        if _BY_STATUS.get(status) is cls:
+            return code
+    return "internal" if status >= 500 else "http_error"

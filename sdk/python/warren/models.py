@@ -1,0 +1,394 @@
+"""Plain data returned by the SDK (immutable dataclasses built from the API's JSON)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import StrEnum
+from typing import Any, Mapping
+
+__all__ = [
+    "SandboxState",
+    "SandboxInfo",
+    "FileType",
+    "FileInfo",
+    "ProcessInfo",
+    "CommandResult",
+    "CommandEvent",
+    "FilesystemEventType",
+    "FilesystemEvent",
+    "ApiKey",
+    "CreatedApiKey",
+    "VersionInfo",
+]
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as an aware datetime (UTC when it has no offset); None if absent
+    or unparsable."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = _FRACTION.sub(r"\1", value.strip())
+    if text.endswith(("z", "Z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_dict(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class SandboxState(StrEnum):
+    CREATING = "creating"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """A sandbox as the API describes it. ``state`` compares equal to plain strings
+    (``info.state == "running"``); an unknown state is kept as the server's string."""
+
+    id: str
+    template: str
+    state: str
+    cpus: float
+    memory_mb: int
+    created_at: datetime
+    expires_at: datetime
+    metadata: dict[str, str]
+    reason: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def sandbox_id(self) -> str:
+        """Alias of ``id`` (the e2b name)."""
+        return self.id
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SandboxInfo:
+        state = str(d.get("state", ""))
+        try:
+            state = SandboxState(state)
+        except ValueError:
+            pass
+        reason = d.get("reason")
+        return cls(
+            id=str(d.get("id", "")),
+            template=str(d.get("template", "")),
+            state=state,
+            cpus=float(d.get("cpus") or 0),
+            memory_mb=int(d.get("memory_mb") or 0),
+            created_at=parse_time(d.get("created_at")) or _EPOCH,
+            expires_at=parse_time(d.get("expires_at")) or _EPOCH,
+            metadata=_str_dict(d.get("metadata")),
+            reason=reason if isinstance(reason, str) else None,
+            raw=dict(d),
+        )
+
+
+class FileType(StrEnum):
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file system entry. ``mode`` is the permission bits as an int (``0o644``);
+    ``permissions`` the same as the API's octal string (``"0644"``)."""
+
+    name: str
+    path: str
+    type: FileType
+    size: int
+    mode: int
+    mtime: datetime
+    uid: int | None = None
+    gid: int | None = None
+    link: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == FileType.DIR
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == FileType.FILE
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.type == FileType.SYMLINK
+
+    @property
+    def permissions(self) -> str:
+        return format(self.mode, "04o")
+
+    @property
+    def modified_time(self) -> datetime:
+        """Alias of ``mtime`` (the e2b name)."""
+        return self.mtime
+
+    @property
+    def symlink_target(self) -> str | None:
+        """Alias of ``link`` (the e2b name)."""
+        return self.link
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FileInfo:
+        try:
+            ftype = FileType(str(d.get("type", "other")))
+        except ValueError:
+            ftype = FileType.OTHER
+        raw_mode = d.get("mode")
+        mode = 0
+        if isinstance(raw_mode, str):
+            try:
+                mode = int(raw_mode, 8)
+            except ValueError:
+                mode = 0
+        elif isinstance(raw_mode, int):
+            mode = raw_mode
+        link = d.get("link")
+        return cls(
+            name=str(d.get("name", "")),
+            path=str(d.get("path", "")),
+            type=ftype,
+            size=int(d.get("size") or 0),
+            mode=mode,
+            mtime=parse_time(d.get("mtime")) or _EPOCH,
+            uid=_opt_int(d.get("uid")),
+            gid=_opt_int(d.get("gid")),
+            link=link if isinstance(link, str) else None,
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A process started through the API. ``pid`` is the API's process id (what every process
+    endpoint takes); ``os_pid`` the pid inside the sandbox."""
+
+    pid: int
+    cmd: list[str]
+    running: bool
+    os_pid: int | None = None
+    pty: bool = False
+    exit_code: int | None = None
+    signal: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProcessInfo:
+        cmd = d.get("cmd")
+        return cls(
+            pid=int(d.get("pid") or 0),
+            cmd=[str(a) for a in cmd] if isinstance(cmd, list) else [],
+            running=bool(d.get("running")),
+            os_pid=_opt_int(d.get("os_pid")),
+            pty=bool(d.get("pty", False)),
+            exit_code=_opt_int(d.get("exit_code")),
+            signal=_opt_int(d.get("signal")),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """The outcome of a command. ``stdout``/``stderr`` are the output decoded as UTF-8 (invalid
+    sequences become U+FFFD); ``stdout_bytes``/``stderr_bytes`` the exact bytes.
+
+    ``exit_code`` is ``None`` when the process was killed by a signal (then ``signal`` is set).
+    Output is empty for a background command whose output was not read through the SDK.
+    """
+
+    exit_code: int | None
+    signal: int | None = None
+    stdout_bytes: bytes = b""
+    stderr_bytes: bytes = b""
+    pid: int | None = None
+    timed_out: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with code 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def error(self) -> str | None:
+        """A short description of the failure, or None when ``ok`` (as e2b's ``error``)."""
+        if self.ok:
+            return None
+        if self.timed_out:
+            return "timed out"
+        if self.exit_code is None:
+            return f"killed by signal {self.signal}"
+        return f"exit code {self.exit_code}"
+
+
+def decode_data(data: Any, encoding: str) -> bytes:
+    """Output data of an exec event or result, in the request's ``encoding``."""
+    if not isinstance(data, str):
+        return b""
+    if encoding == "base64":
+        return base64.b64decode(data)
+    return data.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class CommandEvent:
+    """One event of a command's output stream.
+
+    ``type`` is ``start`` (``pid`` set), ``stdout``/``stderr`` (``data`` set), ``exit``
+    (``exit_code``, ``signal``, ``timed_out``) or ``error`` (``code``, ``message``: the sandbox
+    went away or the stream failed before the exit).
+    """
+
+    type: str
+    data: bytes = b""
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    code: str | None = None
+    message: str | None = None
+
+    @property
+    def text(self) -> str:
+        """``data`` decoded as UTF-8 (invalid sequences become U+FFFD)."""
+        return self.data.decode("utf-8", errors="replace")
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], encoding: str) -> CommandEvent:
+        code, message = d.get("code"), d.get("message")
+        return cls(
+            type=str(d.get("type", "")),
+            data=decode_data(d.get("data"), encoding),
+            pid=_opt_int(d.get("pid")),
+            exit_code=_opt_int(d.get("exit_code")),
+            signal=_opt_int(d.get("signal")),
+            timed_out=bool(d.get("timed_out", False)),
+            code=code if isinstance(code, str) else None,
+            message=message if isinstance(message, str) else None,
+        )
+
+
+class FilesystemEventType(StrEnum):
+    CREATE = "create"
+    WRITE = "write"
+    REMOVE = "remove"
+    RENAME = "rename"
+    CHMOD = "chmod"
+
+
+@dataclass(frozen=True)
+class FilesystemEvent:
+    """A change under a watched directory; ``name`` is relative to the watched path. ``type``
+    is a :class:`FilesystemEventType` (or the server's string if unknown)."""
+
+    type: str
+    name: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> FilesystemEvent:
+        t = str(d.get("type", ""))
+        try:
+            t = FilesystemEventType(t)
+        except ValueError:
+            pass
+        return cls(type=t, name=str(d.get("name", "")))
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key's record (never its secret)."""
+
+    id: str
+    team: str
+    name: str
+    admin: bool
+    created_at: datetime
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ApiKey:
+        return cls(
+            id=str(d.get("id", "")),
+            team=str(d.get("team", "")),
+            name=str(d.get("name") or ""),
+            admin=bool(d.get("admin", False)),
+            created_at=parse_time(d.get("created_at")) or _EPOCH,
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class CreatedApiKey(ApiKey):
+    """A new key: ``key`` is the secret, shown this once."""
+
+    key: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CreatedApiKey:
+        base = ApiKey.from_json(d)
+        return cls(
+            id=base.id,
+            team=base.team,
+            name=base.name,
+            admin=base.admin,
+            created_at=base.created_at,
+            raw=base.raw,
+            key=str(d.get("key", "")),
+        )
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    api: str
+    runtime: str
+    cgroup: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> VersionInfo:
+        return cls(
+            version=str(d.get("version", "")),
+            api=str(d.get("api", "")),
+            runtime=str(d.get("runtime", "")),
+            cgroup=str(d.get("cgroup", "")),
+            raw=dict(d),
+        )

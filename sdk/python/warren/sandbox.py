@@ -1,0 +1,256 @@
+"""The :class:`Sandbox` class: create, connect to, list and kill sandboxes."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from .client import UNSET, Client, Timeout, path_segment, resolve_client
+from .commands import Commands
+from .errors import NotFoundError, WarrenError
+from .files import Files
+from .models import SandboxInfo, SandboxState
+
+__all__ = ["Sandbox"]
+
+
+def _seconds(value: float, what: str) -> int:
+    if value <= 0:
+        raise ValueError(f"{what} must be > 0")
+    return int(math.ceil(value))
+
+
+class Sandbox:
+    """A sandbox. Make one with :meth:`create`, or :meth:`connect` to an existing one.
+
+    ``with Sandbox.create() as sb:`` kills the sandbox when the block ends. A sandbox made by
+    ``create``/``connect`` without ``client=`` owns its connection pool (closed by
+    :meth:`kill` / :meth:`close`); pass a shared :class:`~warren.Client` to reuse connections
+    across many sandboxes.
+    """
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        *,
+        client: Client,
+        info: SandboxInfo | None = None,
+        owns_client: bool = False,
+    ) -> None:
+        self._id = sandbox_id
+        self._client = client
+        self._owns_client = owns_client
+        self._info = info
+        self.commands: Commands = Commands(client, sandbox_id)
+        self.files: Files = Files(client, sandbox_id)
+
+    # ---- class-level operations ---------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        template: str = "base",
+        *,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+        request_timeout: Timeout = UNSET,
+    ) -> Sandbox:
+        """Start a sandbox from ``template`` and return it running.
+
+        ``timeout``: seconds until the server kills it (server default 300; extend with
+        :meth:`set_timeout`). ``env``: environment of every command. ``metadata``: string
+        labels to filter :meth:`list` by. ``idempotency_key``: a retried create with the same
+        key returns the first sandbox. Past the host's capacity raises
+        :class:`~warren.RateLimitError` (see ``retry_after``).
+        """
+        body: dict[str, Any] = {"template": template}
+        if cpus is not None:
+            body["cpus"] = cpus
+        if memory_mb is not None:
+            body["memory_mb"] = int(memory_mb)
+        if timeout is not None:
+            body["timeout"] = _seconds(timeout, "timeout")
+        if env:
+            body["env"] = dict(env)
+        if metadata:
+            body["metadata"] = dict(metadata)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            r = c.request(
+                "POST", "/v1/sandboxes", json_body=body, headers=headers, timeout=request_timeout
+            )
+            info = SandboxInfo.from_json(r.json_object())
+        except BaseException:
+            if owns:
+                c.close()
+            raise
+        return cls(info.id, client=c, info=info, owns_client=owns)
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Sandbox:
+        """The existing sandbox ``sandbox_id`` (NotFoundError if there is none for this
+        key's team)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            info = _get_info(c, sandbox_id)
+        except BaseException:
+            if owns:
+                c.close()
+            raise
+        return cls(info.id or sandbox_id, client=c, info=info, owns_client=owns)
+
+    @classmethod
+    def list(
+        cls,
+        *,
+        state: str | Sequence[str] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        page_size: int | None = None,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Iterator[SandboxInfo]:
+        """The team's sandboxes, oldest first, fetched page by page as you iterate.
+
+        ``state``: one state or several (default on the server: all but ``stopped``);
+        ``metadata``: keep sandboxes having all these labels; ``limit``: stop after this many;
+        ``page_size``: sandboxes per request (1-1000).
+        """
+        query: builtins.list[tuple[str, Any]] = []
+        if state is not None:
+            query.append(("state", state if isinstance(state, str) else ",".join(state)))
+        for key, value in (metadata or {}).items():
+            query.append(("metadata", f"{key}={value}"))
+        if page_size is None and limit is not None:
+            page_size = min(max(limit, 1), 1000)
+        if page_size is not None:
+            query.append(("limit", page_size))
+        c, owns = resolve_client(client, api_url, api_key)
+
+        def pages() -> Iterator[SandboxInfo]:
+            yielded = 0
+            cursor: str | None = None
+            try:
+                while True:
+                    q = query + ([("cursor", cursor)] if cursor else [])
+                    doc = c.request("GET", "/v1/sandboxes", query=q).json_object()
+                    items = doc.get("sandboxes")
+                    for d in items if isinstance(items, builtins.list) else []:
+                        if limit is not None and yielded >= limit:
+                            return
+                        if isinstance(d, dict):
+                            yielded += 1
+                            yield SandboxInfo.from_json(d)
+                    nxt = doc.get("next_cursor")
+                    if not isinstance(nxt, str) or not nxt or nxt == cursor:
+                        return
+                    if limit is not None and yielded >= limit:
+                        return
+                    cursor = nxt
+            finally:
+                if owns:
+                    c.close()
+
+        return pages()
+
+    # ---- instance -----------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def sandbox_id(self) -> str:
+        """Alias of ``id`` (the e2b name)."""
+        return self._id
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    @property
+    def info(self) -> SandboxInfo | None:
+        """The last known info (from create/connect/get_info/set_timeout), without a
+        request."""
+        return self._info
+
+    def get_info(self) -> SandboxInfo:
+        self._info = _get_info(self._client, self._id)
+        return self._info
+
+    def is_running(self) -> bool:
+        """True while the sandbox exists and is ``running``."""
+        try:
+            return self.get_info().state == SandboxState.RUNNING
+        except NotFoundError:
+            return False
+
+    def set_timeout(self, timeout: float) -> SandboxInfo:
+        """Kill the sandbox ``timeout`` seconds from now (extends or shortens its life);
+        returns the info with the new ``expires_at``."""
+        r = self._client.request(
+            "POST",
+            f"/v1/sandboxes/{path_segment(self._id)}/timeout",
+            json_body={"timeout": _seconds(timeout, "timeout")},
+        )
+        self._info = SandboxInfo.from_json(r.json_object())
+        return self._info
+
+    def kill(self) -> bool:
+        """Kill and delete the sandbox; False if it did not exist (any more). Closes the
+        connections this object owns."""
+        try:
+            self._client.request("DELETE", f"/v1/sandboxes/{path_segment(self._id)}")
+        except NotFoundError:
+            return False
+        finally:
+            self.close()
+        return True
+
+    def close(self) -> None:
+        """Close the idle connections this object owns (the sandbox keeps running)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.kill()
+        except WarrenError:
+            if exc is None:
+                raise  # do not hide the block's own exception behind a failed kill
+
+    def __repr__(self) -> str:
+        state = f" {self._info.state}" if self._info is not None else ""
+        return f"<Sandbox {self._id}{state}>"
+
+
+def _get_info(client: Client, sandbox_id: str) -> SandboxInfo:
+    r = client.request("GET", f"/v1/sandboxes/{path_segment(sandbox_id)}")
+    return SandboxInfo.from_json(r.json_object())

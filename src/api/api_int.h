@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internals of the API handlers. */
+#pragma once
+
+#include <jansson.h>
+
+#include "api.h"
+
+/* Who is calling: the team of the API key, or the admin team on the unix socket. */
+struct wr_caller {
+    char team[128];
+    bool admin;
+};
+
+/* The path split on '/' (after /v1): seg[0] = "sandboxes", seg[1] = id, ... */
+#define API_MAX_SEGS 8
+struct api_route {
+    const char *seg[API_MAX_SEGS];
+    size_t nseg;
+    char buf[8192];
+};
+
+/* Map an error kind to an HTTP status and answer with it. */
+void api_error(struct wr_http_req *req, const struct wr_err *err);
+int api_status_of(enum wr_err_kind kind);
+
+/* JSON of a sandbox record. */
+json_t *api_sandbox_json(const struct wr_sandbox_rec *r);
+/* RFC 3339 UTC with milliseconds. */
+void api_time(int64_t ms, char out[32]);
+/* JSON of a process. */
+json_t *api_proc_json(struct wr_proc *p);
+
+/* Parse a JSON object body; on failure answers 400 and returns NULL. */
+json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
+/* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */
+int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allowed);
+
+/* Handlers (h_*.c); each answers the request. */
+void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                   const struct api_route *rt);
+void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+              struct wr_msb *sb, const struct api_route *rt);
+void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+               struct wr_msb *sb, const struct api_route *rt);
+void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+              const struct api_route *rt);

@@ -1,0 +1,1072 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Commands: /v1/sandboxes/{id}/exec, /processes/..., /terminal (WebSocket). */
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "../util/xalloc.h"
+#include "api_int.h"
+
+#define MAX_EXEC_BODY    (16u << 20)
+#define DEFAULT_MAX_OUT  (10u << 20)
+#define STREAM_HIGH      (1u << 20) /* response bytes queued before the process is slowed */
+#define STDIN_HIGH       (4u << 20)
+#define WS_HIGH          (8u << 20)
+
+/* ---- output encoding --------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p (1-4), 0 if invalid, -1 if truncated at the end. */
+static int utf8_seq(const uint8_t *p, size_t n)
+{
+    uint8_t c = p[0];
+    int len;
+    uint32_t cp;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07;
+    else
+        return 0;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n)
+            return -1;
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
+ * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
+static void utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const uint8_t *p,
+                        size_t n, bool final)
+{
+    uint8_t tmp[8];
+    size_t i = 0;
+
+    /* Finish a sequence left from the last piece. */
+    while (*ncarry > 0 && i < n) {
+        int l;
+        memcpy(tmp, carry, *ncarry);
+        size_t t = *ncarry;
+        while (t < 4 && i < n)
+            tmp[t++] = p[i++];
+        l = utf8_seq(tmp, t);
+        if (l > 0) {
+            wr_buf_append(out, tmp, (size_t)l);
+            i -= t - (size_t)l;
+            *ncarry = 0;
+        } else if (l < 0 && i == n && !final) {
+            memcpy(carry, tmp, t);
+            *ncarry = t;
+            return;
+        } else {
+            wr_buf_append(out, "\xef\xbf\xbd", 3);
+            i -= t - 1;
+            *ncarry = 0;
+        }
+    }
+    while (i < n) {
+        int l = utf8_seq(p + i, n - i);
+        if (l > 0) {
+            wr_buf_append(out, p + i, (size_t)l);
+            i += (size_t)l;
+        } else if (l < 0 && !final) {
+            memcpy(carry, p + i, n - i);
+            *ncarry = n - i;
+            return;
+        } else {
+            wr_buf_append(out, "\xef\xbf\xbd", 3);
+            i++;
+        }
+    }
+    if (final && *ncarry > 0) {
+        wr_buf_append(out, "\xef\xbf\xbd", 3);
+        *ncarry = 0;
+    }
+}
+
+static json_t *b64_json(const uint8_t *p, size_t n)
+{
+    char *enc = xmalloc(4 * ((n + 2) / 3) + 1);
+    int len = EVP_EncodeBlock((unsigned char *)enc, p, (int)n);
+    json_t *j = json_stringn(enc, (size_t)len);
+    free(enc);
+    return j;
+}
+
+static int b64_decode(const char *s, size_t n, struct wr_buf *out)
+{
+    size_t pad = 0;
+    int len;
+
+    if (n % 4 != 0)
+        return -1;
+    wr_buf_reserve(out, n / 4 * 3 + 1);
+    len = EVP_DecodeBlock(out->data + out->len, (const unsigned char *)s, (int)n);
+    if (len < 0)
+        return -1;
+    while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
+        pad++;
+    out->len += (size_t)len - pad;
+    return 0;
+}
+
+/* ---- processes as JSON ------------------------------------------------------------------------ */
+
+json_t *api_proc_json(struct wr_proc *p)
+{
+    json_t *cmd = json_array();
+    const struct wr_exit *ex = wr_proc_exit(p);
+
+    for (char *const *a = wr_proc_argv(p); a && *a; a++) {
+        json_t *s = json_string(*a);
+        json_array_append_new(cmd, s ? s : json_string("\xef\xbf\xbd"));
+    }
+    return json_pack("{s:I,s:I,s:o,s:b,s:b,s:o,s:o}", "pid", (json_int_t)wr_proc_id(p), "os_pid",
+                     (json_int_t)wr_proc_os_pid(p), "cmd", cmd, "pty", wr_proc_pty(p), "running",
+                     wr_proc_running(p),
+                     "exit_code", ex && ex->signal == 0 ? json_integer(ex->exit_code) : json_null(),
+                     "signal", ex && ex->signal ? json_integer(ex->signal) : json_null());
+}
+
+/* ---- exec and attach ------------------------------------------------------------------------ */
+
+enum exec_mode { MODE_WAIT, MODE_STREAM, MODE_BACKGROUND };
+
+struct exec_st {
+    struct wr_api *api;
+    struct wr_http_req *req; /* NULL once the request is over */
+    struct wr_msb *sb;       /* referenced */
+    struct wr_proc_sub sub;
+    enum exec_mode mode;
+    bool sse, b64;
+    size_t max_output;
+    struct wr_buf out[2];
+    bool trunc[2];
+    uint8_t carry[2][4];
+    size_t ncarry[2];
+    struct wr_buf stdin_data;
+    bool has_stdin;
+    bool spawn_pending;
+    bool done;
+};
+
+static void exec_free(struct exec_st *e)
+{
+    wr_proc_unsubscribe(&e->sub);
+    wr_buf_fini(&e->out[0]);
+    wr_buf_fini(&e->out[1]);
+    wr_buf_fini(&e->stdin_data);
+    wr_msb_unref(e->sb);
+    free(e);
+}
+
+static void exec_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct exec_st *e = data;
+
+    /* A client that leaves does not stop the command: it runs on as if started in the
+     * background, its status stays in the process list. */
+    e->req = NULL;
+    wr_proc_unsubscribe(&e->sub);
+    if (!e->spawn_pending)
+        exec_free(e);
+}
+
+/* Send one event of a stream. */
+static void stream_event(struct exec_st *e, json_t *ev)
+{
+    char *s = json_dumps(ev, JSON_COMPACT);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+
+    if (e->sse) {
+        wr_http_resp_write(e->req, "event: ", 7);
+        wr_http_resp_write(e->req, type, strlen(type));
+        wr_http_resp_write(e->req, "\ndata: ", 7);
+        wr_http_resp_write(e->req, s, strlen(s));
+        wr_http_resp_write(e->req, "\n\n", 2);
+    } else {
+        wr_http_resp_write(e->req, s, strlen(s));
+        wr_http_resp_write(e->req, "\n", 1);
+    }
+    free(s);
+    json_decref(ev);
+}
+
+static json_t *data_json(struct exec_st *e, int idx, const uint8_t *p, size_t n, bool final)
+{
+    struct wr_buf tmp;
+    json_t *j;
+
+    if (e->b64)
+        return b64_json(p, n);
+    wr_buf_init(&tmp);
+    utf8_append(&tmp, e->carry[idx], &e->ncarry[idx], p, n, final);
+    j = json_stringn((const char *)tmp.data, tmp.len);
+    wr_buf_fini(&tmp);
+    return j ? j : json_string("");
+}
+
+static void on_stream_drain(struct wr_http_req *req)
+{
+    struct exec_st *e = wr_http_req_data(req);
+    if (e != NULL)
+        wr_proc_sub_drained(&e->sub);
+}
+
+static bool exec_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
+{
+    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    int idx = (stream & WR_FLAG_STDERR) ? 1 : 0;
+
+    if (e->req == NULL)
+        return false;
+    if (e->mode == MODE_WAIT) {
+        size_t room = e->max_output > e->out[idx].len ? e->max_output - e->out[idx].len : 0;
+        if (n > room) {
+            e->trunc[idx] = true;
+            n = room;
+        }
+        wr_buf_append(&e->out[idx], p, n);
+        return false;
+    }
+    stream_event(e, json_pack("{s:s,s:o}", "type", idx ? "stderr" : "stdout", "data",
+                              data_json(e, idx, p, n, false)));
+    if (wr_http_resp_pending(e->req) > STREAM_HIGH) {
+        wr_http_resp_on_drain(e->req, on_stream_drain);
+        return true;
+    }
+    return false;
+}
+
+static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
+{
+    json_object_set_new(o, "exit_code", ex->signal == 0 ? json_integer(ex->exit_code) : json_null());
+    json_object_set_new(o, "signal", ex->signal ? json_integer(ex->signal) : json_null());
+    json_object_set_new(o, "timed_out", json_boolean(timed_out));
+    return o;
+}
+
+static void exec_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
+{
+    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct wr_http_req *req = e->req;
+
+    if (req == NULL || e->done)
+        return;
+    e->done = true;
+    if (e->mode == MODE_WAIT) {
+        json_t *o = json_pack("{s:I,s:o,s:o,s:b,s:b}", "pid", (json_int_t)wr_proc_id(sub->proc),
+                              "stdout", data_json(e, 0, e->out[0].data, e->out[0].len, true),
+                              "stderr", data_json(e, 1, e->out[1].data, e->out[1].len, true),
+                              "stdout_truncated", e->trunc[0], "stderr_truncated", e->trunc[1]);
+        wr_http_respond_json(req, 200, exit_fields(o, ex, timed_out));
+        return;
+    }
+    for (int idx = 0; idx < 2; idx++)
+        if (!e->b64 && e->ncarry[idx] > 0)
+            stream_event(e, json_pack("{s:s,s:o}", "type", idx ? "stderr" : "stdout", "data",
+                                      data_json(e, idx, NULL, 0, true)));
+    stream_event(e, exit_fields(json_pack("{s:s}", "type", "exit"), ex, timed_out));
+    wr_http_resp_end(req);
+}
+
+static void exec_lost(struct wr_proc_sub *sub, const struct wr_err *err)
+{
+    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+
+    if (e->req == NULL || e->done)
+        return;
+    e->done = true;
+    if (!wr_http_resp_started(e->req)) {
+        api_error(e->req, err);
+        return;
+    }
+    stream_event(e, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "conflict", "message",
+                              err->msg));
+    wr_http_resp_end(e->req);
+}
+
+static void start_stream(struct exec_st *e)
+{
+    e->sse = e->sse || (wr_http_req_header(e->req, "Accept") != NULL &&
+                        strstr(wr_http_req_header(e->req, "Accept"), "text/event-stream"));
+    wr_http_resp_start(e->req, 200, e->sse ? "text/event-stream" : "application/x-ndjson", -1);
+}
+
+static void exec_started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
+{
+    struct exec_st *e = ctx;
+
+    e->spawn_pending = false;
+    if (e->req == NULL) {
+        /* The client left while the command was starting: it runs on without a reader. */
+        exec_free(e);
+        return;
+    }
+    if (err != NULL) {
+        struct wr_err e2 = *err;
+        /* A command that cannot be found or run is the caller's mistake. */
+        if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
+            e2.sys_errno == ENOTDIR)
+            e2.kind = WR_EINVAL;
+        wr_http_respond_error(e->req, e2.kind == WR_EINVAL ? 400 : api_status_of(e2.kind),
+                              e2.kind == WR_EINVAL ? "invalid" : wr_err_kind_name(e2.kind), "%s",
+                              e2.msg);
+        return;
+    }
+    if (e->mode == MODE_BACKGROUND) {
+        if (e->has_stdin) {
+            wr_proc_stdin(proc, e->stdin_data.data, e->stdin_data.len);
+            wr_proc_stdin_close(proc, NULL, NULL);
+        }
+        wr_http_respond_json(e->req, 201, api_proc_json(proc));
+        return;
+    }
+    if (e->has_stdin)
+        wr_proc_stdin(proc, e->stdin_data.data, e->stdin_data.len);
+    /* wait and stream: stdin ends with what the request gave (nothing = EOF at once), so a
+     * command reading stdin cannot hang the request. */
+    wr_proc_stdin_close(proc, NULL, NULL);
+    if (e->mode == MODE_STREAM) {
+        start_stream(e);
+        stream_event(e, json_pack("{s:s,s:I,s:I}", "type", "start", "pid",
+                                  (json_int_t)wr_proc_id(proc), "os_pid",
+                                  (json_int_t)wr_proc_os_pid(proc)));
+    }
+    e->sub.on_output = exec_output;
+    e->sub.on_exit = exec_exit;
+    e->sub.on_lost = exec_lost;
+    wr_proc_subscribe(proc, &e->sub, true);
+}
+
+static struct exec_st *exec_new(struct wr_api *api, struct wr_http_req *req, struct wr_msb *sb)
+{
+    struct exec_st *e = xcalloc(1, sizeof(*e));
+
+    e->api = api;
+    e->req = req;
+    e->sb = sb;
+    wr_msb_ref(sb);
+    wr_buf_init(&e->out[0]);
+    wr_buf_init(&e->out[1]);
+    wr_buf_init(&e->stdin_data);
+    e->max_output = DEFAULT_MAX_OUT;
+    return e;
+}
+
+static char **json_strv(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    char **v = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        v[i] = xstrdup(json_string_value(json_array_get(arr, i)));
+    return v;
+}
+
+static void free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void exec_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"cmd", "env", "cwd", "user", "timeout", "stdin",
+                                          "stdin_encoding", "mode", "pty", "rows", "cols",
+                                          "encoding", "max_output", NULL};
+    struct exec_st *e = wr_http_req_data(req);
+    struct wr_spawn sp = {.uid = -1, .gid = -1};
+    char **argv = NULL, **env = NULL;
+    uint64_t timeout_ms = 0;
+    json_t *j, *cmd, *v;
+    const char *s;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        return;
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    cmd = json_object_get(j, "cmd");
+    if (json_is_string(cmd)) {
+        argv = xcalloc(4, sizeof(char *));
+        argv[0] = xstrdup("/bin/sh");
+        argv[1] = xstrdup("-c");
+        argv[2] = xstrdup(json_string_value(cmd));
+    } else if (json_is_array(cmd) && json_array_size(cmd) > 0 &&
+               json_array_size(cmd) <= WR_MAX_ARGS) {
+        size_t i;
+        json_t *a;
+        json_array_foreach(cmd, i, a)
+        {
+            if (!json_is_string(a) || memchr(json_string_value(a), '\0', json_string_length(a))) {
+                wr_http_respond_error(req, 400, "invalid", "`cmd[%zu]` must be a string", i);
+                goto out;
+            }
+        }
+        argv = json_strv(cmd);
+    } else {
+        wr_http_respond_error(req, 400, "invalid",
+                              "`cmd` must be a non-empty array of strings or a shell string");
+        goto out;
+    }
+    if ((v = json_object_get(j, "env")) != NULL && !json_is_null(v)) {
+        const char *k;
+        json_t *ev;
+        size_t i = 0;
+        if (!json_is_object(v) || json_object_size(v) > WR_MAX_ARGS) {
+            wr_http_respond_error(req, 400, "invalid", "`env` must be an object of strings");
+            goto out;
+        }
+        env = xcalloc(json_object_size(v) + 1, sizeof(char *));
+        json_object_foreach(v, k, ev)
+        {
+            if (!json_is_string(ev) || k[0] == '\0' || strchr(k, '=') != NULL) {
+                wr_http_respond_error(req, 400, "invalid", "`env.%s` is not valid", k);
+                goto out;
+            }
+            env[i++] = xasprintf("%s=%s", k, json_string_value(ev));
+        }
+    }
+    if ((v = json_object_get(j, "cwd")) != NULL && !json_is_null(v)) {
+        if (!json_is_string(v) || json_string_value(v)[0] != '/') {
+            wr_http_respond_error(req, 400, "invalid", "`cwd` must be an absolute path");
+            goto out;
+        }
+        sp.cwd = (char *)json_string_value(v);
+    }
+    if ((v = json_object_get(j, "user")) != NULL && !json_is_null(v)) {
+        if (!json_is_string(v) || json_string_length(v) == 0) {
+            wr_http_respond_error(req, 400, "invalid", "`user` must be a user name or uid");
+            goto out;
+        }
+        sp.user = (char *)json_string_value(v);
+    }
+    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > 86400 * 365) {
+            wr_http_respond_error(req, 400, "invalid", "`timeout` must be seconds >= 0");
+            goto out;
+        }
+        timeout_ms = (uint64_t)json_integer_value(v) * 1000;
+    }
+    if ((v = json_object_get(j, "mode")) != NULL && !json_is_null(v)) {
+        s = json_string_value(v);
+        if (s != NULL && strcmp(s, "wait") == 0)
+            e->mode = MODE_WAIT;
+        else if (s != NULL && strcmp(s, "stream") == 0)
+            e->mode = MODE_STREAM;
+        else if (s != NULL && strcmp(s, "background") == 0)
+            e->mode = MODE_BACKGROUND;
+        else {
+            wr_http_respond_error(req, 400, "invalid", "`mode` is wait, stream or background");
+            goto out;
+        }
+    }
+    if ((v = json_object_get(j, "encoding")) != NULL && !json_is_null(v)) {
+        s = json_string_value(v);
+        if (s == NULL || (strcmp(s, "utf8") != 0 && strcmp(s, "base64") != 0)) {
+            wr_http_respond_error(req, 400, "invalid", "`encoding` is utf8 or base64");
+            goto out;
+        }
+        e->b64 = strcmp(s, "base64") == 0;
+    }
+    if ((v = json_object_get(j, "max_output")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > (1ll << 30)) {
+            wr_http_respond_error(req, 400, "invalid", "`max_output` must be 0 to 1 GiB");
+            goto out;
+        }
+        e->max_output = (size_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(j, "stdin")) != NULL && !json_is_null(v)) {
+        const char *enc = json_string_value(json_object_get(j, "stdin_encoding"));
+        if (!json_is_string(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`stdin` must be a string");
+            goto out;
+        }
+        e->has_stdin = true;
+        if (enc != NULL && strcmp(enc, "base64") == 0) {
+            if (b64_decode(json_string_value(v), json_string_length(v), &e->stdin_data) < 0) {
+                wr_http_respond_error(req, 400, "invalid", "`stdin` is not valid base64");
+                goto out;
+            }
+        } else if (enc != NULL && strcmp(enc, "utf8") != 0) {
+            wr_http_respond_error(req, 400, "invalid", "`stdin_encoding` is utf8 or base64");
+            goto out;
+        } else {
+            wr_buf_append(&e->stdin_data, json_string_value(v), json_string_length(v));
+        }
+    }
+    if ((v = json_object_get(j, "pty")) != NULL && !json_is_null(v)) {
+        if (!json_is_boolean(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`pty` must be a boolean");
+            goto out;
+        }
+        sp.pty = json_is_true(v);
+    }
+    sp.rows = 24;
+    sp.cols = 80;
+    if ((v = json_object_get(j, "rows")) != NULL && json_is_integer(v) &&
+        json_integer_value(v) > 0 && json_integer_value(v) < 65536)
+        sp.rows = (uint16_t)json_integer_value(v);
+    if ((v = json_object_get(j, "cols")) != NULL && json_is_integer(v) &&
+        json_integer_value(v) > 0 && json_integer_value(v) < 65536)
+        sp.cols = (uint16_t)json_integer_value(v);
+
+    sp.argv = argv;
+    sp.env = env;
+    e->spawn_pending = true;
+    wr_msb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
+out:
+    free_strv(argv);
+    free_strv(env);
+    json_decref(j);
+}
+
+/* ---- attach and wait ------------------------------------------------------------------------ */
+
+struct wait_st {
+    struct wr_http_req *req;
+    struct wr_msb *sb;
+    struct wr_proc_sub sub;
+    uv_timer_t timer;
+    bool done;
+};
+
+static void wait_timer_closed(uv_handle_t *h)
+{
+    struct wait_st *w = h->data;
+    wr_msb_unref(w->sb);
+    free(w);
+}
+
+static void wait_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct wait_st *w = data;
+    wr_proc_unsubscribe(&w->sub);
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, wait_timer_closed);
+}
+
+static bool wait_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
+{
+    return false;
+}
+
+static void wait_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
+{
+    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    if (w->done)
+        return;
+    w->done = true;
+    wr_http_respond_json(w->req, 200, api_proc_json(sub->proc));
+}
+
+static void wait_lost(struct wr_proc_sub *sub, const struct wr_err *err)
+{
+    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    if (w->done)
+        return;
+    w->done = true;
+    api_error(w->req, err);
+}
+
+static void wait_timeout(uv_timer_t *t)
+{
+    struct wait_st *w = t->data;
+    if (w->done)
+        return;
+    w->done = true;
+    wr_http_respond_error(w->req, 504, "timeout", "the process is still running");
+}
+
+static void do_wait(struct wr_http_req *req, struct wr_msb *sb, struct wr_proc *p)
+{
+    struct wait_st *w = xcalloc(1, sizeof(*w));
+    const char *q = wr_http_req_query(req, "timeout");
+    uint64_t secs = 0;
+    struct wr_err err;
+
+    if (q != NULL && wr_parse_uint(q, 86400 * 365, &secs, &err) < 0) {
+        free(w);
+        wr_http_respond_error(req, 400, "invalid", "`timeout` must be seconds");
+        return;
+    }
+    w->req = req;
+    w->sb = sb;
+    wr_msb_ref(sb);
+    uv_timer_init(wr_msb_loop(sb), &w->timer);
+    w->timer.data = w;
+    if (q != NULL)
+        uv_timer_start(&w->timer, wait_timeout, secs * 1000, 0);
+    w->sub.on_output = wait_output;
+    w->sub.on_exit = wait_exit;
+    w->sub.on_lost = wait_lost;
+    wr_http_req_set_data(req, w, wait_closed);
+    wr_proc_subscribe(p, &w->sub, false);
+}
+
+static void do_attach(struct wr_api *api, struct wr_http_req *req, struct wr_msb *sb,
+                      struct wr_proc *p)
+{
+    struct exec_st *e = exec_new(api, req, sb);
+    const char *enc = wr_http_req_query(req, "encoding");
+
+    e->mode = MODE_STREAM;
+    e->b64 = enc != NULL && strcmp(enc, "base64") == 0;
+    wr_http_req_set_data(req, e, exec_closed);
+    start_stream(e);
+    e->sub.on_output = exec_output;
+    e->sub.on_exit = exec_exit;
+    e->sub.on_lost = exec_lost;
+    wr_proc_subscribe(p, &e->sub, true);
+}
+
+/* ---- stdin (a streamed body), signal, resize -------------------------------------------------- */
+
+struct stdin_st {
+    struct wr_http_req *req;
+    struct wr_msb *sb;
+    uint32_t pid;
+    uv_timer_t retry;
+    bool paused;
+};
+
+static void stdin_timer_closed(uv_handle_t *h)
+{
+    struct stdin_st *s = h->data;
+    wr_msb_unref(s->sb);
+    free(s);
+}
+
+static void stdin_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct stdin_st *s = data;
+    uv_timer_stop(&s->retry);
+    uv_close((uv_handle_t *)&s->retry, stdin_timer_closed);
+}
+
+static void stdin_resume(uv_timer_t *t)
+{
+    struct stdin_st *s = t->data;
+    struct wr_agent *a = wr_msb_agent(s->sb);
+
+    if (a != NULL && wr_agent_pending(a) > STDIN_HIGH) {
+        uv_timer_start(&s->retry, stdin_resume, 20, 0);
+        return;
+    }
+    s->paused = false;
+    wr_http_req_resume_body(s->req);
+}
+
+static void stdin_data(struct wr_http_req *req, const char *p, size_t n)
+{
+    struct stdin_st *s = wr_http_req_data(req);
+    struct wr_proc *proc = wr_msb_alive(s->sb) ? wr_msb_proc(s->sb, s->pid) : NULL;
+    struct wr_agent *a = wr_msb_agent(s->sb);
+
+    if (proc == NULL)
+        return;
+    for (size_t off = 0; off < n; off += WR_CHUNK_SIZE)
+        wr_proc_stdin(proc, p + off, n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
+    /* Backpressure towards the client: stop reading its body while warren-init is behind. */
+    if (a != NULL && wr_agent_pending(a) > STDIN_HIGH && !s->paused) {
+        s->paused = true;
+        wr_http_req_pause_body(req);
+        uv_timer_start(&s->retry, stdin_resume, 20, 0);
+    }
+}
+
+static void stdin_end(struct wr_http_req *req)
+{
+    struct stdin_st *s = wr_http_req_data(req);
+    if (!wr_msb_alive(s->sb) || wr_msb_proc(s->sb, s->pid) == NULL)
+        wr_http_respond_error(req, 404, "not_found", "process %u is gone", s->pid);
+    else
+        wr_http_respond(req, 204, NULL, NULL, 0);
+}
+
+struct reply_st {
+    struct wr_http_req *req;
+};
+
+static void reply_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct reply_st *r = data;
+    r->req = NULL;
+}
+
+static void reply_done(void *ctx, const struct wr_err *err)
+{
+    struct reply_st *r = ctx;
+
+    if (r->req != NULL) {
+        wr_http_req_set_data(r->req, NULL, NULL);
+        if (err != NULL)
+            api_error(r->req, err);
+        else
+            wr_http_respond(r->req, 204, NULL, NULL, 0);
+    }
+    free(r);
+}
+
+static struct reply_st *reply_new(struct wr_http_req *req)
+{
+    struct reply_st *r = xcalloc(1, sizeof(*r));
+    r->req = req;
+    wr_http_req_set_data(req, r, reply_closed);
+    return r;
+}
+
+static int parse_signal(json_t *v)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+                 {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+                 {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"ALRM", SIGALRM}, {"WINCH", SIGWINCH}};
+    const char *s;
+
+    if (json_is_integer(v))
+        return json_integer_value(v) >= 1 && json_integer_value(v) <= 64
+                   ? (int)json_integer_value(v)
+                   : -1;
+    s = json_string_value(v);
+    if (s == NULL)
+        return -1;
+    if (strncmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(s, names[i].name) == 0)
+            return names[i].sig;
+    return -1;
+}
+
+struct ctl_body {
+    struct wr_msb *sb;
+    uint32_t pid;
+    bool resize;
+};
+
+static void ctl_body_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct ctl_body *c = data;
+    wr_msb_unref(c->sb);
+    free(c);
+}
+
+static void ctl_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    struct ctl_body *c = wr_http_req_data(req);
+    struct wr_msb *sb = c->sb;
+    uint32_t pid = c->pid;
+    bool resize = c->resize;
+    struct wr_proc *p;
+    json_t *j;
+
+    wr_http_req_set_data(req, NULL, NULL);
+    ctl_body_closed(req, c, false);
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        return;
+    p = wr_msb_alive(sb) ? wr_msb_proc(sb, pid) : NULL;
+    if (p == NULL) {
+        wr_http_respond_error(req, 404, "not_found", "process %u not found", pid);
+    } else if (resize) {
+        json_t *r = json_object_get(j, "rows"), *c2 = json_object_get(j, "cols");
+        if (!json_is_integer(r) || !json_is_integer(c2) || json_integer_value(r) < 1 ||
+            json_integer_value(r) > 65535 || json_integer_value(c2) < 1 ||
+            json_integer_value(c2) > 65535)
+            wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
+        else
+            wr_proc_resize(p, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c2),
+                           reply_done, reply_new(req));
+    } else {
+        int sig = parse_signal(json_object_get(j, "signal"));
+        if (sig < 0)
+            wr_http_respond_error(req, 400, "invalid",
+                                  "`signal` must be a number 1-64 or a name like SIGTERM");
+        else
+            wr_proc_signal(p, sig, reply_done, reply_new(req));
+    }
+    json_decref(j);
+}
+
+/* ---- terminal (WebSocket) ------------------------------------------------------------------- */
+
+struct term_st {
+    struct wr_msb *sb;
+    struct wr_ws *ws; /* NULL once closed */
+    struct wr_proc *proc;
+    struct wr_proc_sub sub;
+    bool spawn_pending, ended;
+};
+
+static void term_free(struct term_st *t)
+{
+    wr_proc_unsubscribe(&t->sub);
+    wr_msb_unref(t->sb);
+    free(t);
+}
+
+static bool term_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
+{
+    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+
+    /* A terminal's reader is a person: a client this far behind is gone. */
+    if (t->ws != NULL && wr_ws_send(t->ws, 2, p, n) > WS_HIGH)
+        wr_ws_close(t->ws, 1008, "client too slow");
+    return false;
+}
+
+static void term_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
+{
+    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    json_t *o;
+    char *s;
+
+    t->ended = true;
+    if (t->ws == NULL)
+        return;
+    o = exit_fields(json_pack("{s:s}", "type", "exit"), ex, timed_out);
+    s = json_dumps(o, JSON_COMPACT);
+    wr_ws_send(t->ws, 1, s, strlen(s));
+    free(s);
+    json_decref(o);
+    wr_ws_close(t->ws, 1000, "exited");
+}
+
+static void term_lost(struct wr_proc_sub *sub, const struct wr_err *err)
+{
+    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    t->ended = true;
+    if (t->ws != NULL)
+        wr_ws_close(t->ws, 1011, "sandbox gone");
+}
+
+static void term_message(struct wr_ws *ws, int opcode, const uint8_t *p, size_t n, void *ctx)
+{
+    struct term_st *t = ctx;
+    json_t *j;
+
+    if (t->proc == NULL || t->ended)
+        return;
+    if (opcode == 2) {
+        wr_proc_stdin(t->proc, p, n);
+        return;
+    }
+    j = json_loadb((const char *)p, n, 0, NULL);
+    if (json_is_object(j)) {
+        const char *type = json_string_value(json_object_get(j, "type"));
+        json_int_t r = json_integer_value(json_object_get(j, "rows"));
+        json_int_t c = json_integer_value(json_object_get(j, "cols"));
+        if (type != NULL && strcmp(type, "resize") == 0 && r > 0 && r < 65536 && c > 0 &&
+            c < 65536)
+            wr_proc_resize(t->proc, (uint16_t)r, (uint16_t)c, NULL, NULL);
+    }
+    json_decref(j);
+}
+
+static void term_closed(struct wr_ws *ws, void *ctx)
+{
+    struct term_st *t = ctx;
+
+    t->ws = NULL;
+    /* Like a terminal hanging up: the session's processes get SIGHUP. */
+    if (t->proc != NULL && !t->ended && wr_msb_alive(t->sb))
+        wr_proc_signal(t->proc, SIGHUP, NULL, NULL);
+    if (!t->spawn_pending)
+        term_free(t);
+}
+
+static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
+{
+    struct term_st *t = ctx;
+
+    t->spawn_pending = false;
+    if (t->ws == NULL) {
+        if (proc != NULL)
+            wr_proc_signal(proc, SIGHUP, NULL, NULL);
+        term_free(t);
+        return;
+    }
+    if (err != NULL) {
+        char *s = xasprintf("{\"type\":\"error\",\"message\":\"%s\"}", "could not start");
+        wr_ws_send(t->ws, 1, s, strlen(s));
+        free(s);
+        wr_ws_close(t->ws, 1011, "could not start the command");
+        return;
+    }
+    t->proc = proc;
+    t->sub.on_output = term_output;
+    t->sub.on_exit = term_exit;
+    t->sub.on_lost = term_lost;
+    wr_proc_subscribe(proc, &t->sub, true);
+}
+
+static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
+{
+    static const struct wr_ws_callbacks cbs = {.on_message = term_message,
+                                               .on_close = term_closed};
+    const char *cmd = wr_http_req_query(req, "cmd");
+    const char *user = wr_http_req_query(req, "user");
+    const char *cwd = wr_http_req_query(req, "cwd");
+    const char *q;
+    uint64_t rows = 24, cols = 80;
+    struct wr_err err;
+    struct term_st *t;
+    char *argv[4] = {"/bin/sh", "-l", NULL, NULL};
+    struct wr_spawn sp = {.uid = -1, .gid = -1, .pty = true};
+
+    if (((q = wr_http_req_query(req, "rows")) && (wr_parse_uint(q, 65535, &rows, &err) < 0 ||
+                                                  rows == 0)) ||
+        ((q = wr_http_req_query(req, "cols")) && (wr_parse_uint(q, 65535, &cols, &err) < 0 ||
+                                                  cols == 0))) {
+        wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
+        return;
+    }
+    if (cwd != NULL && cwd[0] != '/') {
+        wr_http_respond_error(req, 400, "invalid", "`cwd` must be an absolute path");
+        return;
+    }
+    t = xcalloc(1, sizeof(*t));
+    t->sb = sb;
+    wr_msb_ref(sb);
+    t->ws = wr_http_ws_accept(req, &cbs, t);
+    if (t->ws == NULL) {
+        wr_msb_unref(sb);
+        free(t);
+        return;
+    }
+    if (cmd != NULL) {
+        argv[1] = "-c";
+        argv[2] = (char *)cmd;
+    }
+    sp.argv = argv;
+    sp.user = (char *)user;
+    sp.cwd = (char *)cwd;
+    sp.rows = (uint16_t)rows;
+    sp.cols = (uint16_t)cols;
+    t->spawn_pending = true;
+    wr_msb_spawn(sb, &sp, 0, term_started, t);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static void list_one(struct wr_proc *p, void *ctx)
+{
+    json_array_append_new(ctx, api_proc_json(p));
+}
+
+void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+              struct wr_msb *sb, const struct api_route *rt)
+{
+    const char *method = wr_http_req_method(req);
+    const char *what = rt->seg[2];
+    struct wr_proc *p = NULL;
+    uint64_t pid = 0;
+    struct wr_err err;
+
+    if (strcmp(what, "exec") == 0 && rt->nseg == 3) {
+        struct exec_st *e;
+        if (strcmp(method, "POST") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
+            return;
+        }
+        e = exec_new(api, req, sb);
+        wr_http_req_set_data(req, e, exec_closed);
+        wr_http_req_read_body(req, MAX_EXEC_BODY, exec_body);
+        return;
+    }
+    if (strcmp(what, "terminal") == 0 && rt->nseg == 3) {
+        do_terminal(req, sb);
+        return;
+    }
+    if (strcmp(what, "processes") != 0)
+        goto notfound;
+    if (rt->nseg == 3) {
+        json_t *arr = json_array();
+        wr_msb_procs_foreach(sb, list_one, arr);
+        wr_http_respond_json(req, 200, json_pack("{s:o}", "processes", arr));
+        return;
+    }
+    if (wr_parse_uint(rt->seg[3], UINT32_MAX, &pid, &err) < 0 || pid == 0 ||
+        (p = wr_msb_proc(sb, (uint32_t)pid)) == NULL) {
+        wr_http_respond_error(req, 404, "not_found", "process `%s` not found", rt->seg[3]);
+        return;
+    }
+    if (rt->nseg == 4) {
+        if (strcmp(method, "GET") == 0)
+            wr_http_respond_json(req, 200, api_proc_json(p));
+        else if (strcmp(method, "DELETE") == 0) {
+            if (wr_proc_release(p, &err) < 0)
+                api_error(req, &err);
+            else
+                wr_http_respond(req, 204, NULL, NULL, 0);
+        } else
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
+        return;
+    }
+    if (rt->nseg == 5 && strcmp(rt->seg[4], "attach") == 0 && strcmp(method, "GET") == 0) {
+        do_attach(api, req, sb, p);
+        return;
+    }
+    if (rt->nseg == 5 && strcmp(rt->seg[4], "wait") == 0 && strcmp(method, "GET") == 0) {
+        do_wait(req, sb, p);
+        return;
+    }
+    if (strcmp(method, "POST") != 0)
+        goto notfound;
+    if (rt->nseg == 5 && strcmp(rt->seg[4], "stdin") == 0) {
+        struct stdin_st *s = xcalloc(1, sizeof(*s));
+        if (!wr_proc_running(p)) {
+            free(s);
+            wr_http_respond_error(req, 409, "conflict", "process %u has ended", (unsigned)pid);
+            return;
+        }
+        s->req = req;
+        s->sb = sb;
+        s->pid = (uint32_t)pid;
+        wr_msb_ref(sb);
+        uv_timer_init(wr_msb_loop(sb), &s->retry);
+        s->retry.data = s;
+        wr_http_req_set_data(req, s, stdin_closed);
+        wr_http_req_stream_body(req, stdin_data, stdin_end);
+        return;
+    }
+    if (rt->nseg == 6 && strcmp(rt->seg[4], "stdin") == 0 && strcmp(rt->seg[5], "close") == 0) {
+        wr_proc_stdin_close(p, reply_done, reply_new(req));
+        return;
+    }
+    if (rt->nseg == 5 && (strcmp(rt->seg[4], "signal") == 0 || strcmp(rt->seg[4], "resize") == 0)) {
+        struct ctl_body *c = xcalloc(1, sizeof(*c));
+        c->sb = sb;
+        wr_msb_ref(sb);
+        c->pid = (uint32_t)pid;
+        c->resize = strcmp(rt->seg[4], "resize") == 0;
+        wr_http_req_set_data(req, c, ctl_body_closed);
+        wr_http_req_read_body(req, 4096, ctl_body);
+        return;
+    }
+notfound:
+    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
+                          wr_http_req_path(req));
+}

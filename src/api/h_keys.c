@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /v1/keys: API keys. Admin keys (and the unix socket) make keys for any team; a team's own key
+ * lists and revokes its team's keys. */
+#include <string.h>
+
+#include "../util/xalloc.h"
+#include "api_int.h"
+
+static json_t *key_json(const struct wr_key_info *k)
+{
+    char created[32];
+
+    api_time(k->created_ms, created);
+    return json_pack("{s:s,s:s,s:s,s:b,s:s}", "id", k->id, "team", k->team, "name",
+                     k->name ? k->name : "", "admin", k->admin, "created_at", created);
+}
+
+static bool valid_team(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
+              (t[i] >= '0' && t[i] <= '9') || t[i] == '-' || t[i] == '_' || t[i] == '.'))
+            return false;
+    return true;
+}
+
+struct key_body {
+    struct wr_api *api;
+};
+
+static void key_body_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    free(data);
+}
+
+static void create_key(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"team", "name", "admin", NULL};
+    struct key_body *kb = wr_http_req_data(req);
+    struct wr_api *api = kb->api;
+    struct wr_key_info ki;
+    struct wr_err err;
+    const char *team, *name;
+    char *secret = NULL;
+    json_t *j, *out;
+
+    wr_http_req_set_data(req, NULL, NULL);
+    free(kb);
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        return;
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    team = json_string_value(json_object_get(j, "team"));
+    name = json_string_value(json_object_get(j, "name"));
+    if (team == NULL || !valid_team(team)) {
+        wr_http_respond_error(req, 400, "invalid", "`team` must be 1-64 of [A-Za-z0-9._-]");
+        goto out;
+    }
+    if (name != NULL && strlen(name) > 128) {
+        wr_http_respond_error(req, 400, "invalid", "`name` is longer than 128 bytes");
+        goto out;
+    }
+    if (json_object_get(j, "admin") != NULL && !json_is_boolean(json_object_get(j, "admin"))) {
+        wr_http_respond_error(req, 400, "invalid", "`admin` must be a boolean");
+        goto out;
+    }
+    if (wr_store_key_create(api->store, team, name ? name : "", json_is_true(json_object_get(j, "admin")),
+                            &secret, &ki, &err) < 0) {
+        api_error(req, &err);
+        goto out;
+    }
+    out = key_json(&ki);
+    json_object_set_new(out, "key", json_string(secret));
+    wr_http_respond_json(req, 201, out);
+    wr_key_info_fini(&ki);
+    free(secret);
+out:
+    json_decref(j);
+}
+
+void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+              const struct api_route *rt)
+{
+    const char *method = wr_http_req_method(req);
+    struct wr_key_info *keys = NULL;
+    struct wr_err err;
+    size_t n = 0;
+
+    if (rt->nseg == 1 && strcmp(method, "GET") == 0) {
+        json_t *arr;
+        if (wr_store_key_list(api->store, who->admin ? NULL : who->team, &keys, &n, &err) < 0) {
+            api_error(req, &err);
+            return;
+        }
+        arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            json_array_append_new(arr, key_json(&keys[i]));
+            wr_key_info_fini(&keys[i]);
+        }
+        free(keys);
+        wr_http_respond_json(req, 200, json_pack("{s:o}", "keys", arr));
+        return;
+    }
+    if (rt->nseg == 1 && strcmp(method, "POST") == 0) {
+        struct key_body *kb;
+        if (!who->admin) {
+            wr_http_respond_error(req, 403, "forbidden", "only an admin key can make keys");
+            return;
+        }
+        kb = xcalloc(1, sizeof(*kb));
+        kb->api = api;
+        wr_http_req_set_data(req, kb, key_body_closed);
+        wr_http_req_read_body(req, 4096, create_key);
+        return;
+    }
+    if (rt->nseg == 2 && strcmp(method, "DELETE") == 0) {
+        if (wr_store_key_delete(api->store, who->admin ? NULL : who->team, rt->seg[1], &err) < 0)
+            api_error(req, &err);
+        else
+            wr_http_respond(req, 204, NULL, NULL, 0);
+        return;
+    }
+    wr_http_respond_error(req, rt->nseg <= 2 ? 405 : 404,
+                          rt->nseg <= 2 ? "method_not_allowed" : "not_found", "%s %s", method,
+                          wr_http_req_path(req));
+}

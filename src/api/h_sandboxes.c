@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /v1/sandboxes: create, list, get, delete, timeout; sub-resources go to h_exec.c and
+ * h_files.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "../util/xalloc.h"
+#include "api_int.h"
+
+#define MAX_CREATE_BODY (64u * 1024)
+
+json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
+{
+    char created[32], expires[32];
+    json_t *meta = json_loads(r->metadata_json ? r->metadata_json : "{}", 0, NULL);
+
+    api_time(r->created_ms, created);
+    api_time(r->deadline_ms, expires);
+    if (!json_is_object(meta)) {
+        json_decref(meta);
+        meta = json_object();
+    }
+    return json_pack("{s:s,s:s,s:s,s:s?,s:f,s:I,s:s,s:s,s:o}", "id", r->id, "template",
+                     r->template_name, "state", r->state, "reason", r->reason, "cpus",
+                     r->cpu_millis / 1000.0, "memory_mb", (json_int_t)(r->memory_bytes >> 20),
+                     "created_at", created, "expires_at", expires, "metadata", meta);
+}
+
+/* What a body callback needs to know about the request it continues. */
+struct body_ctx {
+    struct wr_api *api;
+    char team[128]; /* the caller's team; "" for an admin acting on any team */
+    char id[72];
+};
+
+static void body_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    free(data);
+}
+
+/* Take the body context back (the request's data is then free for the next stage). */
+static struct body_ctx *take_body_ctx(struct wr_http_req *req)
+{
+    struct body_ctx *b = wr_http_req_data(req);
+    wr_http_req_set_data(req, NULL, NULL);
+    return b;
+}
+
+/* ---- create ---------------------------------------------------------------------------------- */
+
+struct create_ctx {
+    struct wr_api *api;
+    struct wr_http_req *req;
+    bool gone; /* the client left before the answer */
+};
+
+static void create_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct create_ctx *c = data;
+    /* The create goes on (the sandbox will exist, with its deadline); nobody hears of it
+     * unless the same Idempotency-Key is retried. */
+    c->gone = true;
+    c->req = NULL;
+}
+
+static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
+                            const struct wr_err *err, unsigned retry_after_s)
+{
+    struct create_ctx *c = ctx;
+
+    if (!c->gone) {
+        if (err != NULL) {
+            if (err->kind == WR_ELIMIT) {
+                char ra[16];
+                snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
+                wr_http_resp_header(c->req, "Retry-After", ra);
+                wr_http_respond_error(c->req, 503, "limit", "%s", err->msg);
+            } else {
+                api_error(c->req, err);
+            }
+        } else {
+            wr_http_respond_json(c->req, existed ? 200 : 201, api_sandbox_json(rec));
+        }
+        wr_http_req_set_data(c->req, NULL, NULL);
+    }
+    if (rec != NULL) {
+        wr_sandbox_rec_fini(rec);
+        free(rec);
+    }
+    free(c);
+}
+
+/* A JSON object whose values are all strings (env, metadata); NULL with an answer if not. */
+static int string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
+{
+    json_t *m = json_object_get(body, key);
+    const char *k;
+    json_t *v;
+
+    *out = NULL;
+    if (m == NULL || json_is_null(m))
+        return 0;
+    if (!json_is_object(m)) {
+        wr_http_respond_error(req, 400, "invalid", "`%s` must be an object of strings", key);
+        return -1;
+    }
+    json_object_foreach(m, k, v)
+    {
+        if (!json_is_string(v) || k[0] == '\0' || strlen(k) > 256 ||
+            json_string_length(v) > 65536 ||
+            (strcmp(key, "env") == 0 && (strchr(k, '=') != NULL))) {
+            wr_http_respond_error(req, 400, "invalid", "`%s.%s` must be a string", key, k);
+            return -1;
+        }
+    }
+    if (json_object_size(m) > 256) {
+        wr_http_respond_error(req, 400, "invalid", "`%s` has more than 256 entries", key);
+        return -1;
+    }
+    *out = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    return 0;
+}
+
+static void create_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"template", "cpus", "memory_mb", "timeout", "env",
+                                          "metadata", NULL};
+    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_api *api = bc->api;
+    struct create_ctx *c;
+    struct wr_create_req cr = {0};
+    char *env = NULL, *meta = NULL;
+    json_t *j, *v;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL) {
+        free(bc);
+        return;
+    }
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    if ((v = json_object_get(j, "template")) != NULL && !json_is_null(v)) {
+        if (!json_is_string(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`template` must be a string");
+            goto out;
+        }
+        cr.template_name = json_string_value(v);
+    }
+    if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
+        double cpus = json_number_value(v);
+        if (!json_is_number(v) || !(cpus >= 0.01) || cpus > 1024) {
+            wr_http_respond_error(req, 400, "invalid", "`cpus` must be a number from 0.01 to 1024");
+            goto out;
+        }
+        cr.cpu_millis = (uint32_t)(cpus * 1000 + 0.5);
+    }
+    if ((v = json_object_get(j, "memory_mb")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 16 ||
+            json_integer_value(v) > (1 << 24)) {
+            wr_http_respond_error(req, 400, "invalid", "`memory_mb` must be an integer >= 16");
+            goto out;
+        }
+        cr.memory_bytes = (uint64_t)json_integer_value(v) << 20;
+    }
+    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > UINT32_MAX) {
+            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
+            goto out;
+        }
+        cr.timeout_s = (uint32_t)json_integer_value(v);
+    }
+    if (string_map(req, j, "env", &env) < 0 || string_map(req, j, "metadata", &meta) < 0)
+        goto out;
+    cr.env_json = env;
+    cr.metadata_json = meta;
+    cr.idem_key = wr_http_req_header(req, "Idempotency-Key");
+    if (cr.idem_key != NULL && (strlen(cr.idem_key) == 0 || strlen(cr.idem_key) > 128)) {
+        wr_http_respond_error(req, 400, "invalid", "Idempotency-Key must be 1 to 128 bytes");
+        goto out;
+    }
+    cr.team = bc->team;
+    c = xcalloc(1, sizeof(*c));
+    c->api = api;
+    c->req = req;
+    wr_http_req_set_data(req, c, create_closed);
+    wr_manager_create(api->mgr, &cr, create_answered, c);
+out:
+    free(env);
+    free(meta);
+    free(bc);
+    json_decref(j);
+}
+
+/* ---- list, get, delete, timeout -------------------------------------------------------------- */
+
+static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+{
+    const char *metas[16];
+    const char *keys[16], *vals[16];
+    const char *states[8] = {NULL};
+    char *mbuf[16] = {NULL};
+    char statebuf[128];
+    struct wr_sandbox_filter f = {.team = who->admin && wr_http_req_query(req, "all") ? NULL
+                                                                                        : who->team};
+    struct wr_sandbox_rec *recs = NULL;
+    struct wr_err err;
+    size_t n = 0, nm;
+    uint64_t limit = 100, cursor = 0;
+    const char *q;
+    json_t *arr;
+
+    nm = wr_http_req_query_all(req, "metadata", metas, 16);
+    if (nm > 16) {
+        wr_http_respond_error(req, 400, "invalid", "at most 16 metadata filters");
+        return;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        char *eq;
+        mbuf[i] = xstrdup(metas[i]);
+        eq = strchr(mbuf[i], '=');
+        if (eq == NULL || eq == mbuf[i]) {
+            wr_http_respond_error(req, 400, "invalid", "metadata filter `%s` must be key=value",
+                                  metas[i]);
+            goto out;
+        }
+        *eq = '\0';
+        keys[i] = mbuf[i];
+        vals[i] = eq + 1;
+    }
+    f.meta_keys = keys;
+    f.meta_values = vals;
+    f.n_meta = nm;
+    if ((q = wr_http_req_query(req, "state")) != NULL) {
+        static const char *const valid[] = {"creating", "running", "paused", "stopped", "error"};
+        size_t ns = 0;
+        char *save = NULL;
+        snprintf(statebuf, sizeof(statebuf), "%s", q);
+        for (char *s = strtok_r(statebuf, ",", &save); s != NULL; s = strtok_r(NULL, ",", &save)) {
+            bool ok = false;
+            for (size_t i = 0; i < 5; i++)
+                ok |= strcmp(s, valid[i]) == 0;
+            if (!ok || ns == 7) {
+                wr_http_respond_error(req, 400, "invalid", "unknown state `%s`", s);
+                goto out;
+            }
+            states[ns++] = s;
+        }
+        f.states = states;
+    }
+    if ((q = wr_http_req_query(req, "limit")) != NULL &&
+        (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
+        wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
+        goto out;
+    }
+    if ((q = wr_http_req_query(req, "cursor")) != NULL &&
+        wr_parse_uint(q, INT64_MAX, &cursor, &err) < 0) {
+        wr_http_respond_error(req, 400, "invalid", "`cursor` is not valid");
+        goto out;
+    }
+    f.after_seq = (int64_t)cursor;
+    f.limit = (size_t)limit + 1; /* one more tells whether there is a next page */
+    if (wr_store_sandbox_list(api->store, &f, &recs, &n, &err) < 0) {
+        api_error(req, &err);
+        goto out;
+    }
+    arr = json_array();
+    for (size_t i = 0; i < n && i < limit; i++)
+        json_array_append_new(arr, api_sandbox_json(&recs[i]));
+    if (n > limit) {
+        char next[32];
+        snprintf(next, sizeof(next), "%" PRId64, recs[limit - 1].seq);
+        wr_http_respond_json(req, 200, json_pack("{s:o,s:s}", "sandboxes", arr, "next_cursor",
+                                                 next));
+    } else {
+        wr_http_respond_json(req, 200, json_pack("{s:o,s:n}", "sandboxes", arr, "next_cursor"));
+    }
+    for (size_t i = 0; i < n; i++)
+        wr_sandbox_rec_fini(&recs[i]);
+    free(recs);
+out:
+    for (size_t i = 0; i < 16; i++)
+        free(mbuf[i]);
+}
+
+static void deleted(void *ctx, const struct wr_err *err)
+{
+    struct wr_http_req *req = ctx;
+
+    if (req == NULL)
+        return;
+    wr_http_req_set_data(req, NULL, NULL);
+    if (err != NULL)
+        api_error(req, err);
+    else
+        wr_http_respond(req, 204, NULL, NULL, 0);
+}
+
+/* If the client leaves while a delete runs, the delete completes; the answer goes nowhere. */
+struct del_ctx {
+    struct wr_http_req *req;
+};
+
+static void del_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct del_ctx *d = data;
+    d->req = NULL;
+}
+
+static void del_done(void *ctx, const struct wr_err *err)
+{
+    struct del_ctx *d = ctx;
+    if (d->req != NULL)
+        deleted(d->req, err);
+    free(d);
+}
+
+static void timeout_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+    const char *team = bc->team[0] ? bc->team : NULL;
+    json_t *j, *v;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL) {
+        free(bc);
+        return;
+    }
+    v = json_object_get(j, "timeout");
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX) {
+        wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
+    } else if (wr_manager_set_timeout(bc->api->mgr, team, bc->id, (uint32_t)json_integer_value(v),
+                                      &rec, &err) < 0) {
+        api_error(req, &err);
+    } else {
+        wr_http_respond_json(req, 200, api_sandbox_json(&rec));
+        wr_sandbox_rec_fini(&rec);
+    }
+    free(bc);
+    json_decref(j);
+}
+
+static void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team,
+                           const char *id, size_t max,
+                           void (*cb)(struct wr_http_req *, const char *, size_t))
+{
+    struct body_ctx *bc = xcalloc(1, sizeof(*bc));
+
+    bc->api = api;
+    snprintf(bc->team, sizeof(bc->team), "%s", team ? team : "");
+    snprintf(bc->id, sizeof(bc->id), "%s", id ? id : "");
+    wr_http_req_set_data(req, bc, body_ctx_closed);
+    wr_http_req_read_body(req, max, cb);
+}
+
+void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                   const struct api_route *rt)
+{
+    const char *method = wr_http_req_method(req);
+    const char *team = who->admin ? NULL : who->team;
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+    struct wr_msb *sb;
+
+    if (rt->nseg == 1) {
+        if (strcmp(method, "POST") == 0) {
+            read_body_with(api, req, who->team, NULL, MAX_CREATE_BODY, create_body);
+        } else if (strcmp(method, "GET") == 0) {
+            list(api, req, who);
+        } else {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
+        }
+        return;
+    }
+    if (rt->nseg == 2) {
+        if (strcmp(method, "GET") == 0) {
+            if (wr_manager_get(api->mgr, team, rt->seg[1], &rec, &err) < 0) {
+                api_error(req, &err);
+                return;
+            }
+            wr_http_respond_json(req, 200, api_sandbox_json(&rec));
+            wr_sandbox_rec_fini(&rec);
+        } else if (strcmp(method, "DELETE") == 0) {
+            struct del_ctx *d = xcalloc(1, sizeof(*d));
+            d->req = req;
+            wr_http_req_set_data(req, d, del_closed);
+            wr_manager_delete(api->mgr, team, rt->seg[1], del_done, d);
+        } else {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
+        }
+        return;
+    }
+    if (rt->nseg == 3 && strcmp(rt->seg[2], "timeout") == 0) {
+        if (strcmp(method, "POST") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
+            return;
+        }
+        read_body_with(api, req, team, rt->seg[1], 4096, timeout_body);
+        return;
+    }
+    /* Everything else needs a running sandbox. */
+    sb = wr_manager_find(api->mgr, team, rt->seg[1], &err);
+    if (sb == NULL) {
+        api_error(req, &err);
+        return;
+    }
+    if (strcmp(rt->seg[2], "exec") == 0 || strcmp(rt->seg[2], "processes") == 0 ||
+        strcmp(rt->seg[2], "terminal") == 0)
+        api_exec(api, req, who, sb, rt);
+    else if (strcmp(rt->seg[2], "files") == 0)
+        api_files(api, req, who, sb, rt);
+    else
+        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
+                              wr_http_req_path(req));
+}

@@ -1,0 +1,1785 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The HTTP/1.1 server: listeners, connections, the llhttp glue, requests and responses, and the
+ * WebSocket mode of a connection (wslay). docs/design/http.md describes the lifetimes and the flow
+ * control; the rules that keep it memory-safe are:
+ *  - conn_process() is the only place that calls the handler, delivers request bodies and
+ *    finishes requests, and it only runs from libuv callbacks (read, write, idle), never from
+ *    inside an API call. API calls made by handlers just record state and conn_kick().
+ *  - Connections and requests cut short are freed from the libuv close callbacks. */
+#include "http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <llhttp.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <wslay/wslay.h>
+
+#include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+
+#define IN_CAP            (64 * 1024) /* per-connection input buffer, allocated while in use */
+#define URL_MAX           (8 * 1024)
+#define LOW_WATER         (256 * 1024)
+#define DISCARD_MAX       (4 * 1024 * 1024) /* unread body we skip before closing instead */
+#define LINGER_MS         2000
+#define WS_CLOSE_MS       5000
+#define WS_MAX_MSG        (16 * 1024 * 1024)
+#define BACKLOG           4096
+#define DEFAULT_MAX_HDR   (64 * 1024)
+#define DEFAULT_IDLE_MS   60000
+#define REQUEST_ID_MAX    64
+#define WS_GUID           "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#define JSON_CONTENT_TYPE "application/json"
+
+/* ---- small growable strings -------------------------------------------------------------- */
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+/* Append n bytes, keeping the buffer NUL-terminated. */
+static void sbuf_add(struct sbuf *b, const void *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->len, p, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sbuf_adds(struct sbuf *b, const char *s)
+{
+    sbuf_add(b, s, strlen(s));
+}
+
+static void __attribute__((format(printf, 2, 3))) sbuf_addf(struct sbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof(tmp)) {
+        sbuf_add(b, tmp, (size_t)n);
+        return;
+    }
+    _cleanup_free_ char *big = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    (void)vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sbuf_add(b, big, (size_t)n);
+}
+
+static void sbuf_reset(struct sbuf *b)
+{
+    free(b->p);
+    *b = (struct sbuf){0};
+}
+
+/* Name/value lists for headers and query parameters. */
+struct kv {
+    char *name, *value;
+};
+
+struct kvs {
+    struct kv *v;
+    size_t n, cap;
+};
+
+static void kvs_push(struct kvs *l, char *name, char *value)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 8;
+        l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = (struct kv){name, value};
+}
+
+static void kvs_free(struct kvs *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        free(l->v[i].value);
+    }
+    free(l->v);
+    *l = (struct kvs){0};
+}
+
+/* ---- objects ------------------------------------------------------------------------------- */
+
+enum body_mode { BODY_NONE, BODY_BUFFER, BODY_STREAM, BODY_DISCARD };
+
+struct conn;
+
+struct wr_http_req {
+    struct conn *c;
+    const char *method;
+    struct sbuf url;
+    char *path;
+    struct kvs query, headers;
+    char id[REQUEST_ID_MAX + 1];
+    int64_t content_length;
+    bool keep_alive, no_body, is_upgrade;
+    bool headers_done, dispatched, body_done, end_delivered, body_paused, closed;
+    bool server_answered; /* the server answered it (413, 400): on_close says aborted */
+    bool internal;        /* made by the server for an error; the handler never saw it */
+    enum body_mode mode;
+    size_t body_max, discarded;
+    struct sbuf body;
+    void (*read_cb)(struct wr_http_req *req, const char *body, size_t len);
+    void (*on_data)(struct wr_http_req *req, const char *p, size_t n);
+    void (*on_end)(struct wr_http_req *req);
+    void *data;
+    void (*on_close)(struct wr_http_req *req, void *data, bool aborted);
+    struct sbuf resp_hdrs;
+    bool resp_started, resp_ended, resp_chunked;
+    int64_t resp_left; /* fixed-length responses: body bytes still owed */
+    void (*on_drain)(struct wr_http_req *req);
+    bool drain_armed;
+};
+
+struct wr_ws {
+    struct conn *c;
+    struct wr_http_req *req;
+    wslay_event_context_ptr ctx;
+    struct wr_ws_callbacks cbs;
+    void *user;
+    bool in_recv;
+};
+
+struct conn {
+    struct wr_http_server *srv;
+    struct conn *prev, *next; /* srv->conns */
+    struct conn *kick_next;   /* srv->kicked */
+    bool kicked;
+    union {
+        uv_handle_t h;
+        uv_stream_t s;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } io;
+    uv_timer_t timer;
+    uv_shutdown_t shut;
+    int open_handles;
+    bool is_unix, reading, read_eof, closing, want_close, parse_dead, lingering, parser_paused;
+    llhttp_t parser;
+    char *in; /* IN_CAP bytes while there is unparsed input, else NULL */
+    size_t in_off, in_len;
+    struct wr_http_req *cur; /* the one request being parsed or handled */
+    struct sbuf hfield, hvalue;
+    size_t hdr_bytes;
+    int err_status; /* set by a parser callback that rejects the request */
+    const char *err_msg;
+    size_t pending; /* bytes handed to uv_write and not yet completed */
+    struct wr_ws *ws;
+};
+
+struct wr_http_server {
+    uv_loop_t *loop;
+    wr_http_handler_fn handler;
+    void *ctx;
+    size_t max_header_bytes;
+    unsigned idle_ms;
+    uv_pipe_t unix_l;
+    uv_tcp_t tcp_l;
+    bool has_unix, has_tcp, stopping;
+    char *unix_path;
+    int tcp_port;
+    uv_idle_t kick_idle;
+    struct conn *conns, *kicked;
+    int open_handles;
+    void (*done)(void *arg);
+    void *done_arg;
+    uint64_t id_seed, id_next;
+};
+
+struct wreq {
+    uv_write_t w;
+    struct conn *c;
+    size_t n;
+    char data[];
+};
+
+static llhttp_settings_t parser_settings;
+
+static void conn_process(struct conn *c);
+static void conn_close(struct conn *c);
+static void conn_update_read(struct conn *c);
+static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg);
+static void srv_handle_closed(struct wr_http_server *srv);
+static void on_kick_idle(uv_idle_t *h);
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 101:
+        return "Switching Protocols";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 304:
+        return "Not Modified";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 409:
+        return "Conflict";
+    case 410:
+        return "Gone";
+    case 411:
+        return "Length Required";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Content Too Large";
+    case 414:
+        return "URI Too Long";
+    case 415:
+        return "Unsupported Media Type";
+    case 416:
+        return "Range Not Satisfiable";
+    case 422:
+        return "Unprocessable Content";
+    case 426:
+        return "Upgrade Required";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 507:
+        return "Insufficient Storage";
+    default:
+        return "Status";
+    }
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string; '+' becomes a space when plus is set. Returns NULL on
+ * an invalid escape or an encoded NUL (which would silently cut a C string short). */
+static char *pct_decode(const char *s, size_t n, bool plus)
+{
+    _cleanup_free_ char *out = xmalloc(n + 1);
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int hi, lo;
+            if (i + 2 >= n)
+                return NULL;
+            hi = hexval((unsigned char)s[i + 1]);
+            lo = hexval((unsigned char)s[i + 2]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                return NULL;
+            out[o++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else if (s[i] == '+' && plus) {
+            out[o++] = ' ';
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = '\0';
+    return steal_pointer(&out);
+}
+
+/* Split the request target into the decoded path and query parameters. Accepts origin-form
+ * ("/p?q") and absolute-form ("http://host/p?q", which proxies send and RFC 9112 says servers
+ * must accept). Returns -1 with *msg set if the target is malformed. */
+static int parse_target(struct wr_http_req *r, const char **msg)
+{
+    const char *p = r->url.p ? r->url.p : "";
+    size_t plen;
+
+    if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
+        p = strstr(p, "://") + 3;
+        p += strcspn(p, "/?#");
+    }
+    if (*p != '/' && *p != '?' && *p != '\0') {
+        *msg = "request target must be an absolute path";
+        return -1;
+    }
+    plen = strcspn(p, "?#");
+    r->path = plen ? pct_decode(p, plen, false) : xstrdup("/");
+    if (r->path == NULL) {
+        *msg = "invalid percent-encoding in path";
+        return -1;
+    }
+    if (p[plen] != '?')
+        return 0;
+    p += plen + 1;
+    size_t qlen = strcspn(p, "#");
+    const char *end = p + qlen;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *pe = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(pe - p));
+        if (pe > p) {
+            const char *ne = eq ? eq : pe;
+            _cleanup_free_ char *name = pct_decode(p, (size_t)(ne - p), true);
+            _cleanup_free_ char *val =
+                eq ? pct_decode(eq + 1, (size_t)(pe - eq - 1), true) : xstrdup("");
+            if (name == NULL || val == NULL) {
+                *msg = "invalid percent-encoding in query";
+                return -1;
+            }
+            kvs_push(&r->query, steal_pointer(&name), steal_pointer(&val));
+        }
+        p = amp ? amp + 1 : end;
+    }
+    return 0;
+}
+
+static bool request_id_valid(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > REQUEST_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!isalnum(ch) && ch != '_' && ch != '.' && ch != '-')
+            return false;
+    }
+    return true;
+}
+
+/* splitmix64 of seed + counter: a bijection, so ids never repeat within a server's life, and
+ * they do not reveal how many requests the server has seen. */
+static void request_id_generate(struct wr_http_server *srv, char out[REQUEST_ID_MAX + 1])
+{
+    uint64_t z = srv->id_seed + (++srv->id_next) * 0x9E3779B97F4A7C15ull;
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    snprintf(out, REQUEST_ID_MAX + 1, "%016llx", (unsigned long long)z);
+}
+
+static const char *kvs_get(const struct kvs *l, const char *name, bool icase)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if ((icase ? strcasecmp : strcmp)(l->v[i].name, name) == 0)
+            return l->v[i].value;
+    return NULL;
+}
+
+/* True if the comma-separated header value has `token` (case-insensitive). */
+static bool header_has_token(const char *value, const char *token)
+{
+    size_t tl = strlen(token);
+
+    while (value && *value) {
+        value += strspn(value, " \t,");
+        size_t n = strcspn(value, ",");
+        size_t m = n;
+        while (m > 0 && (value[m - 1] == ' ' || value[m - 1] == '\t'))
+            m--;
+        if (m == tl && strncasecmp(value, token, tl) == 0)
+            return true;
+        value += n;
+    }
+    return false;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+static struct wr_http_req *req_new(struct conn *c)
+{
+    struct wr_http_req *r = xcalloc(1, sizeof(*r));
+
+    r->c = c;
+    r->content_length = -1;
+    r->resp_left = -1;
+    return r;
+}
+
+static void req_free(struct wr_http_req *r)
+{
+    if (r == NULL)
+        return;
+    sbuf_reset(&r->url);
+    free(r->path);
+    kvs_free(&r->query);
+    kvs_free(&r->headers);
+    sbuf_reset(&r->body);
+    sbuf_reset(&r->resp_hdrs);
+    free(r);
+}
+
+/* The request is over: tell the handler (unless the server made it) and free it. */
+static void req_finish(struct conn *c, struct wr_http_req *r, bool aborted)
+{
+    if (c->cur == r)
+        c->cur = NULL;
+    if (!r->closed) {
+        r->closed = true;
+        if (r->on_close && !r->internal)
+            r->on_close(r, r->data, aborted || r->server_answered);
+    }
+    req_free(r);
+}
+
+/* A request is done once its response has ended and reached the socket, and its body was
+ * consumed (or parsing stopped, in which case the connection closes next). */
+static bool req_done(const struct conn *c, const struct wr_http_req *r)
+{
+    return r->dispatched && r->resp_ended && c->pending == 0 && (r->body_done || c->parse_dead);
+}
+
+/* ---- the event plumbing -------------------------------------------------------------------- */
+
+/* Ask for conn_process(c) on the next loop iteration. API calls made by a handler use this, so
+ * that no handler callback ever runs, and no request is freed, inside the handler's own call. */
+static void conn_kick(struct conn *c)
+{
+    struct wr_http_server *srv = c->srv;
+
+    if (c->kicked || c->closing)
+        return;
+    c->kicked = true;
+    c->kick_next = srv->kicked;
+    srv->kicked = c;
+    (void)uv_idle_start(&srv->kick_idle, on_kick_idle);
+}
+
+static void on_kick_idle(uv_idle_t *h)
+{
+    struct wr_http_server *srv = h->data;
+    struct conn *list = srv->kicked;
+
+    srv->kicked = NULL;
+    /* Close callbacks (the only place a conn is freed) cannot run while this loop runs, so every
+     * conn on the detached list stays valid. */
+    while (list) {
+        struct conn *c = list;
+        list = c->kick_next;
+        c->kick_next = NULL;
+        c->kicked = false;
+        conn_process(c);
+    }
+    if (srv->kicked == NULL)
+        (void)uv_idle_stop(&srv->kick_idle);
+}
+
+static void conn_unkick(struct conn *c)
+{
+    struct conn **pp = &c->srv->kicked;
+
+    if (!c->kicked)
+        return;
+    while (*pp && *pp != c)
+        pp = &(*pp)->kick_next;
+    if (*pp)
+        *pp = c->kick_next;
+    c->kicked = false;
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    struct wreq *wr = (struct wreq *)w;
+    struct conn *c = wr->c;
+
+    c->pending -= wr->n;
+    free(wr);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        log_debug("http: write: %s", uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    struct wr_http_req *r = c->cur;
+    if (r && r->drain_armed && c->pending < LOW_WATER) {
+        r->drain_armed = false;
+        if (r->on_drain && !r->closed)
+            r->on_drain(r);
+    }
+    conn_process(c);
+}
+
+/* Queue up to three pieces as one write (copied). Nothing is written once the connection is
+ * closing. */
+static void conn_write3(struct conn *c, const void *a, size_t an, const void *b, size_t bn,
+                        const void *t, size_t tn)
+{
+    struct wreq *wr;
+    uv_buf_t buf;
+    int rc;
+
+    if (c->closing || an + bn + tn == 0)
+        return;
+    wr = xmalloc(sizeof(*wr) + an + bn + tn);
+    wr->c = c;
+    wr->n = an + bn + tn;
+    if (an)
+        memcpy(wr->data, a, an);
+    if (bn)
+        memcpy(wr->data + an, b, bn);
+    if (tn)
+        memcpy(wr->data + an + bn, t, tn);
+    buf = uv_buf_init(wr->data, (unsigned)wr->n);
+    rc = uv_write(&wr->w, &c->io.s, &buf, 1, on_write);
+    if (rc < 0) {
+        log_debug("http: write: %s", uv_strerror(rc));
+        free(wr);
+        conn_close(c);
+        return;
+    }
+    c->pending += wr->n;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+
+    if (c->in == NULL) {
+        c->in = xmalloc(IN_CAP);
+        c->in_off = c->in_len = 0;
+    }
+    if (c->in_off > 0) {
+        memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+        c->in_len -= c->in_off;
+        c->in_off = 0;
+    }
+    *buf = uv_buf_init(c->in + c->in_len, (unsigned)(IN_CAP - c->in_len));
+}
+
+static void conn_release_input(struct conn *c)
+{
+    if (c->in && c->in_off == c->in_len) {
+        free(c->in);
+        c->in = NULL;
+        c->in_off = c->in_len = 0;
+    }
+}
+
+static void conn_on_eof(struct conn *c)
+{
+    struct wr_http_req *r = c->cur;
+
+    if (r && r->dispatched && !c->ws && r->resp_ended && (r->body_done || c->parse_dead)) {
+        /* The response is only being flushed: let it go out, then close. */
+        c->want_close = true;
+        return;
+    }
+    /* Idle, half a request, or a request in flight: we cannot tell a half-close from a client
+     * that went away, and a handler streaming to a gone client must stop, so this aborts. */
+    conn_close(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = s->data;
+
+    if (nread < 0) {
+        if (nread == UV_ENOBUFS) {
+            conn_update_read(c);
+            return;
+        }
+        c->read_eof = true;
+        (void)uv_read_stop(s);
+        c->reading = false;
+        conn_release_input(c);
+        conn_on_eof(c);
+        return;
+    }
+    if (nread == 0) {
+        conn_release_input(c);
+        return;
+    }
+    if (c->lingering || c->parse_dead) {
+        /* Nothing more will be parsed: drop what arrives, so the client's writes keep going
+         * and our close does not reset the connection before it read our answer. */
+        c->in_len = c->in_off;
+        conn_release_input(c);
+        return;
+    }
+    c->in_len += (size_t)nread;
+    conn_process(c);
+}
+
+/* Read while there is a use for the bytes: parsing, or discarding while lingering. A paused
+ * request body stops reading at once (TCP backpressure), and a full input buffer (pipelined
+ * requests behind a busy one) stops it too. */
+static void conn_update_read(struct conn *c)
+{
+    bool want;
+
+    if (c->closing || c->read_eof)
+        want = false;
+    else if (c->lingering || c->ws || c->parse_dead)
+        want = true;
+    else if (c->in && c->in_off == 0 && c->in_len == IN_CAP)
+        want = false;
+    else if (c->cur && c->cur->mode == BODY_STREAM && c->cur->body_paused && !c->cur->body_done)
+        want = false;
+    else
+        want = true;
+    if (want && !c->reading) {
+        int rc = uv_read_start(&c->io.s, on_alloc, on_read);
+        if (rc < 0) {
+            log_debug("http: read start: %s", uv_strerror(rc));
+            conn_close(c);
+            return;
+        }
+        c->reading = true;
+    } else if (!want && c->reading) {
+        (void)uv_read_stop(&c->io.s);
+        c->reading = false;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+
+    /* Idle keep-alive, a request whose headers did not arrive in time, a linger that ran out, or
+     * a WebSocket close handshake the peer did not finish. */
+    if (c->lingering || c->ws || !c->cur || !c->cur->dispatched)
+        conn_close(c);
+}
+
+static void conn_timer(struct conn *c, unsigned ms)
+{
+    if (!c->closing)
+        (void)uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)req;
+    (void)status;
+}
+
+/* Close after the last response without resetting the connection: send FIN, keep reading and
+ * dropping what the client still sends (an unread upload behind a 413), and close on its EOF or
+ * after LINGER_MS. Closing with unread input would send RST, which can destroy the response
+ * before the client reads it. */
+static void conn_linger(struct conn *c)
+{
+    if (c->closing || c->lingering)
+        return;
+    c->lingering = true;
+    c->in_off = c->in_len;
+    conn_release_input(c);
+    if (c->read_eof || uv_shutdown(&c->shut, &c->io.s, on_shutdown) < 0) {
+        conn_close(c);
+        return;
+    }
+    conn_timer(c, LINGER_MS);
+    conn_update_read(c);
+}
+
+/* ---- WebSocket ----------------------------------------------------------------------------- */
+
+static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
+                          void *ud)
+{
+    struct wr_ws *ws = ud;
+    struct conn *c = ws->c;
+    size_t avail = c->in ? c->in_len - c->in_off : 0;
+    size_t n = avail < len ? avail : len;
+
+    if (n == 0) {
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+    memcpy(buf, c->in + c->in_off, n);
+    c->in_off += n;
+    return (ssize_t)n;
+}
+
+static ssize_t ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                          void *ud)
+{
+    struct wr_ws *ws = ud;
+
+    if (ws->c->closing) {
+        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+        return -1;
+    }
+    /* Everything is accepted into the write queue; wr_ws_send reports it for backpressure. */
+    conn_write3(ws->c, data, len, NULL, 0, NULL, 0);
+    return (ssize_t)len;
+}
+
+static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+                      void *ud)
+{
+    struct wr_ws *ws = ud;
+
+    if (ws->c->closing)
+        return;
+    if ((arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME) &&
+        ws->cbs.on_message)
+        ws->cbs.on_message(ws, arg->opcode, arg->msg, arg->msg_length, ws->user);
+}
+
+static void ws_process(struct conn *c)
+{
+    struct wr_ws *ws = c->ws;
+    int rc = 0;
+
+    if (wslay_event_want_read(ws->ctx)) {
+        ws->in_recv = true;
+        rc = wslay_event_recv(ws->ctx);
+        ws->in_recv = false;
+    } else if (c->in) {
+        c->in_off = c->in_len;
+    }
+    if (c->closing)
+        return;
+    if (rc == 0)
+        rc = wslay_event_send(ws->ctx);
+    if (rc < 0) {
+        log_debug("http: websocket: wslay error %d", rc);
+        conn_close(c);
+        return;
+    }
+    /* Both close frames exchanged (or the library gave up on the stream): close once flushed. */
+    if (!wslay_event_want_read(ws->ctx) && !wslay_event_want_write(ws->ctx) && c->pending == 0)
+        conn_close(c);
+}
+
+/* ---- llhttp callbacks ---------------------------------------------------------------------- */
+
+static int parse_fail(llhttp_t *p, int status, const char *msg)
+{
+    struct conn *c = p->data;
+
+    c->err_status = status;
+    c->err_msg = msg;
+    return HPE_USER;
+}
+
+static int hdr_count(llhttp_t *p, size_t n)
+{
+    struct conn *c = p->data;
+
+    c->hdr_bytes += n;
+    if (c->hdr_bytes > c->srv->max_header_bytes)
+        return parse_fail(p, 431, "request line and headers are too large");
+    return 0;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    struct conn *c = p->data;
+
+    if (c->cur == NULL)
+        c->cur = req_new(c);
+    c->hdr_bytes = 0;
+    sbuf_reset(&c->hfield);
+    sbuf_reset(&c->hvalue);
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+    struct conn *c = p->data;
+
+    if (c->cur->url.len + n > URL_MAX)
+        return parse_fail(p, 414, "request target is too long");
+    sbuf_add(&c->cur->url, at, n);
+    return hdr_count(p, n);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+    struct conn *c = p->data;
+
+    sbuf_add(&c->hfield, at, n);
+    return hdr_count(p, n);
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+    struct conn *c = p->data;
+
+    sbuf_add(&c->hvalue, at, n);
+    return hdr_count(p, n);
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct kvs *h = &c->cur->headers;
+    const char *name = c->hfield.p ? c->hfield.p : "";
+    const char *val = c->hvalue.p ? c->hvalue.p : "";
+    size_t vl = c->hvalue.len;
+
+    while (vl > 0 && (val[vl - 1] == ' ' || val[vl - 1] == '\t'))
+        vl--;
+    /* Repeated headers are joined with ", " (RFC 9110 5.3). */
+    for (size_t i = 0; i < h->n; i++) {
+        if (strcasecmp(h->v[i].name, name) == 0) {
+            char *joined = xasprintf("%s, %.*s", h->v[i].value, (int)vl, val);
+            free(h->v[i].value);
+            h->v[i].value = joined;
+            goto out;
+        }
+    }
+    kvs_push(h, xstrdup(name), xstrndup(val, vl));
+out:
+    sbuf_reset(&c->hfield);
+    sbuf_reset(&c->hvalue);
+    return hdr_count(p, 4); /* ": " and CRLF */
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+    struct wr_http_req *r = c->cur;
+    const char *msg = NULL;
+    const char *rid;
+
+    r->method = llhttp_method_name((llhttp_method_t)p->method);
+    if ((p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED))
+        r->content_length = (int64_t)p->content_length;
+    r->no_body = !((p->flags & F_CHUNKED) || p->content_length > 0);
+    r->keep_alive = llhttp_should_keep_alive(p);
+    r->is_upgrade =
+        ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE)) || p->method == HTTP_CONNECT;
+    rid = kvs_get(&r->headers, "X-Request-Id", true);
+    if (rid && request_id_valid(rid))
+        snprintf(r->id, sizeof(r->id), "%s", rid);
+    else
+        request_id_generate(c->srv, r->id);
+    if (parse_target(r, &msg) < 0) {
+        c->err_status = 400;
+        c->err_msg = msg;
+        return -1;
+    }
+    r->headers_done = true;
+    /* Stop here: the handler runs outside llhttp, and the body is parsed only once the handler
+     * chose what to do with it. */
+    return HPE_PAUSED;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct conn *c = p->data;
+    struct wr_http_req *r = c->cur;
+
+    switch (r->mode) {
+    case BODY_BUFFER:
+        if (r->body.len + n > r->body_max)
+            return parse_fail(p, 413, "request body is too large");
+        sbuf_add(&r->body, at, n);
+        return 0;
+    case BODY_STREAM:
+        if (r->on_data && !r->closed)
+            r->on_data(r, at, n);
+        if (c->closing)
+            return HPE_USER;
+        return r->mode == BODY_STREAM && r->body_paused ? HPE_PAUSED : 0;
+    case BODY_DISCARD:
+        r->discarded += n;
+        if (r->discarded > DISCARD_MAX) {
+            /* Cheaper to close than to read the rest. */
+            c->parse_dead = true;
+            return HPE_USER;
+        }
+        return 0;
+    case BODY_NONE:
+        break;
+    }
+    return HPE_PAUSED;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct conn *c = p->data;
+
+    if (c->cur)
+        c->cur->body_done = true;
+    /* Pipelined requests wait until this one is finished. */
+    return HPE_PAUSED;
+}
+
+/* The server answers a request itself (a parse error, 413) and closes the connection after. */
+static void conn_fail(struct conn *c, int status, const char *msg)
+{
+    struct wr_http_req *r = c->cur;
+    const char *code = status == 400 ? "invalid" : wr_err_kind_name(WR_ELIMIT);
+
+    c->parse_dead = true;
+    c->want_close = true;
+    if (r == NULL) {
+        r = req_new(c);
+        c->cur = r;
+    }
+    if (r->id[0] == '\0')
+        request_id_generate(c->srv, r->id);
+    if (!r->dispatched) {
+        r->dispatched = r->headers_done = r->internal = true; /* no handler to tell */
+        uv_timer_stop(&c->timer);
+    }
+    if (r->resp_started) {
+        /* The handler's response is under way and cannot be replaced. */
+        conn_close(c);
+        return;
+    }
+    r->server_answered = true;
+    resp_error(r, status, code, msg);
+}
+
+/* Feed buffered input to llhttp until it pauses, needs more, or fails. */
+static void conn_parse(struct conn *c)
+{
+    static const char nothing[1];
+    const char *start = c->in ? c->in + c->in_off : nothing;
+    size_t n = c->in ? c->in_len - c->in_off : 0;
+    llhttp_errno_t e;
+
+    if (c->parser_paused) {
+        llhttp_resume(&c->parser);
+        c->parser_paused = false;
+    }
+    c->err_status = 0;
+    e = llhttp_execute(&c->parser, start, n);
+    if (c->closing)
+        return;
+    switch (e) {
+    case HPE_OK:
+        c->in_off = c->in_len;
+        return;
+    case HPE_PAUSED:
+        c->in_off += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+        c->parser_paused = true;
+        return;
+    case HPE_PAUSED_UPGRADE:
+        /* The bytes after an upgrade request belong to another protocol; only
+         * wr_http_ws_accept takes them, and without it the connection closes. */
+        c->in_off += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+        c->parse_dead = true;
+        return;
+    default:
+        break;
+    }
+    if (c->parse_dead && c->err_status == 0) {
+        /* on_body gave up discarding. */
+        c->want_close = true;
+        return;
+    }
+    if (c->err_status)
+        conn_fail(c, c->err_status, c->err_msg);
+    else
+        conn_fail(c, 400, llhttp_get_error_reason(&c->parser));
+}
+
+/* Whether llhttp may consume more input now. */
+static bool parse_allowed(const struct conn *c)
+{
+    const struct wr_http_req *r = c->cur;
+
+    if (c->parse_dead || c->lingering || (c->want_close && (!r || r->body_done)))
+        return false;
+    if (r == NULL || !r->headers_done)
+        return true;
+    if (!r->dispatched || r->body_done)
+        return false;
+    if (r->no_body)
+        return true;
+    switch (r->mode) {
+    case BODY_NONE:
+        return false;
+    case BODY_STREAM:
+        return !r->body_paused;
+    case BODY_BUFFER:
+    case BODY_DISCARD:
+        return true;
+    }
+    return false;
+}
+
+/* Everything that calls back into the handler happens here, one step at a time, re-checking the
+ * state after each callback. Runs only from libuv callbacks. */
+static void conn_process(struct conn *c)
+{
+    while (!c->closing) {
+        struct wr_http_req *r = c->cur;
+
+        if (c->ws) {
+            ws_process(c);
+            break;
+        }
+        if (r && r->headers_done && !r->dispatched) {
+            r->dispatched = true;
+            uv_timer_stop(&c->timer);
+            c->srv->handler(r, c->srv->ctx);
+            continue;
+        }
+        if (r && r->dispatched && r->body_done && !r->end_delivered && !r->closed &&
+            (r->mode == BODY_BUFFER || r->mode == BODY_STREAM)) {
+            r->end_delivered = true;
+            if (r->mode == BODY_BUFFER && r->read_cb)
+                r->read_cb(r, r->body.p ? r->body.p : "", r->body.len);
+            else if (r->mode == BODY_STREAM && r->on_end)
+                r->on_end(r);
+            continue;
+        }
+        if (r && req_done(c, r)) {
+            bool close_after = c->want_close || c->parse_dead || r->is_upgrade;
+            req_finish(c, r, false);
+            if (close_after) {
+                conn_linger(c);
+                break;
+            }
+            conn_timer(c, c->srv->idle_ms);
+            continue;
+        }
+        if (!parse_allowed(c))
+            break;
+        /* A request without a body completes without further input, but llhttp only says so
+         * when it runs. */
+        bool empty = c->in == NULL || c->in_off == c->in_len;
+        bool bodyless = r && r->headers_done && r->no_body && !r->body_done;
+        if (empty && !bodyless)
+            break;
+        conn_parse(c);
+        if (empty && c->cur == r && !r->body_done)
+            break;
+    }
+    if (!c->closing) {
+        conn_release_input(c);
+        conn_update_read(c);
+    }
+}
+
+/* ---- connections --------------------------------------------------------------------------- */
+
+static void conn_free(struct conn *c)
+{
+    struct wr_http_server *srv = c->srv;
+    struct wr_http_req *r = c->cur;
+
+    conn_unkick(c);
+    if (c->ws) {
+        struct wr_ws *ws = c->ws;
+        bool clean = wslay_event_get_close_received(ws->ctx) && wslay_event_get_close_sent(ws->ctx);
+        if (ws->cbs.on_close)
+            ws->cbs.on_close(ws, ws->user);
+        wslay_event_context_free(ws->ctx);
+        free(ws);
+        c->ws = NULL;
+        if (r)
+            req_finish(c, r, !clean);
+    } else if (r) {
+        req_finish(c, r, !req_done(c, r));
+    }
+    free(c->in);
+    sbuf_reset(&c->hfield);
+    sbuf_reset(&c->hvalue);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    free(c);
+    srv_handle_closed(srv);
+}
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+
+    if (--c->open_handles == 0)
+        conn_free(c);
+}
+
+/* Close the connection now; a request still in flight sees on_close(aborted) from the close
+ * callback. Safe to call repeatedly and from anywhere on the loop thread. */
+static void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    conn_unkick(c);
+    if (c->reading)
+        (void)uv_read_stop(&c->io.s);
+    c->reading = false;
+    uv_close(&c->io.h, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct wr_http_server *srv = server->data;
+    struct conn *c;
+    int rc;
+
+    if (status < 0) {
+        log_warn("http: accept: %s", uv_strerror(status));
+        return;
+    }
+    c = xcalloc(1, sizeof(*c));
+    c->srv = srv;
+    c->is_unix = server == (uv_stream_t *)&srv->unix_l;
+    if (c->is_unix)
+        rc = uv_pipe_init(srv->loop, &c->io.pipe, 0);
+    else
+        rc = uv_tcp_init(srv->loop, &c->io.tcp);
+    if (rc < 0) {
+        log_warn("http: accept: %s", uv_strerror(rc));
+        free(c);
+        return;
+    }
+    (void)uv_timer_init(srv->loop, &c->timer);
+    c->io.h.data = c;
+    c->timer.data = c;
+    c->open_handles = 2;
+    srv->open_handles++;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
+    c->parser.data = c;
+    rc = uv_accept(server, &c->io.s);
+    if (rc < 0) {
+        log_warn("http: accept: %s", uv_strerror(rc));
+        conn_close(c);
+        return;
+    }
+    if (!c->is_unix)
+        (void)uv_tcp_nodelay(&c->io.tcp, 1);
+    conn_timer(c, srv->idle_ms);
+    conn_update_read(c);
+}
+
+/* ---- the server ---------------------------------------------------------------------------- */
+
+static void srv_handle_closed(struct wr_http_server *srv)
+{
+    if (--srv->open_handles > 0 || !srv->stopping)
+        return;
+    void (*done)(void *) = srv->done;
+    void *arg = srv->done_arg;
+    free(srv->unix_path);
+    free(srv);
+    if (done)
+        done(arg);
+}
+
+static void on_srv_handle_closed(uv_handle_t *h)
+{
+    srv_handle_closed(h->data);
+}
+
+static void settings_init(void)
+{
+    static bool done;
+
+    if (done)
+        return;
+    llhttp_settings_init(&parser_settings);
+    parser_settings.on_message_begin = on_message_begin;
+    parser_settings.on_url = on_url;
+    parser_settings.on_header_field = on_header_field;
+    parser_settings.on_header_value = on_header_value;
+    parser_settings.on_header_value_complete = on_header_value_complete;
+    parser_settings.on_headers_complete = on_headers_complete;
+    parser_settings.on_body = on_body;
+    parser_settings.on_message_complete = on_message_complete;
+    done = true;
+}
+
+static int listen_unix(struct wr_http_server *srv, const char *path, struct wr_err *err)
+{
+    int rc;
+
+    if (unlink(path) < 0 && errno != ENOENT)
+        return wr_err_sys(err, "remove old socket `%s`", path);
+    rc = uv_pipe_init(srv->loop, &srv->unix_l, 0);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "unix socket");
+    srv->unix_l.data = srv;
+    srv->has_unix = true;
+    srv->open_handles++;
+    rc = uv_pipe_bind(&srv->unix_l, path);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "bind `%s`", path);
+    srv->unix_path = xstrdup(path);
+    /* Between bind and chmod the mode follows the umask; the directory is what keeps others out
+     * (docs/design/http.md). */
+    if (chmod(path, 0600) < 0)
+        return wr_err_sys(err, "chmod `%s`", path);
+    rc = uv_listen((uv_stream_t *)&srv->unix_l, BACKLOG, on_connection);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "listen `%s`", path);
+    return 0;
+}
+
+static int listen_tcp(struct wr_http_server *srv, const char *host, int port, struct wr_err *err)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr_storage bound;
+    int len = sizeof(bound);
+    int rc;
+
+    if (strcmp(host, "localhost") == 0)
+        host = "127.0.0.1";
+    if (port < 0 || port > 65535)
+        return wr_err_set(err, WR_EINVAL, 0, "tcp port %d out of range", port);
+    if (strchr(host, ':'))
+        rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss);
+    else
+        rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
+    if (rc < 0)
+        return wr_err_set(err, WR_EINVAL, 0, "tcp host `%s` is not an IP address", host);
+    rc = uv_tcp_init(srv->loop, &srv->tcp_l);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "tcp socket");
+    srv->tcp_l.data = srv;
+    srv->has_tcp = true;
+    srv->open_handles++;
+    rc = uv_tcp_bind(&srv->tcp_l, (const struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->tcp_l, BACKLOG, on_connection);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "listen on %s:%d", host, port);
+    rc = uv_tcp_getsockname(&srv->tcp_l, (struct sockaddr *)&bound, &len);
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "getsockname");
+    if (bound.ss_family == AF_INET6)
+        srv->tcp_port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    else
+        srv->tcp_port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    return 0;
+}
+
+/* Start listening as cfg says. Returns 0 and the server in *out, or -1 with err set (nothing is
+ * left listening; the half-built server is torn down through the loop). */
+int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server **out,
+                         struct wr_err *err)
+{
+    struct wr_http_server *srv;
+
+    if (cfg->loop == NULL || cfg->handler == NULL)
+        return wr_err_set(err, WR_EINVAL, 0, "http server needs a loop and a handler");
+    if (cfg->unix_path == NULL && cfg->tcp_host == NULL)
+        return wr_err_set(err, WR_EINVAL, 0, "http server needs a unix path or a tcp host");
+    settings_init();
+    srv = xcalloc(1, sizeof(*srv));
+    srv->loop = cfg->loop;
+    srv->handler = cfg->handler;
+    srv->ctx = cfg->ctx;
+    srv->max_header_bytes = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HDR;
+    srv->idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : DEFAULT_IDLE_MS;
+    if (getrandom(&srv->id_seed, sizeof(srv->id_seed), 0) != sizeof(srv->id_seed))
+        srv->id_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
+    (void)uv_idle_init(srv->loop, &srv->kick_idle);
+    srv->kick_idle.data = srv;
+    srv->open_handles++;
+
+    if ((cfg->unix_path && listen_unix(srv, cfg->unix_path, err) < 0) ||
+        (cfg->tcp_host && listen_tcp(srv, cfg->tcp_host, cfg->tcp_port, err) < 0)) {
+        wr_http_server_stop(srv, NULL, NULL);
+        return -1;
+    }
+    *out = srv;
+    return 0;
+}
+
+/* The bound TCP port (useful with port 0), or -1 without a TCP listener. */
+int wr_http_server_tcp_port(const struct wr_http_server *srv)
+{
+    return srv->has_tcp ? srv->tcp_port : -1;
+}
+
+/* Close the listeners and every connection (in-flight requests get on_close(aborted)); the server
+ * is freed when the last handle's close callback ran, and done(arg) is called then. */
+void wr_http_server_stop(struct wr_http_server *srv, void (*done)(void *arg), void *arg)
+{
+    if (srv == NULL || srv->stopping)
+        return;
+    srv->stopping = true;
+    srv->done = done;
+    srv->done_arg = arg;
+    if (srv->has_unix) {
+        uv_close((uv_handle_t *)&srv->unix_l, on_srv_handle_closed);
+        if (srv->unix_path)
+            (void)unlink(srv->unix_path);
+    }
+    if (srv->has_tcp)
+        uv_close((uv_handle_t *)&srv->tcp_l, on_srv_handle_closed);
+    uv_close((uv_handle_t *)&srv->kick_idle, on_srv_handle_closed);
+    for (struct conn *c = srv->conns; c; c = c->next)
+        conn_close(c);
+}
+
+/* ---- request accessors --------------------------------------------------------------------- */
+
+const char *wr_http_req_method(const struct wr_http_req *req)
+{
+    return req->method ? req->method : "";
+}
+
+const char *wr_http_req_path(const struct wr_http_req *req)
+{
+    return req->path ? req->path : "";
+}
+
+const char *wr_http_req_query(const struct wr_http_req *req, const char *name)
+{
+    return kvs_get(&req->query, name, false);
+}
+
+size_t wr_http_req_query_all(const struct wr_http_req *req, const char *name, const char **vals,
+                             size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < req->query.n; i++) {
+        if (strcmp(req->query.v[i].name, name) != 0)
+            continue;
+        if (n < max)
+            vals[n] = req->query.v[i].value;
+        n++;
+    }
+    return n;
+}
+
+const char *wr_http_req_header(const struct wr_http_req *req, const char *name)
+{
+    return kvs_get(&req->headers, name, true);
+}
+
+const char *wr_http_req_id(const struct wr_http_req *req)
+{
+    return req->id;
+}
+
+bool wr_http_req_is_unix(const struct wr_http_req *req)
+{
+    return req->c->is_unix;
+}
+
+int64_t wr_http_req_content_length(const struct wr_http_req *req)
+{
+    return req->content_length;
+}
+
+void wr_http_req_set_data(struct wr_http_req *req, void *data,
+                          void (*on_close)(struct wr_http_req *req, void *data, bool aborted))
+{
+    req->data = data;
+    req->on_close = on_close;
+}
+
+void *wr_http_req_data(const struct wr_http_req *req)
+{
+    return req->data;
+}
+
+/* ---- request bodies ------------------------------------------------------------------------ */
+
+/* Buffer the body (at most max bytes) and call cb with it from the loop. A declared
+ * Content-Length above max is refused at once, without reading. */
+void wr_http_req_read_body(struct wr_http_req *req, size_t max,
+                           void (*cb)(struct wr_http_req *req, const char *body, size_t len))
+{
+    struct conn *c = req->c;
+
+    if (req->mode != BODY_NONE || req->resp_started || req->closed || c->closing)
+        return;
+    req->mode = BODY_BUFFER;
+    req->body_max = max;
+    req->read_cb = cb;
+    if (req->content_length > 0 && (uint64_t)req->content_length > max) {
+        conn_fail(c, 413, "request body is too large");
+        return;
+    }
+    conn_kick(c);
+}
+
+/* Stream the body through on_data/on_end, called from the loop. */
+void wr_http_req_stream_body(struct wr_http_req *req,
+                             void (*on_data)(struct wr_http_req *req, const char *p, size_t n),
+                             void (*on_end)(struct wr_http_req *req))
+{
+    if (req->mode != BODY_NONE || req->resp_ended || req->closed || req->c->closing)
+        return;
+    req->mode = BODY_STREAM;
+    req->on_data = on_data;
+    req->on_end = on_end;
+    conn_kick(req->c);
+}
+
+/* Stop reading the socket now; on_data is not called again until resume. */
+void wr_http_req_pause_body(struct wr_http_req *req)
+{
+    if (req->closed || req->body_paused)
+        return;
+    req->body_paused = true;
+    if (!req->c->closing)
+        conn_update_read(req->c);
+}
+
+void wr_http_req_resume_body(struct wr_http_req *req)
+{
+    if (req->closed || !req->body_paused)
+        return;
+    req->body_paused = false;
+    conn_kick(req->c);
+}
+
+/* ---- responses ----------------------------------------------------------------------------- */
+
+static bool header_name_ok(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+            return false;
+    return true;
+}
+
+/* Add a response header; framing headers are the server's and are ignored, as is anything with
+ * a CR or LF in it (header injection). */
+void wr_http_resp_header(struct wr_http_req *req, const char *name, const char *value)
+{
+    if (req->resp_started || req->closed || !header_name_ok(name) || strpbrk(value, "\r\n"))
+        return;
+    if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
+        strcasecmp(name, "Connection") == 0 || strcasecmp(name, "X-Request-Id") == 0)
+        return;
+    sbuf_addf(&req->resp_hdrs, "%s: %s\r\n", name, value);
+}
+
+/* Decide keep-alive and build the status line and headers. clen < 0 means chunked. */
+static void resp_head(struct wr_http_req *r, struct sbuf *h, int status, const char *ct,
+                      int64_t clen)
+{
+    struct conn *c = r->c;
+    bool keep =
+        r->keep_alive && !r->is_upgrade && !c->want_close && !c->parse_dead && !c->srv->stopping;
+
+    if (!keep)
+        c->want_close = true;
+    if (status < 100 || status > 999)
+        status = 500;
+    sbuf_addf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+    sbuf_addf(h, "X-Request-Id: %s\r\n", r->id);
+    sbuf_addf(h, "Content-Type: %s\r\n",
+              ct && *ct && !strpbrk(ct, "\r\n") ? ct : "application/octet-stream");
+    if (clen >= 0)
+        sbuf_addf(h, "Content-Length: %lld\r\n", (long long)clen);
+    else
+        sbuf_adds(h, "Transfer-Encoding: chunked\r\n");
+    sbuf_adds(h, keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+    if (r->resp_hdrs.p)
+        sbuf_add(h, r->resp_hdrs.p, r->resp_hdrs.len);
+    sbuf_adds(h, "\r\n");
+    r->resp_started = true;
+}
+
+/* The response is complete (queued): an unread body is skipped from here on. */
+static void resp_ended(struct wr_http_req *r)
+{
+    r->resp_ended = true;
+    if (!r->body_done && r->mode != BODY_DISCARD) {
+        r->mode = BODY_DISCARD;
+        r->body_paused = false;
+    }
+    conn_kick(r->c);
+}
+
+static bool resp_can_start(const struct wr_http_req *r)
+{
+    return !r->resp_started && !r->closed && r->dispatched && !r->c->closing;
+}
+
+void wr_http_respond(struct wr_http_req *req, int status, const char *content_type,
+                     const void *body, size_t len)
+{
+    struct sbuf h = {0};
+
+    if (!resp_can_start(req))
+        return;
+    resp_head(req, &h, status, content_type, (int64_t)len);
+    conn_write3(req->c, h.p, h.len, body, len, NULL, 0);
+    sbuf_reset(&h);
+    resp_ended(req);
+}
+
+void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j)
+{
+    _cleanup_free_ char *s = NULL;
+
+    if (j)
+        s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (s == NULL) {
+        static const char fallback[] = "{\"code\":\"internal\",\"message\":\"unencodable json\"}";
+        wr_http_respond(req, 500, JSON_CONTENT_TYPE, fallback, sizeof(fallback) - 1);
+        return;
+    }
+    wr_http_respond(req, status, JSON_CONTENT_TYPE, s, strlen(s));
+}
+
+static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg)
+{
+    wr_http_respond_json(r, status, json_pack("{s:s, s:s}", "code", code, "message", msg));
+}
+
+void wr_http_respond_error(struct wr_http_req *req, int status, const char *code, const char *fmt,
+                           ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    resp_error(req, status, code, msg);
+}
+
+void wr_http_resp_start(struct wr_http_req *req, int status, const char *content_type,
+                        int64_t content_length)
+{
+    struct sbuf h = {0};
+
+    if (!resp_can_start(req))
+        return;
+    resp_head(req, &h, status, content_type, content_length);
+    req->resp_chunked = content_length < 0;
+    req->resp_left = content_length;
+    conn_write3(req->c, h.p, h.len, NULL, 0, NULL, 0);
+    sbuf_reset(&h);
+}
+
+/* Queue body bytes of a streamed response. Bytes beyond a fixed Content-Length are dropped. */
+size_t wr_http_resp_write(struct wr_http_req *req, const void *p, size_t n)
+{
+    struct conn *c = req->c;
+
+    if (!req->resp_started || req->resp_ended || req->closed || c->closing)
+        return req->closed ? 0 : c->pending;
+    if (n == 0)
+        return c->pending;
+    if (req->resp_chunked) {
+        char head[32];
+        int hl = snprintf(head, sizeof(head), "%zx\r\n", n);
+        conn_write3(c, head, (size_t)hl, p, n, "\r\n", 2);
+    } else {
+        if ((uint64_t)n > (uint64_t)req->resp_left) {
+            log_warn("http: req=%s: response body longer than its Content-Length", req->id);
+            n = (size_t)req->resp_left;
+        }
+        req->resp_left -= (int64_t)n;
+        conn_write3(c, p, n, NULL, 0, NULL, 0);
+    }
+    if (c->pending >= LOW_WATER)
+        req->drain_armed = true;
+    return c->pending;
+}
+
+void wr_http_resp_on_drain(struct wr_http_req *req, void (*on_drain)(struct wr_http_req *req))
+{
+    req->on_drain = on_drain;
+}
+
+size_t wr_http_resp_pending(const struct wr_http_req *req)
+{
+    return req->closed || req->c->closing ? 0 : req->c->pending;
+}
+
+void wr_http_resp_end(struct wr_http_req *req)
+{
+    if (!req->resp_started || req->resp_ended || req->closed)
+        return;
+    if (req->resp_chunked) {
+        conn_write3(req->c, "0\r\n\r\n", 5, NULL, 0, NULL, 0);
+    } else if (req->resp_left > 0) {
+        /* Short body: the client can only learn that from the connection closing. */
+        log_warn("http: req=%s: response ended %lld bytes short", req->id,
+                 (long long)req->resp_left);
+        req->c->want_close = true;
+    }
+    resp_ended(req);
+}
+
+bool wr_http_resp_started(const struct wr_http_req *req)
+{
+    return req->resp_started;
+}
+
+/* ---- WebSocket API ------------------------------------------------------------------------- */
+
+static bool ws_key_valid(const char *key)
+{
+    unsigned char raw[32];
+
+    /* 16 random bytes in base64: 22 characters and "==". */
+    if (key == NULL || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
+        return false;
+    return EVP_DecodeBlock(raw, (const unsigned char *)key, 24) == 18;
+}
+
+static void ws_accept_value(const char *key, char out[64])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    char buf[128];
+    int n = snprintf(buf, sizeof(buf), "%s" WS_GUID, key);
+
+    (void)EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha1(), NULL);
+    (void)EVP_EncodeBlock((unsigned char *)out, md, (int)mdlen);
+}
+
+struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_callbacks *cbs,
+                                void *ctx)
+{
+    struct conn *c = req->c;
+    const char *key = wr_http_req_header(req, "Sec-WebSocket-Key");
+    const char *ver = wr_http_req_header(req, "Sec-WebSocket-Version");
+    struct wslay_event_callbacks wcb = {
+        .recv_callback = ws_recv_cb,
+        .send_callback = ws_send_cb,
+        .on_msg_recv_callback = ws_msg_cb,
+    };
+    struct sbuf h = {0};
+    char accept[64];
+    struct wr_ws *ws;
+
+    if (!resp_can_start(req) || c->ws)
+        return NULL;
+    if (strcmp(wr_http_req_method(req), "GET") != 0 || !req->no_body ||
+        !header_has_token(wr_http_req_header(req, "Upgrade"), "websocket") ||
+        !header_has_token(wr_http_req_header(req, "Connection"), "upgrade")) {
+        wr_http_respond_error(req, 400, "invalid", "not a websocket upgrade request");
+        return NULL;
+    }
+    if (ver == NULL || strcmp(ver, "13") != 0) {
+        wr_http_resp_header(req, "Sec-WebSocket-Version", "13");
+        wr_http_respond_error(req, 400, "invalid", "unsupported Sec-WebSocket-Version");
+        return NULL;
+    }
+    if (!ws_key_valid(key)) {
+        wr_http_respond_error(req, 400, "invalid", "invalid Sec-WebSocket-Key");
+        return NULL;
+    }
+    ws = xcalloc(1, sizeof(*ws));
+    if (wslay_event_context_server_init(&ws->ctx, &wcb, ws) != 0) {
+        free(ws);
+        wr_http_respond_error(req, 500, "internal", "websocket context");
+        return NULL;
+    }
+    wslay_event_config_set_max_recv_msg_length(ws->ctx, WS_MAX_MSG);
+    ws->c = c;
+    ws->req = req;
+    ws->cbs = *cbs;
+    ws->user = ctx;
+
+    ws_accept_value(key, accept);
+    /* 101 has no body, so no Content-Type or framing headers (RFC 9110 15.2). */
+    sbuf_adds(&h, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\n");
+    sbuf_addf(&h, "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n", accept, req->id);
+    if (req->resp_hdrs.p)
+        sbuf_add(&h, req->resp_hdrs.p, req->resp_hdrs.len);
+    sbuf_adds(&h, "\r\n");
+    conn_write3(c, h.p, h.len, NULL, 0, NULL, 0);
+    sbuf_reset(&h);
+    req->resp_started = req->resp_ended = true;
+    c->ws = ws;
+    c->parse_dead = false;
+    uv_timer_stop(&c->timer);
+    conn_kick(c);
+    return ws;
+}
+
+size_t wr_ws_send(struct wr_ws *ws, int opcode, const void *p, size_t n)
+{
+    struct conn *c = ws->c;
+    struct wslay_event_msg m = {.opcode = (uint8_t)opcode, .msg = p, .msg_length = n};
+
+    if (c->closing)
+        return 0;
+    if (wslay_event_queue_msg(ws->ctx, &m) != 0)
+        return c->pending + wslay_event_get_queued_msg_length(ws->ctx);
+    /* Inside wslay_event_recv (an on_message callback) the read path sends afterwards. */
+    if (!ws->in_recv && wslay_event_send(ws->ctx) < 0)
+        conn_close(c);
+    return c->pending + wslay_event_get_queued_msg_length(ws->ctx);
+}
+
+void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason)
+{
+    struct conn *c = ws->c;
+    size_t rl = reason ? strlen(reason) : 0;
+
+    if (c->closing)
+        return;
+    if (rl > 123)
+        rl = 123;
+    (void)wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason, rl);
+    conn_timer(c, WS_CLOSE_MS);
+    conn_kick(c);
+}

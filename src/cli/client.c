@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CLI's HTTP/1.1 client (client.h). Requests are written by hand (they are simple and ours);
+ * responses are parsed only by llhttp, which also undoes chunked transfer coding. Every socket
+ * write uses MSG_NOSIGNAL, so a server that hangs up gives EPIPE, never SIGPIPE. */
+#include "client.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <llhttp.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/xalloc.h"
+
+#define IO_SIZE      (64 * 1024)
+#define ERR_BODY_MAX (64 * 1024)
+#define BODY_MAX     (256u << 20) /* a collected (JSON) body larger than this is not ours */
+#define HEADERS_MAX  100
+
+struct cli_http {
+    char *unix_path;   /* unix:// */
+    char *host, *port; /* http:// */
+    char *host_hdr;
+    char *auth; /* "Bearer KEY" or NULL */
+    const char *request_id;
+    int fd;
+    bool reused;      /* fd has carried a complete exchange before */
+    bool send_failed; /* the current request's body could not be sent completely */
+    struct wr_err send_err;
+
+    /* Response parsing state. */
+    llhttp_t parser;
+    const struct cli_http_req *req;
+    struct cli_http_resp *resp;
+    struct cli_buf field, value;
+    bool done, got_bytes;
+    struct wr_err *cb_err;
+    int cb_failed;
+};
+
+/* ---- strings -------------------------------------------------------------------------------- */
+
+static void buf_reserve(struct cli_buf *b, size_t more)
+{
+    if (b->len + more + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 128;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    b->p = xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+void cli_buf_add(struct cli_buf *b, const void *data, size_t n)
+{
+    buf_reserve(b, n);
+    if (n)
+        memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void cli_buf_adds(struct cli_buf *b, const char *s)
+{
+    cli_buf_add(b, s, strlen(s));
+}
+
+void cli_buf_addf(struct cli_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    buf_reserve(b, (size_t)n);
+    va_start(ap, fmt);
+    (void)vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void cli_buf_add_escaped(struct cli_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/') {
+            cli_buf_add(b, s, 1);
+        } else {
+            char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            cli_buf_add(b, e, 3);
+        }
+    }
+}
+
+void cli_buf_fini(struct cli_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---- connecting ----------------------------------------------------------------------------- */
+
+static int parse_url(struct cli_http *c, const char *url, struct wr_err *err)
+{
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        if (path[0] != '/')
+            return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: want unix:///absolute/path", url);
+        if (strlen(path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
+            return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: socket path too long", url);
+        c->unix_path = xstrdup(path);
+        c->host_hdr = xstrdup("localhost");
+        return 0;
+    }
+    if (strncmp(url, "https://", 8) == 0)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "endpoint `%s`: TLS is not supported; use http:// over a tunnel", url);
+    if (strncmp(url, "http://", 7) != 0)
+        return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: want unix:///path or http://host:port",
+                          url);
+
+    const char *h = url + 7, *end = h + strcspn(h, "/?#"), *colon;
+    if (*end != '\0' && strcmp(end, "/") != 0)
+        return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: no path allowed after host:port", url);
+    if (h[0] == '[') { /* [v6]:port */
+        const char *rb = memchr(h, ']', (size_t)(end - h));
+        if (rb == NULL)
+            return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: unbalanced `[`", url);
+        c->host = xstrndup(h + 1, (size_t)(rb - h - 1));
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+        if (colon == NULL && rb + 1 != end)
+            return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: bad host", url);
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        c->host = xstrndup(h, (size_t)((colon ? colon : end) - h));
+    }
+    c->port = colon ? xstrndup(colon + 1, (size_t)(end - colon - 1)) : xstrdup("80");
+    if (c->host[0] == '\0' || c->port[0] == '\0' ||
+        strspn(c->port, "0123456789") != strlen(c->port))
+        return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: want http://host:port", url);
+    c->host_hdr = xstrndup(h, (size_t)(end - h));
+    return 0;
+}
+
+static bool ip_literal(const char *host, uint16_t port, struct sockaddr_storage *sa, socklen_t *len)
+{
+    struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
+
+    memset(sa, 0, sizeof(*sa));
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *len = sizeof(*v4);
+        return true;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        *len = sizeof(*v6);
+        return true;
+    }
+    return false;
+}
+
+/* Resolve host to an address: an IP literal, or a name from /etc/hosts ("localhost" included).
+ * warren is linked statically, and glibc's getaddrinfo would need the NSS shared libraries of
+ * the exact glibc it was built with at run time; so no DNS here (docs/cli.md). */
+static int resolve(const char *host, const char *port_s, struct sockaddr_storage *sa,
+                   socklen_t *len, struct wr_err *err)
+{
+    unsigned long port = strtoul(port_s, NULL, 10);
+    _cleanup_fclose_ FILE *f = NULL;
+    char line[1024];
+
+    if (port == 0 || port > 65535)
+        return wr_err_set(err, WR_EINVAL, 0, "port `%s` is out of range", port_s);
+    if (ip_literal(host, (uint16_t)port, sa, len))
+        return 0;
+    f = fopen("/etc/hosts", "re");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char *save = NULL, *addr, *name;
+        line[strcspn(line, "#")] = '\0';
+        addr = strtok_r(line, " \t\r\n", &save);
+        while (addr != NULL && (name = strtok_r(NULL, " \t\r\n", &save)) != NULL)
+            if (strcasecmp(name, host) == 0 && ip_literal(addr, (uint16_t)port, sa, len))
+                return 0;
+    }
+    if (strcasecmp(host, "localhost") == 0 && ip_literal("127.0.0.1", (uint16_t)port, sa, len))
+        return 0;
+    return wr_err_set(err, WR_EINVAL, 0,
+                      "cannot resolve `%s`: use an IP address or a name in /etc/hosts (warren "
+                      "does no DNS)",
+                      host);
+}
+
+static int do_connect(struct cli_http *c, struct wr_err *err)
+{
+    _cleanup_close_ int fd = -1;
+
+    if (c->unix_path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        memcpy(sa.sun_path, c->unix_path, strlen(c->unix_path) + 1);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return wr_err_sys(err, "socket");
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+            return wr_err_sys(err, "connect to warrend at unix://%s", c->unix_path);
+    } else {
+        struct sockaddr_storage sa;
+        socklen_t salen;
+        if (resolve(c->host, c->port, &sa, &salen, err) < 0)
+            return -1;
+        fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return wr_err_sys(err, "socket");
+        if (connect(fd, (struct sockaddr *)&sa, salen) < 0)
+            return wr_err_sys(err, "connect to warrend at http://%s", c->host_hdr);
+        int one = 1; /* requests are written in a few pieces; Nagle would delay the last */
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    c->fd = steal_fd(&fd);
+    c->reused = false;
+    return 0;
+}
+
+int cli_http_open(const char *url, const char *key, struct cli_http **out, struct wr_err *err)
+{
+    struct cli_http *c = xcalloc(1, sizeof(*c));
+
+    c->fd = -1;
+    if (parse_url(c, url, err) < 0 || do_connect(c, err) < 0) {
+        cli_http_close(c);
+        return -1;
+    }
+    if (key != NULL && key[0] != '\0')
+        c->auth = xasprintf("Bearer %s", key);
+    *out = c;
+    return 0;
+}
+
+int cli_http_check_url(const char *url, struct wr_err *err)
+{
+    struct cli_http c = {.fd = -1};
+    int r = parse_url(&c, url, err);
+
+    free(c.unix_path);
+    free(c.host);
+    free(c.port);
+    free(c.host_hdr);
+    return r;
+}
+
+static void drop_fd(struct cli_http *c)
+{
+    wr_closep(&c->fd);
+    c->fd = -1;
+}
+
+void cli_http_close(struct cli_http *c)
+{
+    if (c == NULL)
+        return;
+    drop_fd(c);
+    free(c->unix_path);
+    free(c->host);
+    free(c->port);
+    free(c->host_hdr);
+    free(c->auth);
+    cli_buf_fini(&c->field);
+    cli_buf_fini(&c->value);
+    free(c);
+}
+
+void cli_http_set_request_id(struct cli_http *c, const char *id)
+{
+    c->request_id = id;
+}
+
+/* ---- sending -------------------------------------------------------------------------------- */
+
+/* Send every byte of the iovecs. Returns 0 or -1 with errno. */
+static int send_iov(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* Failed sends are recorded in c->send_err: the server may have answered early (an error
+ * before reading the body), and cli_http_response prefers that answer to EPIPE. */
+static int send_bytes(struct cli_http *c, const void *p, size_t len)
+{
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+
+    if (send_iov(c->fd, &iov, 1) < 0) {
+        c->send_failed = true;
+        return wr_err_sys(&c->send_err, "send request");
+    }
+    return 0;
+}
+
+static int send_head(struct cli_http *c, const struct cli_http_req *req)
+{
+    struct cli_buf h = {0};
+    int r;
+
+    cli_buf_addf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: warren\r\nAccept: %s\r\n",
+                 req->method, req->target, c->host_hdr,
+                 req->accept ? req->accept : "application/json");
+    if (c->auth)
+        cli_buf_addf(&h, "Authorization: %s\r\n", c->auth);
+    if (c->request_id)
+        cli_buf_addf(&h, "X-Request-Id: %s\r\n", c->request_id);
+    if (req->content_type && req->body_kind != CLI_BODY_NONE)
+        cli_buf_addf(&h, "Content-Type: %s\r\n", req->content_type);
+    for (const char *const *x = req->extra; x && *x; x++)
+        cli_buf_addf(&h, "%s\r\n", *x);
+    switch (req->body_kind) {
+    case CLI_BODY_NONE:
+        if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
+            strcmp(req->method, "DELETE") != 0)
+            cli_buf_adds(&h, "Content-Length: 0\r\n");
+        break;
+    case CLI_BODY_MEM:
+        cli_buf_addf(&h, "Content-Length: %zu\r\n", req->body_len);
+        break;
+    case CLI_BODY_FD:
+        if (req->body_fd_len >= 0)
+            cli_buf_addf(&h, "Content-Length: %lld\r\n", (long long)req->body_fd_len);
+        else
+            cli_buf_adds(&h, "Transfer-Encoding: chunked\r\n");
+        break;
+    case CLI_BODY_STREAM:
+        cli_buf_adds(&h, "Transfer-Encoding: chunked\r\n");
+        break;
+    }
+    cli_buf_adds(&h, "\r\n");
+    if (req->body_kind == CLI_BODY_MEM && req->body_len > 0 && req->body_len <= 16384) {
+        cli_buf_add(&h, req->body, req->body_len); /* one write for a small request */
+        r = send_bytes(c, h.p, h.len);
+    } else {
+        r = send_bytes(c, h.p, h.len);
+        if (r == 0 && req->body_kind == CLI_BODY_MEM && req->body_len > 0)
+            r = send_bytes(c, req->body, req->body_len);
+    }
+    cli_buf_fini(&h);
+    return r;
+}
+
+int cli_http_chunk(struct cli_http *c, const void *data, size_t len, struct wr_err *err)
+{
+    char head[32];
+    struct iovec iov[3];
+
+    if (len == 0)
+        return 0;
+    iov[0].iov_base = head;
+    iov[0].iov_len = (size_t)snprintf(head, sizeof(head), "%zx\r\n", len);
+    iov[1].iov_base = (void *)data;
+    iov[1].iov_len = len;
+    iov[2].iov_base = (void *)"\r\n";
+    iov[2].iov_len = 2;
+    if (send_iov(c->fd, iov, 3) < 0) {
+        c->send_failed = true;
+        wr_err_sys(&c->send_err, "send request body");
+        *err = c->send_err;
+        return -1;
+    }
+    return 0;
+}
+
+int cli_http_end(struct cli_http *c, struct wr_err *err)
+{
+    if (send_bytes(c, "0\r\n\r\n", 5) < 0) {
+        *err = c->send_err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Stream an fd as the body: Content-Length bytes or chunks until EOF. Errors go to c->send_err;
+ * c->send_failed tells a failed send from a failed local read. */
+static int send_fd_body(struct cli_http *c, const struct cli_http_req *req)
+{
+    struct wr_err *err = &c->send_err;
+    _cleanup_free_ char *buf = xmalloc(IO_SIZE);
+    int64_t left = req->body_fd_len;
+
+    for (;;) {
+        size_t want = IO_SIZE;
+        if (left >= 0 && (uint64_t)left < want)
+            want = (size_t)left;
+        if (left == 0)
+            break;
+        ssize_t n = read(req->body_fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return wr_err_sys(err, "read request body");
+        if (n == 0) {
+            if (left > 0)
+                return wr_err_set(err, WR_ESYS, 0, "request body: file shrank while sending");
+            break;
+        }
+        if (left >= 0) {
+            if (send_bytes(c, buf, (size_t)n) < 0)
+                return -1;
+            left -= n;
+        } else if (cli_http_chunk(c, buf, (size_t)n, err) < 0) {
+            return -1;
+        }
+    }
+    return left < 0 ? cli_http_end(c, err) : 0;
+}
+
+/* ---- receiving ------------------------------------------------------------------------------ */
+
+static struct cli_http *of(llhttp_t *p)
+{
+    return p->data;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    cli_buf_add(&of(p)->field, at, len);
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    cli_buf_add(&of(p)->value, at, len);
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    struct cli_http *c = of(p);
+    struct cli_http_resp *r = c->resp;
+
+    if (r->n_headers < HEADERS_MAX && c->field.len > 0) {
+        r->headers = xrealloc(r->headers, (r->n_headers + 1) * sizeof(*r->headers));
+        r->headers[r->n_headers].name = xstrdup(c->field.p);
+        r->headers[r->n_headers].value = xstrdup(c->value.len ? c->value.p : "");
+        r->n_headers++;
+    }
+    c->field.len = c->value.len = 0;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    struct cli_http *c = of(p);
+
+    c->resp->status = llhttp_get_status_code(p);
+    if (c->req->on_headers != NULL && c->resp->status >= 200 &&
+        c->req->on_headers(c->resp, c->req->ctx, c->cb_err) < 0) {
+        c->cb_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static bool collecting(const struct cli_http *c)
+{
+    return c->req->on_body == NULL || c->resp->status < 200 || c->resp->status > 299;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    struct cli_http *c = of(p);
+    struct cli_http_resp *r = c->resp;
+
+    if (!collecting(c)) {
+        if (c->req->on_body(at, len, c->req->ctx, c->cb_err) < 0) {
+            c->cb_failed = 1;
+            return HPE_USER;
+        }
+        return 0;
+    }
+    size_t cap =
+        c->req->on_body == NULL && r->status >= 200 && r->status <= 299 ? BODY_MAX : ERR_BODY_MAX;
+    if (r->body_len >= cap) {
+        if (cap == BODY_MAX) {
+            wr_err_set(c->cb_err, WR_EPROTO, 0, "response body larger than %u bytes", BODY_MAX);
+            c->cb_failed = 1;
+            return HPE_USER;
+        }
+        return 0;
+    }
+    if (len > cap - r->body_len)
+        len = cap - r->body_len;
+    r->body = xrealloc(r->body, r->body_len + len + 1);
+    memcpy(r->body + r->body_len, at, len);
+    r->body_len += len;
+    r->body[r->body_len] = '\0';
+    return 0;
+}
+
+static void resp_clear(struct cli_http_resp *r)
+{
+    for (size_t i = 0; i < r->n_headers; i++) {
+        free(r->headers[i].name);
+        free(r->headers[i].value);
+    }
+    free(r->headers);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    struct cli_http *c = of(p);
+
+    /* An interim 1xx answer (100 Continue) is followed by the real one. */
+    if (c->resp->status >= 100 && c->resp->status < 200 && c->resp->status != 101) {
+        resp_clear(c->resp);
+        return 0;
+    }
+    c->done = true;
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t settings = {
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+int cli_http_response(struct cli_http *c, const struct cli_http_req *req,
+                      struct cli_http_resp *resp, struct wr_err *err)
+{
+    _cleanup_free_ char *buf = xmalloc(IO_SIZE);
+
+    memset(resp, 0, sizeof(*resp));
+    llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
+    c->parser.data = c;
+    c->req = req;
+    c->resp = resp;
+    c->field.len = c->value.len = 0;
+    c->done = c->got_bytes = false;
+    c->cb_err = err;
+    c->cb_failed = 0;
+
+    while (!c->done) {
+        ssize_t n = read(c->fd, buf, IO_SIZE);
+        enum llhttp_errno e;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            if (c->send_failed && !c->got_bytes) {
+                *err = c->send_err;
+                goto fail;
+            }
+            wr_err_sys(err, "read response");
+            goto fail;
+        }
+        if (n == 0) {
+            e = llhttp_finish(&c->parser);
+            if (e == HPE_OK && c->done)
+                break;
+            if (c->send_failed && !c->got_bytes)
+                *err = c->send_err;
+            else if (!c->got_bytes)
+                wr_err_set(err, WR_EPROTO, 0, "warrend closed the connection without answering");
+            else
+                wr_err_set(err, WR_EPROTO, 0, "warrend closed the connection mid-response");
+            goto fail;
+        }
+        c->got_bytes = true;
+        e = llhttp_execute(&c->parser, buf, (size_t)n);
+        if (e == HPE_PAUSED)
+            break; /* the message is complete; anything after it is not ours */
+        if (c->cb_failed)
+            goto fail;
+        if (e != HPE_OK) {
+            wr_err_set(err, WR_EPROTO, 0, "bad HTTP response: %s",
+                       llhttp_get_error_reason(&c->parser));
+            goto fail;
+        }
+    }
+    if (c->send_failed || !llhttp_should_keep_alive(&c->parser))
+        drop_fd(c);
+    else
+        c->reused = true;
+    c->send_failed = false;
+    return 0;
+fail:
+    drop_fd(c);
+    c->send_failed = false;
+    return -1;
+}
+
+int cli_http_begin(struct cli_http *c, const struct cli_http_req *req, struct wr_err *err)
+{
+    c->send_failed = false;
+    if (c->fd < 0 && do_connect(c, err) < 0)
+        return -1;
+    if (send_head(c, req) < 0) {
+        *err = c->send_err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Send the whole request; a failed send is left in c->send_err for cli_http_response. */
+static void send_request(struct cli_http *c, const struct cli_http_req *req)
+{
+    if (send_head(c, req) < 0)
+        return;
+    /* A failed local read leaves the request half sent: the connection is unusable. */
+    if (req->body_kind == CLI_BODY_FD && send_fd_body(c, req) < 0 && !c->send_failed)
+        drop_fd(c);
+}
+
+int cli_http_request(struct cli_http *c, const struct cli_http_req *req, struct cli_http_resp *resp,
+                     struct wr_err *err)
+{
+    for (int attempt = 0;; attempt++) {
+        bool reused;
+
+        c->send_failed = false;
+        wr_err_clear(&c->send_err);
+        if (c->fd < 0 && do_connect(c, err) < 0)
+            return -1;
+        reused = c->reused;
+        send_request(c, req);
+        if (c->fd < 0) {
+            *err = c->send_err;
+            return -1;
+        }
+        if (cli_http_response(c, req, resp, err) == 0)
+            return 0;
+        /* A keep-alive connection the server closed while idle: nothing was answered. */
+        if (attempt > 0 || !reused || c->got_bytes || req->body_kind == CLI_BODY_FD)
+            return -1;
+        cli_http_resp_fini(resp);
+    }
+}
+
+const char *cli_http_resp_header(const struct cli_http_resp *resp, const char *name)
+{
+    for (size_t i = 0; i < resp->n_headers; i++)
+        if (strcasecmp(resp->headers[i].name, name) == 0)
+            return resp->headers[i].value;
+    return NULL;
+}
+
+void cli_http_resp_fini(struct cli_http_resp *resp)
+{
+    resp_clear(resp);
+}
+
+static enum wr_err_kind kind_of_code(const char *code, int status)
+{
+    static const struct {
+        const char *code;
+        enum wr_err_kind kind;
+    } map[] = {
+        {"invalid", WR_EINVAL},  {"not_found", WR_ENOTFOUND}, {"conflict", WR_ECONFLICT},
+        {"limit", WR_ELIMIT},    {"too_large", WR_ELIMIT},    {"unsupported", WR_EUNSUPPORTED},
+        {"protocol", WR_EPROTO}, {"system", WR_ESYS},
+    };
+    for (size_t i = 0; code && i < WR_ARRAY_SIZE(map); i++)
+        if (strcmp(code, map[i].code) == 0)
+            return map[i].kind;
+    switch (status) {
+    case 400:
+        return WR_EINVAL;
+    case 404:
+        return WR_ENOTFOUND;
+    case 409:
+        return WR_ECONFLICT;
+    case 429:
+    case 503:
+        return WR_ELIMIT;
+    default:
+        return WR_EINTERNAL;
+    }
+}
+
+int cli_http_error(const struct cli_http_resp *resp, struct wr_err *err)
+{
+    const char *retry = cli_http_resp_header(resp, "Retry-After");
+    json_t *j = resp->body_len ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
+    const char *code = json_string_value(json_object_get(j, "code"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    char retry_note[64] = "";
+
+    if (retry && strspn(retry, "0123456789") == strlen(retry) && retry[0])
+        snprintf(retry_note, sizeof(retry_note), "; retry in %s s", retry);
+    if (msg != NULL) {
+        wr_err_set(err, kind_of_code(code, resp->status), 0, "%s (%s)%s", msg,
+                   code ? code : "error", retry_note);
+    } else {
+        const char *b = resp->body ? resp->body : "";
+        int line = (int)strcspn(b, "\r\n");
+        if (line > 200)
+            line = 200;
+        wr_err_set(err, kind_of_code(NULL, resp->status), 0, "HTTP %d%s%.*s%s", resp->status,
+                   line ? ": " : "", line, b, retry_note);
+    }
+    json_decref(j);
+    return -1;
+}

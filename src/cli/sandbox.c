@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox verbs: `warren create`, `ls`, `info`, `rm` and `timeout`. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../util/cleanup.h"
+#include "../util/parse.h"
+#include "../util/xalloc.h"
+#include "client.h"
+
+#define MAX_TIMEOUT_S (86400ull * 365)
+
+/* Connect, or print why not. */
+static struct cli_http *connect_or_complain(const char *verb)
+{
+    struct cli_http *c = NULL;
+    struct wr_err err;
+
+    if (cli_connect(&c, &err) < 0) {
+        cli_errorf("%s: %s", verb, err.msg);
+        return NULL;
+    }
+    return c;
+}
+
+/* A relative rendering of an RFC 3339 UTC time ("4m10s", "expired"), or NULL if unparsable. */
+static char *relative_time(const char *when)
+{
+    struct tm tm = {0};
+    const char *rest = when ? strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    long long d;
+
+    if (rest == NULL)
+        return NULL;
+    if (*rest == '.')
+        rest += 1 + strspn(rest + 1, "0123456789");
+    if (strcmp(rest, "Z") != 0 && strcmp(rest, "+00:00") != 0)
+        return NULL;
+    d = (long long)(timegm(&tm) - time(NULL));
+    if (d <= 0)
+        return xstrdup("expired");
+    if (d < 3600)
+        return xasprintf("%lldm%02llds", d / 60, d % 60);
+    if (d < 86400)
+        return xasprintf("%lldh%02lldm", d / 3600, d / 60 % 60);
+    return xasprintf("%lldd%02lldh", d / 86400, d / 3600 % 24);
+}
+
+static char *memory_str(json_int_t mb)
+{
+    if (mb >= 1024 && mb % 1024 == 0)
+        return xasprintf("%lldG", (long long)(mb / 1024));
+    return xasprintf("%lldM", (long long)mb);
+}
+
+static void print_row(const char *id, const char *tmpl, const char *state, const char *cpus,
+                      const char *mem, const char *exp)
+{
+    printf("%-24s %-12s %-9s %-5s %-7s %s\n", id, tmpl, state, cpus, mem, exp);
+}
+
+static void print_sandbox_row(const json_t *s)
+{
+    char cpus[32];
+    _cleanup_free_ char *mem = memory_str(json_integer_value(json_object_get(s, "memory_mb")));
+    const char *exp = json_string_value(json_object_get(s, "expires_at"));
+    const char *state = json_string_value(json_object_get(s, "state"));
+    _cleanup_free_ char *rel = relative_time(exp);
+
+    snprintf(cpus, sizeof(cpus), "%g", json_number_value(json_object_get(s, "cpus")));
+    if (state && strcmp(state, "stopped") == 0)
+        rel = (free(rel), xstrdup("-"));
+    print_row(json_string_value(json_object_get(s, "id")) ?: "?",
+              json_string_value(json_object_get(s, "template")) ?: "?", state ?: "?", cpus, mem,
+              rel ? rel : (exp ? exp : "-"));
+}
+
+static void print_sandbox(const json_t *s)
+{
+    const char *k;
+    json_t *v;
+    _cleanup_free_ char *mem = memory_str(json_integer_value(json_object_get(s, "memory_mb")));
+    const char *exp = json_string_value(json_object_get(s, "expires_at"));
+    _cleanup_free_ char *rel = relative_time(exp);
+
+    printf("id:         %s\n", json_string_value(json_object_get(s, "id")) ?: "?");
+    printf("template:   %s\n", json_string_value(json_object_get(s, "template")) ?: "?");
+    printf("state:      %s\n", json_string_value(json_object_get(s, "state")) ?: "?");
+    if (json_string_value(json_object_get(s, "reason")))
+        printf("reason:     %s\n", json_string_value(json_object_get(s, "reason")));
+    printf("cpus:       %g\n", json_number_value(json_object_get(s, "cpus")));
+    printf("memory:     %s\n", mem);
+    printf("created_at: %s\n", json_string_value(json_object_get(s, "created_at")) ?: "?");
+    printf("expires_at: %s%s%s%s\n", exp ?: "?", rel ? " (" : "", rel ? rel : "", rel ? ")" : "");
+    json_object_foreach((json_t *)json_object_get(s, "metadata"), k, v)
+        printf("metadata:   %s=%s\n", k, json_string_value(v) ?: "");
+}
+
+/* ---- create --------------------------------------------------------------------------------- */
+
+static void create_usage(FILE *f)
+{
+    fprintf(f, "usage: warren create [options]\n\n"
+               "Start a sandbox and print its id.\n\n"
+               "  --template NAME        template (default: the server's, base)\n"
+               "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
+               "  --memory SIZE          memory, e.g. 512M, 2G (default 512M)\n"
+               "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
+               "  --env K=V              environment for every command (repeatable)\n"
+               "  --metadata K=V         a label (repeatable)\n"
+               "  --idempotency-key KEY  a retried create returns the same sandbox\n"
+               "  -o json                print the sandbox as JSON\n");
+}
+
+int cmd_create(int argc, char **argv)
+{
+    enum { O_TEMPLATE = 256, O_CPUS, O_MEMORY, O_TIMEOUT, O_ENV, O_META, O_IDEM };
+    static const struct option longopts[] = {
+        {"template", required_argument, NULL, O_TEMPLATE},
+        {"cpus", required_argument, NULL, O_CPUS},
+        {"memory", required_argument, NULL, O_MEMORY},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"env", required_argument, NULL, O_ENV},
+        {"metadata", required_argument, NULL, O_META},
+        {"idempotency-key", required_argument, NULL, O_IDEM},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    json_t *body = json_object(), *env = json_object(), *meta = json_object(), *sb = NULL;
+    _cleanup_free_ char *idem = NULL;
+    struct cli_http *http = NULL;
+    struct wr_err err;
+    bool json = false;
+    int c, rc = CLI_EXIT_USAGE;
+    uint64_t v;
+    uint32_t millis;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_TEMPLATE:
+            json_object_set_new(body, "template", json_string(optarg));
+            break;
+        case O_CPUS:
+            if (wr_parse_cpus(optarg, &millis, &err) < 0)
+                goto bad;
+            json_object_set_new(body, "cpus", json_real(millis / 1000.0));
+            break;
+        case O_MEMORY:
+            if (wr_parse_size(optarg, &v, &err) < 0)
+                goto bad;
+            json_object_set_new(body, "memory_mb",
+                                json_integer((json_int_t)((v + (1 << 20) - 1) >> 20)));
+            break;
+        case O_TIMEOUT:
+            if (wr_parse_uint(optarg, MAX_TIMEOUT_S, &v, &err) < 0)
+                goto bad;
+            if (v == 0) {
+                cli_errorf("create: --timeout must be at least 1 second");
+                goto out;
+            }
+            json_object_set_new(body, "timeout", json_integer((json_int_t)v));
+            break;
+        case O_ENV:
+            if (cli_kv_set("create", "--env", env, optarg) < 0)
+                goto out;
+            break;
+        case O_META:
+            if (cli_kv_set("create", "--metadata", meta, optarg) < 0)
+                goto out;
+            break;
+        case O_IDEM:
+            free(idem);
+            idem = xasprintf("Idempotency-Key: %s", optarg);
+            break;
+        case 'o':
+            if (cli_output_arg("create", optarg, &json) < 0)
+                goto out;
+            break;
+        case 'h':
+            create_usage(stdout);
+            rc = 0;
+            goto out;
+        default:
+            rc = cli_bad_option("create", argv);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        cli_errorf("create: unexpected argument `%s`", argv[optind]);
+        goto out;
+    }
+    if (json_object_size(env))
+        json_object_set(body, "env", env);
+    if (json_object_size(meta))
+        json_object_set(body, "metadata", meta);
+
+    rc = CLI_EXIT_FAIL;
+    if ((http = connect_or_complain("create")) == NULL)
+        goto out;
+    if (idem != NULL) {
+        /* cli_api has no header parameter; this one request is made by hand */
+        const char *extra[] = {idem, NULL};
+        _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+        struct cli_http_req req = {.method = "POST",
+                                   .target = "/v1/sandboxes",
+                                   .content_type = "application/json",
+                                   .extra = extra,
+                                   .body_kind = CLI_BODY_MEM,
+                                   .body = text,
+                                   .body_len = strlen(text)};
+        struct cli_http_resp resp;
+        if (cli_http_request(http, &req, &resp, &err) < 0)
+            goto fail;
+        if (resp.status < 200 || resp.status > 299) {
+            cli_http_error(&resp, &err);
+            cli_http_resp_fini(&resp);
+            goto fail;
+        }
+        sb = json_loadb(resp.body ? resp.body : "", resp.body_len, 0, NULL);
+        cli_http_resp_fini(&resp);
+        if (sb == NULL) {
+            wr_err_set(&err, WR_EPROTO, 0, "bad JSON from warrend");
+            goto fail;
+        }
+    } else if (cli_api(http, "POST", "/v1/sandboxes", body, &sb, &err) < 0) {
+        goto fail;
+    }
+    if (json)
+        cli_print_json(sb);
+    else
+        printf("%s\n", json_string_value(json_object_get(sb, "id")) ?: "?");
+    rc = 0;
+    goto out;
+bad:
+    cli_errorf("create: %s", err.msg);
+    goto out;
+fail:
+    cli_errorf("create: %s", err.msg);
+out:
+    cli_http_close(http);
+    json_decref(body);
+    json_decref(env);
+    json_decref(meta);
+    json_decref(sb);
+    return rc;
+}
+
+/* ---- ls ------------------------------------------------------------------------------------- */
+
+int cmd_ls(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"state", required_argument, NULL, 's'},
+        {"metadata", required_argument, NULL, 'm'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cli_buf query = {0};
+    struct cli_http *http = NULL;
+    json_t *all = json_array(), *page = NULL;
+    _cleanup_free_ char *cursor = NULL;
+    struct wr_err err;
+    bool json = false;
+    int c, rc = CLI_EXIT_USAGE;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            cli_buf_adds(&query, "&state=");
+            cli_buf_add_escaped(&query, optarg);
+            break;
+        case 'm':
+            if (strchr(optarg, '=') == NULL || optarg[0] == '=') {
+                cli_errorf("ls: --metadata `%s` must be KEY=VALUE", optarg);
+                goto out;
+            }
+            cli_buf_adds(&query, "&metadata=");
+            cli_buf_add_escaped(&query, optarg);
+            break;
+        case 'o':
+            if (cli_output_arg("ls", optarg, &json) < 0)
+                goto out;
+            break;
+        case 'h':
+            printf("usage: warren ls [--state S[,S...]] [--metadata K=V]... [-o json]\n\n"
+                   "List the team's sandboxes (by default all but stopped ones).\n"
+                   "States: creating, running, paused, stopped, error.\n");
+            rc = 0;
+            goto out;
+        default:
+            rc = cli_bad_option("ls", argv);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        cli_errorf("ls: unexpected argument `%s`", argv[optind]);
+        goto out;
+    }
+    rc = CLI_EXIT_FAIL;
+    if ((http = connect_or_complain("ls")) == NULL)
+        goto out;
+    for (bool header = !json;;) {
+        struct cli_buf target = {0};
+        json_t *list, *s;
+        size_t i;
+        int r;
+
+        cli_buf_addf(&target, "/v1/sandboxes?limit=1000%s", query.p ? query.p : "");
+        if (cursor) {
+            cli_buf_adds(&target, "&cursor=");
+            cli_buf_add_escaped(&target, cursor);
+        }
+        r = cli_api(http, "GET", target.p, NULL, &page, &err);
+        cli_buf_fini(&target);
+        if (r < 0) {
+            cli_errorf("ls: %s", err.msg);
+            goto out;
+        }
+        list = json_object_get(page, "sandboxes");
+        if (!json_is_array(list)) {
+            cli_errorf("ls: bad answer from warrend: no `sandboxes` array");
+            goto out;
+        }
+        if (header)
+            print_row("ID", "TEMPLATE", "STATE", "CPUS", "MEMORY", "EXPIRES");
+        header = false;
+        json_array_foreach(list, i, s)
+        {
+            if (json)
+                json_array_append(all, s);
+            else
+                print_sandbox_row(s);
+        }
+        free(cursor);
+        cursor = json_string_value(json_object_get(page, "next_cursor"))
+                     ? xstrdup(json_string_value(json_object_get(page, "next_cursor")))
+                     : NULL;
+        bool empty = json_array_size(list) == 0;
+        json_decref(page);
+        page = NULL;
+        if (cursor == NULL || cursor[0] == '\0' || empty)
+            break;
+        fflush(stdout);
+    }
+    if (json) {
+        json_t *o = json_pack("{s:O}", "sandboxes", all);
+        cli_print_json(o);
+        json_decref(o);
+    }
+    rc = 0;
+out:
+    cli_http_close(http);
+    cli_buf_fini(&query);
+    json_decref(all);
+    json_decref(page);
+    return rc;
+}
+
+/* ---- info, rm, timeout ---------------------------------------------------------------------- */
+
+/* Parse the options of a verb that takes only -o and positional arguments. Returns the index of
+ * the first positional argument, or -1 with *rc set (0 after --help). */
+static int simple_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
+                       int *rc)
+{
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, json ? "o:h" : "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            if (json == NULL) {
+                *rc = cli_bad_option(verb, argv);
+                return -1;
+            }
+            if (cli_output_arg(verb, optarg, json) < 0) {
+                *rc = CLI_EXIT_USAGE;
+                return -1;
+            }
+            break;
+        case 'h':
+            printf("%s", usage);
+            *rc = 0;
+            return -1;
+        default:
+            *rc = cli_bad_option(verb, argv);
+            return -1;
+        }
+    }
+    return optind;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    struct cli_http *http = NULL;
+    _cleanup_free_ char *target = NULL;
+    json_t *sb = NULL;
+    struct wr_err err;
+    bool json = false;
+    int rc, i = simple_opts("info", "usage: warren info ID [-o json]\n", argc, argv, &json, &rc);
+
+    if (i < 0)
+        return rc;
+    if (argc - i != 1) {
+        cli_errorf("info: want exactly one sandbox id (usage: warren info ID [-o json])");
+        return CLI_EXIT_USAGE;
+    }
+    if (!cli_check_id("info", argv[i]))
+        return CLI_EXIT_USAGE;
+    if ((http = connect_or_complain("info")) == NULL)
+        return CLI_EXIT_FAIL;
+    target = xasprintf("/v1/sandboxes/%s", argv[i]);
+    if (cli_api(http, "GET", target, NULL, &sb, &err) < 0) {
+        cli_errorf("info: %s", err.msg);
+        cli_http_close(http);
+        return CLI_EXIT_FAIL;
+    }
+    if (json)
+        cli_print_json(sb);
+    else
+        print_sandbox(sb);
+    json_decref(sb);
+    cli_http_close(http);
+    return 0;
+}
+
+int cmd_rm(int argc, char **argv)
+{
+    struct cli_http *http = NULL;
+    struct wr_err err;
+    int rc = 0, i = simple_opts("rm", "usage: warren rm ID...\n\nKill and delete sandboxes.\n",
+                                argc, argv, NULL, &rc);
+
+    if (i < 0)
+        return rc;
+    if (i >= argc) {
+        cli_errorf("rm: no sandbox id given (usage: warren rm ID...)");
+        return CLI_EXIT_USAGE;
+    }
+    for (int j = i; j < argc; j++)
+        if (!cli_check_id("rm", argv[j]))
+            return CLI_EXIT_USAGE;
+    if ((http = connect_or_complain("rm")) == NULL)
+        return CLI_EXIT_FAIL;
+    /* Go on past a failure: the others are still worth removing. */
+    for (; i < argc; i++) {
+        _cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s", argv[i]);
+        if (cli_api(http, "DELETE", target, NULL, NULL, &err) < 0) {
+            cli_errorf("rm %s: %s", argv[i], err.msg);
+            rc = CLI_EXIT_FAIL;
+        } else {
+            printf("%s\n", argv[i]);
+        }
+    }
+    cli_http_close(http);
+    return rc;
+}
+
+int cmd_timeout(int argc, char **argv)
+{
+    struct cli_http *http = NULL;
+    _cleanup_free_ char *target = NULL;
+    json_t *body, *sb = NULL;
+    struct wr_err err;
+    bool json = false;
+    uint64_t secs;
+    int rc, i = simple_opts("timeout",
+                            "usage: warren timeout ID SECS [-o json]\n\n"
+                            "Set the sandbox's deadline to SECS seconds from now.\n",
+                            argc, argv, &json, &rc);
+
+    if (i < 0)
+        return rc;
+    if (argc - i != 2) {
+        cli_errorf("timeout: usage: warren timeout ID SECS");
+        return CLI_EXIT_USAGE;
+    }
+    if (!cli_check_id("timeout", argv[i]))
+        return CLI_EXIT_USAGE;
+    if (wr_parse_uint(argv[i + 1], MAX_TIMEOUT_S, &secs, &err) < 0 || secs == 0) {
+        cli_errorf("timeout: SECS `%s` must be a whole number of seconds, at least 1", argv[i + 1]);
+        return CLI_EXIT_USAGE;
+    }
+    if ((http = connect_or_complain("timeout")) == NULL)
+        return CLI_EXIT_FAIL;
+    target = xasprintf("/v1/sandboxes/%s/timeout", argv[i]);
+    body = json_pack("{s:I}", "timeout", (json_int_t)secs);
+    rc = cli_api(http, "POST", target, body, &sb, &err) < 0 ? CLI_EXIT_FAIL : 0;
+    json_decref(body);
+    cli_http_close(http);
+    if (rc != 0) {
+        cli_errorf("timeout: %s", err.msg);
+        return rc;
+    }
+    if (json)
+        cli_print_json(sb);
+    else
+        printf("%s expires at %s\n", argv[i],
+               json_string_value(json_object_get(sb, "expires_at")) ?: "?");
+    json_decref(sb);
+    return 0;
+}

@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox manager: lifecycle, deadlines, quotas and reconciliation (see manager.h). */
+#include "manager.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../runtime/runtime.h"
+#include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+
+#define NBUCKETS 4096
+
+struct wr_manager {
+    struct wr_manager_config cfg;
+    uv_loop_t *loop;
+    struct wr_msb *buckets[NBUCKETS];
+    uint64_t count;     /* sandboxes in memory: creating or running */
+    uint64_t committed; /* their memory limits */
+    bool closing;
+};
+
+/* ---- time and ids --------------------------------------------------------------------------- */
+
+int64_t wr__core_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 20 random characters of [a-z0-9]: about 103 bits. */
+static void new_id(char out[21])
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char rnd[20];
+
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        abort(); /* the kernel's CSPRNG cannot fail once initialised */
+    for (int i = 0; i < 20; i++)
+        out[i] = alphabet[rnd[i] % 36];
+    out[20] = '\0';
+}
+
+static bool valid_template_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return false;
+    return true;
+}
+
+/* ---- the table of sandboxes ----------------------------------------------------------------- */
+
+static unsigned bucket_of(const char *id)
+{
+    uint32_t h = 2166136261u;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return h % NBUCKETS;
+}
+
+static struct wr_msb *table_get(struct wr_manager *m, const char *id)
+{
+    for (struct wr_msb *s = m->buckets[bucket_of(id)]; s != NULL; s = s->hnext)
+        if (strcmp(s->id, id) == 0)
+            return s;
+    return NULL;
+}
+
+static void table_put(struct wr_manager *m, struct wr_msb *sb)
+{
+    unsigned b = bucket_of(sb->id);
+    sb->hnext = m->buckets[b];
+    m->buckets[b] = sb;
+    m->count++;
+    m->committed += sb->memory_bytes;
+}
+
+static void table_del(struct wr_manager *m, struct wr_msb *sb)
+{
+    for (struct wr_msb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
+        if (*pp == sb) {
+            *pp = sb->hnext;
+            m->count--;
+            m->committed -= sb->memory_bytes;
+            return;
+        }
+}
+
+/* ---- a managed sandbox's life ---------------------------------------------------------------- */
+
+static void msb_handle_closed(uv_handle_t *h)
+{
+    struct wr_msb *sb = h->data;
+    if (--sb->open_handles == 0)
+        wr_msb_unref(sb);
+}
+
+void wr_msb_ref(struct wr_msb *sb)
+{
+    sb->refs++;
+}
+
+void wr_msb_unref(struct wr_msb *sb)
+{
+    if (--sb->refs > 0)
+        return;
+    free(sb->id);
+    free(sb->team);
+    free(sb);
+}
+
+bool wr_msb_alive(const struct wr_msb *sb)
+{
+    return sb->alive;
+}
+
+const char *wr_msb_id(const struct wr_msb *sb)
+{
+    return sb->id;
+}
+
+struct wr_agent *wr_msb_agent(struct wr_msb *sb)
+{
+    return sb->agent;
+}
+
+const char *wr_msb_ctl_path(const struct wr_msb *sb)
+{
+    return sb->rt != NULL ? wr_sandbox_ctl_path(sb->rt) : NULL;
+}
+
+uv_loop_t *wr_msb_loop(const struct wr_msb *sb)
+{
+    return sb->m->loop;
+}
+
+static void on_deadline(uv_timer_t *t);
+static void on_pidfd(uv_poll_t *p, int status, int events);
+static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
+static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx);
+
+static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *team,
+                              uint64_t memory_bytes)
+{
+    struct wr_msb *sb = xcalloc(1, sizeof(*sb));
+
+    sb->m = m;
+    sb->id = xstrdup(id);
+    sb->team = xstrdup(team);
+    sb->memory_bytes = memory_bytes;
+    sb->refs = 1; /* the table's */
+    return sb;
+}
+
+/* The sandbox runs: watch its end, arm its deadline, connect its agent. */
+static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool connect_by_path)
+{
+    struct wr_manager *m = sb->m;
+    struct wr_agent_config ac = {.loop = m->loop, .fd = -1, .on_ready = agent_ready,
+                                 .on_close = agent_closed, .ctx = sb};
+    struct wr_err err;
+    int64_t left = deadline_ms - wr__core_now_ms();
+
+    sb->alive = true;
+    uv_timer_init(m->loop, &sb->deadline);
+    sb->deadline.data = sb;
+    sb->open_handles++;
+    wr_msb_ref(sb);
+    uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
+
+    if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
+        sb->pidfd_poll.data = sb;
+        sb->open_handles++;
+        wr_msb_ref(sb);
+        uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
+        sb->polling = true;
+    }
+
+    if (connect_by_path)
+        ac.path = wr_sandbox_ctl_path(sb->rt);
+    else
+        ac.fd = dup(wr_sandbox_ctl_fd(sb->rt));
+    if (wr_agent_open(&ac, &sb->agent, &err) < 0) {
+        log_warn("sandbox %s: agent: %s", sb->id, err.msg);
+        sb->agent = NULL;
+    }
+}
+
+/* Stop everything that refers to the sandbox on the loop; its processes hear on_lost. */
+static void msb_stop_watching(struct wr_msb *sb, const struct wr_err *why)
+{
+    if (!sb->alive)
+        return;
+    sb->alive = false;
+    wr__procs_lost(sb, why);
+    if (sb->agent != NULL) {
+        wr_agent_close(sb->agent);
+        sb->agent = NULL;
+    }
+    uv_timer_stop(&sb->deadline);
+    uv_close((uv_handle_t *)&sb->deadline, msb_handle_closed);
+    if (sb->polling) {
+        uv_poll_stop(&sb->pidfd_poll);
+        uv_close((uv_handle_t *)&sb->pidfd_poll, msb_handle_closed);
+        sb->polling = false;
+    }
+}
+
+/* ---- destroying, on a worker thread ----------------------------------------------------------- */
+
+struct destroy_work {
+    uv_work_t w;
+    struct wr_msb *sb;
+    struct wr_sandbox *rt_sb;
+    char *final_state; /* NULL: remove the record */
+    char *reason;
+    struct wr_err err;
+    int rc;
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+};
+
+static void destroy_run(uv_work_t *w)
+{
+    struct destroy_work *d = w->data;
+    d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
+}
+
+static void destroy_done(uv_work_t *w, int status)
+{
+    struct destroy_work *d = w->data;
+    struct wr_manager *m = d->sb->m;
+    struct wr_err e2;
+
+    if (d->rc < 0)
+        log_warn("sandbox %s: teardown: %s", d->sb->id, d->err.msg);
+    if (!m->closing) {
+        if (d->final_state == NULL) {
+            if (wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0)
+                log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
+        } else if (wr_store_sandbox_set_state(m->cfg.store, d->sb->id, d->final_state, d->reason,
+                                              &e2) < 0) {
+            log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
+        }
+    }
+    table_del(m, d->sb);
+    if (d->cb != NULL)
+        d->cb(d->ctx, NULL);
+    wr_msb_unref(d->sb); /* the table's reference */
+    free(d->final_state);
+    free(d->reason);
+    free(d);
+}
+
+/* End a sandbox: stop watching it, destroy it on a worker, then record its end. */
+static void msb_end(struct wr_msb *sb, const char *final_state, const char *reason,
+                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    struct destroy_work *d = xcalloc(1, sizeof(*d));
+    struct wr_err why;
+
+    sb->ending = true;
+    wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id,
+               reason ? reason : "deleted");
+    msb_stop_watching(sb, &why);
+    d->sb = sb;
+    d->rt_sb = sb->rt;
+    sb->rt = NULL;
+    d->final_state = final_state ? xstrdup(final_state) : NULL;
+    d->reason = reason ? xstrdup(reason) : NULL;
+    d->cb = cb;
+    d->ctx = ctx;
+    d->w.data = d;
+    if (!sb->m->closing && final_state != NULL)
+        (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, "stopped", reason, NULL);
+    uv_queue_work(sb->m->loop, &d->w, destroy_run, destroy_done);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct wr_msb *sb = t->data;
+    log_info("sandbox %s: deadline reached", sb->id);
+    if (!sb->ending)
+        msb_end(sb, "stopped", "timeout", NULL, NULL);
+}
+
+static void on_pidfd(uv_poll_t *p, int status, int events)
+{
+    struct wr_msb *sb = p->data;
+    log_warn("sandbox %s: warren-init exited", sb->id);
+    if (!sb->ending)
+        msb_end(sb, "stopped", "the sandbox's init process exited unexpectedly", NULL, NULL);
+}
+
+static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct wr_msb *sb = ctx;
+
+    if (err != NULL) {
+        log_warn("sandbox %s: agent: %s", sb->id, err->msg);
+        return;
+    }
+    if (sb->adopted)
+        wr__procs_adopt(sb);
+}
+
+static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct wr_msb *sb = ctx;
+
+    /* The connection to a live warren-init broke: a misbehaving (hostile) agent. The sandbox
+     * cannot be driven any more; end it, with the reason on record. */
+    if (sb->agent != a || sb->ending)
+        return;
+    log_warn("sandbox %s: agent connection lost: %s", sb->id, err ? err->msg : "closed");
+    sb->agent = NULL;
+    wr_agent_close(a);
+    msb_end(sb, "error", err ? err->msg : "agent connection lost", NULL, NULL);
+}
+
+/* ---- creating -------------------------------------------------------------------------------- */
+
+struct create_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct wr_msb *sb;
+    struct wr_sandbox_rec rec;
+    char *layer;
+    char **env; /* NULL-terminated KEY=VALUE */
+    char *cwd, *user;
+    uint32_t pids_max;
+    struct wr_sandbox *rt_sb;
+    struct wr_err err;
+    int rc;
+    wr_manager_create_cb cb;
+    void *ctx;
+};
+
+static void create_run(uv_work_t *w)
+{
+    struct create_work *c = w->data;
+    const char *layers[1] = {c->layer};
+    struct wr_sandbox_spec spec = {
+        .id = c->rec.id,
+        .layers = layers,
+        .n_layers = 1,
+        .env = (const char *const *)c->env,
+        .cwd = c->cwd,
+        .user = c->user,
+        .memory_bytes = c->rec.memory_bytes,
+        .cpu_millis = c->rec.cpu_millis,
+        .pids_max = c->pids_max,
+        .tmpfs_bytes = c->rec.memory_bytes ? c->rec.memory_bytes : 0,
+    };
+    c->rc = wr_sandbox_create(c->m->cfg.rt, &spec, &c->rt_sb, &c->err);
+}
+
+static void free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void create_done(uv_work_t *w, int status)
+{
+    struct create_work *c = w->data;
+    struct wr_manager *m = c->m;
+    struct wr_msb *sb = c->sb;
+    struct wr_err e2;
+    struct wr_sandbox_rec *out = NULL;
+
+    if (c->rc < 0 || m->closing) {
+        if (c->rc == 0)
+            (void)wr_sandbox_destroy(c->rt_sb, NULL);
+        (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
+        table_del(m, sb);
+        wr_msb_unref(sb);
+        c->cb(c->ctx, NULL, false, &c->err, 0);
+        goto out;
+    }
+    sb->rt = c->rt_sb;
+    if (wr_store_sandbox_set_runtime(m->cfg.store, c->rec.id, wr_sandbox_pid(c->rt_sb),
+                                     wr_sandbox_uid_base(c->rt_sb), &e2) < 0 ||
+        wr_store_sandbox_set_state(m->cfg.store, c->rec.id, "running", NULL, &e2) < 0) {
+        log_error("sandbox %s: store: %s", c->rec.id, e2.msg);
+        msb_end(sb, NULL, "store failure", NULL, NULL);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+        goto out;
+    }
+    msb_start_watching(sb, c->rec.deadline_ms, false);
+    out = xmalloc(sizeof(*out));
+    if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
+        free(out);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+        goto out;
+    }
+    c->cb(c->ctx, out, false, NULL, 0);
+out:
+    wr_sandbox_rec_fini(&c->rec);
+    free(c->layer);
+    free_strv(c->env);
+    free(c->cwd);
+    free(c->user);
+    free(c);
+}
+
+/* Template defaults from <templates>/<name>/config.json: {"env": {...}, "cwd": "...",
+ * "user": "..."}; a missing file means none. */
+static int template_config(const char *dir, json_t **env, char **cwd, char **user,
+                           struct wr_err *err)
+{
+    _cleanup_free_ char *path = xasprintf("%s/config.json", dir);
+    json_error_t je;
+    json_t *j;
+    const char *s;
+
+    if (access(path, F_OK) < 0)
+        return 0;
+    j = json_load_file(path, 0, &je);
+    if (j == NULL || !json_is_object(j)) {
+        json_decref(j);
+        return wr_err_set(err, WR_EINTERNAL, 0, "template config `%s`: %s", path, je.text);
+    }
+    if (json_is_object(json_object_get(j, "env")))
+        json_object_update(*env, json_object_get(j, "env"));
+    if ((s = json_string_value(json_object_get(j, "cwd"))) != NULL)
+        *cwd = xstrdup(s);
+    if ((s = json_string_value(json_object_get(j, "user"))) != NULL)
+        *user = xstrdup(s);
+    json_decref(j);
+    return 0;
+}
+
+void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
+                       wr_manager_create_cb cb, void *ctx)
+{
+    const char *tname = req->template_name ? req->template_name : "base";
+    uint32_t timeout_s = req->timeout_s ? req->timeout_s : m->cfg.default_timeout_s;
+    struct create_work *c;
+    _cleanup_free_ char *tdir = NULL;
+    json_t *env = NULL;
+    struct wr_err err;
+    struct stat st;
+    char id[21];
+
+    if (!valid_template_name(tname)) {
+        wr_err_set(&err, WR_EINVAL, 0, "template name `%s` is not valid", tname);
+        goto fail;
+    }
+    tdir = xasprintf("%s/%s", m->cfg.templates_dir, tname);
+    {
+        _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", tdir);
+        if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            wr_err_set(&err, WR_ENOTFOUND, 0, "template `%s` does not exist", tname);
+            goto fail;
+        }
+    }
+    if (timeout_s > m->cfg.max_timeout_s) {
+        wr_err_set(&err, WR_EINVAL, 0, "timeout %u s is above the maximum of %u s", timeout_s,
+                   m->cfg.max_timeout_s);
+        goto fail;
+    }
+    if (req->idem_key != NULL) {
+        struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
+        if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
+            cb(ctx, rec, true, NULL, 0);
+            return;
+        }
+        free(rec);
+        if (err.kind != WR_ENOTFOUND)
+            goto fail;
+    }
+
+    c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->cb = cb;
+    c->ctx = ctx;
+    c->pids_max = m->cfg.pids_max;
+    c->rec.cpu_millis = req->cpu_millis ? req->cpu_millis : m->cfg.default_cpu_millis;
+    c->rec.memory_bytes = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
+
+    if (m->count >= m->cfg.max_sandboxes) {
+        free(c);
+        wr_err_set(&err, WR_ELIMIT, 0, "the host runs its maximum of %u sandboxes",
+                   m->cfg.max_sandboxes);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
+    if (m->committed + c->rec.memory_bytes > m->cfg.max_memory_bytes) {
+        uint64_t have = m->cfg.max_memory_bytes - m->committed;
+        free(c);
+        wr_err_set(&err, WR_ELIMIT, 0,
+                   "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
+                   (uint64_t)(req->memory_bytes ? req->memory_bytes
+                                                : m->cfg.default_memory_bytes) >>
+                       20,
+                   have >> 20);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
+
+    env = json_object();
+    if (template_config(tdir, &env, &c->cwd, &c->user, &err) < 0) {
+        json_decref(env);
+        free(c);
+        goto fail;
+    }
+    if (req->env_json != NULL) {
+        json_t *renv = json_loads(req->env_json, 0, NULL);
+        if (json_is_object(renv))
+            json_object_update(env, renv);
+        json_decref(renv);
+    }
+    {
+        size_t n = json_object_size(env), i = 0;
+        const char *k;
+        json_t *v;
+        c->env = xcalloc(n + 1, sizeof(char *));
+        json_object_foreach(env, k, v)
+        {
+            if (json_is_string(v))
+                c->env[i++] = xasprintf("%s=%s", k, json_string_value(v));
+        }
+    }
+
+    new_id(id);
+    c->rec.id = xstrdup(id);
+    c->rec.team = xstrdup(req->team);
+    c->rec.template_name = xstrdup(tname);
+    c->rec.state = xstrdup("creating");
+    c->rec.created_ms = wr__core_now_ms();
+    c->rec.deadline_ms = c->rec.created_ms + (int64_t)timeout_s * 1000;
+    c->rec.metadata_json = xstrdup(req->metadata_json ? req->metadata_json : "{}");
+    c->rec.env_json = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
+    c->rec.idem_key = req->idem_key ? xstrdup(req->idem_key) : NULL;
+    json_decref(env);
+    c->layer = xasprintf("%s/rootfs", tdir);
+
+    if (wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
+        wr_sandbox_rec_fini(&c->rec);
+        free(c->layer);
+        free_strv(c->env);
+        free(c->cwd);
+        free(c->user);
+        free(c);
+        goto fail;
+    }
+    c->sb = msb_new(m, id, req->team, c->rec.memory_bytes);
+    table_put(m, c->sb);
+    c->w.data = c;
+    uv_queue_work(m->loop, &c->w, create_run, create_done);
+    return;
+fail:
+    cb(ctx, NULL, false, &err, 0);
+}
+
+/* ---- the rest of the API -------------------------------------------------------------------- */
+
+struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                               struct wr_err *err)
+{
+    struct wr_msb *sb = table_get(m, id);
+
+    if (sb == NULL || (team != NULL && strcmp(sb->team, team) != 0)) {
+        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox `%s` not found", id);
+        return NULL;
+    }
+    if (!sb->alive || sb->ending) {
+        wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
+        return NULL;
+    }
+    return sb;
+}
+
+void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
+                       void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    struct wr_msb *sb = table_get(m, id);
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+
+    if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
+        if (!sb->alive || sb->ending) {
+            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created or deleted", id);
+            cb(ctx, &err);
+            return;
+        }
+        msb_end(sb, NULL, "deleted", cb, ctx);
+        return;
+    }
+    /* Not in memory: a stopped sandbox's record, or nothing. */
+    if (wr_store_sandbox_get(m->cfg.store, team, id, &rec, &err) < 0) {
+        cb(ctx, &err);
+        return;
+    }
+    wr_sandbox_rec_fini(&rec);
+    if (wr_store_sandbox_delete(m->cfg.store, id, &err) < 0) {
+        cb(ctx, &err);
+        return;
+    }
+    cb(ctx, NULL);
+}
+
+int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
+                   struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+}
+
+int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
+                           uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    struct wr_msb *sb;
+    int64_t deadline;
+
+    if (timeout_s == 0 || timeout_s > m->cfg.max_timeout_s)
+        return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
+                          m->cfg.max_timeout_s);
+    sb = wr_manager_find(m, team, id, err);
+    if (sb == NULL)
+        return -1;
+    deadline = wr__core_now_ms() + (int64_t)timeout_s * 1000;
+    if (wr_store_sandbox_set_deadline(m->cfg.store, id, deadline, err) < 0)
+        return -1;
+    uv_timer_start(&sb->deadline, on_deadline, (uint64_t)timeout_s * 1000, 0);
+    return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+}
+
+uint64_t wr_manager_count(const struct wr_manager *m)
+{
+    return m->count;
+}
+
+uint64_t wr_manager_committed_memory(const struct wr_manager *m)
+{
+    return m->committed;
+}
+
+const char *wr_manager_cgroup_version(const struct wr_manager *m)
+{
+    return wr_runtime_cgroup_version(m->cfg.rt);
+}
+
+/* ---- open, reconcile, close ----------------------------------------------------------------- */
+
+/* Take back one sandbox found in the store. */
+static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
+{
+    struct wr_sandbox *rt_sb = NULL;
+    struct wr_msb *sb;
+    struct wr_err err;
+    const char *reason = NULL;
+
+    if (strcmp(r->state, "creating") == 0) {
+        reason = "the daemon restarted while the sandbox was being created";
+    } else if (r->init_pid <= 0 ||
+               wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid, (uid_t)r->uid_base, &rt_sb,
+                                &err) < 0) {
+        reason = "the sandbox ended while the daemon was down";
+    }
+    if (reason != NULL) {
+        /* Whatever is left of it (a cgroup, a run directory, a still-running init of a half
+         * create) goes; the record stays, stopped, with the reason. */
+        if (r->init_pid > 0 && rt_sb == NULL &&
+            wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid, (uid_t)r->uid_base, &rt_sb,
+                             NULL) == 0)
+            (void)wr_sandbox_destroy(rt_sb, NULL);
+        else
+            (void)wr_sandbox_cleanup(m->cfg.rt, r->id, NULL);
+        log_warn("sandbox %s: %s", r->id, reason);
+        (void)wr_store_sandbox_set_state(m->cfg.store, r->id,
+                                         strcmp(r->state, "creating") == 0 ? "error" : "stopped",
+                                         reason, NULL);
+        return;
+    }
+    sb = msb_new(m, r->id, r->team, r->memory_bytes);
+    sb->rt = rt_sb;
+    sb->adopted = true;
+    table_put(m, sb);
+    log_info("sandbox %s: adopted (init pid %" PRId64 ")", r->id, r->init_pid);
+    /* A deadline that passed while the daemon was down fires at once. */
+    msb_start_watching(sb, r->deadline_ms, true);
+}
+
+int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
+                    struct wr_err *err)
+{
+    static const char *const live[] = {"creating", "running", "paused", NULL};
+    struct wr_manager *m = xcalloc(1, sizeof(*m));
+    struct wr_sandbox_filter f = {.states = live};
+    struct wr_sandbox_rec *recs = NULL;
+    struct sysinfo si;
+    size_t n = 0;
+
+    m->cfg = *cfg;
+    m->loop = cfg->loop;
+    if (m->cfg.default_timeout_s == 0)
+        m->cfg.default_timeout_s = 300;
+    if (m->cfg.max_timeout_s == 0)
+        m->cfg.max_timeout_s = 86400;
+    if (m->cfg.max_sandboxes == 0)
+        m->cfg.max_sandboxes = 1000;
+    if (m->cfg.default_cpu_millis == 0)
+        m->cfg.default_cpu_millis = 1000;
+    if (m->cfg.default_memory_bytes == 0)
+        m->cfg.default_memory_bytes = 512ull << 20;
+    if (m->cfg.pids_max == 0)
+        m->cfg.pids_max = 4096;
+    if (m->cfg.max_memory_bytes == 0 && sysinfo(&si) == 0)
+        m->cfg.max_memory_bytes = (uint64_t)si.totalram * si.mem_unit;
+    if (m->cfg.default_timeout_s > m->cfg.max_timeout_s)
+        m->cfg.default_timeout_s = m->cfg.max_timeout_s;
+
+    if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
+        free(m);
+        return wr_err_wrap(err, "reconcile");
+    }
+    for (size_t i = 0; i < n; i++) {
+        reconcile_one(m, &recs[i]);
+        wr_sandbox_rec_fini(&recs[i]);
+    }
+    free(recs);
+    *out = m;
+    return 0;
+}
+
+void wr_manager_close(struct wr_manager *m)
+{
+    if (m == NULL)
+        return;
+    m->closing = true;
+    for (unsigned b = 0; b < NBUCKETS; b++) {
+        struct wr_msb *sb = m->buckets[b];
+        while (sb != NULL) {
+            struct wr_msb *next = sb->hnext;
+            struct wr_err why;
+            wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
+            msb_stop_watching(sb, &why);
+            wr__procs_free(sb);
+            /* The runtime handle is let go without killing: the sandbox outlives us. */
+            if (sb->rt != NULL)
+                wr_sandbox_release(sb->rt);
+            sb->rt = NULL;
+            wr_msb_unref(sb);
+            sb = next;
+        }
+        m->buckets[b] = NULL;
+    }
+    free(m);
+}

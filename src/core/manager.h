@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sandbox manager: the daemon's model of every sandbox and the only code that changes
+ * one. It validates requests against quotas, drives the state machine
+ *
+ *     creating → running → stopped          (and error, always with a reason)
+ *
+ * keeps the state in the store, starts and destroys sandboxes through the runtime on the loop's
+ * worker threads, arms each sandbox's deadline, and holds one agent connection per running
+ * sandbox. On open it reconciles with the store: sandboxes whose warren-init still runs are
+ * adopted again, the others are marked stopped with a reason. It knows no HTTP.
+ *
+ * All functions run on the loop thread. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../proto/proto.h"
+#include "../store/store.h"
+#include "../util/err.h"
+#include "agent.h"
+
+struct wr_runtime;
+struct wr_manager;
+struct wr_msb;  /* a managed, running sandbox */
+struct wr_proc; /* a process started through the API */
+
+struct wr_manager_config {
+    uv_loop_t *loop;
+    struct wr_store *store;
+    struct wr_runtime *rt;
+    const char *templates_dir;    /* <dir>/<name>/rootfs (+ optional config.json) */
+    uint32_t default_timeout_s;   /* 0: 300 */
+    uint32_t max_timeout_s;       /* 0: 86400 */
+    uint32_t max_sandboxes;       /* 0: 1000 */
+    uint64_t max_memory_bytes;    /* committed memory limit; 0: the host's RAM */
+    uint32_t default_cpu_millis;  /* 0: 1000 */
+    uint64_t default_memory_bytes; /* 0: 512 MiB */
+    uint32_t pids_max;            /* per sandbox; 0: 4096 */
+};
+
+int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
+                    struct wr_err *err);
+/* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon). */
+void wr_manager_close(struct wr_manager *m);
+
+struct wr_create_req {
+    const char *team;
+    const char *template_name; /* NULL: "base" */
+    uint32_t cpu_millis;       /* 0: default */
+    uint64_t memory_bytes;     /* 0: default */
+    uint32_t timeout_s;        /* 0: default */
+    const char *env_json;      /* JSON object of strings, or NULL */
+    const char *metadata_json; /* JSON object of strings, or NULL */
+    const char *idem_key;      /* or NULL */
+};
+
+/* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
+ * existed: an idempotency key matched an earlier create. retry_after_s: set with WR_ELIMIT. */
+typedef void (*wr_manager_create_cb)(void *ctx, struct wr_sandbox_rec *rec, bool existed,
+                                     const struct wr_err *err, unsigned retry_after_s);
+/* Start creating; cb is always called (possibly before this returns, for early errors). */
+void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
+                       wr_manager_create_cb cb, void *ctx);
+
+/* Kill and forget a sandbox of team (NULL: any). cb(ctx, err) when it is gone. */
+void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
+                       void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
+
+/* Records from the store (team NULL: any). */
+int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
+                   struct wr_sandbox_rec *rec, struct wr_err *err);
+/* Deadline = now + timeout_s (bounded by the maximum); returns the updated record. */
+int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
+                           uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
+
+/* The running sandbox `id` of team (NULL: any): WR_ENOTFOUND, or WR_ECONFLICT if it is not
+ * running. The pointer is valid until the loop next runs a delete or a death of it; take
+ * wr_msb_ref for longer. */
+struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                               struct wr_err *err);
+void wr_msb_ref(struct wr_msb *sb);
+void wr_msb_unref(struct wr_msb *sb);
+bool wr_msb_alive(const struct wr_msb *sb);
+const char *wr_msb_id(const struct wr_msb *sb);
+/* The control agent (ready once the sandbox runs), and the path for extra connections. */
+struct wr_agent *wr_msb_agent(struct wr_msb *sb);
+const char *wr_msb_ctl_path(const struct wr_msb *sb);
+uv_loop_t *wr_msb_loop(const struct wr_msb *sb);
+
+uint64_t wr_manager_count(const struct wr_manager *m);
+uint64_t wr_manager_committed_memory(const struct wr_manager *m);
+const char *wr_manager_cgroup_version(const struct wr_manager *m);
+
+/* ---- processes (src/core/procs.c) ---------------------------------------------------------- */
+
+/* Someone who wants a process's events: the exec response, an attach stream, a terminal. */
+struct wr_proc_sub {
+    /* Deliver output. Return true if the subscriber is congested: the process's output is then
+     * not acknowledged to warren-init (so the process slows down) until wr_proc_sub_drained. */
+    bool (*on_output)(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n);
+    /* The process ended (after all output). timed_out: killed by its exec timeout. */
+    void (*on_exit)(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out);
+    /* The sandbox or its agent went away before the process's end. */
+    void (*on_lost)(struct wr_proc_sub *sub, const struct wr_err *err);
+    /* private */
+    struct wr_proc *proc;
+    struct wr_proc_sub *next;
+    bool congested;
+};
+
+/* Spawn through the sandbox's agent; cb(ctx, proc, err) once started (proc owned by the
+ * sandbox; NULL on error). timeout_ms > 0 kills it (SIGKILL) after that long. */
+void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                  void *ctx);
+struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id);
+/* Procs in id order: call fn for each. */
+void wr_msb_procs_foreach(struct wr_msb *sb, void (*fn)(struct wr_proc *p, void *ctx), void *ctx);
+
+/* Subscribe. With replay, the output buffered since the process started (the most recent
+ * WR_PROC_REPLAY bytes) is delivered first. An ended process gets on_exit right away. */
+#define WR_PROC_REPLAY (1u << 20)
+void wr_proc_subscribe(struct wr_proc *p, struct wr_proc_sub *sub, bool replay);
+void wr_proc_unsubscribe(struct wr_proc_sub *sub);
+void wr_proc_sub_drained(struct wr_proc_sub *sub);
+
+uint32_t wr_proc_id(const struct wr_proc *p);
+int64_t wr_proc_os_pid(const struct wr_proc *p);
+char *const *wr_proc_argv(const struct wr_proc *p);
+bool wr_proc_pty(const struct wr_proc *p);
+bool wr_proc_running(const struct wr_proc *p);
+const struct wr_exit *wr_proc_exit(const struct wr_proc *p);
+
+void wr_proc_stdin(struct wr_proc *p, const void *data, size_t n);
+/* Requests answered through cb(ctx, err) (err NULL on success). */
+void wr_proc_stdin_close(struct wr_proc *p, void (*cb)(void *ctx, const struct wr_err *err),
+                         void *ctx);
+void wr_proc_signal(struct wr_proc *p, int sig, void (*cb)(void *ctx, const struct wr_err *err),
+                    void *ctx);
+void wr_proc_resize(struct wr_proc *p, uint16_t rows, uint16_t cols,
+                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
+/* Forget an ended process (WR_ECONFLICT while it runs). */
+int wr_proc_release(struct wr_proc *p, struct wr_err *err);

@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Processes started through the API: each keeps its recent output for replay, fans its events
+ * out to subscribers (exec responses, attach streams, terminals) and turns a slow subscriber
+ * into backpressure on the process, by holding back the window credit warren-init waits for.
+ * A process with no subscriber runs on: its output is acknowledged and kept for replay. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+
+struct out_chunk {
+    struct out_chunk *next;
+    int stream;
+    size_t n;
+    uint8_t data[];
+};
+
+struct wr_proc {
+    struct wr_msb *sb;
+    uint32_t id;
+    int64_t os_pid;
+    char **argv;
+    bool pty;
+    bool running;
+    bool timed_out;
+    struct wr_exit ex;
+    struct out_chunk *rhead, *rtail;
+    size_t rbytes;
+    struct wr_proc_sub *subs;
+    size_t held; /* output bytes not yet acknowledged because a subscriber is congested */
+    uint64_t timeout_ms;
+    uv_timer_t timer;
+    bool timer_on;
+    /* spawn in flight */
+    void (*start_cb)(void *ctx, struct wr_proc *p, const struct wr_err *err);
+    void *start_ctx;
+};
+
+static char **strv_dup(char *const *v)
+{
+    size_t n = 0;
+    char **out;
+
+    while (v != NULL && v[n] != NULL)
+        n++;
+    out = xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        out[i] = xstrdup(v[i]);
+    return out;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    struct wr_proc *p = h->data;
+    for (char **a = p->argv; a && *a; a++)
+        free(*a);
+    free(p->argv);
+    free(p);
+}
+
+static void proc_free(struct wr_proc *p)
+{
+    struct out_chunk *c = p->rhead;
+
+    while (c != NULL) {
+        struct out_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    p->rhead = p->rtail = NULL;
+    if (p->timer_on) {
+        uv_timer_stop(&p->timer);
+        p->timer_on = false;
+    }
+    wr_msb_unref(p->sb);
+    uv_close((uv_handle_t *)&p->timer, timer_closed);
+}
+
+static void table_add(struct wr_msb *sb, struct wr_proc *p)
+{
+    if (sb->nprocs == sb->capprocs) {
+        sb->capprocs = sb->capprocs ? 2 * sb->capprocs : 8;
+        sb->procs = xrealloc(sb->procs, sb->capprocs * sizeof(*sb->procs));
+    }
+    sb->procs[sb->nprocs++] = p;
+}
+
+static void table_remove(struct wr_msb *sb, struct wr_proc *p)
+{
+    for (size_t i = 0; i < sb->nprocs; i++)
+        if (sb->procs[i] == p) {
+            memmove(&sb->procs[i], &sb->procs[i + 1], (sb->nprocs - i - 1) * sizeof(p));
+            sb->nprocs--;
+            return;
+        }
+}
+
+struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id)
+{
+    for (size_t i = 0; i < sb->nprocs; i++)
+        if (sb->procs[i]->id == id)
+            return sb->procs[i];
+    return NULL;
+}
+
+void wr_msb_procs_foreach(struct wr_msb *sb, void (*fn)(struct wr_proc *p, void *ctx), void *ctx)
+{
+    for (size_t i = 0; i < sb->nprocs; i++)
+        fn(sb->procs[i], ctx);
+}
+
+/* ---- events from the agent ------------------------------------------------------------------- */
+
+static bool any_congested(const struct wr_proc *p)
+{
+    for (const struct wr_proc_sub *s = p->subs; s != NULL; s = s->next)
+        if (s->congested)
+            return true;
+    return false;
+}
+
+static void release_held(struct wr_proc *p)
+{
+    if (p->held > 0 && !any_congested(p) && p->sb->agent != NULL) {
+        wr_agent_ack(p->sb->agent, p->id, p->held);
+        p->held = 0;
+    }
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    struct wr_proc *p = t->data;
+    p->timer_on = false;
+    if (!p->running || p->sb->agent == NULL)
+        return;
+    p->timed_out = true;
+    wr_proc_signal(p, SIGKILL, NULL, NULL);
+}
+
+static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err)
+{
+    struct wr_proc *p = ctx;
+
+    if (err != NULL) {
+        p->start_cb(p->start_ctx, NULL, err);
+        proc_free(p);
+        return;
+    }
+    p->id = proc_id;
+    p->os_pid = pid;
+    p->running = true;
+    table_add(p->sb, p);
+    if (p->timeout_ms > 0) {
+        uv_timer_start(&p->timer, on_timeout, p->timeout_ms, 0);
+        p->timer_on = true;
+    }
+    if (p->start_cb != NULL)
+        p->start_cb(p->start_ctx, p, NULL);
+    p->start_cb = NULL;
+}
+
+static void on_output(void *ctx, uint32_t proc_id, int stream, const uint8_t *data, size_t n)
+{
+    struct wr_proc *p = ctx;
+    struct out_chunk *c = xmalloc(sizeof(*c) + n);
+    bool congested = false;
+
+    c->next = NULL;
+    c->stream = stream;
+    c->n = n;
+    memcpy(c->data, data, n);
+    if (p->rtail != NULL)
+        p->rtail->next = c;
+    else
+        p->rhead = c;
+    p->rtail = c;
+    p->rbytes += n;
+    while (p->rbytes > WR_PROC_REPLAY && p->rhead != p->rtail) {
+        struct out_chunk *old = p->rhead;
+        p->rhead = old->next;
+        p->rbytes -= old->n;
+        free(old);
+    }
+    for (struct wr_proc_sub *s = p->subs, *next; s != NULL; s = next) {
+        next = s->next;
+        if (s->on_output(s, stream, data, n))
+            s->congested = true;
+    }
+    congested = any_congested(p);
+    if (congested)
+        p->held += n;
+    else if (p->sb->agent != NULL)
+        wr_agent_ack(p->sb->agent, proc_id, n + p->held), p->held = 0;
+}
+
+static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)
+{
+    struct wr_proc *p = ctx;
+
+    p->running = false;
+    p->ex = *ex;
+    if (p->timer_on) {
+        uv_timer_stop(&p->timer);
+        p->timer_on = false;
+    }
+    for (struct wr_proc_sub *s = p->subs, *next; s != NULL; s = next) {
+        next = s->next;
+        s->on_exit(s, ex, p->timed_out);
+    }
+}
+
+static const struct wr_agent_proc_cbs proc_cbs = {
+    .on_started = on_started,
+    .on_output = on_output,
+    .on_exit = on_exit_ev,
+};
+
+static struct wr_proc *proc_new(struct wr_msb *sb)
+{
+    struct wr_proc *p = xcalloc(1, sizeof(*p));
+
+    p->sb = sb;
+    wr_msb_ref(sb);
+    uv_timer_init(wr_msb_loop(sb), &p->timer);
+    p->timer.data = p;
+    return p;
+}
+
+void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                  void *ctx)
+{
+    struct wr_proc *p;
+    struct wr_err err;
+
+    if (sb->agent == NULL || !wr_agent_is_ready(sb->agent)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s: its agent is not connected", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    p = proc_new(sb);
+    p->argv = strv_dup(sp->argv);
+    p->pty = sp->pty;
+    p->timeout_ms = timeout_ms;
+    p->start_cb = cb;
+    p->start_ctx = ctx;
+    if (wr_agent_spawn(sb->agent, sp, &proc_cbs, p, &err) < 0) {
+        proc_free(p);
+        cb(ctx, NULL, &err);
+    }
+}
+
+/* ---- subscribers -------------------------------------------------------------------------- */
+
+void wr_proc_subscribe(struct wr_proc *p, struct wr_proc_sub *sub, bool replay)
+{
+    sub->proc = p;
+    sub->congested = false;
+    sub->next = p->subs;
+    p->subs = sub;
+    if (replay)
+        for (struct out_chunk *c = p->rhead; c != NULL && sub->proc == p; c = c->next)
+            if (sub->on_output(sub, c->stream, c->data, c->n))
+                sub->congested = true;
+    if (sub->proc == p && !p->running && p->start_cb == NULL)
+        sub->on_exit(sub, &p->ex, p->timed_out);
+}
+
+void wr_proc_unsubscribe(struct wr_proc_sub *sub)
+{
+    struct wr_proc *p = sub->proc;
+
+    if (p == NULL)
+        return;
+    for (struct wr_proc_sub **pp = &p->subs; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == sub) {
+            *pp = sub->next;
+            break;
+        }
+    sub->proc = NULL;
+    sub->next = NULL;
+    release_held(p);
+}
+
+void wr_proc_sub_drained(struct wr_proc_sub *sub)
+{
+    sub->congested = false;
+    if (sub->proc != NULL)
+        release_held(sub->proc);
+}
+
+/* ---- accessors and requests --------------------------------------------------------------- */
+
+uint32_t wr_proc_id(const struct wr_proc *p)
+{
+    return p->id;
+}
+
+int64_t wr_proc_os_pid(const struct wr_proc *p)
+{
+    return p->os_pid;
+}
+
+char *const *wr_proc_argv(const struct wr_proc *p)
+{
+    return p->argv;
+}
+
+bool wr_proc_pty(const struct wr_proc *p)
+{
+    return p->pty;
+}
+
+bool wr_proc_running(const struct wr_proc *p)
+{
+    return p->running;
+}
+
+const struct wr_exit *wr_proc_exit(const struct wr_proc *p)
+{
+    return p->running ? NULL : &p->ex;
+}
+
+void wr_proc_stdin(struct wr_proc *p, const void *data, size_t n)
+{
+    if (p->running && p->sb->agent != NULL)
+        wr_agent_stdin(p->sb->agent, p->id, data, n);
+}
+
+struct req_ctx {
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+};
+
+static void req_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl, bool final,
+                      const struct wr_err *err)
+{
+    struct req_ctx *r = ctx;
+
+    if (!final)
+        return;
+    if (r->cb != NULL)
+        r->cb(r->ctx, err);
+    free(r);
+}
+
+static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t v1,
+                       uint16_t tag2, uint64_t v2,
+                       void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    struct req_ctx *r;
+    struct wr_err err;
+    struct wr_buf *b;
+    size_t start;
+
+    if (p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is not running", p->sb->id);
+        if (cb != NULL)
+            cb(ctx, &err);
+        return;
+    }
+    r = xcalloc(1, sizeof(*r));
+    r->cb = cb;
+    r->ctx = ctx;
+    b = wr_agent_begin(p->sb->agent, type, &start);
+    wr_msg_put_u64(b, WR_TAG_PROC_ID, p->id);
+    if (tag1)
+        wr_msg_put_u64(b, tag1, v1);
+    if (tag2)
+        wr_msg_put_u64(b, tag2, v2);
+    if (wr_agent_end(p->sb->agent, start, req_reply, r, &err) == 0) {
+        free(r);
+        if (cb != NULL)
+            cb(ctx, &err);
+    }
+}
+
+void wr_proc_stdin_close(struct wr_proc *p, void (*cb)(void *ctx, const struct wr_err *err),
+                         void *ctx)
+{
+    simple_req(p, WR_MSG_STDIN_CLOSE, 0, 0, 0, 0, cb, ctx);
+}
+
+void wr_proc_signal(struct wr_proc *p, int sig, void (*cb)(void *ctx, const struct wr_err *err),
+                    void *ctx)
+{
+    simple_req(p, WR_MSG_SIGNAL, WR_TAG_SIGNAL, (uint64_t)sig, 0, 0, cb, ctx);
+}
+
+void wr_proc_resize(struct wr_proc *p, uint16_t rows, uint16_t cols,
+                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    simple_req(p, WR_MSG_RESIZE, WR_TAG_ROWS, rows, WR_TAG_COLS, cols, cb, ctx);
+}
+
+int wr_proc_release(struct wr_proc *p, struct wr_err *err)
+{
+    struct wr_buf *b;
+    size_t start;
+
+    if (p->running)
+        return wr_err_set(err, WR_ECONFLICT, 0, "process %u is still running", p->id);
+    if (p->sb->agent != NULL && wr_agent_is_ready(p->sb->agent)) {
+        wr_agent_detach(p->sb->agent, p->id);
+        b = wr_agent_begin(p->sb->agent, WR_MSG_RELEASE, &start);
+        wr_msg_put_u64(b, WR_TAG_PROC_ID, p->id);
+        (void)wr_agent_end(p->sb->agent, start, NULL, NULL, NULL);
+    }
+    for (struct wr_proc_sub *s = p->subs, *next; s != NULL; s = next) {
+        next = s->next;
+        s->proc = NULL;
+    }
+    table_remove(p->sb, p);
+    proc_free(p);
+    return 0;
+}
+
+/* ---- the sandbox's end, and adoption after a restart ---------------------------------------- */
+
+void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why)
+{
+    for (size_t i = 0; i < sb->nprocs; i++) {
+        struct wr_proc *p = sb->procs[i];
+        if (p->timer_on) {
+            uv_timer_stop(&p->timer);
+            p->timer_on = false;
+        }
+        for (struct wr_proc_sub *s = p->subs, *next; s != NULL; s = next) {
+            next = s->next;
+            s->proc = NULL;
+            s->next = NULL;
+            if (s->on_lost != NULL)
+                s->on_lost(s, why);
+        }
+        p->subs = NULL;
+        if (p->running) {
+            p->running = false;
+            p->ex.exit_code = -1;
+            p->ex.signal = SIGKILL;
+        }
+    }
+}
+
+void wr__procs_free(struct wr_msb *sb)
+{
+    for (size_t i = 0; i < sb->nprocs; i++)
+        proc_free(sb->procs[i]);
+    free(sb->procs);
+    sb->procs = NULL;
+    sb->nprocs = sb->capprocs = 0;
+}
+
+static void adopt_attached(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err)
+{
+    struct wr_proc *p = ctx;
+    if (err != NULL)
+        log_warn("sandbox %s: attach to process %u: %s", p->sb->id, proc_id, err->msg);
+}
+
+static const struct wr_agent_proc_cbs adopt_cbs = {
+    .on_started = adopt_attached,
+    .on_output = on_output,
+    .on_exit = on_exit_ev,
+};
+
+static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl,
+                             bool final, const struct wr_err *err)
+{
+    struct wr_msb *sb = ctx;
+    struct wr_proc_info pi;
+    struct wr_err derr;
+    struct wr_proc *p;
+
+    if (final) {
+        if (err != NULL)
+            log_warn("sandbox %s: list processes: %s", sb->id, err->msg);
+        wr_msb_unref(sb);
+        return;
+    }
+    if (h->type != WR_MSG_PROC || wr_proc_info_decode(pl, h->len, &pi, &derr) < 0)
+        return;
+    if (wr_msb_proc(sb, pi.proc_id) == NULL && sb->alive) {
+        p = proc_new(sb);
+        p->id = pi.proc_id;
+        p->os_pid = pi.pid;
+        p->argv = strv_dup(pi.argv);
+        p->pty = pi.pty;
+        p->running = pi.running;
+        p->ex.exit_code = pi.exit_code;
+        p->ex.signal = pi.signal;
+        table_add(sb, p);
+        if (pi.running && wr_agent_attach(sb->agent, p->id, &adopt_cbs, p, &derr) < 0)
+            log_warn("sandbox %s: attach %u: %s", sb->id, p->id, derr.msg);
+    }
+    wr_proc_info_fini(&pi);
+}
+
+void wr__procs_adopt(struct wr_msb *sb)
+{
+    struct wr_buf *b;
+    struct wr_err err;
+    size_t start;
+
+    if (sb->agent == NULL)
+        return;
+    wr_msb_ref(sb);
+    b = wr_agent_begin(sb->agent, WR_MSG_LIST, &start);
+    (void)b;
+    if (wr_agent_end(sb->agent, start, adopt_list_reply, sb, &err) == 0) {
+        log_warn("sandbox %s: list processes: %s", sb->id, err.msg);
+        wr_msb_unref(sb);
+    }
+}

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warrend: the sandbox daemon. Opens the state (SQLite), the runtime and the sandbox manager
+ * (which takes back sandboxes that outlived a previous daemon), then serves the API on a unix
+ * socket and a TCP address from one libuv loop. On SIGTERM or SIGINT it stops serving and exits;
+ * the sandboxes go on running and the next warrend adopts them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../api/api.h"
+#include "../core/manager.h"
+#include "../runtime/runtime.h"
+#include "../store/store.h"
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "../util/xalloc.h"
+
+#define WARREN_VERSION "0.1.0"
+
+struct options {
+    const char *state_dir;
+    const char *run_dir;
+    const char *socket_path;
+    const char *listen;
+    const char *init_path;
+    const char *cgroup_mode;
+    uint32_t max_sandboxes;
+    uint64_t max_memory;
+    uint32_t default_timeout, max_timeout;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: warrend [options]\n\n"
+               "  --state-dir DIR        state: database, templates, admin key (/var/lib/warren)\n"
+               "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
+               "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
+               "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
+               "  --max-sandboxes N      sandboxes at most (1000)\n"
+               "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
+               "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
+               "  --max-timeout SECS     the longest timeout (86400)\n"
+               "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
+               "  --init PATH            warren-init (next to warrend)\n"
+               "  --log-level LEVEL      debug, info, warn, error (info)\n");
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    enum { O_STATE = 256, O_RUN, O_SOCKET, O_LISTEN, O_MAXSB, O_MAXMEM, O_DEFTO, O_MAXTO,
+           O_CGROUP, O_INIT, O_LOG };
+    static const struct option longopts[] = {
+        {"state-dir", required_argument, NULL, O_STATE},
+        {"run-dir", required_argument, NULL, O_RUN},
+        {"socket", required_argument, NULL, O_SOCKET},
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"max-sandboxes", required_argument, NULL, O_MAXSB},
+        {"max-memory", required_argument, NULL, O_MAXMEM},
+        {"default-timeout", required_argument, NULL, O_DEFTO},
+        {"max-timeout", required_argument, NULL, O_MAXTO},
+        {"cgroup", required_argument, NULL, O_CGROUP},
+        {"init", required_argument, NULL, O_INIT},
+        {"log-level", required_argument, NULL, O_LOG},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct wr_err err;
+    uint64_t v;
+    int c;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_STATE:
+            o->state_dir = optarg;
+            break;
+        case O_RUN:
+            o->run_dir = optarg;
+            break;
+        case O_SOCKET:
+            o->socket_path = optarg;
+            break;
+        case O_LISTEN:
+            o->listen = optarg;
+            break;
+        case O_MAXSB:
+            if (wr_parse_uint(optarg, 1000000, &v, &err) < 0 || v == 0)
+                goto bad;
+            o->max_sandboxes = (uint32_t)v;
+            break;
+        case O_MAXMEM:
+            if (wr_parse_size(optarg, &o->max_memory, &err) < 0)
+                goto bad;
+            break;
+        case O_DEFTO:
+            if (wr_parse_uint(optarg, 86400 * 365, &v, &err) < 0 || v == 0)
+                goto bad;
+            o->default_timeout = (uint32_t)v;
+            break;
+        case O_MAXTO:
+            if (wr_parse_uint(optarg, 86400 * 365, &v, &err) < 0 || v == 0)
+                goto bad;
+            o->max_timeout = (uint32_t)v;
+            break;
+        case O_CGROUP:
+            o->cgroup_mode = optarg;
+            break;
+        case O_INIT:
+            o->init_path = optarg;
+            break;
+        case O_LOG:
+            wr_log_set_level(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            fprintf(stderr, "warrend: unknown option `%s` (see warrend --help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "warrend: unexpected argument `%s`\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "warrend: %s: %s\n", argv[optind - 1], err.msg);
+    return -1;
+}
+
+/* The first start makes an admin key and leaves it, readable by root only, in the state
+ * directory: the one way to get the first key without the unix socket. */
+static int bootstrap_admin(struct wr_store *store, const char *state_dir, struct wr_err *err)
+{
+    _cleanup_free_ char *path = xasprintf("%s/admin.key", state_dir);
+    _cleanup_close_ int fd = -1;
+    struct wr_key_info ki;
+    char *secret = NULL;
+    int64_t n = 0;
+
+    if (wr_store_key_count(store, &n, err) < 0)
+        return -1;
+    if (n > 0)
+        return 0;
+    if (wr_store_key_create(store, "admin", "first admin key", true, &secret, &ki, err) < 0)
+        return -1;
+    wr_key_info_fini(&ki);
+    (void)unlink(path);
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || wr_write_all(fd, secret, strlen(secret)) < 0 || wr_write_all(fd, "\n", 1) < 0) {
+        free(secret);
+        return wr_err_sys(err, "write `%s`", path);
+    }
+    free(secret);
+    log_info("first start: the admin API key is in %s (mode 0600)", path);
+    return 0;
+}
+
+static uv_signal_t sigterm, sigint;
+static struct wr_http_server *server;
+static struct wr_manager *manager;
+
+static void handle_closed(uv_handle_t *h)
+{
+}
+
+static void server_stopped(void *arg)
+{
+    uv_close((uv_handle_t *)&sigterm, handle_closed);
+    uv_close((uv_handle_t *)&sigint, handle_closed);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum)
+{
+    log_info("signal %d: stopping (sandboxes keep running)", signum);
+    uv_signal_stop(&sigterm);
+    uv_signal_stop(&sigint);
+    wr_manager_close(manager);
+    manager = NULL;
+    wr_http_server_stop(server, server_stopped, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        .state_dir = "/var/lib/warren",
+        .socket_path = "/run/warrend/warrend.sock",
+        .listen = "127.0.0.1:7860",
+    };
+    struct wr_runtime_config rcfg = {0};
+    struct wr_runtime *rt = NULL;
+    struct wr_store *store = NULL;
+    struct wr_err err;
+    struct wr_api api;
+    char *host = NULL, *dbpath = NULL, *templates = NULL;
+    int port = 0, rc = 1;
+    uv_loop_t *loop;
+
+    wr_log_min = WR_LOG_INFO;
+    wr_log_set_level(getenv("WARREN_LOG"));
+    if (parse_options(argc, argv, &o) < 0)
+        return 2;
+    if (geteuid() != 0) {
+        fprintf(stderr, "warrend: must run as root\n");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    /* Creates and destroys run on libuv's worker threads: allow several at once. */
+    setenv("UV_THREADPOOL_SIZE", "8", 0);
+
+    if (o.listen[0] != '\0') {
+        const char *colon = strrchr(o.listen, ':');
+        uint64_t p;
+        if (colon == NULL || wr_parse_uint(colon + 1, 65535, &p, &err) < 0) {
+            fprintf(stderr, "warrend: --listen `%s` must be HOST:PORT\n", o.listen);
+            return 2;
+        }
+        host = xstrndup(o.listen, (size_t)(colon - o.listen));
+        port = (int)p;
+    }
+    if (wr_mkdir_p(o.state_dir, 0700, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        goto out;
+    }
+    templates = xasprintf("%s/templates", o.state_dir);
+    (void)mkdir(templates, 0755);
+    {
+        _cleanup_free_ char *sockdir = xstrdup(o.socket_path);
+        char *slash = strrchr(sockdir, '/');
+        if (slash != NULL && slash != sockdir) {
+            *slash = '\0';
+            if (wr_mkdir_p(sockdir, 0755, &err) < 0) {
+                fprintf(stderr, "warrend: %s\n", err.msg);
+                goto out;
+            }
+        }
+    }
+    dbpath = xasprintf("%s/warren.db", o.state_dir);
+    if (wr_store_open(dbpath, &store, &err) < 0 ||
+        bootstrap_admin(store, o.state_dir, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        goto out;
+    }
+    rcfg.run_dir = o.run_dir;
+    rcfg.init_path = o.init_path;
+    rcfg.cgroup_mode = o.cgroup_mode;
+    rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
+    if (wr_runtime_open(&rcfg, &rt, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        goto out;
+    }
+    loop = uv_default_loop();
+    {
+        struct wr_manager_config mc = {
+            .loop = loop,
+            .store = store,
+            .rt = rt,
+            .templates_dir = templates,
+            .default_timeout_s = o.default_timeout,
+            .max_timeout_s = o.max_timeout,
+            .max_sandboxes = o.max_sandboxes,
+            .max_memory_bytes = o.max_memory,
+        };
+        if (wr_manager_open(&mc, &manager, &err) < 0) {
+            fprintf(stderr, "warrend: %s\n", err.msg);
+            goto out;
+        }
+    }
+    api = (struct wr_api){.mgr = manager, .store = store, .loop = loop, .version = WARREN_VERSION};
+    {
+        struct wr_http_config hc = {
+            .loop = loop,
+            .unix_path = o.socket_path[0] ? o.socket_path : NULL,
+            .tcp_host = host,
+            .tcp_port = port,
+            .handler = wr_api_handle,
+            .ctx = &api,
+        };
+        if (wr_http_server_start(&hc, &server, &err) < 0) {
+            fprintf(stderr, "warrend: %s\n", err.msg);
+            wr_manager_close(manager);
+            goto out;
+        }
+    }
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_start(&sigterm, on_stop_signal, SIGTERM);
+    uv_signal_start(&sigint, on_stop_signal, SIGINT);
+
+    /* The line tests and scripts wait for. */
+    printf("warrend ready version=%s cgroup=%s unix=%s tcp=%s:%d\n", WARREN_VERSION,
+           wr_runtime_cgroup_version(rt), o.socket_path, host ? host : "",
+           host ? wr_http_server_tcp_port(server) : 0);
+    fflush(stdout);
+    log_info("serving: unix %s, tcp %s:%d, cgroup %s", o.socket_path, host ? host : "-",
+             host ? wr_http_server_tcp_port(server) : 0, wr_runtime_cgroup_version(rt));
+
+    uv_run(loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(loop);
+    rc = 0;
+out:
+    wr_runtime_close(rt);
+    wr_store_close(store);
+    free(host);
+    free(dbpath);
+    free(templates);
+    return rc;
+}

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The schema, as a list of numbered migrations applied at open. To change the schema, append a
+ * migration; never edit one that has shipped (docs/design/store.md, "Adding a migration"). */
+#include "store_int.h"
+
+#include <stdio.h>
+
+/* Version 1: teams, API keys, sandboxes.
+ * - api_keys.hash is the SHA-256 of the secret, lowercase hex; the secret itself is never
+ *   stored. Lookup goes through its UNIQUE index.
+ * - sandboxes.seq orders rows for pagination. It comes from sandbox_seq, a one-row counter
+ *   bumped by a trigger, so a seq is never reused, even after the newest row is deleted (a
+ *   reused seq would hide new rows from a client holding an older cursor).
+ * - sandboxes.team is not a foreign key: a sandbox's team is the one of the key that made it,
+ *   and records stay readable if keys and teams are ever pruned.
+ * - CHECKs keep the JSON columns objects; CASE, because json_type() raises an error rather
+ *   than returning NULL on malformed JSON. */
+static const char migration_1[] =
+    "CREATE TABLE teams (\n"
+    "    name TEXT PRIMARY KEY NOT NULL,\n"
+    "    created_ms INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE api_keys (\n"
+    "    id TEXT PRIMARY KEY NOT NULL,\n"
+    "    team TEXT NOT NULL REFERENCES teams (name),\n"
+    "    name TEXT NOT NULL,\n"
+    "    admin INTEGER NOT NULL CHECK (admin IN (0, 1)),\n"
+    "    hash TEXT NOT NULL UNIQUE CHECK (length(hash) = 64),\n"
+    "    created_ms INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX api_keys_team ON api_keys (team);\n"
+    "CREATE TABLE sandboxes (\n"
+    "    id TEXT PRIMARY KEY NOT NULL,\n"
+    "    seq INTEGER NOT NULL UNIQUE,\n"
+    "    team TEXT NOT NULL,\n"
+    "    template_name TEXT NOT NULL,\n"
+    "    state TEXT NOT NULL,\n"
+    "    reason TEXT,\n"
+    "    cpu_millis INTEGER NOT NULL,\n"
+    "    memory_bytes INTEGER NOT NULL,\n"
+    "    created_ms INTEGER NOT NULL,\n"
+    "    deadline_ms INTEGER NOT NULL,\n"
+    "    metadata_json TEXT NOT NULL DEFAULT '{}' CHECK (\n"
+    "        CASE WHEN json_valid(metadata_json) THEN json_type(metadata_json) = 'object'\n"
+    "             ELSE 0 END),\n"
+    "    env_json TEXT NOT NULL DEFAULT '{}' CHECK (\n"
+    "        CASE WHEN json_valid(env_json) THEN json_type(env_json) = 'object' ELSE 0 END),\n"
+    "    idem_key TEXT,\n"
+    "    init_pid INTEGER NOT NULL DEFAULT 0,\n"
+    "    uid_base INTEGER NOT NULL DEFAULT 0\n"
+    ");\n"
+    "CREATE UNIQUE INDEX sandboxes_team_idem ON sandboxes (team, idem_key)\n"
+    "    WHERE idem_key IS NOT NULL;\n"
+    "CREATE INDEX sandboxes_team_seq ON sandboxes (team, seq);\n"
+    "CREATE TABLE sandbox_seq (last INTEGER NOT NULL);\n"
+    "INSERT INTO sandbox_seq (last) VALUES (0);\n"
+    "CREATE TRIGGER sandboxes_seq AFTER INSERT ON sandboxes BEGIN\n"
+    "    UPDATE sandbox_seq SET last = max(last, NEW.seq);\n"
+    "END;\n";
+
+const struct wr__migration wr__migrations[] = {
+    {1, migration_1},
+};
+const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
+
+int wr__store_schema_version(sqlite3 *db, int *version, struct wr_err *err)
+{
+    static const char sql[] = "SELECT coalesce(max(version), 0) FROM schema_version";
+    sqlite3_stmt *st = NULL;
+    int ret = 0;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "read schema version");
+    if (sqlite3_step(st) == SQLITE_ROW)
+        *version = sqlite3_column_int(st, 0);
+    else
+        ret = wr__store_fail(db, err, "read schema version");
+    sqlite3_finalize(st);
+    return ret;
+}
+
+static int record_version(sqlite3 *db, int version, struct wr_err *err)
+{
+    static const char sql[] = "INSERT INTO schema_version (version, applied_ms) VALUES (?1, ?2)";
+    sqlite3_stmt *st = NULL;
+    int ret;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "record schema version %d", version);
+    (void)sqlite3_bind_int(st, 1, version);
+    (void)sqlite3_bind_int64(st, 2, wr__now_ms());
+    ret = wr__step_done(db, st, "record schema version", err);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* The body of the migration transaction; the caller commits or rolls back. */
+static int migrate_locked(sqlite3 *db, const struct wr__migration *m, size_t n, struct wr_err *err)
+{
+    int version = 0;
+
+    if (sqlite3_exec(db,
+                     "CREATE TABLE IF NOT EXISTS schema_version (\n"
+                     "    version INTEGER PRIMARY KEY NOT NULL,\n"
+                     "    applied_ms INTEGER NOT NULL\n"
+                     ")",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "create schema_version");
+    /* Read inside the write transaction: another process opening the same file at the same
+     * moment waits for us and then sees our version. */
+    if (wr__store_schema_version(db, &version, err) < 0)
+        return -1;
+    if (version > (int)n)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "database schema version %d is newer than this build (%zu)", version, n);
+    for (size_t i = (size_t)version; i < n; i++) {
+        if (sqlite3_exec(db, m[i].sql, NULL, NULL, NULL) != SQLITE_OK)
+            return wr__store_fail(db, err, "migration %d", m[i].version);
+        if (record_version(db, m[i].version, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int wr__store_migrate(sqlite3 *db, const struct wr__migration *m, size_t n, struct wr_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].version != (int)i + 1)
+            return wr_err_set(err, WR_EINTERNAL, 0, "migration %zu is numbered %d", i + 1,
+                              m[i].version);
+
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "migrate: begin");
+    if (migrate_locked(db, m, n, err) < 0) {
+        if (!sqlite3_get_autocommit(db))
+            (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return wr_err_wrap(err, "migrate");
+    }
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        wr__store_fail(db, err, "migrate: commit");
+        if (!sqlite3_get_autocommit(db))
+            (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}

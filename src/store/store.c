@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Opening and closing the database, the per-store statement cache, transactions and the
+ * mapping from SQLite errors to wr_err. See docs/design/store.md. */
+#include "store_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/xalloc.h"
+
+/* How long a statement waits for another connection's lock before SQLITE_BUSY. Only warrend
+ * writes, but `sqlite3` in an operator's shell or a backup may hold a lock briefly. */
+#define WR_STORE_BUSY_TIMEOUT_MS 5000
+
+int64_t wr__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *wr__col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *v = sqlite3_column_text(st, i);
+    return v == NULL ? NULL : xstrdup((const char *)v);
+}
+
+int wr__store_fail(sqlite3 *db, struct wr_err *err, const char *fmt, ...)
+{
+    int code = sqlite3_extended_errcode(db);
+    enum wr_err_kind kind = WR_ESYS;
+    int errnum = 0;
+    char ctx[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(ctx, sizeof(ctx), fmt, ap);
+    va_end(ap);
+    switch (code & 0xff) {
+    case SQLITE_CONSTRAINT:
+        /* A CHECK or NOT NULL failure is a malformed record, not a clash with another row. */
+        if (code == SQLITE_CONSTRAINT_CHECK || code == SQLITE_CONSTRAINT_NOTNULL)
+            kind = WR_EINVAL;
+        else
+            kind = WR_ECONFLICT;
+        break;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+    case SQLITE_FULL:
+        errnum = sqlite3_system_errno(db);
+        break;
+    default:
+        break;
+    }
+    return wr_err_set(err, kind, errnum, "%s: %s", ctx, sqlite3_errmsg(db));
+}
+
+int wr__step_done(sqlite3 *db, sqlite3_stmt *st, const char *what, struct wr_err *err)
+{
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    if (rc != SQLITE_DONE)
+        return wr__store_fail(db, err, "%s", what);
+    return 0;
+}
+
+sqlite3_stmt *wr__stmt(struct wr_store *s, enum wr__stmt_id id, const char *sql, struct wr_err *err)
+{
+    if (s->stmt[id] == NULL) {
+        /* PERSISTENT: these live as long as the store, so SQLite keeps them out of its
+         * lookaside pool. */
+        if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[id], NULL) !=
+            SQLITE_OK) {
+            wr__store_fail(s->db, err, "prepare `%.60s`", sql);
+            sqlite3_finalize(s->stmt[id]);
+            s->stmt[id] = NULL;
+            return NULL;
+        }
+    }
+    return s->stmt[id];
+}
+
+int wr__txn_begin(struct wr__txn *t, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(t->s, WR_ST_BEGIN, "BEGIN IMMEDIATE", err);
+
+    if (st == NULL || wr__step_done(t->s->db, st, "begin", err) < 0)
+        return -1;
+    t->active = true;
+    return 0;
+}
+
+int wr__txn_commit(struct wr__txn *t, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(t->s, WR_ST_COMMIT, "COMMIT", err);
+
+    /* On failure the transaction stays active and wr__txn_end rolls it back. */
+    if (st == NULL || wr__step_done(t->s->db, st, "commit", err) < 0)
+        return -1;
+    t->active = false;
+    return 0;
+}
+
+void wr__txn_end(struct wr__txn *t)
+{
+    if (!t->active)
+        return;
+    t->active = false;
+    /* Some errors (SQLITE_FULL, IOERR, NOMEM) end the transaction by themselves; rolling back
+     * then would fail with "no transaction is active". */
+    if (sqlite3_get_autocommit(t->s->db))
+        return;
+    {
+        _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(t->s, WR_ST_ROLLBACK, "ROLLBACK", NULL);
+        if (st != NULL)
+            (void)sqlite3_step(st);
+    }
+}
+
+static void sqlite_closep(sqlite3 **db)
+{
+    if (*db != NULL)
+        (void)sqlite3_close(*db);
+}
+
+/* Run one PRAGMA that answers a single value and check it is `want`: a PRAGMA the library does
+ * not support is silently a no-op, and journal_mode can answer something other than asked. */
+static int pragma_expect(sqlite3 *db, const char *sql, const char *want, struct wr_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, ret = 0;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "%s", sql);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        ret = wr__store_fail(db, err, "%s", sql);
+    } else {
+        const char *got = (const char *)sqlite3_column_text(st, 0);
+        if (got == NULL || strcasecmp(got, want) != 0)
+            ret = wr_err_set(err, WR_EUNSUPPORTED, 0, "%s: got `%s`, want `%s`", sql,
+                             got ? got : "(nothing)", want);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
+{
+    __attribute__((cleanup(sqlite_closep))) sqlite3 *db = NULL;
+    struct wr_store *s;
+    int rc, fd;
+
+    /* Create the file ourselves so it is 0600 whatever the umask: it holds key hashes and
+     * sandbox environments. SQLite gives the -wal and -shm files the same mode. */
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return wr_err_sys(err, "open database `%s`", path);
+    close(fd);
+
+    /* NOMUTEX: a store is used from one thread (store.h). */
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        if (db == NULL)
+            return wr_err_set(err, WR_ESYS, 0, "open database `%s`: %s", path, sqlite3_errstr(rc));
+        return wr__store_fail(db, err, "open database `%s`", path);
+    }
+    (void)sqlite3_extended_result_codes(db, 1);
+    (void)sqlite3_busy_timeout(db, WR_STORE_BUSY_TIMEOUT_MS);
+
+    /* WAL with synchronous=NORMAL: a commit is in the WAL file (written, not fsynced) when
+     * sqlite3_step returns, so it survives the daemon being killed; only a power loss or kernel
+     * crash can lose the last commits, never corrupt the file. See docs/design/store.md. */
+    if (pragma_expect(db, "PRAGMA journal_mode = WAL", "wal", err) < 0)
+        return wr_err_wrap(err, "open database `%s`", path);
+    if (sqlite3_exec(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON", NULL, NULL,
+                     NULL) != SQLITE_OK)
+        return wr__store_fail(db, err, "open database `%s`: pragmas", path);
+    if (pragma_expect(db, "PRAGMA synchronous", "1", err) < 0 ||
+        pragma_expect(db, "PRAGMA foreign_keys", "1", err) < 0)
+        return wr_err_wrap(err, "open database `%s`", path);
+
+    if (wr__store_migrate(db, wr__migrations, wr__n_migrations, err) < 0)
+        return wr_err_wrap(err, "open database `%s`", path);
+
+    s = xcalloc(1, sizeof(*s));
+    s->db = steal_pointer(&db);
+    *out = s;
+    return 0;
+}
+
+void wr_store_close(struct wr_store *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < WR_ARRAY_SIZE(s->stmt); i++)
+        sqlite3_finalize(s->stmt[i]);
+    /* With every statement finalized this cannot be SQLITE_BUSY. The last connection to close
+     * checkpoints the WAL into the database and removes it. */
+    (void)sqlite3_close(s->db);
+    free(s);
+}

@@ -1,0 +1,1275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for src/api/http: a real server on a libuv loop in a second thread, and real clients
+ * over unix and TCP sockets in the main thread. Responses are parsed with llhttp in response mode;
+ * WebSocket frames are built and read by hand (the test is the peer). */
+#include <errno.h>
+#include <fcntl.h>
+#include <llhttp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../src/api/http.h"
+#include "../../src/util/cleanup.h"
+#include "../../src/util/xalloc.h"
+#include "tap.h"
+
+#define MIB          (1024 * 1024)
+#define DL_SIZE      (64 * MIB)
+#define UP_SIZE      (64 * MIB)
+#define BUF_MAX      (1 * MIB)
+#define MAX_HDR      (16 * 1024)
+#define IDLE_MS      1000
+#define N_CONCURRENT 1000
+#define HIGH_WATER   MIB
+
+/* ---- shared state (written on the loop thread, read by the test thread) -------------------- */
+
+static int g_max_pending, g_drains, g_dl_closed, g_dl_aborted, g_forever_aborted, g_hang_aborted;
+static int g_ws_closed, g_ws_messages, g_upload_violations, g_upload_closed, g_gate_max;
+static int g_dl_pending_zero_ok = 1;
+
+#define LOAD(v)     __atomic_load_n(&(v), __ATOMIC_SEQ_CST)
+#define STORE(v, x) __atomic_store_n(&(v), (x), __ATOMIC_SEQ_CST)
+#define INC(v)      __atomic_add_fetch(&(v), 1, __ATOMIC_SEQ_CST)
+
+static uint32_t fnv(uint32_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+static uint8_t pattern(uint64_t off)
+{
+    return (uint8_t)(off % 251);
+}
+
+/* ---- the server's handler ------------------------------------------------------------------ */
+
+static void h_echo(struct wr_http_req *req)
+{
+    const char *vals[8];
+    size_t nb = wr_http_req_query_all(req, "b", vals, 8);
+    json_t *b = json_array();
+
+    for (size_t i = 0; i < nb && i < 8; i++)
+        json_array_append_new(b, json_string(vals[i]));
+    wr_http_resp_header(req, "X-Echo", "yes");
+    wr_http_resp_header(req, "Bad\r\nHeader", "x");
+    wr_http_respond_json(req, 200,
+                         json_pack("{s:s, s:s, s:s?, s:o, s:s?, s:s?, s:s, s:I, s:b, s:s?}",
+                                   "method", wr_http_req_method(req), "path", wr_http_req_path(req),
+                                   "a", wr_http_req_query(req, "a"), "b", b, "x",
+                                   wr_http_req_header(req, "X-Test"), "multi",
+                                   wr_http_req_header(req, "X-Multi"), "id", wr_http_req_id(req),
+                                   "clen", (json_int_t)wr_http_req_content_length(req), "unix",
+                                   wr_http_req_is_unix(req), "n", wr_http_req_query(req, "n")));
+}
+
+/* A request body streamed with pause/resume: paused 500 ms on the first piece (the client
+ * measures how much it can push meanwhile), then briefly every 8th piece. */
+struct upload {
+    uv_timer_t t;
+    struct wr_http_req *req;
+    uint64_t bytes, pieces, pauses;
+    uint32_t sum;
+    bool paused;
+};
+
+static void up_free(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void up_resume(uv_timer_t *t)
+{
+    struct upload *u = t->data;
+    u->paused = false;
+    wr_http_req_resume_body(u->req);
+}
+
+static void up_data(struct wr_http_req *req, const char *p, size_t n)
+{
+    struct upload *u = wr_http_req_data(req);
+
+    if (u->paused)
+        INC(g_upload_violations);
+    u->bytes += n;
+    u->sum = fnv(u->sum, p, n);
+    u->pieces++;
+    if (u->pieces == 1 || u->pieces % 8 == 0) {
+        u->paused = true;
+        u->pauses++;
+        wr_http_req_pause_body(req);
+        uv_timer_start(&u->t, up_resume, u->pieces == 1 ? 500 : 1, 0);
+    }
+}
+
+static void up_end(struct wr_http_req *req)
+{
+    struct upload *u = wr_http_req_data(req);
+
+    wr_http_respond_json(req, 200,
+                         json_pack("{s:I, s:I, s:I}", "bytes", (json_int_t)u->bytes, "sum",
+                                   (json_int_t)u->sum, "pauses", (json_int_t)u->pauses));
+}
+
+static void up_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct upload *u = data;
+
+    uv_timer_stop(&u->t);
+    uv_close((uv_handle_t *)&u->t, up_free);
+    INC(g_upload_closed);
+}
+
+static void h_upload(struct wr_http_req *req)
+{
+    struct upload *u = xcalloc(1, sizeof(*u));
+
+    u->req = req;
+    u->sum = 2166136261u;
+    uv_timer_init(uv_default_loop(), &u->t);
+    u->t.data = u;
+    wr_http_req_set_data(req, u, up_close);
+    wr_http_req_stream_body(req, up_data, up_end);
+}
+
+static void buf_done(struct wr_http_req *req, const char *body, size_t len)
+{
+    wr_http_respond_json(req, 200,
+                         json_pack("{s:I, s:I, s:b}", "len", (json_int_t)len, "sum",
+                                   (json_int_t)fnv(2166136261u, body, len), "nul",
+                                   body[len] == '\0'));
+}
+
+/* A streamed chunked response produced only while the write queue is below HIGH_WATER. */
+struct dl {
+    uint64_t left, off;
+    bool forever;
+};
+
+static void dl_pump(struct wr_http_req *req)
+{
+    struct dl *d = wr_http_req_data(req);
+    static char block[64 * 1024];
+
+    while (d->left > 0) {
+        size_t n = d->left < sizeof(block) ? (size_t)d->left : sizeof(block);
+        for (size_t i = 0; i < n; i++)
+            block[i] = (char)pattern(d->off + i);
+        size_t pend = wr_http_resp_write(req, block, n);
+        if (!d->forever && (int)pend > LOAD(g_max_pending))
+            STORE(g_max_pending, (int)pend);
+        d->off += n;
+        if (!d->forever)
+            d->left -= n;
+        if (pend > HIGH_WATER)
+            return;
+    }
+    wr_http_resp_end(req);
+}
+
+static void dl_drain(struct wr_http_req *req)
+{
+    struct dl *d = wr_http_req_data(req);
+
+    if (!d->forever) {
+        INC(g_drains);
+        if (wr_http_resp_pending(req) >= 256 * 1024)
+            STORE(g_dl_pending_zero_ok, 0);
+    }
+    dl_pump(req);
+}
+
+static void dl_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct dl *d = data;
+
+    if (d->forever) {
+        if (aborted)
+            INC(g_forever_aborted);
+    } else {
+        INC(g_dl_closed);
+        if (aborted)
+            INC(g_dl_aborted);
+    }
+    free(d);
+}
+
+static void h_download(struct wr_http_req *req, bool forever)
+{
+    struct dl *d = xcalloc(1, sizeof(*d));
+
+    d->left = forever ? 1 : DL_SIZE;
+    d->forever = forever;
+    wr_http_req_set_data(req, d, dl_close);
+    wr_http_resp_on_drain(req, dl_drain);
+    wr_http_resp_start(req, 200, "application/octet-stream", -1);
+    dl_pump(req);
+}
+
+static void hang_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    if (aborted)
+        INC(g_hang_aborted);
+}
+
+/* /gate answers nobody until N_CONCURRENT requests are in flight at once. */
+static struct wr_http_req *gate[N_CONCURRENT];
+static int gate_n;
+
+static void gate_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    gate[(intptr_t)data] = NULL;
+}
+
+static void h_gate(struct wr_http_req *req)
+{
+    if (gate_n >= N_CONCURRENT) {
+        wr_http_respond_error(req, 503, "limit", "gate full");
+        return;
+    }
+    gate[gate_n] = req;
+    wr_http_req_set_data(req, (void *)(intptr_t)gate_n, gate_close);
+    gate_n++;
+    if (gate_n > LOAD(g_gate_max))
+        STORE(g_gate_max, gate_n);
+    if (gate_n == N_CONCURRENT)
+        for (int i = 0; i < N_CONCURRENT; i++)
+            if (gate[i])
+                wr_http_respond(gate[i], 200, "text/plain", "gate", 4);
+}
+
+static void ws_msg(struct wr_ws *ws, int opcode, const uint8_t *p, size_t n, void *ctx)
+{
+    INC(g_ws_messages);
+    (void)wr_ws_send(ws, opcode, p, n);
+}
+
+static void ws_gone(struct wr_ws *ws, void *ctx)
+{
+    INC(g_ws_closed);
+}
+
+static void handler(struct wr_http_req *req, void *ctx)
+{
+    const char *path = wr_http_req_path(req);
+
+    if (strcmp(path, "/echo") == 0 || strcmp(path, "/a b/c") == 0) {
+        h_echo(req);
+    } else if (strcmp(path, "/hello") == 0) {
+        wr_http_respond(req, 200, "text/plain", "hello", 5);
+    } else if (strcmp(path, "/upload") == 0) {
+        h_upload(req);
+    } else if (strcmp(path, "/buffer") == 0) {
+        wr_http_req_read_body(req, BUF_MAX, buf_done);
+    } else if (strcmp(path, "/discard") == 0) {
+        wr_http_respond(req, 200, "text/plain", "ignored", 7);
+    } else if (strcmp(path, "/download") == 0) {
+        h_download(req, false);
+    } else if (strcmp(path, "/forever") == 0) {
+        h_download(req, true);
+    } else if (strcmp(path, "/hang") == 0) {
+        wr_http_req_set_data(req, NULL, hang_close);
+    } else if (strcmp(path, "/gate") == 0) {
+        h_gate(req);
+    } else if (strcmp(path, "/ws") == 0) {
+        struct wr_ws_callbacks cbs = {.on_message = ws_msg, .on_close = ws_gone};
+        (void)wr_http_ws_accept(req, &cbs, NULL);
+    } else {
+        wr_http_respond_error(req, 404, "not_found", "no route %s", path);
+    }
+}
+
+/* ---- the loop thread ----------------------------------------------------------------------- */
+
+static struct wr_http_server *srv;
+static uv_async_t stop_async;
+static pthread_t loop_thread;
+static char sock_dir[32], sock_path[64];
+static int tcp_port, g_stopped;
+
+static void *loop_main(void *arg)
+{
+    uv_run(uv_default_loop(), UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void on_stopped(void *arg)
+{
+    STORE(g_stopped, 1);
+}
+
+static void on_stop_async(uv_async_t *a)
+{
+    wr_http_server_stop(srv, on_stopped, NULL);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static int server_up(void)
+{
+    struct wr_err err = {0};
+    struct wr_http_config cfg = {
+        .loop = uv_default_loop(),
+        .unix_path = sock_path,
+        .tcp_host = "127.0.0.1",
+        .tcp_port = 0,
+        .max_header_bytes = MAX_HDR,
+        .idle_timeout_ms = IDLE_MS,
+        .handler = handler,
+    };
+
+    snprintf(sock_dir, sizeof(sock_dir), "/tmp/test_http.XXXXXX");
+    if (mkdtemp(sock_dir) == NULL)
+        return -1;
+    snprintf(sock_path, sizeof(sock_path), "%s/api.sock", sock_dir);
+    /* A stale file where the socket goes must be replaced. */
+    close(open(sock_path, O_CREAT | O_WRONLY, 0644));
+    if (wr_http_server_start(&cfg, &srv, &err) < 0) {
+        printf("# server start: %s\n", err.msg);
+        return -1;
+    }
+    tcp_port = wr_http_server_tcp_port(srv);
+    uv_async_init(uv_default_loop(), &stop_async, on_stop_async);
+    return pthread_create(&loop_thread, NULL, loop_main, NULL) == 0 ? 0 : -1;
+}
+
+/* ---- the client side ----------------------------------------------------------------------- */
+
+static int connect_unix(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct timeval tv = {.tv_sec = 20};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static int connect_tcp(bool nonblock)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tcp_port)};
+    struct timeval tv = {.tv_sec = 20};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int send_str(int fd, const char *s)
+{
+    return send_all(fd, s, strlen(s));
+}
+
+struct resp {
+    int status;
+    int nh;
+    char hn[32][64], hv[32][256];
+    char *body;
+    size_t blen, bcap;
+    bool complete, upgrade;
+    /* for big bodies: verify the pattern instead of keeping the bytes */
+    bool check_pattern;
+    uint64_t total;
+    bool pattern_ok;
+    bool in_value;
+};
+
+struct client {
+    int fd;
+    llhttp_t p;
+    llhttp_settings_t s;
+    char buf[64 * 1024];
+    size_t off, len;
+    struct resp *r;
+    size_t read_size;
+    unsigned read_delay_us;
+    bool check_pattern;
+};
+
+static int c_hfield(llhttp_t *p, const char *at, size_t n)
+{
+    struct resp *r = ((struct client *)p->data)->r;
+    if (r->in_value || r->nh == 0) {
+        if (r->nh == 32)
+            return 0;
+        r->nh++;
+        r->hn[r->nh - 1][0] = r->hv[r->nh - 1][0] = '\0';
+        r->in_value = false;
+    }
+    strncat(r->hn[r->nh - 1], at, n < 63 - strlen(r->hn[r->nh - 1]) ? n : 0);
+    return 0;
+}
+
+static int c_hvalue(llhttp_t *p, const char *at, size_t n)
+{
+    struct resp *r = ((struct client *)p->data)->r;
+    size_t have = strlen(r->hv[r->nh - 1]);
+    r->in_value = true;
+    if (have + n < 255)
+        strncat(r->hv[r->nh - 1], at, n);
+    return 0;
+}
+
+static int c_hdone(llhttp_t *p)
+{
+    struct resp *r = ((struct client *)p->data)->r;
+    r->status = p->status_code;
+    return 0;
+}
+
+static int c_body(llhttp_t *p, const char *at, size_t n)
+{
+    struct resp *r = ((struct client *)p->data)->r;
+    if (r->check_pattern) {
+        for (size_t i = 0; i < n; i++)
+            if ((uint8_t)at[i] != pattern(r->total + i))
+                r->pattern_ok = false;
+        r->total += n;
+        return 0;
+    }
+    if (r->blen + n + 1 > r->bcap) {
+        r->bcap = (r->blen + n + 1) * 2;
+        r->body = xrealloc(r->body, r->bcap);
+    }
+    memcpy(r->body + r->blen, at, n);
+    r->blen += n;
+    r->body[r->blen] = '\0';
+    r->total += n;
+    return 0;
+}
+
+static int c_done(llhttp_t *p)
+{
+    struct resp *r = ((struct client *)p->data)->r;
+    r->complete = true;
+    return HPE_PAUSED;
+}
+
+static struct client *client_new(int fd)
+{
+    struct client *c = xcalloc(1, sizeof(*c));
+    c->fd = fd;
+    llhttp_settings_init(&c->s);
+    c->s.on_header_field = c_hfield;
+    c->s.on_header_value = c_hvalue;
+    c->s.on_headers_complete = c_hdone;
+    c->s.on_body = c_body;
+    c->s.on_message_complete = c_done;
+    llhttp_init(&c->p, HTTP_RESPONSE, &c->s);
+    c->p.data = c;
+    c->read_size = sizeof(c->buf);
+    return c;
+}
+
+static void client_free(struct client *c)
+{
+    if (c == NULL)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+}
+
+static void resp_reset(struct resp *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+    r->pattern_ok = true;
+}
+
+static const char *hdr(const struct resp *r, const char *name)
+{
+    for (int i = 0; i < r->nh; i++)
+        if (strcasecmp(r->hn[i], name) == 0)
+            return r->hv[i];
+    return NULL;
+}
+
+/* Read one response. Returns 0 when complete, -1 on error or EOF before the end. */
+static int read_resp(struct client *c, struct resp *r)
+{
+    resp_reset(r);
+    r->check_pattern = c->check_pattern;
+    c->r = r;
+    llhttp_resume(&c->p);
+    for (;;) {
+        if (c->off < c->len) {
+            const char *start = c->buf + c->off;
+            llhttp_errno_t e = llhttp_execute(&c->p, start, c->len - c->off);
+            if (e == HPE_OK) {
+                c->off = c->len;
+            } else if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
+                c->off += (size_t)(llhttp_get_error_pos(&c->p) - start);
+                if (e == HPE_PAUSED_UPGRADE)
+                    r->upgrade = true;
+                return r->complete ? 0 : -1;
+            } else {
+                printf("# client parse error: %s\n", llhttp_get_error_reason(&c->p));
+                return -1;
+            }
+        }
+        if (c->read_delay_us)
+            usleep(c->read_delay_us);
+        ssize_t n = recv(c->fd, c->buf, c->read_size, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 && llhttp_finish(&c->p) == HPE_OK && r->complete)
+                return 0;
+            return -1;
+        }
+        c->off = 0;
+        c->len = (size_t)n;
+    }
+}
+
+/* True if the server closed the connection (EOF with nothing else). */
+static bool at_eof(struct client *c)
+{
+    char b;
+    if (c->off < c->len)
+        return false;
+    return recv(c->fd, &b, 1, 0) == 0;
+}
+
+static json_t *body_json(const struct resp *r)
+{
+    return r->body ? json_loads(r->body, 0, NULL) : NULL;
+}
+
+static bool is_hex16(const char *s)
+{
+    if (s == NULL || strlen(s) != 16)
+        return false;
+    for (int i = 0; i < 16; i++)
+        if (!strchr("0123456789abcdef", s[i]))
+            return false;
+    return true;
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static void test_socket_mode(void)
+{
+    struct stat st;
+    ok(stat(sock_path, &st) == 0 && S_ISSOCK(st.st_mode) && (st.st_mode & 0777) == 0600,
+       "unix socket replaced the stale file, mode 0600");
+    ok(tcp_port > 0, "ephemeral tcp port reported (%d)", tcp_port);
+}
+
+static void test_simple_get(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    json_t *j;
+
+    send_str(c->fd, "GET /a%20b/c?a=x%2By+z&b=1&b=two%26&b=&flag HTTP/1.1\r\nHost: t\r\n"
+                    "X-Test: hello  \r\nx-multi: one\r\nX-Multi: two\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "simple get: 200");
+    j = body_json(&r);
+    is_str(json_string_value(json_object_get(j, "method")), "GET", "simple get: method");
+    is_str(json_string_value(json_object_get(j, "path")), "/a b/c", "simple get: path decoded");
+    is_str(json_string_value(json_object_get(j, "a")), "x+y z",
+           "simple get: query decoded, + is space");
+    json_t *b = json_object_get(j, "b");
+    ok(json_array_size(b) == 3 && strcmp(json_string_value(json_array_get(b, 0)), "1") == 0 &&
+           strcmp(json_string_value(json_array_get(b, 1)), "two&") == 0 &&
+           strcmp(json_string_value(json_array_get(b, 2)), "") == 0,
+       "simple get: repeated query params via query_all");
+    is_str(json_string_value(json_object_get(j, "x")), "hello", "simple get: header value trimmed");
+    is_str(json_string_value(json_object_get(j, "multi")), "one, two",
+           "simple get: repeated headers joined");
+    ok(json_integer_value(json_object_get(j, "clen")) == -1, "simple get: no content length");
+    ok(json_is_true(json_object_get(j, "unix")), "simple get: came over unix");
+    is_str(hdr(&r, "Content-Type"), "application/json", "simple get: content type");
+    ok(hdr(&r, "Content-Length") != NULL, "simple get: content length header");
+    is_str(hdr(&r, "Connection"), "keep-alive", "simple get: keep-alive");
+    is_str(hdr(&r, "X-Echo"), "yes", "simple get: handler header");
+    ok(hdr(&r, "Bad") == NULL, "simple get: header with CRLF dropped");
+    ok(is_hex16(hdr(&r, "X-Request-Id")), "simple get: generated request id");
+    is_str(json_string_value(json_object_get(j, "id")), hdr(&r, "X-Request-Id"),
+           "simple get: handler saw the same id");
+    json_decref(j);
+
+    send_str(c->fd, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 404, "404 on the same connection");
+    j = body_json(&r);
+    is_str(json_string_value(json_object_get(j, "code")), "not_found", "404: error body");
+    json_decref(j);
+    resp_reset(&r);
+    client_free(c);
+}
+
+static void test_keepalive(void)
+{
+    struct client *c = client_new(connect_tcp(false));
+    struct resp r = {0};
+    int good = 0;
+
+    for (int i = 0; i < 100; i++) {
+        char req[128];
+        snprintf(req, sizeof(req), "GET /echo?n=%d HTTP/1.1\r\nHost: t\r\n\r\n", i);
+        if (send_str(c->fd, req) < 0 || read_resp(c, &r) < 0)
+            break;
+        json_t *j = body_json(&r);
+        const char *n = json_string_value(json_object_get(j, "n"));
+        if (r.status == 200 && n && atoi(n) == i && json_is_false(json_object_get(j, "unix")) &&
+            strcmp(hdr(&r, "Connection"), "keep-alive") == 0)
+            good++;
+        json_decref(j);
+    }
+    is_int(good, 100, "keep-alive: 100 sequential requests on one tcp connection");
+
+    /* HTTP/1.0 keeps the connection only when asked. */
+    send_str(c->fd, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(hdr(&r, "Connection"), "keep-alive") == 0,
+       "keep-alive: HTTP/1.0 with keep-alive header");
+    send_str(c->fd, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(hdr(&r, "Connection"), "close") == 0,
+       "keep-alive: Connection: close answered with close");
+    ok(at_eof(c), "keep-alive: server closed after Connection: close");
+    client_free(c);
+
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /hello HTTP/1.0\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(hdr(&r, "Connection"), "close") == 0 &&
+           at_eof(c),
+       "keep-alive: plain HTTP/1.0 closes");
+    client_free(c);
+    resp_reset(&r);
+}
+
+static void test_pipelining(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    int good = 0;
+
+    /* Includes a request with a body the handler ignores, and one with a body it reads. */
+    send_str(c->fd, "GET /echo?n=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+                    "POST /discard HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+                    "POST /buffer HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+                    "GET /echo?n=4 HTTP/1.1\r\nHost: t\r\n\r\n");
+    if (read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"n\":\"1\""))
+        good++;
+    if (read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "ignored") == 0)
+        good++;
+    if (read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":3"))
+        good++;
+    if (read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"n\":\"4\""))
+        good++;
+    is_int(good, 4, "pipelining: four requests answered in order");
+
+    /* An ignored body bigger than a read is discarded before the next request. */
+    size_t big = 300 * 1024;
+    char *body = xmalloc(big);
+    memset(body, 'x', big);
+    char head[128];
+    snprintf(head, sizeof(head), "POST /discard HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", big);
+    send_str(c->fd, head);
+    send_all(c->fd, body, big);
+    free(body);
+    ok(read_resp(c, &r) == 0 && r.status == 200, "discard: answered without reading the body");
+    send_str(c->fd, "GET /hello HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "hello") == 0,
+       "discard: next keep-alive request parsed after the skipped body");
+    resp_reset(&r);
+    client_free(c);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Send a chunked body; while the server has paused on the first piece, count how much the
+ * socket accepts: with reading really stopped only the kernel buffers fill. */
+static void test_upload_stream(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    static char chunk[64 * 1024 + 32];
+    uint64_t sent = 0, during_pause = 0;
+    uint32_t sum = 2166136261u;
+    int fl;
+    double t0;
+    bool failed = false;
+
+    send_str(c->fd, "POST /upload HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    fl = fcntl(c->fd, F_GETFL);
+    fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+    t0 = now_s();
+    /* Non-blocking for 250 ms of the server's 500 ms pause. Chunk frames are built whole and
+     * partial sends finish blocking, so the framing stays intact. */
+    while (sent < UP_SIZE && !failed) {
+        size_t n = 60 * 1024;
+        int hl = snprintf(chunk, 32, "%zx\r\n", n);
+        for (size_t i = 0; i < n; i++)
+            chunk[hl + i] = (char)pattern(sent + i);
+        memcpy(chunk + hl + n, "\r\n", 2);
+        size_t total = (size_t)hl + n + 2;
+        bool nonblock = now_s() - t0 < 0.25;
+        if (!nonblock && (fl & O_NONBLOCK) == 0) {
+            fcntl(c->fd, F_SETFL, fl);
+            fl |= O_NONBLOCK; /* mark "already switched" */
+            during_pause = sent;
+        }
+        size_t off = 0;
+        while (off < total) {
+            ssize_t w = send(c->fd, chunk + off, total - off, MSG_NOSIGNAL);
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                if (off == 0 && now_s() - t0 < 0.25) {
+                    usleep(1000);
+                    continue;
+                }
+                struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
+                poll(&pfd, 1, 1000);
+                continue;
+            }
+            if (w <= 0) {
+                failed = true;
+                break;
+            }
+            off += (size_t)w;
+        }
+        sum = fnv(sum, chunk + hl, n);
+        sent += n;
+    }
+    if ((fl & O_NONBLOCK) == 0)
+        during_pause = sent;
+    fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
+    send_str(c->fd, "0\r\n\r\n");
+    ok(!failed, "upload: 64 MiB chunked body sent");
+    ok(during_pause < 8 * MIB, "upload: paused body stops reading (%llu KiB accepted in 250 ms)",
+       (unsigned long long)(during_pause / 1024));
+    ok(read_resp(c, &r) == 0 && r.status == 200, "upload: answered after on_end");
+    json_t *j = body_json(&r);
+    ok(json_integer_value(json_object_get(j, "bytes")) == UP_SIZE, "upload: every byte delivered");
+    ok((uint32_t)json_integer_value(json_object_get(j, "sum")) == sum, "upload: bytes in order");
+    ok(json_integer_value(json_object_get(j, "pauses")) > 10,
+       "upload: paused and resumed %lld times",
+       (long long)json_integer_value(json_object_get(j, "pauses")));
+    is_int(LOAD(g_upload_violations), 0, "upload: no on_data while paused");
+    json_decref(j);
+    resp_reset(&r);
+    client_free(c);
+}
+
+static void test_buffered_body(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    json_t *j;
+
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "buffer: chunked body read");
+    j = body_json(&r);
+    ok(json_integer_value(json_object_get(j, "len")) == 7 &&
+           (uint32_t)json_integer_value(json_object_get(j, "sum")) ==
+               fnv(2166136261u, "abcdefg", 7) &&
+           json_is_true(json_object_get(j, "nul")),
+       "buffer: chunks joined and NUL-terminated");
+    json_decref(j);
+
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":0"),
+       "buffer: request without a body gives an empty body");
+
+    /* Declared too large: refused before reading. */
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nContent-Length: 2097152\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 413, "413: declared length over the limit");
+    j = body_json(&r);
+    is_str(json_string_value(json_object_get(j, "code")), "limit", "413: JSON error body");
+    json_decref(j);
+    is_str(hdr(&r, "Connection"), "close", "413: connection closes");
+    ok(is_hex16(hdr(&r, "X-Request-Id")), "413: carries a request id");
+    client_free(c);
+
+    /* Chunked, so only discovered while reading: the client is still sending when 413 comes. */
+    c = client_new(connect_unix());
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    static char chunk[32 * 1024 + 16];
+    memset(chunk, 'y', sizeof(chunk));
+    int hl = snprintf(chunk, 16, "%x\r\n", 32 * 1024);
+    chunk[hl + 32 * 1024] = '\r';
+    chunk[hl + 32 * 1024 + 1] = '\n';
+    for (int i = 0; i < 64; i++)
+        if (send_all(c->fd, chunk, (size_t)hl + 32 * 1024 + 2) < 0)
+            break;
+    ok(read_resp(c, &r) == 0 && r.status == 413, "413: chunked body over the limit");
+    ok(at_eof(c), "413: connection closed after");
+    resp_reset(&r);
+    client_free(c);
+}
+
+static void test_bad_requests(void)
+{
+    struct client *c;
+    struct resp r = {0};
+    json_t *j;
+
+    c = client_new(connect_unix());
+    send_str(c->fd, "GARBAGE\x01 / HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 400, "400: garbage request line");
+    j = body_json(&r);
+    is_str(json_string_value(json_object_get(j, "code")), "invalid", "400: code invalid");
+    ok(json_string_value(json_object_get(j, "message")) != NULL, "400: has a message");
+    json_decref(j);
+    ok(is_hex16(hdr(&r, "X-Request-Id")), "400: carries a request id");
+    is_str(hdr(&r, "Connection"), "close", "400: Connection: close");
+    ok(at_eof(c), "400: connection closed");
+    client_free(c);
+
+    const char *bad_paths[] = {"/a%zz", "/a%00b", "/a%2", "/x?q=%0"};
+    for (size_t i = 0; i < WR_ARRAY_SIZE(bad_paths); i++) {
+        char req[128];
+        c = client_new(connect_unix());
+        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nX-Request-Id: bad-%zu\r\n\r\n", bad_paths[i],
+                 i);
+        send_str(c->fd, req);
+        snprintf(req, sizeof(req), "bad-%zu", i);
+        ok(read_resp(c, &r) == 0 && r.status == 400 && strcmp(hdr(&r, "X-Request-Id"), req) == 0,
+           "400: invalid escape in %s, client's request id kept", bad_paths[i]);
+        client_free(c);
+    }
+
+    c = client_new(connect_unix());
+    char *big = xmalloc(MAX_HDR + 1024);
+    memset(big, 'h', MAX_HDR + 1000);
+    big[MAX_HDR + 1000] = '\0';
+    send_str(c->fd, "GET /hello HTTP/1.1\r\nX-Big: ");
+    send_str(c->fd, big);
+    send_str(c->fd, "\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 431, "431: huge header");
+    j = body_json(&r);
+    ok(json_string_value(json_object_get(j, "code")) != NULL, "431: JSON error body");
+    json_decref(j);
+    ok(at_eof(c), "431: connection closed");
+    client_free(c);
+
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /hello HTTP/1.1\r\n");
+    for (int i = 0; i < 1000; i++)
+        send_str(c->fd, "X-Many: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    send_str(c->fd, "\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 431, "431: many small headers");
+    client_free(c);
+
+    c = client_new(connect_unix());
+    memset(big, 'u', 9000);
+    big[0] = '/';
+    big[9000] = '\0';
+    send_str(c->fd, "GET ");
+    send_str(c->fd, big);
+    send_str(c->fd, " HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 414, "414: 9000-byte URL");
+    client_free(c);
+    free(big);
+
+    c = client_new(connect_unix());
+    send_str(c->fd,
+             "POST /buffer HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 400, "400: Content-Length with chunked (smuggling)");
+    client_free(c);
+
+    /* Idle connections are closed after the timeout. */
+    c = client_new(connect_unix());
+    double t0 = now_s();
+    ok(at_eof(c) && now_s() - t0 < IDLE_MS / 1000.0 + 2, "idle connection closed after timeout");
+    client_free(c);
+    resp_reset(&r);
+}
+
+static void test_request_ids(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    char first[32] = "";
+
+    send_str(c->fd, "GET /echo HTTP/1.1\r\nX-Request-Id: abc-123_X.y\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && strcmp(hdr(&r, "X-Request-Id"), "abc-123_X.y") == 0 &&
+           strstr(r.body, "\"id\":\"abc-123_X.y\""),
+       "request id: client's valid id kept");
+    send_str(c->fd, "GET /echo HTTP/1.1\r\nX-Request-Id: bad id!\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && is_hex16(hdr(&r, "X-Request-Id")),
+       "request id: invalid id replaced");
+    snprintf(first, sizeof(first), "%s", hdr(&r, "X-Request-Id"));
+    send_str(c->fd, "GET /echo HTTP/1.1\r\nX-Request-Id: "
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && is_hex16(hdr(&r, "X-Request-Id")) &&
+           strcmp(first, hdr(&r, "X-Request-Id")) != 0,
+       "request id: 65 chars replaced; generated ids differ");
+    resp_reset(&r);
+    client_free(c);
+}
+
+static void test_download(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+
+    STORE(g_max_pending, 0);
+    /* Read slowly: small reads with a pause, so the server's queue hits its high water. */
+    c->read_size = 16 * 1024;
+    c->read_delay_us = 100;
+    c->check_pattern = true;
+    send_str(c->fd, "GET /download HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "download: complete");
+    c->check_pattern = false;
+    c->read_delay_us = 0;
+    c->read_size = sizeof(c->buf);
+    is_str(hdr(&r, "Transfer-Encoding"), "chunked", "download: chunked");
+    ok(r.total == DL_SIZE, "download: 64 MiB received (%llu)", (unsigned long long)r.total);
+    ok(r.pattern_ok, "download: bytes in order");
+    ok(LOAD(g_max_pending) <= HIGH_WATER + 128 * 1024 && LOAD(g_max_pending) > 256 * 1024,
+       "download: server's pending bytes bounded (max %d KiB)", LOAD(g_max_pending) / 1024);
+    ok(LOAD(g_drains) >= 10, "download: drain callback drove the producer (%d)", LOAD(g_drains));
+    ok(LOAD(g_dl_pending_zero_ok), "download: drain came below the low-water mark");
+    for (int i = 0; i < 200 && LOAD(g_dl_closed) == 0; i++)
+        usleep(10000);
+    ok(LOAD(g_dl_closed) == 1 && LOAD(g_dl_aborted) == 0, "download: on_close(aborted=false)");
+    send_str(c->fd, "GET /hello HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "download: connection reusable after");
+    resp_reset(&r);
+    client_free(c);
+}
+
+static void test_disconnects(void)
+{
+    struct client *c = client_new(connect_unix());
+    char buf[64 * 1024];
+    size_t got = 0;
+
+    send_str(c->fd, "GET /forever HTTP/1.1\r\n\r\n");
+    while (got < MIB) {
+        ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    ok(got >= MIB, "disconnect: endless stream flowing");
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_forever_aborted) == 0; i++)
+        usleep(10000);
+    is_int(LOAD(g_forever_aborted), 1, "disconnect mid-stream: on_close(aborted=true)");
+
+    c = client_new(connect_tcp(false));
+    send_str(c->fd, "GET /hang HTTP/1.1\r\n\r\n");
+    usleep(100000);
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_hang_aborted) == 0; i++)
+        usleep(10000);
+    is_int(LOAD(g_hang_aborted), 1, "disconnect before the response: on_close(aborted=true)");
+
+    /* Half an upload, then gone. */
+    int before = LOAD(g_upload_closed);
+    c = client_new(connect_unix());
+    send_str(c->fd, "POST /upload HTTP/1.1\r\nContent-Length: 1000000\r\n\r\nabc");
+    usleep(100000);
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_upload_closed) == before; i++)
+        usleep(10000);
+    is_int(LOAD(g_upload_closed), before + 1, "disconnect mid-upload: on_close");
+}
+
+/* A masked client frame (RFC 6455 5.3), key 0x37fa213d. */
+static size_t ws_frame(uint8_t *out, bool fin, int opcode, const void *p, size_t n)
+{
+    static const uint8_t key[4] = {0x37, 0xfa, 0x21, 0x3d};
+    size_t o = 0;
+
+    out[o++] = (uint8_t)((fin ? 0x80 : 0) | opcode);
+    if (n < 126) {
+        out[o++] = (uint8_t)(0x80 | n);
+    } else {
+        out[o++] = 0x80 | 126;
+        out[o++] = (uint8_t)(n >> 8);
+        out[o++] = (uint8_t)n;
+    }
+    memcpy(out + o, key, 4);
+    o += 4;
+    for (size_t i = 0; i < n; i++)
+        out[o + i] = ((const uint8_t *)p)[i] ^ key[i % 4];
+    return o + n;
+}
+
+static int recv_exact(struct client *c, void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n > 0) {
+        if (c->off < c->len) {
+            size_t k = c->len - c->off < n ? c->len - c->off : n;
+            memcpy(b, c->buf + c->off, k);
+            c->off += k;
+            b += k;
+            n -= k;
+            continue;
+        }
+        ssize_t r = recv(c->fd, c->buf, sizeof(c->buf), 0);
+        if (r <= 0)
+            return -1;
+        c->off = 0;
+        c->len = (size_t)r;
+    }
+    return 0;
+}
+
+/* Read one server frame (never masked). Returns the opcode or -1. */
+static int ws_read(struct client *c, uint8_t *payload, size_t *n, bool *masked)
+{
+    uint8_t h[2], ext[8];
+    size_t len;
+
+    if (recv_exact(c, h, 2) < 0)
+        return -1;
+    *masked = h[1] & 0x80;
+    len = h[1] & 0x7f;
+    if (len == 126) {
+        if (recv_exact(c, ext, 2) < 0)
+            return -1;
+        len = (size_t)ext[0] << 8 | ext[1];
+    } else if (len == 127) {
+        return -1;
+    }
+    if (recv_exact(c, payload, len) < 0)
+        return -1;
+    *n = len;
+    return h[0] & 0x0f;
+}
+
+static void test_websocket(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    uint8_t frame[512], payload[512];
+    size_t n, fl;
+    bool masked;
+    int op;
+    char req[1024];
+
+    /* The first frame rides in the same write as the upgrade request. */
+    n = (size_t)snprintf(req, sizeof(req),
+                         "GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+                         "Connection: keep-alive, Upgrade\r\n"
+                         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                         "Sec-WebSocket-Version: 13\r\n\r\n");
+    fl = ws_frame(frame, true, 1, "hello", 5);
+    memcpy(req + n, frame, fl);
+    send_all(c->fd, req, n + fl);
+    ok(read_resp(c, &r) == 0 && r.status == 101, "websocket: 101");
+    is_str(hdr(&r, "Sec-WebSocket-Accept"),
+           "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", "websocket: accept key (RFC 6455 example)");
+    ok(hdr(&r, "X-Request-Id") != NULL, "websocket: 101 carries a request id");
+
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 1 && n == 5 && memcmp(payload, "hello", 5) == 0 && !masked,
+       "websocket: text echoed (frame sent with the upgrade)");
+
+    /* A fragmented binary message with a ping between the fragments. */
+    fl = ws_frame(frame, false, 2, "\x01\x02\x03", 3);
+    fl += ws_frame(frame + fl, true, 9, "pp", 2);
+    fl += ws_frame(frame + fl, true, 0, "\x04\x05", 2);
+    send_all(c->fd, frame, fl);
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 10 && n == 2 && memcmp(payload, "pp", 2) == 0, "websocket: ping answered with pong");
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 2 && n == 5 && memcmp(payload, "\x01\x02\x03\x04\x05", 5) == 0,
+       "websocket: fragments joined into one message");
+
+    static uint8_t bigmsg[300], bigframe[400];
+    for (size_t i = 0; i < sizeof(bigmsg); i++)
+        bigmsg[i] = (uint8_t)i;
+    fl = ws_frame(bigframe, true, 2, bigmsg, sizeof(bigmsg));
+    send_all(c->fd, bigframe, fl);
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 2 && n == sizeof(bigmsg) && memcmp(payload, bigmsg, n) == 0,
+       "websocket: 16-bit length frame echoed");
+
+    fl = ws_frame(frame, true, 8,
+                  "\x03\xe8"
+                  "bye",
+                  5);
+    send_all(c->fd, frame, fl);
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 8 && n >= 2 && payload[0] == 0x03 && payload[1] == 0xe8,
+       "websocket: close answered with close 1000");
+    ok(at_eof(c), "websocket: server closed after the handshake");
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_ws_closed) == 0; i++)
+        usleep(10000);
+    is_int(LOAD(g_ws_closed), 1, "websocket: on_close once");
+    is_int(LOAD(g_ws_messages), 3, "websocket: three messages reached on_message");
+
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Key: short\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 400, "websocket: bad key gets 400");
+    client_free(c);
+    c = client_new(connect_unix());
+    send_str(c->fd,
+             "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 400 && hdr(&r, "Sec-WebSocket-Version"),
+       "websocket: wrong version gets 400 with the supported version");
+    client_free(c);
+
+    /* Peer vanishes without a close frame. */
+    c = client_new(connect_unix());
+    send_str(c->fd,
+             "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 101, "websocket: second upgrade");
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_ws_closed) < 2; i++)
+        usleep(10000);
+    is_int(LOAD(g_ws_closed), 2, "websocket: transport loss fires on_close");
+    resp_reset(&r);
+}
+
+static void test_concurrent(void)
+{
+    static int fds[N_CONCURRENT];
+    static char got[N_CONCURRENT][512];
+    static size_t glen[N_CONCURRENT];
+    static bool sent[N_CONCURRENT], done_[N_CONCURRENT];
+    static struct pollfd pfd[N_CONCURRENT];
+    const char *req = "GET /gate HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    int left = N_CONCURRENT, good = 0;
+    double t0 = now_s();
+
+    for (int i = 0; i < N_CONCURRENT; i++)
+        fds[i] = connect_tcp(true);
+    while (left > 0 && now_s() - t0 < 30) {
+        int np = 0;
+        int map[N_CONCURRENT];
+        for (int i = 0; i < N_CONCURRENT; i++) {
+            if (done_[i] || fds[i] < 0)
+                continue;
+            pfd[np] = (struct pollfd){.fd = fds[i], .events = sent[i] ? POLLIN : POLLOUT};
+            map[np++] = i;
+        }
+        if (np == 0 || poll(pfd, (nfds_t)np, 1000) <= 0)
+            continue;
+        for (int k = 0; k < np; k++) {
+            int i = map[k];
+            if (!pfd[k].revents)
+                continue;
+            if (!sent[i]) {
+                if (send(fds[i], req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req))
+                    sent[i] = true;
+                else
+                    done_[i] = true, left--;
+                continue;
+            }
+            ssize_t n = recv(fds[i], got[i] + glen[i], sizeof(got[i]) - 1 - glen[i], 0);
+            if (n > 0) {
+                glen[i] += (size_t)n;
+            } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+                done_[i] = true;
+                left--;
+            }
+        }
+    }
+    for (int i = 0; i < N_CONCURRENT; i++) {
+        got[i][glen[i]] = '\0';
+        if (strncmp(got[i], "HTTP/1.1 200 ", 13) == 0 && strstr(got[i], "\r\n\r\ngate"))
+            good++;
+        if (fds[i] >= 0)
+            close(fds[i]);
+    }
+    is_int(LOAD(g_gate_max), N_CONCURRENT, "concurrency: 1000 requests in flight at once");
+    is_int(good, N_CONCURRENT, "concurrency: 1000 connections each answered");
+}
+
+static void test_stop(void)
+{
+    /* A request in flight when the server stops sees on_close(aborted). */
+    struct client *c = client_new(connect_unix());
+    int before = LOAD(g_hang_aborted);
+
+    send_str(c->fd, "GET /hang HTTP/1.1\r\n\r\n");
+    usleep(100000);
+    uv_async_send(&stop_async);
+    pthread_join(loop_thread, NULL);
+    is_int(LOAD(g_stopped), 1, "stop: done callback ran");
+    is_int(LOAD(g_hang_aborted), before + 1, "stop: in-flight request aborted");
+    ok(at_eof(c), "stop: client connection closed");
+    ok(access(sock_path, F_OK) != 0, "stop: unix socket removed");
+    ok(uv_loop_close(uv_default_loop()) == 0, "stop: every handle closed");
+    client_free(c);
+    rmdir(sock_dir);
+}
+
+int main(void)
+{
+    struct rlimit rl;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4 * N_CONCURRENT) {
+        rl.rlim_cur = rl.rlim_max < 4 * N_CONCURRENT ? rl.rlim_max : 4 * N_CONCURRENT;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (server_up() < 0) {
+        ok(0, "server starts");
+        return done();
+    }
+    test_socket_mode();
+    test_simple_get();
+    test_keepalive();
+    test_pipelining();
+    test_request_ids();
+    test_buffered_body();
+    test_bad_requests();
+    test_upload_stream();
+    test_download();
+    test_disconnects();
+    test_websocket();
+    test_concurrent();
+    test_stop();
+    return done();
+}
