@@ -12,13 +12,14 @@
 #include "../util/xalloc.h"
 #include "api_int.h"
 
-#define MAX_EXEC_BODY    (16u << 20)
-#define DEFAULT_MAX_OUT  (10u << 20)
-#define STREAM_HIGH      (1u << 20) /* response bytes queued before the process is slowed */
-#define STDIN_HIGH       (4u << 20)
-#define WS_HIGH          (8u << 20)
+#define MAX_EXEC_BODY   (16u << 20)
+#define DEFAULT_MAX_OUT (10u << 20)
+#define STREAM_HIGH     (1u << 20) /* response bytes queued before the process is slowed */
+#define STDIN_HIGH      (4u << 20)
+#define WS_HIGH         (8u << 20)
 
-/* ---- output encoding --------------------------------------------------------------------------- */
+/* ---- output encoding ---------------------------------------------------------------------------
+ */
 
 /* Length of the valid UTF-8 sequence at p (1-4), 0 if invalid, -1 if truncated at the end. */
 static int utf8_seq(const uint8_t *p, size_t n)
@@ -126,7 +127,8 @@ static int b64_decode(const char *s, size_t n, struct wr_buf *out)
     return 0;
 }
 
-/* ---- processes as JSON ------------------------------------------------------------------------ */
+/* ---- processes as JSON ------------------------------------------------------------------------
+ */
 
 json_t *api_proc_json(struct wr_proc *p)
 {
@@ -139,9 +141,9 @@ json_t *api_proc_json(struct wr_proc *p)
     }
     return json_pack("{s:I,s:I,s:o,s:b,s:b,s:o,s:o}", "pid", (json_int_t)wr_proc_id(p), "os_pid",
                      (json_int_t)wr_proc_os_pid(p), "cmd", cmd, "pty", wr_proc_pty(p), "running",
-                     wr_proc_running(p),
-                     "exit_code", ex && ex->signal == 0 ? json_integer(ex->exit_code) : json_null(),
-                     "signal", ex && ex->signal ? json_integer(ex->signal) : json_null());
+                     wr_proc_running(p), "exit_code",
+                     ex && ex->signal == 0 ? json_integer(ex->exit_code) : json_null(), "signal",
+                     ex && ex->signal ? json_integer(ex->signal) : json_null());
 }
 
 /* ---- exec and attach ------------------------------------------------------------------------ */
@@ -256,7 +258,8 @@ static bool exec_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, s
 
 static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
 {
-    json_object_set_new(o, "exit_code", ex->signal == 0 ? json_integer(ex->exit_code) : json_null());
+    json_object_set_new(o, "exit_code",
+                        ex->signal == 0 ? json_integer(ex->exit_code) : json_null());
     json_object_set_new(o, "signal", ex->signal ? json_integer(ex->signal) : json_null());
     json_object_set_new(o, "timed_out", json_boolean(timed_out));
     return o;
@@ -297,8 +300,8 @@ static void exec_lost(struct wr_proc_sub *sub, const struct wr_err *err)
         api_error(e->req, err);
         return;
     }
-    stream_event(e, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "conflict", "message",
-                              err->msg));
+    stream_event(
+        e, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "conflict", "message", err->msg));
     wr_http_resp_end(e->req);
 }
 
@@ -388,9 +391,9 @@ static void free_strv(char **v)
 
 static void exec_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"cmd", "env", "cwd", "user", "timeout", "stdin",
-                                          "stdin_encoding", "mode", "pty", "rows", "cols",
-                                          "encoding", "max_output", NULL};
+    static const char *const allowed[] = {
+        "cmd",  "env", "cwd",  "user", "timeout",  "stdin",      "stdin_encoding",
+        "mode", "pty", "rows", "cols", "encoding", "max_output", NULL};
     struct exec_st *e = wr_http_req_data(req);
     struct wr_spawn sp = {.uid = -1, .gid = -1};
     char **argv = NULL, **env = NULL;
@@ -639,7 +642,8 @@ static void do_attach(struct wr_api *api, struct wr_http_req *req, struct wr_msb
     wr_proc_subscribe(p, &e->sub, true);
 }
 
-/* ---- stdin (a streamed body), signal, resize -------------------------------------------------- */
+/* ---- stdin (a streamed body), signal, resize --------------------------------------------------
+ */
 
 struct stdin_st {
     struct wr_http_req *req;
@@ -878,8 +882,7 @@ static void term_message(struct wr_ws *ws, int opcode, const uint8_t *p, size_t 
         const char *type = json_string_value(json_object_get(j, "type"));
         json_int_t r = json_integer_value(json_object_get(j, "rows"));
         json_int_t c = json_integer_value(json_object_get(j, "cols"));
-        if (type != NULL && strcmp(type, "resize") == 0 && r > 0 && r < 65536 && c > 0 &&
-            c < 65536)
+        if (type != NULL && strcmp(type, "resize") == 0 && r > 0 && r < 65536 && c > 0 && c < 65536)
             wr_proc_resize(t->proc, (uint16_t)r, (uint16_t)c, NULL, NULL);
     }
     json_decref(j);
@@ -924,8 +927,7 @@ static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
 
 static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
 {
-    static const struct wr_ws_callbacks cbs = {.on_message = term_message,
-                                               .on_close = term_closed};
+    static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
     const char *cmd = wr_http_req_query(req, "cmd");
     const char *user = wr_http_req_query(req, "user");
     const char *cwd = wr_http_req_query(req, "cwd");
@@ -936,10 +938,10 @@ static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
     char *argv[4] = {"/bin/sh", "-l", NULL, NULL};
     struct wr_spawn sp = {.uid = -1, .gid = -1, .pty = true};
 
-    if (((q = wr_http_req_query(req, "rows")) && (wr_parse_uint(q, 65535, &rows, &err) < 0 ||
-                                                  rows == 0)) ||
-        ((q = wr_http_req_query(req, "cols")) && (wr_parse_uint(q, 65535, &cols, &err) < 0 ||
-                                                  cols == 0))) {
+    if (((q = wr_http_req_query(req, "rows")) &&
+         (wr_parse_uint(q, 65535, &rows, &err) < 0 || rows == 0)) ||
+        ((q = wr_http_req_query(req, "cols")) &&
+         (wr_parse_uint(q, 65535, &cols, &err) < 0 || cols == 0))) {
         wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
         return;
     }

@@ -205,8 +205,9 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     if (move)
         to = json_string_value(json_object_get(j, "to"));
     if (path == NULL || path[0] != '/' || (move && (to == NULL || to[0] != '/'))) {
-        wr_http_respond_error(req, 400, "invalid", move ? "`from` and `to` must be absolute paths"
-                                                        : "`path` must be an absolute path");
+        wr_http_respond_error(req, 400, "invalid",
+                              move ? "`from` and `to` must be absolute paths"
+                                   : "`path` must be an absolute path");
         goto out;
     }
     if (!wr_msb_alive(sb)) {
@@ -255,8 +256,8 @@ struct xfer {
     char *path, *user;
     /* read */
     uint64_t offset;
-    int64_t length;   /* -1: to the end */
-    int64_t suffix;   /* bytes=-N */
+    int64_t length; /* -1: to the end */
+    int64_t suffix; /* bytes=-N */
     bool ranged, started;
     /* write */
     uint64_t mode;
@@ -353,9 +354,8 @@ static void read_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p
             char cr[64];
             snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
             wr_http_resp_header(x->req, "Content-Range", cr);
-            wr_http_respond_error(x->req, 416, "invalid", "the range is beyond the file (%" PRIu64
-                                                          " bytes)",
-                                  size);
+            wr_http_respond_error(x->req, 416, "invalid",
+                                  "the range is beyond the file (%" PRIu64 " bytes)", size);
             x->finished = true;
             return;
         }
@@ -395,7 +395,8 @@ static void write_body_data(struct wr_http_req *req, const char *p, size_t n)
     if (x->write_failed || x->agent == NULL)
         return;
     for (size_t off = 0; off < n; off += WR_CHUNK_SIZE)
-        wr_agent_data(x->agent, x->req_id, p + off, n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
+        wr_agent_data(x->agent, x->req_id, p + off,
+                      n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
     if (wr_agent_pending(x->agent) > AGENT_HIGH && !x->body_paused) {
         x->body_paused = true;
         wr_http_req_pause_body(req);
@@ -411,8 +412,8 @@ static void write_body_end(struct wr_http_req *req)
         wr_agent_data_end(x->agent, x->req_id);
 }
 
-static void write_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p,
-                             bool final, const struct wr_err *err)
+static void write_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                             const struct wr_err *err)
 {
     struct xfer *x = ctx;
     struct wr_stat st;
@@ -497,9 +498,9 @@ static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
     }
     if (h->type == WR_MSG_WATCH_EVENT && wr_watch_event_decode(p, h->len, &ev, &derr) == 0) {
         static const char *const names[] = {"", "create", "write", "remove", "rename", "chmod"};
-        json_t *o = json_pack("{s:s,s:s}", "type",
-                              ev.op >= 1 && ev.op <= 5 ? names[ev.op] : "other", "name",
-                              ev.name ? ev.name : "");
+        json_t *o =
+            json_pack("{s:s,s:s}", "type", ev.op >= 1 && ev.op <= 5 ? names[ev.op] : "other",
+                      "name", ev.name ? ev.name : "");
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
         if (s != NULL) {
             wr_http_resp_write(x->req, s, strlen(s));
@@ -558,8 +559,8 @@ static void xfer_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
 
     if (x->req == NULL || x->finished)
         return;
-    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s",
-               err ? ": " : "", err ? err->msg : "");
+    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s", err ? ": " : "",
+               err ? err->msg : "");
     xfer_fail(x, &e2);
 }
 
@@ -624,8 +625,8 @@ static int parse_range(const char *h, struct xfer *x)
 }
 
 /* A suffix range needs the size first. */
-static void suffix_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p,
-                              bool final, const struct wr_err *err)
+static void suffix_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                              const struct wr_err *err)
 {
     struct xfer *x = ctx;
     struct wr_stat st;

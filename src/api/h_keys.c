@@ -68,8 +68,8 @@ static void create_key(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "`admin` must be a boolean");
         goto out;
     }
-    if (wr_store_key_create(api->store, team, name ? name : "", json_is_true(json_object_get(j, "admin")),
-                            &secret, &ki, &err) < 0) {
+    if (wr_store_key_create(api->store, team, name ? name : "",
+                            json_is_true(json_object_get(j, "admin")), &secret, &ki, &err) < 0) {
         api_error(req, &err);
         goto out;
     }

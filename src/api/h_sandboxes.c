@@ -128,8 +128,8 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
 
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"template", "cpus", "memory_mb", "timeout", "env",
-                                          "metadata", NULL};
+    static const char *const allowed[] = {"template", "cpus",     "memory_mb", "timeout",
+                                          "env",      "metadata", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_api *api = bc->api;
     struct create_ctx *c;
@@ -207,7 +207,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     char *mbuf[16] = {NULL};
     char statebuf[128];
     struct wr_sandbox_filter f = {.team = who->admin && wr_http_req_query(req, "all") ? NULL
-                                                                                        : who->team};
+                                                                                      : who->team};
     struct wr_sandbox_rec *recs = NULL;
     struct wr_err err;
     size_t n = 0, nm;
@@ -275,8 +275,8 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     if (n > limit) {
         char next[32];
         snprintf(next, sizeof(next), "%" PRId64, recs[limit - 1].seq);
-        wr_http_respond_json(req, 200, json_pack("{s:o,s:s}", "sandboxes", arr, "next_cursor",
-                                                 next));
+        wr_http_respond_json(req, 200,
+                             json_pack("{s:o,s:s}", "sandboxes", arr, "next_cursor", next));
     } else {
         wr_http_respond_json(req, 200, json_pack("{s:o,s:n}", "sandboxes", arr, "next_cursor"));
     }

@@ -25,10 +25,10 @@ typedef void (*wr_http_handler_fn)(struct wr_http_req *req, void *ctx);
 
 struct wr_http_config {
     uv_loop_t *loop;
-    const char *unix_path; /* NULL: no unix listener; the file is replaced, mode 0600 */
-    const char *tcp_host;  /* NULL: no TCP listener */
-    int tcp_port;          /* 0: an ephemeral port (see wr_http_server_tcp_port) */
-    size_t max_header_bytes; /* request line + headers; default 64 KiB; beyond: 431 */
+    const char *unix_path;    /* NULL: no unix listener; the file is replaced, mode 0600 */
+    const char *tcp_host;     /* NULL: no TCP listener */
+    int tcp_port;             /* 0: an ephemeral port (see wr_http_server_tcp_port) */
+    size_t max_header_bytes;  /* request line + headers; default 64 KiB; beyond: 431 */
     unsigned idle_timeout_ms; /* keep-alive connection idle timeout; default 60 s */
     wr_http_handler_fn handler;
     void *ctx;
@@ -91,8 +91,8 @@ void wr_http_respond(struct wr_http_req *req, int status, const char *content_ty
 /* JSON response; takes the reference to j. */
 void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j);
 /* {"code": code, "message": ...} */
-void wr_http_respond_error(struct wr_http_req *req, int status, const char *code,
-                           const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void wr_http_respond_error(struct wr_http_req *req, int status, const char *code, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
 
 /* A streamed response: with content_length >= 0 a fixed length, else chunked. */
 void wr_http_resp_start(struct wr_http_req *req, int status, const char *content_type,

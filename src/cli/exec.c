@@ -9,9 +9,8 @@
  *  - stdin to stream (a pipe, a socket, or -t): POST exec with mode=background, then GET
  *    .../attach for the output on one connection, and once that stream is open a second thread
  *    sends stdin as a chunked POST .../stdin (each read is a chunk, EOF ends the body and is
- *    followed by POST .../stdin/close). attach only streams output from the moment it is
- *    established: what the command prints before that is lost. The API has no way around it
- *    today (docs/cli.md, "Known limits").
+ *    followed by POST .../stdin/close). attach first replays the output kept since the start
+ *    (the last 1 MiB), so the gap between start and attach loses nothing.
  * A third thread waits for signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the
  * command (POST .../signal), SIGWINCH becomes POST .../resize with -t. */
 #include "cli.h"
@@ -589,7 +588,7 @@ static int exec_background(const struct exec_opts *o, struct cli_http *c, const 
     if (o->tty)
         raw_tty();
 
-    /* encoding=base64 is asked for again: attach has no body to carry it (docs/cli.md). */
+    /* attach takes its own encoding; the exec request's does not carry over. */
     attach = xasprintf("/v1/sandboxes/%s/processes/%lld/attach?encoding=base64", o->id, ev.pid);
     struct cli_http_req req = {.method = "GET", .target = attach};
     r = run_stream(c, &req, &ev, &err);

@@ -56,7 +56,8 @@ struct wr_agent_proc_cbs {
     void (*on_started)(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err);
     /* Output bytes (stream WR_FLAG_STDOUT or WR_FLAG_STDERR), valid during the call. The caller
      * returns the window credit with wr_agent_ack() once it has passed the bytes on; until then
-     * warren-init holds at most WR_OUTPUT_WINDOW unacknowledged bytes and the process blocks. */
+     * warren-init holds at most WR_OUTPUT_WINDOW unacknowledged bytes and the process blocks.
+     * NULL: output is acknowledged and dropped, as after wr_agent_detach. */
     void (*on_output)(void *ctx, uint32_t proc_id, int stream, const uint8_t *p, size_t n);
     /* The process ended (after all its output). */
     void (*on_exit)(void *ctx, uint32_t proc_id, const struct wr_exit *ex);

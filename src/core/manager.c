@@ -174,8 +174,8 @@ static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *
 static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool connect_by_path)
 {
     struct wr_manager *m = sb->m;
-    struct wr_agent_config ac = {.loop = m->loop, .fd = -1, .on_ready = agent_ready,
-                                 .on_close = agent_closed, .ctx = sb};
+    struct wr_agent_config ac = {
+        .loop = m->loop, .fd = -1, .on_ready = agent_ready, .on_close = agent_closed, .ctx = sb};
     struct wr_err err;
     int64_t left = deadline_ms - wr__core_now_ms();
 
@@ -224,7 +224,8 @@ static void msb_stop_watching(struct wr_msb *sb, const struct wr_err *why)
     }
 }
 
-/* ---- destroying, on a worker thread ----------------------------------------------------------- */
+/* ---- destroying, on a worker thread -----------------------------------------------------------
+ */
 
 struct destroy_work {
     uv_work_t w;
@@ -278,8 +279,7 @@ static void msb_end(struct wr_msb *sb, const char *final_state, const char *reas
     struct wr_err why;
 
     sb->ending = true;
-    wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id,
-               reason ? reason : "deleted");
+    wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
     msb_stop_watching(sb, &why);
     d->sb = sb;
     d->rt_sb = sb->rt;
@@ -508,12 +508,11 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (m->committed + c->rec.memory_bytes > m->cfg.max_memory_bytes) {
         uint64_t have = m->cfg.max_memory_bytes - m->committed;
         free(c);
-        wr_err_set(&err, WR_ELIMIT, 0,
-                   "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
-                   (uint64_t)(req->memory_bytes ? req->memory_bytes
-                                                : m->cfg.default_memory_bytes) >>
-                       20,
-                   have >> 20);
+        wr_err_set(
+            &err, WR_ELIMIT, 0,
+            "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
+            (uint64_t)(req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes) >> 20,
+            have >> 20);
         cb(ctx, NULL, false, &err, 5);
         return;
     }
@@ -672,9 +671,8 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
 
     if (strcmp(r->state, "creating") == 0) {
         reason = "the daemon restarted while the sandbox was being created";
-    } else if (r->init_pid <= 0 ||
-               wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid, (uid_t)r->uid_base, &rt_sb,
-                                &err) < 0) {
+    } else if (r->init_pid <= 0 || wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid,
+                                                    (uid_t)r->uid_base, &rt_sb, &err) < 0) {
         reason = "the sandbox ended while the daemon was down";
     }
     if (reason != NULL) {

@@ -30,14 +30,14 @@ struct wr_manager_config {
     uv_loop_t *loop;
     struct wr_store *store;
     struct wr_runtime *rt;
-    const char *templates_dir;    /* <dir>/<name>/rootfs (+ optional config.json) */
-    uint32_t default_timeout_s;   /* 0: 300 */
-    uint32_t max_timeout_s;       /* 0: 86400 */
-    uint32_t max_sandboxes;       /* 0: 1000 */
-    uint64_t max_memory_bytes;    /* committed memory limit; 0: the host's RAM */
-    uint32_t default_cpu_millis;  /* 0: 1000 */
+    const char *templates_dir;     /* <dir>/<name>/rootfs (+ optional config.json) */
+    uint32_t default_timeout_s;    /* 0: 300 */
+    uint32_t max_timeout_s;        /* 0: 86400 */
+    uint32_t max_sandboxes;        /* 0: 1000 */
+    uint64_t max_memory_bytes;     /* committed memory limit; 0: the host's RAM */
+    uint32_t default_cpu_millis;   /* 0: 1000 */
     uint64_t default_memory_bytes; /* 0: 512 MiB */
-    uint32_t pids_max;            /* per sandbox; 0: 4096 */
+    uint32_t pids_max;             /* per sandbox; 0: 4096 */
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
@@ -113,8 +113,7 @@ struct wr_proc_sub {
 /* Spawn through the sandbox's agent; cb(ctx, proc, err) once started (proc owned by the
  * sandbox; NULL on error). timeout_ms > 0 kills it (SIGKILL) after that long. */
 void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
-                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
-                  void *ctx);
+                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err), void *ctx);
 struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id);
 /* Procs in id order: call fn for each. */
 void wr_msb_procs_foreach(struct wr_msb *sb, void (*fn)(struct wr_proc *p, void *ctx), void *ctx);

@@ -231,8 +231,7 @@ static struct wr_proc *proc_new(struct wr_msb *sb)
 }
 
 void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
-                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
-                  void *ctx)
+                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err), void *ctx)
 {
     struct wr_proc *p;
     struct wr_err err;
@@ -348,9 +347,8 @@ static void req_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl
     free(r);
 }
 
-static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t v1,
-                       uint16_t tag2, uint64_t v2,
-                       void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t v1, uint16_t tag2,
+                       uint64_t v2, void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
     struct req_ctx *r;
     struct wr_err err;
@@ -467,8 +465,8 @@ static const struct wr_agent_proc_cbs adopt_cbs = {
     .on_exit = on_exit_ev,
 };
 
-static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl,
-                             bool final, const struct wr_err *err)
+static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl, bool final,
+                             const struct wr_err *err)
 {
     struct wr_msb *sb = ctx;
     struct wr_proc_info pi;
@@ -493,7 +491,9 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
         p->ex.exit_code = pi.exit_code;
         p->ex.signal = pi.signal;
         table_add(sb, p);
-        if (pi.running && wr_agent_attach(sb->agent, p->id, &adopt_cbs, p, &derr) < 0)
+        /* Attach to ended processes too: warren-init still holds the output they wrote while
+         * no daemon read it, and sends it before their EXIT. */
+        if (wr_agent_attach(sb->agent, p->id, &adopt_cbs, p, &derr) < 0)
             log_warn("sandbox %s: attach %u: %s", sb->id, p->id, derr.msg);
     }
     wr_proc_info_fini(&pi);

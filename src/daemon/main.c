@@ -55,8 +55,19 @@ static void usage(FILE *f)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    enum { O_STATE = 256, O_RUN, O_SOCKET, O_LISTEN, O_MAXSB, O_MAXMEM, O_DEFTO, O_MAXTO,
-           O_CGROUP, O_INIT, O_LOG };
+    enum {
+        O_STATE = 256,
+        O_RUN,
+        O_SOCKET,
+        O_LISTEN,
+        O_MAXSB,
+        O_MAXMEM,
+        O_DEFTO,
+        O_MAXTO,
+        O_CGROUP,
+        O_INIT,
+        O_LOG
+    };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
         {"run-dir", required_argument, NULL, O_RUN},
@@ -246,8 +257,7 @@ int main(int argc, char **argv)
         }
     }
     dbpath = xasprintf("%s/warren.db", o.state_dir);
-    if (wr_store_open(dbpath, &store, &err) < 0 ||
-        bootstrap_admin(store, o.state_dir, &err) < 0) {
+    if (wr_store_open(dbpath, &store, &err) < 0 || bootstrap_admin(store, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
@@ -255,6 +265,15 @@ int main(int argc, char **argv)
     rcfg.init_path = o.init_path;
     rcfg.cgroup_mode = o.cgroup_mode;
     rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
+    {
+        uint64_t v;
+        if (getenv("WARREN_UID_BASE") &&
+            wr_parse_uint(getenv("WARREN_UID_BASE"), UINT32_MAX, &v, &err) == 0)
+            rcfg.uid_base = (uint32_t)v;
+        if (getenv("WARREN_UID_SLOTS") &&
+            wr_parse_uint(getenv("WARREN_UID_SLOTS"), 65535, &v, &err) == 0)
+            rcfg.uid_slots = (uint32_t)v;
+    }
     if (wr_runtime_open(&rcfg, &rt, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;

@@ -622,8 +622,7 @@ int wr_cgroup_lookup(struct wr_cgroup_driver *d, const char *name, struct wr_cgr
         return wr_err_set(err, WR_EINVAL, 0, "cgroup: bad name `%s`", name);
     for (c = 0; c < CTL_N && d->fd[c] < 0; c++)
         ;
-    if (c == CTL_N || fstatat(d->fd[c], name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-        !S_ISDIR(st.st_mode))
+    if (c == CTL_N || fstatat(d->fd[c], name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
         return wr_err_set(err, WR_ENOTFOUND, 0, "cgroup `%s` does not exist", name);
     cg = xcalloc(1, sizeof(*cg));
     cg->d = d;

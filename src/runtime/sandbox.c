@@ -693,8 +693,7 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
      * cgroup (the pidfd, opened first, pins the identity we checked). */
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
     if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), NULL) < 0 || strstr(buf, id) == NULL) {
-        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: pid %d is not its warren-init", id,
-                   (int)pid);
+        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: pid %d is not its warren-init", id, (int)pid);
         goto fail;
     }
     if (wr_cgroup_lookup(rt->cg, id, &sb->cg, err) < 0)

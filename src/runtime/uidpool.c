@@ -53,8 +53,7 @@ void wr_uidpool_close(struct wr_uidpool *p)
     free(p);
 }
 
-static int alloc_locked(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd,
-                        struct wr_err *err)
+static int alloc_locked(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err)
 {
     for (uint32_t i = 0; i < p->slots; i++) {
         uint32_t slot = (p->next + i) % p->slots;

@@ -130,3 +130,119 @@ def pytest_sessionfinish(session, exitstatus):
             except OSError:
                 pass
     subprocess.run(["rm", "-rf", RUN_DIR])
+
+
+# ---- the daemon --------------------------------------------------------------------------------
+
+import re
+import shutil
+import signal as _signal
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../sdk/python"))
+
+WARREND = os.path.join(BUILD, "warrend")
+
+
+class Daemon:
+    """A real warrend on a temporary state directory, a unix socket and a loopback port."""
+
+    def __init__(self, *extra_args, state_dir=None):
+        self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
+        self.state = os.path.join(self.dir, "state")
+        self.sock = os.path.join(self.dir, "warrend.sock")
+        self.extra = list(extra_args)
+        tdir = os.path.join(self.state, "templates", "base")
+        os.makedirs(tdir, exist_ok=True)
+        if not os.path.exists(os.path.join(tdir, "rootfs")):
+            os.symlink(os.path.abspath(IMAGE), os.path.join(tdir, "rootfs"))
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "warrend.log"), "ab")
+        self.proc = subprocess.Popen(
+            [WARREND, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
+             "--run-dir", RUN_DIR, *self.extra],
+            stdout=subprocess.PIPE, stderr=self.log, env=ENV)
+        line = self.proc.stdout.readline().decode()
+        m = re.search(r"tcp=127\.0\.0\.1:(\d+)", line)
+        assert m, "warrend did not start: %r" % line
+        self.port = int(m.group(1))
+        return self
+
+    @property
+    def url(self):
+        return "unix://" + self.sock
+
+    @property
+    def tcp_url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    @property
+    def admin_key(self):
+        with open(os.path.join(self.state, "admin.key")) as f:
+            return f.read().strip()
+
+    def kill9(self):
+        self.proc.send_signal(_signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(_signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def client(self, key=None, tcp=False):
+        import warren
+        return warren.Client(self.tcp_url if tcp else self.url, key)
+
+    def cleanup(self):
+        """Stop, then delete every sandbox the state still knows (through a fresh daemon)."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def delete_all(d):
+    import warren
+    c = d.client()
+    for sb in list(warren.Sandbox.list(client=c, state=["creating", "running", "paused", "stopped", "error"])):
+        try:
+            warren.Sandbox.connect(sb.sandbox_id, client=c).kill()
+        except warren.NotFoundError:
+            pass
+        except warren.WarrenError:
+            c.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id, check=False)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon().start()
+    yield d
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+@pytest.fixture
+def client(daemon):
+    c = daemon.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def sandbox(client):
+    import warren
+    sb = warren.Sandbox.create(client=client, timeout=120)
+    yield sb
+    try:
+        sb.kill()
+    except warren.NotFoundError:
+        pass

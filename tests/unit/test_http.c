@@ -257,6 +257,10 @@ static void h_gate(struct wr_http_req *req)
 static void ws_msg(struct wr_ws *ws, int opcode, const uint8_t *p, size_t n, void *ctx)
 {
     INC(g_ws_messages);
+    if (n == 8 && memcmp(p, "close-me", 8) == 0) {
+        wr_ws_close(ws, 1001, "going away");
+        return;
+    }
     (void)wr_ws_send(ws, opcode, p, n);
 }
 
@@ -746,7 +750,7 @@ static void test_upload_stream(void)
     /* Non-blocking for 250 ms of the server's 500 ms pause. Chunk frames are built whole and
      * partial sends finish blocking, so the framing stays intact. */
     while (sent < UP_SIZE && !failed) {
-        size_t n = 60 * 1024;
+        size_t n = UP_SIZE - sent < 60 * 1024 ? (size_t)(UP_SIZE - sent) : 60 * 1024;
         int hl = snprintf(chunk, 32, "%zx\r\n", n);
         for (size_t i = 0; i < n; i++)
             chunk[hl + i] = (char)pattern(sent + i);
@@ -1158,6 +1162,26 @@ static void test_websocket(void)
        "websocket: wrong version gets 400 with the supported version");
     client_free(c);
 
+    /* The server starts the close handshake; the client answers it. */
+    c = client_new(connect_unix());
+    send_str(c->fd,
+             "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 101, "websocket: upgrade for a server close");
+    fl = ws_frame(frame, true, 1, "close-me", 8);
+    send_all(c->fd, frame, fl);
+    op = ws_read(c, payload, &n, &masked);
+    ok(op == 8 && n >= 2 && payload[0] == 0x03 && payload[1] == 0xe9 &&
+           memcmp(payload + 2, "going away", n - 2) == 0,
+       "websocket: wr_ws_close sends close 1001 with the reason");
+    fl = ws_frame(frame, true, 8, "\x03\xe9", 2);
+    send_all(c->fd, frame, fl);
+    ok(at_eof(c), "websocket: server closes once the peer answered");
+    client_free(c);
+    for (int i = 0; i < 300 && LOAD(g_ws_closed) < 2; i++)
+        usleep(10000);
+    is_int(LOAD(g_ws_closed), 2, "websocket: on_close after a server-initiated close");
+
     /* Peer vanishes without a close frame. */
     c = client_new(connect_unix());
     send_str(c->fd,
@@ -1165,9 +1189,9 @@ static void test_websocket(void)
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
     ok(read_resp(c, &r) == 0 && r.status == 101, "websocket: second upgrade");
     client_free(c);
-    for (int i = 0; i < 300 && LOAD(g_ws_closed) < 2; i++)
+    for (int i = 0; i < 300 && LOAD(g_ws_closed) < 3; i++)
         usleep(10000);
-    is_int(LOAD(g_ws_closed), 2, "websocket: transport loss fires on_close");
+    is_int(LOAD(g_ws_closed), 3, "websocket: transport loss fires on_close");
     resp_reset(&r);
 }
 

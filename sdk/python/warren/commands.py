@@ -35,7 +35,7 @@ Signal = int | str | _signal.Signals
 _NDJSON = {"Accept": "application/x-ndjson"}
 # openapi.yaml gives attach no `encoding` parameter, so its output is UTF-8 text (invalid bytes
 # become U+FFFD). Set to "base64" to ask for exact bytes (`?encoding=base64`) once it is.
-_ATTACH_ENCODING = "utf8"
+_ATTACH_ENCODING = "base64"
 _WAIT_MARGIN = 30.0  # seconds of HTTP timeout beyond a server-side timeout
 
 
@@ -205,9 +205,10 @@ class CommandHandle:
         return self.events()
 
     def events(self, *, timeout: float | None = None) -> Iterator[CommandEvent]:
-        """Attach to the process and yield its events from now on, ending after ``exit`` (an
-        ``error`` event raises). Output seen here also accumulates in the handle. ``timeout``
-        bounds each read of the stream."""
+        """Attach to the process and yield its events: the output kept since it started (the
+        server replays its last 1 MiB), then new output, ending after ``exit`` (an ``error``
+        event raises). Output seen here also accumulates in the handle. ``timeout`` bounds each
+        read of the stream."""
         if self._thread is not None:
             raise RuntimeError("this handle's output already goes to its callbacks")
         stream = self._commands._attach(self.pid, timeout=timeout)
@@ -241,6 +242,11 @@ class CommandHandle:
                 raise self._callback_error
             if self._stream_error is not None:
                 raise self._stream_error
+        if self._exit is None and self._thread is None:
+            # Attach: the server replays the output kept since the start (its last 1 MiB),
+            # then the rest and the exit, so the result has the command's output.
+            for _ in self.events(timeout=timeout):
+                pass
         if self._exit is not None:
             result = _result(self._exit, self._out, self.pid)
         else:
