@@ -737,6 +737,18 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         wr_sandbox_rec_fini(&recs[i]);
     }
     free(recs);
+    /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
+     * right after the daemon says it is ready must find them connected. */
+    for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
+        bool pending = false;
+        for (unsigned b = 0; b < NBUCKETS && !pending; b++)
+            for (struct wr_msb *sb = m->buckets[b]; sb != NULL && !pending; sb = sb->hnext)
+                pending = sb->alive && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
+        if (!pending)
+            break;
+        uv_run(m->loop, UV_RUN_ONCE);
+        uv_update_time(m->loop);
+    }
     *out = m;
     return 0;
 }

@@ -77,21 +77,26 @@ int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err)
 {
     char buf[PATH_MAX];
     size_t len = strlen(path);
+    char *slash;
 
     if (len == 0 || len >= sizeof(buf))
         return wr_err_set(err, WR_EINVAL, 0, "mkdir `%s`: bad path", path);
+    /* The common case, an existing directory, costs one call. */
+    if (mkdir(path, mode) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return wr_err_sys(err, "mkdir `%s`", path);
     memcpy(buf, path, len + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            if (mkdir(buf, mode) < 0 && errno != EEXIST)
-                return wr_err_sys(err, "mkdir `%s`", buf);
-            *p = saved;
-            if (saved == '\0')
-                break;
-        }
-    }
+    while (len > 1 && buf[len - 1] == '/')
+        buf[--len] = '\0';
+    slash = strrchr(buf, '/');
+    if (slash == NULL || slash == buf)
+        return wr_err_sys(err, "mkdir `%s`", path);
+    *slash = '\0';
+    if (wr_mkdir_p(buf, mode, err) < 0)
+        return -1;
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return wr_err_sys(err, "mkdir `%s`", path);
     return 0;
 }
 

@@ -84,6 +84,36 @@ static void stat_roundtrip(const struct wr_stat *st)
     wr_buf_fini(&b);
 }
 
+/* No leading '/', no empty, "." or ".." component. */
+static int relative_path(const char *s)
+{
+    if (*s == '\0' || *s == '/')
+        return 0;
+    for (;;) {
+        size_t len = strcspn(s, "/");
+        if (len == 0 || (len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+            return 0;
+        if (s[len] == '\0')
+            return 1;
+        s += len + 1;
+    }
+}
+
+static void watch_event_roundtrip(const struct wr_watch_event *ev)
+{
+    struct wr_buf b;
+    struct wr_watch_event t;
+    struct wr_err err;
+
+    wr_buf_init(&b);
+    wr_watch_event_encode(&b, 1, ev);
+    check(wr_watch_event_decode(b.data + WR_FRAME_HDR_SIZE, b.len - WR_FRAME_HDR_SIZE, &t, &err) ==
+          0);
+    check(ev->op == t.op && strcmp(ev->name, t.name) == 0);
+    wr_watch_event_fini(&t);
+    wr_buf_fini(&b);
+}
+
 /* Run every decoder over one payload. */
 static void decode_all(const uint8_t *p, size_t n)
 {
@@ -92,6 +122,7 @@ static void decode_all(const uint8_t *p, size_t n)
     struct wr_proc_info pi;
     struct wr_stat st;
     struct wr_exit ex;
+    struct wr_watch_event we;
     struct wr_tlv_iter it;
     struct wr_field f;
     char msg[32], *s;
@@ -126,6 +157,14 @@ static void decode_all(const uint8_t *p, size_t n)
         check(st.type >= WR_FT_FILE && st.type <= WR_FT_OTHER && st.mode <= 07777);
         stat_roundtrip(&st);
         wr_stat_fini(&st);
+    }
+    if (wr_watch_event_decode(p, n, &we, &err) == 0) {
+        check(we.op >= WR_WATCH_CREATE && we.op <= WR_WATCH_CHMOD &&
+              strlen(we.name) <= WR_MAX_PATH && relative_path(we.name));
+        watch_event_roundtrip(&we);
+        wr_watch_event_fini(&we);
+    } else {
+        check(err.kind == WR_EPROTO && we.name == NULL);
     }
     (void)wr_exit_decode(p, n, &ex, &err);
     if (wr_error_decode(p, n, &errnum, msg, sizeof(msg), &err) == 0)

@@ -17,8 +17,10 @@ WARREN = os.path.join(BUILD, "warren")
 IMAGE = os.path.join(BUILD, "images", "busybox")
 RUN_DIR = "/run/warren-test-%d" % os.getpid()
 CGROUP_PARENT = "warren-test-%d" % os.getpid()
-UID_BASE = 1610612736  # 0x60000000: a pool of its own, away from the default one
 UID_SLOTS = 64
+# A pool of its own, away from the default one (2^30) and from other test sessions running at
+# the same time (their run directories, and so their pools' lock files, differ).
+UID_BASE = 0x60000000 + (os.getpid() % 64) * UID_SLOTS * 65536
 
 ENV = dict(
     os.environ,

@@ -488,3 +488,23 @@ def test_kill_9_and_restart_lose_nothing():
     finally:
         delete_all(d)
         d.cleanup()
+
+
+def test_deadline_survives_a_restart_and_sandboxes_outlive_sigterm():
+    d = Daemon().start()
+    try:
+        c = d.client()
+        short = warren.Sandbox.create(client=c, timeout=3)
+        keep = warren.Sandbox.create(client=c, timeout=600)
+        d.stop()  # SIGTERM: the daemon goes, the sandboxes stay
+        time.sleep(0.5)
+        d.start()
+        c = d.client()
+        assert warren.Sandbox.connect(keep.sandbox_id, client=c).commands.run("echo up").stdout == "up\n"
+        time.sleep(3.5)
+        stopped = {s.sandbox_id: s for s in warren.Sandbox.list(client=c, state=["stopped"])}
+        assert stopped[short.sandbox_id].reason == "timeout"
+        assert warren.Sandbox.connect(keep.sandbox_id, client=c).get_info().state == "running"
+    finally:
+        delete_all(d)
+        d.cleanup()

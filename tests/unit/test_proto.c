@@ -737,6 +737,135 @@ static void test_spawn_hostile(void)
     free(big);
 }
 
+/* Decode `b` as a WATCH_EVENT payload and expect failure, with nothing left allocated. */
+static void watch_rejects(struct wr_buf *b, const char *name)
+{
+    struct wr_watch_event ev;
+    struct wr_err err = {0};
+    int rc = wr_watch_event_decode(b->data, b->len, &ev, &err);
+
+    ok(rc == -1 && err.kind == WR_EPROTO && ev.name == NULL && ev.op == 0,
+       "watch event rejects: %s", name);
+    if (rc == 0)
+        wr_watch_event_fini(&ev);
+    wr_buf_fini(b);
+}
+
+static void watch_accepts(struct wr_buf *b, const char *name)
+{
+    struct wr_watch_event ev;
+    struct wr_err err = {0};
+    int rc = wr_watch_event_decode(b->data, b->len, &ev, &err);
+
+    ok(rc == 0, "watch event accepts: %s", name);
+    if (rc == 0)
+        wr_watch_event_fini(&ev);
+    else
+        printf("#   %s\n", err.msg);
+    wr_buf_fini(b);
+}
+
+static void test_watch_event(void)
+{
+    static const char *bad_names[] = {"../etc/passwd", "/etc/passwd", "a/../../b", "a//b", ".",
+                                      "a/.",           "a/",          ""};
+    struct wr_watch_event in = {.op = WR_WATCH_RENAME, .name = "sub/dir/x"}, out;
+    struct wr_err err = {0};
+    struct wr_buf b;
+    uint8_t four[4] = {1, 0, 0, 0};
+    char *big = xmalloc(WR_MAX_PATH + 2);
+    int rc;
+
+    wr_buf_init(&b);
+    wr_watch_event_encode(&b, 0x01020304, &in);
+    ok(b.data[4] == WR_MSG_WATCH_EVENT && b.data[5] == 0, "watch event: type");
+    ok(b.data[8] == 4 && b.data[11] == 1, "watch event: id is the watch's request id");
+    rc = wr_watch_event_decode(b.data + 12, b.len - 12, &out, &err);
+    is_int(rc, 0, "watch event: decodes");
+    if (rc == 0) {
+        is_int(out.op, WR_WATCH_RENAME, "watch event: op");
+        is_str(out.name, "sub/dir/x", "watch event: name");
+        wr_watch_event_fini(&out);
+        ok(out.name == NULL, "watch event: fini clears");
+    }
+    wr_buf_fini(&b);
+
+    for (int op = WR_WATCH_CREATE; op <= WR_WATCH_CHMOD; op++) {
+        in.op = (enum wr_watch_op)op;
+        in.name = "f";
+        wr_watch_event_encode(&b, 1, &in);
+        rc = wr_watch_event_decode(b.data + 12, b.len - 12, &out, &err);
+        ok(rc == 0 && out.op == (enum wr_watch_op)op, "watch event: op %d round trip", op);
+        if (rc == 0)
+            wr_watch_event_fini(&out);
+        wr_buf_fini(&b);
+    }
+
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_CREATE);
+        wr_msg_put_str(&b, WR_TAG_NAME, bad_names[i]);
+        watch_rejects(&b, "name not a relative path");
+    }
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_CREATE);
+    wr_msg_put_str(&b, WR_TAG_NAME, "..hidden/x../...");
+    watch_accepts(&b, "dotted but safe name");
+
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_WRITE);
+    field(&b, WR_TAG_NAME, "a\0/../b", 7);
+    watch_rejects(&b, "name with NUL");
+
+    memset(big, 'a', WR_MAX_PATH + 1);
+    big[WR_MAX_PATH + 1] = '\0';
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_WRITE);
+    wr_msg_put_str(&b, WR_TAG_NAME, big);
+    watch_rejects(&b, "name longer than WR_MAX_PATH");
+    big[WR_MAX_PATH] = '\0';
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_WRITE);
+    wr_msg_put_str(&b, WR_TAG_NAME, big);
+    watch_accepts(&b, "name of exactly WR_MAX_PATH");
+
+    wr_msg_put_u64(&b, WR_TAG_TYPE, 0);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "type 0");
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_CHMOD + 1);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "type 6");
+    wr_msg_put_u64(&b, WR_TAG_TYPE, 1ull << 32 | WR_WATCH_CREATE);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "type that truncates to CREATE");
+    field(&b, WR_TAG_TYPE, four, sizeof(four));
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "type of 4 bytes");
+
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "missing type");
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_REMOVE);
+    watch_rejects(&b, "missing name");
+    watch_rejects(&b, "empty payload");
+
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_REMOVE);
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_CREATE);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_rejects(&b, "duplicate type");
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_REMOVE);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    wr_msg_put_str(&b, WR_TAG_NAME, "../g");
+    watch_rejects(&b, "duplicate name");
+
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_REMOVE);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    wr_buf_append(&b, four, 3);
+    watch_rejects(&b, "trailing truncated field");
+
+    field(&b, 999, "whatever", 8);
+    wr_msg_put_u64(&b, WR_TAG_TYPE, WR_WATCH_REMOVE);
+    field(&b, 0, NULL, 0);
+    wr_msg_put_str(&b, WR_TAG_NAME, "f");
+    watch_accepts(&b, "unknown tags skipped");
+
+    free(big);
+}
+
 int main(void)
 {
     test_layout();
@@ -749,5 +878,6 @@ int main(void)
     test_reader();
     test_tlv();
     test_spawn_hostile();
+    test_watch_event();
     return done();
 }
