@@ -153,6 +153,7 @@ uv_loop_t *wr_msb_loop(const struct wr_msb *sb)
 }
 
 static void on_deadline(uv_timer_t *t);
+static void on_agent_lost(uv_timer_t *t);
 static void on_pidfd(uv_poll_t *p, int status, int events);
 static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx);
@@ -322,18 +323,29 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
         wr__procs_adopt(sb);
 }
 
+/* The agent connection broke while warren-init looked alive. */
+static void on_agent_lost(uv_timer_t *t)
+{
+    struct wr_msb *sb = t->data;
+
+    if (!sb->ending)
+        msb_end(sb, "error", "the connection to the sandbox's init process broke", NULL, NULL);
+}
+
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx)
 {
     struct wr_msb *sb = ctx;
 
-    /* The connection to a live warren-init broke: a misbehaving (hostile) agent. The sandbox
-     * cannot be driven any more; end it, with the reason on record. */
     if (sb->agent != a || sb->ending)
         return;
-    log_warn("sandbox %s: agent connection lost: %s", sb->id, err ? err->msg : "closed");
+    log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
     sb->agent = NULL;
     wr_agent_close(a);
-    msb_end(sb, "error", err ? err->msg : "agent connection lost", NULL, NULL);
+    /* When warren-init dies, its socket closes before its pidfd says so (the pid namespace is
+     * still being torn down): give the pidfd a moment to report the real reason. Otherwise the
+     * connection broke under a live init, a misbehaving (hostile) agent: the sandbox cannot be
+     * driven any more and ends in error. */
+    uv_timer_start(&sb->deadline, on_agent_lost, 2000, 0);
 }
 
 /* ---- creating -------------------------------------------------------------------------------- */
@@ -389,8 +401,11 @@ static void create_done(uv_work_t *w, int status)
     struct wr_sandbox_rec *out = NULL;
 
     if (c->rc < 0 || m->closing) {
-        if (c->rc == 0)
+        if (c->rc == 0) {
+            /* The daemon is stopping: a sandbox nobody was told about is not kept. */
             (void)wr_sandbox_destroy(c->rt_sb, NULL);
+            wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        }
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
         table_del(m, sb);
         wr_msb_unref(sb);
@@ -578,8 +593,16 @@ struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const cha
                                struct wr_err *err)
 {
     struct wr_msb *sb = table_get(m, id);
+    struct wr_sandbox_rec rec;
 
     if (sb == NULL || (team != NULL && strcmp(sb->team, team) != 0)) {
+        /* A stopped sandbox is still known (with its reason) until deleted. */
+        if (sb == NULL && wr_store_sandbox_get(m->cfg.store, team, id, &rec, NULL) == 0) {
+            wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is %s%s%s", id, rec.state,
+                       rec.reason ? ": " : "", rec.reason ? rec.reason : "");
+            wr_sandbox_rec_fini(&rec);
+            return NULL;
+        }
         wr_err_set(err, WR_ENOTFOUND, 0, "sandbox `%s` not found", id);
         return NULL;
     }

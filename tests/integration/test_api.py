@@ -508,3 +508,21 @@ def test_deadline_survives_a_restart_and_sandboxes_outlive_sigterm():
     finally:
         delete_all(d)
         d.cleanup()
+
+
+def test_a_sandbox_whose_init_dies_is_stopped_with_a_reason(client):
+    from conftest import CGROUP_PARENT
+    sb = warren.Sandbox.create(client=client, timeout=60)
+    with open("/sys/fs/cgroup/pids/%s/%s/cgroup.procs" % (CGROUP_PARENT, sb.sandbox_id)) as f:
+        init_pid = min(int(l) for l in f)
+    os.kill(init_pid, 9)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        info = sb.get_info()
+        if info.state != "running":
+            break
+        time.sleep(0.05)
+    assert info.state == "stopped" and "init" in info.reason, info
+    with pytest.raises(warren.ConflictError):
+        sb.commands.run("true")
+    client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
