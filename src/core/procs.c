@@ -191,10 +191,12 @@ static void on_output(void *ctx, uint32_t proc_id, int stream, const uint8_t *da
             s->congested = true;
     }
     congested = any_congested(p);
-    if (congested)
+    if (congested) {
         p->held += n;
-    else if (p->sb->agent != NULL)
-        wr_agent_ack(p->sb->agent, proc_id, n + p->held), p->held = 0;
+    } else if (p->sb->agent != NULL) {
+        wr_agent_ack(p->sb->agent, proc_id, n + p->held);
+        p->held = 0;
+    }
 }
 
 static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)

@@ -106,6 +106,10 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
  * writable tmpfs, return its uid range, and free the handle (also on error). */
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);
 
+/* Freeze or thaw every process of the sandbox (cgroup freezer); returns once the state is
+ * reached. A frozen sandbox keeps its memory; its warren-init does not answer until thawed. */
+int wr_sandbox_freeze(struct wr_sandbox *sb, bool frozen, struct wr_err *err);
+
 /* Free the handle and leave the sandbox running (a daemon shutting down: sandboxes outlive it).
  * A later process takes it back with wr_sandbox_adopt. */
 void wr_sandbox_release(struct wr_sandbox *sb);

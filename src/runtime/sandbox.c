@@ -728,6 +728,15 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
     return wr_rm_rf_at(dir, id, err);
 }
 
+int wr_sandbox_freeze(struct wr_sandbox *sb, bool frozen, struct wr_err *err)
+{
+    if (sb->cg == NULL)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s has no cgroup", sb->id);
+    if (wr_cgroup_freeze(sb->cg, frozen, err) < 0)
+        return wr_err_wrap(err, "sandbox %s", sb->id);
+    return 0;
+}
+
 void wr_sandbox_release(struct wr_sandbox *sb)
 {
     if (sb == NULL)
