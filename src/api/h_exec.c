@@ -821,11 +821,15 @@ struct term_st {
     struct wr_ws *ws; /* NULL once closed */
     struct wr_proc *proc;
     struct wr_proc_sub sub;
+    struct wr_buf early; /* keystrokes that came before the shell started */
     bool spawn_pending, ended;
 };
 
+#define TERM_EARLY_MAX (64u * 1024)
+
 static void term_free(struct term_st *t)
 {
+    wr_buf_fini(&t->early);
     wr_proc_unsubscribe(&t->sub);
     wr_msb_unref(t->sb);
     free(t);
@@ -871,12 +875,17 @@ static void term_message(struct wr_ws *ws, int opcode, const uint8_t *p, size_t 
     struct term_st *t = ctx;
     json_t *j;
 
-    if (t->proc == NULL || t->ended)
+    if (t->ended)
         return;
     if (opcode == 2) {
-        wr_proc_stdin(t->proc, p, n);
+        if (t->proc != NULL)
+            wr_proc_stdin(t->proc, p, n);
+        else if (t->early.len + n <= TERM_EARLY_MAX)
+            wr_buf_append(&t->early, p, n); /* typed before the shell started */
         return;
     }
+    if (t->proc == NULL)
+        return;
     j = json_loadb((const char *)p, n, 0, NULL);
     if (json_is_object(j)) {
         const char *type = json_string_value(json_object_get(j, "type"));
@@ -919,6 +928,9 @@ static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
         return;
     }
     t->proc = proc;
+    if (t->early.len > 0)
+        wr_proc_stdin(proc, t->early.data, t->early.len);
+    wr_buf_fini(&t->early);
     t->sub.on_output = term_output;
     t->sub.on_exit = term_exit;
     t->sub.on_lost = term_lost;
@@ -935,7 +947,8 @@ static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
     uint64_t rows = 24, cols = 80;
     struct wr_err err;
     struct term_st *t;
-    char *argv[4] = {"/bin/sh", "-l", NULL, NULL};
+    /* The user's login shell (warren-init sets SHELL from the sandbox's /etc/passwd). */
+    char *argv[4] = {"/bin/sh", "-c", "exec \"${SHELL:-/bin/sh}\" -l", NULL};
     struct wr_spawn sp = {.uid = -1, .gid = -1, .pty = true};
 
     if (((q = wr_http_req_query(req, "rows")) &&
@@ -950,6 +963,7 @@ static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
         return;
     }
     t = xcalloc(1, sizeof(*t));
+    wr_buf_init(&t->early);
     t->sb = sb;
     wr_msb_ref(sb);
     t->ws = wr_http_ws_accept(req, &cbs, t);
@@ -958,10 +972,8 @@ static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
         free(t);
         return;
     }
-    if (cmd != NULL) {
-        argv[1] = "-c";
+    if (cmd != NULL)
         argv[2] = (char *)cmd;
-    }
     sp.argv = argv;
     sp.user = (char *)user;
     sp.cwd = (char *)cwd;
@@ -1005,7 +1017,12 @@ void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_calle
     if (strcmp(what, "processes") != 0)
         goto notfound;
     if (rt->nseg == 3) {
-        json_t *arr = json_array();
+        json_t *arr;
+        if (strcmp(method, "GET") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
+            return;
+        }
+        arr = json_array();
         wr_msb_procs_foreach(sb, list_one, arr);
         wr_http_respond_json(req, 200, json_pack("{s:o}", "processes", arr));
         return;

@@ -1526,12 +1526,18 @@ static void resp_head(struct wr_http_req *r, struct sbuf *h, int status, const c
         status = 500;
     sbuf_addf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
     sbuf_addf(h, "X-Request-Id: %s\r\n", r->id);
-    sbuf_addf(h, "Content-Type: %s\r\n",
-              ct && *ct && !strpbrk(ct, "\r\n") ? ct : "application/octet-stream");
-    if (clen >= 0)
-        sbuf_addf(h, "Content-Length: %lld\r\n", (long long)clen);
-    else
-        sbuf_adds(h, "Transfer-Encoding: chunked\r\n");
+    if (status == 204 || status == 304) {
+        /* RFC 9110 8.6, 15.3.5: no body, so no Content-Length and no type. */
+    } else if (clen == 0 && (ct == NULL || *ct == '\0')) {
+        sbuf_adds(h, "Content-Length: 0\r\n");
+    } else {
+        sbuf_addf(h, "Content-Type: %s\r\n",
+                  ct && *ct && !strpbrk(ct, "\r\n") ? ct : "application/octet-stream");
+        if (clen >= 0)
+            sbuf_addf(h, "Content-Length: %lld\r\n", (long long)clen);
+        else
+            sbuf_adds(h, "Transfer-Encoding: chunked\r\n");
+    }
     sbuf_adds(h, keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
     if (r->resp_hdrs.p)
         sbuf_add(h, r->resp_hdrs.p, r->resp_hdrs.len);

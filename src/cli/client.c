@@ -156,6 +156,9 @@ static int parse_url(struct cli_http *c, const char *url, struct wr_err *err)
     if (c->host[0] == '\0' || c->port[0] == '\0' ||
         strspn(c->port, "0123456789") != strlen(c->port))
         return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: want http://host:port", url);
+    if (strtoul(c->port, NULL, 10) == 0 || strtoul(c->port, NULL, 10) > 65535)
+        return wr_err_set(err, WR_EINVAL, 0, "endpoint `%s`: port `%s` is out of range", url,
+                          c->port);
     c->host_hdr = xstrndup(h, (size_t)(end - h));
     return 0;
 }

@@ -68,8 +68,9 @@ struct init_user {
     gid_t gid;
     gid_t *groups; /* supplementary groups, the primary group first */
     size_t ngroups;
-    char *name; /* NULL when the uid has no passwd entry */
-    char *home; /* NULL when the uid has no passwd entry */
+    char *name;  /* NULL when the uid has no passwd entry */
+    char *home;  /* NULL when the uid has no passwd entry */
+    char *shell; /* the login shell; NULL when none is given */
 };
 
 /* Resolve the identity a request runs as: `spec` ("name", "uid", "name:group", "uid:gid") if

@@ -85,7 +85,8 @@ static void env_free(char **env)
     free(env);
 }
 
-/* Defaults, overlaid by the request, then HOME/USER/LOGNAME (and TERM for a pty) if unset. */
+/* Defaults, overlaid by the request, then HOME/USER/LOGNAME/SHELL (and TERM for a pty) if
+ * unset. */
 static char **build_env(const struct wr_spawn *s, const struct init_user *u)
 {
     char **env = xcalloc(1, sizeof(char *));
@@ -101,6 +102,8 @@ static char **build_env(const struct wr_spawn *s, const struct init_user *u)
         env_set_kv(&env, &n, "USER", u->name);
         env_set_kv(&env, &n, "LOGNAME", u->name);
     }
+    if (u->shell != NULL)
+        env_set_kv(&env, &n, "SHELL", u->shell);
     if (s->pty)
         env_set_kv(&env, &n, "TERM", "xterm-256color");
     return env;

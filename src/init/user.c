@@ -46,6 +46,7 @@ static bool passwd_find(const char *name, uid_t uid, struct init_user *u)
             u->gid = pw->pw_gid;
             u->name = xstrdup(pw->pw_name);
             u->home = xstrdup(pw->pw_dir[0] != '\0' ? pw->pw_dir : "/");
+            u->shell = pw->pw_shell[0] != '\0' ? xstrdup(pw->pw_shell) : NULL;
             return true;
         }
     }
@@ -161,6 +162,7 @@ void init_user_fini(struct init_user *u)
     free(u->groups);
     free(u->name);
     free(u->home);
+    free(u->shell);
     memset(u, 0, sizeof(*u));
 }
 
@@ -172,6 +174,7 @@ void init_user_copy(struct init_user *dst, const struct init_user *src)
         memcpy(dst->groups, src->groups, src->ngroups * sizeof(gid_t));
     dst->name = src->name ? xstrdup(src->name) : NULL;
     dst->home = src->home ? xstrdup(src->home) : NULL;
+    dst->shell = src->shell ? xstrdup(src->shell) : NULL;
 }
 
 void init_fs_save(void)

@@ -67,6 +67,8 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     _cleanup_free_ char *uids_dir = NULL;
 
     rt->init_fd = -1;
+    pthread_mutex_init(&rt->pool_lock, NULL);
+    rt->pool = xcalloc(WR__POOL_MAX, sizeof(*rt->pool));
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
     rt->run_dir = xstrdup(run_dir);
     rt->sandboxes_dir = xasprintf("%s/sandboxes", run_dir);
@@ -112,6 +114,11 @@ void wr_runtime_close(struct wr_runtime *rt)
 {
     if (rt == NULL)
         return;
+    if (rt->pool != NULL) {
+        wr__runtime_pool_drain(rt);
+        free(rt->pool);
+    }
+    pthread_mutex_destroy(&rt->pool_lock);
     if (rt->init_fd >= 0)
         close(rt->init_fd);
     wr_uidpool_close(rt->uids);

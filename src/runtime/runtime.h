@@ -45,6 +45,12 @@ const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);
  * warren-init is gone). Safe to call while other sandboxes run. */
 int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err);
 
+/* Clone up to n sandbox children ahead of time (at most 64): each has its namespaces, its id
+ * range and its maps, and waits. A later wr_sandbox_create (not ephemeral) takes one and skips
+ * those steps. Meant for a worker thread when the daemon is idle. Returns how many were made,
+ * or -1 with err. The children are killed by wr_runtime_close. */
+int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err);
+
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
     const char *hostname;

@@ -6,7 +6,21 @@
 #include "cgroup.h"
 #include "seccomp.h"
 
+#include <pthread.h>
+
 struct wr_uidpool;
+
+/* A child cloned into its namespaces, its id maps written, waiting for "go". */
+struct wr__warm {
+    pid_t pid;
+    int pidfd;
+    int sync;     /* parent end of the sync socket */
+    int uid_lock; /* the id range's lock (the child holds a copy) */
+    uid_t uid_base;
+    int userns_fd; /* for the idmaps of the layers */
+};
+
+#define WR__POOL_MAX 64
 
 struct wr_runtime {
     char *run_dir;
@@ -17,7 +31,14 @@ struct wr_runtime {
     struct wr_cgroup_driver *cg;
     struct wr_seccomp seccomp;
     char *fault; /* see wr_runtime_config.fault */
+    /* pre-cloned children (wr_runtime_prewarm), taken by creates on any thread */
+    pthread_mutex_t pool_lock;
+    struct wr__warm *pool;
+    size_t npool, pool_pending;
 };
+
+/* Kill the pre-cloned children (sandbox.c). */
+void wr__runtime_pool_drain(struct wr_runtime *rt);
 
 /* HELLO handshake on a control connection (sandbox.c). */
 int wr__ctl_hello(int fd, int timeout_ms, pid_t *init_pid, struct wr_err *err);

@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "../proto/proto.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
@@ -75,17 +77,27 @@ struct wr_sandbox {
     struct wr_sandbox_timing timing;
 };
 
-/* Everything the child needs, prepared by the parent before clone so the child allocates
- * nothing. */
+/* What the child inherits at clone: the same for every sandbox of a runtime, so a child can be
+ * cloned ahead of time (wr_runtime_prewarm). What belongs to one sandbox comes later with
+ * "go" (struct go_msg). The child allocates nothing. */
 struct child_args {
-    int sync_fd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
+    int sync_fd, uid_lock, init_fd;
     const char *stage;
-    const char *hostname;
-    uint64_t tmp_bytes;
-    bool ephemeral;
     const struct wr_seccomp *seccomp;
-    char *const *argv;
     enum { FAULT_NONE, FAULT_EARLY, FAULT_ROOTFS, FAULT_EXEC } fault;
+};
+
+/* "go": the sandbox's own parameters, followed by warren-init's argv as NUL-separated strings;
+ * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
+ * connection and the run directory's lock. */
+#define GO_MAX_ARGV 65536
+#define GO_MAX_ARGS 2048
+#define GO_NFDS     4
+struct go_msg {
+    uint64_t tmp_bytes;
+    uint32_t argv_len;
+    uint8_t ephemeral;
+    char hostname[65];
 };
 
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
@@ -130,24 +142,44 @@ static __attribute__((noreturn)) void child_fail(int fd, const char *step, int e
     _exit(127);
 }
 
-/* Receive the parent's "go" with the overlay fd. */
-static int child_recv_go(int fd)
+/* The child's copy of "go" (its own memory after clone: no allocation needed). */
+static union {
+    struct go_msg m;
+    char raw[sizeof(struct go_msg) + GO_MAX_ARGV];
+} go_buf;
+static char *go_argv[GO_MAX_ARGS + 1];
+
+/* Receive "go": the message into go_buf, the fds into fds[]. Returns 0 or -errno. */
+static int child_recv_go(int fd, int fds[GO_NFDS])
 {
-    char byte;
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    char cbuf[CMSG_SPACE(GO_NFDS * sizeof(int))];
+    struct iovec iov = {.iov_base = go_buf.raw, .iov_len = sizeof(go_buf.raw)};
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     struct cmsghdr *c;
-    int ofd;
+    ssize_t n;
+    size_t argc = 0;
 
-    if (recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) != 1)
-        return -1;
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0)
+        return -errno;
     c = CMSG_FIRSTHDR(&msg);
-    if (c == NULL || c->cmsg_type != SCM_RIGHTS)
-        return -1;
-    memcpy(&ofd, CMSG_DATA(c), sizeof(int));
-    return ofd;
+    if ((size_t)n < sizeof(struct go_msg) || c == NULL || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(GO_NFDS * sizeof(int)) || (msg.msg_flags & MSG_TRUNC) ||
+        go_buf.m.argv_len != (size_t)n - sizeof(struct go_msg) ||
+        go_buf.m.hostname[sizeof(go_buf.m.hostname) - 1] != '\0')
+        return -EPROTO;
+    memcpy(fds, CMSG_DATA(c), GO_NFDS * sizeof(int));
+    /* argv: NUL-separated strings, the last one terminated too */
+    for (char *p = go_buf.raw + sizeof(struct go_msg), *end = p + go_buf.m.argv_len; p < end;) {
+        char *z = memchr(p, '\0', (size_t)(end - p));
+        if (z == NULL || argc == GO_MAX_ARGS)
+            return -E2BIG;
+        go_argv[argc++] = p;
+        p = z + 1;
+    }
+    go_argv[argc] = NULL;
+    return argc > 0 ? 0 : -EPROTO;
 }
 
 /* Park fd at CHILD_FD_BASE or above (close-on-exec), closing the original. */
@@ -161,47 +193,49 @@ static int park_fd(int fd)
 
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
-    int sync_fd = a->sync_fd, ofd, ret, null_fd;
-    int listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
+    int sync_fd = a->sync_fd, ret, null_fd, fds[GO_NFDS];
+    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
     const char *step = "setup";
 
     /* The child holds every capability in its new user namespace from the start, so what needs
-     * no id map and no root filesystem happens now, while the parent writes the maps and builds
-     * the overlay (the two run on different cores). */
-    if (sethostname(a->hostname, strlen(a->hostname)) < 0)
-        child_fail(sync_fd, "set hostname", errno);
+     * no id map, no root filesystem and nothing of the sandbox's own happens now: while the
+     * parent writes the maps and builds the overlay, or long before, for a pre-cloned child. */
     ret = wr_net_loopback_up();
     if (ret < 0)
         child_fail(sync_fd, "bring up loopback", -ret);
-    if (a->fault == FAULT_EARLY)
-        child_fail(sync_fd, "injected fault (child-early)", EIO);
-
-    /* fds 3..8 as warren-init expects them (src/init/main.c), parked first so no dup2
-     * overwrites a source. */
-    sync_fd = park_fd(sync_fd);
-    listen_fd = park_fd(a->listen_fd);
-    conn_fd = park_fd(a->conn_fd);
-    dir_lock = park_fd(a->dir_lock);
-    uid_lock = park_fd(a->uid_lock);
-    init_fd = park_fd(a->init_fd);
-    if (sync_fd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 || init_fd < 0)
-        _exit(127);
-    if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
-        dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 || dup3(sync_fd, 8, O_CLOEXEC) < 0)
-        child_fail(sync_fd, "arrange fds", errno);
-    sync_fd = 8;
-    if (syscall(SYS_close_range, 9, ~0U, 0) < 0)
-        child_fail(sync_fd, "close inherited fds", errno);
-
     /* Only the bounding set shrinks here; the effective set, needed for the mounts below, stays
      * until exec. */
     ret = wr_caps_limit(wr_caps_sandbox_mask());
     if (ret < 0)
         child_fail(sync_fd, "limit capabilities", -ret);
+    if (a->fault == FAULT_EARLY)
+        child_fail(sync_fd, "injected fault (child-early)", EIO);
 
-    ofd = child_recv_go(sync_fd);
-    if (ofd < 0)
-        child_fail(sync_fd, "receive root overlay", errno ? errno : EPROTO);
+    ret = child_recv_go(sync_fd, fds);
+    if (ret < 0)
+        child_fail(sync_fd, "receive the sandbox's parameters", -ret);
+    if (sethostname(go_buf.m.hostname, strlen(go_buf.m.hostname)) < 0)
+        child_fail(sync_fd, "set hostname", errno);
+
+    /* fds 3..8 as warren-init expects them (src/init/main.c), the overlay at 9 until it is
+     * attached; parked first so no dup2 overwrites a source. */
+    sync_fd = park_fd(sync_fd);
+    ofd = park_fd(fds[0]);
+    listen_fd = park_fd(fds[1]);
+    conn_fd = park_fd(fds[2]);
+    dir_lock = park_fd(fds[3]);
+    uid_lock = park_fd(a->uid_lock);
+    init_fd = park_fd(a->init_fd);
+    if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
+        init_fd < 0)
+        _exit(127);
+    if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
+        dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 ||
+        dup3(sync_fd, 8, O_CLOEXEC) < 0 || dup3(ofd, 9, O_CLOEXEC) < 0)
+        child_fail(sync_fd, "arrange fds", errno);
+    sync_fd = 8;
+    if (syscall(SYS_close_range, 10, ~0U, 0) < 0)
+        child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now we were still host root with no mapping in our own namespace (P6 in
      * research/idmapped-overlay.md). From here on kuid is the range's first id. */
@@ -209,15 +243,15 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         child_fail(sync_fd, "become root in the user namespace", errno);
     if (setgroups(0, NULL) < 0)
         child_fail(sync_fd, "drop supplementary groups", errno);
-    /* The parent attached us to the sandbox's cgroup; a cgroup namespace made now has that
-     * cgroup as its root. */
+    /* The parent attached us to the sandbox's cgroup before "go"; a cgroup namespace made now
+     * has that cgroup as its root. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(ofd, a->stage, a->tmp_bytes, &step);
+    ret = wr_rootfs_enter(9, a->stage, go_buf.m.tmp_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
-    close(ofd);
+    close(9);
     if (a->fault == FAULT_ROOTFS)
         child_fail(sync_fd, "injected fault (child-rootfs)", EIO);
 
@@ -229,7 +263,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
 
     /* The parent-death signal is cleared by a change of credentials, so it is set after
      * setresuid. */
-    if (a->ephemeral && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+    if (go_buf.m.ephemeral && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(sync_fd, "set parent-death signal", errno);
     ret = wr_seccomp_install(a->seccomp);
     if (ret < 0)
@@ -242,7 +276,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     char *const envp[] = {NULL};
     if (a->fault == FAULT_EXEC)
         child_fail(sync_fd, "exec warren-init (injected fault)", ENOEXEC);
-    syscall(SYS_execveat, 7, "", a->argv, envp, AT_EMPTY_PATH);
+    syscall(SYS_execveat, 7, "", go_argv, envp, AT_EMPTY_PATH);
     child_fail(sync_fd, "exec warren-init", errno);
 }
 
@@ -262,21 +296,22 @@ static int write_id_maps(pid_t pid, uid_t base, struct wr_err *err)
     return 0;
 }
 
-static int send_go(int fd, int overlay_fd)
+/* Send "go": the message and its fds. Returns 0 or -1 (errno set). */
+static int send_go(int fd, const struct go_msg *m, const char *argv_blob, int fds[GO_NFDS])
 {
-    char byte = 'g';
-    char cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    char cbuf[CMSG_SPACE(GO_NFDS * sizeof(int))];
+    struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
+                           {.iov_base = (void *)argv_blob, .iov_len = m->argv_len}};
     struct msghdr msg = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        .msg_iov = iov, .msg_iovlen = 2, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
     memset(cbuf, 0, sizeof(cbuf));
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &overlay_fd, sizeof(int));
-    return sendmsg(fd, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+    c->cmsg_len = CMSG_LEN(GO_NFDS * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, GO_NFDS * sizeof(int));
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
 static int listen_unix(const char *path, struct wr_err *err)
@@ -353,37 +388,180 @@ out:
     return ret;
 }
 
-static char **init_argv(const struct wr_sandbox_spec *spec)
+/* warren-init's argv as NUL-separated strings (the form "go" carries). */
+static void append_arg(struct wr_buf *b, const char *s)
 {
-    size_t n = 0, i = 0;
-    char **argv;
-
-    for (const char *const *e = spec->env; e && *e; e++)
-        n++;
-    argv = xcalloc(2 * n + 8, sizeof(char *));
-    argv[i++] = xstrdup("warren-init");
-    if (spec->ephemeral)
-        argv[i++] = xstrdup("--ephemeral");
-    for (const char *const *e = spec->env; e && *e; e++) {
-        argv[i++] = xstrdup("--env");
-        argv[i++] = xstrdup(*e);
-    }
-    if (spec->cwd) {
-        argv[i++] = xstrdup("--cwd");
-        argv[i++] = xstrdup(spec->cwd);
-    }
-    if (spec->user) {
-        argv[i++] = xstrdup("--user");
-        argv[i++] = xstrdup(spec->user);
-    }
-    return argv;
+    wr_buf_append(b, s, strlen(s) + 1);
 }
 
-static void free_argv(char **argv)
+static int init_argv(const struct wr_sandbox_spec *spec, struct wr_buf *b, struct wr_err *err)
 {
-    for (char **a = argv; a && *a; a++)
-        free(*a);
-    free(argv);
+    size_t n = 0;
+
+    append_arg(b, "warren-init");
+    if (spec->ephemeral)
+        append_arg(b, "--ephemeral");
+    for (const char *const *e = spec->env; e && *e; e++, n++) {
+        append_arg(b, "--env");
+        append_arg(b, *e);
+    }
+    if (spec->cwd) {
+        append_arg(b, "--cwd");
+        append_arg(b, spec->cwd);
+    }
+    if (spec->user) {
+        append_arg(b, "--user");
+        append_arg(b, spec->user);
+    }
+    if (b->len > GO_MAX_ARGV || 2 * n + 8 > GO_MAX_ARGS)
+        return wr_err_set(err, WR_EINVAL, 0,
+                          "the sandbox's environment is too large (%zu bytes, at most %u)", b->len,
+                          GO_MAX_ARGV);
+    return 0;
+}
+
+/* ---- pre-cloned children ------------------------------------------------------------------- */
+
+static void warm_close(struct wr__warm *w)
+{
+    if (w->pid > 0) {
+        if (syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0) < 0)
+            (void)kill(w->pid, SIGKILL);
+        while (waitpid(w->pid, NULL, __WALL) < 0 && errno == EINTR)
+            ;
+    }
+    if (w->pidfd >= 0)
+        close(w->pidfd);
+    if (w->sync >= 0)
+        close(w->sync);
+    if (w->uid_lock >= 0)
+        close(w->uid_lock);
+    if (w->userns_fd >= 0)
+        close(w->userns_fd);
+    w->pid = 0;
+    w->pidfd = w->sync = w->uid_lock = w->userns_fd = -1;
+}
+
+/* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
+ * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
+ * maps, and the user namespace's fd. On failure nothing is left. */
+static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+{
+    int syncp[2];
+    uint32_t base;
+    char path[64];
+
+    *w = (struct wr__warm){.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1};
+    if (fault_at(rt, "uids"))
+        return wr_err_set(err, WR_ELIMIT, 0, "injected fault (uids)");
+    if (wr_uidpool_alloc(rt->uids, &base, &w->uid_lock, err) < 0)
+        return -1;
+    w->uid_base = base;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, syncp) < 0) {
+        wr_err_sys(err, "socketpair");
+        goto fail;
+    }
+    w->sync = syncp[0];
+    {
+        struct child_args a = {
+            .sync_fd = syncp[1],
+            .uid_lock = w->uid_lock,
+            .init_fd = rt->init_fd,
+            .stage = rt->stage_dir,
+            .seccomp = &rt->seccomp,
+            .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
+                     : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
+                     : fault_at(rt, "child-exec")   ? FAULT_EXEC
+                                                    : FAULT_NONE,
+        };
+        struct clone_args ca = {
+            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+                     CLONE_NEWIPC | CLONE_PIDFD,
+            .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
+            .exit_signal = SIGCHLD,
+        };
+        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+
+        if (pid < 0) {
+            int e = errno;
+            close(syncp[1]);
+            wr_err_set(err, e == ENOSPC || e == EAGAIN ? WR_ELIMIT : WR_ESYS, e, "clone3");
+            goto fail;
+        }
+        if (pid == 0) {
+            close(w->sync);
+            child_main(&a);
+        }
+        w->pid = (pid_t)pid;
+        close(syncp[1]);
+    }
+    if (fault_at(rt, "maps")) {
+        wr_err_set(err, WR_ESYS, EIO, "injected fault (maps)");
+        goto fail;
+    }
+    if (write_id_maps(w->pid, w->uid_base, err) < 0)
+        goto fail;
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)w->pid);
+    w->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (w->userns_fd < 0) {
+        wr_err_sys(err, "open `%s`", path);
+        goto fail;
+    }
+    return 0;
+fail:
+    warm_close(w);
+    return -1;
+}
+
+int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)
+{
+    int made = 0;
+
+    for (;;) {
+        struct wr__warm w;
+        bool full;
+
+        pthread_mutex_lock(&rt->pool_lock);
+        full = rt->npool + rt->pool_pending >= n || rt->npool >= WR__POOL_MAX;
+        if (!full)
+            rt->pool_pending++;
+        pthread_mutex_unlock(&rt->pool_lock);
+        if (full)
+            return made;
+        if (warm_spawn(rt, &w, err) < 0) {
+            pthread_mutex_lock(&rt->pool_lock);
+            rt->pool_pending--;
+            pthread_mutex_unlock(&rt->pool_lock);
+            return -1;
+        }
+        pthread_mutex_lock(&rt->pool_lock);
+        rt->pool_pending--;
+        rt->pool[rt->npool++] = w;
+        pthread_mutex_unlock(&rt->pool_lock);
+        made++;
+    }
+}
+
+/* Take a pre-cloned child (the most recent: its pages are warmest). False if none. */
+static bool warm_take(struct wr_runtime *rt, struct wr__warm *w)
+{
+    bool got = false;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    if (rt->npool > 0) {
+        *w = rt->pool[--rt->npool];
+        got = true;
+    }
+    pthread_mutex_unlock(&rt->pool_lock);
+    return got;
+}
+
+void wr__runtime_pool_drain(struct wr_runtime *rt)
+{
+    struct wr__warm w;
+
+    while (warm_take(rt, &w))
+        warm_close(&w);
 }
 
 static void sandbox_free(struct wr_sandbox *sb)
@@ -459,18 +637,20 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
                       struct wr_sandbox **out, struct wr_err *err)
 {
     struct wr_sandbox *sb;
-    _cleanup_close_ int listen_fd = -1, sync_parent = -1, sync_child = -1, conn_child = -1;
+    _cleanup_close_ int listen_fd = -1, sync_parent = -1, conn_child = -1;
     _cleanup_close_ int userns_fd = -1, overlay_fd = -1;
-    int ctl[2], syncp[2];
-    char **argv = NULL;
+    struct wr__warm w;
+    struct wr_buf argv;
+    struct go_msg go = {0};
     struct child_report rep;
+    int ctl[2];
     ssize_t n;
     const char *hostname = spec->hostname ? spec->hostname : spec->id;
 
     if (!valid_id(spec->id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
                           spec->id ? spec->id : "");
-    if (strlen(hostname) > 64)
+    if (strlen(hostname) >= sizeof(go.hostname))
         return wr_err_set(err, WR_EINVAL, 0, "hostname longer than 64 bytes");
     if (spec->n_layers == 0)
         return wr_err_set(err, WR_EINVAL, 0, "image has no layers");
@@ -479,6 +659,11 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (stat(spec->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
             return wr_err_set(err, WR_EINVAL, errno, "image layer `%s` is not a directory",
                               spec->layers[i]);
+    }
+    wr_buf_init(&argv);
+    if (init_argv(spec, &argv, err) < 0) {
+        wr_buf_fini(&argv);
+        return -1;
     }
 
     sb = xcalloc(1, sizeof(*sb));
@@ -497,6 +682,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
             wr_err_set(err, e == EEXIST ? WR_ECONFLICT : WR_ESYS, e, "sandbox `%s` run directory",
                        spec->id);
             sandbox_free(sb);
+            wr_buf_fini(&argv);
             return -1;
         }
         sb->dir = dir;
@@ -511,96 +697,32 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     }
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
 
-    /* 2. A host id range of its own. */
-    {
-        uint32_t base;
-        if (fault_at(rt, "uids")) {
-            wr_err_set(err, WR_ELIMIT, 0, "injected fault (uids)");
-            goto fail;
-        }
-        if (wr_uidpool_alloc(rt->uids, &base, &sb->uid_lock, err) < 0)
-            goto fail;
-        sb->uid_base = base;
-    }
-
-    /* 3. The control socket warren-init will serve, and the creator's first connection. */
+    /* 2. The control socket warren-init will serve, and the creator's first connection. */
     listen_fd = listen_unix(sb->ctl_path, err);
     if (listen_fd < 0)
         goto fail;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, syncp) < 0) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
         wr_err_sys(err, "socketpair");
         goto fail;
     }
     sb->ctl_fd = ctl[0];
     conn_child = ctl[1];
-    sync_parent = syncp[0];
-    sync_child = syncp[1];
-    argv = init_argv(spec);
 
-    /* 4. clone3: the child gets every namespace but the cgroup one, which it makes itself once
-     * it is inside its cgroup. */
-    {
-        struct child_args a = {
-            .sync_fd = sync_child,
-            .listen_fd = listen_fd,
-            .conn_fd = conn_child,
-            .dir_lock = sb->dir_lock,
-            .uid_lock = sb->uid_lock,
-            .init_fd = rt->init_fd,
-            .stage = rt->stage_dir,
-            .hostname = hostname,
-            .tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30),
-            .ephemeral = spec->ephemeral,
-            .seccomp = &rt->seccomp,
-            .argv = argv,
-            .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
-                     : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
-                     : fault_at(rt, "child-exec")   ? FAULT_EXEC
-                                                    : FAULT_NONE,
-        };
-        struct clone_args ca = {
-            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                     CLONE_NEWIPC | CLONE_PIDFD,
-            .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
-            .exit_signal = SIGCHLD,
-        };
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-
-        if (pid < 0) {
-            wr_err_sys(err, "clone3");
+    /* 3. A child in its namespaces with its own id range: pre-cloned if the pool has one (an
+     * ephemeral sandbox's child must be ours: its parent-death signal follows its creator). */
+    if (spec->ephemeral || !warm_take(rt, &w)) {
+        if (warm_spawn(rt, &w, err) < 0)
             goto fail;
-        }
-        if (pid == 0) {
-            close(sb->ctl_fd);
-            close(sync_parent);
-            child_main(&a);
-        }
-        sb->pid = (pid_t)pid;
     }
-    sb->timing.cloned = now_ns();
-    close(steal_fd(&sync_child));
-    close(steal_fd(&conn_child));
-    close(steal_fd(&listen_fd));
+    sb->pid = w.pid;
+    sb->pidfd = w.pidfd;
+    sb->uid_lock = w.uid_lock;
+    sb->uid_base = w.uid_base;
+    sync_parent = w.sync;
+    userns_fd = w.userns_fd;
+    sb->timing.cloned = sb->timing.mapped = now_ns();
 
-    /* 5. Id maps, then cgroups with the limits (made while the child sets up its hostname and
-     * network), then the idmapped overlay (an idmap made before the maps is refused). */
-    if (fault_at(rt, "maps")) {
-        wr_err_set(err, WR_ESYS, EIO, "injected fault (maps)");
-        goto fail;
-    }
-    if (write_id_maps(sb->pid, sb->uid_base, err) < 0)
-        goto fail;
-    {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sb->pid);
-        userns_fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (userns_fd < 0) {
-            wr_err_sys(err, "open `%s`", path);
-            goto fail;
-        }
-    }
-    sb->timing.mapped = now_ns();
+    /* 4. Cgroups with the limits, then the idmapped overlay. */
     {
         struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
                                        .cpu_millis = spec->cpu_millis,
@@ -621,7 +743,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         goto fail;
     }
 
-    /* 6. Into the cgroup before it runs anything. */
+    /* 5. Into the cgroups before it runs anything of the sandbox. */
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
         goto fail;
     if (fault_at(rt, "attach")) {
@@ -630,11 +752,20 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     }
     sb->timing.cgroup = now_ns();
 
-    /* 7. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. */
-    /* If the child already failed (its report waits in the socket), sending fails: the report
-     * below says why. */
-    (void)send_go(sync_parent, overlay_fd);
+    /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
+     * child failed already (its report waits in the socket), sending fails: the report below
+     * says why. */
+    go.tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30);
+    go.argv_len = (uint32_t)argv.len;
+    go.ephemeral = spec->ephemeral;
+    memcpy(go.hostname, hostname, strlen(hostname) + 1);
+    {
+        int fds[GO_NFDS] = {overlay_fd, listen_fd, conn_child, sb->dir_lock};
+        (void)send_go(sync_parent, &go, (const char *)argv.data, fds);
+    }
     close(steal_fd(&overlay_fd));
+    close(steal_fd(&listen_fd));
+    close(steal_fd(&conn_child));
     do {
         n = read(sync_parent, &rep, sizeof(rep));
     } while (n < 0 && errno == EINTR);
@@ -654,12 +785,12 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
         goto fail;
     sb->timing.ready = now_ns();
-    free_argv(argv);
+    wr_buf_fini(&argv);
     *out = sb;
     return 0;
 
 fail:
-    free_argv(argv);
+    wr_buf_fini(&argv);
     wr_err_wrap(err, "create sandbox %s", spec->id);
     (void)teardown(sb, NULL);
     return -1;
