@@ -8,8 +8,12 @@
  * /tmp + pivot_root + lo up + exec /bin/true as PID 1 + reap, from the same long-lived process,
  * with no cgroups, no seccomp, no id range and no agent.
  *
- * usage: sandbox_loop [--floor] ROOTFS [N] */
+ * `sandbox_loop --pool ROOTFS [N]` is the same loop with a thread that keeps two pre-cloned
+ * children ready (wr_runtime_prewarm), as the daemon does when idle.
+ *
+ * usage: sandbox_loop [--floor|--pool] ROOTFS [N] */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
@@ -186,6 +190,23 @@ static int floor_main(const char *rootfs, size_t n)
     return 0;
 }
 
+static volatile int pool_stop;
+
+static void *pool_thread(void *arg)
+{
+    struct wr_runtime *rt = arg;
+    struct wr_err err;
+
+    while (!pool_stop) {
+        if (wr_runtime_prewarm(rt, 2, &err) < 0) {
+            fprintf(stderr, "sandbox_loop: prewarm: %s\n", err.msg);
+            return NULL;
+        }
+        usleep(200);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct wr_runtime_config cfg = {.run_dir = "/run/warren-bench",
@@ -197,8 +218,17 @@ int main(int argc, char **argv)
     uint64_t *to_exit, *cycle, *create, *ph[5];
     const char *layers[1];
 
+    bool pool = false;
+    pthread_t pt;
+
     if (argc > 2 && strcmp(argv[1], "--floor") == 0)
         return floor_main(argv[2], argc > 3 ? (size_t)atol(argv[3]) : 1000);
+    if (argc > 2 && strcmp(argv[1], "--pool") == 0) {
+        pool = true;
+        argv++;
+        argc--;
+        n = argc > 2 ? (size_t)atol(argv[2]) : 1000;
+    }
     if (argc < 2) {
         fprintf(stderr, "usage: sandbox_loop [--floor] ROOTFS [N]\n");
         return 2;
@@ -208,6 +238,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandbox_loop: %s\n", err.msg);
         return 1;
     }
+    if (pool)
+        pthread_create(&pt, NULL, pool_thread, rt);
     to_exit = calloc(n, sizeof(uint64_t));
     cycle = calloc(n, sizeof(uint64_t));
     create = calloc(n, sizeof(uint64_t));
@@ -257,7 +289,12 @@ int main(int argc, char **argv)
     qsort(create, n, sizeof(uint64_t), cmp_u64);
     qsort(to_exit, n, sizeof(uint64_t), cmp_u64);
     qsort(cycle, n, sizeof(uint64_t), cmp_u64);
-    printf("in-process, %zu sandboxes (cgroup %s)\n", n, wr_runtime_cgroup_version(rt));
+    if (pool) {
+        pool_stop = 1;
+        pthread_join(pt, NULL);
+    }
+    printf("in-process%s, %zu sandboxes (cgroup %s)\n", pool ? ", pre-cloned children" : "", n,
+           wr_runtime_cgroup_version(rt));
     printf("  create (init answering)  median %.3f ms  p99 %.3f ms\n", pct(create, n, 0.5),
            pct(create, n, 0.99));
     printf("  create -> /bin/true exit median %.3f ms  p99 %.3f ms\n", pct(to_exit, n, 0.5),

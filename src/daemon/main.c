@@ -35,22 +35,25 @@ struct options {
     uint32_t max_sandboxes;
     uint64_t max_memory;
     uint32_t default_timeout, max_timeout;
+    uint32_t pool;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: warrend [options]\n\n"
-               "  --state-dir DIR        state: database, templates, admin key (/var/lib/warren)\n"
-               "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
-               "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
-               "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
-               "  --max-sandboxes N      sandboxes at most (1000)\n"
-               "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
-               "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
-               "  --max-timeout SECS     the longest timeout (86400)\n"
-               "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
-               "  --init PATH            warren-init (next to warrend)\n"
-               "  --log-level LEVEL      debug, info, warn, error (info)\n");
+    fprintf(f,
+            "usage: warrend [options]\n\n"
+            "  --state-dir DIR        state: database, templates, admin key (/var/lib/warren)\n"
+            "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
+            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
+            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
+            "  --max-sandboxes N      sandboxes at most (1000)\n"
+            "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
+            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
+            "  --max-timeout SECS     the longest timeout (86400)\n"
+            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
+            "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
+            "  --init PATH            warren-init (next to warrend)\n"
+            "  --log-level LEVEL      debug, info, warn, error (info)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -66,7 +69,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MAXTO,
         O_CGROUP,
         O_INIT,
-        O_LOG
+        O_LOG,
+        O_POOL
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -80,6 +84,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"cgroup", required_argument, NULL, O_CGROUP},
         {"init", required_argument, NULL, O_INIT},
         {"log-level", required_argument, NULL, O_LOG},
+        {"pool", required_argument, NULL, O_POOL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -130,6 +135,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_LOG:
             wr_log_set_level(optarg);
             break;
+        case O_POOL:
+            if (wr_parse_uint(optarg, 64, &v, &err) < 0)
+                goto bad;
+            o->pool = (uint32_t)v;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -178,6 +188,32 @@ static int bootstrap_admin(struct wr_store *store, const char *state_dir, struct
 }
 
 static uv_signal_t sigterm, sigint;
+static uv_timer_t pool_timer;
+static uv_work_t pool_work;
+static bool pool_busy;
+static struct wr_runtime *pool_rt;
+static uint32_t pool_size;
+
+/* Keep pre-cloned sandbox children ready, on a worker thread, so creates skip cloning. */
+static void pool_run(uv_work_t *w)
+{
+    struct wr_err err;
+    if (wr_runtime_prewarm(pool_rt, pool_size, &err) < 0)
+        log_warn("pool: %s", err.msg);
+}
+
+static void pool_done(uv_work_t *w, int status)
+{
+    pool_busy = false;
+}
+
+static void on_pool_timer(uv_timer_t *t)
+{
+    if (pool_busy)
+        return;
+    pool_busy = true;
+    uv_queue_work(t->loop, &pool_work, pool_run, pool_done);
+}
 static struct wr_http_server *server;
 static struct wr_manager *manager;
 
@@ -189,6 +225,7 @@ static void server_stopped(void *arg)
 {
     uv_close((uv_handle_t *)&sigterm, handle_closed);
     uv_close((uv_handle_t *)&sigint, handle_closed);
+    uv_close((uv_handle_t *)&pool_timer, handle_closed);
 }
 
 static void on_stop_signal(uv_signal_t *s, int signum)
@@ -196,6 +233,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
+    uv_timer_stop(&pool_timer);
     wr_manager_close(manager);
     manager = NULL;
     wr_http_server_stop(server, server_stopped, NULL);
@@ -207,6 +245,7 @@ int main(int argc, char **argv)
         .state_dir = "/var/lib/warren",
         .socket_path = "/run/warrend/warrend.sock",
         .listen = "127.0.0.1:7860",
+        .pool = 4,
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
@@ -265,6 +304,7 @@ int main(int argc, char **argv)
     rcfg.init_path = o.init_path;
     rcfg.cgroup_mode = o.cgroup_mode;
     rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
+    rcfg.zygote = true; /* before any thread exists: the zygote is forked here */
     {
         uint64_t v;
         if (getenv("WARREN_UID_BASE") &&
@@ -315,6 +355,11 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sigint);
     uv_signal_start(&sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&sigint, on_stop_signal, SIGINT);
+    uv_timer_init(loop, &pool_timer);
+    pool_rt = rt;
+    pool_size = o.pool;
+    if (o.pool > 0)
+        uv_timer_start(&pool_timer, on_pool_timer, 0, 20);
 
     /* The line tests and scripts wait for. */
     printf("warrend ready version=%s cgroup=%s unix=%s tcp=%s:%d\n", WARREN_VERSION,

@@ -68,6 +68,8 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
 
     rt->init_fd = -1;
     pthread_mutex_init(&rt->pool_lock, NULL);
+    pthread_mutex_init(&rt->zygote_lock, NULL);
+    rt->zygote_fd = -1;
     rt->pool = xcalloc(WR__POOL_MAX, sizeof(*rt->pool));
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
     rt->run_dir = xstrdup(run_dir);
@@ -102,6 +104,8 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     if (wr_seccomp_load(rt->run_dir, &rt->seccomp, err) < 0)
         goto fail;
     (void)wr_sysctl_raise_limits(NULL);
+    if (cfg->zygote && wr__zygote_start(rt, err) < 0)
+        goto fail;
     log_info("runtime open: run_dir=%s cgroup=%s", run_dir, wr_runtime_cgroup_version(rt));
     *out = rt;
     return 0;
@@ -118,7 +122,9 @@ void wr_runtime_close(struct wr_runtime *rt)
         wr__runtime_pool_drain(rt);
         free(rt->pool);
     }
+    wr__zygote_stop(rt);
     pthread_mutex_destroy(&rt->pool_lock);
+    pthread_mutex_destroy(&rt->zygote_lock);
     if (rt->init_fd >= 0)
         close(rt->init_fd);
     wr_uidpool_close(rt->uids);

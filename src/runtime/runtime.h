@@ -29,6 +29,9 @@ struct wr_runtime_config {
      * "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
      * half-built sandbox is torn down completely. NULL in production. */
     const char *fault;
+    /* Clone sandboxes from a small helper process forked now (a daemon with threads and a big
+     * address space); false: from the caller (warren run). */
+    bool zygote;
 };
 
 /* Open the runtime: detect the cgroup version, raise host limits that are too low for many

@@ -35,7 +35,21 @@ struct wr_runtime {
     pthread_mutex_t pool_lock;
     struct wr__warm *pool;
     size_t npool, pool_pending;
+    /* the zygote (zygote.c), when wr_runtime_config.zygote asked for one */
+    int zygote_fd;
+    pid_t zygote_pid;
+    bool in_zygote; /* this process is the zygote */
+    pthread_mutex_t zygote_lock;
 };
+
+/* Clone a child in this process (sandbox.c); the zygote calls it. */
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+/* zygote.c */
+int wr__zygote_start(struct wr_runtime *rt, struct wr_err *err);
+void wr__zygote_stop(struct wr_runtime *rt);
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+/* Close every fd from 3 up except keep[0..n-1]; async-signal-safe. */
+void wr__close_all_but(const int *keep, size_t n);
 
 /* Kill the pre-cloned children (sandbox.c). */
 void wr__runtime_pool_drain(struct wr_runtime *rt);

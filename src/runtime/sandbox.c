@@ -200,6 +200,12 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     /* The child holds every capability in its new user namespace from the start, so what needs
      * no id map, no root filesystem and nothing of the sandbox's own happens now: while the
      * parent writes the maps and builds the overlay, or long before, for a pre-cloned child. */
+    /* Nothing of the creator's may stay open here: a pre-cloned child can wait a long time,
+     * and must not hold the daemon's listening sockets or database. */
+    {
+        int keep[3] = {sync_fd, a->uid_lock, a->init_fd};
+        wr__close_all_but(keep, 3);
+    }
     ret = wr_net_loopback_up();
     if (ret < 0)
         child_fail(sync_fd, "bring up loopback", -ret);
@@ -239,9 +245,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
 
     /* Until now we were still host root with no mapping in our own namespace (P6 in
      * research/idmapped-overlay.md). From here on kuid is the range's first id. */
-    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    /* Raw system calls: glibc's wrappers would try to apply the change to every thread of the
+     * process that cloned us (the daemon's), whose list the child still carries. */
+    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
         child_fail(sync_fd, "become root in the user namespace", errno);
-    if (setgroups(0, NULL) < 0)
+    if (syscall(SYS_setgroups, 0, NULL) < 0)
         child_fail(sync_fd, "drop supplementary groups", errno);
     /* The parent attached us to the sandbox's cgroup before "go"; a cgroup namespace made now
      * has that cgroup as its root. */
@@ -445,7 +453,7 @@ static void warm_close(struct wr__warm *w)
 /* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
  * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
  * maps, and the user namespace's fd. On failure nothing is left. */
-static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
 {
     int syncp[2];
     uint32_t base;
@@ -474,11 +482,12 @@ static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *
                      : fault_at(rt, "child-exec")   ? FAULT_EXEC
                                                     : FAULT_NONE,
         };
+        /* In the zygote the child becomes the daemon's (CLONE_PARENT), which reaps it. */
         struct clone_args ca = {
             .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                     CLONE_NEWIPC | CLONE_PIDFD,
+                     CLONE_NEWIPC | CLONE_PIDFD | (rt->in_zygote ? CLONE_PARENT : 0),
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
-            .exit_signal = SIGCHLD,
+            .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
         long pid = syscall(SYS_clone3, &ca, sizeof(ca));
 
@@ -511,6 +520,11 @@ static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *
 fail:
     warm_close(w);
     return -1;
+}
+
+static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+{
+    return rt->zygote_fd >= 0 ? wr__zygote_spawn(rt, w, err) : wr__warm_spawn_here(rt, w, err);
 }
 
 int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)

@@ -53,6 +53,11 @@ void wr_uidpool_close(struct wr_uidpool *p)
     free(p);
 }
 
+int wr__uidpool_dirfd(const struct wr_uidpool *p)
+{
+    return p->dirfd;
+}
+
 static int alloc_locked(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err)
 {
     for (uint32_t i = 0; i < p->slots; i++) {

@@ -18,6 +18,9 @@ int wr_uidpool_open(const char *dir, uint32_t base, uint32_t slots, struct wr_ui
                     struct wr_err *err);
 void wr_uidpool_close(struct wr_uidpool *p);
 
+/* The pool's directory fd (for a process that closes everything else). */
+int wr__uidpool_dirfd(const struct wr_uidpool *p);
+
 /* Take a free slot. Returns 0 with *host_base (the first host id of the range) and *lock_fd
  * (O_CLOEXEC; closing every copy frees the slot), or -1 with WR_ELIMIT when all are taken. */
 int wr_uidpool_alloc(struct wr_uidpool *p, uint32_t *host_base, int *lock_fd, struct wr_err *err);

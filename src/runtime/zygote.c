@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The zygote: a small single-threaded process, forked from the daemon when its runtime opens
+ * (before any thread exists), that clones sandbox children on the daemon's behalf.
+ *
+ * Cloning from the daemon itself copies the daemon's page tables (large, and shared by its
+ * worker threads, so every copy-on-write fault afterwards flushes the other CPUs' TLBs) only for
+ * the child to throw them away at exec. The zygote is small and alone. Its children are made
+ * with CLONE_PARENT, so they are the daemon's children: the daemon reaps them and gets their
+ * pidfds, id-range locks and sockets over the zygote's socket (SCM_RIGHTS).
+ *
+ * The zygote dies with the daemon (parent-death signal, and EOF on its socket). */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "runtime_int.h"
+#include "uidpool.h"
+
+#define ZYGOTE_NFDS 4 /* pidfd, sync, uid lock, userns */
+
+struct zygote_reply {
+    int rc;
+    pid_t pid;
+    uid_t uid_base;
+    struct wr_err err;
+};
+
+/* Close every fd from 3 up but those in keep[] (any order). Async-signal-safe. */
+void wr__close_all_but(const int *keep, size_t n)
+{
+    int k[8];
+    unsigned lo = 3;
+
+    for (size_t i = 0; i < n && i < 8; i++)
+        k[i] = keep[i];
+    /* insertion sort: n is tiny */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && k[j - 1] > k[j]; j--) {
+            int t = k[j];
+            k[j] = k[j - 1];
+            k[j - 1] = t;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (k[i] < (int)lo)
+            continue;
+        if ((unsigned)k[i] > lo)
+            (void)syscall(SYS_close_range, lo, (unsigned)k[i] - 1, 0);
+        lo = (unsigned)k[i] + 1;
+    }
+    (void)syscall(SYS_close_range, lo, ~0U, 0);
+}
+
+static void close_warm_fds(struct wr__warm *w)
+{
+    int *fds[] = {&w->pidfd, &w->sync, &w->uid_lock, &w->userns_fd};
+    for (size_t i = 0; i < WR_ARRAY_SIZE(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd, pid_t daemon)
+{
+    int keep[3] = {fd, rt->init_fd, wr__uidpool_dirfd(rt->uids)};
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != daemon)
+        _exit(0);
+    (void)prctl(PR_SET_NAME, "warren-zygote");
+    signal(SIGPIPE, SIG_IGN);
+    wr__close_all_but(keep, 3);
+    rt->zygote_fd = -1; /* in here, spawn for real */
+    rt->in_zygote = true;
+    for (;;) {
+        char c;
+        struct zygote_reply r = {0};
+        struct wr__warm w;
+        char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
+        struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t n = read(fd, &c, 1);
+
+        if (n == 0 || (n < 0 && errno != EINTR))
+            _exit(0);
+        if (n < 0)
+            continue;
+        r.rc = wr__warm_spawn_here(rt, &w, &r.err);
+        if (r.rc == 0) {
+            struct cmsghdr *cm;
+            int fds[ZYGOTE_NFDS] = {w.pidfd, w.sync, w.uid_lock, w.userns_fd};
+            r.pid = w.pid;
+            r.uid_base = w.uid_base;
+            memset(cbuf, 0, sizeof(cbuf));
+            msg.msg_control = cbuf;
+            msg.msg_controllen = sizeof(cbuf);
+            cm = CMSG_FIRSTHDR(&msg);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(fds));
+            memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+        }
+        if (sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 && r.rc == 0) {
+            /* The daemon is gone: the child it will never use must not linger. */
+            (void)syscall(SYS_pidfd_send_signal, w.pidfd, SIGKILL, NULL, 0);
+        }
+        if (r.rc == 0)
+            close_warm_fds(&w);
+    }
+}
+
+int wr__zygote_start(struct wr_runtime *rt, struct wr_err *err)
+{
+    int sv[2];
+    pid_t daemon = getpid(), pid;
+
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return wr_err_sys(err, "zygote: socketpair");
+    pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return wr_err_sys(err, "zygote: fork");
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        zygote_main(rt, sv[1], daemon);
+    }
+    close(sv[1]);
+    rt->zygote_fd = sv[0];
+    rt->zygote_pid = pid;
+    return 0;
+}
+
+void wr__zygote_stop(struct wr_runtime *rt)
+{
+    if (rt->zygote_fd < 0)
+        return;
+    close(rt->zygote_fd);
+    rt->zygote_fd = -1;
+    while (waitpid(rt->zygote_pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+{
+    struct zygote_reply r;
+    char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
+    struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *cm;
+    ssize_t n;
+    int fds[ZYGOTE_NFDS];
+
+    *w = (struct wr__warm){.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1};
+    /* One request at a time: creates on several worker threads take turns. */
+    pthread_mutex_lock(&rt->zygote_lock);
+    if (write(rt->zygote_fd, "c", 1) != 1) {
+        pthread_mutex_unlock(&rt->zygote_lock);
+        return wr_err_sys(err, "zygote: request");
+    }
+    do {
+        n = recvmsg(rt->zygote_fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    pthread_mutex_unlock(&rt->zygote_lock);
+    if (n != (ssize_t)sizeof(r))
+        return wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "zygote: no answer");
+    if (r.rc < 0) {
+        *err = r.err;
+        return -1;
+    }
+    cm = CMSG_FIRSTHDR(&msg);
+    if (cm == NULL || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(fds)))
+        return wr_err_set(err, WR_EINTERNAL, 0, "zygote: answer without fds");
+    memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+    w->pid = r.pid;
+    w->uid_base = r.uid_base;
+    w->pidfd = fds[0];
+    w->sync = fds[1];
+    w->uid_lock = fds[2];
+    w->userns_fd = fds[3];
+    return 0;
+}
