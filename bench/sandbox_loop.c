@@ -238,6 +238,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sandbox_loop: %s\n", err.msg);
         return 1;
     }
+    (void)wr_runtime_sweep(rt, NULL); /* what an interrupted earlier run left */
     if (pool)
         pthread_create(&pt, NULL, pool_thread, rt);
     to_exit = calloc(n, sizeof(uint64_t));
