@@ -1,0 +1,182 @@
+#!/bin/sh
+# The daemon API benchmark (issue #3). Not a test: it reports medians and p99s, and ratios against
+# peers measured in the same run (`warren run`, bwrap, the runtime's in-process loop and floor).
+# Usage: bench/run-api.sh [BUILD_DIR] [N]
+#
+# It starts its own warrend on a temporary state directory (unix socket, no key), and measures:
+#  1. create → first byte of `echo hi` → delete, N times one after the other (POST /v1/sandboxes,
+#     POST exec mode=stream, DELETE), against `warren run -- echo hi` and bwrap (hyperfine -N)
+#     and bench/sandbox_loop (in-process, and --floor) in the same run;
+#  2. exec round trip: 1000 × POST exec mode=wait ["true"] in one running sandbox, keep-alive;
+#  3. file upload and download: 1 GiB of zeros PUT then GET (byte count checked), and 256 MiB of
+#     pseudo-random bytes (SHA-256 checked);
+#  4. create → exec true → delete throughput with C = 2, 4, 8 concurrent clients, 20 s each.
+# The client is bench/api.c (llhttp + jansson), built here with the Makefile's HOST_CFLAGS; its
+# own cost is shown (GET /v1/health round trip, client CPU per operation).
+set -eu
+BUILD=${1:-build}
+N=${2:-1000}
+NEXEC=${NEXEC:-1000}
+CONC_SECS=${CONC_SECS:-20}
+FILE_MIB=${FILE_MIB:-1024}
+HASH_MIB=${HASH_MIB:-256}
+IMG=$BUILD/images/busybox
+OUT=${BENCH_OUT:-$BUILD/bench}
+command -v hyperfine >/dev/null || { echo "bench: apt-get install hyperfine bubblewrap" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "bench: run as root (warrend needs it)" >&2; exit 1; }
+
+echo "== build"
+make -s BUILD="$BUILD" all
+mkdir -p "$OUT"
+# shellcheck disable=SC2016 # $($*) is make's, not the shell's
+mk() { make -s --no-print-directory BUILD="$BUILD" --eval 'print-%: ; @echo $($*)' "print-$1"; }
+# shellcheck disable=SC2046
+${CC:-gcc} $(mk HOST_CFLAGS) -I"$(mk LLHTTP_INC)" $(mk HOST_LDFLAGS) -o "$OUT/api_bench" \
+    bench/api.c "$BUILD"/llhttp/*.o -ljansson -lcrypto
+API="$OUT/api_bench"
+
+# ---- our own daemon, removed on any exit ----------------------------------------------------
+TMP=$(mktemp -d /tmp/warren-bench-api.XXXXXX)
+RUN_DIR=/run/warren-bench-api-$$
+CG=warren-bench-api-$$
+# the daemon's sandboxes get a cgroup parent and uid range of their own (the peers, like
+# bench/run.sh, use the defaults)
+DENV="WARREN_CGROUP_PARENT=$CG WARREN_UID_BASE=1879048192 WARREN_UID_SLOTS=64"
+SOCK=$TMP/warrend.sock
+DPID=
+cleanup() {
+    set +e
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        # warrend leaves sandboxes running on SIGTERM (the next one adopts them): delete them first
+        "$API" "$SOCK" reap
+        kill -TERM "$DPID"
+        i=0
+        while kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+        kill -0 "$DPID" 2>/dev/null && kill -KILL "$DPID"
+        wait "$DPID" 2>/dev/null
+    fi
+    for h in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
+        [ -d "$h" ] || continue
+        i=0 # a killed sandbox's processes exit asynchronously
+        while [ $i -lt 50 ]; do
+            for d in "$h"/*/; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+            rmdir "$h" 2>/dev/null && break
+            sleep 0.1
+            i=$((i + 1))
+        done
+        [ -d "$h" ] && echo "bench: left behind: $h" >&2
+    done
+    rm -rf "$RUN_DIR" "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+mkdir -p "$TMP/state/templates/base"
+ln -s "$(realpath "$IMG")" "$TMP/state/templates/base/rootfs"
+# shellcheck disable=SC2086 # DENV is three VAR=value words
+env $DENV "$BUILD/warrend" --state-dir "$TMP/state" --socket "$SOCK" --listen 127.0.0.1:0 \
+    --run-dir "$RUN_DIR" --log-level warn >"$TMP/ready" 2>"$TMP/warrend.log" &
+DPID=$!
+i=0
+while ! grep -q "warrend ready" "$TMP/ready" && kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+READY=$(cat "$TMP/ready")
+case "$READY" in
+*"warrend ready"*) ;;
+*) echo "bench: warrend did not start: $READY" >&2; cat "$TMP/warrend.log" >&2; exit 1 ;;
+esac
+echo "$DPID" >"$OUT/warrend.pid" # for `perf record -p` from another shell
+
+LOG=$OUT/api.log
+: >"$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+# step CMD...: run it, show its output and keep it in the log for the summary
+step() {
+    "$@" >"$TMP/step.out" || { cat "$TMP/step.out"; return 1; }
+    cat "$TMP/step.out"
+    cat "$TMP/step.out" >>"$LOG"
+}
+
+say "== machine: $(nproc) cpus, kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ), warrend pid $DPID"
+say "== 0. the client's own cost: GET /v1/health on one keep-alive connection, 1000 times"
+step "$API" "$SOCK" health 1000
+
+say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times"
+step "$API" "$SOCK" cycle "$N"
+say "== 1b. peers, same run: in-process runtime loop (/bin/true) and the isolation floor, $N each"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" "$(realpath "$IMG")" "$N"
+step "$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N"
+say "== 1c. peers, same run: warren run and bwrap, \`echo hi\`, $N runs each (hyperfine -N)"
+hyperfine -N --warmup 20 --runs "$N" --export-json "$OUT/api-cli.json" \
+    -n warren-run "$BUILD/warren run --rootfs $IMG -- echo hi" \
+    -n bwrap-img "bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind $IMG / --proc /proc --dev /dev --tmpfs /tmp /bin/echo hi" \
+    >/dev/null
+step python3 - "$OUT/api-cli.json" <<'PY'
+import json, statistics, sys
+res = json.load(open(sys.argv[1]))["results"]
+def p(v, q):
+    v = sorted(v); return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+for r in res:
+    t = [x * 1000 for x in r["times"]]
+    print("  %-34s median %8.3f ms  p99 %8.3f ms  (n=%d)" % (r["command"], statistics.median(t), p(t, 0.99), len(t)))
+PY
+
+say "== 2. exec round trip in one running sandbox, $NEXEC times, keep-alive"
+step "$API" "$SOCK" exec "$NEXEC"
+say "== 2b. peer, same run: the host starting the image's busybox \`true\` (posix_spawn + waitpid)"
+step "$API" "$SOCK" spawn "$NEXEC" "$IMG/bin/busybox"
+
+say "== 3. files: PUT then GET"
+step "$API" "$SOCK" files "$FILE_MIB" 0
+step "$API" "$SOCK" files "$HASH_MIB" 1
+
+say "== 4. create → exec true (wait) → delete, concurrent clients, ${CONC_SECS} s each"
+for c in 2 4 8; do
+    step "$API" "$SOCK" conc "$c" "$CONC_SECS"
+done
+
+say "== summary: ratios against peers of this run, and the targets of issue #3"
+python3 - "$LOG" <<'PY'
+import re, sys
+med, p99, files, conc = {}, {}, {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\s+(.+?)\s+median\s+([\d.]+) ms\s+p99\s+([\d.]+) ms", line)
+    if m:
+        med[m.group(1).strip()] = float(m.group(2)); p99[m.group(1).strip()] = float(m.group(3))
+    m = re.match(r"RESULT files mib=(\d+) hash=(\d) put_s=([\d.]+) get_s=([\d.]+)", line)
+    if m:
+        mib = int(m.group(1)); files[int(m.group(2))] = (mib / float(m.group(3)), mib / float(m.group(4)), float(m.group(3)), float(m.group(4)), mib)
+    m = re.match(r"RESULT conc c=(\d+) cycles=(\d+) secs=([\d.]+) rate=([\d.]+) errors=(\d+) limit=(\d+)", line)
+    if m:
+        conc[int(m.group(1))] = (float(m.group(4)), int(m.group(5)), int(m.group(6)))
+first = med["create → first stdout"]; cyc = med["whole cycle"]
+floor = med["clone -> /bin/true exit -> reaped"]
+RESEARCH_FLOOR = 1.56  # ms, research/perf-namespaces.md (the day the targets were set)
+k = floor / RESEARCH_FLOOR
+print("  API create→first stdout / warren run (echo hi)  %.2f" % (first / med["warren-run"]))
+print("  API create→first stdout / bwrap (echo hi)       %.2f" % (first / med["bwrap-img"]))
+print("  API create→first stdout / in-process create→exit %.2f" % (first / med["create -> /bin/true exit"]))
+print("  API create→first stdout / floor                 %.2f" % (first / floor))
+print("  API whole cycle / in-process full cycle          %.2f" % (cyc / med["full cycle incl. destroy"]))
+print("  exec round trip / GET /v1/health round trip      %.2f" % (med['exec wait ["true"] round trip'] / med["GET /v1/health round trip"]))
+print("  exec round trip / host posix_spawn true          %.2f" % (med['exec wait ["true"] round trip'] / med["host posix_spawn true + waitpid"]))
+print("  machine factor: floor %.2f ms / %.2f ms on the research day = %.2fx slower" % (floor, RESEARCH_FLOOR, k))
+def tgt(name, val, unit, target, ok):
+    print("  target %-30s %10.2f %-5s (target %s, scaled by %.2fx: %s) -> %s" % (name, val, unit, target[0], k, target[1], "met" if ok else "MISSED"))
+tgt("create→first output median", first, "ms", ("≤ 3 ms", "≤ %.2f ms" % (3 * k)), first <= 3 * k)
+ex = med['exec wait ["true"] round trip']
+tgt("exec round trip median", ex, "ms", ("≤ 0.5 ms", "≤ %.2f ms" % (0.5 * k)), ex <= 0.5 * k)
+best = max(conc.values())[0] if conc else 0
+tgt("create+exec+delete /s (best C)", best, "/s", ("≥ 700/s", "≥ %.0f/s" % (700 / k)), best >= 700 / k)
+if 0 in files:
+    up, down, ts_up, ts_down, mib = files[0]
+    sc = mib / 1024
+    tgt("%d MiB upload" % mib, ts_up, "s", ("≤ %.2f s" % (2 * sc), "≤ %.2f s" % (2 * sc * k)), ts_up <= 2 * sc * k)
+    tgt("%d MiB download" % mib, ts_down, "s", ("≤ %.2f s" % (2 * sc), "≤ %.2f s" % (2 * sc * k)), ts_down <= 2 * sc * k)
+PY
+if [ -s "$TMP/warrend.log" ]; then
+    echo "== warrend log (warnings and errors): $(wc -l <"$TMP/warrend.log") lines, last ones:"
+    tail -n 5 "$TMP/warrend.log"
+fi
