@@ -186,4 +186,4 @@ check-layers:
 clean:
 	rm -rf build build-asan
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/host $(BUILD)/static $(BUILD)/tests $(BUILD)/bench -name '*.d' -type f 2>/dev/null)

@@ -8,14 +8,26 @@ cd "$(dirname "$0")"
 sh scripts/deps.sh run
 make -s -j"$(nproc)" all
 STATE=${WARREN_STATE_DIR:-/var/lib/warren}
-# The `base` template, until the images work brings Debian's: the busybox image built by make.
-T=$STATE/templates/base
-if [ ! -e "$T/rootfs" ] || [ build/images/busybox/.done -nt "$T/rootfs" ]; then
-    mkdir -p "$T"
-    rm -rf "$T/rootfs.new"
-    cp -a build/images/busybox "$T/rootfs.new"
-    rm -rf "$T/rootfs"
-    mv "$T/rootfs.new" "$T/rootfs"
+# Templates: `busybox`, the tiny image built by make (refreshed when make rebuilds it), and
+# `base`, the default: Debian bookworm built by scripts/build-base.sh on first use (a minute or
+# two; `scripts/build-base.sh $STATE/templates/base` rebuilds it). See docs/templates.md.
+T=$STATE/templates
+if [ -d "$T/base/rootfs" ] && [ ! -e "$T/base/rootfs/bin/bash" ] && [ ! -e "$T/busybox/rootfs" ]; then
+    # The busybox copy that used to be `base`: keep it, as `busybox` (a rename leaves the
+    # sandboxes made from it intact).
+    mkdir -p "$T/busybox"
+    mv "$T/base/rootfs" "$T/busybox/rootfs"
+fi
+if [ ! -e "$T/busybox/rootfs" ] || [ build/images/busybox/.done -nt "$T/busybox/rootfs" ]; then
+    mkdir -p "$T/busybox"
+    rm -rf "$T/busybox/rootfs.new"
+    cp -a build/images/busybox "$T/busybox/rootfs.new"
+    rm -rf "$T/busybox/rootfs"
+    mv "$T/busybox/rootfs.new" "$T/busybox/rootfs"
+fi
+if [ ! -e "$T/base/rootfs/bin/bash" ]; then
+    echo "run: building the base template (Debian bookworm) into $T/base; only this once" >&2
+    sh scripts/build-base.sh "$T/base"
 fi
 echo "warrend: API on unix:///run/warrend/warrend.sock and http://127.0.0.1:7860;" \
      "the admin key is in $STATE/admin.key; try: ./build/warren create" >&2

@@ -6,4 +6,14 @@ cd "$(dirname "$0")"
 sh scripts/deps.sh test
 make -s -j"$(nproc)" all
 make -s format-check check-layers
+# The base template (Debian) for tests/integration/test_base_template.py: built once, reused
+# until scripts/build-base.sh changes. Not under build/: the Makefile includes every `*.d` there,
+# and a rootfs is full of /etc/*.d directories.
+export WARREN_BASE_TEMPLATE="${WARREN_BASE_TEMPLATE:-/var/cache/warren/test-templates/base}"
+stamp=$(sha256sum <scripts/build-base.sh)
+if [ ! -e "$WARREN_BASE_TEMPLATE/rootfs/bin/bash" ] ||
+    [ "$(cat "$WARREN_BASE_TEMPLATE/.built-by" 2>/dev/null)" != "$stamp" ]; then
+    sh scripts/build-base.sh "$WARREN_BASE_TEMPLATE"
+    echo "$stamp" >"$WARREN_BASE_TEMPLATE/.built-by"
+fi
 make test

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* /v1/sandboxes: create, list, get, delete, timeout; sub-resources go to h_exec.c and
- * h_files.c. */
+/* /v1/sandboxes: create, list, get, delete, timeout, pause, resume; sub-resources go to
+ * h_exec.c and h_files.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../util/log.h"
 #include "../util/parse.h"
@@ -14,21 +15,36 @@
 
 #define MAX_CREATE_BODY (64u * 1024)
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
 {
     char created[32], expires[32];
     json_t *meta = json_loads(r->metadata_json ? r->metadata_json : "{}", 0, NULL);
+    bool paused = r->remaining_ms >= 0 && r->state != NULL && strcmp(r->state, "paused") == 0;
+    json_t *j;
 
     api_time(r->created_ms, created);
-    api_time(r->deadline_ms, expires);
+    /* A paused sandbox's clock is stopped: it would expire this long after a resume now. */
+    api_time(paused ? now_ms() + r->remaining_ms : r->deadline_ms, expires);
     if (!json_is_object(meta)) {
         json_decref(meta);
         meta = json_object();
     }
-    return json_pack("{s:s,s:s,s:s,s:s?,s:f,s:I,s:s,s:s,s:o}", "id", r->id, "template",
-                     r->template_name, "state", r->state, "reason", r->reason, "cpus",
-                     r->cpu_millis / 1000.0, "memory_mb", (json_int_t)(r->memory_bytes >> 20),
-                     "created_at", created, "expires_at", expires, "metadata", meta);
+    j = json_pack("{s:s,s:s,s:s,s:s?,s:f,s:I,s:s,s:s,s:o,s:s,s:I,s:s?}", "id", r->id, "template",
+                  r->template_name, "state", r->state, "reason", r->reason, "cpus",
+                  r->cpu_millis / 1000.0, "memory_mb", (json_int_t)(r->memory_bytes >> 20),
+                  "created_at", created, "expires_at", expires, "metadata", meta, "on_timeout",
+                  r->on_timeout ? r->on_timeout : "kill", "timeout", (json_int_t)r->timeout_s,
+                  "paused_mode", paused ? r->paused_mode : NULL);
+    json_object_set_new(j, "remaining_ms",
+                        paused ? json_integer((json_int_t)r->remaining_ms) : json_null());
+    return j;
 }
 
 /* What a body callback needs to know about the request it continues. */
@@ -128,8 +144,8 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
 
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"template", "cpus",     "memory_mb", "timeout",
-                                          "env",      "metadata", NULL};
+    static const char *const allowed[] = {"template", "cpus",     "memory_mb",  "timeout",
+                                          "env",      "metadata", "on_timeout", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_api *api = bc->api;
     struct create_ctx *c;
@@ -174,6 +190,14 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
             goto out;
         }
         cr.timeout_s = (uint32_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(j, "on_timeout")) != NULL && !json_is_null(v)) {
+        const char *p = json_string_value(v);
+        if (p == NULL || (strcmp(p, "kill") != 0 && strcmp(p, "pause") != 0)) {
+            wr_http_respond_error(req, 400, "invalid", "`on_timeout` must be kill or pause");
+            goto out;
+        }
+        cr.on_timeout_pause = strcmp(p, "pause") == 0;
     }
     if (string_map(req, j, "env", &env) < 0 || string_map(req, j, "metadata", &meta) < 0)
         goto out;
@@ -347,6 +371,97 @@ static void timeout_body(struct wr_http_req *req, const char *body, size_t len)
     json_decref(j);
 }
 
+/* ---- pause, resume ---------------------------------------------------------------------- */
+
+/* The answer of a pause or resume; if the client left meanwhile, the change still happens. */
+struct state_ctx {
+    struct wr_http_req *req;
+};
+
+static void state_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct state_ctx *s = data;
+    s->req = NULL;
+}
+
+static void state_done(void *ctx, const struct wr_sandbox_rec *rec, const struct wr_err *err)
+{
+    struct state_ctx *s = ctx;
+
+    if (s->req != NULL) {
+        wr_http_req_set_data(s->req, NULL, NULL);
+        if (err != NULL)
+            api_error(s->req, err);
+        else
+            wr_http_respond_json(s->req, 200, api_sandbox_json(rec));
+    }
+    free(s);
+}
+
+static struct state_ctx *state_ctx_new(struct wr_http_req *req)
+{
+    struct state_ctx *s = xcalloc(1, sizeof(*s));
+
+    s->req = req;
+    wr_http_req_set_data(req, s, state_closed);
+    return s;
+}
+
+static void pause_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"mode", NULL};
+    struct body_ctx *bc = take_body_ctx(req);
+    enum wr_pause_mode mode = WR_PAUSE_MEMORY;
+    json_t *j, *v;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        goto out;
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    if ((v = json_object_get(j, "mode")) != NULL && !json_is_null(v)) {
+        const char *m = json_string_value(v);
+        if (m == NULL || (strcmp(m, "memory") != 0 && strcmp(m, "disk") != 0)) {
+            wr_http_respond_error(req, 400, "invalid", "`mode` must be memory or disk");
+            goto out;
+        }
+        if (strcmp(m, "disk") == 0)
+            mode = WR_PAUSE_DISK;
+    }
+    wr_manager_pause(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, mode, state_done,
+                     state_ctx_new(req));
+out:
+    json_decref(j);
+    free(bc);
+}
+
+static void resume_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"timeout", NULL};
+    struct body_ctx *bc = take_body_ctx(req);
+    uint32_t timeout_s = 0;
+    json_t *j, *v;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        goto out;
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > UINT32_MAX) {
+            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
+            goto out;
+        }
+        timeout_s = (uint32_t)json_integer_value(v);
+    }
+    wr_manager_resume(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, timeout_s, state_done,
+                      state_ctx_new(req));
+out:
+    json_decref(j);
+    free(bc);
+}
+
 static void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team,
                            const char *id, size_t max,
                            void (*cb)(struct wr_http_req *, const char *, size_t))
@@ -403,6 +518,15 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
             return;
         }
         read_body_with(api, req, team, rt->seg[1], 4096, timeout_body);
+        return;
+    }
+    if (rt->nseg == 3 && (strcmp(rt->seg[2], "pause") == 0 || strcmp(rt->seg[2], "resume") == 0)) {
+        if (strcmp(method, "POST") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
+            return;
+        }
+        read_body_with(api, req, team, rt->seg[1], 4096,
+                       rt->seg[2][0] == 'p' ? pause_body : resume_body);
         return;
     }
     /* Everything else needs a running sandbox. */

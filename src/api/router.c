@@ -49,6 +49,8 @@ void api_error(struct wr_http_req *req, const struct wr_err *err)
         case EBUSY:
         case EISDIR:
         case ENOTDIR:
+        case ENOTTY: /* resizing a process that has no terminal */
+        case EXDEV:  /* a move across filesystems of the sandbox */
             status = 409;
             break;
         case EACCES:

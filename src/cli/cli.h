@@ -28,6 +28,8 @@ int cmd_ls(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_timeout(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);

@@ -22,6 +22,8 @@ static const struct verb verbs[] = {
     {"info", cmd_info, "show a sandbox"},
     {"rm", cmd_rm, "kill and delete sandboxes"},
     {"timeout", cmd_timeout, "set a sandbox's deadline"},
+    {"pause", cmd_pause, "pause a sandbox in memory (its clock stops)"},
+    {"resume", cmd_resume, "resume a paused sandbox"},
     {"exec", cmd_exec, "run a command in a sandbox"},
     {"shell", cmd_shell, "an interactive shell in a sandbox"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sandbox verbs: `warren create`, `ls`, `info`, `rm` and `timeout`. */
+/* The sandbox verbs: `warren create`, `ls`, `info`, `rm`, `timeout`, `pause` and `resume`. */
 #include "cli.h"
 
 #include <getopt.h>
@@ -97,6 +97,14 @@ static void print_sandbox(const json_t *s)
     printf("memory:     %s\n", mem);
     printf("created_at: %s\n", json_string_value(json_object_get(s, "created_at")) ?: "?");
     printf("expires_at: %s%s%s%s\n", exp ?: "?", rel ? " (" : "", rel ? rel : "", rel ? ")" : "");
+    if (json_string_value(json_object_get(s, "on_timeout")))
+        printf("on_timeout: %s\n", json_string_value(json_object_get(s, "on_timeout")));
+    if (json_string_value(json_object_get(s, "paused_mode"))) {
+        json_int_t left = json_integer_value(json_object_get(s, "remaining_ms"));
+        printf("paused:     in %s, %lld.%03llds left on the clock (stopped)\n",
+               json_string_value(json_object_get(s, "paused_mode")), (long long)(left / 1000),
+               (long long)(left % 1000));
+    }
     json_object_foreach((json_t *)json_object_get(s, "metadata"), k, v)
         printf("metadata:   %s=%s\n", k, json_string_value(v) ?: "");
 }
@@ -111,6 +119,8 @@ static void create_usage(FILE *f)
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
                "  --memory SIZE          memory, e.g. 512M, 2G (default 512M)\n"
                "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
+               "  --on-timeout kill|pause  at the deadline, kill (default) or pause the\n"
+               "                         sandbox (resume gives it its timeout again)\n"
                "  --env K=V              environment for every command (repeatable)\n"
                "  --metadata K=V         a label (repeatable)\n"
                "  --idempotency-key KEY  a retried create returns the same sandbox\n"
@@ -119,12 +129,13 @@ static void create_usage(FILE *f)
 
 int cmd_create(int argc, char **argv)
 {
-    enum { O_TEMPLATE = 256, O_CPUS, O_MEMORY, O_TIMEOUT, O_ENV, O_META, O_IDEM };
+    enum { O_TEMPLATE = 256, O_CPUS, O_MEMORY, O_TIMEOUT, O_ON_TIMEOUT, O_ENV, O_META, O_IDEM };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
         {"cpus", required_argument, NULL, O_CPUS},
         {"memory", required_argument, NULL, O_MEMORY},
         {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"on-timeout", required_argument, NULL, O_ON_TIMEOUT},
         {"env", required_argument, NULL, O_ENV},
         {"metadata", required_argument, NULL, O_META},
         {"idempotency-key", required_argument, NULL, O_IDEM},
@@ -166,6 +177,13 @@ int cmd_create(int argc, char **argv)
                 goto out;
             }
             json_object_set_new(body, "timeout", json_integer((json_int_t)v));
+            break;
+        case O_ON_TIMEOUT:
+            if (strcmp(optarg, "kill") != 0 && strcmp(optarg, "pause") != 0) {
+                cli_errorf("create: --on-timeout `%s`: want kill or pause", optarg);
+                goto out;
+            }
+            json_object_set_new(body, "on_timeout", json_string(optarg));
             break;
         case O_ENV:
             if (cli_kv_set("create", "--env", env, optarg) < 0)
@@ -513,4 +531,120 @@ int cmd_timeout(int argc, char **argv)
                json_string_value(json_object_get(sb, "expires_at")) ?: "?");
     json_decref(sb);
     return 0;
+}
+
+/* ---- pause, resume ---------------------------------------------------------------------- */
+
+int cmd_pause(int argc, char **argv)
+{
+    struct cli_http *http = NULL;
+    _cleanup_free_ char *target = NULL;
+    json_t *body, *sb = NULL;
+    struct wr_err err;
+    bool json = false;
+    int rc,
+        i = simple_opts("pause",
+                        "usage: warren pause ID [-o json]\n\n"
+                        "Pause a sandbox in memory: every process stops where it is and keeps\n"
+                        "its memory, and the deadline's clock stops. `warren resume` goes on.\n",
+                        argc, argv, &json, &rc);
+
+    if (i < 0)
+        return rc;
+    if (argc - i != 1) {
+        cli_errorf("pause: want exactly one sandbox id (usage: warren pause ID [-o json])");
+        return CLI_EXIT_USAGE;
+    }
+    if (!cli_check_id("pause", argv[i]))
+        return CLI_EXIT_USAGE;
+    if ((http = connect_or_complain("pause")) == NULL)
+        return CLI_EXIT_FAIL;
+    target = xasprintf("/v1/sandboxes/%s/pause", argv[i]);
+    body = json_pack("{s:s}", "mode", "memory");
+    rc = cli_api(http, "POST", target, body, &sb, &err) < 0 ? CLI_EXIT_FAIL : 0;
+    json_decref(body);
+    cli_http_close(http);
+    if (rc != 0) {
+        cli_errorf("pause: %s", err.msg);
+        return rc;
+    }
+    if (json) {
+        cli_print_json(sb);
+    } else {
+        json_int_t left = json_integer_value(json_object_get(sb, "remaining_ms"));
+        printf("%s paused in memory, %lld.%03llds left on its clock\n", argv[i],
+               (long long)(left / 1000), (long long)(left % 1000));
+    }
+    json_decref(sb);
+    return 0;
+}
+
+int cmd_resume(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"timeout", required_argument, NULL, 't'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct cli_http *http = NULL;
+    _cleanup_free_ char *target = NULL;
+    json_t *body = json_object(), *sb = NULL;
+    struct wr_err err;
+    bool json = false;
+    uint64_t secs;
+    int c, rc = CLI_EXIT_USAGE;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            if (wr_parse_uint(optarg, MAX_TIMEOUT_S, &secs, &err) < 0 || secs == 0) {
+                cli_errorf("resume: --timeout `%s` must be a whole number of seconds, at least 1",
+                           optarg);
+                goto out;
+            }
+            json_object_set_new(body, "timeout", json_integer((json_int_t)secs));
+            break;
+        case 'o':
+            if (cli_output_arg("resume", optarg, &json) < 0)
+                goto out;
+            break;
+        case 'h':
+            printf("usage: warren resume ID [--timeout SECS] [-o json]\n\n"
+                   "Resume a paused sandbox. It expires after the time it had left (its whole\n"
+                   "timeout if its deadline paused it), or SECS seconds from now.\n");
+            rc = 0;
+            goto out;
+        default:
+            rc = cli_bad_option("resume", argv);
+            goto out;
+        }
+    }
+    if (argc - optind != 1) {
+        cli_errorf("resume: want exactly one sandbox id (usage: warren resume ID [--timeout "
+                   "SECS])");
+        goto out;
+    }
+    if (!cli_check_id("resume", argv[optind]))
+        goto out;
+    rc = CLI_EXIT_FAIL;
+    if ((http = connect_or_complain("resume")) == NULL)
+        goto out;
+    target = xasprintf("/v1/sandboxes/%s/resume", argv[optind]);
+    if (cli_api(http, "POST", target, body, &sb, &err) < 0) {
+        cli_errorf("resume: %s", err.msg);
+        goto out;
+    }
+    if (json)
+        cli_print_json(sb);
+    else
+        printf("%s running, expires at %s\n", argv[optind],
+               json_string_value(json_object_get(sb, "expires_at")) ?: "?");
+    rc = 0;
+out:
+    cli_http_close(http);
+    json_decref(body);
+    json_decref(sb);
+    return rc;
 }

@@ -16,6 +16,24 @@ struct wr_msb {
     bool ending;  /* being destroyed */
     bool adopted; /* taken back after a daemon restart */
     bool polling;
+    /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init
+     * does not read, so a request would wait for the thaw, or time out wrongly). */
+    bool paused;
+    bool busy;             /* a create, freeze, thaw or destroy of it runs on a worker */
+    bool on_timeout_pause; /* the deadline pauses instead of killing */
+    uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
+    int64_t deadline_ms;   /* wall clock, while running */
+    int64_t remaining_ms;  /* the deadline's time left, while paused */
+    /* An end asked for while busy, run when the worker is done (final_state NULL: delete). */
+    struct {
+        bool due;
+        char *final_state, *reason;
+        void (*cb)(void *ctx, const struct wr_err *err);
+        void *ctx;
+    } pending_end;
+    /* A resume of an adopted sandbox answers once its agent (connected at the thaw) is ready. */
+    wr_manager_state_cb resume_cb;
+    void *resume_ctx;
     int open_handles;
     uint64_t memory_bytes;
     struct wr_sandbox *rt;
@@ -33,3 +51,7 @@ int64_t wr__core_now_ms(void);
 void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why);
 void wr__procs_free(struct wr_msb *sb);
 void wr__procs_adopt(struct wr_msb *sb);
+/* The sandbox is being frozen: stop the exec timeouts of its processes, keeping their time left;
+ * and thawed: start them again with it. */
+void wr__procs_pause(struct wr_msb *sb);
+void wr__procs_resume(struct wr_msb *sb);

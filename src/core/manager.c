@@ -29,8 +29,22 @@ struct wr_manager {
     struct wr_msb *buckets[NBUCKETS];
     uint64_t count;     /* sandboxes in memory: creating or running */
     uint64_t committed; /* their memory limits */
+    unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
     bool closing;
 };
+
+static void queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done)
+{
+    m->inflight++;
+    uv_queue_work(m->loop, w, run, done);
+}
+
+/* The last thing a work's done callback does: m may be freed. */
+static void work_done(struct wr_manager *m)
+{
+    if (--m->inflight == 0 && m->closing)
+        free(m);
+}
 
 /* ---- time and ids --------------------------------------------------------------------------- */
 
@@ -171,31 +185,17 @@ static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *
     return sb;
 }
 
-/* The sandbox runs: watch its end, arm its deadline, connect its agent. */
-static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool connect_by_path)
+/* Open the sandbox's control agent: on its connected socket, or by path (after a restart). */
+static void msb_connect(struct wr_msb *sb, bool by_path)
 {
-    struct wr_manager *m = sb->m;
-    struct wr_agent_config ac = {
-        .loop = m->loop, .fd = -1, .on_ready = agent_ready, .on_close = agent_closed, .ctx = sb};
+    struct wr_agent_config ac = {.loop = sb->m->loop,
+                                 .fd = -1,
+                                 .on_ready = agent_ready,
+                                 .on_close = agent_closed,
+                                 .ctx = sb};
     struct wr_err err;
-    int64_t left = deadline_ms - wr__core_now_ms();
 
-    sb->alive = true;
-    uv_timer_init(m->loop, &sb->deadline);
-    sb->deadline.data = sb;
-    sb->open_handles++;
-    wr_msb_ref(sb);
-    uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
-
-    if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
-        sb->pidfd_poll.data = sb;
-        sb->open_handles++;
-        wr_msb_ref(sb);
-        uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
-        sb->polling = true;
-    }
-
-    if (connect_by_path)
+    if (by_path)
         ac.path = wr_sandbox_ctl_path(sb->rt);
     else
         ac.fd = dup(wr_sandbox_ctl_fd(sb->rt));
@@ -205,12 +205,65 @@ static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool conn
     }
 }
 
+static void arm_deadline(struct wr_msb *sb)
+{
+    int64_t left = sb->deadline_ms - wr__core_now_ms();
+    uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
+}
+
+/* The sandbox runs (or is paused): watch its end; unless paused, arm its deadline and connect
+ * its agent (a frozen warren-init could not answer the HELLO: resume connects it). */
+static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool connect_by_path)
+{
+    struct wr_manager *m = sb->m;
+
+    sb->alive = true;
+    sb->deadline_ms = deadline_ms;
+    uv_timer_init(m->loop, &sb->deadline);
+    sb->deadline.data = sb;
+    sb->open_handles++;
+    wr_msb_ref(sb);
+    if (!sb->paused)
+        arm_deadline(sb);
+
+    if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
+        sb->pidfd_poll.data = sb;
+        sb->open_handles++;
+        wr_msb_ref(sb);
+        uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
+        sb->polling = true;
+    }
+    if (!sb->paused)
+        msb_connect(sb, connect_by_path);
+}
+
+/* Answer a resume that waits for the agent (see resume_cb). */
+static void resume_answer(struct wr_msb *sb, const struct wr_err *err)
+{
+    wr_manager_state_cb cb = sb->resume_cb;
+    struct wr_sandbox_rec rec;
+    struct wr_err e2;
+
+    if (cb == NULL)
+        return;
+    sb->resume_cb = NULL;
+    if (err != NULL) {
+        cb(sb->resume_ctx, NULL, err);
+    } else if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, &rec, &e2) < 0) {
+        cb(sb->resume_ctx, NULL, &e2);
+    } else {
+        cb(sb->resume_ctx, &rec, NULL);
+        wr_sandbox_rec_fini(&rec);
+    }
+}
+
 /* Stop everything that refers to the sandbox on the loop; its processes hear on_lost. */
 static void msb_stop_watching(struct wr_msb *sb, const struct wr_err *why)
 {
     if (!sb->alive)
         return;
     sb->alive = false;
+    resume_answer(sb, why);
     wr__procs_lost(sb, why);
     if (sb->agent != NULL) {
         wr_agent_close(sb->agent);
@@ -234,6 +287,7 @@ struct destroy_work {
     struct wr_sandbox *rt_sb;
     char *final_state; /* NULL: remove the record */
     char *reason;
+    bool thaw;
     struct wr_err err;
     int rc;
     void (*cb)(void *ctx, const struct wr_err *err);
@@ -243,6 +297,12 @@ struct destroy_work {
 static void destroy_run(uv_work_t *w)
 {
     struct destroy_work *d = w->data;
+    struct wr_err e2;
+
+    /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
+     * freezer does not act on SIGKILL until thawed. */
+    if (d->thaw && wr_sandbox_freeze(d->rt_sb, false, &e2) < 0)
+        log_warn("sandbox %s: thaw before destroy: %s", wr_sandbox_id(d->rt_sb), e2.msg);
     d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
 }
 
@@ -270,16 +330,18 @@ static void destroy_done(uv_work_t *w, int status)
     free(d->final_state);
     free(d->reason);
     free(d);
+    work_done(m);
 }
 
 /* End a sandbox: stop watching it, destroy it on a worker, then record its end. */
-static void msb_end(struct wr_msb *sb, const char *final_state, const char *reason,
-                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+static void msb_end_now(struct wr_msb *sb, const char *final_state, const char *reason,
+                        void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
     struct destroy_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
 
     sb->ending = true;
+    sb->busy = true;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
     msb_stop_watching(sb, &why);
     d->sb = sb;
@@ -289,18 +351,61 @@ static void msb_end(struct wr_msb *sb, const char *final_state, const char *reas
     d->reason = reason ? xstrdup(reason) : NULL;
     d->cb = cb;
     d->ctx = ctx;
+    d->thaw = sb->paused;
     d->w.data = d;
     if (!sb->m->closing && final_state != NULL)
         (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, "stopped", reason, NULL);
-    uv_queue_work(sb->m->loop, &d->w, destroy_run, destroy_done);
+    queue_work(sb->m, &d->w, destroy_run, destroy_done);
 }
+
+/* End a sandbox, or, while a worker freezes or thaws it, once that is done. */
+static void msb_end(struct wr_msb *sb, const char *final_state, const char *reason,
+                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    if (!sb->busy) {
+        msb_end_now(sb, final_state, reason, cb, ctx);
+        return;
+    }
+    sb->ending = true;
+    sb->pending_end.due = true;
+    sb->pending_end.final_state = final_state ? xstrdup(final_state) : NULL;
+    sb->pending_end.reason = reason ? xstrdup(reason) : NULL;
+    sb->pending_end.cb = cb;
+    sb->pending_end.ctx = ctx;
+}
+
+/* After a freeze or thaw: run the end that was asked for meanwhile, if any. */
+static bool run_pending_end(struct wr_msb *sb)
+{
+    char *final_state = sb->pending_end.final_state, *reason = sb->pending_end.reason;
+
+    if (!sb->pending_end.due)
+        return false;
+    sb->pending_end.due = false;
+    sb->pending_end.final_state = sb->pending_end.reason = NULL;
+    msb_end_now(sb, final_state, reason, sb->pending_end.cb, sb->pending_end.ctx);
+    free(final_state);
+    free(reason);
+    return true;
+}
+
+static void pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
+                        wr_manager_state_cb cb, void *ctx);
 
 static void on_deadline(uv_timer_t *t)
 {
     struct wr_msb *sb = t->data;
+
+    if (sb->ending || sb->paused)
+        return;
+    if (sb->on_timeout_pause) {
+        /* Resumed, it gets its whole timeout again. */
+        log_info("sandbox %s: deadline reached: pausing", sb->id);
+        pause_start(sb, "timeout", (int64_t)sb->timeout_s * 1000, NULL, NULL);
+        return;
+    }
     log_info("sandbox %s: deadline reached", sb->id);
-    if (!sb->ending)
-        msb_end(sb, "stopped", "timeout", NULL, NULL);
+    msb_end(sb, "stopped", "timeout", NULL, NULL);
 }
 
 static void on_pidfd(uv_poll_t *p, int status, int events)
@@ -317,10 +422,12 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
 
     if (err != NULL) {
         log_warn("sandbox %s: agent: %s", sb->id, err->msg);
+        resume_answer(sb, NULL); /* it runs, though its agent failed: the record says so */
         return;
     }
     if (sb->adopted)
         wr__procs_adopt(sb);
+    resume_answer(sb, NULL);
 }
 
 /* The agent connection broke while warren-init looked alive. */
@@ -358,6 +465,7 @@ struct create_work {
     char *layer;
     char **env; /* NULL-terminated KEY=VALUE */
     char *cwd, *user;
+    bool allow_setuid;
     uint32_t pids_max;
     struct wr_sandbox *rt_sb;
     struct wr_err err;
@@ -380,6 +488,7 @@ static void create_run(uv_work_t *w)
         .memory_bytes = c->rec.memory_bytes,
         .cpu_millis = c->rec.cpu_millis,
         .pids_max = c->pids_max,
+        .allow_setuid = c->allow_setuid,
         .tmpfs_bytes = c->rec.memory_bytes ? c->rec.memory_bytes : 0,
     };
     c->rc = wr_sandbox_create(c->m->cfg.rt, &spec, &c->rt_sb, &c->err);
@@ -400,6 +509,7 @@ static void create_done(uv_work_t *w, int status)
     struct wr_err e2;
     struct wr_sandbox_rec *out = NULL;
 
+    sb->busy = false;
     if (c->rc < 0 || m->closing) {
         if (c->rc == 0) {
             /* The daemon is stopping: a sandbox nobody was told about is not kept. */
@@ -436,12 +546,14 @@ out:
     free(c->cwd);
     free(c->user);
     free(c);
+    work_done(m);
 }
 
 /* Template defaults from <templates>/<name>/config.json: {"env": {...}, "cwd": "...",
- * "user": "..."}; a missing file means none. */
+ * "user": "...", "setuid": true}; a missing file means none. "setuid" lets setuid programs
+ * (sudo) work in the sandbox: no_new_privs is then left off (see wr_sandbox_spec). */
 static int template_config(const char *dir, json_t **env, char **cwd, char **user,
-                           struct wr_err *err)
+                           bool *allow_setuid, struct wr_err *err)
 {
     _cleanup_free_ char *path = xasprintf("%s/config.json", dir);
     json_error_t je;
@@ -461,6 +573,7 @@ static int template_config(const char *dir, json_t **env, char **cwd, char **use
         *cwd = xstrdup(s);
     if ((s = json_string_value(json_object_get(j, "user"))) != NULL)
         *user = xstrdup(s);
+    *allow_setuid = json_is_true(json_object_get(j, "setuid"));
     json_decref(j);
     return 0;
 }
@@ -533,7 +646,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
 
     env = json_object();
-    if (template_config(tdir, &env, &c->cwd, &c->user, &err) < 0) {
+    if (template_config(tdir, &env, &c->cwd, &c->user, &c->allow_setuid, &err) < 0) {
         json_decref(env);
         free(c);
         goto fail;
@@ -566,6 +679,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.metadata_json = xstrdup(req->metadata_json ? req->metadata_json : "{}");
     c->rec.env_json = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
     c->rec.idem_key = req->idem_key ? xstrdup(req->idem_key) : NULL;
+    c->rec.on_timeout = xstrdup(req->on_timeout_pause ? "pause" : "kill");
+    c->rec.timeout_s = timeout_s;
     json_decref(env);
     c->layer = xasprintf("%s/rootfs", tdir);
 
@@ -579,9 +694,12 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         goto fail;
     }
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes);
+    c->sb->on_timeout_pause = req->on_timeout_pause;
+    c->sb->timeout_s = timeout_s;
+    c->sb->busy = true;
     table_put(m, c->sb);
     c->w.data = c;
-    uv_queue_work(m->loop, &c->w, create_run, create_done);
+    queue_work(m, &c->w, create_run, create_done);
     return;
 fail:
     cb(ctx, NULL, false, &err, 0);
@@ -589,8 +707,10 @@ fail:
 
 /* ---- the rest of the API -------------------------------------------------------------------- */
 
-struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
-                               struct wr_err *err)
+/* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
+ * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
+static struct wr_msb *lookup(struct wr_manager *m, const char *team, const char *id,
+                             struct wr_err *err)
 {
     struct wr_msb *sb = table_get(m, id);
     struct wr_sandbox_rec rec;
@@ -606,8 +726,22 @@ struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const cha
         wr_err_set(err, WR_ENOTFOUND, 0, "sandbox `%s` not found", id);
         return NULL;
     }
+    return sb;
+}
+
+struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                               struct wr_err *err)
+{
+    struct wr_msb *sb = lookup(m, team, id, err);
+
+    if (sb == NULL)
+        return NULL;
     if (!sb->alive || sb->ending) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
+        return NULL;
+    }
+    if (sb->paused) {
+        wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is paused", id);
         return NULL;
     }
     return sb;
@@ -657,14 +791,257 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
     if (timeout_s == 0 || timeout_s > m->cfg.max_timeout_s)
         return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
                           m->cfg.max_timeout_s);
+    sb = lookup(m, team, id, err);
+    if (sb != NULL && sb->paused && !sb->busy && !sb->ending) {
+        /* The clock is stopped: set the time it will have when resumed. */
+        if (wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err) < 0)
+            return -1;
+        if (wr_store_sandbox_set_paused(m->cfg.store, id,
+                                        rec->paused_mode ? rec->paused_mode : "memory", rec->reason,
+                                        (int64_t)timeout_s * 1000, err) < 0) {
+            wr_sandbox_rec_fini(rec);
+            return -1;
+        }
+        wr_sandbox_rec_fini(rec);
+        sb->remaining_ms = (int64_t)timeout_s * 1000;
+        return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+    }
     sb = wr_manager_find(m, team, id, err);
     if (sb == NULL)
         return -1;
     deadline = wr__core_now_ms() + (int64_t)timeout_s * 1000;
     if (wr_store_sandbox_set_deadline(m->cfg.store, id, deadline, err) < 0)
         return -1;
+    sb->deadline_ms = deadline;
     uv_timer_start(&sb->deadline, on_deadline, (uint64_t)timeout_s * 1000, 0);
     return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+}
+
+/* ---- pause and resume --------------------------------------------------------------------- */
+
+struct freeze_work {
+    uv_work_t w;
+    struct wr_msb *sb;
+    struct wr_sandbox *rt_sb;
+    bool frozen;
+    char *reason;       /* pause: the record's reason ("timeout"), or NULL */
+    uint32_t timeout_s; /* resume: the new timeout; 0: the time left */
+    struct wr_err err;
+    int rc;
+    wr_manager_state_cb cb;
+    void *ctx;
+};
+
+static void freeze_run(uv_work_t *w)
+{
+    struct freeze_work *f = w->data;
+    f->rc = wr_sandbox_freeze(f->rt_sb, f->frozen, &f->err);
+}
+
+/* Let go of a sandbox without killing it (the daemon stops; sandboxes outlive it). */
+static void msb_let_go(struct wr_msb *sb)
+{
+    struct wr_err why;
+
+    wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
+    msb_stop_watching(sb, &why);
+    wr__procs_free(sb);
+    if (sb->rt != NULL)
+        wr_sandbox_release(sb->rt);
+    sb->rt = NULL;
+    if (sb->pending_end.due) {
+        sb->pending_end.due = false;
+        if (sb->pending_end.cb != NULL)
+            sb->pending_end.cb(sb->pending_end.ctx, &why);
+        free(sb->pending_end.final_state);
+        free(sb->pending_end.reason);
+    }
+    wr_msb_unref(sb);
+}
+
+static void answer(wr_manager_state_cb cb, void *ctx, struct wr_store *store, const char *id)
+{
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+
+    if (cb == NULL)
+        return;
+    if (wr_store_sandbox_get(store, NULL, id, &rec, &err) < 0) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    cb(ctx, &rec, NULL);
+    wr_sandbox_rec_fini(&rec);
+}
+
+/* The freeze or thaw is done, or failed. A delete or death asked for meanwhile goes first. */
+static void freeze_done(uv_work_t *w, int status)
+{
+    struct freeze_work *f = w->data;
+    struct wr_msb *sb = f->sb;
+    struct wr_manager *m = sb->m;
+    struct wr_err err;
+    bool timeout_pause = f->frozen && f->reason != NULL && strcmp(f->reason, "timeout") == 0;
+
+    sb->busy = false;
+    if (m->closing) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        if (f->cb != NULL)
+            f->cb(f->ctx, NULL, &err);
+        msb_let_go(sb);
+        goto out;
+    }
+    if (run_pending_end(sb)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` ended while being %s", sb->id,
+                   f->frozen ? "paused" : "resumed");
+        if (f->cb != NULL)
+            f->cb(f->ctx, NULL, &err);
+        goto out;
+    }
+    if (f->rc < 0) {
+        log_warn("sandbox %s: %s", sb->id, f->err.msg);
+        if (f->frozen) {
+            /* The runtime thawed it again: it runs on, with its clocks. */
+            sb->paused = false;
+            wr__procs_resume(sb);
+            if (timeout_pause)
+                msb_end(sb, "stopped", "timeout", NULL, NULL);
+            else
+                arm_deadline(sb);
+        }
+        if (f->cb != NULL)
+            f->cb(f->ctx, NULL, &f->err);
+        goto out;
+    }
+    if (f->frozen) {
+        if (wr_store_sandbox_set_paused(m->cfg.store, sb->id, "memory", f->reason, sb->remaining_ms,
+                                        &err) < 0)
+            log_error("sandbox %s: store: %s", sb->id, err.msg);
+        log_info("sandbox %s: paused (%" PRId64 " ms left)", sb->id, sb->remaining_ms);
+        answer(f->cb, f->ctx, m->cfg.store, sb->id);
+        goto out;
+    }
+    sb->paused = false;
+    sb->deadline_ms =
+        wr__core_now_ms() + (f->timeout_s ? (int64_t)f->timeout_s * 1000 : sb->remaining_ms);
+    if (wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
+        log_error("sandbox %s: store: %s", sb->id, err.msg);
+    arm_deadline(sb);
+    wr__procs_resume(sb);
+    log_info("sandbox %s: resumed", sb->id);
+    if (sb->agent == NULL) {
+        /* Adopted while paused: its agent is connected now, and the answer waits for it, so
+         * the caller's next request finds it ready. */
+        sb->resume_cb = f->cb;
+        sb->resume_ctx = f->ctx;
+        msb_connect(sb, true);
+        if (sb->agent == NULL)
+            resume_answer(sb, NULL);
+        goto out;
+    }
+    answer(f->cb, f->ctx, m->cfg.store, sb->id);
+out:
+    wr_msb_unref(sb);
+    free(f->reason);
+    free(f);
+    work_done(m);
+}
+
+static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uint32_t timeout_s,
+                         wr_manager_state_cb cb, void *ctx)
+{
+    struct freeze_work *f = xcalloc(1, sizeof(*f));
+
+    f->sb = sb;
+    f->rt_sb = sb->rt;
+    f->frozen = frozen;
+    f->reason = reason ? xstrdup(reason) : NULL;
+    f->timeout_s = timeout_s;
+    f->cb = cb;
+    f->ctx = ctx;
+    f->w.data = f;
+    sb->busy = true;
+    wr_msb_ref(sb);
+    queue_work(sb->m, &f->w, freeze_run, freeze_done);
+}
+
+/* From now on nothing is sent to the agent, and no clock of the sandbox runs. */
+static void pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
+                        wr_manager_state_cb cb, void *ctx)
+{
+    sb->paused = true;
+    sb->remaining_ms = remaining_ms > 0 ? remaining_ms : 0;
+    uv_timer_stop(&sb->deadline);
+    wr__procs_pause(sb);
+    freeze_start(sb, true, reason, 0, cb, ctx);
+}
+
+/* Why a sandbox cannot change state now, or 0. */
+static int check_settled(const struct wr_msb *sb, struct wr_err *err)
+{
+    if (sb->ending)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
+    if (!sb->alive)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", sb->id);
+    if (sb->busy)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being paused or resumed", sb->id);
+    return 0;
+}
+
+void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
+                      enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx)
+{
+    struct wr_err err;
+    struct wr_msb *sb = lookup(m, team, id, &err);
+
+    if (sb == NULL) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (mode == WR_PAUSE_DISK) {
+        wr_err_set(&err, WR_EUNSUPPORTED, 0,
+                   "pause to disk is not supported yet: the sandbox's files are on a tmpfs "
+                   "(in memory), so they cannot be kept without its memory; use mode memory");
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (check_settled(sb, &err) < 0) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (sb->paused) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is already paused", id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    pause_start(sb, NULL, sb->deadline_ms - wr__core_now_ms(), cb, ctx);
+}
+
+void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, uint32_t timeout_s,
+                       wr_manager_state_cb cb, void *ctx)
+{
+    struct wr_err err;
+    struct wr_msb *sb = lookup(m, team, id, &err);
+
+    if (sb == NULL) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (timeout_s > m->cfg.max_timeout_s) {
+        wr_err_set(&err, WR_EINVAL, 0, "timeout must be 1 to %u seconds", m->cfg.max_timeout_s);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (check_settled(sb, &err) < 0) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (!sb->paused) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is not paused", id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    freeze_start(sb, false, NULL, timeout_s, cb, ctx);
 }
 
 uint64_t wr_manager_count(const struct wr_manager *m)
@@ -716,9 +1093,28 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     sb = msb_new(m, r->id, r->team, r->memory_bytes);
     sb->rt = rt_sb;
     sb->adopted = true;
+    sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
+    sb->timeout_s = r->timeout_s;
+    /* Make the freezer agree with the record: a daemon that died between a freeze (or thaw) and
+     * its record left them apart. Freezing a frozen cgroup, or thawing a thawed one, is a
+     * no-op. */
+    if (strcmp(r->state, "paused") == 0) {
+        sb->paused = true;
+        sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+        if (wr_sandbox_freeze(rt_sb, true, &err) < 0) {
+            log_warn("sandbox %s: keep it paused: %s; it runs", r->id, err.msg);
+            sb->paused = false;
+            r->deadline_ms = wr__core_now_ms() + sb->remaining_ms;
+            (void)wr_store_sandbox_set_resumed(m->cfg.store, r->id, r->deadline_ms, NULL);
+        }
+    } else if (wr_sandbox_freeze(rt_sb, false, &err) < 0) {
+        log_warn("sandbox %s: thaw: %s", r->id, err.msg);
+    }
     table_put(m, sb);
-    log_info("sandbox %s: adopted (init pid %" PRId64 ")", r->id, r->init_pid);
-    /* A deadline that passed while the daemon was down fires at once. */
+    log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id, sb->paused ? ", paused" : "",
+             r->init_pid);
+    /* A deadline that passed while the daemon was down fires at once; a paused sandbox's clock
+     * stays stopped, and its agent is connected when it is resumed. */
     msb_start_watching(sb, r->deadline_ms, true);
 }
 
@@ -785,18 +1181,14 @@ void wr_manager_close(struct wr_manager *m)
         struct wr_msb *sb = m->buckets[b];
         while (sb != NULL) {
             struct wr_msb *next = sb->hnext;
-            struct wr_err why;
-            wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
-            msb_stop_watching(sb, &why);
-            wr__procs_free(sb);
-            /* The runtime handle is let go without killing: the sandbox outlives us. */
-            if (sb->rt != NULL)
-                wr_sandbox_release(sb->rt);
-            sb->rt = NULL;
-            wr_msb_unref(sb);
+            /* One that a worker creates, freezes, thaws or destroys is let go by the work's
+             * done callback, which sees m->closing. */
+            if (!sb->busy)
+                msb_let_go(sb);
             sb = next;
         }
         m->buckets[b] = NULL;
     }
-    free(m);
+    if (m->inflight == 0)
+        free(m);
 }

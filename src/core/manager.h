@@ -2,12 +2,17 @@
 /* The sandbox manager: the daemon's model of every sandbox and the only code that changes
  * one. It validates requests against quotas, drives the state machine
  *
- *     creating → running → stopped          (and error, always with a reason)
+ *     creating → running ⇄ paused
+ *                   ↓        ↓
+ *                 stopped   stopped        (and error, always with a reason)
  *
- * keeps the state in the store, starts and destroys sandboxes through the runtime on the loop's
- * worker threads, arms each sandbox's deadline, and holds one agent connection per running
- * sandbox. On open it reconciles with the store: sandboxes whose warren-init still runs are
- * adopted again, the others are marked stopped with a reason. It knows no HTTP.
+ * keeps the state in the store, starts, freezes, thaws and destroys sandboxes through the
+ * runtime on the loop's worker threads, arms each sandbox's deadline, and holds one agent
+ * connection per running sandbox. A paused sandbox is frozen in memory (cgroup freezer): its
+ * deadline clock stops, and nothing is sent to its agent until it is resumed. On open it
+ * reconciles with the store: sandboxes whose warren-init still runs are adopted again (paused
+ * ones stay frozen, their agent connected at resume), the others are marked stopped with a
+ * reason. It knows no HTTP.
  *
  * All functions run on the loop thread. */
 #pragma once
@@ -54,6 +59,7 @@ struct wr_create_req {
     const char *env_json;      /* JSON object of strings, or NULL */
     const char *metadata_json; /* JSON object of strings, or NULL */
     const char *idem_key;      /* or NULL */
+    bool on_timeout_pause;     /* at the deadline, pause (in memory) instead of killing */
 };
 
 /* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
@@ -71,13 +77,34 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
 /* Records from the store (team NULL: any). */
 int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
                    struct wr_sandbox_rec *rec, struct wr_err *err);
-/* Deadline = now + timeout_s (bounded by the maximum); returns the updated record. */
+/* Deadline = now + timeout_s (bounded by the maximum) for a running sandbox; for a paused one,
+ * the time it will have left when resumed. Returns the updated record. */
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
                            uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
 
+/* How a pause keeps the sandbox. Only memory is implemented: disk (keep the files, end the
+ * processes, start a fresh warren-init at resume) needs a writable layer that outlives the
+ * sandbox, and sandboxes have a tmpfs one. */
+enum wr_pause_mode { WR_PAUSE_MEMORY, WR_PAUSE_DISK };
+
+/* Called with the sandbox's record after the change (valid during the call), or an error. */
+typedef void (*wr_manager_state_cb)(void *ctx, const struct wr_sandbox_rec *rec,
+                                    const struct wr_err *err);
+/* Pause a running sandbox of team (NULL: any): freeze every process, stop the deadline clock
+ * (keeping its time left) and its API processes' exec timeouts. WR_ENOTFOUND; WR_ECONFLICT if it
+ * is not running (already paused, being created, paused, resumed or deleted, stopped);
+ * WR_EUNSUPPORTED for WR_PAUSE_DISK. cb is always called, possibly before this returns. */
+void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
+                      enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx);
+/* Resume a paused sandbox: thaw it; deadline = now + timeout_s, or (timeout_s 0) + the time it
+ * had left (a sandbox paused by its deadline has its create timeout again). WR_ECONFLICT if it
+ * is not paused; WR_EINVAL for a timeout above the maximum. */
+void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, uint32_t timeout_s,
+                       wr_manager_state_cb cb, void *ctx);
+
 /* The running sandbox `id` of team (NULL: any): WR_ENOTFOUND, or WR_ECONFLICT if it is not
- * running. The pointer is valid until the loop next runs a delete or a death of it; take
- * wr_msb_ref for longer. */
+ * running (a paused one: "sandbox `id` is paused"). The pointer is valid until the loop next
+ * runs a delete or a death of it; take wr_msb_ref for longer. */
 struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
                                struct wr_err *err);
 void wr_msb_ref(struct wr_msb *sb);

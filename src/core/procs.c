@@ -35,6 +35,8 @@ struct wr_proc {
     uint64_t timeout_ms;
     uv_timer_t timer;
     bool timer_on;
+    bool timer_paused;      /* the sandbox is paused: the timeout's clock stopped with it */
+    uint64_t timer_left_ms; /* ... with this much left */
     /* spawn in flight */
     void (*start_cb)(void *ctx, struct wr_proc *p, const struct wr_err *err);
     void *start_ctx;
@@ -135,6 +137,11 @@ static void on_timeout(uv_timer_t *t)
 {
     struct wr_proc *p = t->data;
     p->timer_on = false;
+    if (p->running && p->sb->paused) {
+        p->timer_paused = true; /* kill it at the thaw */
+        p->timer_left_ms = 0;
+        return;
+    }
     if (!p->running || p->sb->agent == NULL)
         return;
     p->timed_out = true;
@@ -154,7 +161,11 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
     p->os_pid = pid;
     p->running = true;
     table_add(p->sb, p);
-    if (p->timeout_ms > 0) {
+    if (p->timeout_ms > 0 && p->sb->paused) {
+        /* The answer was on its way when the sandbox froze: the clock starts at the thaw. */
+        p->timer_paused = true;
+        p->timer_left_ms = p->timeout_ms;
+    } else if (p->timeout_ms > 0) {
         uv_timer_start(&p->timer, on_timeout, p->timeout_ms, 0);
         p->timer_on = true;
     }
@@ -205,6 +216,7 @@ static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)
 
     p->running = false;
     p->ex = *ex;
+    p->timer_paused = false;
     if (p->timer_on) {
         uv_timer_stop(&p->timer);
         p->timer_on = false;
@@ -238,6 +250,11 @@ void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout
     struct wr_proc *p;
     struct wr_err err;
 
+    if (sb->paused) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is paused", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
     if (sb->agent == NULL || !wr_agent_is_ready(sb->agent)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s: its agent is not connected", sb->id);
         cb(ctx, NULL, &err);
@@ -357,8 +374,10 @@ static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t
     struct wr_buf *b;
     size_t start;
 
-    if (p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
-        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is not running", p->sb->id);
+    /* A frozen warren-init would answer only after the thaw: refuse rather than hang. */
+    if (p->sb->paused || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is %s", p->sb->id,
+                   p->sb->paused ? "paused" : "not running");
         if (cb != NULL)
             cb(ctx, &err);
         return;
@@ -441,6 +460,33 @@ void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why)
             p->running = false;
             p->ex.exit_code = -1;
             p->ex.signal = SIGKILL;
+        }
+    }
+}
+
+void wr__procs_pause(struct wr_msb *sb)
+{
+    for (size_t i = 0; i < sb->nprocs; i++) {
+        struct wr_proc *p = sb->procs[i];
+        if (!p->timer_on)
+            continue;
+        p->timer_left_ms = uv_timer_get_due_in(&p->timer);
+        uv_timer_stop(&p->timer);
+        p->timer_on = false;
+        p->timer_paused = true;
+    }
+}
+
+void wr__procs_resume(struct wr_msb *sb)
+{
+    for (size_t i = 0; i < sb->nprocs; i++) {
+        struct wr_proc *p = sb->procs[i];
+        if (!p->timer_paused)
+            continue;
+        p->timer_paused = false;
+        if (p->running) {
+            uv_timer_start(&p->timer, on_timeout, p->timer_left_ms, 0);
+            p->timer_on = true;
         }
     }
 }

@@ -75,6 +75,12 @@ struct wr_sandbox_spec {
     uint32_t cpu_millis; /* 1000 = one vCPU */
     uint32_t pids_max;
 
+    /* Let setuid programs in the sandbox gain privileges (sudo): no_new_privs is left off. They
+     * gain no more than the sandbox's own root has (its user namespace, bounding set and
+     * seccomp filter still apply), which is what a template with passwordless sudo gives its
+     * user anyway. false (the default) sets no_new_privs on everything in the sandbox. */
+    bool allow_setuid;
+
     /* Ephemeral sandboxes end when their creator's control connection closes (warren run).
      * Others outlive the process that created them (the daemon). */
     bool ephemeral;

@@ -97,6 +97,7 @@ struct go_msg {
     uint64_t tmp_bytes;
     uint32_t argv_len;
     uint8_t ephemeral;
+    uint8_t allow_setuid;
     char hostname[65];
 };
 
@@ -273,7 +274,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
      * setresuid. */
     if (go_buf.m.ephemeral && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(sync_fd, "set parent-death signal", errno);
-    ret = wr_seccomp_install(a->seccomp);
+    ret = wr_seccomp_install(a->seccomp, !go_buf.m.allow_setuid);
     if (ret < 0)
         child_fail(sync_fd, "install seccomp filter", -ret);
 
@@ -772,6 +773,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go.tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30);
     go.argv_len = (uint32_t)argv.len;
     go.ephemeral = spec->ephemeral;
+    go.allow_setuid = spec->allow_setuid;
     memcpy(go.hostname, hostname, strlen(hostname) + 1);
     {
         int fds[GO_NFDS] = {overlay_fd, listen_fd, conn_child, sb->dir_lock};

@@ -254,13 +254,14 @@ void wr_seccomp_free(struct wr_seccomp *f)
     f->len = 0;
 }
 
-int wr_seccomp_install(const struct wr_seccomp *f)
+int wr_seccomp_install(const struct wr_seccomp *f, bool nnp)
 {
     struct sock_fprog prog = {.len = f->len, .filter = f->insns};
 
-    /* Without no_new_privs an unprivileged caller may not install a filter, and a setuid exec
-     * could otherwise run under a filter it did not expect. */
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    /* Without no_new_privs only a holder of CAP_SYS_ADMIN may install a filter (the sandbox's
+     * child is one, in its own user namespace); with it no setuid or file-capability exec can
+     * gain privileges afterwards. */
+    if (nnp && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -errno;
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
         return -errno;

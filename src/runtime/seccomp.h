@@ -4,6 +4,7 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../util/err.h"
@@ -24,6 +25,7 @@ void wr_seccomp_free(struct wr_seccomp *f);
  * a build id, or on any problem with the cache, it compiles. Returns 0 or -1 with err. */
 int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err);
 
-/* Install the filter on the calling thread. Sets no_new_privs first. Async-signal-safe: meant
- * for the child between clone and exec. Returns 0 or -errno. */
-int wr_seccomp_install(const struct wr_seccomp *f);
+/* Install the filter on the calling thread, setting no_new_privs first when nnp is true (the
+ * caller must then hold CAP_SYS_ADMIN in its user namespace). Async-signal-safe: meant for the
+ * child between clone and exec. Returns 0 or -errno. */
+int wr_seccomp_install(const struct wr_seccomp *f, bool nnp);

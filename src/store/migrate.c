@@ -58,8 +58,23 @@ static const char migration_1[] =
     "    UPDATE sandbox_seq SET last = max(last, NEW.seq);\n"
     "END;\n";
 
+/* Version 2: pause and the timeout policy.
+ * - on_timeout: what the deadline does, kill (the default, as before) or pause.
+ * - timeout_s: the timeout given at create; a sandbox paused by its deadline gets it again
+ *   when resumed. Rows from version 1 get the span between their creation and deadline.
+ * - paused_mode ("memory") and remaining_ms (the deadline clock's time left, which stops while
+ *   paused) are NULL unless the sandbox is paused. */
+static const char migration_2[] =
+    "ALTER TABLE sandboxes ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'kill'\n"
+    "    CHECK (on_timeout IN ('kill', 'pause'));\n"
+    "ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE sandboxes ADD COLUMN paused_mode TEXT;\n"
+    "ALTER TABLE sandboxes ADD COLUMN remaining_ms INTEGER;\n"
+    "UPDATE sandboxes SET timeout_s = max(1, (deadline_ms - created_ms + 999) / 1000);\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},
+    {2, migration_2},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -11,7 +11,8 @@
 /* Column order read by read_rec(). */
 #define SB_COLS                                                                                    \
     "id, team, template_name, state, reason, cpu_millis, memory_bytes, created_ms, deadline_ms,"   \
-    " metadata_json, env_json, idem_key, init_pid, uid_base, seq"
+    " metadata_json, env_json, idem_key, init_pid, uid_base, seq, on_timeout, timeout_s,"          \
+    " paused_mode, remaining_ms"
 
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
 {
@@ -25,6 +26,8 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
     free(r->metadata_json);
     free(r->env_json);
     free(r->idem_key);
+    free(r->on_timeout);
+    free(r->paused_mode);
     memset(r, 0, sizeof(*r));
 }
 
@@ -46,6 +49,11 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
     r->init_pid = sqlite3_column_int64(st, 12);
     r->uid_base = sqlite3_column_int64(st, 13);
     r->seq = sqlite3_column_int64(st, 14);
+    r->on_timeout = wr__col_text(st, 15);
+    r->timeout_s = (uint32_t)sqlite3_column_int64(st, 16);
+    r->paused_mode = wr__col_text(st, 17);
+    r->remaining_ms =
+        sqlite3_column_type(st, 18) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 18);
 }
 
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err)
@@ -56,8 +64,8 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         s, WR_ST_SB_INSERT,
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
-        " uid_base) VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-        " ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
+        " uid_base, on_timeout, timeout_s) VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2,"
+        " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING seq",
         err);
     int64_t seq;
 
@@ -77,6 +85,8 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_text(st, 12, r->idem_key);
     wr__bind_int64(st, 13, r->init_pid);
     wr__bind_int64(st, 14, r->uid_base);
+    wr__bind_text(st, 15, r->on_timeout ? r->on_timeout : "kill");
+    wr__bind_int64(st, 16, r->timeout_s);
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "insert sandbox %s", r->id ? r->id : "(null)");
     seq = sqlite3_column_int64(st, 0);
@@ -145,8 +155,12 @@ static int change_one(struct wr_store *s, sqlite3_stmt *st, const char *what, co
 int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
                                const char *reason, struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
-        s, WR_ST_SB_SET_STATE, "UPDATE sandboxes SET state = ?2, reason = ?3 WHERE id = ?1", err);
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_SB_SET_STATE,
+                 "UPDATE sandboxes SET state = ?2, reason = ?3,"
+                 " paused_mode = CASE WHEN ?2 = 'paused' THEN paused_mode END,"
+                 " remaining_ms = CASE WHEN ?2 = 'paused' THEN remaining_ms END WHERE id = ?1",
+                 err);
 
     if (st == NULL)
         return -1;
@@ -154,6 +168,44 @@ int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *s
     wr__bind_text(st, 2, state);
     wr__bind_text(st, 3, reason);
     return change_one(s, st, "set state of sandbox", id, err);
+}
+
+int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, const char *mode,
+                                const char *reason, int64_t remaining_ms, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+
+    if (mode == NULL || remaining_ms < 0)
+        return wr_err_set(err, WR_EINVAL, 0, "pause sandbox %s: no mode or negative time left",
+                          id ? id : "(null)");
+    st = wr__stmt(s, WR_ST_SB_SET_PAUSED,
+                  "UPDATE sandboxes SET state = 'paused', paused_mode = ?2, reason = ?3,"
+                  " remaining_ms = ?4 WHERE id = ?1",
+                  err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, id);
+    wr__bind_text(st, 2, mode);
+    wr__bind_text(st, 3, reason);
+    wr__bind_int64(st, 4, remaining_ms);
+    return change_one(s, st, "pause sandbox", id, err);
+}
+
+int wr_store_sandbox_set_resumed(struct wr_store *s, const char *id, int64_t deadline_ms,
+                                 struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_SB_SET_RESUMED,
+                 "UPDATE sandboxes SET state = 'running', reason = NULL, paused_mode = NULL,"
+                 " remaining_ms = NULL, deadline_ms = ?2 WHERE id = ?1",
+                 err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, id);
+    wr__bind_int64(st, 2, deadline_ms);
+    return change_one(s, st, "resume sandbox", id, err);
 }
 
 int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t deadline_ms,

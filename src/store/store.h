@@ -62,7 +62,11 @@ struct wr_sandbox_rec {
     char *idem_key;      /* Idempotency-Key, or NULL */
     int64_t init_pid;    /* host pid of warren-init, 0 if none */
     int64_t uid_base;
-    int64_t seq; /* insertion order, for stable pagination */
+    int64_t seq;          /* insertion order, for stable pagination */
+    char *on_timeout;     /* what the deadline does: "kill" or "pause" (NULL at insert: kill) */
+    uint32_t timeout_s;   /* the timeout given at create */
+    char *paused_mode;    /* "memory" while paused, else NULL */
+    int64_t remaining_ms; /* while paused: the stopped deadline clock's time left; else -1 */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
@@ -78,8 +82,15 @@ int wr_store_sandbox_get_idem(struct wr_store *s, const char *team, const char *
                               struct wr_sandbox_rec *r, struct wr_err *err);
 /* Updates and delete by id (any team: check ownership with _get first). WR_ENOTFOUND if there
  * is no such sandbox. */
+/* Any state but "paused" also clears paused_mode and remaining_ms. */
 int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
                                const char *reason, struct wr_err *err);
+/* State "paused" in `mode`, with reason (NULL: none) and the deadline's time left. */
+int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, const char *mode,
+                                const char *reason, int64_t remaining_ms, struct wr_err *err);
+/* State "running" again with a new deadline; clears reason, paused_mode and remaining_ms. */
+int wr_store_sandbox_set_resumed(struct wr_store *s, const char *id, int64_t deadline_ms,
+                                 struct wr_err *err);
 int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t deadline_ms,
                                   struct wr_err *err);
 int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t init_pid,

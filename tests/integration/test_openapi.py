@@ -31,7 +31,7 @@ with open(SPEC_PATH) as _f:
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 OPERATIONS = [(p, m) for p, item in SPEC["paths"].items() for m in item if m in METHODS]
-CODES = {400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
+CODES = {501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
          416: "invalid", 503: "limit", 504: "timeout"}
 
 
@@ -601,6 +601,16 @@ def test_keys_operations(daemon):
 
 # ---- (c) every documented 4xx: the Error schema and an X-Request-Id ----------------------------
 
+def pause_twice(daemon):
+    """Pausing a paused sandbox: the second answer (409)."""
+    sid = new_sandbox(daemon)
+    try:
+        assert send(daemon, "POST", "/v1/sandboxes/%s/pause" % sid, body={}).status == 200
+        return send(daemon, "POST", "/v1/sandboxes/%s/pause" % sid, body={})
+    finally:
+        kill(daemon, sid)
+
+
 def _triggers(daemon, ctx):
     """(template, method, status) -> request kwargs that make the server answer that status."""
     sid, gone = ctx["sid"], "no-such-sandbox"
@@ -619,6 +629,13 @@ def _triggers(daemon, ctx):
     add("/v1/sandboxes", "get", 401, tcp=True, key="wr_" + "0" * 64)
     add(S, "get", 404, {"id": gone})
     add(S, "delete", 404, {"id": gone})
+    add(S + "/pause", "post", 400, {"id": sid}, body={"mode": "sideways"})
+    add(S + "/pause", "post", 404, {"id": gone}, body={})
+    add(S + "/pause", "post", 501, {"id": sid}, body={"mode": "disk"})
+    add(S + "/pause", "post", 409, call=lambda: pause_twice(daemon))
+    add(S + "/resume", "post", 400, {"id": sid}, body={"timeout": "soon"})
+    add(S + "/resume", "post", 404, {"id": gone}, body={})
+    add(S + "/resume", "post", 409, {"id": sid}, body={})  # it is running
     add(S + "/timeout", "post", 400, {"id": sid}, body={"timeout": 0})
     add(S + "/timeout", "post", 404, {"id": gone}, body={"timeout": 5})
     add(S + "/exec", "post", 400, {"id": sid}, body={"cmd": []})
@@ -631,6 +648,7 @@ def _triggers(daemon, ctx):
     add(P + "/attach", "get", 404, {"id": sid, "pid": 999999})
     add(P + "/wait", "get", 404, {"id": gone, "pid": 1})
     add(P + "/wait", "get", 504, {"id": sid, "pid": run}, query={"timeout": 0})
+    add(P + "/resize", "post", 409, {"id": sid, "pid": run}, body={"rows": 30, "cols": 90})
     add(P + "/stdin", "post", 404, {"id": sid, "pid": 999999}, body=b"x")
     add(P + "/stdin", "post", 409, {"id": sid, "pid": done}, body=b"x")
     add(P + "/stdin/close", "post", 404, {"id": sid, "pid": 999999})
@@ -803,8 +821,6 @@ def test_processes_collection_allows_only_get(daemon, sandbox):
         assert r.status == 405 and r.json()["code"] == "method_not_allowed", (method, r)
 
 
-@pytest.mark.xfail(strict=True, reason="server: resizing a process without a terminal answers 500 "
-                   "`system` (ENOTTY from warren-init) instead of a documented 4xx")
 def test_resize_of_a_process_without_a_terminal_is_a_client_error(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id, "pid": background(daemon, sandbox.sandbox_id, "sleep 600")}
     r = send(daemon, "POST", fill(PROC + "/resize", ids), body={"rows": 30, "cols": 90})

@@ -361,7 +361,7 @@ int main(void)
     pid = fork();
     if (pid == 0) {
         close(p[0]);
-        rc = wr_seccomp_install(&f);
+        rc = wr_seccomp_install(&f, true);
         if (rc < 0)
             _exit(10);
         for (int i = 0; i < P_N; i++)
@@ -391,7 +391,7 @@ int main(void)
         long r[2];
         close(p[0]);
         signal(SIGSEGV, SIG_DFL); /* not a sanitizer's handler: die of the signal */
-        if (wr_seccomp_install(&f) < 0)
+        if (wr_seccomp_install(&f, true) < 0)
             _exit(10);
         r[0] = int80(21, 0, 0, 0);              /* mount(NULL, NULL, NULL) */
         r[1] = int80(310, CLONE_NEWUSER, 0, 0); /* unshare */

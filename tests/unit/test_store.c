@@ -198,8 +198,12 @@ static void test_open(void)
 
     s = NULL;
     ok(wr_store_open(path, &s, &err) == 0, "reopen");
-    ok(q1_is(s->db, "SELECT count(*) FROM schema_version", "1"),
-       "migrations are not applied twice");
+    {
+        char *n = xasprintf("%zu", wr__n_migrations);
+        ok(q1_is(s->db, "SELECT count(*) FROM schema_version", n),
+           "migrations are not applied twice");
+        free(n);
+    }
     {
         struct wr_sandbox_rec r = {0};
         ok(wr_store_sandbox_get(s, NULL, "sb-open", &r, &err) == 0, "data kept across reopen");
@@ -238,12 +242,56 @@ static void test_migrate(void)
     ok(wr__store_migrate(db, misnumbered, 1, &err) < 0 && err.kind == WR_EINTERNAL,
        "a misnumbered list is a bug");
     ok(wr__store_migrate(db, wr__migrations, wr__n_migrations, &err) == 0 &&
-           wr__store_schema_version(db, &version, &err) == 0 && version == 1,
+           wr__store_schema_version(db, &version, &err) == 0 && version == (int)wr__n_migrations,
        "the real list applies");
     ok(wr__store_migrate(db, wr__migrations, wr__n_migrations, &err) == 0 &&
-           q1_is(db, "SELECT count(*) FROM schema_version", "1"),
+           q1_is(db, "SELECT count(*) FROM schema_version", "2"),
        "and again is a no-op");
     sqlite3_close(db);
+    free(path);
+}
+
+/* Migration 2 (pause, timeout policy) on a database written by version 1: the rows survive,
+ * get the default policy and their timeout back from created/deadline, and are not paused. */
+static void test_migrate_2(void)
+{
+    char *path = path_in("m2.db");
+    struct wr_sandbox_rec got = {0};
+    struct wr_store *s = NULL;
+    sqlite3 *db = NULL;
+    struct wr_err err;
+    int version = -1;
+
+    ok(sqlite3_open(path, &db) == SQLITE_OK && wr__store_migrate(db, wr__migrations, 1, &err) == 0,
+       "a version 1 database");
+    ok(sqlite3_exec(db,
+                    "INSERT INTO sandboxes (id, seq, team, template_name, state, cpu_millis,"
+                    " memory_bytes, created_ms, deadline_ms, init_pid, uid_base) VALUES"
+                    " ('old-1', 1, 't', 'base', 'running', 1000, 1024, 1000, 301000, 77, 88),"
+                    " ('old-2', 2, 't', 'base', 'stopped', 1000, 1024, 1000, 1500, 0, 0);"
+                    "UPDATE sandbox_seq SET last = 2",
+                    NULL, NULL, NULL) == SQLITE_OK,
+       "with two sandboxes");
+    sqlite3_close(db);
+    ok(wr_store_open(path, &s, &err) == 0 && wr__store_schema_version(s->db, &version, &err) == 0 &&
+           version == 2,
+       "open migrates it to version 2");
+    if (s == NULL) {
+        free(path);
+        return;
+    }
+    ok(wr_store_sandbox_get(s, NULL, "old-1", &got, &err) == 0 && streq(got.state, "running") &&
+           got.init_pid == 77 && got.uid_base == 88 && got.deadline_ms == 301000,
+       "a running row survives");
+    is_str(got.on_timeout, "kill", "old rows are killed at their deadline");
+    is_int(got.timeout_s, 300, "timeout from created and deadline");
+    ok(got.paused_mode == NULL && got.remaining_ms == -1, "not paused");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_get(s, NULL, "old-2", &got, &err) == 0 && got.timeout_s == 1,
+       "a sub-second span rounds up to 1 s (got %u)", got.timeout_s);
+    wr_sandbox_rec_fini(&got);
+    ok(q1_is(s->db, "SELECT count(*) FROM sandboxes WHERE seq IN (1, 2)", "2"), "seqs kept");
+    wr_store_close(s);
     free(path);
 }
 
@@ -465,6 +513,71 @@ static void test_sandboxes(struct wr_store *s)
        "set_deadline of unknown id");
     ok(wr_store_sandbox_set_runtime(s, "nope", 1, 1, &err) < 0 && err.kind == WR_ENOTFOUND,
        "set_runtime of unknown id");
+
+    /* Pause and resume, and the timeout policy. */
+    {
+        struct wr_sandbox_rec p = rec("sb-p", "team-a", NULL, NULL, "running");
+        p.on_timeout = (char *)"pause";
+        p.timeout_s = 300;
+        ok(wr_store_sandbox_insert(s, &p, &err) == 0, "insert with on_timeout pause");
+    }
+    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.on_timeout, "pause") &&
+           got.timeout_s == 300 && got.paused_mode == NULL && got.remaining_ms == -1,
+       "policy and timeout read back; not paused");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_get(s, NULL, "sb-5", &got, &err) == 0 && streq(got.on_timeout, "kill"),
+       "on_timeout defaults to kill");
+    wr_sandbox_rec_fini(&got);
+    {
+        struct wr_sandbox_rec p = rec("sb-bad", "team-a", NULL, NULL, "running");
+        p.on_timeout = (char *)"explode";
+        ok(wr_store_sandbox_insert(s, &p, &err) < 0 && err.kind == WR_EINVAL,
+           "an unknown policy is invalid: %s", err.msg);
+    }
+    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", "timeout", 12345, &err) == 0, "set paused");
+    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.state, "paused") &&
+           streq(got.paused_mode, "memory") && streq(got.reason, "timeout") &&
+           got.remaining_ms == 12345,
+       "paused: mode, reason and time left read back");
+    wr_sandbox_rec_fini(&got);
+    {
+        const char *paused[] = {"paused", NULL};
+        struct wr_sandbox_filter f = {.team = "team-a", .states = paused};
+        ok(ids_are(s, &f, "sb-p"), "state filter finds the paused one");
+        char *ids;
+        f.states = NULL;
+        ids = list_ids(s, &f);
+        ok(strstr(ids, "sb-p") != NULL, "paused is listed by default");
+        free(ids);
+    }
+    ok(wr_store_sandbox_set_state(s, "sb-p", "paused", "again", &err) == 0 &&
+           wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.remaining_ms == 12345 &&
+           streq(got.paused_mode, "memory"),
+       "set_state to paused keeps the time left");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_set_resumed(s, "sb-p", 99, &err) == 0 &&
+           wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.state, "running") &&
+           got.reason == NULL && got.paused_mode == NULL && got.remaining_ms == -1 &&
+           got.deadline_ms == 99,
+       "resumed: running, new deadline, pause fields cleared");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", NULL, 0, &err) == 0 &&
+           wr_store_sandbox_set_state(s, "sb-p", "stopped", "deleted", &err) == 0 &&
+           wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.remaining_ms == -1 &&
+           got.paused_mode == NULL && got.reason != NULL,
+       "stopping a paused sandbox clears its pause fields");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_set_paused(s, "sb-p", NULL, NULL, 1, &err) < 0 && err.kind == WR_EINVAL,
+       "pause needs a mode");
+    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", NULL, -5, &err) < 0 &&
+           err.kind == WR_EINVAL,
+       "and a time left >= 0");
+    ok(wr_store_sandbox_set_paused(s, "nope", "memory", NULL, 1, &err) < 0 &&
+           err.kind == WR_ENOTFOUND,
+       "pause of unknown id");
+    ok(wr_store_sandbox_set_resumed(s, "nope", 1, &err) < 0 && err.kind == WR_ENOTFOUND,
+       "resume of unknown id");
+    ok(wr_store_sandbox_delete(s, "sb-p", &err) == 0, "delete the paused one");
 
     ok(wr_store_sandbox_delete(s, "sb-4", &err) == 0, "delete");
     ok(wr_store_sandbox_get(s, NULL, "sb-4", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
@@ -790,6 +903,7 @@ int main(void)
     umask(022);
     test_open();
     test_migrate();
+    test_migrate_2();
 
     path = path_in("main.db");
     ok(wr_store_open(path, &s, &err) == 0, "open main db");

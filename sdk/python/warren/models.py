@@ -68,7 +68,13 @@ class SandboxState(StrEnum):
 @dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox as the API describes it. ``state`` compares equal to plain strings
-    (``info.state == "running"``); an unknown state is kept as the server's string."""
+    (``info.state == "running"``); an unknown state is kept as the server's string.
+
+    ``on_timeout``: what the deadline does, ``"kill"`` or ``"pause"``; ``timeout``: the
+    timeout given at create (seconds). While paused, ``paused_mode`` says how (``"memory"``:
+    every process frozen, memory kept) and ``remaining_ms`` is the time left on the stopped
+    deadline clock (``expires_at`` is then now + that); both are None otherwise.
+    """
 
     id: str
     template: str
@@ -79,6 +85,10 @@ class SandboxInfo:
     expires_at: datetime
     metadata: dict[str, str]
     reason: str | None = None
+    on_timeout: str = "kill"
+    timeout: int | None = None
+    paused_mode: str | None = None
+    remaining_ms: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -94,6 +104,7 @@ class SandboxInfo:
         except ValueError:
             pass
         reason = d.get("reason")
+        paused_mode = d.get("paused_mode")
         return cls(
             id=str(d.get("id", "")),
             template=str(d.get("template", "")),
@@ -104,6 +115,10 @@ class SandboxInfo:
             expires_at=parse_time(d.get("expires_at")) or _EPOCH,
             metadata=_str_dict(d.get("metadata")),
             reason=reason if isinstance(reason, str) else None,
+            on_timeout=str(d.get("on_timeout") or "kill"),
+            timeout=_opt_int(d.get("timeout")),
+            paused_mode=paused_mode if isinstance(paused_mode, str) else None,
+            remaining_ms=_opt_int(d.get("remaining_ms")),
             raw=dict(d),
         )
 
