@@ -26,6 +26,14 @@ struct proc {
     uint32_t id;
     bool detached;  /* events are acknowledged and dropped */
     size_t unacked; /* OUTPUT bytes delivered and not yet acknowledged */
+    /* STDIN flow control: bytes sent and not yet acknowledged by warren-init (at most
+     * WR_STDIN_WINDOW), and what waits for window credit */
+    size_t stdin_inflight;
+    struct wr_buf stdin_wait;
+    /* a STDIN_CLOSE asked for while stdin still waited: sent when it has gone out */
+    bool close_wanted;
+    wr_agent_reply_fn close_cb;
+    void *close_ctx;
     struct wr_agent_proc_cbs cbs;
     void *ctx;
 };
@@ -172,6 +180,7 @@ static void agent_free(struct wr_agent *a)
         while (a->procs[i] != NULL) {
             struct proc *p = a->procs[i];
             a->procs[i] = p->next;
+            wr_buf_fini(&p->stdin_wait);
             free(p);
         }
     }
@@ -282,6 +291,11 @@ static void defer_loss(struct wr_agent *a, int uverr, const char *what)
 size_t wr_agent_pending(const struct wr_agent *a)
 {
     size_t n = a->out.len;
+
+    /* stdin waiting for window credit counts too: it is queued for the sandbox all the same */
+    for (size_t i = 0; i < AGENT_BUCKETS; i++)
+        for (const struct proc *pr = a->procs[i]; pr != NULL; pr = pr->next)
+            n += pr->stdin_wait.len;
 
     if (a->writing)
         n += uv_stream_get_write_queue_size((const uv_stream_t *)&a->pipe);
@@ -546,6 +560,7 @@ static void on_started_reply(struct wr_agent *a, struct req *r, const struct wr_
         free(r);
         if (pr->cbs.on_started != NULL)
             pr->cbs.on_started(pr->ctx, 0, -1, e);
+        wr_buf_fini(&pr->stdin_wait);
         free(pr);
         return;
     }
@@ -647,7 +662,24 @@ static void on_exit_frame(struct wr_agent *a, const struct wr_frame_hdr *h, cons
     proc_remove(a, pr);
     if (!pr->detached && pr->cbs.on_exit != NULL)
         pr->cbs.on_exit(pr->ctx, pr->id, &ex);
+    wr_buf_fini(&pr->stdin_wait);
     free(pr);
+}
+
+static void stdin_flush(struct wr_agent *a, struct proc *pr);
+
+/* warren-init wrote (or dropped) stdin bytes: credit back, send what waits. */
+static void on_stdin_ack(struct wr_agent *a, const struct wr_frame_hdr *h, const uint8_t *p)
+{
+    struct proc *pr = proc_find(a, h->id);
+    uint64_t n;
+
+    if (pr == NULL)
+        return;
+    if (wr_msg_get_u64(p, h->len, WR_TAG_BYTES, &n) < 0 || n > pr->stdin_inflight)
+        return proto_fail(a, "a bad STDIN_ACK (proc %u)", h->id);
+    pr->stdin_inflight -= (size_t)n;
+    stdin_flush(a, pr);
 }
 
 /* The first frame on a connection made by path: init's HELLO. */
@@ -705,6 +737,9 @@ static void on_frame(struct wr_agent *a, const struct wr_frame_hdr *h, const uin
         break;
     case WR_MSG_EXIT:
         on_exit_frame(a, h, p);
+        break;
+    case WR_MSG_STDIN_ACK:
+        on_stdin_ack(a, h, p);
         break;
     default:
         break; /* not something init sends to a client: no state to touch, dropped */
@@ -944,10 +979,69 @@ void wr_agent_ack(struct wr_agent *a, uint32_t proc_id, size_t bytes)
     send_ack(a, proc_id, bytes);
 }
 
+static uint32_t send_stdin_close(struct wr_agent *a, uint32_t proc_id, wr_agent_reply_fn cb,
+                                 void *ctx, struct wr_err *err)
+{
+    size_t start;
+    struct wr_buf *b = wr_agent_begin(a, WR_MSG_STDIN_CLOSE, &start);
+
+    wr_msg_put_u64(b, WR_TAG_PROC_ID, proc_id);
+    return wr_agent_end(a, start, cb, ctx, err);
+}
+
+/* Send what the window allows of a process's waiting stdin, and a deferred STDIN_CLOSE once
+ * nothing waits any more. */
+static void stdin_flush(struct wr_agent *a, struct proc *pr)
+{
+    struct wr_err err;
+
+    while (pr->stdin_wait.len > 0 && pr->stdin_inflight < WR_STDIN_WINDOW && can_send(a)) {
+        size_t n = WR_STDIN_WINDOW - pr->stdin_inflight;
+        if (n > pr->stdin_wait.len)
+            n = pr->stdin_wait.len;
+        if (n > WR_CHUNK_SIZE)
+            n = WR_CHUNK_SIZE;
+        send_raw(a, WR_MSG_STDIN, pr->id, pr->stdin_wait.data, n);
+        pr->stdin_inflight += n;
+        wr_buf_consume(&pr->stdin_wait, n);
+    }
+    if (pr->close_wanted && pr->stdin_wait.len == 0 && can_send(a)) {
+        pr->close_wanted = false;
+        if (send_stdin_close(a, pr->id, pr->close_cb, pr->close_ctx, &err) == 0 &&
+            pr->close_cb != NULL)
+            pr->close_cb(pr->close_ctx, NULL, NULL, true, &err);
+    }
+}
+
+int wr_agent_stdin_close(struct wr_agent *a, uint32_t proc_id, wr_agent_reply_fn cb, void *ctx,
+                         struct wr_err *err)
+{
+    struct proc *pr = proc_find(a, proc_id);
+
+    if (!can_send(a))
+        return wr_err_set(err, WR_ECONFLICT, 0, "agent: not connected");
+    if (pr != NULL && (pr->stdin_wait.len > 0 || pr->close_wanted)) {
+        pr->close_wanted = true;
+        pr->close_cb = cb;
+        pr->close_ctx = ctx;
+        return 0;
+    }
+    return send_stdin_close(a, proc_id, cb, ctx, err) == 0 ? -1 : 0;
+}
+
 void wr_agent_stdin(struct wr_agent *a, uint32_t proc_id, const void *p, size_t n)
 {
-    if (can_send(a))
+    struct proc *pr = proc_find(a, proc_id);
+
+    if (!can_send(a))
+        return;
+    if (pr == NULL) {
+        /* Not ours to account for (no events registered): send as is. */
         send_raw(a, WR_MSG_STDIN, proc_id, p, n);
+        return;
+    }
+    wr_buf_append(&pr->stdin_wait, p, n);
+    stdin_flush(a, pr);
 }
 
 struct wr_buf *wr_agent_begin(struct wr_agent *a, uint16_t type, size_t *start)

@@ -76,7 +76,9 @@ int wr_agent_attach(struct wr_agent *a, uint32_t proc_id, const struct wr_agent_
  * the agent, so the process never blocks on an absent reader; its EXIT is dropped too. */
 void wr_agent_detach(struct wr_agent *a, uint32_t proc_id);
 void wr_agent_ack(struct wr_agent *a, uint32_t proc_id, size_t bytes);
-/* Write to stdin (copied; no answer). */
+/* Write to stdin (copied; no answer). At most WR_STDIN_WINDOW bytes are in flight to
+ * warren-init per process; the rest waits here (counted by wr_agent_pending) until STDIN_ACKs
+ * come back. */
 void wr_agent_stdin(struct wr_agent *a, uint32_t proc_id, const void *p, size_t n);
 
 /* ---- requests ------------------------------------------------------------------------------ */
@@ -97,6 +99,12 @@ typedef void (*wr_agent_reply_fn)(void *ctx, const struct wr_frame_hdr *h, const
 struct wr_buf *wr_agent_begin(struct wr_agent *a, uint16_t type, size_t *start);
 uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, void *ctx,
                       struct wr_err *err);
+/* Close the process's stdin after everything written so far (STDIN_CLOSE, sent once the stdin
+ * waiting here has gone out). cb gets the final reply as for a request. Returns 0, or -1 with
+ * err (not connected). */
+int wr_agent_stdin_close(struct wr_agent *a, uint32_t proc_id, wr_agent_reply_fn cb, void *ctx,
+                         struct wr_err *err);
+
 /* Forget a pending request: its remaining replies are dropped, cb is not called again. The
  * protocol has no cancel: warren-init still finishes the request (a FILE_READ keeps sending). */
 void wr_agent_cancel(struct wr_agent *a, uint32_t req_id);

@@ -401,7 +401,24 @@ static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t
 void wr_proc_stdin_close(struct wr_proc *p, void (*cb)(void *ctx, const struct wr_err *err),
                          void *ctx)
 {
-    simple_req(p, WR_MSG_STDIN_CLOSE, 0, 0, 0, 0, cb, ctx);
+    struct req_ctx *r;
+    struct wr_err err;
+
+    if (p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is not running", p->sb->id);
+        if (cb != NULL)
+            cb(ctx, &err);
+        return;
+    }
+    /* After the stdin written so far: the agent holds the close until that has gone out. */
+    r = xcalloc(1, sizeof(*r));
+    r->cb = cb;
+    r->ctx = ctx;
+    if (wr_agent_stdin_close(p->sb->agent, p->id, req_reply, r, &err) < 0) {
+        free(r);
+        if (cb != NULL)
+            cb(ctx, &err);
+    }
 }
 
 void wr_proc_signal(struct wr_proc *p, int sig, void (*cb)(void *ctx, const struct wr_err *err),

@@ -16,7 +16,7 @@
 /* File reads and listings produce frames only while the connection's queue is below this. */
 #define INIT_CONN_OUT_PRODUCE (1u << 20)
 /* A process's stdin queue above this stops reading from the connection that filled it. */
-#define INIT_STDIN_HIGH (1u << 20)
+#define INIT_STDIN_HIGH (2u * WR_STDIN_WINDOW) /* only a sender ignoring its window gets here */
 /* Concurrent file reads, listings and writes per connection. */
 #define INIT_MAX_JOBS 64
 /* Connections at once; more are accepted and closed at once. */
@@ -161,6 +161,7 @@ struct init_proc {
     bool in_closing;             /* STDIN_CLOSE: close once inq drains */
     bool in_closed;              /* no more STDIN accepted */
     struct init_conn *in_holder; /* connection paused by our full stdin queue */
+    struct init_conn *in_sender; /* who gets STDIN_ACKs: the last connection that sent stdin */
     bool reaped;
     int status; /* waitpid status once reaped */
     bool exit_sent;

@@ -144,9 +144,24 @@ static void attach(struct init_proc *pr, struct init_conn *c)
 
 /* ---- stdin ------------------------------------------------------------------------------- */
 
+/* Return window credit to the sender of stdin: n bytes were written to the process, or dropped.
+ * This is what keeps the daemon from queueing more than WR_STDIN_WINDOW here, so init never has
+ * to stop reading a connection that also carries the ACKs of the process's output. */
+static void stdin_ack(struct init_conn *c, uint32_t proc_id, size_t n)
+{
+    size_t at;
+
+    if (c == NULL || c->dead || n == 0)
+        return;
+    at = wr_msg_begin(&c->out, WR_MSG_STDIN_ACK, 0, proc_id);
+    wr_msg_put_u64(&c->out, WR_TAG_BYTES, n);
+    wr_msg_end(&c->out, at);
+}
+
 static void on_stdin(struct init_watch *w, uint32_t events)
 {
     struct init_proc *pr = w->owner;
+    size_t written = 0;
 
     while (inq_len(pr) > 0) {
         ssize_t r = write(w->fd, pr->inq.data + pr->inq_off, inq_len(pr));
@@ -156,11 +171,14 @@ static void on_stdin(struct init_watch *w, uint32_t events)
             if (errno == EAGAIN)
                 break;
             /* EPIPE: the process closed its stdin; what is queued can never be read. */
+            stdin_ack(pr->in_sender, pr->id, written + inq_len(pr));
             close_stdin(pr);
             return;
         }
         pr->inq_off += (size_t)r;
+        written += (size_t)r;
     }
+    stdin_ack(pr->in_sender, pr->id, written);
     if (inq_len(pr) == 0 || pr->inq_off > (1u << 20)) {
         wr_buf_consume(&pr->inq, pr->inq_off);
         pr->inq_off = 0;
@@ -171,10 +189,14 @@ static void on_stdin(struct init_watch *w, uint32_t events)
         close_stdin(pr);
 }
 
-static void stdin_data(struct init_conn *c, struct init_proc *pr, const uint8_t *p, size_t n)
+static void stdin_data(struct init_conn *c, uint32_t proc_id, struct init_proc *pr,
+                       const uint8_t *p, size_t n)
 {
-    if (pr == NULL || pr->in_closed || pr->in_closing || pr->in.fd < 0 || n == 0)
-        return; /* dropped: the process is gone or its stdin is closed */
+    if (pr == NULL || pr->in_closed || pr->in_closing || pr->in.fd < 0 || n == 0) {
+        stdin_ack(c, proc_id, n); /* dropped: the process is gone or its stdin is closed */
+        return;
+    }
+    pr->in_sender = c;
     wr_buf_append(&pr->inq, p, n);
     on_stdin(&pr->in, EPOLLOUT);
     if (pr->in.fd >= 0 && inq_len(pr) > INIT_STDIN_HIGH && pr->in_holder == NULL) {
@@ -232,7 +254,7 @@ void init_proc_request(struct init_conn *c, const struct wr_frame_hdr *h, const 
 
     /* Events addressed by proc id, with raw or tiny payloads. */
     if (h->type == WR_MSG_STDIN) {
-        stdin_data(c, find(h->id), p, h->len);
+        stdin_data(c, h->id, find(h->id), p, h->len);
         return;
     }
     if (h->type == WR_MSG_ACK) {
@@ -396,5 +418,7 @@ void init_procs_conn_gone(struct init_conn *c)
         }
         if (pr->in_holder == c)
             release_hold(pr);
+        if (pr->in_sender == c)
+            pr->in_sender = NULL;
     }
 }

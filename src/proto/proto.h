@@ -39,6 +39,7 @@
 #define WR_FRAME_MAX_PAYLOAD (1u << 20)    /* 1 MiB: larger payloads are a protocol error */
 #define WR_CHUNK_SIZE        (64u * 1024)  /* output and file data are sent in chunks this big */
 #define WR_OUTPUT_WINDOW     (256u * 1024) /* unacknowledged output bytes per process */
+#define WR_STDIN_WINDOW      (1u << 20)    /* STDIN bytes a sender may have unacknowledged */
 #define WR_MAX_ARGS          4096          /* argv or env entries in one spawn */
 #define WR_MAX_STR           (64u * 1024)  /* any single string field */
 #define WR_MAX_PATH          4096
@@ -62,6 +63,9 @@ enum wr_msg_type {
     WR_MSG_OUTPUT = 19,  /* event, id = proc id, flags = stream, raw payload */
     WR_MSG_EXIT = 20,    /* event, id = proc id: EXIT_CODE or SIGNAL (after all OUTPUT) */
     WR_MSG_ACK = 21,     /* id = proc id: BYTES of OUTPUT consumed (returns window credit) */
+    /* init -> daemon, id = proc id: BYTES of STDIN written to the process or dropped (it is gone
+     * or its stdin closed). A sender keeps at most WR_STDIN_WINDOW bytes unacknowledged. */
+    WR_MSG_STDIN_ACK = 22,
 
     /* files; every path is resolved inside the sandbox */
     WR_MSG_FILE_READ = 30,  /* PATH, [OFFSET], [LENGTH] -> STAT reply, DATA*, OK | ERROR */

@@ -465,8 +465,13 @@ static void test_stdin(struct wr_agent *a)
         free(in);
         return;
     }
+    /* More than the stdin window: the agent holds the rest until STDIN_ACKs return, and the
+     * close goes out after it. */
     wr_agent_stdin(a, p.id, in, n);
-    ok(proc_request(a, WR_MSG_STDIN_CLOSE, p.id, 0, &r) != 0, "cat: STDIN_CLOSE sent");
+    {
+        struct wr_err err;
+        ok(wr_agent_stdin_close(a, p.id, r_reply, &r, &err) == 0, "cat: STDIN_CLOSE sent");
+    }
     ok(run_until(&p.exited, 30000), "cat: exits after stdin closes");
     ok(r.n_final == 1 && !r.failed, "cat: STDIN_CLOSE answered OK");
     ok(p.out[WR_FLAG_STDOUT].len == n && memcmp(p.out[WR_FLAG_STDOUT].data, in, n) == 0,
