@@ -37,8 +37,12 @@ int cli_config_load(struct cli_config *cfg, struct wr_err *err)
         j = json_load_file(cfg->path, 0, &je);
         if (j == NULL || !json_is_object(j)) {
             json_decref(j);
-            return wr_err_set(err, WR_EINVAL, 0, "config %s: %s", cfg->path,
-                              j ? "not a JSON object" : je.text);
+            wr_err_set(err, WR_EINVAL, 0, "config %s: %s", cfg->path,
+                       j ? "not a JSON object" : je.text);
+            /* On failure the caller has nothing to free. */
+            free(cfg->path);
+            cfg->path = NULL;
+            return -1;
         }
     }
     if (env_url != NULL && env_url[0] != '\0') {

@@ -488,11 +488,36 @@ static void file_chmod(struct init_conn *c, uint32_t id, const struct init_req *
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
+int init_path_req(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p,
+                  struct init_req *r, struct init_user *u)
+{
+    struct wr_err err = {0};
+
+    memset(u, 0, sizeof(*u));
+    if (init_req_parse(p, h->len, r, &err) < 0) {
+        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
+        return -1;
+    }
+    if (r->path == NULL || r->path[0] != '/') {
+        init_conn_errorf(c, h->id, EINVAL, "PATH must be an absolute path");
+        init_req_fini(r);
+        return -1;
+    }
+    if (init_user_resolve(r->user, init_req_has(r, WR_TAG_UID) ? (int64_t)r->num[WR_TAG_UID] : -1,
+                          init_req_has(r, WR_TAG_GID) ? (int64_t)r->num[WR_TAG_GID] : -1, u,
+                          &err) < 0) {
+        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
+        init_user_fini(u);
+        init_req_fini(r);
+        return -1;
+    }
+    return 0;
+}
+
 void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
 {
     struct init_req r;
     struct init_user u = {0};
-    struct wr_err err = {0};
 
     if (h->type == WR_MSG_DATA) {
         write_data(c, h->id, p, h->len);
@@ -502,20 +527,8 @@ void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const 
         write_end(c, h->id);
         return;
     }
-    if (init_req_parse(p, h->len, &r, &err) < 0) {
-        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
+    if (init_path_req(c, h, p, &r, &u) < 0)
         return;
-    }
-    if (r.path == NULL || r.path[0] != '/') {
-        init_conn_errorf(c, h->id, EINVAL, "PATH must be an absolute path");
-        goto out;
-    }
-    if (init_user_resolve(r.user, init_req_has(&r, WR_TAG_UID) ? (int64_t)r.num[WR_TAG_UID] : -1,
-                          init_req_has(&r, WR_TAG_GID) ? (int64_t)r.num[WR_TAG_GID] : -1, &u,
-                          &err) < 0) {
-        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
-        goto out;
-    }
     if ((h->type == WR_MSG_FILE_READ || h->type == WR_MSG_FILE_WRITE ||
          h->type == WR_MSG_FILE_LIST) &&
         count_jobs(c) >= INIT_MAX_JOBS) {

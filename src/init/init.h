@@ -141,6 +141,11 @@ struct init_req {
 /* Parse p[0..n). Returns 0, or -1 with err on a malformed field. Free with init_req_fini. */
 int init_req_parse(const uint8_t *p, size_t n, struct init_req *r, struct wr_err *err);
 void init_req_fini(struct init_req *r);
+/* The start of every file-system request: parse the fields, require an absolute PATH, resolve
+ * the user it runs as (USER, UID/GID, else the default). On failure the ERROR is queued on c and
+ * -1 returned with nothing to free; on success free r and u with init_req_fini/init_user_fini. */
+int init_path_req(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p,
+                  struct init_req *r, struct init_user *u);
 static inline bool init_req_has(const struct init_req *r, unsigned tag)
 {
     return tag < 64 && (r->has & (1ull << tag)) != 0;

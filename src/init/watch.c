@@ -473,28 +473,14 @@ void init_fswatch_request(struct init_conn *c, const struct wr_frame_hdr *h, con
 {
     struct init_req r;
     struct init_user u = {0};
-    struct wr_err err = {0};
 
     if (h->type == WR_MSG_CANCEL) {
         watch_cancel(c, h->id);
         return;
     }
-    if (init_req_parse(p, h->len, &r, &err) < 0) {
-        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
+    if (init_path_req(c, h, p, &r, &u) < 0)
         return;
-    }
-    if (r.path == NULL || r.path[0] != '/') {
-        init_conn_errorf(c, h->id, EINVAL, "PATH must be an absolute path");
-        goto out;
-    }
-    if (init_user_resolve(r.user, init_req_has(&r, WR_TAG_UID) ? (int64_t)r.num[WR_TAG_UID] : -1,
-                          init_req_has(&r, WR_TAG_GID) ? (int64_t)r.num[WR_TAG_GID] : -1, &u,
-                          &err) < 0) {
-        init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
-        goto out;
-    }
     watch_start(c, h->id, &r, &u);
-out:
     init_user_fini(&u);
     init_req_fini(&r);
 }

@@ -14,6 +14,8 @@ import pytest
 
 BUILD = os.environ.get("WARREN_BUILD", os.path.join(os.path.dirname(__file__), "../../build"))
 WARREN = os.path.join(BUILD, "warren")
+# `make asan` runs this suite on binaries built with ASan+UBSan (in build-asan).
+SANITIZED = os.path.basename(os.path.normpath(BUILD)) == "build-asan"
 IMAGE = os.path.join(BUILD, "images", "busybox")
 RUN_DIR = "/run/warren-test-%d" % os.getpid()
 CGROUP_PARENT = "warren-test-%d" % os.getpid()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import warren
-from conftest import Daemon, delete_all, IMAGE
+from conftest import Daemon, delete_all, IMAGE, SANITIZED
 
 
 def raw(daemon, method, path, body=b"", headers=None, tcp=False, key=None):
@@ -439,7 +439,9 @@ def test_large_file_streams_without_buffering(sandbox, daemon, tmp_path):
     assert h.hexdigest() == h2.hexdigest()
     with open("/proc/%d/status" % daemon.proc.pid) as f:
         hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
-    assert hwm < 128 * 1024, "warrend peaked at %d KiB for a %d MiB transfer" % (hwm, size >> 20)
+    # Under ASan (make asan) freed memory sits in its quarantine, so peak RSS says nothing there.
+    if not SANITIZED:
+        assert hwm < 128 * 1024, "warrend peaked at %d KiB for a %d MiB transfer" % (hwm, size >> 20)
 
 
 # ---- restart -----------------------------------------------------------------------------------
