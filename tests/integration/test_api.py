@@ -528,3 +528,29 @@ def test_a_sandbox_whose_init_dies_is_stopped_with_a_reason(client):
     with pytest.raises(warren.ConflictError):
         sb.commands.run("true")
     client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
+
+
+def test_zygote_and_pre_cloned_children_end_with_the_daemon():
+    d = Daemon("--pool", "3").start()
+    try:
+        deadline = time.monotonic() + 10
+        kids = []
+        while time.monotonic() < deadline:
+            kids = [int(p) for p in open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()]
+            if len(kids) >= 4:  # the zygote and 3 pre-cloned children
+                break
+            time.sleep(0.05)
+        assert len(kids) >= 4, kids
+        names = sorted(open("/proc/%d/comm" % k).read().strip() for k in kids)
+        assert names.count("warren-zygote") >= 4, names
+        d.kill9()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % k) for k in kids):
+            time.sleep(0.05)
+        alive = [k for k in kids if os.path.exists("/proc/%d" % k) and
+                 open("/proc/%d/stat" % k).read().split()[2] != "Z"]
+        assert alive == [], "left running after kill -9 of warrend: %r" % alive
+    finally:
+        d.start()
+        delete_all(d)
+        d.cleanup()
