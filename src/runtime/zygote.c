@@ -170,15 +170,27 @@ int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *e
         n = recvmsg(rt->zygote_fd, &msg, MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     pthread_mutex_unlock(&rt->zygote_lock);
-    if (n != (ssize_t)sizeof(r))
-        return wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "zygote: no answer");
-    if (r.rc < 0) {
-        *err = r.err;
-        return -1;
+    cm = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (n != (ssize_t)sizeof(r) || r.rc < 0 || cm == NULL || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(sizeof(fds))) {
+        /* Whatever fds came with a bad answer: the child they stand for must not linger
+         * (it would wait for "go" forever, holding an id range). */
+        if (cm != NULL && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            memcpy(fds, CMSG_DATA(cm), (k > ZYGOTE_NFDS ? ZYGOTE_NFDS : k) * sizeof(int));
+            (void)syscall(SYS_pidfd_send_signal, fds[0], SIGKILL, NULL, 0);
+            for (size_t i = 0; i < k && i < ZYGOTE_NFDS; i++)
+                close(fds[i]);
+            if (n == (ssize_t)sizeof(r) && r.pid > 0) /* our child (CLONE_PARENT): reap it */
+                while (waitpid(r.pid, NULL, __WALL) < 0 && errno == EINTR)
+                    ;
+        }
+        if (n == (ssize_t)sizeof(r) && r.rc < 0) {
+            *err = r.err;
+            return -1;
+        }
+        return wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "zygote: bad answer");
     }
-    cm = CMSG_FIRSTHDR(&msg);
-    if (cm == NULL || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(fds)))
-        return wr_err_set(err, WR_EINTERNAL, 0, "zygote: answer without fds");
     memcpy(fds, CMSG_DATA(cm), sizeof(fds));
     w->pid = r.pid;
     w->uid_base = r.uid_base;
