@@ -46,6 +46,21 @@ static void work_done(struct wr_manager *m)
         free(m);
 }
 
+void wr__core_queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done)
+{
+    queue_work(m, w, run, done);
+}
+
+void wr__core_work_done(struct wr_manager *m)
+{
+    work_done(m);
+}
+
+const struct wr_manager_config *wr__core_config(const struct wr_manager *m)
+{
+    return &m->cfg;
+}
+
 /* ---- time and ids --------------------------------------------------------------------------- */
 
 int64_t wr__core_now_ms(void)
@@ -56,7 +71,7 @@ int64_t wr__core_now_ms(void)
 }
 
 /* 20 random characters of [a-z0-9]: about 103 bits. */
-static void new_id(char out[21])
+void wr__core_new_id(char out[21])
 {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
     unsigned char rnd[20];
@@ -68,10 +83,12 @@ static void new_id(char out[21])
     out[20] = '\0';
 }
 
-static bool valid_template_name(const char *s)
+/* Template and volume names: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-` (never a
+ * path component of their own, nor an option). */
+bool wr_volume_name_valid(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 64 || s[0] == '.')
+    if (n == 0 || n > 64 || s[0] == '.' || s[0] == '-')
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
@@ -467,6 +484,8 @@ struct create_work {
     char *cwd, *user;
     bool allow_setuid;
     uint32_t pids_max;
+    struct wr_mount_spec *mounts;
+    size_t n_mounts;
     struct wr_sandbox *rt_sb;
     struct wr_err err;
     int rc;
@@ -490,6 +509,8 @@ static void create_run(uv_work_t *w)
         .pids_max = c->pids_max,
         .allow_setuid = c->allow_setuid,
         .tmpfs_bytes = c->rec.memory_bytes ? c->rec.memory_bytes : 0,
+        .mounts = c->mounts,
+        .n_mounts = c->n_mounts,
     };
     c->rc = wr_sandbox_create(c->m->cfg.rt, &spec, &c->rt_sb, &c->err);
 }
@@ -545,6 +566,7 @@ out:
     free_strv(c->env);
     free(c->cwd);
     free(c->user);
+    wr__mounts_free(c->mounts, c->n_mounts);
     free(c);
     work_done(m);
 }
@@ -590,7 +612,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     struct stat st;
     char id[21];
 
-    if (!valid_template_name(tname)) {
+    if (!wr_volume_name_valid(tname)) {
         wr_err_set(&err, WR_EINVAL, 0, "template name `%s` is not valid", tname);
         goto fail;
     }
@@ -669,7 +691,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         }
     }
 
-    new_id(id);
+    wr__core_new_id(id);
     c->rec.id = xstrdup(id);
     c->rec.team = xstrdup(req->team);
     c->rec.template_name = xstrdup(tname);
@@ -684,12 +706,18 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     json_decref(env);
     c->layer = xasprintf("%s/rootfs", tdir);
 
-    if (wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
+    /* Resolved and recorded on the loop, in the same turn as the insert: a volume delete (also
+     * on the loop) either finds this sandbox using it or ran before and made this fail. */
+    c->n_mounts = req->n_volumes;
+    if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->mounts,
+                            &c->rec.volumes_json, &err) < 0 ||
+        wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         wr_sandbox_rec_fini(&c->rec);
         free(c->layer);
         free_strv(c->env);
         free(c->cwd);
         free(c->user);
+        wr__mounts_free(c->mounts, c->n_mounts);
         free(c);
         goto fail;
     }
@@ -1156,6 +1184,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         wr_sandbox_rec_fini(&recs[i]);
     }
     free(recs);
+    wr__volumes_sweep(m);
     /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
      * right after the daemon says it is ready must find them connected. */
     for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
