@@ -45,3 +45,5 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
                struct wr_msb *sb, const struct api_route *rt);
 void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
               const struct api_route *rt);
+void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                 const struct api_route *rt);
