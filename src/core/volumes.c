@@ -106,8 +106,8 @@ int wr_manager_volume_create(struct wr_manager *m, const char *team, const char 
         wr_err_sys(err, "create volume directory `%s/%s/data`", cfg->volumes_dir, id);
         goto undo;
     }
-    v = (struct wr_volume_rec){.id = id, .team = (char *)team, .name = (char *)name,
-                               .created_ms = wr__core_now_ms()};
+    v = (struct wr_volume_rec){
+        .id = id, .team = (char *)team, .name = (char *)name, .created_ms = wr__core_now_ms()};
     if (wr_store_volume_insert(cfg->store, &v, err) < 0)
         goto undo;
     if (wr_store_volume_get(cfg->store, team, name, rec, err) < 0)
@@ -232,8 +232,7 @@ void wr__volumes_sweep(struct wr_manager *m)
             known = strcmp(recs[i].id, de->d_name) == 0;
         if (known)
             continue;
-        log_warn("volume directory %s/%s has no record: removing it", cfg->volumes_dir,
-                 de->d_name);
+        log_warn("volume directory %s/%s has no record: removing it", cfg->volumes_dir, de->d_name);
         if (wr_rm_rf_at(dirfd(d), de->d_name, &err) < 0)
             log_warn("%s", err.msg);
     }

@@ -122,11 +122,11 @@ int wr_store_volume_list(struct wr_store *s, const char *team, struct wr_volume_
 static int volume_user(struct wr_store *s, const char *id, char *user, size_t size,
                        struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
-        s, WR_ST_VOL_USER,
-        "SELECT s.id FROM sandboxes AS s, json_each(s.volumes_json) AS m WHERE s.state IN "
-        LIVE_STATES " AND json_extract(m.value, '$.id') = ?1 ORDER BY s.seq LIMIT 1",
-        err);
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_VOL_USER,
+                 "SELECT s.id FROM sandboxes AS s, json_each(s.volumes_json) AS m WHERE s.state "
+                 "IN " LIVE_STATES " AND json_extract(m.value, '$.id') = ?1 ORDER BY s.seq LIMIT 1",
+                 err);
     int rc;
 
     if (st == NULL)
@@ -152,24 +152,24 @@ int wr_store_volume_delete(struct wr_store *s, const char *team, const char *nam
     if (wr__txn_begin(&tx, err) < 0 || wr_store_volume_get(s, team, name, &got, err) < 0)
         return -1;
     r = volume_user(s, got.id, user, sizeof(user), err);
-    if (r != 0) {
-        wr_volume_rec_fini(&got);
-        if (r > 0)
-            wr_err_set(err, WR_ECONFLICT, 0, "volume `%s` is in use by sandbox %s", name, user);
-        return -1;
-    }
+    if (r > 0)
+        wr_err_set(err, WR_ECONFLICT, 0, "volume `%s` is in use by sandbox %s", name, user);
+    if (r != 0)
+        goto fail;
     {
         _cleanup_stmt_ sqlite3_stmt *st =
             wr__stmt(s, WR_ST_VOL_DELETE, "DELETE FROM volumes WHERE id = ?1", err);
-        if (st == NULL || wr__step_done(s->db, st, "delete volume", err) < 0) {
-            wr_volume_rec_fini(&got);
-            return -1;
-        }
+        if (st == NULL)
+            goto fail;
+        wr__bind_text(st, 1, got.id);
+        if (wr__step_done(s->db, st, "delete volume", err) < 0)
+            goto fail;
     }
-    if (wr__txn_commit(&tx, err) < 0) {
-        wr_volume_rec_fini(&got);
-        return -1;
-    }
+    if (wr__txn_commit(&tx, err) < 0)
+        goto fail;
     *v = got;
     return 0;
+fail:
+    wr_volume_rec_fini(&got);
+    return -1;
 }
