@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 import warren
-from conftest import IMAGE, WARREN, Daemon, delete_all
+from conftest import IMAGE, WARREN, Daemon, delete_all, pool_pids
 from test_api import raw
 
 
@@ -177,7 +177,18 @@ def test_readonly(daemon, client, vol):
         assert sb.commands.run("cat /data/f; ls /data").stdout == "keep\nf\n"
         r = sb.commands.run("/usr/bin/warren-probe escape --only volume_ro --volume /data",
                             check=False, user="root")
-        assert r.exit_code == 0, r.stdout + r.stderr
+        assert r.exit_code == 0 and "HELD volume_ro" in r.stdout, r.stdout + r.stderr
+        # No process of the sandbox holds an fd of the idmapped mount (research P2): its fds
+        # are sockets, pipes, locks and /dev/null; a mount fd would read as a directory.
+        sb.commands.run("sleep 30", background=True)
+        for pid in pool_pids():
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                try:
+                    target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                except OSError:
+                    continue
+                assert target != "/" and "/data" not in target and "volumes" not in target, (
+                    pid, fd, target)
     finally:
         sb.kill()
     with open(os.path.join(vol_data(daemon, vol.name), "f")) as f:
