@@ -349,3 +349,45 @@ def test_orphan_directories_are_swept_at_start():
         assert vol_dirs(d) == []
     finally:
         d.cleanup()
+
+
+# ---- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli(daemon, tmp_path):
+    from test_cli import Cli
+    cli = Cli(daemon, tmp_path)
+    assert cli.ok("volume", "create", "clivol") == "clivol\n"
+    assert json.loads(cli.ok("volume", "create", "clivol2", "-o", "json"))["name"] == "clivol2"
+    ls = cli.ok("volume", "ls")
+    assert "clivol\n" in ls.replace(" ", "\n") or "clivol " in ls
+    assert [v["name"] for v in json.loads(cli.ok("volume", "ls", "-o", "json"))["volumes"]] == [
+        "clivol", "clivol2"]
+    sb = cli.ok("create", "--volume", "clivol:/data", "--volume", "clivol2:/ro:ro",
+                "--timeout", "60").strip()
+    try:
+        info = cli.ok("info", sb)
+        assert "volume:     clivol at /data\n" in info
+        assert "volume:     clivol2 at /ro (read-only)\n" in info
+        cli.ok("exec", sb, "--", "sh", "-c", "echo hi > /data/f")
+        assert cli("exec", sb, "--", "touch", "/ro/f").returncode != 0
+        r = cli("volume", "rm", "clivol")
+        assert r.returncode == 1 and b"in use by sandbox " + sb.encode() in r.stderr, r.stderr
+    finally:
+        cli.ok("rm", sb)
+    out = cli.ok("volume", "info", "clivol")
+    assert "name:       clivol\n" in out and "disk_bytes: " in out
+    assert json.loads(cli.ok("volume", "info", "clivol", "-o", "json"))["disk_bytes"] > 0
+    # Bad input.
+    for args in [("create", "--volume", "clivol"), ("create", "--volume", "clivol:/d:rx"),
+                 ("create", "--volume", ":/d"), ("volume",), ("volume", "frob"),
+                 ("volume", "info"), ("volume", "info", "a", "b"), ("volume", "ls", "x"),
+                 ("volume", "rm"), ("volume", "info", "a/b")]:
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+    r = cli("create", "--volume", "clivol:relative")
+    assert r.returncode == 1 and b"absolute" in r.stderr
+    r = cli("volume", "info", "nope")
+    assert r.returncode == 1 and b"not found" in r.stderr
+    assert cli.ok("volume", "rm", "clivol", "clivol2") == "clivol\nclivol2\n"
+    assert json.loads(cli.ok("volume", "ls", "-o", "json"))["volumes"] == []
