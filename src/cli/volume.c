@@ -18,8 +18,7 @@
     "`warren create --volume NAME:/path[:ro]`. rm refuses a volume that a sandbox uses.\n"
 
 /* Run one request per name in argv[i..argc) and print each answer (or the name, for rm). */
-static int each_name(const char *verb, const char *method, int argc, char **argv, int i,
-                     bool json)
+static int each_name(const char *verb, const char *method, int argc, char **argv, int i, bool json)
 {
     struct cli_http *http;
     int rc = 0;
