@@ -191,7 +191,9 @@ static void usage_run(uv_work_t *w)
     _cleanup_free_ char *path = xasprintf("%s/%s", dir, vw->rec.id);
     _cleanup_close_ int d = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-    if (d < 0)
+    if (d < 0 && errno == ENOENT) /* deleted since the lookup */
+        vw->rc = wr_err_set(&vw->err, WR_ENOTFOUND, 0, "volume `%s` not found", vw->rec.name);
+    else if (d < 0)
         vw->rc = wr_err_sys(&vw->err, "open `%s`", path);
     else
         vw->rc = wr_disk_usage_at(d, "data", &vw->bytes, &vw->err);

@@ -123,6 +123,8 @@ static int walk_at(int dfd, const char *name, walk_fn visit, void *ctx, const ch
     if (fstat(dfd, &parent) == 0 && parent.st_dev != st.st_dev)
         return wr_err_set(err, WR_ECONFLICT, 0, "%s `%s`: is a mount point", what, name);
     fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) /* removed meanwhile (by a sandbox using the tree) */
+        return 0;
     if (fd < 0)
         return wr_err_sys(err, "open `%s`", name);
     d = fdopendir(fd);
