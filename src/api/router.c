@@ -239,6 +239,14 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         api_keys(api, req, &who, &rt);
         return;
     }
+    if (strcmp(rt.seg[0], "templates") == 0) {
+        api_templates(api, req, &who, &rt);
+        return;
+    }
+    if (strcmp(rt.seg[0], "snapshots") == 0) {
+        api_snapshots(api, req, &who, &rt);
+        return;
+    }
     if (strcmp(rt.seg[0], "volumes") == 0) {
         api_volumes(api, req, &who, &rt);
         return;

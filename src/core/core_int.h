@@ -7,6 +7,18 @@
 
 struct wr_sandbox;
 
+#define NBUCKETS 4096
+
+struct wr_manager {
+    struct wr_manager_config cfg;
+    uv_loop_t *loop;
+    struct wr_msb *buckets[NBUCKETS];
+    uint64_t count;     /* sandboxes in memory: creating or running */
+    uint64_t committed; /* their memory limits */
+    unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
+    bool closing;
+};
+
 struct wr_msb {
     struct wr_manager *m;
     struct wr_msb *hnext; /* hash chain */
@@ -21,6 +33,7 @@ struct wr_msb {
      * does not read, so a request would wait for the thaw, or time out wrongly). */
     bool paused;
     bool busy;             /* a create, freeze, thaw or destroy of it runs on a worker */
+    bool on_disk;          /* paused to disk: no processes (rt NULL), files in its home */
     bool on_timeout_pause; /* the deadline pauses instead of killing */
     uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;   /* wall clock, while running */
@@ -47,6 +60,17 @@ struct wr_msb {
 };
 
 int64_t wr__core_now_ms(void);
+/* Run work on the loop's pool; the done callback ends with wr__work_done (m may be freed). */
+void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done);
+void wr__work_done(struct wr_manager *m);
+/* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
+ * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
+struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                          struct wr_err *err);
+/* Why a sandbox cannot change state now (being created, deleted, paused, resumed), or 0. */
+int wr__check_settled(const struct wr_msb *sb, struct wr_err *err);
+/* After work on a busy sandbox: run the end that was asked for meanwhile, if any (true). */
+bool wr__run_pending_end(struct wr_msb *sb);
 /* procs.c: the sandbox's processes hear that it is gone; free them all; take back the processes
  * of an adopted sandbox (LIST + ATTACH). */
 void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why);
@@ -57,20 +81,20 @@ void wr__procs_adopt(struct wr_msb *sb);
 void wr__procs_pause(struct wr_msb *sb);
 void wr__procs_resume(struct wr_msb *sb);
 
-/* manager.c: run `run` on the loop's worker pool and `done` on the loop; done must end with
- * wr__core_work_done (the manager is freed after the last work once closing). */
-void wr__core_queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done);
-void wr__core_work_done(struct wr_manager *m);
+/* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
 /* 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
 
-/* volumes.c: the team's volumes `v` resolved to mounts (*mounts: n specs, their strings owned
- * by it; free with wr__mounts_free) and the record's volumes_json (free it). WR_EINVAL for bad
+/* volumes.c: check the team's volumes `v` (names, paths, limits) and resolve them to the
+ * record's volumes_json (*out, free it): [{"id","name","path","readonly"}]. WR_EINVAL for bad
  * names or paths, WR_ENOTFOUND for a volume the team does not have. */
 int wr__volumes_resolve(struct wr_manager *m, const char *team, const struct wr_volume_mount *v,
-                        size_t n, struct wr_mount_spec **mounts, char **volumes_json,
-                        struct wr_err *err);
+                        size_t n, char **out, struct wr_err *err);
+/* The mounts of a record's volumes_json (NULL: none): *mounts holds *n specs whose strings it
+ * owns; free with wr__mounts_free. */
+int wr__mounts_of(struct wr_manager *m, const char *volumes_json, struct wr_mount_spec **mounts,
+                  size_t *n, struct wr_err *err);
 void wr__mounts_free(struct wr_mount_spec *mounts, size_t n);
 /* Remove the directories of volumes that have no record (a daemon that died while deleting or
  * creating one). Called at open. */

@@ -28,49 +28,91 @@ void wr__mounts_free(struct wr_mount_spec *mounts, size_t n)
     free(mounts);
 }
 
+/* Template and volume names: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-` (never a
+ * path component of their own, nor an option). */
+bool wr_volume_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 64 || s[0] == '.' || s[0] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return false;
+    return true;
+}
+
 int wr__volumes_resolve(struct wr_manager *m, const char *team, const struct wr_volume_mount *v,
-                        size_t n, struct wr_mount_spec **mounts, char **volumes_json,
-                        struct wr_err *err)
+                        size_t n, char **out, struct wr_err *err)
 {
     const struct wr_manager_config *cfg = wr__core_config(m);
-    struct wr_mount_spec *ms = n ? xcalloc(n, sizeof(*ms)) : NULL;
-    json_t *arr = json_array();
-    int rc;
+    struct wr_mount_spec ms[WR_MAX_MOUNTS] = {0};
+    json_t *arr;
 
-    *mounts = NULL;
-    *volumes_json = NULL;
+    *out = NULL;
+    if (n > WR_MAX_MOUNTS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d volumes per sandbox, not %zu",
+                          WR_MAX_MOUNTS, n);
     for (size_t i = 0; i < n; i++)
         ms[i].target = v[i].path;
-    rc = wr_mounts_check(ms, n, err);
-    for (size_t i = 0; i < n; i++)
-        ms[i].target = NULL; /* from here on, the strings in ms are its own */
-    if (rc < 0)
-        goto fail;
+    if (wr_mounts_check(ms, n, err) < 0)
+        return -1;
+    arr = json_array();
     for (size_t i = 0; i < n; i++) {
         struct wr_volume_rec rec;
 
         if (v[i].name == NULL || !wr_volume_name_valid(v[i].name)) {
-            wr_err_set(err, WR_EINVAL, 0, "volume name `%s` is not valid",
-                       v[i].name ? v[i].name : "");
-            goto fail;
+            json_decref(arr);
+            return wr_err_set(err, WR_EINVAL, 0, "volume name `%s` is not valid",
+                              v[i].name ? v[i].name : "");
         }
-        if (wr_store_volume_get(cfg->store, team, v[i].name, &rec, err) < 0)
-            goto fail;
-        ms[i].host_dir = xasprintf("%s/%s/data", cfg->volumes_dir, rec.id);
-        ms[i].target = xstrdup(v[i].path);
-        ms[i].readonly = v[i].readonly;
+        if (wr_store_volume_get(cfg->store, team, v[i].name, &rec, err) < 0) {
+            json_decref(arr);
+            return -1;
+        }
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:b}", "id", rec.id, "name", rec.name,
                                              "path", v[i].path, "readonly", v[i].readonly));
         wr_volume_rec_fini(&rec);
     }
-    *volumes_json = json_dumps(arr, JSON_COMPACT);
+    *out = json_dumps(arr, JSON_COMPACT);
     json_decref(arr);
-    *mounts = ms;
     return 0;
-fail:
+}
+
+int wr__mounts_of(struct wr_manager *m, const char *volumes_json, struct wr_mount_spec **mounts,
+                  size_t *n, struct wr_err *err)
+{
+    const struct wr_manager_config *cfg = wr__core_config(m);
+    json_t *arr = json_loads(volumes_json ? volumes_json : "[]", 0, NULL), *v;
+    struct wr_mount_spec *ms;
+    size_t i;
+
+    *mounts = NULL;
+    *n = 0;
+    if (!json_is_array(arr) || json_array_size(arr) > WR_MAX_MOUNTS) {
+        json_decref(arr);
+        return wr_err_set(err, WR_EINTERNAL, 0, "a sandbox record's volumes are not valid");
+    }
+    ms = json_array_size(arr) ? xcalloc(json_array_size(arr), sizeof(*ms)) : NULL;
+    json_array_foreach(arr, i, v)
+    {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        const char *path = json_string_value(json_object_get(v, "path"));
+
+        if (id == NULL || path == NULL) {
+            wr__mounts_free(ms, i);
+            json_decref(arr);
+            return wr_err_set(err, WR_EINTERNAL, 0, "a sandbox record's volumes are not valid");
+        }
+        ms[i].host_dir = xasprintf("%s/%s/data", cfg->volumes_dir, id);
+        ms[i].target = xstrdup(path);
+        ms[i].readonly = json_is_true(json_object_get(v, "readonly"));
+    }
+    *mounts = ms;
+    *n = json_array_size(arr);
     json_decref(arr);
-    wr__mounts_free(ms, n);
-    return -1;
+    return 0;
 }
 
 int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,
@@ -162,7 +204,7 @@ static void vol_work_done(uv_work_t *w, int status)
     }
     wr_volume_rec_fini(&vw->rec);
     free(vw);
-    wr__core_work_done(m);
+    wr__work_done(m);
 }
 
 void wr_manager_volume_delete(struct wr_manager *m, const char *team, const char *name,
@@ -179,7 +221,7 @@ void wr_manager_volume_delete(struct wr_manager *m, const char *team, const char
         return;
     }
     vw->w.data = vw;
-    wr__core_queue_work(m, &vw->w, delete_run, vol_work_done);
+    wr__queue_work(m, &vw->w, delete_run, vol_work_done);
 }
 
 /* ---- get, with the disk use ------------------------------------------------------------------ */
@@ -213,7 +255,7 @@ void wr_manager_volume_get(struct wr_manager *m, const char *team, const char *n
         return;
     }
     vw->w.data = vw;
-    wr__core_queue_work(m, &vw->w, usage_run, vol_work_done);
+    wr__queue_work(m, &vw->w, usage_run, vol_work_done);
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */

@@ -391,3 +391,19 @@ def test_cli(daemon, tmp_path):
     assert r.returncode == 1 and b"not found" in r.stderr
     assert cli.ok("volume", "rm", "clivol", "clivol2") == "clivol\nclivol2\n"
     assert json.loads(cli.ok("volume", "ls", "-o", "json"))["volumes"] == []
+
+
+def test_pause_to_disk_keeps_the_volumes(daemon, client, vol):
+    """A sandbox paused to disk starts again with the same volumes, and holds them meanwhile."""
+    sb = warren.Sandbox.create(client=client, volumes=[vol.name + ":/data", vol.name + ":/ro:ro"],
+                               timeout=60)
+    try:
+        sb.commands.run("echo kept > /data/f")
+        sb.pause(mode="disk")
+        with pytest.raises(warren.ConflictError):
+            warren.Volume.delete(vol.name, client=client)
+        sb.resume()
+        assert sb.commands.run("cat /data/f /ro/f").stdout == "kept\nkept\n"
+        assert sb.commands.run("touch /ro/x", check=False).exit_code != 0
+    finally:
+        sb.kill()
