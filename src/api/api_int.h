@@ -31,6 +31,11 @@ void api_time(int64_t ms, char out[32]);
 /* JSON of a process. */
 json_t *api_proc_json(struct wr_proc *p);
 
+/* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
+ * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
+struct wr_buf;
+void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const uint8_t *p,
+                     size_t n, bool final);
 /* Parse a JSON object body; on failure answers 400 and returns NULL. */
 json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
 /* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */
@@ -64,6 +69,8 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
                    const struct api_route *rt);
 void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                    const struct api_route *rt);
+/* h_build.c: POST /v1/templates/build. */
+void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
 void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);
 void api_fork_body(struct wr_http_req *req, const char *body, size_t len);
 void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,

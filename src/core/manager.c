@@ -589,6 +589,20 @@ static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, stru
     return 0;
 }
 
+/* A build's context, read-only at WR_BUILD_CONTEXT (never recorded: a build's sandboxes are
+ * not paused or kept). */
+static int add_context_mount(struct start_spec *ss, const char *dir, struct wr_err *err)
+{
+    if (dir == NULL)
+        return 0;
+    if (ss->n_mounts >= WR_MAX_MOUNTS)
+        return wr_err_set(err, WR_EINVAL, 0, "too many mounts");
+    ss->mounts = xrealloc(ss->mounts, (ss->n_mounts + 1) * sizeof(*ss->mounts));
+    ss->mounts[ss->n_mounts++] = (struct wr_mount_spec){
+        .host_dir = xstrdup(dir), .target = xstrdup(WR_BUILD_CONTEXT), .readonly = true};
+    return 0;
+}
+
 struct create_work {
     uv_work_t w;
     struct wr_manager *m;
@@ -671,8 +685,19 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                    m->cfg.max_timeout_s);
         goto fail;
     }
-    if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0)
+    if (req->image_json != NULL) {
+        json_t *j = json_loads(req->image_json, 0, NULL);
+        img.layers = json_incref(json_object_get(j, "layers"));
+        img.config = json_incref(json_object_get(j, "config"));
+        img.name = xstrdup(tname);
+        json_decref(j);
+        if (!json_is_array(img.layers) || !json_is_object(img.config)) {
+            wr_err_set(&err, WR_EINTERNAL, 0, "create: a malformed image");
+            goto fail;
+        }
+    } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
         goto fail;
+    }
     if (req->idem_key != NULL) {
         struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
         if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
@@ -736,6 +761,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->rec.volumes_json,
                             &err) < 0 ||
         start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+        add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         wr_sandbox_rec_fini(&c->rec);
         start_spec_fini(&c->ss);
