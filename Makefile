@@ -57,7 +57,7 @@ LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP).
 DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lseccomp
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren

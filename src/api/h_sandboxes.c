@@ -111,8 +111,7 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
     free(c);
 }
 
-/* A JSON object whose values are all strings (env, metadata); NULL with an answer if not. */
-static int string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
+int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
 {
     json_t *m = json_object_get(body, key);
     const char *k;
@@ -129,7 +128,8 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
     {
         if (!json_is_string(v) || k[0] == '\0' || strlen(k) > 256 ||
             json_string_length(v) > 65536 ||
-            (strcmp(key, "env") == 0 && (strchr(k, '=') != NULL))) {
+            ((strcmp(key, "env") == 0 || strcmp(key, "envVars") == 0) &&
+             (strchr(k, '=') != NULL))) {
             wr_http_respond_error(req, 400, "invalid", "`%s.%s` must be a string", key, k);
             return -1;
         }
@@ -199,7 +199,7 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
         }
         cr.on_timeout_pause = strcmp(p, "pause") == 0;
     }
-    if (string_map(req, j, "env", &env) < 0 || string_map(req, j, "metadata", &meta) < 0)
+    if (api_string_map(req, j, "env", &env) < 0 || api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
     cr.env_json = env;
     cr.metadata_json = meta;
