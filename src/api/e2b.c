@@ -230,6 +230,96 @@ static const char *basic_user(struct wr_http_req *req, char *buf, size_t size)
     return buf[0] ? buf : NULL;
 }
 
+uint64_t e2b_keepalive_ms(struct wr_http_req *req)
+{
+    const char *ka = wr_http_req_header(req, "Keepalive-Ping-Interval");
+    uint64_t s = 0;
+
+    if (ka != NULL) {
+        char *end;
+        s = strtoull(ka, &end, 10);
+        if (*ka == '\0' || *end != '\0')
+            s = 0;
+    }
+    return (s >= 1 && s <= 3600 ? s : 50) * 1000;
+}
+
+/* ---- Connect calls ----------------------------------------------------------------------------
+ */
+
+struct rpc_ctx {
+    struct e2b_envd ev;
+    const struct e2b_service *svc;
+    char method[32];
+    char user[128];
+};
+
+static void rpc_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct rpc_ctx *r = data;
+    wr_msb_unref(r->ev.sb);
+    free(r);
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (; list != NULL && *list != NULL; list++)
+        if (strcmp(*list, s) == 0)
+            return true;
+    return false;
+}
+
+static void rpc_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    struct rpc_ctx *r = wr_http_req_data(req);
+    struct e2b_envd ev = r->ev;
+    const struct e2b_service *svc = r->svc;
+    bool stream = in_list(svc->streams, r->method);
+    char method[32], user[128];
+    json_t *j;
+
+    snprintf(method, sizeof(method), "%s", r->method);
+    snprintf(user, sizeof(user), "%s", r->user);
+    ev.user = user[0] ? user : NULL;
+    wr_http_req_set_data(req, NULL, NULL);
+    free(r);
+    j = connect_decode(req, stream, body, len);
+    if (j != NULL && !wr_msb_alive(ev.sb)) {
+        if (stream)
+            connect_stream_end(req, "unavailable", "the sandbox is not running");
+        else
+            connect_unary_error(req, "unavailable", "the sandbox is not running");
+    } else if (j != NULL) {
+        svc->call(&ev, req, method, j);
+    }
+    json_decref(j);
+    wr_msb_unref(ev.sb);
+}
+
+void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
+             const char *method)
+{
+    struct rpc_ctx *r;
+
+    if (strcmp(wr_http_req_method(req), "POST") != 0) {
+        connect_unary_error(req, "unimplemented", "Connect calls are POST");
+        return;
+    }
+    if (!in_list(svc->methods, method) || strlen(method) >= sizeof(r->method)) {
+        connect_unary_error(req, "unimplemented", "%s/%s is not implemented", svc->name, method);
+        return;
+    }
+    r = xcalloc(1, sizeof(*r));
+    r->ev = *ev;
+    r->ev.user = NULL;
+    r->svc = svc;
+    snprintf(r->user, sizeof(r->user), "%s", ev->user ? ev->user : "");
+    snprintf(r->method, sizeof(r->method), "%s", method);
+    wr_msb_ref(ev->sb);
+    wr_http_req_set_data(req, r, rpc_closed);
+    wr_http_req_read_body(req, CONNECT_MAX_REQUEST, rpc_body);
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 
 /* Host "<port>-<id>.<domain>[:p]": fills port and id. */

@@ -13,7 +13,6 @@
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 
-#define KEEPALIVE_S      50
 #define MAX_WATCHERS     256    /* polled watchers in the daemon */
 #define MAX_WATCH_EVENTS 100000 /* events a polled watcher keeps between two polls */
 #define MAX_LIST_ENTRIES 100000
@@ -637,88 +636,31 @@ static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *m
 /* ---- dispatch ---------------------------------------------------------------------------------
  */
 
-struct body_ctx {
-    struct e2b_envd ev;
-    char method[24];
-    char user[128];
-};
-
-static void body_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
+static void watch_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    struct body_ctx *b = data;
-    wr_msb_unref(b->ev.sb);
-    free(b);
+    struct e2b_watcher *w = watch_new(ev, req, j, false);
+
+    if (w != NULL)
+        uv_timer_start(&w->keepalive, on_keepalive, e2b_keepalive_ms(req), e2b_keepalive_ms(req));
 }
 
-static void body_read(struct wr_http_req *req, const char *body, size_t len)
+static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
 {
-    struct body_ctx *b = wr_http_req_data(req);
-    struct e2b_envd ev = b->ev;
-    bool stream = strcmp(b->method, "WatchDir") == 0;
-    char method[24], user[128];
-    json_t *j;
-
-    snprintf(method, sizeof(method), "%s", b->method);
-    snprintf(user, sizeof(user), "%s", b->user);
-    ev.user = user[0] ? user : NULL;
-    wr_http_req_set_data(req, NULL, NULL);
-    free(b);
-    j = connect_decode(req, stream, body, len);
-    if (j == NULL)
-        goto out;
-    if (!wr_msb_alive(ev.sb)) {
-        if (stream)
-            connect_stream_end(req, "unavailable", "the sandbox is not running");
-        else
-            connect_unary_error(req, "unavailable", "the sandbox is not running");
-    } else if (stream) {
-        struct e2b_watcher *w = watch_new(&ev, req, j, false);
-        if (w != NULL) {
-            uint64_t interval = KEEPALIVE_S;
-            const char *ka = wr_http_req_header(req, "Keepalive-Ping-Interval");
-            if (ka != NULL) {
-                char *end;
-                interval = strtoull(ka, &end, 10);
-                if (*end != '\0' || interval == 0 || interval > 3600)
-                    interval = KEEPALIVE_S;
-            }
-            uv_timer_start(&w->keepalive, on_keepalive, interval * 1000, interval * 1000);
-        }
-    } else if (strstr(method, "Watcher") != NULL) {
-        watchers(&ev, req, method, j);
-    } else {
-        fs_unary(&ev, req, method, j);
-    }
-    json_decref(j);
-out:
-    wr_msb_unref(ev.sb);
+    if (strcmp(method, "WatchDir") == 0)
+        watch_dir(ev, req, j);
+    else if (strstr(method, "Watcher") != NULL)
+        watchers(ev, req, method, j);
+    else
+        fs_unary(ev, req, method, j);
 }
 
 void e2b_filesystem(struct e2b_envd *ev, struct wr_http_req *req, const char *method)
 {
     static const char *const methods[] = {
-        "Stat",          "MakeDir",          "Move",          "ListDir", "Remove", "WatchDir",
-        "CreateWatcher", "GetWatcherEvents", "RemoveWatcher", NULL};
-    struct body_ctx *b;
-    bool known = false;
+        "Stat",     "MakeDir",       "Move",          "ListDir",          "Remove",
+        "WatchDir", "CreateWatcher", "RemoveWatcher", "GetWatcherEvents", NULL};
+    static const char *const streams[] = {"WatchDir", NULL};
+    static const struct e2b_service svc = {"filesystem.Filesystem", methods, streams, call};
 
-    for (const char *const *m = methods; *m != NULL; m++)
-        known |= strcmp(*m, method) == 0;
-    if (strcmp(wr_http_req_method(req), "POST") != 0) {
-        connect_unary_error(req, "unimplemented", "Connect calls are POST");
-        return;
-    }
-    if (!known) {
-        connect_unary_error(req, "unimplemented", "filesystem.Filesystem/%s is not implemented",
-                            method);
-        return;
-    }
-    b = xcalloc(1, sizeof(*b));
-    b->ev = *ev;
-    b->ev.user = NULL;
-    snprintf(b->user, sizeof(b->user), "%s", ev->user ? ev->user : "");
-    snprintf(b->method, sizeof(b->method), "%s", method);
-    wr_msb_ref(ev->sb);
-    wr_http_req_set_data(req, b, body_ctx_closed);
-    wr_http_req_read_body(req, CONNECT_MAX_REQUEST, body_read);
+    e2b_rpc(ev, req, &svc, method);
 }

@@ -84,6 +84,24 @@ json_t *e2b_b64_json(const uint8_t *p, size_t n);
 /* Decode standard or URL-safe base64, padded or not. Returns 0, or -1 if it is not base64. */
 int e2b_b64_decode(const char *s, size_t n, struct wr_buf *out);
 
+/* The period of keepalive messages on a stream: Keepalive-Ping-Interval (seconds, 1 to 3600),
+ * else envd's 50 s. */
+uint64_t e2b_keepalive_ms(struct wr_http_req *req);
+
+/* A Connect service: its methods, which of them stream, and the call once the request is
+ * decoded (msg is borrowed; the sandbox was checked to be alive; ev->user is valid during the
+ * call only). */
+struct e2b_service {
+    const char *name;           /* "process.Process" */
+    const char *const *methods; /* NULL-terminated */
+    const char *const *streams; /* the server-streaming ones among them */
+    void (*call)(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *msg);
+};
+/* Read and decode a call of svc (POST, a known method, at most CONNECT_MAX_REQUEST bytes) and
+ * hand it to svc->call; otherwise answer the Connect error. */
+void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
+             const char *method);
+
 /* Control plane: answers any request whose path is one of E2B's REST API (/sandboxes...,
  * /v2/sandboxes..., /snapshots, /templates/...). The caller was authenticated (X-API-KEY). */
 void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);

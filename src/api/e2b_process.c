@@ -16,7 +16,6 @@
 #include "e2b_int.h"
 
 #define STREAM_HIGH    (1u << 20) /* response bytes queued before the process is slowed */
-#define KEEPALIVE_S    50         /* envd's default Keepalive-Ping-Interval */
 #define MAX_CONNECT_MS (86400000ull * 7)
 
 /* What List reports of a process started here: its config and tag. */
@@ -291,15 +290,13 @@ static void ps_attach(struct pstream *s, struct wr_proc *p, bool replay)
     s->sub.on_output = ps_output;
     s->sub.on_exit = ps_exit;
     s->sub.on_lost = ps_lost;
-    uv_timer_start(&s->keepalive, on_keepalive, KEEPALIVE_S * 1000, KEEPALIVE_S * 1000);
+    uv_timer_start(&s->keepalive, on_keepalive, e2b_keepalive_ms(s->req), e2b_keepalive_ms(s->req));
     wr_proc_subscribe(p, &s->sub, replay);
 }
 
 static struct pstream *ps_new(struct e2b_envd *ev, struct wr_http_req *req)
 {
     struct pstream *s = xcalloc(1, sizeof(*s));
-    const char *ka = wr_http_req_header(req, "Keepalive-Ping-Interval");
-    uint64_t interval = KEEPALIVE_S;
 
     s->api = ev->api;
     s->req = req;
@@ -307,13 +304,6 @@ static struct pstream *ps_new(struct e2b_envd *ev, struct wr_http_req *req)
     wr_msb_ref(ev->sb);
     uv_timer_init(wr_msb_loop(ev->sb), &s->keepalive);
     s->keepalive.data = s;
-    if (ka != NULL) {
-        char *end;
-        interval = strtoull(ka, &end, 10);
-        if (*end != '\0' || interval == 0 || interval > 3600)
-            interval = KEEPALIVE_S;
-    }
-    uv_timer_set_repeat(&s->keepalive, interval * 1000);
     wr_http_req_set_data(req, s, pstream_closed);
     return s;
 }
@@ -644,75 +634,22 @@ static void unary(struct e2b_envd *ev, struct wr_http_req *req, const char *meth
 /* ---- dispatch ---------------------------------------------------------------------------------
  */
 
-struct body_ctx {
-    struct e2b_envd ev;
-    char method[16];
-    char user[128];
-};
-
-static void body_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
+static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
 {
-    struct body_ctx *b = data;
-    wr_msb_unref(b->ev.sb);
-    free(b);
-}
-
-static void body_read(struct wr_http_req *req, const char *body, size_t len)
-{
-    struct body_ctx *b = wr_http_req_data(req);
-    struct e2b_envd ev = b->ev;
-    bool stream = strcmp(b->method, "Start") == 0 || strcmp(b->method, "Connect") == 0;
-    char method[16], user[128];
-    json_t *j;
-
-    snprintf(method, sizeof(method), "%s", b->method);
-    snprintf(user, sizeof(user), "%s", b->user);
-    ev.user = user[0] ? user : NULL;
-    wr_http_req_set_data(req, NULL, NULL);
-    free(b);
-    j = connect_decode(req, stream, body, len);
-    if (j == NULL)
-        goto out;
-    if (!wr_msb_alive(ev.sb)) {
-        if (stream)
-            connect_stream_end(req, "unavailable", "the sandbox is not running");
-        else
-            connect_unary_error(req, "unavailable", "the sandbox is not running");
-    } else if (strcmp(method, "Start") == 0) {
-        start(&ev, req, j);
-    } else if (strcmp(method, "Connect") == 0) {
-        connect_proc(&ev, req, j);
-    } else {
-        unary(&ev, req, method, j);
-    }
-    json_decref(j);
-out:
-    wr_msb_unref(ev.sb);
+    if (strcmp(method, "Start") == 0)
+        start(ev, req, j);
+    else if (strcmp(method, "Connect") == 0)
+        connect_proc(ev, req, j);
+    else
+        unary(ev, req, method, j);
 }
 
 void e2b_process(struct e2b_envd *ev, struct wr_http_req *req, const char *method)
 {
     static const char *const methods[] = {"Start",      "Connect",    "List",   "SendInput",
                                           "SendSignal", "CloseStdin", "Update", NULL};
-    struct body_ctx *b;
-    bool known = false;
+    static const char *const streams[] = {"Start", "Connect", NULL};
+    static const struct e2b_service svc = {"process.Process", methods, streams, call};
 
-    for (const char *const *m = methods; *m != NULL; m++)
-        known |= strcmp(*m, method) == 0;
-    if (strcmp(wr_http_req_method(req), "POST") != 0) {
-        connect_unary_error(req, "unimplemented", "Connect calls are POST");
-        return;
-    }
-    if (!known) {
-        connect_unary_error(req, "unimplemented", "process.Process/%s is not implemented", method);
-        return;
-    }
-    b = xcalloc(1, sizeof(*b));
-    b->ev = *ev;
-    b->ev.user = NULL;
-    snprintf(b->user, sizeof(b->user), "%s", ev->user ? ev->user : "");
-    snprintf(b->method, sizeof(b->method), "%s", method);
-    wr_msb_ref(ev->sb);
-    wr_http_req_set_data(req, b, body_ctx_closed);
-    wr_http_req_read_body(req, CONNECT_MAX_REQUEST, body_read);
+    e2b_rpc(ev, req, &svc, method);
 }

@@ -306,3 +306,12 @@ def test_signed_download(daemon, sbx):
     assert st == 200 and b == b"signed"
     st, _, b = req(daemon, "GET", "/files?path=%s&signature=%s" % (path, "v1_" + "A" * 43), None, h)
     assert st == 401
+
+
+def test_keepalive_on_a_quiet_stream(daemon, sbx):
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 1.5; echo late"]}})
+    st, _, b = stream(daemon, sbx, "process.Process/Start", body, **{"Keepalive-Ping-Interval": "1"})
+    events = [f[1].get("event", {}) for f in frames(b)]
+    assert "start" in events[0]
+    assert any("keepalive" in e for e in events)
+    assert "end" in events[-2] or "end" in events[-1]
