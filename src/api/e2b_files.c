@@ -54,7 +54,12 @@ static void upload_free(struct upload *u)
 
 static void upload_closed(struct wr_http_req *req, void *data, bool aborted)
 {
-    upload_free(data);
+    struct upload *u = data;
+
+    /* Closing the agent calls back a pending write with an error: nothing to answer now. */
+    u->req = NULL;
+    u->done = true;
+    upload_free(u);
 }
 
 static void upload_fail(struct upload *u, const struct wr_err *err)

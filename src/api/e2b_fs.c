@@ -367,6 +367,9 @@ static void watcher_freed(uv_handle_t *h)
 
 static void watcher_free(struct e2b_watcher *w)
 {
+    /* Closing the agent calls back the pending watch with an error: nothing to report now. */
+    w->ended = true;
+    w->create_req = NULL;
     if (w->agent != NULL) {
         struct wr_agent *a = w->agent;
         w->agent = NULL;
@@ -599,6 +602,17 @@ static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *m
     size_t n = 0;
 
     if (strcmp(method, "CreateWatcher") == 0) {
+        /* Forget the failed watchers of sandboxes that are gone (nobody polls them). */
+        for (struct e2b_watcher **pp = &ev->api->e2b->watchers; *pp != NULL;) {
+            w = *pp;
+            if (w->failed && !wr_msb_alive(w->sb)) {
+                *pp = w->next;
+                w->e2b = NULL;
+                watcher_free(w);
+            } else {
+                pp = &w->next;
+            }
+        }
         for (w = ev->api->e2b->watchers; w != NULL; w = w->next)
             n++;
         if (n >= MAX_WATCHERS) {

@@ -62,6 +62,34 @@ static void meta_remove(struct wr_e2b *e, const char *sb, uint32_t pid)
         }
 }
 
+/* Forget what is known of processes that will not be streamed again: those of sandboxes that
+ * are gone, and, in sb, the ones that ended while nobody streamed them (their Start stream had
+ * left). */
+static void prune(struct wr_api *api, struct wr_msb *sb)
+{
+    for (struct e2b_proc_meta **pp = &api->e2b->procs; *pp != NULL;) {
+        struct e2b_proc_meta *m = *pp;
+        struct wr_err err;
+        struct wr_proc *p = NULL;
+        bool gone;
+
+        if (strcmp(m->sb, wr_msb_id(sb)) == 0) {
+            p = wr_msb_proc(sb, m->pid);
+            gone = p == NULL || !wr_proc_running(p);
+        } else {
+            gone = wr_manager_find(api->mgr, NULL, m->sb, &err) == NULL && err.kind == WR_ENOTFOUND;
+        }
+        if (!gone) {
+            pp = &m->next;
+            continue;
+        }
+        if (p != NULL)
+            (void)wr_proc_release(p, &err);
+        *pp = m->next;
+        meta_free(m);
+    }
+}
+
 /* Forget an ended process on the next loop turn (not from inside its own callbacks). */
 struct reaper {
     uv_timer_t timer;
@@ -455,6 +483,7 @@ static void start(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
     sp.cwd = abs_cwd;
     sp.user = (char *)ev->user;
 
+    prune(ev->api, ev->sb);
     s = ps_new(ev, req);
     s->close_stdin = !sp.pty && !json_is_true(stdin_v);
     s->tag = tag ? xstrdup(tag) : NULL;

@@ -9,6 +9,7 @@ import hashlib
 import http.client
 import json
 import struct
+import time
 import urllib.parse
 
 import pytest
@@ -315,3 +316,58 @@ def test_keepalive_on_a_quiet_stream(daemon, sbx):
     assert "start" in events[0]
     assert any("keepalive" in e for e in events)
     assert "end" in events[-2] or "end" in events[-1]
+
+
+def test_polled_watcher(daemon, sbx):
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/MakeDir", {"path": "/tmp/polled"})
+    assert st == 200 and json.loads(b)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/polled"})
+    assert st == 200, b
+    wid = json.loads(b)["watcherId"]
+    req(daemon, "POST", "/files?path=/tmp/polled/f", b"x",
+        dict(envd_headers(sbx), **{"Content-Type": "application/octet-stream"}))
+    events = []
+    for _ in range(100):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        assert st == 200
+        events += json.loads(b)["events"]
+        if any(e["name"] == "f" for e in events):
+            break
+        time.sleep(0.05)
+    assert any(e["name"] == "f" and e["type"].startswith("EVENT_TYPE_") for e in events), events
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    assert st == 200
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/nowhere"})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+
+
+def test_tags_list_and_a_client_that_leaves(daemon, sbx):
+    # A Start whose client leaves: the process runs on, List shows it with its tag and config,
+    # Connect by tag streams it, SendSignal by tag ends it.
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    c.request("POST", "/process.Process/Start",
+              envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 30"], "envs": {"A": "b"}},
+                        "tag": "sleeper"}),
+              dict(envd_headers(sbx), **{"Content-Type": "application/connect+json"}))
+    r = c.getresponse()
+    assert r.status == 200
+    r.read(5)
+    c.close()
+    st, _, b = unary(daemon, sbx, "process.Process/List", {})
+    procs = json.loads(b)["processes"]
+    mine = [p for p in procs if p.get("tag") == "sleeper"]
+    assert mine and mine[0]["config"] == {"cmd": "/bin/sh", "args": ["-c", "sleep 30"], "envs": {"A": "b"}}
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    c.request("POST", "/process.Process/Connect", envelope({"process": {"tag": "sleeper"}}),
+              dict(envd_headers(sbx), **{"Content-Type": "application/connect+json"}))
+    r = c.getresponse()
+    st, _, b = unary(daemon, sbx, "process.Process/SendSignal",
+                     {"process": {"tag": "sleeper"}, "signal": "SIGNAL_SIGTERM"})
+    assert st == 200, b
+    fr = frames(r.read())
+    c.close()
+    assert fr[0][1]["event"]["start"]["pid"] == mine[0]["pid"]
+    end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
+    assert end[0]["status"] == "signal: terminated"
