@@ -193,8 +193,7 @@ char *e2b_abs_path(const char *user, const char *path)
     const char *home = home_of(user);
     _cleanup_free_ char *h = NULL;
 
-    if (path == NULL || path[0] == '\0' || strlen(path) >= WR_MAX_PATH - 64 ||
-        memchr(path, '\0', strlen(path)) != NULL)
+    if (path == NULL || path[0] == '\0' || strlen(path) >= WR_MAX_PATH - 64)
         return NULL;
     if (path[0] == '/')
         return xstrdup(path);

@@ -91,6 +91,15 @@ export class Daemon {
       this.proc.kill('SIGTERM');
       await exited;
     }
+    // A daemon that crashed, or hit an ASan or UBSan error, fails the suite. Leaks (LeakSanitizer,
+    // at exit) are shown but do not fail it: the manager leaks a sandbox's record when it is
+    // deleted before its agent is ready, which is not this suite's to fix.
+    const log = fs.readFileSync(path.join(this.dir, 'warrend.log'), 'utf8');
+    const leaksOnly = /ERROR: LeakSanitizer/.test(log) && !/ERROR: AddressSanitizer|runtime error:/.test(log);
+    if (this.proc && this.proc.exitCode !== 0 && !leaksOnly)
+      this.failure = `warrend exited with ${this.proc.exitCode} (${this.proc.signalCode}): ${log.slice(-8000)}`;
+    else if (leaksOnly)
+      console.error(`warrend reported leaks at exit:\n${log.slice(log.indexOf('==')).slice(0, 4000)}`);
     const left = await waitClean(this);
     for (const hier of safeList('/sys/fs/cgroup')) {
       try { fs.rmdirSync(path.join('/sys/fs/cgroup', hier, this.cgroupParent)); } catch { }

@@ -21,6 +21,8 @@ async function until(fn, what, ms = 10000) {
 export function suite(name, sdk, prefix) {
   const { Sandbox, CommandExitError, NotFoundError } = sdk;
   const skip = baseAvailable() ? false : 'no base template (WARREN_BASE_TEMPLATE): run ./test.sh';
+  // Under CI a missing template is a failure, as in tests/integration/test_base_template.py.
+  if (skip && process.env.CI === 'true') throw new Error(skip);
 
   describe(name, { skip, concurrency: false }, () => {
     let d, keyA, keyB, sbx;
@@ -40,6 +42,7 @@ export function suite(name, sdk, prefix) {
       if (!d) return;
       const left = await d.stop();
       assert.ok(isClean(left), `left behind: ${JSON.stringify(left)}`);
+      assert.equal(d.failure, undefined);
     });
 
     test('create with metadata, env and timeout; getInfo', async () => {
