@@ -7,10 +7,12 @@
 #include "../store/store.h"
 #include "http.h"
 
+struct wr_images;
 struct wr_e2b;
 
 struct wr_api {
     struct wr_manager *mgr;
+    struct wr_images *images;
     struct wr_store *store;
     uv_loop_t *loop;
     const char *version;

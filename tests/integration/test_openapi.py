@@ -631,7 +631,6 @@ def _triggers(daemon, ctx):
     add(S, "delete", 404, {"id": gone})
     add(S + "/pause", "post", 400, {"id": sid}, body={"mode": "sideways"})
     add(S + "/pause", "post", 404, {"id": gone}, body={})
-    add(S + "/pause", "post", 501, {"id": sid}, body={"mode": "disk"})
     add(S + "/pause", "post", 409, call=lambda: pause_twice(daemon))
     add(S + "/resume", "post", 400, {"id": sid}, body={"timeout": "soon"})
     add(S + "/resume", "post", 404, {"id": gone}, body={})
