@@ -12,6 +12,7 @@
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../util/xalloc.h"
+#include "../core/images.h"
 #include "e2b_int.h"
 
 #define MAX_BODY   (64u * 1024)
@@ -100,7 +101,16 @@ static int get_visible(struct wr_api *api, struct wr_http_req *req, const char *
 
 /* ---- requests with a body, and answers that come later ------------------------------------ */
 
-enum op { OP_CREATE, OP_CONNECT, OP_RESUME, OP_PAUSE, OP_TIMEOUT, OP_REFRESH };
+enum op {
+    OP_CREATE,
+    OP_CONNECT,
+    OP_RESUME,
+    OP_PAUSE,
+    OP_TIMEOUT,
+    OP_REFRESH,
+    OP_SNAPSHOT,
+    OP_FORK
+};
 
 struct op_ctx {
     struct wr_api *api;
@@ -183,6 +193,56 @@ static void state_changed(void *ctx, const struct wr_sandbox_rec *rec, const str
     op_release(o);
 }
 
+/* E2B's SnapshotInfo. */
+static json_t *snapshot_json(const struct wr_image_rec *snap)
+{
+    return json_pack("{s:s,s:[s?]}", "snapshotID", snap->id, "names", snap->name);
+}
+
+static void snapshotted(void *ctx, const struct wr_image_rec *snap,
+                        const struct wr_snapshot_info *info, const struct wr_err *err)
+{
+    struct op_ctx *o = ctx;
+
+    if (o->req != NULL) {
+        struct wr_http_req *req = o->req;
+        wr_http_req_set_data(req, NULL, NULL);
+        o->req = NULL;
+        if (err != NULL)
+            api_error(req, err);
+        else
+            wr_http_respond_json(req, 201, snapshot_json(snap));
+    }
+    op_release(o);
+}
+
+/* One entry per fork asked: {"sandbox": Sandbox} or {"error": {"code": status, ...}}. */
+static void forked(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struct wr_err *errs,
+                   size_t nerrs, const struct wr_snapshot_info *info, const struct wr_err *err)
+{
+    struct op_ctx *o = ctx;
+
+    if (o->req != NULL) {
+        struct wr_http_req *req = o->req;
+        wr_http_req_set_data(req, NULL, NULL);
+        o->req = NULL;
+        if (err != NULL) {
+            api_error(req, err);
+        } else {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(
+                    arr, json_pack("{s:o}", "sandbox", sandbox_json(o->api, &recs[i])));
+            for (size_t i = 0; i < nerrs; i++)
+                json_array_append_new(arr, json_pack("{s:{s:i,s:s}}", "error", "code",
+                                                     api_status_of(errs[i].kind), "message",
+                                                     errs[i].msg));
+            wr_http_respond_json(req, 201, arr);
+        }
+    }
+    op_release(o);
+}
+
 /* body[key] as a whole number of seconds: 0 if absent, -1 having answered if not valid. */
 static int64_t seconds(struct wr_http_req *req, json_t *body, const char *key)
 {
@@ -250,12 +310,9 @@ static void connect_sandbox(struct op_ctx *o, json_t *j)
     if (get_visible(o->api, req, team, o->id, &rec) < 0)
         goto out;
     if (strcmp(e2b_state(&rec), "paused") == 0) {
+        /* `memory: false` (reboot) resumes it too: a sandbox paused to disk starts afresh on its
+         * files anyway, one paused in memory goes on where it was. */
         wr_sandbox_rec_fini(&rec);
-        if (json_is_false(json_object_get(j, "memory"))) {
-            wr_http_respond_error(req, 501, "unsupported",
-                                  "resuming a sandbox by rebooting it is not supported yet");
-            goto out;
-        }
         op_wait(o);
         wr_manager_resume(o->api->mgr, team, o->id, (uint32_t)t, state_changed, o);
         return;
@@ -316,6 +373,37 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
         wr_manager_pause(o->api->mgr, team, o->id,
                          json_is_false(v) ? WR_PAUSE_DISK : WR_PAUSE_MEMORY, state_changed, o);
         break;
+    case OP_SNAPSHOT:
+        v = json_object_get(j, "name");
+        if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
+            op_release(o);
+            break;
+        }
+        op_wait(o);
+        wr_manager_snapshot(o->api->mgr, team, o->id, json_string_value(v), snapshotted, o);
+        break;
+    case OP_FORK: {
+        struct wr_fork_req fr = {.team = team, .id = o->id, .count = 1};
+        v = json_object_get(j, "count");
+        if (v != NULL && !json_is_null(v) &&
+            (!json_is_integer(v) || json_integer_value(v) < 1 ||
+             json_integer_value(v) > WR_FORK_MAX)) {
+            wr_http_respond_error(req, 400, "invalid", "`count` must be 1 to %d", WR_FORK_MAX);
+            op_release(o);
+            break;
+        }
+        if (json_is_integer(v))
+            fr.count = (uint32_t)json_integer_value(v);
+        if ((t = seconds(req, j, "timeout")) < 0) {
+            op_release(o);
+            break;
+        }
+        fr.timeout_s = (uint32_t)t;
+        op_wait(o);
+        wr_manager_fork(o->api->mgr, &fr, forked, o);
+        break;
+    }
     case OP_TIMEOUT:
     case OP_REFRESH:
         t = seconds(req, j, o->op == OP_TIMEOUT ? "timeout" : "duration");
@@ -465,6 +553,54 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     free(recs);
 }
 
+/* ---- snapshots --------------------------------------------------------------------------------
+ */
+
+static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const char *team)
+{
+    const char *name = wr_http_req_query(req, "name"), *q;
+    struct wr_image_rec *recs = NULL;
+    uint64_t limit = LIST_LIMIT, start = 0;
+    struct wr_err err;
+    size_t n = 0, seen = 0;
+    json_t *arr;
+
+    if ((q = wr_http_req_query(req, "limit")) != NULL &&
+        (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
+        wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
+        return;
+    }
+    if ((q = wr_http_req_query(req, "nextToken")) != NULL && q[0] != '\0' &&
+        wr_parse_uint(q, INT64_MAX, &start, &err) < 0) {
+        wr_http_respond_error(req, 400, "invalid", "`nextToken` is not valid");
+        return;
+    }
+    if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandboxID"),
+                            &recs, &n, &err) < 0) {
+        api_error(req, &err);
+        return;
+    }
+    /* Newest first; the token is how many matching snapshots came before. */
+    arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        if (name != NULL && (recs[i].name == NULL || strcmp(recs[i].name, name) != 0))
+            continue;
+        if (seen >= start && json_array_size(arr) < limit) {
+            json_array_append_new(arr, snapshot_json(&recs[i]));
+        } else if (seen >= start) {
+            char next[32];
+            snprintf(next, sizeof(next), "%zu", seen);
+            wr_http_resp_header(req, "X-Next-Token", next);
+            break;
+        }
+        seen++;
+    }
+    for (size_t i = 0; i < n; i++)
+        wr_image_rec_fini(&recs[i]);
+    free(recs);
+    wr_http_respond_json(req, 200, arr);
+}
+
 /* ---- kill ------------------------------------------------------------------------------------ */
 
 struct kill_ctx {
@@ -532,11 +668,19 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
         goto notfound;
     if (strcmp(seg[0], "snapshots") == 0 && nseg == 1) {
         if (method_is(req, "GET"))
-            unsupported(req, "snapshots are");
+            list_snapshots(api, req, team);
         return;
     }
     if (strcmp(seg[0], "templates") == 0) {
-        unsupported(req, "templates and snapshots through the E2B API are");
+        struct wr_err err;
+        /* Only a snapshot is deleted here (deleteSnapshot); templates are the host's. */
+        if (nseg != 2 || strcmp(method, "DELETE") != 0) {
+            unsupported(req, "templates through the E2B API are");
+        } else if (wr_images_delete(api->images, team, "snapshot", seg[1], &err) < 0) {
+            api_error(req, &err);
+        } else {
+            wr_http_respond(req, 204, NULL, NULL, 0);
+        }
         return;
     }
     if (strcmp(seg[0], "sandboxes") != 0)
@@ -588,9 +732,11 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
             wr_http_respond_json(req, 200, json_array());
         }
     } else if (strcmp(seg[2], "fork") == 0) {
-        unsupported(req, "forking a sandbox is");
+        if (method_is(req, "POST"))
+            with_body(api, req, who, OP_FORK, seg[1]);
     } else if (strcmp(seg[2], "snapshots") == 0) {
-        unsupported(req, "snapshots are");
+        if (method_is(req, "POST"))
+            with_body(api, req, who, OP_SNAPSHOT, seg[1]);
     } else if (strcmp(seg[2], "network") == 0) {
         unsupported(req, "changing a sandbox's network is");
     } else {

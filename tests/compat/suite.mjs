@@ -211,6 +211,36 @@ export function suite(name, sdk, prefix) {
       assert.ok(left > 590_000 && left <= 601_000, `${left}`);
     });
 
+    test('snapshots: create, start from, list, delete; fork', async () => {
+      await sbx.files.write('/home/user/snap.txt', 'snapped');
+      const snap = await sbx.createSnapshot({ ...opts(), name: `${name}-snap` });
+      assert.ok(snap.snapshotId);
+      const from = await Sandbox.create(snap.snapshotId, { ...opts(), timeoutMs: 60_000 });
+      try {
+        assert.equal(await from.files.read('/home/user/snap.txt'), 'snapped');
+      } finally {
+        await from.kill();
+      }
+      if (Sandbox.listSnapshots) {
+        const listed = await Sandbox.listSnapshots({ ...opts(), sandboxId: sbx.sandboxId }).nextItems();
+        assert.deepEqual(listed.map((x) => x.snapshotId), [snap.snapshotId]);
+      }
+      if (Sandbox.fork) {
+        const forks = await Sandbox.fork(sbx.sandboxId, { ...opts(), count: 2, timeoutMs: 60_000 });
+        assert.equal(forks.length, 2);
+        for (const f of forks) {
+          assert.ok(!(f instanceof Error), String(f));
+          assert.notEqual(f.sandboxId, sbx.sandboxId);
+          assert.equal(await f.files.read('/home/user/snap.txt'), 'snapped');
+          await f.kill();
+        }
+      }
+      if (Sandbox.deleteSnapshot) {
+        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, opts()), true);
+        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, opts()), false);
+      }
+    });
+
     test('pause, then connect resumes it', async () => {
       await sbx.files.write('/home/user/kept.txt', 'kept');
       const paused = sbx.pause ? await sbx.pause() : await sbx.betaPause();
@@ -221,6 +251,17 @@ export function suite(name, sdk, prefix) {
       assert.equal((await again.getInfo()).state, 'running');
       assert.equal(await again.files.read('/home/user/kept.txt'), 'kept');
       assert.equal((await again.commands.run('echo back')).stdout, 'back\n');
+      sbx = again;
+    });
+
+    test('pause to disk (keepMemory: false), then connect', { skip: prefix === 'NOVITA' && 'Novita has no keepMemory' }, async () => {
+      await sbx.files.write('/home/user/disk.txt', 'on disk');
+      await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+      assert.equal(await sbx.pause({ keepMemory: false }), true);
+      assert.equal((await sbx.getInfo()).state, 'paused');
+      const again = await Sandbox.connect(sbx.sandboxId, opts());
+      assert.equal(await again.files.read('/home/user/disk.txt'), 'on disk');
+      assert.deepEqual(await again.commands.list(), []); // its processes ended with the pause
       sbx = again;
     });
 

@@ -96,10 +96,12 @@ def test_control_plane_shapes_and_errors(daemon, sbx):
     assert st == 404 and j["code"] == 404
     st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "metadata": {"a": 1}})
     assert st == 400 and j["code"] == 400
-    st, _, j = api(daemon, "POST", "/sandboxes/%s/fork" % sbx["sandboxID"], {})
+    st, _, j = api(daemon, "POST", "/sandboxes/%s/fork" % sbx["sandboxID"], {"count": 0})
+    assert st == 400 and j["code"] == 400
+    st, _, j = api(daemon, "PUT", "/sandboxes/%s/network" % sbx["sandboxID"], {})
     assert st == 501 and j["code"] == 501 and "not supported yet" in j["message"]
-    st, _, j = api(daemon, "GET", "/snapshots")
-    assert st == 501 and j["code"] == 501
+    st, _, j = api(daemon, "POST", "/sandboxes/nosuchsandbox00000/snapshots", {})
+    assert st == 404 and j["code"] == 404
     st, _, j = api(daemon, "GET", "/sandboxes/%s/metrics" % sbx["sandboxID"])
     assert st == 200 and j == []
 
@@ -371,3 +373,52 @@ def test_tags_list_and_a_client_that_leaves(daemon, sbx):
     assert fr[0][1]["event"]["start"]["pid"] == mine[0]["pid"]
     end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
     assert end[0]["status"] == "signal: terminated"
+
+
+def test_snapshots_fork_and_pause_to_disk(daemon, sbx):
+    sid, h = sbx["sandboxID"], envd_headers(sbx)
+    st, _, b = req(daemon, "POST", "/files?path=/data/kept.txt", b"kept",
+                   dict(h, **{"Content-Type": "application/octet-stream"}))
+    assert st == 200, b
+    st, _, snap = api(daemon, "POST", "/sandboxes/%s/snapshots" % sid, {"name": "wire1"})
+    assert st == 201, snap
+    assert snap["names"] == ["wire1"] and snap["snapshotID"]
+    made = []
+    try:
+        st, _, j = api(daemon, "GET", "/snapshots?sandboxID=" + sid)
+        assert st == 200 and [s["snapshotID"] for s in j] == [snap["snapshotID"]]
+        st, _, j = api(daemon, "GET", "/snapshots?name=wire1&limit=1")
+        assert [s["names"] for s in j] == [["wire1"]]
+        # A sandbox from the snapshot has its files.
+        st, _, new = api(daemon, "POST", "/sandboxes", {"templateID": snap["snapshotID"]})
+        assert st == 201, new
+        made.append(new["sandboxID"])
+        st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, envd_headers(new))
+        assert (st, b) == (200, b"kept")
+        # Fork: one entry per copy.
+        st, _, forks = api(daemon, "POST", "/sandboxes/%s/fork" % sid, {"count": 2, "timeout": 60})
+        assert st == 201 and len(forks) == 2, forks
+        for f in forks:
+            made.append(f["sandbox"]["sandboxID"])
+            st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, envd_headers(f["sandbox"]))
+            assert (st, b) == (200, b"kept")
+        st, _, j = api(daemon, "DELETE", "/templates/" + snap["snapshotID"])
+        assert st == 204
+        st, _, j = api(daemon, "DELETE", "/templates/" + snap["snapshotID"])
+        assert st == 404 and j["code"] == 404
+        # Pause to disk ({"memory": false}), then connect: the files are there, the processes not.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {"memory": False})
+        assert st == 204, j
+        st, _, j = api(daemon, "GET", "/sandboxes/" + sid)
+        assert j["state"] == "paused"
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        assert st == 409 and j["code"] == 409
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 60})
+        assert st == 201 and j["envdAccessToken"] == sbx["envdAccessToken"]
+        st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, h)
+        assert (st, b) == (200, b"kept")
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {})
+        assert st == 200
+    finally:
+        for i in made:
+            api(daemon, "DELETE", "/sandboxes/" + i)
