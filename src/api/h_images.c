@@ -31,9 +31,9 @@ static json_t *template_json(struct wr_api *api, const struct wr_image_rec *r)
     char created[32];
 
     api_time(r->created_ms, created);
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template",
-                     "size_bytes", (json_int_t)r->size_bytes, "layers", n_layers(r->layers_json),
-                     "created_at", created, "in_use", users_of(api, r->name));
+    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template", "size_bytes",
+                     (json_int_t)r->size_bytes, "layers", n_layers(r->layers_json), "created_at",
+                     created, "in_use", users_of(api, r->name));
 }
 
 static json_t *dir_template_json(struct wr_api *api, const char *name)
@@ -53,6 +53,7 @@ static json_t *snapshot_json(const struct wr_image_rec *r, const struct wr_snaps
                   n_layers(r->layers_json), "created_at", created);
     if (info != NULL) {
         json_object_set_new(j, "freeze_ms", json_real(info->freeze_ms));
+        json_object_set_new(j, "capture_ms", json_real(info->capture_ms));
         json_object_set_new(j, "capture", json_string(info->capture));
     }
     return j;
@@ -181,8 +182,8 @@ void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_
                                   "/v1/sandboxes/{id}/snapshots)");
             return;
         }
-        if (wr_store_image_list(api->store, team, "snapshot",
-                                wr_http_req_query(req, "sandbox_id"), &recs, &n, &err) < 0) {
+        if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandbox_id"),
+                                &recs, &n, &err) < 0) {
             api_error(req, &err);
             return;
         }
