@@ -43,6 +43,12 @@ json_t *api_proc_json(struct wr_proc *p);
  * NULL if absent. Returns 0, or -1 having answered 400. */
 int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out);
 
+/* body[key]: [{"name", "path", "readonly"?}] into v (at most WR_MAX_VOLUMES, pointing into
+ * body); absent or null: none. Paths and names are checked by the manager. Returns 0, or -1
+ * having answered 400. */
+int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
+                    struct wr_volume_mount *v, size_t *n);
+
 /* Parse a JSON object body; on failure answers 400 and returns NULL. */
 json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
 /* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */

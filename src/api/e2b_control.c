@@ -46,6 +46,23 @@ static json_t *sandbox_json(struct wr_api *api, const struct wr_sandbox_rec *r)
                      E2B_ENVD_VERSION, "envdAccessToken", token, "domain", "trafficAccessToken");
 }
 
+/* The record's mounts as E2B shows them: [{"name", "path"}]. */
+static json_t *volume_mounts_json(const char *stored)
+{
+    json_t *in = json_loads(stored ? stored : "[]", 0, NULL), *out = json_array(), *m;
+    size_t i;
+
+    json_array_foreach(in, i, m)
+    {
+        json_t *e = json_pack("{s:O,s:O}", "name", json_object_get(m, "name"), "path",
+                              json_object_get(m, "path"));
+        if (e != NULL)
+            json_array_append_new(out, e);
+    }
+    json_decref(in);
+    return out;
+}
+
 /* ListedSandbox, and SandboxDetail (detail: with the token and lifecycle). */
 static json_t *listed_json(struct wr_api *api, const struct wr_sandbox_rec *r, bool detail)
 {
@@ -66,6 +83,7 @@ static json_t *listed_json(struct wr_api *api, const struct wr_sandbox_rec *r, b
                   (json_int_t)((r->cpu_millis + 999) / 1000), "memoryMB",
                   (json_int_t)(r->memory_bytes >> 20), "diskSizeMB", 0, "envdVersion",
                   E2B_ENVD_VERSION, "metadata", meta);
+    json_object_set_new(j, "volumeMounts", volume_mounts_json(r->volumes_json));
     if (detail) {
         char token[E2B_TOKEN_HEX + 1];
         bool pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
@@ -263,6 +281,7 @@ static void create(struct op_ctx *o, json_t *j)
     struct wr_create_req cr = {.team = o->team};
     _cleanup_free_ char *env = NULL, *meta = NULL;
     const char *tpl = e2b_str(j, "templateID", "template_id");
+    struct wr_volume_mount vols[WR_MAX_VOLUMES];
     json_t *v;
     int64_t t;
 
@@ -285,11 +304,10 @@ static void create(struct op_ctx *o, json_t *j)
         goto fail;
     }
     cr.on_timeout_pause = json_is_true(v);
-    v = json_object_get(j, "volumeMounts");
-    if (json_array_size(v) > 0) {
-        wr_http_respond_error(req, 400, "invalid", "volume mounts are not supported yet");
+    /* E2B's volumeMounts [{name, path}] name volumes of the team (made with /v1/volumes). */
+    if (api_volume_list(req, j, "volumeMounts", vols, &cr.n_volumes) < 0)
         goto fail;
-    }
+    cr.volumes = vols;
     op_wait(o);
     wr_manager_create(o->api->mgr, &cr, created, o);
     return;

@@ -151,19 +151,18 @@ int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char 
     return 0;
 }
 
-/* "volumes": [{"name", "path", "readonly"}] into v (pointing into body). Paths and names are
- * checked by the manager. Returns 0, or -1 having answered 400. */
-static int volume_list(struct wr_http_req *req, json_t *body, struct wr_volume_mount *v, size_t *n)
+int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
+                    struct wr_volume_mount *v, size_t *n)
 {
     static const char *const allowed[] = {"name", "path", "readonly", NULL};
-    json_t *a = json_object_get(body, "volumes"), *m;
+    json_t *a = json_object_get(body, key), *m;
     size_t i;
 
     *n = 0;
     if (a == NULL || json_is_null(a))
         return 0;
     if (!json_is_array(a)) {
-        wr_http_respond_error(req, 400, "invalid", "`volumes` must be an array");
+        wr_http_respond_error(req, 400, "invalid", "`%s` must be an array", key);
         return -1;
     }
     if (json_array_size(a) > WR_MAX_VOLUMES) {
@@ -176,16 +175,16 @@ static int volume_list(struct wr_http_req *req, json_t *body, struct wr_volume_m
         json_t *ro = json_object_get(m, "readonly");
         if (!json_is_object(m) || api_only_keys(req, m, allowed) < 0) {
             if (!json_is_object(m))
-                wr_http_respond_error(req, 400, "invalid", "`volumes[%zu]` must be an object", i);
+                wr_http_respond_error(req, 400, "invalid", "`%s[%zu]` must be an object", key, i);
             return -1;
         }
         v[i].name = json_string_value(json_object_get(m, "name"));
         v[i].path = json_string_value(json_object_get(m, "path"));
         if (v[i].name == NULL || v[i].path == NULL || (ro != NULL && !json_is_boolean(ro))) {
             wr_http_respond_error(req, 400, "invalid",
-                                  "`volumes[%zu]` needs a string `name` and `path`, and "
+                                  "`%s[%zu]` needs a string `name` and `path`, and "
                                   "`readonly` is a boolean",
-                                  i);
+                                  key, i);
             return -1;
         }
         v[i].readonly = json_is_true(ro);
@@ -254,7 +253,7 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
     }
     if (api_string_map(req, j, "env", &env) < 0 || api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
-    if (volume_list(req, j, vols, &cr.n_volumes) < 0)
+    if (api_volume_list(req, j, "volumes", vols, &cr.n_volumes) < 0)
         goto out;
     cr.volumes = vols;
     cr.env_json = env;

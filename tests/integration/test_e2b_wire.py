@@ -422,3 +422,28 @@ def test_snapshots_fork_and_pause_to_disk(daemon, sbx):
     finally:
         for i in made:
             api(daemon, "DELETE", "/sandboxes/" + i)
+
+
+def test_volume_mounts(daemon):
+    st, _, b = req(daemon, "POST", "/v1/volumes", json.dumps({"name": "e2bvol"}).encode(),
+                   {"Authorization": "Bearer " + daemon.admin_key, "Content-Type": "application/json"})
+    assert st == 201, b
+    try:
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base",
+                                                      "volumeMounts": [{"name": "e2bvol", "path": "/mnt/vol"}]})
+        assert st == 201, j
+        try:
+            st, _, b = req(daemon, "POST", "/files?path=/mnt/vol/x.txt", b"in the volume",
+                           dict(envd_headers(j), **{"Content-Type": "application/octet-stream"}))
+            assert st == 200, b
+            st, _, d = api(daemon, "GET", "/sandboxes/" + j["sandboxID"])
+            assert d["volumeMounts"] == [{"name": "e2bvol", "path": "/mnt/vol"}]
+        finally:
+            api(daemon, "DELETE", "/sandboxes/" + j["sandboxID"])
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base",
+                                                      "volumeMounts": [{"name": "nosuchvol", "path": "/mnt/v"}]})
+        assert st == 404 and j["code"] == 404
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "volumeMounts": {"x": 1}})
+        assert st == 400 and j["code"] == 400
+    finally:
+        req(daemon, "DELETE", "/v1/volumes/e2bvol", None, {"Authorization": "Bearer " + daemon.admin_key})
