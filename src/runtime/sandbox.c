@@ -842,9 +842,13 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
     close(steal_fd(&conn_child));
+    /* A child that failed before reading the go message exits with it unread: the kernel then
+     * reports ECONNRESET once (and clears it) even though the child's report is queued. */
     do {
         n = read(sync_parent, &rep, sizeof(rep));
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == ECONNRESET)
+        n = read(sync_parent, &rep, sizeof(rep));
     if (n == (ssize_t)sizeof(rep)) {
         rep.step[sizeof(rep.step) - 1] = '\0';
         wr_err_set(err, rep.err == EPERM || rep.err == EACCES ? WR_EUNSUPPORTED : WR_ESYS, rep.err,
