@@ -33,6 +33,9 @@ int cmd_resume(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -60,6 +63,9 @@ void cli_config_fini(struct cli_config *cfg);
 /* Resolve the configuration and connect. Returns 0 with *out owned by the caller
  * (cli_http_close), or -1 with err. WARREN_REQUEST_ID, if set, is sent as X-Request-Id. */
 int cli_connect(struct cli_http **out, struct wr_err *err);
+
+/* cli_connect, or print "warren: VERB: why" and return NULL. */
+struct cli_http *cli_connect_or_complain(const char *verb);
 
 /* A JSON round trip: `body` (NULL: none) is sent as application/json. On a 2xx answer, *out
  * (if out is not NULL) gets the parsed body, NULL when it was empty, owned by the caller; a
