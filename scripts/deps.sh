@@ -4,7 +4,7 @@
 set -eu
 want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libsqlite3-dev libwslay-dev libssl-dev node-llhttp mmdebstrap"
 if [ "${1:-run}" = test ]; then
-    want="$want python3 python3-pytest python3-yaml python3-jsonschema clang-format bubblewrap hyperfine"
+    want="$want python3 python3-pytest python3-yaml python3-jsonschema clang-format bubblewrap hyperfine btrfs-progs"
 fi
 missing=""
 for p in $want; do

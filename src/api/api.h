@@ -7,8 +7,11 @@
 #include "../store/store.h"
 #include "http.h"
 
+struct wr_images;
+
 struct wr_api {
     struct wr_manager *mgr;
+    struct wr_images *images;
     struct wr_store *store;
     uv_loop_t *loop;
     const char *version;

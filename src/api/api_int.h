@@ -36,6 +36,19 @@ json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
 /* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */
 int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allowed);
 
+/* What a body callback needs to know about the request it continues. */
+struct body_ctx {
+    struct wr_api *api;
+    char team[128]; /* the caller's team; "" for an admin acting on any team */
+    char id[72];
+};
+/* Read the body (at most max bytes; 413 past it) and continue in cb, whose request data is a
+ * struct body_ctx (freed if the client leaves first). */
+void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id,
+                    size_t max, void (*cb)(struct wr_http_req *, const char *, size_t));
+/* In cb: take the body context back (the request's data is then free for the next stage). */
+struct body_ctx *take_body_ctx(struct wr_http_req *req);
+
 /* Handlers (h_*.c); each answers the request. */
 void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                    const struct api_route *rt);
@@ -45,3 +58,11 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
                struct wr_msb *sb, const struct api_route *rt);
 void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
               const struct api_route *rt);
+/* h_images.c: /v1/templates, /v1/snapshots, and POST /v1/sandboxes/{id}/snapshots and /fork
+ * (body callbacks of read_body_with). */
+void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                   const struct api_route *rt);
+void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                   const struct api_route *rt);
+void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);
+void api_fork_body(struct wr_http_req *req, const char *body, size_t len);

@@ -47,20 +47,12 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
     return j;
 }
 
-/* What a body callback needs to know about the request it continues. */
-struct body_ctx {
-    struct wr_api *api;
-    char team[128]; /* the caller's team; "" for an admin acting on any team */
-    char id[72];
-};
-
 static void body_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
 {
     free(data);
 }
 
-/* Take the body context back (the request's data is then free for the next stage). */
-static struct body_ctx *take_body_ctx(struct wr_http_req *req)
+struct body_ctx *take_body_ctx(struct wr_http_req *req)
 {
     struct body_ctx *b = wr_http_req_data(req);
     wr_http_req_set_data(req, NULL, NULL);
@@ -376,6 +368,7 @@ static void timeout_body(struct wr_http_req *req, const char *body, size_t len)
 /* The answer of a pause or resume; if the client left meanwhile, the change still happens. */
 struct state_ctx {
     struct wr_http_req *req;
+    int kept; /* resume: 1 processes kept (memory), 0 not (disk), -1 not a resume */
 };
 
 static void state_closed(struct wr_http_req *req, void *data, bool aborted)
@@ -390,10 +383,14 @@ static void state_done(void *ctx, const struct wr_sandbox_rec *rec, const struct
 
     if (s->req != NULL) {
         wr_http_req_set_data(s->req, NULL, NULL);
-        if (err != NULL)
+        if (err != NULL) {
             api_error(s->req, err);
-        else
-            wr_http_respond_json(s->req, 200, api_sandbox_json(rec));
+        } else {
+            json_t *j = api_sandbox_json(rec);
+            if (s->kept >= 0)
+                json_object_set_new(j, "processes_kept", json_boolean(s->kept));
+            wr_http_respond_json(s->req, 200, j);
+        }
     }
     free(s);
 }
@@ -403,6 +400,7 @@ static struct state_ctx *state_ctx_new(struct wr_http_req *req)
     struct state_ctx *s = xcalloc(1, sizeof(*s));
 
     s->req = req;
+    s->kept = -1;
     wr_http_req_set_data(req, s, state_closed);
     return s;
 }
@@ -455,16 +453,24 @@ static void resume_body(struct wr_http_req *req, const char *body, size_t len)
         }
         timeout_s = (uint32_t)json_integer_value(v);
     }
-    wr_manager_resume(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, timeout_s, state_done,
-                      state_ctx_new(req));
+    {
+        struct state_ctx *s = state_ctx_new(req);
+        struct wr_sandbox_rec rec;
+        /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
+        if (wr_manager_get(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, &rec, NULL) == 0) {
+            s->kept = !(rec.paused_mode != NULL && strcmp(rec.paused_mode, "disk") == 0);
+            wr_sandbox_rec_fini(&rec);
+        }
+        wr_manager_resume(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, timeout_s,
+                          state_done, s);
+    }
 out:
     json_decref(j);
     free(bc);
 }
 
-static void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team,
-                           const char *id, size_t max,
-                           void (*cb)(struct wr_http_req *, const char *, size_t))
+void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id,
+                    size_t max, void (*cb)(struct wr_http_req *, const char *, size_t))
 {
     struct body_ctx *bc = xcalloc(1, sizeof(*bc));
 
@@ -527,6 +533,16 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
         }
         read_body_with(api, req, team, rt->seg[1], 4096,
                        rt->seg[2][0] == 'p' ? pause_body : resume_body);
+        return;
+    }
+    if (rt->nseg == 3 &&
+        (strcmp(rt->seg[2], "snapshots") == 0 || strcmp(rt->seg[2], "fork") == 0)) {
+        if (strcmp(method, "POST") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
+            return;
+        }
+        read_body_with(api, req, team, rt->seg[1], 4096,
+                       rt->seg[2][0] == 's' ? api_snapshot_body : api_fork_body);
         return;
     }
     /* Everything else needs a running sandbox. */

@@ -239,5 +239,13 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         api_keys(api, req, &who, &rt);
         return;
     }
+    if (strcmp(rt.seg[0], "templates") == 0) {
+        api_templates(api, req, &who, &rt);
+        return;
+    }
+    if (strcmp(rt.seg[0], "snapshots") == 0) {
+        api_snapshots(api, req, &who, &rt);
+        return;
+    }
     wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
 }

@@ -340,15 +340,16 @@ static void snapshot_usage(FILE *f)
                "       warren snapshot ls [--sandbox ID] [-o json]\n"
                "       warren snapshot info SNAP [-o json]\n"
                "       warren snapshot rm SNAP...\n\n"
-               "Capture a running sandbox's files as a snapshot (its processes are frozen for\n"
-               "the capture, then go on) and print the snapshot's id. `warren create --template\n"
-               "SNAP` starts sandboxes from it. SNAP is a snapshot's id (snap-...) or name.\n");
+               "Capture a sandbox's files as a snapshot (its processes are frozen for the\n"
+               "capture, then go on; a paused sandbox stays paused) and print the snapshot's\n"
+               "id. `warren create --template SNAP` starts sandboxes from it. SNAP is a\n"
+               "snapshot's id (snap-...) or name.\n");
 }
 
 static void print_snapshot_row(const char *id, const char *name, const char *sandbox,
-                               const char *size, const char *capture, const char *created)
+                               const char *size, const char *layers, const char *created)
 {
-    printf("%-24s %-16s %-24s %-8s %-14s %s\n", id, name, sandbox, size, capture, created);
+    printf("%-24s %-16s %-24s %-8s %-6s %s\n", id, name, sandbox, size, layers, created);
 }
 
 static void print_snapshot(const json_t *s)
@@ -361,9 +362,12 @@ static void print_snapshot(const json_t *s)
     printf("sandbox_id: %s\n", str_or(s, "sandbox_id", "?"));
     printf("size:       %s\n", size);
     printf("layers:     %lld\n", (long long)json_integer_value(json_object_get(s, "layers")));
-    printf("capture:    %s\n", str_or(s, "capture", "?"));
-    printf("freeze:     %.3f ms\n", json_number_value(json_object_get(s, "freeze_ms")));
     printf("created_at: %s\n", str_or(s, "created_at", "?"));
+    /* Only the answer that made the snapshot says how it was captured. */
+    if (json_string_value(json_object_get(s, "capture")) != NULL)
+        printf("capture:    %s\n", str_or(s, "capture", "?"));
+    if (json_is_number(json_object_get(s, "freeze_ms")))
+        printf("freeze:     %.3f ms\n", json_number_value(json_object_get(s, "freeze_ms")));
 }
 
 static int snapshot_create(int argc, char **argv)
@@ -492,13 +496,15 @@ static int snapshot_ls(int argc, char **argv)
     if (json) {
         cli_print_json(doc);
     } else {
-        print_snapshot_row("ID", "NAME", "SANDBOX", "SIZE", "CAPTURE", "CREATED");
+        print_snapshot_row("ID", "NAME", "SANDBOX", "SIZE", "LAYERS", "CREATED");
         json_array_foreach(list, k, s)
         {
-            char size[32];
+            char size[32], layers[24];
             size_str(json_object_get(s, "size_bytes"), size, sizeof(size));
+            snprintf(layers, sizeof(layers), "%lld",
+                     (long long)json_integer_value(json_object_get(s, "layers")));
             print_snapshot_row(str_or(s, "id", "?"), str_or(s, "name", "-"),
-                               str_or(s, "sandbox_id", "?"), size, str_or(s, "capture", "?"),
+                               str_or(s, "sandbox_id", "-"), size, layers,
                                str_or(s, "created_at", "?"));
         }
     }

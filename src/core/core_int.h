@@ -6,6 +6,18 @@
 
 struct wr_sandbox;
 
+#define NBUCKETS 4096
+
+struct wr_manager {
+    struct wr_manager_config cfg;
+    uv_loop_t *loop;
+    struct wr_msb *buckets[NBUCKETS];
+    uint64_t count;     /* sandboxes in memory: creating or running */
+    uint64_t committed; /* their memory limits */
+    unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
+    bool closing;
+};
+
 struct wr_msb {
     struct wr_manager *m;
     struct wr_msb *hnext; /* hash chain */
@@ -20,6 +32,7 @@ struct wr_msb {
      * does not read, so a request would wait for the thaw, or time out wrongly). */
     bool paused;
     bool busy;             /* a create, freeze, thaw or destroy of it runs on a worker */
+    bool on_disk;          /* paused to disk: no processes (rt NULL), files in its home */
     bool on_timeout_pause; /* the deadline pauses instead of killing */
     uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;   /* wall clock, while running */
@@ -46,6 +59,17 @@ struct wr_msb {
 };
 
 int64_t wr__core_now_ms(void);
+/* Run work on the loop's pool; the done callback ends with wr__work_done (m may be freed). */
+void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done);
+void wr__work_done(struct wr_manager *m);
+/* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
+ * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
+struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                          struct wr_err *err);
+/* Why a sandbox cannot change state now (being created, deleted, paused, resumed), or 0. */
+int wr__check_settled(const struct wr_msb *sb, struct wr_err *err);
+/* After work on a busy sandbox: run the end that was asked for meanwhile, if any (true). */
+bool wr__run_pending_end(struct wr_msb *sb);
 /* procs.c: the sandbox's processes hear that it is gone; free them all; take back the processes
  * of an adopted sandbox (LIST + ATTACH). */
 void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why);

@@ -15,32 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../runtime/layer.h"
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
+#include "images.h"
 
-#define NBUCKETS 4096
-
-struct wr_manager {
-    struct wr_manager_config cfg;
-    uv_loop_t *loop;
-    struct wr_msb *buckets[NBUCKETS];
-    uint64_t count;     /* sandboxes in memory: creating or running */
-    uint64_t committed; /* their memory limits */
-    unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
-    bool closing;
-};
-
-static void queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done)
+void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done)
 {
     m->inflight++;
     uv_queue_work(m->loop, w, run, done);
 }
 
-/* The last thing a work's done callback does: m may be freed. */
-static void work_done(struct wr_manager *m)
+void wr__work_done(struct wr_manager *m)
 {
     if (--m->inflight == 0 && m->closing)
         free(m);
@@ -66,18 +55,6 @@ static void new_id(char out[21])
     for (int i = 0; i < 20; i++)
         out[i] = alphabet[rnd[i] % 36];
     out[20] = '\0';
-}
-
-static bool valid_template_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 64 || s[0] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
-            return false;
-    return true;
 }
 
 /* ---- the table of sandboxes ----------------------------------------------------------------- */
@@ -112,10 +89,30 @@ static void table_del(struct wr_manager *m, struct wr_msb *sb)
     for (struct wr_msb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
         if (*pp == sb) {
             *pp = sb->hnext;
-            m->count--;
-            m->committed -= sb->memory_bytes;
+            if (!sb->on_disk) {
+                m->count--;
+                m->committed -= sb->memory_bytes;
+            }
             return;
         }
+}
+
+/* A sandbox paused to disk holds no memory and no processes: it does not count against the
+ * host's limits until it is resumed. */
+static void account(struct wr_msb *sb, bool on_disk)
+{
+    struct wr_manager *m = sb->m;
+
+    if (sb->on_disk == on_disk)
+        return;
+    sb->on_disk = on_disk;
+    if (on_disk) {
+        m->count--;
+        m->committed -= sb->memory_bytes;
+    } else {
+        m->count++;
+        m->committed += sb->memory_bytes;
+    }
 }
 
 /* ---- a managed sandbox's life ---------------------------------------------------------------- */
@@ -288,6 +285,7 @@ struct destroy_work {
     char *final_state; /* NULL: remove the record */
     char *reason;
     bool thaw;
+    char *home; /* the writable layer, removed after the processes are gone */
     struct wr_err err;
     int rc;
     void (*cb)(void *ctx, const struct wr_err *err);
@@ -299,11 +297,15 @@ static void destroy_run(uv_work_t *w)
     struct destroy_work *d = w->data;
     struct wr_err e2;
 
-    /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
-     * freezer does not act on SIGKILL until thawed. */
-    if (d->thaw && wr_sandbox_freeze(d->rt_sb, false, &e2) < 0)
-        log_warn("sandbox %s: thaw before destroy: %s", wr_sandbox_id(d->rt_sb), e2.msg);
-    d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
+    if (d->rt_sb != NULL) {
+        /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
+         * freezer does not act on SIGKILL until thawed. */
+        if (d->thaw && wr_sandbox_freeze(d->rt_sb, false, &e2) < 0)
+            log_warn("sandbox %s: thaw before destroy: %s", wr_sandbox_id(d->rt_sb), e2.msg);
+        d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
+    }
+    if (wr_layer_remove(d->home, &e2) < 0)
+        log_warn("remove writable layer: %s", e2.msg);
 }
 
 static void destroy_done(uv_work_t *w, int status)
@@ -327,10 +329,13 @@ static void destroy_done(uv_work_t *w, int status)
     if (d->cb != NULL)
         d->cb(d->ctx, NULL);
     wr_msb_unref(d->sb); /* the table's reference */
+    if (!m->closing)
+        wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
     free(d->final_state);
     free(d->reason);
+    free(d->home);
     free(d);
-    work_done(m);
+    wr__work_done(m);
 }
 
 /* End a sandbox: stop watching it, destroy it on a worker, then record its end. */
@@ -352,10 +357,11 @@ static void msb_end_now(struct wr_msb *sb, const char *final_state, const char *
     d->cb = cb;
     d->ctx = ctx;
     d->thaw = sb->paused;
+    d->home = wr_images_home(sb->m->cfg.images, sb->id);
     d->w.data = d;
     if (!sb->m->closing && final_state != NULL)
         (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, "stopped", reason, NULL);
-    queue_work(sb->m, &d->w, destroy_run, destroy_done);
+    wr__queue_work(sb->m, &d->w, destroy_run, destroy_done);
 }
 
 /* End a sandbox, or, while a worker freezes or thaws it, once that is done. */
@@ -375,7 +381,7 @@ static void msb_end(struct wr_msb *sb, const char *final_state, const char *reas
 }
 
 /* After a freeze or thaw: run the end that was asked for meanwhile, if any. */
-static bool run_pending_end(struct wr_msb *sb)
+bool wr__run_pending_end(struct wr_msb *sb)
 {
     char *final_state = sb->pending_end.final_state, *reason = sb->pending_end.reason;
 
@@ -457,16 +463,124 @@ static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
+/* What the runtime needs to start a sandbox: from its record (image_json, env_json, limits). */
+struct start_spec {
+    char *id;
+    char **layers; /* bottom first */
+    size_t n_layers;
+    char **env; /* NULL-terminated KEY=VALUE */
+    char *cwd, *user;
+    bool allow_setuid;
+    char *home;       /* the writable layer */
+    bool home_exists; /* resume from disk: it holds the sandbox's files */
+    uint64_t memory_bytes;
+    uint32_t cpu_millis, pids_max;
+};
+
+static void free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void start_spec_fini(struct start_spec *ss)
+{
+    free(ss->id);
+    for (size_t i = 0; i < ss->n_layers; i++)
+        free(ss->layers[i]);
+    free(ss->layers);
+    free_strv(ss->env);
+    free(ss->cwd);
+    free(ss->user);
+    free(ss->home);
+    memset(ss, 0, sizeof(*ss));
+}
+
+/* The start spec of a sandbox record: its image's layers and config, its env on top. */
+static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
+                         struct start_spec *ss, struct wr_err *err)
+{
+    json_t *img = json_loads(rec->image_json ? rec->image_json : "{}", 0, NULL);
+    json_t *cfg = json_object_get(img, "config"), *env = json_object(), *renv, *v;
+    const char *k, *str;
+    size_t n = 0;
+
+    memset(ss, 0, sizeof(*ss));
+    if (!json_is_array(json_object_get(img, "layers"))) {
+        json_decref(img);
+        json_decref(env);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` was made before images were recorded",
+                          rec->id);
+    }
+    if (wr_images_layer_paths(m->cfg.images, json_object_get(img, "layers"), &ss->layers,
+                              &ss->n_layers, err) < 0) {
+        json_decref(img);
+        json_decref(env);
+        return -1;
+    }
+    if (json_is_object(json_object_get(cfg, "env")))
+        json_object_update(env, json_object_get(cfg, "env"));
+    renv = json_loads(rec->env_json ? rec->env_json : "{}", 0, NULL);
+    if (json_is_object(renv))
+        json_object_update(env, renv);
+    json_decref(renv);
+    ss->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
+    json_object_foreach(env, k, v)
+    {
+        if (json_is_string(v))
+            ss->env[n++] = xasprintf("%s=%s", k, json_string_value(v));
+    }
+    json_decref(env);
+    if ((str = json_string_value(json_object_get(cfg, "cwd"))) != NULL)
+        ss->cwd = xstrdup(str);
+    if ((str = json_string_value(json_object_get(cfg, "user"))) != NULL)
+        ss->user = xstrdup(str);
+    ss->allow_setuid = json_is_true(json_object_get(cfg, "setuid"));
+    json_decref(img);
+    ss->id = xstrdup(rec->id);
+    ss->home = wr_images_home(m->cfg.images, rec->id);
+    ss->memory_bytes = rec->memory_bytes;
+    ss->cpu_millis = rec->cpu_millis;
+    ss->pids_max = m->cfg.pids_max;
+    return 0;
+}
+
+/* Worker: make the writable layer (unless it holds a paused sandbox's files) and start. On
+ * failure a new home is removed again. */
+static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
+                         struct wr_err *err)
+{
+    struct wr_sandbox_spec spec = {
+        .id = ss->id,
+        .layers = (const char *const *)ss->layers,
+        .n_layers = ss->n_layers,
+        .env = (const char *const *)ss->env,
+        .cwd = ss->cwd,
+        .user = ss->user,
+        .upper_dir = ss->home,
+        .memory_bytes = ss->memory_bytes,
+        .cpu_millis = ss->cpu_millis,
+        .pids_max = ss->pids_max,
+        .allow_setuid = ss->allow_setuid,
+    };
+
+    if (!ss->home_exists && wr_layer_home_create(ss->home, wr_images_fs(m->cfg.images), err) < 0)
+        return wr_err_wrap(err, "writable layer");
+    if (wr_sandbox_create(m->cfg.rt, &spec, out, err) < 0) {
+        if (!ss->home_exists)
+            (void)wr_layer_remove(ss->home, NULL);
+        return -1;
+    }
+    return 0;
+}
+
 struct create_work {
     uv_work_t w;
     struct wr_manager *m;
     struct wr_msb *sb;
     struct wr_sandbox_rec rec;
-    char *layer;
-    char **env; /* NULL-terminated KEY=VALUE */
-    char *cwd, *user;
-    bool allow_setuid;
-    uint32_t pids_max;
+    struct start_spec ss;
     struct wr_sandbox *rt_sb;
     struct wr_err err;
     int rc;
@@ -477,28 +591,7 @@ struct create_work {
 static void create_run(uv_work_t *w)
 {
     struct create_work *c = w->data;
-    const char *layers[1] = {c->layer};
-    struct wr_sandbox_spec spec = {
-        .id = c->rec.id,
-        .layers = layers,
-        .n_layers = 1,
-        .env = (const char *const *)c->env,
-        .cwd = c->cwd,
-        .user = c->user,
-        .memory_bytes = c->rec.memory_bytes,
-        .cpu_millis = c->rec.cpu_millis,
-        .pids_max = c->pids_max,
-        .allow_setuid = c->allow_setuid,
-        .tmpfs_bytes = c->rec.memory_bytes ? c->rec.memory_bytes : 0,
-    };
-    c->rc = wr_sandbox_create(c->m->cfg.rt, &spec, &c->rt_sb, &c->err);
-}
-
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
+    c->rc = start_sandbox(c->m, &c->ss, &c->rt_sb, &c->err);
 }
 
 static void create_done(uv_work_t *w, int status)
@@ -514,6 +607,7 @@ static void create_done(uv_work_t *w, int status)
         if (c->rc == 0) {
             /* The daemon is stopping: a sandbox nobody was told about is not kept. */
             (void)wr_sandbox_destroy(c->rt_sb, NULL);
+            (void)wr_layer_remove(c->ss.home, NULL);
             wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
         }
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
@@ -541,41 +635,9 @@ static void create_done(uv_work_t *w, int status)
     c->cb(c->ctx, out, false, NULL, 0);
 out:
     wr_sandbox_rec_fini(&c->rec);
-    free(c->layer);
-    free_strv(c->env);
-    free(c->cwd);
-    free(c->user);
+    start_spec_fini(&c->ss);
     free(c);
-    work_done(m);
-}
-
-/* Template defaults from <templates>/<name>/config.json: {"env": {...}, "cwd": "...",
- * "user": "...", "setuid": true}; a missing file means none. "setuid" lets setuid programs
- * (sudo) work in the sandbox: no_new_privs is then left off (see wr_sandbox_spec). */
-static int template_config(const char *dir, json_t **env, char **cwd, char **user,
-                           bool *allow_setuid, struct wr_err *err)
-{
-    _cleanup_free_ char *path = xasprintf("%s/config.json", dir);
-    json_error_t je;
-    json_t *j;
-    const char *s;
-
-    if (access(path, F_OK) < 0)
-        return 0;
-    j = json_load_file(path, 0, &je);
-    if (j == NULL || !json_is_object(j)) {
-        json_decref(j);
-        return wr_err_set(err, WR_EINTERNAL, 0, "template config `%s`: %s", path, je.text);
-    }
-    if (json_is_object(json_object_get(j, "env")))
-        json_object_update(*env, json_object_get(j, "env"));
-    if ((s = json_string_value(json_object_get(j, "cwd"))) != NULL)
-        *cwd = xstrdup(s);
-    if ((s = json_string_value(json_object_get(j, "user"))) != NULL)
-        *user = xstrdup(s);
-    *allow_setuid = json_is_true(json_object_get(j, "setuid"));
-    json_decref(j);
-    return 0;
+    wr__work_done(m);
 }
 
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
@@ -583,33 +645,24 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 {
     const char *tname = req->template_name ? req->template_name : "base";
     uint32_t timeout_s = req->timeout_s ? req->timeout_s : m->cfg.default_timeout_s;
+    uint64_t memory = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
+    struct wr_image img = {0};
     struct create_work *c;
-    _cleanup_free_ char *tdir = NULL;
-    json_t *env = NULL;
+    json_t *env, *image;
     struct wr_err err;
-    struct stat st;
     char id[21];
 
-    if (!valid_template_name(tname)) {
-        wr_err_set(&err, WR_EINVAL, 0, "template name `%s` is not valid", tname);
-        goto fail;
-    }
-    tdir = xasprintf("%s/%s", m->cfg.templates_dir, tname);
-    {
-        _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", tdir);
-        if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            wr_err_set(&err, WR_ENOTFOUND, 0, "template `%s` does not exist", tname);
-            goto fail;
-        }
-    }
     if (timeout_s > m->cfg.max_timeout_s) {
         wr_err_set(&err, WR_EINVAL, 0, "timeout %u s is above the maximum of %u s", timeout_s,
                    m->cfg.max_timeout_s);
         goto fail;
     }
+    if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0)
+        goto fail;
     if (req->idem_key != NULL) {
         struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
         if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
+            wr_image_fini(&img);
             cb(ctx, rec, true, NULL, 0);
             return;
         }
@@ -617,63 +670,40 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         if (err.kind != WR_ENOTFOUND)
             goto fail;
     }
-
-    c = xcalloc(1, sizeof(*c));
-    c->m = m;
-    c->cb = cb;
-    c->ctx = ctx;
-    c->pids_max = m->cfg.pids_max;
-    c->rec.cpu_millis = req->cpu_millis ? req->cpu_millis : m->cfg.default_cpu_millis;
-    c->rec.memory_bytes = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
-
     if (m->count >= m->cfg.max_sandboxes) {
-        free(c);
+        wr_image_fini(&img);
         wr_err_set(&err, WR_ELIMIT, 0, "the host runs its maximum of %u sandboxes",
                    m->cfg.max_sandboxes);
         cb(ctx, NULL, false, &err, 5);
         return;
     }
-    if (m->committed + c->rec.memory_bytes > m->cfg.max_memory_bytes) {
+    if (m->committed + memory > m->cfg.max_memory_bytes) {
         uint64_t have = m->cfg.max_memory_bytes - m->committed;
-        free(c);
-        wr_err_set(
-            &err, WR_ELIMIT, 0,
-            "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
-            (uint64_t)(req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes) >> 20,
-            have >> 20);
+        wr_image_fini(&img);
+        wr_err_set(&err, WR_ELIMIT, 0,
+                   "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
+                   memory >> 20, have >> 20);
         cb(ctx, NULL, false, &err, 5);
         return;
     }
 
-    env = json_object();
-    if (template_config(tdir, &env, &c->cwd, &c->user, &c->allow_setuid, &err) < 0) {
-        json_decref(env);
-        free(c);
-        goto fail;
-    }
-    if (req->env_json != NULL) {
-        json_t *renv = json_loads(req->env_json, 0, NULL);
-        if (json_is_object(renv))
-            json_object_update(env, renv);
-        json_decref(renv);
-    }
-    {
-        size_t n = json_object_size(env), i = 0;
-        const char *k;
-        json_t *v;
-        c->env = xcalloc(n + 1, sizeof(char *));
-        json_object_foreach(env, k, v)
-        {
-            if (json_is_string(v))
-                c->env[i++] = xasprintf("%s=%s", k, json_string_value(v));
-        }
-    }
-
+    c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->cb = cb;
+    c->ctx = ctx;
     new_id(id);
+    env = req->env_json != NULL ? json_loads(req->env_json, 0, NULL) : NULL;
+    if (!json_is_object(env)) {
+        json_decref(env);
+        env = json_object();
+    }
+    image = json_pack("{sOsO}", "layers", img.layers, "config", img.config);
     c->rec.id = xstrdup(id);
     c->rec.team = xstrdup(req->team);
-    c->rec.template_name = xstrdup(tname);
+    c->rec.template_name = xstrdup(img.name);
     c->rec.state = xstrdup("creating");
+    c->rec.cpu_millis = req->cpu_millis ? req->cpu_millis : m->cfg.default_cpu_millis;
+    c->rec.memory_bytes = memory;
     c->rec.created_ms = wr__core_now_ms();
     c->rec.deadline_ms = c->rec.created_ms + (int64_t)timeout_s * 1000;
     c->rec.metadata_json = xstrdup(req->metadata_json ? req->metadata_json : "{}");
@@ -681,17 +711,18 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.idem_key = req->idem_key ? xstrdup(req->idem_key) : NULL;
     c->rec.on_timeout = xstrdup(req->on_timeout_pause ? "pause" : "kill");
     c->rec.timeout_s = timeout_s;
+    c->rec.image_json = json_dumps(image, JSON_COMPACT);
     json_decref(env);
-    c->layer = xasprintf("%s/rootfs", tdir);
+    json_decref(image);
+    wr_image_fini(&img);
 
-    if (wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
+    if (start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+        wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         wr_sandbox_rec_fini(&c->rec);
-        free(c->layer);
-        free_strv(c->env);
-        free(c->cwd);
-        free(c->user);
+        start_spec_fini(&c->ss);
         free(c);
-        goto fail;
+        cb(ctx, NULL, false, &err, 0);
+        return;
     }
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes);
     c->sb->on_timeout_pause = req->on_timeout_pause;
@@ -699,9 +730,10 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->sb->busy = true;
     table_put(m, c->sb);
     c->w.data = c;
-    queue_work(m, &c->w, create_run, create_done);
+    wr__queue_work(m, &c->w, create_run, create_done);
     return;
 fail:
+    wr_image_fini(&img);
     cb(ctx, NULL, false, &err, 0);
 }
 
@@ -709,8 +741,8 @@ fail:
 
 /* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
  * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
-static struct wr_msb *lookup(struct wr_manager *m, const char *team, const char *id,
-                             struct wr_err *err)
+struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                          struct wr_err *err)
 {
     struct wr_msb *sb = table_get(m, id);
     struct wr_sandbox_rec rec;
@@ -732,7 +764,7 @@ static struct wr_msb *lookup(struct wr_manager *m, const char *team, const char 
 struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
                                struct wr_err *err)
 {
-    struct wr_msb *sb = lookup(m, team, id, err);
+    struct wr_msb *sb = wr__lookup(m, team, id, err);
 
     if (sb == NULL)
         return NULL;
@@ -755,7 +787,7 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
-        if (!sb->alive || sb->ending) {
+        if ((!sb->alive && !(sb->on_disk && !sb->busy)) || sb->ending) {
             wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created or deleted", id);
             cb(ctx, &err);
             return;
@@ -791,7 +823,7 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
     if (timeout_s == 0 || timeout_s > m->cfg.max_timeout_s)
         return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
                           m->cfg.max_timeout_s);
-    sb = lookup(m, team, id, err);
+    sb = wr__lookup(m, team, id, err);
     if (sb != NULL && sb->paused && !sb->busy && !sb->ending) {
         /* The clock is stopped: set the time it will have when resumed. */
         if (wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err) < 0)
@@ -891,7 +923,7 @@ static void freeze_done(uv_work_t *w, int status)
         msb_let_go(sb);
         goto out;
     }
-    if (run_pending_end(sb)) {
+    if (wr__run_pending_end(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` ended while being %s", sb->id,
                    f->frozen ? "paused" : "resumed");
         if (f->cb != NULL)
@@ -944,7 +976,7 @@ out:
     wr_msb_unref(sb);
     free(f->reason);
     free(f);
-    work_done(m);
+    wr__work_done(m);
 }
 
 static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uint32_t timeout_s,
@@ -962,7 +994,7 @@ static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uin
     f->w.data = f;
     sb->busy = true;
     wr_msb_ref(sb);
-    queue_work(sb->m, &f->w, freeze_run, freeze_done);
+    wr__queue_work(sb->m, &f->w, freeze_run, freeze_done);
 }
 
 /* From now on nothing is sent to the agent, and no clock of the sandbox runs. */
@@ -976,12 +1008,174 @@ static void pause_start(struct wr_msb *sb, const char *reason, int64_t remaining
     freeze_start(sb, true, reason, 0, cb, ctx);
 }
 
+/* ---- pause to disk: the processes end, the writable layer stays ---------------------------- */
+
+struct disk_work {
+    uv_work_t w;
+    struct wr_msb *sb;
+    struct wr_sandbox *rt_sb; /* pause: the one to end; resume: the new one */
+    struct start_spec ss;     /* resume */
+    struct wr_err err;
+    int rc;
+    wr_manager_state_cb cb;
+    void *ctx;
+};
+
+static void disk_pause_run(uv_work_t *w)
+{
+    struct disk_work *d = w->data;
+    d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
+}
+
+static void disk_pause_done(uv_work_t *w, int status)
+{
+    struct disk_work *d = w->data;
+    struct wr_msb *sb = d->sb;
+    struct wr_manager *m = sb->m;
+    struct wr_err err;
+
+    sb->busy = false;
+    if (d->rc < 0)
+        log_warn("sandbox %s: pause to disk: %s", sb->id, d->err.msg);
+    wr__procs_free(sb);
+    account(sb, true);
+    if (m->closing) {
+        /* The record still says running: the next start finds its init gone and ends it. */
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        if (d->cb != NULL)
+            d->cb(d->ctx, NULL, &err);
+        msb_let_go(sb);
+    } else if (!wr__run_pending_end(sb)) {
+        if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0 ||
+            wr_store_sandbox_set_paused(m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
+                                        &err) < 0)
+            log_error("sandbox %s: store: %s", sb->id, err.msg);
+        log_info("sandbox %s: paused to disk (%" PRId64 " ms left)", sb->id, sb->remaining_ms);
+        answer(d->cb, d->ctx, m->cfg.store, sb->id);
+    } else if (d->cb != NULL) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` ended while being paused", sb->id);
+        d->cb(d->ctx, NULL, &err);
+    }
+    wr_msb_unref(sb);
+    free(d);
+    wr__work_done(m);
+}
+
+/* Stop watching the sandbox (its processes are about to end: their subscribers hear it now),
+ * then end its processes on a worker, keeping its home. */
+static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ctx)
+{
+    struct disk_work *d = xcalloc(1, sizeof(*d));
+    struct wr_err why;
+
+    sb->paused = true;
+    sb->remaining_ms = sb->deadline_ms - wr__core_now_ms();
+    if (sb->remaining_ms < 0)
+        sb->remaining_ms = 0;
+    wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s was paused to disk: its processes ended", sb->id);
+    msb_stop_watching(sb, &why);
+    d->sb = sb;
+    d->rt_sb = sb->rt;
+    sb->rt = NULL;
+    d->cb = cb;
+    d->ctx = ctx;
+    d->w.data = d;
+    sb->busy = true;
+    wr_msb_ref(sb);
+    wr__queue_work(sb->m, &d->w, disk_pause_run, disk_pause_done);
+}
+
+static void disk_resume_run(uv_work_t *w)
+{
+    struct disk_work *d = w->data;
+    d->rc = start_sandbox(d->sb->m, &d->ss, &d->rt_sb, &d->err);
+}
+
+static void disk_resume_done(uv_work_t *w, int status)
+{
+    struct disk_work *d = w->data;
+    struct wr_msb *sb = d->sb;
+    struct wr_manager *m = sb->m;
+    struct wr_err err;
+
+    sb->busy = false;
+    if (d->rc == 0 && (m->closing || sb->pending_end.due)) {
+        (void)wr_sandbox_destroy(d->rt_sb, NULL);
+        d->rc =
+            wr_err_set(&d->err, WR_ECONFLICT, 0, "sandbox `%s` ended while being resumed", sb->id);
+    }
+    if (d->rc < 0) {
+        if (d->cb != NULL)
+            d->cb(d->ctx, NULL, &d->err);
+        if (m->closing)
+            msb_let_go(sb);
+        else
+            (void)wr__run_pending_end(sb);
+        goto out;
+    }
+    sb->rt = d->rt_sb;
+    sb->paused = false;
+    account(sb, false);
+    sb->deadline_ms = wr__core_now_ms() + sb->remaining_ms;
+    if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, wr_sandbox_pid(sb->rt),
+                                     wr_sandbox_uid_base(sb->rt), &err) < 0 ||
+        wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
+        log_error("sandbox %s: store: %s", sb->id, err.msg);
+    msb_start_watching(sb, sb->deadline_ms, false);
+    log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
+    answer(d->cb, d->ctx, m->cfg.store, sb->id);
+out:
+    start_spec_fini(&d->ss);
+    wr_msb_unref(sb);
+    free(d);
+    wr__work_done(m);
+}
+
+/* Start the sandbox again on its kept files. The host's limits apply as to a create. */
+static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_state_cb cb,
+                              void *ctx)
+{
+    struct wr_manager *m = sb->m;
+    struct disk_work *d;
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+
+    if (m->count >= m->cfg.max_sandboxes ||
+        m->committed + sb->memory_bytes > m->cfg.max_memory_bytes) {
+        wr_err_set(&err, WR_ELIMIT, 0, "the host has no room to resume sandbox `%s`", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (wr_store_sandbox_get(m->cfg.store, NULL, sb->id, &rec, &err) < 0) {
+        cb(ctx, NULL, &err);
+        return;
+    }
+    d = xcalloc(1, sizeof(*d));
+    if (start_spec_of(m, &rec, &d->ss, &err) < 0) {
+        wr_sandbox_rec_fini(&rec);
+        free(d);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    wr_sandbox_rec_fini(&rec);
+    d->ss.home_exists = true;
+    if (timeout_s != 0)
+        sb->remaining_ms = (int64_t)timeout_s * 1000;
+    d->sb = sb;
+    d->cb = cb;
+    d->ctx = ctx;
+    d->w.data = d;
+    sb->busy = true;
+    wr_msb_ref(sb);
+    wr__queue_work(m, &d->w, disk_resume_run, disk_resume_done);
+}
+
 /* Why a sandbox cannot change state now, or 0. */
-static int check_settled(const struct wr_msb *sb, struct wr_err *err)
+int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
 {
     if (sb->ending)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
-    if (!sb->alive)
+    if (!sb->alive && !sb->on_disk)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", sb->id);
     if (sb->busy)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being paused or resumed", sb->id);
@@ -992,20 +1186,13 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
                       enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx)
 {
     struct wr_err err;
-    struct wr_msb *sb = lookup(m, team, id, &err);
+    struct wr_msb *sb = wr__lookup(m, team, id, &err);
 
     if (sb == NULL) {
         cb(ctx, NULL, &err);
         return;
     }
-    if (mode == WR_PAUSE_DISK) {
-        wr_err_set(&err, WR_EUNSUPPORTED, 0,
-                   "pause to disk is not supported yet: the sandbox's files are on a tmpfs "
-                   "(in memory), so they cannot be kept without its memory; use mode memory");
-        cb(ctx, NULL, &err);
-        return;
-    }
-    if (check_settled(sb, &err) < 0) {
+    if (wr__check_settled(sb, &err) < 0) {
         cb(ctx, NULL, &err);
         return;
     }
@@ -1014,14 +1201,17 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
         cb(ctx, NULL, &err);
         return;
     }
-    pause_start(sb, NULL, sb->deadline_ms - wr__core_now_ms(), cb, ctx);
+    if (mode == WR_PAUSE_DISK)
+        disk_pause_start(sb, cb, ctx);
+    else
+        pause_start(sb, NULL, sb->deadline_ms - wr__core_now_ms(), cb, ctx);
 }
 
 void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, uint32_t timeout_s,
                        wr_manager_state_cb cb, void *ctx)
 {
     struct wr_err err;
-    struct wr_msb *sb = lookup(m, team, id, &err);
+    struct wr_msb *sb = wr__lookup(m, team, id, &err);
 
     if (sb == NULL) {
         cb(ctx, NULL, &err);
@@ -1032,7 +1222,7 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         cb(ctx, NULL, &err);
         return;
     }
-    if (check_settled(sb, &err) < 0) {
+    if (wr__check_settled(sb, &err) < 0) {
         cb(ctx, NULL, &err);
         return;
     }
@@ -1041,7 +1231,10 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         cb(ctx, NULL, &err);
         return;
     }
-    freeze_start(sb, false, NULL, timeout_s, cb, ctx);
+    if (sb->on_disk)
+        disk_resume_start(sb, timeout_s, cb, ctx);
+    else
+        freeze_start(sb, false, NULL, timeout_s, cb, ctx);
 }
 
 uint64_t wr_manager_count(const struct wr_manager *m)
@@ -1069,6 +1262,19 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     struct wr_err err;
     const char *reason = NULL;
 
+    if (strcmp(r->state, "paused") == 0 && r->paused_mode != NULL &&
+        strcmp(r->paused_mode, "disk") == 0) {
+        /* Its files wait in its home; resume starts it. */
+        sb = msb_new(m, r->id, r->team, r->memory_bytes);
+        sb->paused = true;
+        sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+        sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
+        sb->timeout_s = r->timeout_s;
+        table_put(m, sb);
+        account(sb, true);
+        log_info("sandbox %s: paused to disk", r->id);
+        return;
+    }
     if (strcmp(r->state, "creating") == 0) {
         reason = "the daemon restarted while the sandbox was being created";
     } else if (r->init_pid <= 0 || wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid,
@@ -1084,6 +1290,12 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
             (void)wr_sandbox_destroy(rt_sb, NULL);
         else
             (void)wr_sandbox_cleanup(m->cfg.rt, r->id, NULL);
+        {
+            _cleanup_free_ char *home = wr_images_home(m->cfg.images, r->id);
+            struct wr_err e2;
+            if (wr_layer_remove(home, &e2) < 0)
+                log_warn("sandbox %s: %s", r->id, e2.msg);
+        }
         log_warn("sandbox %s: %s", r->id, reason);
         (void)wr_store_sandbox_set_state(m->cfg.store, r->id,
                                          strcmp(r->state, "creating") == 0 ? "error" : "stopped",

@@ -35,7 +35,7 @@ struct wr_manager_config {
     uv_loop_t *loop;
     struct wr_store *store;
     struct wr_runtime *rt;
-    const char *templates_dir;     /* <dir>/<name>/rootfs (+ optional config.json) */
+    struct wr_images *images;      /* images, the layer store and writable layers (images.h) */
     uint32_t default_timeout_s;    /* 0: 300 */
     uint32_t max_timeout_s;        /* 0: 86400 */
     uint32_t max_sandboxes;        /* 0: 1000 */
@@ -82,9 +82,9 @@ int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
                            uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
 
-/* How a pause keeps the sandbox. Only memory is implemented: disk (keep the files, end the
- * processes, start a fresh warren-init at resume) needs a writable layer that outlives the
- * sandbox, and sandboxes have a tmpfs one. */
+/* How a pause keeps the sandbox: in memory (frozen; its processes go on at resume), or on disk
+ * (its files are kept, its processes end and its memory is freed; resume starts a fresh
+ * warren-init on the same files, and it does not count against the host's limits meanwhile). */
 enum wr_pause_mode { WR_PAUSE_MEMORY, WR_PAUSE_DISK };
 
 /* Called with the sandbox's record after the change (valid during the call), or an error. */
@@ -92,15 +92,55 @@ typedef void (*wr_manager_state_cb)(void *ctx, const struct wr_sandbox_rec *rec,
                                     const struct wr_err *err);
 /* Pause a running sandbox of team (NULL: any): freeze every process, stop the deadline clock
  * (keeping its time left) and its API processes' exec timeouts. WR_ENOTFOUND; WR_ECONFLICT if it
- * is not running (already paused, being created, paused, resumed or deleted, stopped);
- * WR_EUNSUPPORTED for WR_PAUSE_DISK. cb is always called, possibly before this returns. */
+ * is not running (already paused, being created, paused, resumed or deleted, stopped). cb is
+ * always called, possibly before this returns. */
 void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
                       enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx);
 /* Resume a paused sandbox: thaw it; deadline = now + timeout_s, or (timeout_s 0) + the time it
  * had left (a sandbox paused by its deadline has its create timeout again). WR_ECONFLICT if it
- * is not paused; WR_EINVAL for a timeout above the maximum. */
+ * is not paused; WR_EINVAL for a timeout above the maximum; WR_ELIMIT if a sandbox paused to
+ * disk does not fit in the host's limits now. */
 void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, uint32_t timeout_s,
                        wr_manager_state_cb cb, void *ctx);
+
+/* ---- snapshots and forks (src/core/snapshot.c) ---------------------------------------------- */
+
+struct wr_snapshot_info {
+    const char *capture; /* "btrfs-snapshot", "reflink-copy" or "copy" */
+    double freeze_ms;    /* how long the sandbox's processes were frozen (0 if it was paused) */
+    double capture_ms;   /* of which the capture itself */
+    double total_ms;     /* freeze, capture, digest and install */
+};
+/* Called with the snapshot's record and timings (valid during the call), or an error. */
+typedef void (*wr_manager_snapshot_cb)(void *ctx, const struct wr_image_rec *snap,
+                                       const struct wr_snapshot_info *info,
+                                       const struct wr_err *err);
+/* Capture the files of sandbox `id` of team (NULL: any) as a snapshot named name (NULL: none):
+ * its processes are frozen while its writable layer is captured (a paused sandbox stays as it
+ * is), then thawed; the layer goes into the store and the snapshot is recorded as the
+ * sandbox's image plus that layer, with its env. WR_ENOTFOUND; WR_ECONFLICT if it is busy,
+ * stopped, or the name is taken; WR_EINVAL for a bad name. */
+void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id, const char *name,
+                         wr_manager_snapshot_cb cb, void *ctx);
+
+#define WR_FORK_MAX 100
+struct wr_fork_req {
+    const char *team; /* NULL: any */
+    const char *id;
+    uint32_t count;            /* 1 to WR_FORK_MAX */
+    uint32_t timeout_s;        /* 0: the parent's create timeout */
+    const char *metadata_json; /* NULL: the parent's */
+};
+/* recs: the copies made (owned by the callee: valid during the call); errs: why the others
+ * were not (e.g. the host's limits); err: the whole fork failed (nothing was made). */
+typedef void (*wr_manager_fork_cb)(void *ctx, struct wr_sandbox_rec *recs, size_t n,
+                                   const struct wr_err *errs, size_t nerrs,
+                                   const struct wr_snapshot_info *info, const struct wr_err *err);
+/* Fork a sandbox into count copies: a snapshot (the parent frozen only while its writable layer
+ * is captured), then count creates from it with the parent's limits, config and env. The
+ * snapshot's record is dropped once the copies are made; they hold its layer. */
+void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_manager_fork_cb cb,
+                     void *ctx);
 
 /* The running sandbox `id` of team (NULL: any): WR_ENOTFOUND, or WR_ECONFLICT if it is not
  * running (a paused one: "sandbox `id` is paused"). The pointer is valid until the loop next

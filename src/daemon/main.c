@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../api/api.h"
+#include "../core/images.h"
 #include "../core/manager.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
     struct wr_store *store = NULL;
+    struct wr_images *images = NULL;
     struct wr_err err;
     struct wr_api api;
     char *host = NULL, *dbpath = NULL, *templates = NULL;
@@ -319,12 +321,16 @@ int main(int argc, char **argv)
         goto out;
     }
     loop = uv_default_loop();
+    if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        goto out;
+    }
     {
         struct wr_manager_config mc = {
             .loop = loop,
             .store = store,
             .rt = rt,
-            .templates_dir = templates,
+            .images = images,
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
@@ -335,7 +341,8 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    api = (struct wr_api){.mgr = manager, .store = store, .loop = loop, .version = WARREN_VERSION};
+    api = (struct wr_api){
+        .mgr = manager, .images = images, .store = store, .loop = loop, .version = WARREN_VERSION};
     {
         struct wr_http_config hc = {
             .loop = loop,
@@ -373,6 +380,7 @@ int main(int argc, char **argv)
     (void)uv_loop_close(loop);
     rc = 0;
 out:
+    wr_images_close(images);
     wr_runtime_close(rt);
     wr_store_close(store);
     free(host);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -85,21 +86,32 @@ static int make_tmpfs_upper(uint64_t bytes, uid_t host_root, int *tmnt, int *upp
     return 0;
 }
 
-static int make_disk_upper(const char *dir, uid_t host_root, int *upper, int *work,
+/* A writable layer on disk, stored with sandbox-side ids (its root 0:0): dir holds upper/ and
+ * work/, and the overlay gets them through a detached clone of dir idmapped to the sandbox's
+ * user namespace, so the same directory works under any uid range (a sandbox resumed from
+ * disk gets a new one) and can become an image layer as it is. *dmnt keeps the clone alive
+ * until overlayfs has taken its own. */
+static int make_disk_upper(const char *dir, int userns_fd, int *dmnt, int *upper, int *work,
                            struct wr_err *err)
 {
-    _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), mnt = -1;
+    struct mount_attr attr = {
+        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+        .userns_fd = (uint64_t)userns_fd,
+    };
 
     if (d < 0)
         return wr_err_sys(err, "open `%s`", dir);
     if ((mkdirat(d, "upper", 0755) < 0 && errno != EEXIST) ||
         (mkdirat(d, "work", 0700) < 0 && errno != EEXIST))
         return wr_err_sys(err, "mkdir `%s`/upper,work", dir);
-    if (fchownat(d, "upper", host_root, host_root, AT_SYMLINK_NOFOLLOW) < 0 ||
-        fchownat(d, "work", host_root, host_root, AT_SYMLINK_NOFOLLOW) < 0)
-        return wr_err_sys(err, "chown `%s`/upper,work", dir);
-    *upper = openat(d, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    *work = openat(d, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    mnt = sys_open_tree(d, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (mnt < 0)
+        return wr_err_sys(err, "clone `%s`", dir);
+    if (sys_mount_setattr(mnt, "", AT_EMPTY_PATH, &attr) < 0)
+        return wr_err_sys(err, "idmap `%s`", dir);
+    *upper = openat(mnt, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    *work = openat(mnt, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (*upper < 0 || *work < 0) {
         int e = errno;
         if (*upper >= 0)
@@ -109,6 +121,36 @@ static int make_disk_upper(const char *dir, uid_t host_root, int *upper, int *wo
         *upper = *work = -1;
         return wr_err_set(err, WR_ESYS, e, "open `%s`/upper,work", dir);
     }
+    *dmnt = steal_fd(&mnt);
+    return 0;
+}
+
+/* overlayfs does every upper operation with the credentials of the task that ran CMD_CREATE.
+ * Through an idmapped upper those must be mapped, or the overlay silently comes up read-only
+ * (docs/design/isolation.md): create it with fsuid/fsgid = the sandbox's host root and every
+ * permitted capability effective (a non-zero fsuid drops the file capabilities). Credentials
+ * are per thread, and restored before returning. */
+static int create_as(int ovl, uid_t host_root, struct wr_err *err)
+{
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2];
+    int r = 0, e = 0;
+
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return wr_err_sys(err, "capget");
+    (void)syscall(SYS_setfsgid, host_root);
+    (void)syscall(SYS_setfsuid, host_root);
+    for (int i = 0; i < 2; i++)
+        data[i].effective = data[i].permitted;
+    if (syscall(SYS_capset, &hdr, data) < 0 ||
+        sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        e = errno;
+        r = -1;
+    }
+    (void)syscall(SYS_setfsuid, 0);
+    (void)syscall(SYS_setfsgid, 0);
+    if (r < 0)
+        return wr_err_set(err, WR_ESYS, e, "create overlay");
     return 0;
 }
 
@@ -164,7 +206,7 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
             wr_err_wrap(err, "writable layer");
             goto out;
         }
-    } else if (make_disk_upper(upper_dir, host_root, &upper, &work, err) < 0) {
+    } else if (make_disk_upper(upper_dir, userns_fd, &tmnt, &upper, &work, err) < 0) {
         wr_err_wrap(err, "writable layer");
         goto out;
     }
@@ -173,8 +215,10 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
         wr_err_sys(err, "overlay upper/work");
         goto out;
     }
-    if (sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
-        wr_err_sys(err, "create overlay");
+    if (upper_dir != NULL ? create_as(ovl, host_root, err) < 0
+                          : sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        if (upper_dir == NULL)
+            wr_err_sys(err, "create overlay");
         goto out;
     }
     mnt = sys_fsmount(ovl, FSMOUNT_CLOEXEC, 0);

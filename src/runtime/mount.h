@@ -16,7 +16,8 @@
 
 /* Parent side. Build the detached overlay for a child whose user namespace is userns_fd (its
  * uid and gid maps already written). layers: bottom first. upper_dir: NULL for a private tmpfs
- * of tmpfs_bytes, else a directory in which `upper` and `work` are created (owned by host_root).
+ * of tmpfs_bytes (owned by host_root), else a directory in which `upper` and `work` are created
+ * if missing, stored with sandbox-side ids and used through an idmapped clone (see layer.h).
  * Returns 0 with *overlay_fd (O_CLOEXEC), or -1 with err. */
 int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
                     const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,

@@ -65,8 +65,9 @@ struct wr_sandbox_spec {
     const char *cwd;        /* default working directory; NULL: "/" */
     const char *user;       /* default user (name or uid); NULL: root */
 
-    /* The writable layer: a directory that outlives the sandbox, or NULL for a private tmpfs
-     * of tmpfs_bytes (0: 1 GiB) that vanishes with it. */
+    /* The writable layer: a directory that outlives the sandbox (its upper/ and work/ hold
+     * sandbox-side ids, so any uid range can use it later; see layer.h), or NULL for a private
+     * tmpfs of tmpfs_bytes (0: 1 GiB) that vanishes with it. */
     const char *upper_dir;
     uint64_t tmpfs_bytes;
 

@@ -72,9 +72,45 @@ static const char migration_2[] =
     "ALTER TABLE sandboxes ADD COLUMN remaining_ms INTEGER;\n"
     "UPDATE sandboxes SET timeout_s = max(1, (deadline_ms - created_ms + 999) / 1000);\n";
 
+/* Version 3: the layer store and images.
+ * - layers: the layers Warren made (snapshots, builds, imports), by content digest; the tree is
+ *   <state>/layers/<hex>/fs. Directory templates are not layers here: they are used in place.
+ * - images: templates (a global name) and snapshots (a team's; an optional name unique in the
+ *   team), each a JSON array of layer refs ("sha256:<hex>" or "dir:<absolute path>") plus a
+ *   config. A layer is referenced by images and by live sandboxes (sandboxes.image_json), and
+ *   collected when neither refers to it any more.
+ * - sandboxes.image_json: {"layers": [...], "config": {...}}, what a sandbox was started from,
+ *   so a sandbox paused to disk starts again on the same image. */
+static const char migration_3[] =
+    "CREATE TABLE layers (\n"
+    "    digest TEXT PRIMARY KEY NOT NULL CHECK (digest LIKE 'sha256:%'),\n"
+    "    size_bytes INTEGER NOT NULL,\n"
+    "    created_ms INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE TABLE images (\n"
+    "    id TEXT PRIMARY KEY NOT NULL,\n"
+    "    kind TEXT NOT NULL CHECK (kind IN ('template', 'snapshot')),\n"
+    "    name TEXT,\n"
+    "    team TEXT NOT NULL,\n"
+    "    layers_json TEXT NOT NULL CHECK (\n"
+    "        CASE WHEN json_valid(layers_json) THEN json_type(layers_json) = 'array' ELSE 0 END),\n"
+    "    config_json TEXT NOT NULL DEFAULT '{}' CHECK (\n"
+    "        CASE WHEN json_valid(config_json) THEN json_type(config_json) = 'object' ELSE 0 "
+    "END),\n"
+    "    source TEXT,\n"
+    "    size_bytes INTEGER NOT NULL DEFAULT 0,\n"
+    "    created_ms INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE UNIQUE INDEX images_template_name ON images (name) WHERE kind = 'template';\n"
+    "CREATE UNIQUE INDEX images_snapshot_name ON images (team, name)\n"
+    "    WHERE kind = 'snapshot' AND name IS NOT NULL;\n"
+    "ALTER TABLE sandboxes ADD COLUMN image_json TEXT NOT NULL DEFAULT '{}' CHECK (\n"
+    "    CASE WHEN json_valid(image_json) THEN json_type(image_json) = 'object' ELSE 0 END);\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},
     {2, migration_2},
+    {3, migration_3},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -12,7 +12,7 @@
 #define SB_COLS                                                                                    \
     "id, team, template_name, state, reason, cpu_millis, memory_bytes, created_ms, deadline_ms,"   \
     " metadata_json, env_json, idem_key, init_pid, uid_base, seq, on_timeout, timeout_s,"          \
-    " paused_mode, remaining_ms"
+    " paused_mode, remaining_ms, image_json"
 
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
 {
@@ -28,6 +28,7 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
     free(r->idem_key);
     free(r->on_timeout);
     free(r->paused_mode);
+    free(r->image_json);
     memset(r, 0, sizeof(*r));
 }
 
@@ -54,6 +55,7 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
     r->paused_mode = wr__col_text(st, 17);
     r->remaining_ms =
         sqlite3_column_type(st, 18) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 18);
+    r->image_json = wr__col_text(st, 19);
 }
 
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err)
@@ -64,8 +66,9 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         s, WR_ST_SB_INSERT,
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
-        " uid_base, on_timeout, timeout_s) VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2,"
-        " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) RETURNING seq",
+        " uid_base, on_timeout, timeout_s, image_json) VALUES ((SELECT last + 1 FROM"
+        " sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
+        " ?17) RETURNING seq",
         err);
     int64_t seq;
 
@@ -87,6 +90,7 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_int64(st, 14, r->uid_base);
     wr__bind_text(st, 15, r->on_timeout ? r->on_timeout : "kill");
     wr__bind_int64(st, 16, r->timeout_s);
+    wr__bind_text(st, 17, r->image_json ? r->image_json : "{}");
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "insert sandbox %s", r->id ? r->id : "(null)");
     seq = sqlite3_column_int64(st, 0);

@@ -65,8 +65,11 @@ struct wr_sandbox_rec {
     int64_t seq;          /* insertion order, for stable pagination */
     char *on_timeout;     /* what the deadline does: "kill" or "pause" (NULL at insert: kill) */
     uint32_t timeout_s;   /* the timeout given at create */
-    char *paused_mode;    /* "memory" while paused, else NULL */
+    char *paused_mode;    /* "memory" or "disk" while paused, else NULL */
     int64_t remaining_ms; /* while paused: the stopped deadline clock's time left; else -1 */
+    /* The image it runs: {"layers": [refs, bottom first], "config": {...}} (see images.h in
+     * src/core); "{}" for sandboxes made before layers were recorded. */
+    char *image_json;
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
@@ -109,3 +112,51 @@ struct wr_sandbox_filter {
 /* Matching sandboxes in seq order. *out is an array of *n records (fini each, free the array). */
 int wr_store_sandbox_list(struct wr_store *s, const struct wr_sandbox_filter *f,
                           struct wr_sandbox_rec **out, size_t *n, struct wr_err *err);
+
+/* ---- layers and images (templates, snapshots) ---------------------------------------------- */
+
+/* A layer in the store: <state>/layers/<hex of digest>/fs. */
+struct wr_layer_rec {
+    char *digest; /* "sha256:<hex>" */
+    uint64_t size_bytes;
+    int64_t created_ms;
+};
+void wr_layer_rec_fini(struct wr_layer_rec *r);
+
+/* Record a layer (nothing happens if it is recorded already). */
+int wr_store_layer_put(struct wr_store *s, const char *digest, uint64_t size_bytes,
+                       struct wr_err *err);
+int wr_store_layer_delete(struct wr_store *s, const char *digest, struct wr_err *err);
+/* Layers that no image and no live sandbox (creating, running, paused) refers to: *out is an
+ * array of *n digests (free each and the array). */
+int wr_store_layers_unreferenced(struct wr_store *s, char ***out, size_t *n, struct wr_err *err);
+/* Sum of the sizes of the recorded layers in a JSON array of refs. */
+int wr_store_layers_size(struct wr_store *s, const char *layers_json, uint64_t *bytes,
+                         struct wr_err *err);
+
+struct wr_image_rec {
+    char *id;          /* "tpl-<name>" or "snap-<random>" */
+    char *kind;        /* "template" or "snapshot" */
+    char *name;        /* a template's name; a snapshot's optional name, else NULL */
+    char *team;        /* the team that made it */
+    char *layers_json; /* JSON array of layer refs, bottom first */
+    char *config_json; /* JSON object: env, cwd, user, setuid */
+    char *source;      /* the sandbox a snapshot was taken of, or how a template was made */
+    uint64_t size_bytes;
+    int64_t created_ms;
+};
+void wr_image_rec_fini(struct wr_image_rec *r);
+
+/* Insert an image. WR_ECONFLICT if its id, a template's name or a team's snapshot name is
+ * taken. */
+int wr_store_image_insert(struct wr_store *s, const struct wr_image_rec *r, struct wr_err *err);
+/* By id or name: a snapshot of `team` (NULL: any), or a template (any team's). WR_ENOTFOUND. */
+int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
+                       struct wr_image_rec *r, struct wr_err *err);
+/* Images of a kind ("template", "snapshot"; NULL: both); snapshots only of `team` unless team
+ * is NULL; source (NULL: any) filters snapshots by sandbox. Newest first. */
+int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
+                        struct wr_image_rec **out, size_t *n, struct wr_err *err);
+int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err);
+/* Number of live sandboxes (creating, running, paused) started from image `name`. */
+int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struct wr_err *err);

@@ -34,6 +34,15 @@ enum wr__stmt_id {
     WR_ST_SB_DELETE,
     WR_ST_SB_LIST_TEAM,
     WR_ST_SB_LIST_ALL,
+    WR_ST_LAYER_PUT,
+    WR_ST_LAYER_DELETE,
+    WR_ST_LAYER_UNREF,
+    WR_ST_LAYER_SIZE,
+    WR_ST_IMG_INSERT,
+    WR_ST_IMG_GET,
+    WR_ST_IMG_LIST,
+    WR_ST_IMG_DELETE,
+    WR_ST_IMG_USERS,
     WR_ST__COUNT,
 };
 

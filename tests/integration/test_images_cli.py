@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -16,8 +17,10 @@ from conftest import ENV, WARREN, Daemon, delete_all
 
 SNAP_ID = re.compile(r"snap-[A-Za-z0-9_-]+")
 SB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# Host pids named `sleep` inside the sandbox, from its own /proc (`slee[p]`: not grep itself).
-SLEEPERS = "grep -l 'slee[p] 1000' /proc/[0-9]*/cmdline 2>/dev/null | wc -l"
+# How many processes of the sandbox run `sleep 1000` (from its own /proc; the pipeline's own
+# processes do not start with `sleep`).
+SLEEPERS = ("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+            "| grep -c '^sleep 1000'; true")
 
 
 class Cli:
@@ -73,6 +76,19 @@ def made(cli):
         cli("snapshot", "rm", s)
     if sandboxes:
         cli("rm", *sandboxes)
+
+
+def kill_soon(sb, timeout=10):
+    """Kill sb; a sandbox that has just stopped may answer 409 (still being torn down) for a
+    moment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return sb.kill()
+        except warren.ConflictError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def wait_state(cli, sid, state, timeout=15):
@@ -146,14 +162,14 @@ def test_snapshot_verbs(cli, made):
     sids, snaps = made
     sid = cli.create()
     sids.append(sid)
-    cli.sh(sid, "mkdir -p /tmp/w && echo before-snapshot > /tmp/w/f")
+    cli.sh(sid, "mkdir -p /root/w && echo before-snapshot > /root/w/f")
 
     out = cli.ok("snapshot", sid, "--name", "cli-snap")
     snap_id = out.strip()
     assert SNAP_ID.fullmatch(snap_id) and out == snap_id + "\n", out
     snaps.append(snap_id)
     # Changes after the snapshot are not in it.
-    cli.sh(sid, "echo after > /tmp/w/f")
+    cli.sh(sid, "echo after > /root/w/f")
 
     text = cli.ok("snapshot", "ls")
     assert text.splitlines()[0].split()[:3] == ["ID", "NAME", "SANDBOX"]
@@ -166,20 +182,21 @@ def test_snapshot_verbs(cli, made):
     for ref in (snap_id, "cli-snap"):
         s = cli.json("snapshot", "info", ref)
         assert s["id"] == snap_id and s["name"] == "cli-snap" and s["sandbox_id"] == sid
-        assert s["capture"] in ("btrfs-snapshot", "reflink-copy", "copy") and s["freeze_ms"] >= 0
+        assert s["layers"] >= 2 and s["size_bytes"] > 0, s
     text = cli.ok("snapshot", "info", "cli-snap")
-    assert "id:         %s\n" % snap_id in text and "capture:" in text
+    assert "id:         %s\n" % snap_id in text and "name:       cli-snap\n" in text, text
 
-    # -o json on create; an unnamed snapshot.
+    # -o json on create (which alone says how it was captured); an unnamed snapshot.
     s2 = cli.json("snapshot", sid)
     snaps.append(s2["id"])
     assert SNAP_ID.fullmatch(s2["id"]) and s2["name"] is None and s2["sandbox_id"] == sid
+    assert s2["capture"] in ("btrfs-snapshot", "reflink-copy", "copy") and s2["freeze_ms"] >= 0
 
     # Sandboxes from the snapshot, by name and by id, start with its files.
     for ref in ("cli-snap", snap_id):
         copy = cli.create("--template", ref)
         sids.append(copy)
-        assert cli.ok("exec", copy, "--", "cat", "/tmp/w/f") == "before-snapshot\n"
+        assert cli.ok("exec", copy, "--", "cat", "/root/w/f") == "before-snapshot\n"
 
     # Bad input.
     fails(cli("snapshot", sid, "--name", "cli-snap"), 1, "snapshot", "conflict")
@@ -204,44 +221,60 @@ def test_snapshot_verbs(cli, made):
     fails(cli("snapshot", "info", s2["id"]), 1, "snapshot info", "not_found")
     fails(cli("create", "--template", "cli-snap"), 1, "create", "not_found")
     # Sandboxes made from a deleted snapshot keep running, files and all.
-    assert cli.ok("exec", sids[1], "--", "cat", "/tmp/w/f") == "before-snapshot\n"
+    assert cli.ok("exec", sids[1], "--", "cat", "/root/w/f") == "before-snapshot\n"
     snaps.clear()
 
 
-def test_snapshot_of_stopped_and_paused_sandboxes_is_refused(cli, made):
+def test_snapshot_and_fork_of_stopped_and_paused_sandboxes(cli, made):
     sid = cli.create("--timeout", "1")
     made[0].append(sid)
     wait_state(cli, sid, "stopped")
     fails(cli("snapshot", sid), 1, "snapshot", "conflict")
     fails(cli("fork", sid), 1, "fork", "conflict")
 
-    paused = cli.create()
-    made[0].append(paused)
-    cli.ok("pause", paused)
-    fails(cli("snapshot", paused), 1, "snapshot", "conflict")
-    fails(cli("fork", "-n", "2", paused), 1, "fork", "conflict")
+    # A paused sandbox (in memory, or to disk) can be captured and forked; it stays paused.
+    for how in ([], ["--disk"]):
+        paused = cli.create()
+        made[0].append(paused)
+        cli.sh(paused, "echo paused-data > /root/d")
+        cli.ok("pause", *how, paused)
+        snap = cli.ok("snapshot", paused).strip()
+        made[1].append(snap)
+        copies = cli.ok("fork", "-n", "2", paused).split()
+        made[0].extend(copies)
+        assert len(copies) == 2
+        assert cli.json("info", paused)["state"] == "paused"
+        for c in copies:
+            assert cli.ok("exec", c, "--", "cat", "/root/d") == "paused-data\n"
+        c = cli.create("--template", snap)
+        made[0].append(c)
+        assert cli.ok("exec", c, "--", "cat", "/root/d") == "paused-data\n"
 
 
 def test_snapshot_sdk(client, sandbox):
-    sandbox.files.write("/tmp/state.txt", "sdk-before")
+    sandbox.files.write("/root/state.txt", "sdk-before")
     snap = sandbox.snapshot(name="sdk-snap")
     try:
         assert isinstance(snap, warren.Snapshot) and SNAP_ID.fullmatch(snap.id)
         assert snap.name == "sdk-snap" and snap.sandbox_id == sandbox.sandbox_id
         assert snap.capture in ("btrfs-snapshot", "reflink-copy", "copy") and snap.freeze_ms >= 0
-        assert snap.layers >= 1 and snap.created_at.year > 2000
-        sandbox.files.write("/tmp/state.txt", "sdk-after")
+        assert snap.capture_ms is not None and snap.capture_ms >= 0
+        assert snap.layers >= 1  # created_at: see the xfail below
+        sandbox.files.write("/root/state.txt", "sdk-after")
 
         assert [s.id for s in warren.Snapshot.list(sandbox.sandbox_id, client=client)] == [snap.id]
         assert snap.id in [s.id for s in warren.Snapshot.list(client=client)]
         assert warren.Snapshot.list("sb-nobody", client=client) == []
-        assert warren.Snapshot.get("sdk-snap", client=client).id == snap.id
+        got = warren.Snapshot.get("sdk-snap", client=client)
+        assert got.id == snap.id and got.sandbox_id == sandbox.sandbox_id
+        assert got.layers == snap.layers and got.size_bytes == snap.size_bytes
+        assert got.capture is None and got.freeze_ms is None  # only the making answer has them
         assert warren.Snapshot.get(snap.id, client=client).name == "sdk-snap"
 
         # Create from it: by id, by name, and from the object.
         for ref in (snap.id, "sdk-snap", snap):
             with warren.Sandbox.create(ref, client=client, timeout=60) as copy:
-                assert copy.files.read("/tmp/state.txt") == "sdk-before"
+                assert copy.files.read("/root/state.txt") == "sdk-before"
 
         with pytest.raises(warren.ConflictError):
             sandbox.snapshot(name="sdk-snap")
@@ -261,6 +294,18 @@ def test_snapshot_sdk(client, sandbox):
         warren.Sandbox.create("sdk-snap", client=client, timeout=60)
 
 
+@pytest.mark.xfail(strict=True, reason="the answer of POST /v1/sandboxes/{id}/snapshots says "
+                   "created_at 1970-01-01 (GET says the right time)")
+def test_the_answer_that_makes_a_snapshot_has_its_creation_time(client, sandbox):
+    snap = sandbox.snapshot()
+    try:
+        got = warren.Snapshot.get(snap.id, client=client)
+        assert abs((got.created_at - datetime.now(timezone.utc)).total_seconds()) < 120
+        assert snap.created_at == got.created_at
+    finally:
+        warren.Snapshot.delete(snap.id, client=client)
+
+
 def test_snapshot_sdk_of_a_stopped_sandbox(client):
     sb = warren.Sandbox.create(client=client, timeout=1)
     try:
@@ -273,7 +318,7 @@ def test_snapshot_sdk_of_a_stopped_sandbox(client):
         with pytest.raises(warren.ConflictError):
             sb.fork(1)
     finally:
-        sb.kill()
+        kill_soon(sb)
 
 
 # ---- fork ----------------------------------------------------------------------------------------
@@ -282,7 +327,7 @@ def test_fork_verb(cli, made):
     sids = made[0]
     sid = cli.create("--metadata", "role=parent")
     sids.append(sid)
-    cli.sh(sid, "echo parent-data > /tmp/p; sleep 1000 > /dev/null 2>&1 &")
+    cli.sh(sid, "echo parent-data > /root/p; sleep 1000 > /dev/null 2>&1 &")
 
     out = cli.ok("fork", "-n", "3", sid)
     ids = out.split()
@@ -291,12 +336,13 @@ def test_fork_verb(cli, made):
     for c in ids:
         info = cli.json("info", c)
         assert info["state"] == "running" and info["metadata"] == {"role": "parent"}
-        assert cli.ok("exec", c, "--", "cat", "/tmp/p") == "parent-data\n"
+        assert SNAP_ID.fullmatch(info["template"]), info  # the snapshot they were made from
+        assert cli.ok("exec", c, "--", "cat", "/root/p") == "parent-data\n"
         # A copy's files are its own.
-        cli.sh(c, "echo %s > /tmp/p" % c)
+        cli.sh(c, "echo %s > /root/p" % c)
     # The parent keeps running, with its processes, and its files unchanged by the copies.
     assert cli.json("info", sid)["state"] == "running"
-    assert cli.ok("exec", sid, "--", "cat", "/tmp/p") == "parent-data\n"
+    assert cli.ok("exec", sid, "--", "cat", "/root/p") == "parent-data\n"
     assert cli.sh(sid, SLEEPERS).strip() == "1"
 
     # Default count 1; --timeout, --metadata and -o json.
@@ -322,17 +368,19 @@ def test_fork_verb(cli, made):
 
 
 def test_fork_sdk(client, sandbox):
-    sandbox.files.write("/tmp/p", "from-parent")
+    sandbox.files.write("/root/p", "from-parent")
     h = sandbox.commands.run("sleep 1000", background=True)
     res = sandbox.fork(2, timeout=60, metadata={"fork": "sdk"})
     try:
         assert isinstance(res, warren.ForkResult) and res.ok and res.errors == []
         assert len(res.sandboxes) == 2 and res.freeze_ms >= 0 and res.capture
+        assert len({c.info.template for c in res.sandboxes}) == 1
         for c in res.sandboxes:
             assert isinstance(c, warren.Sandbox) and c.sandbox_id != sandbox.sandbox_id
+            assert SNAP_ID.fullmatch(c.info.template)
             assert c.info.state == "running" and c.info.metadata == {"fork": "sdk"}
             assert c.info.timeout == 60
-            assert c.files.read("/tmp/p") == "from-parent"
+            assert c.files.read("/root/p") == "from-parent"
             # Fresh processes: the parent's background command is not in the copy.
             assert c.commands.list() == []
         assert sandbox.is_running()
@@ -341,7 +389,7 @@ def test_fork_sdk(client, sandbox):
         res.kill_all()
     res = sandbox.fork()
     try:
-        assert len(res.sandboxes) == 1 and res.sandboxes[0].files.read("/tmp/p") == "from-parent"
+        assert len(res.sandboxes) == 1 and res.sandboxes[0].files.read("/root/p") == "from-parent"
     finally:
         res.kill_all()
     for bad in (0, 101, -1):
@@ -388,7 +436,7 @@ def test_fork_past_capacity_reports_each_failed_copy():
 def test_pause_to_disk_and_resume_verbs(cli, made):
     sid = cli.create()
     made[0].append(sid)
-    cli.sh(sid, "echo kept > /tmp/k; sleep 1000 > /dev/null 2>&1 &")
+    cli.sh(sid, "echo kept > /root/k; sleep 1000 > /dev/null 2>&1 &")
     assert cli.sh(sid, SLEEPERS).strip() == "1"
 
     out = cli.ok("pause", "--disk", sid)
@@ -401,7 +449,7 @@ def test_pause_to_disk_and_resume_verbs(cli, made):
 
     out = cli.ok("resume", sid)
     assert out.startswith(sid + " running with new processes"), out
-    assert cli.ok("exec", sid, "--", "cat", "/tmp/k") == "kept\n"
+    assert cli.ok("exec", sid, "--", "cat", "/root/k") == "kept\n"
     assert cli.sh(sid, SLEEPERS).strip() == "0", "a process survived the pause to disk"
 
     # In memory (the default): the same processes go on, and resume says so.
@@ -428,7 +476,7 @@ def test_pause_to_disk_and_resume_verbs(cli, made):
 
 
 def test_pause_to_disk_sdk(client, sandbox):
-    sandbox.files.write("/tmp/k", "kept")
+    sandbox.files.write("/root/k", "kept")
     h = sandbox.commands.run("sleep 1000", background=True)
     info = sandbox.pause(mode="disk")
     assert info.state == "paused" and info.paused_mode == "disk" and info.remaining_ms > 0
@@ -438,7 +486,7 @@ def test_pause_to_disk_sdk(client, sandbox):
     info = sandbox.resume()
     assert info.state == "running" and info.processes_kept is False
     assert info.paused_mode is None
-    assert sandbox.files.read("/tmp/k") == "kept"
+    assert sandbox.files.read("/root/k") == "kept"
     assert sandbox.commands.run(SLEEPERS).stdout.strip() == "0"
     assert h.pid not in [p.pid for p in sandbox.commands.list() if p.running]
     # A sandbox resumed from disk works as any: snapshot, fork, pause in memory.

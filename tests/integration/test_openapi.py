@@ -613,15 +613,16 @@ def test_image_operations(daemon):
         got = api(daemon, "GET", "/v1/templates/{name}", {"name": "base"}).json()
         assert got["name"] == "base" and got["in_use"] >= 1
 
-        background(daemon, sid, "echo snapped > /tmp/openapi-file")
+        background(daemon, sid, "echo snapped > /root/openapi-file")
         wait_for(lambda: send(daemon, "GET", "/v1/sandboxes/%s/files" % sid,
-                              query={"path": "/tmp/openapi-file"}).status == 200,
+                              query={"path": "/root/openapi-file"}).status == 200,
                  what="the file")
         r = api(daemon, "POST", "/v1/sandboxes/{id}/snapshots", {"id": sid},
                 body={"name": "openapi-snap"})
         snap = r.json()
         snaps.append(snap["id"])
         assert r.status == 201 and snap["sandbox_id"] == sid and snap["name"] == "openapi-snap"
+        assert {"freeze_ms", "capture_ms", "capture"} <= set(snap)
         r = api(daemon, "POST", "/v1/sandboxes/{id}/snapshots", {"id": sid})  # no body: no name
         snaps.append(r.json()["id"])
         assert r.status == 201 and r.json()["name"] is None
@@ -637,7 +638,7 @@ def test_image_operations(daemon):
         r = api(daemon, "POST", "/v1/sandboxes", body={"template": "openapi-snap", "timeout": 60})
         made.append(r.json()["id"])
         r = send(daemon, "GET", "/v1/sandboxes/%s/files" % made[-1],
-                 query={"path": "/tmp/openapi-file"})
+                 query={"path": "/root/openapi-file"})
         assert r.status == 200 and r.body == b"snapped\n", r
 
         r = api(daemon, "POST", "/v1/sandboxes/{id}/fork", {"id": sid},
@@ -764,7 +765,7 @@ def _triggers(daemon, ctx):
     add("/v1/snapshots/{snapshot}", "delete", 404, {"snapshot": "no-such-name"})
     add(S + "/fork", "post", 400, {"id": sid}, body={"count": 101})
     add(S + "/fork", "post", 404, {"id": gone}, body={})
-    add(S + "/fork", "post", 409, call=lambda: fork_paused(daemon))
+    add(S + "/fork", "post", 409, call=lambda: fork_stopped(daemon))
     add("/v1/keys", "post", 400, body={"team": "bad team!"})
     add("/v1/keys", "post", 403, tcp=True, key=ctx["team_key"], body={"team": "x"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
@@ -781,11 +782,10 @@ def snapshot_twice(daemon, sid):
         assert send(daemon, "DELETE", "/v1/snapshots/openapi-dup").status == 204
 
 
-def fork_paused(daemon):
-    """Forking a paused sandbox: 409 (it must be running)."""
-    sid = new_sandbox(daemon)
+def fork_stopped(daemon):
+    """Forking a stopped sandbox: 409."""
+    sid = stopped_sandbox(daemon)
     try:
-        assert send(daemon, "POST", "/v1/sandboxes/%s/pause" % sid, body={}).status == 200
         return send(daemon, "POST", "/v1/sandboxes/%s/fork" % sid, body={"count": 1})
     finally:
         kill(daemon, sid)

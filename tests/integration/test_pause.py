@@ -283,16 +283,6 @@ def test_bad_bodies_are_400(client, sandbox):
     assert sandbox.get_info().state == "running"
 
 
-def test_pause_to_disk_is_501_and_changes_nothing(sandbox):
-    with pytest.raises(warren.UnsupportedError) as e:
-        sandbox.pause(mode="disk")
-    assert e.value.status == 501 and "tmpfs" in str(e.value)
-    info = sandbox.get_info()
-    assert info.state == "running" and info.paused_mode is None
-    assert not frozen(sandbox.sandbox_id)
-    assert sandbox.commands.run("echo still").stdout == "still\n"
-
-
 def test_delete_while_paused_leaves_nothing(client):
     sb = warren.Sandbox.create(client=client, timeout=60)
     sb.commands.run("sleep 300", background=True)

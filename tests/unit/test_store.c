@@ -245,7 +245,8 @@ static void test_migrate(void)
            wr__store_schema_version(db, &version, &err) == 0 && version == (int)wr__n_migrations,
        "the real list applies");
     ok(wr__store_migrate(db, wr__migrations, wr__n_migrations, &err) == 0 &&
-           q1_is(db, "SELECT count(*) FROM schema_version", "2"),
+           wr__store_schema_version(db, &version, &err) == 0 && version == (int)wr__n_migrations &&
+           q1_is(db, "SELECT count(*) = max(version) FROM schema_version", "1"),
        "and again is a no-op");
     sqlite3_close(db);
     free(path);
@@ -274,8 +275,8 @@ static void test_migrate_2(void)
        "with two sandboxes");
     sqlite3_close(db);
     ok(wr_store_open(path, &s, &err) == 0 && wr__store_schema_version(s->db, &version, &err) == 0 &&
-           version == 2,
-       "open migrates it to version 2");
+           version == (int)wr__n_migrations,
+       "open migrates it to the latest version");
     if (s == NULL) {
         free(path);
         return;

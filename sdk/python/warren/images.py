@@ -35,8 +35,10 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+def _opt_number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -132,18 +134,22 @@ class Snapshot:
     """A running sandbox's files captured as an image: ``Sandbox.create(template=snap.id)`` (or
     its ``name``) starts sandboxes with those files.
 
-    ``freeze_ms``: how long the sandbox's processes were frozen for the capture; ``capture``:
-    how the files were captured (``"btrfs-snapshot"``, ``"reflink-copy"`` or ``"copy"``).
+    ``freeze_ms``: how long the sandbox's processes were frozen for the capture;
+    ``capture_ms``: how long the whole capture took; ``capture``: how the files were captured
+    (``"btrfs-snapshot"``, ``"reflink-copy"`` or ``"copy"``). The server reports these three
+    only when the snapshot is made (:meth:`Sandbox.snapshot <warren.Sandbox.snapshot>`);
+    they are None in what :meth:`list` and :meth:`get` return.
     """
 
     id: str
     name: str | None
-    sandbox_id: str
+    sandbox_id: str | None
     size_bytes: int | None
     layers: int
     created_at: datetime
-    freeze_ms: float
-    capture: str
+    freeze_ms: float | None = None
+    capture_ms: float | None = None
+    capture: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -151,12 +157,13 @@ class Snapshot:
         return cls(
             id=str(d.get("id", "")),
             name=_opt_str(d.get("name")),
-            sandbox_id=str(d.get("sandbox_id", "")),
+            sandbox_id=_opt_str(d.get("sandbox_id")),
             size_bytes=_opt_int(d.get("size_bytes")),
             layers=_opt_int(d.get("layers")) or 0,
             created_at=parse_time(d.get("created_at")) or _EPOCH,
-            freeze_ms=_number(d.get("freeze_ms")),
-            capture=str(d.get("capture", "")),
+            freeze_ms=_opt_number(d.get("freeze_ms")),
+            capture_ms=_opt_number(d.get("capture_ms")),
+            capture=_opt_str(d.get("capture")),
             raw=dict(d),
         )
 
@@ -226,7 +233,8 @@ class ForkResult:
     running, with the parent's files and config; they share the parent's client), and
     ``errors``, one :class:`~warren.WarrenError` per copy that could not be made (e.g. a
     :class:`~warren.RateLimitError` past the host's capacity). ``freeze_ms``: how long the
-    parent was frozen; ``capture``: how its files were captured."""
+    parent was frozen; ``capture``: how its files were captured. The copies' ``template`` is
+    the id of the snapshot they were made from, deleted once they exist."""
 
     sandboxes: list[Sandbox]
     errors: list[WarrenError]

@@ -268,9 +268,11 @@ class Sandbox:
 
     def snapshot(self, name: str | None = None) -> Snapshot:
         """Capture the sandbox's files as a snapshot (its processes are frozen for the
-        capture, ``freeze_ms`` says how long, then go on). ``Sandbox.create(template=snap.id)``
-        (or its ``name``) starts sandboxes with these files. :class:`~warren.ConflictError`
-        if the sandbox is not running or busy, or the name is taken;
+        capture, ``freeze_ms`` says how long, then go on; a paused sandbox stays paused).
+        ``Sandbox.create(template=snap.id)`` (or its ``name``) starts sandboxes with these
+        files. ``name``: 1 to 64 of ``[A-Za-z0-9._-]``, not starting with ``.`` or ``snap-``,
+        unique among the team's images. :class:`~warren.ConflictError` if the sandbox is
+        stopped or busy (being paused, resumed, deleted or captured), or the name is taken;
         :class:`~warren.InvalidArgumentError` for a bad name."""
         body: dict[str, Any] = {}
         if name is not None:
@@ -292,7 +294,7 @@ class Sandbox:
         ``metadata``: their labels. Copies that could not be made (say, past the host's
         capacity) are in the result's ``errors``, the others in ``sandboxes``; the call itself
         raises only when none could be attempted (:class:`~warren.InvalidArgumentError` for a
-        bad ``count``, :class:`~warren.ConflictError` if this sandbox is not running)."""
+        bad ``count``, :class:`~warren.ConflictError` if this sandbox is stopped or busy)."""
         body: dict[str, Any] = {"count": count}
         if timeout is not None:
             body["timeout"] = _seconds(timeout, "timeout")

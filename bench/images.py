@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Images benchmark: create from a template, from a 10-layer image and from a snapshot;
+snapshot of a sandbox with 100 MB of changes (freeze window and total); fork x10 and x100;
+pause and resume (memory and disk). Runs a real warrend on the plain disk and on a loop-mounted
+btrfs, and prints medians in ms.
+
+Usage: bench/images.py BUILD_DIR [ROUNDS]   (root; see docs/benchmarks.md)"""
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "sdk", "python"))
+import warren  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+BASE = os.environ.get("WARREN_BASE_TEMPLATE", "/var/cache/warren/test-templates/base")
+
+
+class Daemon:
+    def __init__(self, top):
+        self.top = top
+        self.state = os.path.join(top, "state")
+        os.makedirs(os.path.join(self.state, "templates", "base"))
+        os.symlink(os.path.join(BASE, "rootfs"), os.path.join(self.state, "templates", "base", "rootfs"))
+        if os.path.exists(os.path.join(BASE, "config.json")):
+            shutil.copy(os.path.join(BASE, "config.json"), os.path.join(self.state, "templates", "base"))
+        self.sock = os.path.join(top, "w.sock")
+        env = dict(os.environ, WARREN_CGROUP_PARENT="warren-bench-%d" % os.getpid(),
+                   WARREN_UID_BASE=str(0x70000000), WARREN_UID_SLOTS="512")
+        self.proc = subprocess.Popen(
+            [os.path.join(BUILD, "warrend"), "--state-dir", self.state, "--socket", self.sock,
+             "--listen", "", "--run-dir", os.path.join("/run", "warren-bench-%d" % os.getpid()),
+             "--log-level", "warn"],
+            stdout=subprocess.PIPE, env=env)
+        line = self.proc.stdout.readline().decode()
+        assert "ready" in line, line
+        self.c = warren.Client("unix://" + self.sock)
+
+    def req(self, method, path, body=None, status=None):
+        r = self.c.request(method, path, json_body=body, check=False)
+        if status is not None and r.status != status:
+            raise SystemExit("%s %s: %d %s" % (method, path, r.status, r.body[:300]))
+        return r.json() if r.body else None
+
+    def create(self, template="base", memory_mb=128):
+        return self.req("POST", "/v1/sandboxes", {"template": template, "timeout": 600,
+                                                   "memory_mb": memory_mb}, 201)["id"]
+
+    def sh(self, sid, cmd):
+        r = self.req("POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["/bin/sh", "-c", cmd]}, 200)
+        assert r["exit_code"] == 0, r
+
+    def delete(self, sid):
+        self.req("DELETE", "/v1/sandboxes/" + sid, status=204)
+
+    def stop(self):
+        for s in self.req("GET", "/v1/sandboxes?state=running,paused,creating", status=200)["sandboxes"]:
+            self.delete(s["id"])
+        self.c.close()
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def ms(t0):
+    return (time.perf_counter() - t0) * 1000
+
+
+def med(v):
+    return statistics.median(v)
+
+
+def run(where, top):
+    d = Daemon(top)
+    res = {}
+    try:
+        # Create (to first exec answered) from the directory template, a 10-layer image and a
+        # snapshot, interleaved.
+        sid = d.create()
+        d.sh(sid, "echo base > /home/user/f")
+        snap = d.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201)["id"]
+        d.delete(sid)
+        img = "base"
+        for i in range(10):
+            s = d.create(img)
+            d.sh(s, "echo %d > /home/user/layer%d" % (i, i))
+            img = d.req("POST", "/v1/sandboxes/%s/snapshots" % s, {}, 201)["id"]
+            d.delete(s)
+        ten = img
+        times = {"base": [], "10 layers": [], "snapshot": []}
+        for _ in range(ROUNDS):
+            for name, t in (("base", "base"), ("10 layers", ten), ("snapshot", snap)):
+                t0 = time.perf_counter()
+                s = d.create(t)
+                d.sh(s, "true")
+                times[name].append(ms(t0))
+                d.delete(s)
+        for k, v in times.items():
+            res["create from %s" % k] = med(v)
+
+        # Snapshot with 100 MB of changes: the parent runs a process meanwhile.
+        sid = d.create(memory_mb=128)
+        d.sh(sid, "head -c 100000000 /dev/urandom > /home/user/big")
+        fr, tot = [], []
+        for _ in range(max(3, ROUNDS // 3)):
+            t0 = time.perf_counter()
+            r = d.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201)
+            tot.append(ms(t0))
+            fr.append(r["freeze_ms"])
+            d.req("DELETE", "/v1/snapshots/" + r["id"], status=204)
+            d.sh(sid, "echo x >> /home/user/big")  # a new layer each time
+        res["snapshot 100MB: frozen"] = med(fr)
+        res["snapshot 100MB: total"] = med(tot)
+
+        # Fork x10 and x100 (small sandboxes: 100 x 128 MiB fits this host).
+        for n in (10, 100):
+            t0 = time.perf_counter()
+            r = d.req("POST", "/v1/sandboxes/%s/fork" % sid, {"count": n}, 201)
+            res["fork x%d: total" % n] = ms(t0)
+            res["fork x%d: parent frozen" % n] = r["freeze_ms"]
+            assert not r["errors"], r["errors"][:2]
+            for s in r["sandboxes"]:
+                d.delete(s["id"])
+        d.delete(sid)
+
+        # Pause and resume latency.
+        sid = d.create()
+        pm, rm_, pd, rd = [], [], [], []
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            d.req("POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "memory"}, 200)
+            pm.append(ms(t0))
+            t0 = time.perf_counter()
+            d.req("POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
+            rm_.append(ms(t0))
+            t0 = time.perf_counter()
+            d.req("POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
+            pd.append(ms(t0))
+            t0 = time.perf_counter()
+            d.req("POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
+            d.sh(sid, "true")
+            rd.append(ms(t0))
+        res["pause memory"], res["resume memory"] = med(pm), med(rm_)
+        res["pause disk"], res["resume disk (to first exec)"] = med(pd), med(rd)
+        d.delete(sid)
+    finally:
+        d.stop()
+    print("\n## %s (median of %d, ms)" % (where, ROUNDS))
+    for k, v in res.items():
+        print("%-34s %9.2f" % (k, v))
+    base = res["create from base"]
+    print("%-34s %9.2f" % ("ratio: 10 layers / base", res["create from 10 layers"] / base))
+    print("%-34s %9.2f" % ("ratio: snapshot / base", res["create from snapshot"] / base))
+
+
+def main():
+    plain = tempfile.mkdtemp(prefix="wbench-", dir="/var/tmp")
+    try:
+        run("plain disk (%s)" % subprocess.run(["stat", "-f", "-c", "%T", plain], capture_output=True,
+                                               text=True).stdout.strip(), plain)
+    finally:
+        shutil.rmtree(plain, ignore_errors=True)
+    top = tempfile.mkdtemp(prefix="wbench-btrfs-", dir="/var/tmp")
+    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(8 << 30)
+    subprocess.run(["mkfs.btrfs", "-q", img], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    try:
+        run("btrfs (loop)", tempfile.mkdtemp(dir=mnt))
+    finally:
+        subprocess.run(["umount", mnt])
+        shutil.rmtree(top, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

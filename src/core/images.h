@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Images: what a sandbox starts from. An image is an ordered stack of read-only layers, bottom
+ * first, plus a config ({"env": {...}, "cwd": "...", "user": "...", "setuid": bool}). Three
+ * kinds reach wr_images_resolve, and all start through the same code path:
+ *
+ *   - directory templates: <templates>/<name>/rootfs (+ config.json), used in place (the base
+ *     template that run.sh builds); their layer ref is "dir:<absolute path>";
+ *   - templates recorded in the store (builds, imports): a name and layers of the store;
+ *   - snapshots: a sandbox's image plus its writable layer captured as one more layer.
+ *
+ * Layers Warren makes live in the layer store, <state>/layers/<hex>/fs, named by their content
+ * digest (ref "sha256:<hex>"), shared by every image and sandbox that uses them, and removed by
+ * wr_images_gc once nothing refers to them. A sandbox's writable layer is its home,
+ * <state>/sandboxes/<id> (see src/runtime/layer.h).
+ *
+ * Loop thread only, except where a function says it runs on a worker. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "../store/store.h"
+#include "../util/err.h"
+
+struct wr_images;
+
+/* Open the layer store under state_dir: make layers/ and sandboxes/, drop what an interrupted
+ * capture left in layers/.tmp, and probe the filesystem (logged: which capture path is
+ * active). */
+int wr_images_open(uv_loop_t *loop, struct wr_store *store, const char *state_dir,
+                   const char *templates_dir, struct wr_images **out, struct wr_err *err);
+void wr_images_close(struct wr_images *im);
+
+struct wr_fs_info; /* src/runtime/layer.h */
+const struct wr_fs_info *wr_images_fs(const struct wr_images *im);
+/* The filesystem of the layer store ("btrfs", "ext4", ...) and how captures are made
+ * ("btrfs-snapshot", "reflink-copy", "copy"). */
+const char *wr_images_fs_name(const struct wr_images *im);
+const char *wr_images_capture_name(const struct wr_images *im);
+/* <state>/sandboxes/<id>: the home of a sandbox's writable layer (a new string). */
+char *wr_images_home(const struct wr_images *im, const char *id);
+/* A fresh path under <state>/layers/.tmp for a layer being made (not created; a new string). */
+char *wr_images_tmp(const struct wr_images *im);
+
+/* A resolved image. */
+struct wr_image {
+    char *name;     /* the ref as recorded on sandboxes: template name or snapshot id */
+    char *kind;     /* "dir", "template" or "snapshot" */
+    json_t *layers; /* array of refs, bottom first */
+    json_t *config; /* object */
+};
+void wr_image_fini(struct wr_image *img);
+
+/* The image `ref` names for team: a snapshot of the team (id or name), a template of the store,
+ * or a directory template. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
+int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
+                      struct wr_err *err);
+
+/* Names of the directory templates (those with a rootfs/), sorted: *names is an array of *n
+ * strings (free each and the array). */
+int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n);
+
+/* Layer directories for refs (a JSON array), bottom first: *paths is an array of *n strings
+ * (free each and the array). WR_ENOTFOUND if a layer is gone. */
+int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
+                          size_t *n, struct wr_err *err);
+
+/* Worker thread: move the layer made at tmp (tmp/fs filled) into the store under its digest,
+ * sealed; if the store has that layer already, tmp is removed. */
+int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
+                      struct wr_err *err);
+
+/* Loop: record an installed layer, then an image on top of base layers plus (if digest is not
+ * NULL) that layer. img->id, kind, team, config_json are the caller's; layers_json and size are
+ * filled here. WR_ENOTFOUND if the layer vanished meanwhile (collected: try again). */
+int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
+                     const char *digest, uint64_t bytes, struct wr_err *err);
+
+/* Delete a template (by name) or a snapshot (id or name) of team (NULL: any): the record goes
+ * at once; sandboxes started from it keep their layers until they end. */
+int wr_images_delete(struct wr_images *im, const char *team, const char *kind, const char *ref,
+                     struct wr_err *err);
+
+/* Remove, on a worker, the layers nothing refers to any more. Cheap when there are none; call
+ * it after anything that may drop a reference (an image deleted, a sandbox ended). */
+void wr_images_gc(struct wr_images *im);
+
+/* A random id: prefix + 16 characters of [a-z0-9]. */
+char *wr_images_new_id(const char *prefix);

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshots and forks: a sandbox's writable layer captured into the layer store as one more
+ * layer on top of its image (see manager.h). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../runtime/layer.h"
+#include "../runtime/runtime.h"
+#include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+#include "images.h"
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct snap_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct wr_msb *sb;
+    struct wr_sandbox *rt_sb; /* frozen around the capture; NULL if it is frozen or on disk */
+    char *home, *tmp;
+    char digest[72];
+    uint64_t bytes;
+    struct wr_image_rec img; /* id, kind, name, team, config_json, source */
+    json_t *base_layers;
+    struct wr_snapshot_info info;
+    struct wr_err err;
+    int rc;
+    wr_manager_snapshot_cb cb;
+    void *ctx;
+};
+
+static void snap_run(uv_work_t *w)
+{
+    struct snap_work *s = w->data;
+    const struct wr_fs_info *fs = wr_images_fs(s->m->cfg.images);
+    uint64_t t0, t1, t2;
+    struct wr_err e2;
+
+    wr_layer_presync(s->home, fs);
+    t0 = mono_ns();
+    if (s->rt_sb != NULL && wr_sandbox_freeze(s->rt_sb, true, &s->err) < 0) {
+        s->rc = -1;
+        return;
+    }
+    t1 = mono_ns();
+    s->rc = wr_layer_capture(s->home, s->tmp, fs, &s->err);
+    t2 = mono_ns();
+    if (s->rt_sb != NULL && wr_sandbox_freeze(s->rt_sb, false, &e2) < 0)
+        log_warn("sandbox %s: thaw after a snapshot: %s", wr_sandbox_id(s->rt_sb), e2.msg);
+    s->info.freeze_ms = s->rt_sb != NULL ? (double)(mono_ns() - t0) / 1e6 : 0;
+    s->info.capture_ms = (double)(t2 - t1) / 1e6;
+    if (s->rc == 0)
+        s->rc = wr_images_install(s->m->cfg.images, s->tmp, s->digest, &s->bytes, &s->err);
+    s->info.total_ms = (double)(mono_ns() - t0) / 1e6;
+}
+
+static void snap_done(uv_work_t *w, int status)
+{
+    struct snap_work *s = w->data;
+    struct wr_manager *m = s->m;
+    struct wr_msb *sb = s->sb;
+
+    sb->busy = false;
+    if (m->closing) {
+        wr_err_set(&s->err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        s->cb(s->ctx, NULL, NULL, &s->err);
+    } else if (wr__run_pending_end(sb)) {
+        if (s->rc == 0)
+            wr_images_gc(m->cfg.images); /* the layer went into the store for nothing */
+        wr_err_set(&s->err, WR_ECONFLICT, 0, "sandbox `%s` ended while being captured", sb->id);
+        s->cb(s->ctx, NULL, NULL, &s->err);
+    } else if (s->rc < 0 || wr_images_record(m->cfg.images, &s->img, s->base_layers, s->digest,
+                                             s->bytes, &s->err) < 0) {
+        wr_err_wrap(&s->err, "snapshot of sandbox %s", sb->id);
+        s->cb(s->ctx, NULL, NULL, &s->err);
+    } else {
+        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all)", sb->id, s->img.id,
+                 s->info.capture, s->info.freeze_ms, s->info.total_ms);
+        s->cb(s->ctx, &s->img, &s->info, NULL);
+    }
+    wr_msb_unref(sb);
+    wr_image_rec_fini(&s->img);
+    json_decref(s->base_layers);
+    free(s->home);
+    free(s->tmp);
+    free(s);
+    wr__work_done(m);
+}
+
+/* The image a snapshot of rec starts: its layers, and its config with the sandbox's env. */
+static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, char **config,
+                          struct wr_err *err)
+{
+    json_t *img = json_loads(rec->image_json ? rec->image_json : "{}", 0, NULL);
+    json_t *cfg = json_object_get(img, "config"), *env = json_loads(rec->env_json, 0, NULL);
+
+    if (!json_is_array(json_object_get(img, "layers")) || !json_is_object(cfg)) {
+        json_decref(img);
+        json_decref(env);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` was made before images were recorded",
+                          rec->id);
+    }
+    if (json_is_object(env)) {
+        if (!json_is_object(json_object_get(cfg, "env")))
+            json_object_set_new(cfg, "env", json_object());
+        json_object_update(json_object_get(cfg, "env"), env);
+    }
+    *layers = json_incref(json_object_get(img, "layers"));
+    *config = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(img);
+    json_decref(env);
+    return 0;
+}
+
+static bool valid_snapshot_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || s[0] == '.' || strncmp(s, "snap-", 5) == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
+            return false;
+    return true;
+}
+
+void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id, const char *name,
+                         wr_manager_snapshot_cb cb, void *ctx)
+{
+    struct wr_sandbox_rec rec;
+    struct snap_work *s;
+    struct wr_image_rec other;
+    struct wr_err err;
+    struct wr_msb *sb = wr__lookup(m, team, id, &err);
+
+    if (sb == NULL || wr__check_settled(sb, &err) < 0)
+        goto fail;
+    if (name != NULL && !valid_snapshot_name(name)) {
+        wr_err_set(&err, WR_EINVAL, 0,
+                   "snapshot name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
+                   "with `.` or `snap-`",
+                   name);
+        goto fail;
+    }
+    if (name != NULL && wr_store_image_get(m->cfg.store, sb->team, name, &other, NULL) == 0) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "an image named `%s` exists already", name);
+        wr_image_rec_fini(&other);
+        goto fail;
+    }
+    if (wr_store_sandbox_get(m->cfg.store, NULL, sb->id, &rec, &err) < 0)
+        goto fail;
+    s = xcalloc(1, sizeof(*s));
+    if (snapshot_image(&rec, &s->base_layers, &s->img.config_json, &err) < 0) {
+        wr_sandbox_rec_fini(&rec);
+        free(s);
+        goto fail;
+    }
+    wr_sandbox_rec_fini(&rec);
+    s->m = m;
+    s->sb = sb;
+    s->rt_sb = sb->paused ? NULL : sb->rt; /* paused: frozen or without processes already */
+    s->home = wr_images_home(m->cfg.images, sb->id);
+    s->tmp = wr_images_tmp(m->cfg.images);
+    s->img.id = wr_images_new_id("snap-");
+    s->img.kind = xstrdup("snapshot");
+    s->img.name = name ? xstrdup(name) : NULL;
+    s->img.team = xstrdup(sb->team);
+    s->img.source = xstrdup(sb->id);
+    s->info.capture = wr_images_capture_name(m->cfg.images);
+    s->cb = cb;
+    s->ctx = ctx;
+    s->w.data = s;
+    sb->busy = true;
+    wr_msb_ref(sb);
+    wr__queue_work(m, &s->w, snap_run, snap_done);
+    return;
+fail:
+    cb(ctx, NULL, NULL, &err);
+}
+
+/* ---- fork ---------------------------------------------------------------------------------- */
+
+struct fork_op {
+    struct wr_manager *m;
+    char *team, *parent;
+    uint32_t count, timeout_s, cpu_millis;
+    uint64_t memory_bytes;
+    bool on_timeout_pause;
+    char *metadata_json;
+    char *snap_id;
+    struct wr_snapshot_info info;
+    struct wr_sandbox_rec *recs;
+    struct wr_err *errs;
+    size_t nrecs, nerrs, pending;
+    wr_manager_fork_cb cb;
+    void *ctx;
+};
+
+static void fork_free(struct fork_op *f)
+{
+    for (size_t i = 0; i < f->nrecs; i++)
+        wr_sandbox_rec_fini(&f->recs[i]);
+    free(f->recs);
+    free(f->errs);
+    free(f->team);
+    free(f->parent);
+    free(f->metadata_json);
+    free(f->snap_id);
+    free(f);
+}
+
+static void fork_child_done(void *ctx, struct wr_sandbox_rec *rec, bool existed,
+                            const struct wr_err *err, unsigned retry_after_s)
+{
+    struct fork_op *f = ctx;
+    struct wr_err e2;
+
+    if (rec != NULL) {
+        f->recs[f->nrecs++] = *rec;
+        free(rec);
+    } else if (err != NULL) {
+        f->errs[f->nerrs++] = *err;
+    }
+    if (--f->pending > 0)
+        return;
+    /* The copies hold the layer through their own records: the snapshot itself goes. */
+    if (wr_images_delete(f->m->cfg.images, NULL, "snapshot", f->snap_id, &e2) < 0)
+        log_warn("fork of %s: drop snapshot %s: %s", f->parent, f->snap_id, e2.msg);
+    log_info("sandbox %s: forked into %zu (%zu failed), frozen %.2f ms", f->parent, f->nrecs,
+             f->nerrs, f->info.freeze_ms);
+    f->cb(f->ctx, f->recs, f->nrecs, f->errs, f->nerrs, &f->info, NULL);
+    fork_free(f);
+}
+
+static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
+                               const struct wr_snapshot_info *info, const struct wr_err *err)
+{
+    struct fork_op *f = ctx;
+
+    if (err != NULL) {
+        f->cb(f->ctx, NULL, 0, NULL, 0, NULL, err);
+        fork_free(f);
+        return;
+    }
+    f->info = *info;
+    f->snap_id = xstrdup(snap->id);
+    /* One more than the copies, dropped after the loop: a create that fails at once calls back
+     * before it returns, and the last callback frees f. */
+    f->pending = (size_t)f->count + 1;
+    for (uint32_t i = 0; i < f->count; i++) {
+        struct wr_create_req req = {
+            .team = f->team,
+            .template_name = f->snap_id,
+            .cpu_millis = f->cpu_millis,
+            .memory_bytes = f->memory_bytes,
+            .timeout_s = f->timeout_s,
+            .metadata_json = f->metadata_json,
+            .on_timeout_pause = f->on_timeout_pause,
+        };
+        wr_manager_create(f->m, &req, fork_child_done, f);
+    }
+    fork_child_done(f, NULL, false, NULL, 0);
+}
+
+void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_manager_fork_cb cb,
+                     void *ctx)
+{
+    struct wr_sandbox_rec rec;
+    struct fork_op *f;
+    struct wr_err err;
+
+    if (req->count < 1 || req->count > WR_FORK_MAX) {
+        wr_err_set(&err, WR_EINVAL, 0, "count must be 1 to %d", WR_FORK_MAX);
+        cb(ctx, NULL, 0, NULL, 0, NULL, &err);
+        return;
+    }
+    if (req->timeout_s > m->cfg.max_timeout_s) {
+        wr_err_set(&err, WR_EINVAL, 0, "timeout must be 1 to %u seconds", m->cfg.max_timeout_s);
+        cb(ctx, NULL, 0, NULL, 0, NULL, &err);
+        return;
+    }
+    if (wr_store_sandbox_get(m->cfg.store, req->team, req->id, &rec, &err) < 0) {
+        cb(ctx, NULL, 0, NULL, 0, NULL, &err);
+        return;
+    }
+    f = xcalloc(1, sizeof(*f));
+    f->m = m;
+    f->team = xstrdup(rec.team);
+    f->parent = xstrdup(rec.id);
+    f->count = req->count;
+    f->timeout_s = req->timeout_s ? req->timeout_s : rec.timeout_s;
+    f->cpu_millis = rec.cpu_millis;
+    f->memory_bytes = rec.memory_bytes;
+    f->on_timeout_pause = rec.on_timeout != NULL && strcmp(rec.on_timeout, "pause") == 0;
+    f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
+    f->recs = xcalloc(req->count, sizeof(*f->recs));
+    f->errs = xcalloc(req->count, sizeof(*f->errs));
+    f->cb = cb;
+    f->ctx = ctx;
+    wr_sandbox_rec_fini(&rec);
+    wr_manager_snapshot(m, req->team, req->id, NULL, fork_snapshot_done, f);
+}

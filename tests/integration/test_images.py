@@ -1,0 +1,298 @@
+"""Images through the real daemon: writable layers on disk, snapshots, forks, pause to disk and
+the layer store's collection, on the plain disk (ext4 here) and on a loop-mounted btrfs made by
+the test. The API is driven with the SDK's raw client, so these tests do not depend on the CLI
+or on SDK helpers for the same routes."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import warren
+from conftest import Daemon, cgroup_dirs, delete_all
+
+
+def api(client, method, path, body=None, status=None):
+    r = client.request(method, path, json_body=body, check=False)
+    if status is not None:
+        assert r.status == status, (r.status, r.body)
+    return r
+
+
+def create(client, template="base", timeout=120, **kw):
+    body = dict(template=template, timeout=timeout, **kw)
+    return api(client, "POST", "/v1/sandboxes", body, 201).json()["id"]
+
+
+def sh(client, sid, cmd, user=None):
+    body = {"cmd": ["/bin/sh", "-c", cmd]}
+    if user:
+        body["user"] = user
+    r = api(client, "POST", "/v1/sandboxes/%s/exec" % sid, body, 200).json()
+    return r
+
+
+def out(client, sid, cmd):
+    r = sh(client, sid, cmd)
+    assert r["exit_code"] == 0, r
+    return r["stdout"]
+
+
+def layer_dirs(d):
+    p = os.path.join(d.state, "layers")
+    return sorted(x for x in os.listdir(p) if not x.startswith("."))
+
+
+def homes(d):
+    return sorted(os.listdir(os.path.join(d.state, "sandboxes")))
+
+
+PREPARE = (
+    "mkdir -p /work/sub /gone-dir/inner && echo hello > /work/a.txt && echo deep > /work/sub/b && "
+    "ln /work/a.txt /work/hard && ln -s a.txt /work/link && chmod 4755 /work/sub/b && "
+    "chown 1000:1000 /work/sub && rm /bin/true && rm -rf /gone-dir && mkdir /etc/opaque-test && "
+    "mkfifo /work/fifo"
+)
+CHECK = (
+    "cat /work/a.txt /work/sub/b; stat -c '%u:%g %a' /work/sub /work/sub/b; "
+    "test -e /bin/true && echo true-exists; test -e /gone-dir && echo gone-exists; "
+    "readlink /work/link; stat -c %h /work/hard; test -p /work/fifo && echo fifo"
+)
+EXPECTED = "hello\ndeep\n1000:1000 755\n0:0 4755\na.txt\n2\nfifo\n"
+
+
+def check_fs(daemon, capture):
+    """Snapshot a sandbox with every kind of change and start another from it."""
+    c = daemon.client()
+    sid = create(c)
+    out(c, sid, PREPARE)
+    snap = api(c, "POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "prepared"}, 201).json()
+    assert snap["capture"] == capture and snap["sandbox_id"] == sid
+    assert snap["layers"] == 2 and snap["freeze_ms"] >= 0
+    # The parent goes on, unfrozen.
+    assert out(c, sid, "echo alive") == "alive\n"
+    # By id and by name.
+    for ref in (snap["id"], "prepared"):
+        child = create(c, template=ref)
+        assert out(c, child, CHECK) == EXPECTED
+        api(c, "DELETE", "/v1/sandboxes/" + child, status=204)
+    # The layer is stored with the sandbox's own ids (root 0:0), whatever its uid range was.
+    (digest,) = layer_dirs(daemon)
+    st = os.stat(os.path.join(daemon.state, "layers", digest, "fs", "work", "sub"))
+    assert (st.st_uid, st.st_gid) == (1000, 1000)
+    # Deleting the snapshot and the sandbox leaves no layer and no writable layer.
+    api(c, "DELETE", "/v1/snapshots/prepared", status=204)
+    api(c, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    deadline = time.monotonic() + 10
+    while (layer_dirs(daemon) or homes(daemon)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert layer_dirs(daemon) == [] and homes(daemon) == []
+    c.close()
+
+
+def test_snapshot_on_plain_disk(daemon):
+    check_fs(daemon, "copy")
+
+
+def test_writable_layer_is_stored_with_sandbox_ids(daemon, client):
+    sid = create(client)
+    out(client, sid, "echo x > /root-file && su -s /bin/sh -c 'echo y > /tmp/u' nobody || true")
+    st = os.stat(os.path.join(daemon.state, "sandboxes", sid, "upper", "root-file"))
+    assert (st.st_uid, st.st_gid) == (0, 0)
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    assert sid not in homes(daemon)
+
+
+def test_fork_copies_files_and_parent_keeps_running(daemon, client):
+    sid = create(client, metadata={"role": "parent"}, env={"FROM": "parent"})
+    out(client, sid, "echo state > /root/s")
+    api(client, "POST", "/v1/sandboxes/%s/exec" % sid,
+        {"cmd": ["/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/tick; sleep 0.05; done"],
+         "mode": "background"}, 201)
+    r = api(client, "POST", "/v1/sandboxes/%s/fork" % sid, {"count": 3, "timeout": 60}, 201).json()
+    assert len(r["sandboxes"]) == 3 and r["errors"] == [] and r["freeze_ms"] >= 0
+    ids = [s["id"] for s in r["sandboxes"]]
+    assert len(set(ids + [sid])) == 4
+    for child in ids:
+        assert out(client, child, "cat /root/s; echo $FROM") == "state\nparent\n"
+        assert r["sandboxes"][0]["metadata"] == {"role": "parent"}
+        # Its own writable layer: a change in one copy is not seen by another or the parent.
+        out(client, child, "echo %s > /root/s" % child)
+    assert out(client, sid, "cat /root/s") == "state\n"
+    t1 = out(client, sid, "cat /tmp/tick")
+    time.sleep(0.3)
+    assert out(client, sid, "cat /tmp/tick") != t1, "the parent's process stopped"
+    # The fork's snapshot is not kept; its layer lives while the copies do.
+    assert api(client, "GET", "/v1/snapshots", status=200).json()["snapshots"] == []
+    assert len(layer_dirs(daemon)) == 1
+    for child in ids:
+        api(client, "DELETE", "/v1/sandboxes/" + child, status=204)
+    deadline = time.monotonic() + 10
+    while layer_dirs(daemon) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert layer_dirs(daemon) == []
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+
+
+def test_fork_and_snapshot_bad_input(daemon, client):
+    sid = create(client)
+    base = "/v1/sandboxes/%s/" % sid
+    for body in ({"count": 0}, {"count": 101}, {"count": "3"}, {"timeout": -1},
+                 {"metadata": {"a": 1}}, {"colour": "red"}):
+        r = api(client, "POST", base + "fork", body, 400)
+        assert r.json()["code"] == "invalid"
+    api(client, "POST", "/v1/sandboxes/nope/fork", {"count": 1}, 404)
+    api(client, "POST", "/v1/sandboxes/nope/snapshots", {}, 404)
+    for name in ("../x", "", "snap-abc", "a" * 65, ".hidden"):
+        api(client, "POST", base + "snapshots", {"name": name}, 400)
+    api(client, "POST", base + "snapshots", {"name": "one"}, 201)
+    r = api(client, "POST", base + "snapshots", {"name": "one"}, 409)
+    assert "exists" in r.json()["message"]
+    api(client, "GET", "/v1/snapshots/nope", status=404)
+    api(client, "DELETE", "/v1/snapshots/nope", status=404)
+    api(client, "POST", "/v1/sandboxes", {"template": "no-such-snapshot"}, 404)
+    # A stopped sandbox cannot be captured.
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    api(client, "POST", base + "snapshots", {}, 404)
+    api(client, "DELETE", "/v1/snapshots/one", status=204)
+
+
+def test_snapshots_are_per_team(daemon, client):
+    import warren.admin as admin
+    other_key = admin.create_key("other-%d" % os.getpid(), client=client).key
+    other = daemon.client(key=other_key, tcp=True)
+    sid = create(client)
+    snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201).json()
+    api(other, "GET", "/v1/snapshots/" + snap["id"], status=404)
+    api(other, "DELETE", "/v1/snapshots/" + snap["id"], status=404)
+    api(other, "POST", "/v1/sandboxes", {"template": snap["id"]}, 404)
+    assert api(other, "GET", "/v1/snapshots", status=200).json()["snapshots"] == []
+    listed = api(client, "GET", "/v1/snapshots?sandbox_id=" + sid, status=200).json()
+    assert [s["id"] for s in listed["snapshots"]] == [snap["id"]]
+    api(client, "DELETE", "/v1/snapshots/" + snap["id"], status=204)
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    other.close()
+
+
+def test_pause_to_disk_keeps_files_ends_processes(daemon, client):
+    sid = create(client)
+    out(client, sid, "echo kept > /root/f")
+    api(client, "POST", "/v1/sandboxes/%s/exec" % sid,
+        {"cmd": ["/bin/sleep", "1000"], "mode": "background"}, 201)
+    r = api(client, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200).json()
+    assert r["state"] == "paused" and r["paused_mode"] == "disk"
+    # No process of it is left: its cgroups are gone with its init.
+    assert not [c for c in cgroup_dirs() if c.endswith("/" + sid)]
+    api(client, "POST", "/v1/sandboxes/%s/exec" % sid, {"cmd": ["true"]}, 409)
+    r = api(client, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200).json()
+    assert r["state"] == "running" and r["processes_kept"] is False
+    assert out(client, sid, "cat /root/f") == "kept\n"
+    assert "sleep 1000" not in out(client, sid, "ps -eo args")
+    # A memory pause keeps them, and says so.
+    api(client, "POST", "/v1/sandboxes/%s/exec" % sid,
+        {"cmd": ["/bin/sleep", "1001"], "mode": "background"}, 201)
+    api(client, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "memory"}, 200)
+    r = api(client, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200).json()
+    assert r["processes_kept"] is True
+    assert "sleep 1001" in out(client, sid, "ps -eo args")
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+
+
+def test_delete_and_snapshot_while_paused_to_disk(daemon, client):
+    sid = create(client)
+    out(client, sid, "echo on-disk > /root/f")
+    api(client, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
+    snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201).json()
+    assert snap["freeze_ms"] == 0
+    child = create(client, template=snap["id"])
+    assert out(client, child, "cat /root/f") == "on-disk\n"
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    assert sid not in homes(daemon)
+    api(client, "DELETE", "/v1/sandboxes/" + child, status=204)
+    api(client, "DELETE", "/v1/snapshots/" + snap["id"], status=204)
+
+
+def test_paused_to_disk_survives_daemon_restart():
+    d = Daemon().start()
+    try:
+        c = d.client()
+        sid = create(c)
+        out(c, sid, "echo across > /root/f")
+        api(c, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
+        c.close()
+        d.kill9()
+        d.start()
+        c = d.client()
+        info = api(c, "GET", "/v1/sandboxes/" + sid, status=200).json()
+        assert info["state"] == "paused" and info["paused_mode"] == "disk"
+        api(c, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
+        assert out(c, sid, "cat /root/f") == "across\n"
+        c.close()
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
+def test_templates_list_and_directory_templates(daemon, client):
+    ts = api(client, "GET", "/v1/templates", status=200).json()["templates"]
+    base = [t for t in ts if t["name"] == "base"]
+    assert base and base[0]["kind"] == "dir"
+    assert api(client, "GET", "/v1/templates/base", status=200).json()["kind"] == "dir"
+    api(client, "GET", "/v1/templates/nope", status=404)
+    r = api(client, "DELETE", "/v1/templates/base", status=409)
+    assert "directory" in r.json()["message"]
+    api(client, "DELETE", "/v1/templates/nope", status=404)
+
+
+# ---- btrfs: captures are subvolume snapshots ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def btrfs_dir():
+    if shutil.which("mkfs.btrfs") is None:
+        pytest.fail("mkfs.btrfs is missing: scripts/deps.sh installs btrfs-progs")
+    top = tempfile.mkdtemp(prefix="layer-btrfs-")
+    img = os.path.join(top, "fs.img")
+    mnt = os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(1 << 30)
+    subprocess.run(["mkfs.btrfs", "-q", img], check=True)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", mnt]).returncode != 0:
+            subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def btrfs_daemon(btrfs_dir):
+    d = Daemon(state_dir=tempfile.mkdtemp(dir=btrfs_dir)).start()
+    yield d
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+def test_snapshot_on_btrfs(btrfs_daemon):
+    check_fs(btrfs_daemon, "btrfs-snapshot")
+
+
+def test_fork_and_disk_pause_on_btrfs(btrfs_daemon):
+    c = btrfs_daemon.client()
+    sid = create(c)
+    out(c, sid, "head -c 50000000 /dev/zero > /root/big && echo x > /root/small")
+    r = api(c, "POST", "/v1/sandboxes/%s/fork" % sid, {"count": 2}, 201).json()
+    assert r["capture"] == "btrfs-snapshot" and len(r["sandboxes"]) == 2
+    for s in r["sandboxes"]:
+        assert out(c, s["id"], "wc -c < /root/big; cat /root/small") == "50000000\nx\n"
+    api(c, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
+    api(c, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
+    assert out(c, sid, "cat /root/small") == "x\n"
+    c.close()
