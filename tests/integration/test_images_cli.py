@@ -139,6 +139,16 @@ def test_template_verbs(cli, made):
     assert r.returncode == 0 and b"ls" in r.stdout and b"build" in r.stdout
 
 
+def test_image_verbs_over_tcp_need_a_key(daemon):
+    tcp = Cli(daemon.tcp_url)
+    for args in (["template", "ls"], ["snapshot", "ls"], ["snapshot", "info", "x"],
+                 ["fork", "sb-x"], ["snapshot", "sb-x"]):
+        fails(tcp(*args), 1, args[0], "unauthorized")
+    tcp.env["WARREN_API_KEY"] = daemon.admin_key
+    assert "base" in [t["name"] for t in tcp.json("template", "ls")["templates"]]
+    assert isinstance(tcp.json("snapshot", "ls")["snapshots"], list)
+
+
 def test_template_sdk(client, sandbox):
     names = {t.name: t for t in warren.Template.list(client=client)}
     assert names["base"].kind == "dir" and names["base"].in_use >= 1
