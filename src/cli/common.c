@@ -92,18 +92,6 @@ int cli_connect(struct cli_http **out, struct wr_err *err)
     return r;
 }
 
-struct cli_http *cli_connect_or_complain(const char *verb)
-{
-    struct cli_http *c = NULL;
-    struct wr_err err;
-
-    if (cli_connect(&c, &err) < 0) {
-        cli_errorf("%s: %s", verb, err.msg);
-        return NULL;
-    }
-    return c;
-}
-
 int cli_api(struct cli_http *c, const char *method, const char *target, json_t *body, json_t **out,
             struct wr_err *err)
 {

@@ -83,44 +83,6 @@ static const char *str_or(const json_t *obj, const char *key, const char *dflt)
     return s ? s : dflt;
 }
 
-/* Parse the options of a verb that takes only -o (if json is not NULL) and positional
- * arguments. Returns the index of the first positional argument, or -1 with *rc set (0 after
- * --help, which prints usage). */
-static int plain_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
-                      int *rc)
-{
-    static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, json ? "o:h" : "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            if (json == NULL) {
-                *rc = cli_bad_option(verb, argv);
-                return -1;
-            }
-            if (cli_output_arg(verb, optarg, json) < 0) {
-                *rc = CLI_EXIT_USAGE;
-                return -1;
-            }
-            break;
-        case 'h':
-            printf("%s", usage);
-            *rc = 0;
-            return -1;
-        default:
-            *rc = cli_bad_option(verb, argv);
-            return -1;
-        }
-    }
-    return optind;
-}
-
 /* GET target and print it with `print` (or as JSON). Returns the exit status. */
 static int show_one(const char *verb, const char *target, bool json, void (*print)(const json_t *))
 {
@@ -213,12 +175,13 @@ static int template_ls(int argc, char **argv)
     struct wr_err err;
     bool json = false;
     size_t k;
-    int rc, i = plain_opts("template ls",
-                           "usage: warren template ls [-o json]\n\n"
-                           "List the templates: directory templates (managed on the host's disk)\n"
-                           "and built ones, with their size, layers and how many sandboxes use "
-                           "them.\n",
-                           argc, argv, &json, &rc);
+    int rc,
+        i = cli_simple_opts("template ls",
+                            "usage: warren template ls [-o json]\n\n"
+                            "List the templates: directory templates (managed on the host's disk)\n"
+                            "and built ones, with their size, layers and how many sandboxes use "
+                            "them.\n",
+                            argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -264,8 +227,8 @@ static int template_info(int argc, char **argv)
 {
     _cleanup_free_ char *target = NULL;
     bool json = false;
-    int rc, i = plain_opts("template info", "usage: warren template info NAME [-o json]\n", argc,
-                           argv, &json, &rc);
+    int rc, i = cli_simple_opts("template info", "usage: warren template info NAME [-o json]\n",
+                                argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -282,12 +245,13 @@ static int template_info(int argc, char **argv)
 
 static int template_rm(int argc, char **argv)
 {
-    int rc, i = plain_opts("template rm",
-                           "usage: warren template rm NAME...\n\n"
-                           "Delete templates. Sandboxes that use one keep running on its layers,\n"
-                           "which are freed when the last of them ends. Directory templates\n"
-                           "(managed on the host's disk) cannot be deleted here.\n",
-                           argc, argv, NULL, &rc);
+    int rc,
+        i = cli_simple_opts("template rm",
+                            "usage: warren template rm NAME...\n\n"
+                            "Delete templates. Sandboxes that use one keep running on its layers,\n"
+                            "which are freed when the last of them ends. Directory templates\n"
+                            "(managed on the host's disk) cannot be deleted here.\n",
+                            argc, argv, NULL, &rc);
 
     if (i < 0)
         return rc;
@@ -520,8 +484,8 @@ static int snapshot_info(int argc, char **argv)
 {
     _cleanup_free_ char *target = NULL;
     bool json = false;
-    int rc, i = plain_opts("snapshot info", "usage: warren snapshot info SNAP [-o json]\n", argc,
-                           argv, &json, &rc);
+    int rc, i = cli_simple_opts("snapshot info", "usage: warren snapshot info SNAP [-o json]\n",
+                                argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -538,11 +502,11 @@ static int snapshot_info(int argc, char **argv)
 
 static int snapshot_rm(int argc, char **argv)
 {
-    int rc, i = plain_opts("snapshot rm",
-                           "usage: warren snapshot rm SNAP...\n\n"
-                           "Delete snapshots (by id or name). Sandboxes made from one keep\n"
-                           "running.\n",
-                           argc, argv, NULL, &rc);
+    int rc, i = cli_simple_opts("snapshot rm",
+                                "usage: warren snapshot rm SNAP...\n\n"
+                                "Delete snapshots (by id or name). Sandboxes made from one keep\n"
+                                "running.\n",
+                                argc, argv, NULL, &rc);
 
     if (i < 0)
         return rc;

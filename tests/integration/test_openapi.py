@@ -318,7 +318,9 @@ def test_every_documented_operation_is_routed(daemon):
         running = background(daemon, sid, "cat", pty=True)
         key = send(daemon, "POST", "/v1/keys", body={"team": "routing"}).json()["id"]
         send(daemon, "PUT", "/v1/sandboxes/%s/files" % sid, query={"path": "/tmp/routed"}, body=b"x")
-        ids = {"id": sid, "key_id": key, "name": "base", "snapshot": "no-such-snapshot"}
+        send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
+        ids = {"id": sid, "key_id": key, "name": "routed", "template": "base",
+               "snapshot": "no-such-snapshot"}
         bodies = {
             ("/v1/sandboxes", "post"): {"bogus": 1},  # answered by the handler, makes nothing
             ("/v1/sandboxes/{id}/timeout", "post"): {"timeout": 60},
@@ -330,6 +332,7 @@ def test_every_documented_operation_is_routed(daemon):
             ("/v1/sandboxes/{id}/files/mkdir", "post"): {"path": "/tmp/routed-dir"},
             ("/v1/sandboxes/{id}/files/move", "post"): {"from": "/tmp/routed", "to": "/tmp/moved"},
             ("/v1/keys", "post"): {"name": "no team"},
+            ("/v1/volumes", "post"): {"name": "routed-2"},
             # answered by the handlers, make nothing
             ("/v1/sandboxes/{id}/snapshots", "post"): {"name": "bad name!"},
             ("/v1/sandboxes/{id}/fork", "post"): {"count": 0},
@@ -359,6 +362,8 @@ def test_every_documented_operation_is_routed(daemon):
     finally:
         kill(daemon, sid)
         send(daemon, "DELETE", "/v1/keys/%s" % ids.get("key_id", "none"))
+        for name in ("routed", "routed-2"):
+            send(daemon, "DELETE", "/v1/volumes/" + name)
 
 
 # ---- (b) a real call of every operation validates against its schema -------------------------------
@@ -610,7 +615,7 @@ def test_image_operations(daemon):
         templates = api(daemon, "GET", "/v1/templates").json()["templates"]
         base = [t for t in templates if t["name"] == "base"]
         assert base and base[0]["kind"] == "dir", templates
-        got = api(daemon, "GET", "/v1/templates/{name}", {"name": "base"}).json()
+        got = api(daemon, "GET", "/v1/templates/{template}", {"template": "base"}).json()
         assert got["name"] == "base" and got["in_use"] >= 1
 
         background(daemon, sid, "echo snapped > /root/openapi-file")
@@ -665,6 +670,42 @@ def test_image_operations(daemon):
             send(daemon, "DELETE", "/v1/snapshots/" + ref)
         for sid in made:
             kill(daemon, sid)
+
+
+def test_volumes_operations(daemon):
+    r = api(daemon, "POST", "/v1/volumes", body={"name": "openapi-vol"})
+    assert r.status == 201 and r.json()["name"] == "openapi-vol"
+    try:
+        names = [v["name"] for v in api(daemon, "GET", "/v1/volumes").json()["volumes"]]
+        assert "openapi-vol" in names
+        r = api(daemon, "GET", "/v1/volumes/{name}", {"name": "openapi-vol"})
+        assert r.json()["disk_bytes"] >= 0
+        r = api(daemon, "POST", "/v1/sandboxes", body={
+            "timeout": 60, "volumes": [{"name": "openapi-vol", "path": "/data", "readonly": True}]})
+        assert r.json()["volumes"] == [{"name": "openapi-vol", "path": "/data", "readonly": True}]
+        kill(daemon, r.json()["id"])
+    finally:
+        assert api(daemon, "DELETE", "/v1/volumes/{name}", {"name": "openapi-vol"}).status == 204
+
+
+def volume_in_use(daemon):
+    """Deleting a volume that a running sandbox mounts (409)."""
+    send(daemon, "POST", "/v1/volumes", body={"name": "busy"})
+    sid = send(daemon, "POST", "/v1/sandboxes",
+               body={"timeout": 60, "volumes": [{"name": "busy", "path": "/b"}]}).json()["id"]
+    try:
+        return send(daemon, "DELETE", "/v1/volumes/busy")
+    finally:
+        kill(daemon, sid)
+        send(daemon, "DELETE", "/v1/volumes/busy")
+
+
+def volume_twice(daemon):
+    send(daemon, "POST", "/v1/volumes", body={"name": "twice"})
+    try:
+        return send(daemon, "POST", "/v1/volumes", body={"name": "twice"})
+    finally:
+        send(daemon, "DELETE", "/v1/volumes/twice")
 
 
 # ---- (c) every documented 4xx: the Error schema and an X-Request-Id ----------------------------
@@ -754,9 +795,9 @@ def _triggers(daemon, ctx):
     add(F + "/watch", "get", 403, {"id": sid}, query={"path": "/tmp/p", "user": "user"})
     add(F + "/watch", "get", 404, {"id": sid}, query={"path": "/no/such"})
     add("/v1/templates", "get", 401, tcp=True)
-    add("/v1/templates/{name}", "get", 404, {"name": "no-such-template"})
-    add("/v1/templates/{name}", "delete", 404, {"name": "no-such-template"})
-    add("/v1/templates/{name}", "delete", 409, {"name": "base"})  # a directory template
+    add("/v1/templates/{template}", "get", 404, {"template": "no-such-template"})
+    add("/v1/templates/{template}", "delete", 404, {"template": "no-such-template"})
+    add("/v1/templates/{template}", "delete", 409, {"template": "base"})  # a directory template
     add(S + "/snapshots", "post", 400, {"id": sid}, body={"name": "snap-is-reserved"})
     add(S + "/snapshots", "post", 404, {"id": gone}, body={})
     add(S + "/snapshots", "post", 409, call=lambda: snapshot_twice(daemon, sid))
@@ -769,6 +810,11 @@ def _triggers(daemon, ctx):
     add("/v1/keys", "post", 400, body={"team": "bad team!"})
     add("/v1/keys", "post", 403, tcp=True, key=ctx["team_key"], body={"team": "x"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
+    add("/v1/volumes", "post", 400, body={"name": "../x"})
+    add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
+    add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
+    add("/v1/volumes/{name}", "delete", 404, {"name": "no-such-volume"})
+    add("/v1/volumes/{name}", "delete", 409, call=lambda: volume_in_use(daemon))
     return t
 
 
@@ -872,7 +918,8 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
-    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "base", "snapshot": "s"}
+    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
+           "snapshot": "s"}
     for template, method in OPERATIONS:
         r = send(daemon, method.upper(), fill(template, ids), tcp=True,
                  body=b"{}" if method in ("post", "put") else None)

@@ -13,7 +13,7 @@ from .commands import Commands
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
-from .models import SandboxInfo, SandboxState
+from .models import SandboxInfo, SandboxState, VolumeMount
 
 __all__ = ["Sandbox"]
 
@@ -61,6 +61,7 @@ class Sandbox:
         on_timeout: str | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        volumes: Sequence[str | Mapping[str, Any] | VolumeMount] | None = None,
         idempotency_key: str | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -76,7 +77,9 @@ class Sandbox:
         :meth:`set_timeout`). ``on_timeout``: ``"kill"`` (default) or ``"pause"``: at the
         deadline the sandbox is paused in memory instead (``state == "paused"``, ``reason ==
         "timeout"``), and :meth:`resume` gives it its ``timeout`` again. ``env``: environment of every command. ``metadata``: string
-        labels to filter :meth:`list` by. ``idempotency_key``: a retried create with the same
+        labels to filter :meth:`list` by. ``volumes``: the team's volumes to mount, each
+        ``"NAME:/path"``, ``"NAME:/path:ro"``, a dict or a :class:`~warren.VolumeMount` (at
+        most 16). ``idempotency_key``: a retried create with the same
         key returns the first sandbox. Past the host's capacity raises
         :class:`~warren.RateLimitError` (see ``retry_after``).
         """
@@ -99,6 +102,8 @@ class Sandbox:
             body["env"] = dict(env)
         if metadata:
             body["metadata"] = dict(metadata)
+        if volumes:
+            body["volumes"] = [VolumeMount.parse(v).to_json() for v in volumes]
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
