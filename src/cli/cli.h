@@ -33,6 +33,9 @@ int cmd_resume(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */

@@ -43,6 +43,7 @@ from .errors import (
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
+from .images import ForkResult, Snapshot, Template
 from .models import (
     ApiKey,
     CommandEvent,
@@ -84,6 +85,10 @@ __all__ = [
     "Files",
     "FileData",
     "WatchHandle",
+    # images
+    "Template",
+    "Snapshot",
+    "ForkResult",
     # models
     "SandboxInfo",
     "SandboxState",
