@@ -104,8 +104,8 @@ static void on_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_b
         wr_http_req_set_data(b->req, NULL, NULL);
         if (err == NULL) {
             j = json_loads(tpl->layers_json, 0, NULL);
-            send_event(b, json_pack("{s:s,s:{s:s,s:s,s:I,s:I}}", "type", "done", "template",
-                                    "name", tpl->name, "kind", "template", "size_bytes",
+            send_event(b, json_pack("{s:s,s:{s:s,s:s,s:I,s:I}}", "type", "done", "template", "name",
+                                    tpl->name, "kind", "template", "size_bytes",
                                     (json_int_t)tpl->size_bytes, "layers",
                                     (json_int_t)json_array_size(j)));
             json_decref(j);
@@ -177,8 +177,7 @@ static void context_data(struct wr_http_req *req, const char *p, size_t n)
             wr_http_respond_error(req, 413, "too_large", "the build context is over %llu GiB",
                                   (unsigned long long)(MAX_CONTEXT >> 30));
         else
-            wr_http_respond_error(req, 500, "system", "store the build context: %s",
-                                  strerror(e));
+            wr_http_respond_error(req, 500, "system", "store the build context: %s", strerror(e));
     }
 }
 
@@ -201,8 +200,9 @@ static void upload_closed(struct wr_http_req *req, void *data, bool aborted)
 
 static bool is_archive(const char *ct)
 {
-    static const char *const types[] = {"application/x-tar", "application/tar", "application/gzip",
-                                        "application/x-gzip", "application/zstd", NULL};
+    static const char *const types[] = {"application/x-tar", "application/tar",
+                                        "application/gzip",  "application/x-gzip",
+                                        "application/zstd",  NULL};
     if (ct == NULL)
         return false;
     for (const char *const *t = types; *t; t++)
@@ -249,8 +249,7 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
     }
     b->fd = open(b->tar_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (b->fd < 0) {
-        wr_http_respond_error(req, 500, "system", "store the build context: %s",
-                              strerror(errno));
+        wr_http_respond_error(req, 500, "system", "store the build context: %s", strerror(errno));
         free(b->tar_path);
         b->tar_path = NULL;
         build_ctx_free(b);

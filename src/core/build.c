@@ -31,25 +31,25 @@ struct build {
     uint32_t step_timeout_s, cpu_millis;
     uint64_t memory_bytes;
     struct wr_dockerfile df;
-    char *dockerfile;   /* its text, until parsed */
-    char *context_tar;  /* the uploaded context (removed at the end), or NULL */
+    char *dockerfile;      /* its text, until parsed */
+    char *context_tar;     /* the uploaded context (removed at the end), or NULL */
     char *dockerfile_path; /* in the context */
-    char *context_root; /* the extracted context: <root>/fs; removed at the end */
-    char ctx_digest[72]; /* of the context, for COPY's cache keys */
-    char *context_dir_fs; /* <context_root>/fs */
-    size_t at;       /* the step running */
-    json_t *layers;  /* refs so far, bottom first */
-    json_t *config;  /* env, cwd, user, setuid */
-    char key[65];    /* the cache key of the image so far */
-    char *step_key;  /* the key the running step would have */
-    char *sandbox;   /* the step's sandbox, while it exists */
+    char *context_root;    /* the extracted context: <root>/fs; removed at the end */
+    char ctx_digest[72];   /* of the context, for COPY's cache keys */
+    char *context_dir_fs;  /* <context_root>/fs */
+    size_t at;             /* the step running */
+    json_t *layers;        /* refs so far, bottom first */
+    json_t *config;        /* env, cwd, user, setuid */
+    char key[65];          /* the cache key of the image so far */
+    char *step_key;        /* the key the running step would have */
+    char *sandbox;         /* the step's sandbox, while it exists */
     struct wr_proc_sub sub;
     struct wr_build_fail fail;
-    struct wr_err err;                /* a failed step's, while its sandbox goes */
-    char digest[80];                  /* the running step's layer, while its sandbox goes */
-    void (*then)(struct build *b);    /* after the step's sandbox is gone */
-    char *done_tpl;                   /* the end: the template made (id), or */
-    struct wr_err done_err;           /* why not */
+    struct wr_err err;             /* a failed step's, while its sandbox goes */
+    char digest[80];               /* the running step's layer, while its sandbox goes */
+    void (*then)(struct build *b); /* after the step's sandbox is gone */
+    char *done_tpl;                /* the end: the template made (id), or */
+    struct wr_err done_err;        /* why not */
     const struct wr_build_events *ev;
     void *ctx;
 };
@@ -342,8 +342,8 @@ static void spawned(void *ctx, struct wr_proc *p, const struct wr_err *err)
         fail_step(b, err);
         return;
     }
-    b->sub = (struct wr_proc_sub){
-        .on_output = step_output, .on_exit = step_exit, .on_lost = step_lost};
+    b->sub =
+        (struct wr_proc_sub){.on_output = step_output, .on_exit = step_exit, .on_lost = step_lost};
     wr_proc_subscribe(p, &b->sub, true);
 }
 
@@ -541,10 +541,9 @@ static int extract_context(const char *tar, const char *dir, struct wr_err *err)
     archive_read_support_format_gnutar(a);
     archive_read_support_filter_gzip(a);
     archive_read_support_filter_zstd(a);
-    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-                                          ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-                                          ARCHIVE_EXTRACT_NO_OVERWRITE_NEWER);
+    archive_write_disk_set_options(
+        w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_NO_OVERWRITE_NEWER);
     if (archive_read_open_filename(a, tar, 65536) != ARCHIVE_OK) {
         ret = wr_err_set(err, WR_EINVAL, 0, "the build context is not a tar archive: %s",
                          archive_error_string(a));
@@ -564,8 +563,7 @@ static int extract_context(const char *tar, const char *dir, struct wr_err *err)
         archive_entry_set_pathname(e, full);
         if (link != NULL) {
             if (path_escapes(link)) {
-                ret = wr_err_set(err, WR_EINVAL, 0, "the build context links outside: `%s`",
-                                 link);
+                ret = wr_err_set(err, WR_EINVAL, 0, "the build context links outside: `%s`", link);
                 goto out;
             }
             lfull = xasprintf("%s/%s", dir, link);

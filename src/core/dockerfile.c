@@ -165,8 +165,8 @@ static int parse_line(struct wr_df_step *st, const char *ins, const char *args, 
     if (strcasecmp(ins, "FROM") == 0) {
         st->kind = WR_DF_FROM;
         if (have_from)
-            return fail(err, bad_line, line,
-                        "a second FROM: multi-stage builds are not supported", NULL);
+            return fail(err, bad_line, line, "a second FROM: multi-stage builds are not supported",
+                        NULL);
         if (words(args, &st->argv, &st->argc) < 0 || st->argc != 1)
             return fail(err, bad_line, line,
                         "FROM takes one image (a template or snapshot; `AS` is not supported)",
@@ -179,8 +179,7 @@ static int parse_line(struct wr_df_step *st, const char *ins, const char *args, 
         st->kind = WR_DF_RUN;
         if (args[0] == '[') {
             if (json_form(args, &st->argv, &st->argc) < 0)
-                return fail(err, bad_line, line, "RUN [...] must be a JSON array of strings",
-                            NULL);
+                return fail(err, bad_line, line, "RUN [...] must be a JSON array of strings", NULL);
         } else if (args[0] == '\0') {
             return fail(err, bad_line, line, "RUN needs a command", NULL);
         } else {
@@ -200,8 +199,8 @@ static int parse_line(struct wr_df_step *st, const char *ins, const char *args, 
     if (strcasecmp(ins, "WORKDIR") == 0 || strcasecmp(ins, "USER") == 0) {
         st->kind = toupper((unsigned char)ins[0]) == 'W' ? WR_DF_WORKDIR : WR_DF_USER;
         if (words(args, &st->argv, &st->argc) < 0 || st->argc != 1)
-            return fail(err, bad_line, line, st->kind == WR_DF_USER ? "USER takes one user"
-                                                                    : "WORKDIR takes one path",
+            return fail(err, bad_line, line,
+                        st->kind == WR_DF_USER ? "USER takes one user" : "WORKDIR takes one path",
                         NULL);
         return 0;
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../runtime/layer.h"
@@ -304,6 +305,11 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
     if (wr_store_layers_size(im->store, img->layers_json, &size, err) < 0)
         return -1;
     img->size_bytes = size;
+    if (img->created_ms == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        img->created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
     r = wr_store_image_insert(im->store, img, err);
     if (r < 0)
         wr_images_gc(im); /* the layer may be referenced by nothing now */

@@ -333,6 +333,17 @@ static void destroy_done(uv_work_t *w, int status)
     table_del(m, d->sb);
     if (d->cb != NULL)
         d->cb(d->ctx, NULL);
+    /* Deletes asked for while it ended (a deadline, say) forget the record now. */
+    while (d->sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = d->sb->delete_waiters;
+        struct wr_err *e = NULL;
+        d->sb->delete_waiters = dw->next;
+        if (!m->closing && d->final_state != NULL &&
+            wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0 && e2.kind != WR_ENOTFOUND)
+            e = &e2;
+        dw->cb(dw->ctx, e);
+        free(dw);
+    }
     wr_msb_unref(d->sb); /* the table's reference */
     if (!m->closing)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
@@ -832,8 +843,18 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
-        if ((!sb->alive && !(sb->on_disk && !sb->busy)) || sb->ending) {
-            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created or deleted", id);
+        if (sb->ending) {
+            /* It is ending already (its deadline, its init's death, another delete): forget
+             * it once it is gone. */
+            struct wr_delete_waiter *dw = xcalloc(1, sizeof(*dw));
+            dw->cb = cb;
+            dw->ctx = ctx;
+            dw->next = sb->delete_waiters;
+            sb->delete_waiters = dw;
+            return;
+        }
+        if (!sb->alive && !(sb->on_disk && !sb->busy)) {
+            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created", id);
             cb(ctx, &err);
             return;
         }
@@ -932,6 +953,12 @@ static void msb_let_go(struct wr_msb *sb)
             sb->pending_end.cb(sb->pending_end.ctx, &why);
         free(sb->pending_end.final_state);
         free(sb->pending_end.reason);
+    }
+    while (sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = sb->delete_waiters;
+        sb->delete_waiters = dw->next;
+        dw->cb(dw->ctx, &why);
+        free(dw);
     }
     wr_msb_unref(sb);
 }
