@@ -62,7 +62,8 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                         paused ? json_integer((json_int_t)r->remaining_ms) : json_null());
     json_object_set_new(j, "volumes", volumes_json(r->volumes_json));
     json_object_set_new(j, "disk_mb",
-                        r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20)) : json_null());
+                        r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
+                                      : json_null());
     return j;
 }
 
@@ -197,8 +198,8 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
-                                          "timeout",  "env",        "metadata",  "volumes",
+    static const char *const allowed[] = {"template",   "cpus", "memory_mb", "disk_mb",
+                                          "timeout",    "env",  "metadata",  "volumes",
                                           "on_timeout", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_api *api = bc->api;

@@ -28,7 +28,7 @@ struct wr_images {
     char *templates_dir; /* directory templates */
     struct wr_fs_info fs;
     const char *quota, *quota_why; /* wr_quota_method of the state directory */
-    unsigned gc_running; /* collections on workers (images is freed after the last) */
+    unsigned gc_running;           /* collections on workers (images is freed after the last) */
     bool closing;
 };
 

@@ -123,11 +123,12 @@ static void account(struct wr_msb *sb, bool on_disk)
 
 /* ---- a managed sandbox's life ---------------------------------------------------------------- */
 
+/* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
 static void msb_handle_closed(uv_handle_t *h)
 {
     struct wr_msb *sb = h->data;
-    if (--sb->open_handles == 0)
-        wr_msb_unref(sb);
+    sb->open_handles--;
+    wr_msb_unref(sb);
 }
 
 void wr_msb_ref(struct wr_msb *sb)
@@ -1380,8 +1381,7 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
         return;
     }
     if (sb == NULL || sb->ending) {
-        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id,
-                   rec.state);
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id, rec.state);
         wr_sandbox_rec_fini(&rec);
         cb(ctx, 0, 0, NULL, &err);
         return;
