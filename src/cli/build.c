@@ -258,7 +258,7 @@ static pid_t start_tar(const char *ctx, const char *dfdir, const char *dfname, i
         close(p[0]);
         if (r == ENOENT)
             cli_errorf(VERB ": `tar` is not installed (it makes the build context's archive): "
-                       "install tar, or build without a context through the API");
+                            "install tar, or build without a context through the API");
         else
             cli_errorf(VERB ": cannot run `tar` to make the build context: %s", strerror(r));
         return -1;
@@ -318,9 +318,9 @@ static int parse_args(int argc, char **argv, struct build_args *a)
 {
     enum { O_NAME = 256, O_REPLACE };
     static const struct option longopts[] = {
-        {"file", required_argument, NULL, 'f'},  {"name", required_argument, NULL, O_NAME},
+        {"file", required_argument, NULL, 'f'},    {"name", required_argument, NULL, O_NAME},
         {"replace", no_argument, NULL, O_REPLACE}, {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     int c;
 
@@ -504,8 +504,7 @@ int cli_template_build(int argc, char **argv)
     if (a.name != NULL) {
         name = xstrdup(a.name);
     } else if ((name = name_of_dir(dfdir)) == NULL) {
-        cli_errorf(VERB ": no template name can be made of the directory `%s`: give --name",
-                   dfdir);
+        cli_errorf(VERB ": no template name can be made of the directory `%s`: give --name", dfdir);
         return CLI_EXIT_USAGE;
     }
     if ((dfpath = inside(df, ctx)) == NULL) {
@@ -518,7 +517,7 @@ int cli_template_build(int argc, char **argv)
         clash = xasprintf("%s/%s", ctx, extra);
         if (lstat(clash, &st) == 0) {
             cli_errorf(VERB ": the Dockerfile is outside the context %s, which has its own `%s`: "
-                       "move the Dockerfile into the context or rename it",
+                            "move the Dockerfile into the context or rename it",
                        ctx, extra);
             return CLI_EXIT_FAIL;
         }
