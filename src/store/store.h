@@ -71,6 +71,7 @@ struct wr_sandbox_rec {
      * src/core); "{}" for sandboxes made before layers were recorded. */
     char *image_json;
     char *volumes_json; /* what it mounts: [{"id","name","path","readonly"}], "[]" if none */
+    uint64_t disk_bytes;  /* the disk limit of its writable layer; 0: none */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 

@@ -811,6 +811,11 @@ def _triggers(daemon, ctx):
     add(S + "/resume", "post", 409, {"id": sid}, body={})  # it is running
     add(S + "/timeout", "post", 400, {"id": sid}, body={"timeout": 0})
     add(S + "/timeout", "post", 404, {"id": gone}, body={"timeout": 5})
+    add(S + "/disk", "get", 404, {"id": gone})
+    add(S + "/disk", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
+    # This test daemon's state directory is on the plain disk (ext4 without project quotas).
+    add("/v1/sandboxes", "post", 501, body={"disk_mb": 64})
     add(S + "/exec", "post", 400, {"id": sid}, body={"cmd": []})
     add(S + "/exec", "post", 404, {"id": gone}, body={"cmd": "true"})
     add(S + "/exec", "post", 409, call=lambda: exec_while_deleted(daemon))
