@@ -37,6 +37,8 @@ int cmd_template(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+/* `warren template build` (build.c). */
+int cli_template_build(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -27,6 +27,7 @@ from .commands import CommandHandle, Commands, OutputCallback, Signal
 from .errors import (
     APIConnectionError,
     AuthenticationError,
+    BuildError,
     CommandExitError,
     ConflictError,
     InvalidArgumentError,
@@ -43,7 +44,7 @@ from .errors import (
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
-from .images import ForkResult, Snapshot, Template
+from .images import BuildStep, ForkResult, Snapshot, Template
 from .models import (
     ApiKey,
     CommandEvent,
@@ -87,6 +88,7 @@ __all__ = [
     "WatchHandle",
     # images
     "Template",
+    "BuildStep",
     "Snapshot",
     "ForkResult",
     # models
@@ -119,4 +121,5 @@ __all__ = [
     "TimeoutError",
     "APIConnectionError",
     "CommandExitError",
+    "BuildError",
 ]
