@@ -442,15 +442,10 @@ static void record_template(struct build *b)
     img.source = xstrdup("build");
     img.config_json = json_dumps(b->config, JSON_COMPACT | JSON_SORT_KEYS);
     r = wr_images_record(b->m->cfg.images, &img, b->layers, NULL, 0, &err);
-    if (r == 0 && wr_store_image_get(b->m->cfg.store, NULL, img.id, &img, &err) == 0) {
-        struct wr_image_rec got = img;
+    if (r == 0)
         log_info("build: template %s made (%zu layers)", b->name, json_array_size(b->layers));
-        finish(b, &got, NULL);
-        wr_image_rec_fini(&got);
-        return;
-    }
+    finish(b, r == 0 ? &img : NULL, r == 0 ? NULL : &err);
     wr_image_rec_fini(&img);
-    finish(b, NULL, &err);
 }
 
 static void next_step(struct build *b)

@@ -21,6 +21,9 @@
 #define XFS_SUPER_MAGIC 0x58465342
 #endif
 
+/* QCMD() shifts a signed int past its range (UBSan stops there): the same, unsigned. */
+#define QUOTA_CMD(cmd, type) (((unsigned)(cmd) << SUBCMDSHIFT) | ((unsigned)(type)&SUBCMDMASK))
+
 static int sys_quotactl_fd(int fd, unsigned cmd, int id, void *addr)
 {
     return (int)syscall(SYS_quotactl_fd, fd, cmd, id, addr);
@@ -30,7 +33,7 @@ static int sys_quotactl_fd(int fd, unsigned cmd, int id, void *addr)
 static int project_quota_on(int fd)
 {
     struct if_dqinfo info;
-    return sys_quotactl_fd(fd, QCMD(Q_GETINFO, PRJQUOTA), 0, &info) == 0 ? 0 : errno;
+    return sys_quotactl_fd(fd, QUOTA_CMD(Q_GETINFO, PRJQUOTA), 0, &info) == 0 ? 0 : errno;
 }
 
 const char *wr_quota_method(const char *dir, const char **why)
@@ -92,7 +95,7 @@ static int project_limit(int fd, const char *home, uint64_t bytes, uint32_t proj
     fsx.fsx_xflags |= FS_XFLAG_PROJINHERIT;
     if (ioctl(fd, FS_IOC_FSSETXATTR, &fsx) < 0)
         return wr_err_sys(err, "set project %u on `%s`", project, home);
-    if (sys_quotactl_fd(fd, QCMD(Q_SETQUOTA, PRJQUOTA), (int)project, &dq) < 0)
+    if (sys_quotactl_fd(fd, QUOTA_CMD(Q_SETQUOTA, PRJQUOTA), (int)project, &dq) < 0)
         return wr_err_sys(err, "set the quota of project %u", project);
     return 0;
 }

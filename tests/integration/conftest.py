@@ -218,7 +218,8 @@ class Daemon:
                 log = f.read()
             for marker in ("ERROR: LeakSanitizer", "ERROR: AddressSanitizer", "runtime error:"):
                 if marker in log:
-                    report = log[log.index(marker):][:4000]
+                    at = log.index(marker)
+                    report = log[log.rfind("\n", 0, at) + 1:][:4000]
                     break
         shutil.rmtree(self.dir, ignore_errors=True)
         assert not report, "warrend reported under the sanitizers:\n" + report
