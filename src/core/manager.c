@@ -347,6 +347,9 @@ static void destroy_done(uv_work_t *w, int status)
         dw->cb(dw->ctx, e);
         free(dw);
     }
+    /* Its processes hold references on it: they go with it (their subscribers heard of the
+     * end when it stopped being watched). */
+    wr__procs_free(d->sb);
     wr_msb_unref(d->sb); /* the table's reference */
     if (!m->closing)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
