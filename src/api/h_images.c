@@ -26,14 +26,14 @@ static json_int_t users_of(struct wr_api *api, const char *name)
     return (json_int_t)n;
 }
 
-static json_t *template_json(struct wr_api *api, const struct wr_image_rec *r)
+json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r)
 {
     char created[32];
 
     api_time(r->created_ms, created);
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template",
-                     "size_bytes", (json_int_t)r->size_bytes, "layers", n_layers(r->layers_json),
-                     "created_at", created, "in_use", users_of(api, r->name));
+    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template", "size_bytes",
+                     (json_int_t)r->size_bytes, "layers", n_layers(r->layers_json), "created_at",
+                     created, "in_use", users_of(api, r->name));
 }
 
 static json_t *dir_template_json(struct wr_api *api, const char *name)
@@ -82,7 +82,7 @@ static void list_templates(struct wr_api *api, struct wr_http_req *req)
     }
     arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, template_json(api, &recs[i]));
+        json_array_append_new(arr, api_template_json(api, &recs[i]));
     (void)wr_images_dir_names(api->images, &dirs, &nd);
     for (size_t i = 0; i < nd; i++) {
         bool shadowed = false;
@@ -134,12 +134,17 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
                               wr_http_req_path(req));
         return;
     }
+    if (strcmp(method, "POST") == 0 &&
+        (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
+        api_oci(api, req, who, rt);
+        return;
+    }
     if (strcmp(method, "GET") == 0) {
         /* A template only: a snapshot's name does not answer here. */
         if (wr_store_image_get(api->store, team, rt->seg[1], &rec, NULL) == 0) {
             bool tpl = strcmp(rec.kind, "template") == 0;
             if (tpl)
-                wr_http_respond_json(req, 200, template_json(api, &rec));
+                wr_http_respond_json(req, 200, api_template_json(api, &rec));
             wr_image_rec_fini(&rec);
             if (tpl)
                 return;
@@ -181,8 +186,8 @@ void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_
                                   "/v1/sandboxes/{id}/snapshots)");
             return;
         }
-        if (wr_store_image_list(api->store, team, "snapshot",
-                                wr_http_req_query(req, "sandbox_id"), &recs, &n, &err) < 0) {
+        if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandbox_id"),
+                                &recs, &n, &err) < 0) {
             api_error(req, &err);
             return;
         }
