@@ -84,13 +84,13 @@ def run(where, top):
         # Create (to first exec answered) from the directory template, a 10-layer image and a
         # snapshot, interleaved.
         sid = d.create()
-        d.sh(sid, "echo base > /root/f")
+        d.sh(sid, "echo base > /home/user/f")
         snap = d.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201)["id"]
         d.delete(sid)
         img = "base"
         for i in range(10):
             s = d.create(img)
-            d.sh(s, "echo %d > /root/layer%d" % (i, i))
+            d.sh(s, "echo %d > /home/user/layer%d" % (i, i))
             img = d.req("POST", "/v1/sandboxes/%s/snapshots" % s, {}, 201)["id"]
             d.delete(s)
         ten = img
@@ -106,8 +106,8 @@ def run(where, top):
             res["create from %s" % k] = med(v)
 
         # Snapshot with 100 MB of changes: the parent runs a process meanwhile.
-        sid = d.create(memory_mb=512)
-        d.sh(sid, "head -c 100000000 /dev/urandom > /root/big")
+        sid = d.create(memory_mb=128)
+        d.sh(sid, "head -c 100000000 /dev/urandom > /home/user/big")
         fr, tot = [], []
         for _ in range(max(3, ROUNDS // 3)):
             t0 = time.perf_counter()
@@ -115,7 +115,7 @@ def run(where, top):
             tot.append(ms(t0))
             fr.append(r["freeze_ms"])
             d.req("DELETE", "/v1/snapshots/" + r["id"], status=204)
-            d.sh(sid, "echo x >> /root/big")  # a new layer each time
+            d.sh(sid, "echo x >> /home/user/big")  # a new layer each time
         res["snapshot 100MB: frozen"] = med(fr)
         res["snapshot 100MB: total"] = med(tot)
 

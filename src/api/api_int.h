@@ -71,3 +71,5 @@ void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller
              const struct api_route *rt);
 void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);
 void api_fork_body(struct wr_http_req *req, const char *body, size_t len);
+void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                 const struct api_route *rt);

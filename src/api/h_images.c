@@ -53,6 +53,7 @@ static json_t *snapshot_json(const struct wr_image_rec *r, const struct wr_snaps
                   n_layers(r->layers_json), "created_at", created);
     if (info != NULL) {
         json_object_set_new(j, "freeze_ms", json_real(info->freeze_ms));
+        json_object_set_new(j, "capture_ms", json_real(info->capture_ms));
         json_object_set_new(j, "capture", json_string(info->capture));
     }
     return j;

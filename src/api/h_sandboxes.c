@@ -22,6 +22,22 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The record's mounts as the API shows them: [{"name", "path", "readonly"}]. */
+static json_t *volumes_json(const char *stored)
+{
+    json_t *in = json_loads(stored ? stored : "[]", 0, NULL), *out = json_array(), *m;
+    size_t i;
+
+    json_array_foreach(in, i, m)
+    {
+        json_array_append_new(out, json_pack("{s:O,s:O,s:b}", "name", json_object_get(m, "name"),
+                                             "path", json_object_get(m, "path"), "readonly",
+                                             json_is_true(json_object_get(m, "readonly"))));
+    }
+    json_decref(in);
+    return out;
+}
+
 json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
 {
     char created[32], expires[32];
@@ -44,6 +60,7 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                   "paused_mode", paused ? r->paused_mode : NULL);
     json_object_set_new(j, "remaining_ms",
                         paused ? json_integer((json_int_t)r->remaining_ms) : json_null());
+    json_object_set_new(j, "volumes", volumes_json(r->volumes_json));
     return j;
 }
 
@@ -134,14 +151,58 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
     return 0;
 }
 
+/* "volumes": [{"name", "path", "readonly"}] into v (pointing into body). Paths and names are
+ * checked by the manager. Returns 0, or -1 having answered 400. */
+static int volume_list(struct wr_http_req *req, json_t *body, struct wr_volume_mount *v, size_t *n)
+{
+    static const char *const allowed[] = {"name", "path", "readonly", NULL};
+    json_t *a = json_object_get(body, "volumes"), *m;
+    size_t i;
+
+    *n = 0;
+    if (a == NULL || json_is_null(a))
+        return 0;
+    if (!json_is_array(a)) {
+        wr_http_respond_error(req, 400, "invalid", "`volumes` must be an array");
+        return -1;
+    }
+    if (json_array_size(a) > WR_MAX_VOLUMES) {
+        wr_http_respond_error(req, 400, "invalid", "at most %d volumes per sandbox, not %zu",
+                              WR_MAX_VOLUMES, json_array_size(a));
+        return -1;
+    }
+    json_array_foreach(a, i, m)
+    {
+        json_t *ro = json_object_get(m, "readonly");
+        if (!json_is_object(m) || api_only_keys(req, m, allowed) < 0) {
+            if (!json_is_object(m))
+                wr_http_respond_error(req, 400, "invalid", "`volumes[%zu]` must be an object", i);
+            return -1;
+        }
+        v[i].name = json_string_value(json_object_get(m, "name"));
+        v[i].path = json_string_value(json_object_get(m, "path"));
+        if (v[i].name == NULL || v[i].path == NULL || (ro != NULL && !json_is_boolean(ro))) {
+            wr_http_respond_error(req, 400, "invalid",
+                                  "`volumes[%zu]` needs a string `name` and `path`, and "
+                                  "`readonly` is a boolean",
+                                  i);
+            return -1;
+        }
+        v[i].readonly = json_is_true(ro);
+    }
+    *n = json_array_size(a);
+    return 0;
+}
+
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"template", "cpus",     "memory_mb",  "timeout",
-                                          "env",      "metadata", "on_timeout", NULL};
+    static const char *const allowed[] = {"template", "cpus",    "memory_mb",  "timeout", "env",
+                                          "metadata", "volumes", "on_timeout", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_api *api = bc->api;
     struct create_ctx *c;
     struct wr_create_req cr = {0};
+    struct wr_volume_mount vols[WR_MAX_VOLUMES];
     char *env = NULL, *meta = NULL;
     json_t *j, *v;
 
@@ -193,6 +254,9 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
     }
     if (string_map(req, j, "env", &env) < 0 || string_map(req, j, "metadata", &meta) < 0)
         goto out;
+    if (volume_list(req, j, vols, &cr.n_volumes) < 0)
+        goto out;
+    cr.volumes = vols;
     cr.env_json = env;
     cr.metadata_json = meta;
     cr.idem_key = wr_http_req_header(req, "Idempotency-Key");

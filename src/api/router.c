@@ -249,5 +249,9 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         api_snapshots(api, req, &who, &rt);
         return;
     }
+    if (strcmp(rt.seg[0], "volumes") == 0) {
+        api_volumes(api, req, &who, &rt);
+        return;
+    }
     wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
 }

@@ -33,6 +33,7 @@ int cmd_resume(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -56,6 +57,15 @@ struct cli_config {
  * or malformed file). cli_config_fini frees it. */
 int cli_config_load(struct cli_config *cfg, struct wr_err *err);
 void cli_config_fini(struct cli_config *cfg);
+
+/* cli_connect, or print why not (prefixed with verb) and return NULL. */
+struct cli_http *cli_connect_or_complain(const char *verb);
+
+/* Parse the options of a verb that takes only -o (when json is not NULL), --help and positional
+ * arguments. Returns the index of the first positional argument, or -1 with *rc set (0 after
+ * --help, which printed usage). */
+int cli_simple_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
+                    int *rc);
 
 /* Resolve the configuration and connect. Returns 0 with *out owned by the caller
  * (cli_http_close), or -1 with err. WARREN_REQUEST_ID, if set, is sent as X-Request-Id. */

@@ -15,8 +15,7 @@
 
 #define MAX_TIMEOUT_S (86400ull * 365)
 
-/* Connect, or print why not. */
-static struct cli_http *connect_or_complain(const char *verb)
+struct cli_http *cli_connect_or_complain(const char *verb)
 {
     struct cli_http *c = NULL;
     struct wr_err err;
@@ -107,6 +106,13 @@ static void print_sandbox(const json_t *s)
     }
     json_object_foreach((json_t *)json_object_get(s, "metadata"), k, v)
         printf("metadata:   %s=%s\n", k, json_string_value(v) ?: "");
+    {
+        size_t i;
+        json_array_foreach((json_t *)json_object_get(s, "volumes"), i, v)
+            printf("volume:     %s at %s%s\n", json_string_value(json_object_get(v, "name")) ?: "",
+                   json_string_value(json_object_get(v, "path")) ?: "",
+                   json_is_true(json_object_get(v, "readonly")) ? " (read-only)" : "");
+    }
 }
 
 /* ---- create --------------------------------------------------------------------------------- */
@@ -123,13 +129,51 @@ static void create_usage(FILE *f)
                "                         sandbox (resume gives it its timeout again)\n"
                "  --env K=V              environment for every command (repeatable)\n"
                "  --metadata K=V         a label (repeatable)\n"
+               "  --volume NAME:PATH[:ro]  mount the volume NAME at PATH, read-only with :ro\n"
+               "                         (repeatable, at most 16)\n"
                "  --idempotency-key KEY  a retried create returns the same sandbox\n"
                "  -o json                print the sandbox as JSON\n");
 }
 
+/* NAME:PATH[:ro|:rw] appended to vols as {"name", "path", "readonly"}; the server checks the
+ * name and path. Returns 0, or -1 having printed why. */
+static int volume_arg(const char *arg, json_t *vols)
+{
+    const char *colon = strchr(arg, ':'), *mode;
+    _cleanup_free_ char *path = NULL;
+    bool ro = false;
+
+    if (colon == NULL || colon == arg || colon[1] == '\0') {
+        cli_errorf("create: --volume `%s`: want NAME:PATH or NAME:PATH:ro", arg);
+        return -1;
+    }
+    mode = strchr(colon + 1, ':');
+    path = mode ? xstrndup(colon + 1, (size_t)(mode - colon - 1)) : xstrdup(colon + 1);
+    if (mode != NULL) {
+        if (strcmp(mode, ":ro") != 0 && strcmp(mode, ":rw") != 0) {
+            cli_errorf("create: --volume `%s`: the mode must be ro or rw", arg);
+            return -1;
+        }
+        ro = strcmp(mode, ":ro") == 0;
+    }
+    json_array_append_new(vols, json_pack("{s:s%,s:s,s:b}", "name", arg, (size_t)(colon - arg),
+                                          "path", path, "readonly", ro));
+    return 0;
+}
+
 int cmd_create(int argc, char **argv)
 {
-    enum { O_TEMPLATE = 256, O_CPUS, O_MEMORY, O_TIMEOUT, O_ON_TIMEOUT, O_ENV, O_META, O_IDEM };
+    enum {
+        O_TEMPLATE = 256,
+        O_CPUS,
+        O_MEMORY,
+        O_TIMEOUT,
+        O_ON_TIMEOUT,
+        O_ENV,
+        O_META,
+        O_IDEM,
+        O_VOLUME
+    };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
         {"cpus", required_argument, NULL, O_CPUS},
@@ -139,11 +183,13 @@ int cmd_create(int argc, char **argv)
         {"env", required_argument, NULL, O_ENV},
         {"metadata", required_argument, NULL, O_META},
         {"idempotency-key", required_argument, NULL, O_IDEM},
+        {"volume", required_argument, NULL, O_VOLUME},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     json_t *body = json_object(), *env = json_object(), *meta = json_object(), *sb = NULL;
+    json_t *vols = json_array();
     _cleanup_free_ char *idem = NULL;
     struct cli_http *http = NULL;
     struct wr_err err;
@@ -193,6 +239,10 @@ int cmd_create(int argc, char **argv)
             if (cli_kv_set("create", "--metadata", meta, optarg) < 0)
                 goto out;
             break;
+        case O_VOLUME:
+            if (volume_arg(optarg, vols) < 0)
+                goto out;
+            break;
         case O_IDEM:
             free(idem);
             idem = xasprintf("Idempotency-Key: %s", optarg);
@@ -218,9 +268,11 @@ int cmd_create(int argc, char **argv)
         json_object_set(body, "env", env);
     if (json_object_size(meta))
         json_object_set(body, "metadata", meta);
+    if (json_array_size(vols))
+        json_object_set(body, "volumes", vols);
 
     rc = CLI_EXIT_FAIL;
-    if ((http = connect_or_complain("create")) == NULL)
+    if ((http = cli_connect_or_complain("create")) == NULL)
         goto out;
     if (idem != NULL) {
         /* cli_api has no header parameter; this one request is made by hand */
@@ -266,6 +318,7 @@ out:
     json_decref(body);
     json_decref(env);
     json_decref(meta);
+    json_decref(vols);
     json_decref(sb);
     return rc;
 }
@@ -324,7 +377,7 @@ int cmd_ls(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_FAIL;
-    if ((http = connect_or_complain("ls")) == NULL)
+    if ((http = cli_connect_or_complain("ls")) == NULL)
         goto out;
     for (bool header = !json;;) {
         struct cli_buf target = {0};
@@ -385,10 +438,7 @@ out:
 
 /* ---- info, rm, timeout ---------------------------------------------------------------------- */
 
-/* Parse the options of a verb that takes only -o and positional arguments. Returns the index of
- * the first positional argument, or -1 with *rc set (0 after --help). */
-static int simple_opts(const char *verb, const char *usage, int argc, char **argv, bool *json,
-                       int *rc)
+int cli_simple_opts(const char *verb, const char *usage, int argc, char **argv, bool *json, int *rc)
 {
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -429,7 +479,8 @@ int cmd_info(int argc, char **argv)
     json_t *sb = NULL;
     struct wr_err err;
     bool json = false;
-    int rc, i = simple_opts("info", "usage: warren info ID [-o json]\n", argc, argv, &json, &rc);
+    int rc,
+        i = cli_simple_opts("info", "usage: warren info ID [-o json]\n", argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -439,7 +490,7 @@ int cmd_info(int argc, char **argv)
     }
     if (!cli_check_id("info", argv[i]))
         return CLI_EXIT_USAGE;
-    if ((http = connect_or_complain("info")) == NULL)
+    if ((http = cli_connect_or_complain("info")) == NULL)
         return CLI_EXIT_FAIL;
     target = xasprintf("/v1/sandboxes/%s", argv[i]);
     if (cli_api(http, "GET", target, NULL, &sb, &err) < 0) {
@@ -460,8 +511,8 @@ int cmd_rm(int argc, char **argv)
 {
     struct cli_http *http = NULL;
     struct wr_err err;
-    int rc = 0, i = simple_opts("rm", "usage: warren rm ID...\n\nKill and delete sandboxes.\n",
-                                argc, argv, NULL, &rc);
+    int rc = 0, i = cli_simple_opts("rm", "usage: warren rm ID...\n\nKill and delete sandboxes.\n",
+                                    argc, argv, NULL, &rc);
 
     if (i < 0)
         return rc;
@@ -472,7 +523,7 @@ int cmd_rm(int argc, char **argv)
     for (int j = i; j < argc; j++)
         if (!cli_check_id("rm", argv[j]))
             return CLI_EXIT_USAGE;
-    if ((http = connect_or_complain("rm")) == NULL)
+    if ((http = cli_connect_or_complain("rm")) == NULL)
         return CLI_EXIT_FAIL;
     /* Go on past a failure: the others are still worth removing. */
     for (; i < argc; i++) {
@@ -496,10 +547,10 @@ int cmd_timeout(int argc, char **argv)
     struct wr_err err;
     bool json = false;
     uint64_t secs;
-    int rc, i = simple_opts("timeout",
-                            "usage: warren timeout ID SECS [-o json]\n\n"
-                            "Set the sandbox's deadline to SECS seconds from now.\n",
-                            argc, argv, &json, &rc);
+    int rc, i = cli_simple_opts("timeout",
+                                "usage: warren timeout ID SECS [-o json]\n\n"
+                                "Set the sandbox's deadline to SECS seconds from now.\n",
+                                argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -513,7 +564,7 @@ int cmd_timeout(int argc, char **argv)
         cli_errorf("timeout: SECS `%s` must be a whole number of seconds, at least 1", argv[i + 1]);
         return CLI_EXIT_USAGE;
     }
-    if ((http = connect_or_complain("timeout")) == NULL)
+    if ((http = cli_connect_or_complain("timeout")) == NULL)
         return CLI_EXIT_FAIL;
     target = xasprintf("/v1/sandboxes/%s/timeout", argv[i]);
     body = json_pack("{s:I}", "timeout", (json_int_t)secs);
@@ -542,12 +593,12 @@ int cmd_pause(int argc, char **argv)
     json_t *body, *sb = NULL;
     struct wr_err err;
     bool json = false;
-    int rc,
-        i = simple_opts("pause",
-                        "usage: warren pause ID [-o json]\n\n"
-                        "Pause a sandbox in memory: every process stops where it is and keeps\n"
-                        "its memory, and the deadline's clock stops. `warren resume` goes on.\n",
-                        argc, argv, &json, &rc);
+    int rc, i = cli_simple_opts(
+                "pause",
+                "usage: warren pause ID [-o json]\n\n"
+                "Pause a sandbox in memory: every process stops where it is and keeps\n"
+                "its memory, and the deadline's clock stops. `warren resume` goes on.\n",
+                argc, argv, &json, &rc);
 
     if (i < 0)
         return rc;
@@ -557,7 +608,7 @@ int cmd_pause(int argc, char **argv)
     }
     if (!cli_check_id("pause", argv[i]))
         return CLI_EXIT_USAGE;
-    if ((http = connect_or_complain("pause")) == NULL)
+    if ((http = cli_connect_or_complain("pause")) == NULL)
         return CLI_EXIT_FAIL;
     target = xasprintf("/v1/sandboxes/%s/pause", argv[i]);
     body = json_pack("{s:s}", "mode", "memory");
@@ -629,7 +680,7 @@ int cmd_resume(int argc, char **argv)
     if (!cli_check_id("resume", argv[optind]))
         goto out;
     rc = CLI_EXIT_FAIL;
-    if ((http = connect_or_complain("resume")) == NULL)
+    if ((http = cli_connect_or_complain("resume")) == NULL)
         goto out;
     target = xasprintf("/v1/sandboxes/%s/resume", argv[optind]);
     if (cli_api(http, "POST", target, body, &sb, &err) < 0) {

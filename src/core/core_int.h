@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals shared by src/core/manager.c and src/core/procs.c. */
+/* Internals shared by src/core/manager.c, procs.c and volumes.c. */
 #pragma once
 
+#include "../runtime/runtime.h"
 #include "manager.h"
 
 struct wr_sandbox;
@@ -79,3 +80,22 @@ void wr__procs_adopt(struct wr_msb *sb);
  * and thawed: start them again with it. */
 void wr__procs_pause(struct wr_msb *sb);
 void wr__procs_resume(struct wr_msb *sb);
+
+/* manager.c */
+const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
+/* 20 random characters of [a-z0-9]. */
+void wr__core_new_id(char out[21]);
+
+/* volumes.c: check the team's volumes `v` (names, paths, limits) and resolve them to the
+ * record's volumes_json (*out, free it): [{"id","name","path","readonly"}]. WR_EINVAL for bad
+ * names or paths, WR_ENOTFOUND for a volume the team does not have. */
+int wr__volumes_resolve(struct wr_manager *m, const char *team, const struct wr_volume_mount *v,
+                        size_t n, char **out, struct wr_err *err);
+/* The mounts of a record's volumes_json (NULL: none): *mounts holds *n specs whose strings it
+ * owns; free with wr__mounts_free. */
+int wr__mounts_of(struct wr_manager *m, const char *volumes_json, struct wr_mount_spec **mounts,
+                  size_t *n, struct wr_err *err);
+void wr__mounts_free(struct wr_mount_spec *mounts, size_t n);
+/* Remove the directories of volumes that have no record (a daemon that died while deleting or
+ * creating one). Called at open. */
+void wr__volumes_sweep(struct wr_manager *m);

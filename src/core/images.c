@@ -60,8 +60,8 @@ int wr_images_open(uv_loop_t *loop, struct wr_store *store, const char *state_di
         wr_images_close(im);
         return wr_err_wrap(err, "layer store");
     }
-    log_info("layer store: %s on %s, captures by %s", im->layers_dir,
-             wr_fs_kind_name(im->fs.kind), wr_fs_capture_name(&im->fs));
+    log_info("layer store: %s on %s, captures by %s", im->layers_dir, wr_fs_kind_name(im->fs.kind),
+             wr_fs_capture_name(&im->fs));
     *out = im;
     return 0;
 }
@@ -162,8 +162,8 @@ static int resolve_dir(struct wr_images *im, const char *name, struct wr_image *
     return 0;
 }
 
-int wr_images_resolve(struct wr_images *im, const char *team, const char *ref,
-                      struct wr_image *out, struct wr_err *err)
+int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
+                      struct wr_err *err)
 {
     struct wr_image_rec rec = {0};
 
@@ -237,8 +237,8 @@ int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char
                  strchr(ref + 7, '/') == NULL)
             v[i] = xasprintf("%s/%s/fs", im->layers_dir, ref + 7);
         if (v[i] == NULL || stat(v[i], &st) < 0 || !S_ISDIR(st.st_mode)) {
-            wr_err_set(err, v[i] == NULL ? WR_EINTERNAL : WR_ENOTFOUND, 0,
-                       "layer `%s` is missing", ref ? ref : "(not a string)");
+            wr_err_set(err, v[i] == NULL ? WR_EINTERNAL : WR_ENOTFOUND, 0, "layer `%s` is missing",
+                       ref ? ref : "(not a string)");
             for (size_t k = 0; k <= i; k++)
                 free(v[k]);
             free(v);
@@ -250,8 +250,8 @@ int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char
     return 0;
 }
 
-int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72],
-                      uint64_t *bytes, struct wr_err *err)
+int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
+                      struct wr_err *err)
 {
     _cleanup_free_ char *dst = NULL;
     struct stat st;

@@ -55,8 +55,8 @@ void wr_image_fini(struct wr_image *img);
 
 /* The image `ref` names for team: a snapshot of the team (id or name), a template of the store,
  * or a directory template. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
-int wr_images_resolve(struct wr_images *im, const char *team, const char *ref,
-                      struct wr_image *out, struct wr_err *err);
+int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
+                      struct wr_err *err);
 
 /* Names of the directory templates (those with a rootfs/), sorted: *names is an array of *n
  * strings (free each and the array). */
@@ -69,8 +69,8 @@ int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char
 
 /* Worker thread: move the layer made at tmp (tmp/fs filled) into the store under its digest,
  * sealed; if the store has that layer already, tmp is removed. */
-int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72],
-                      uint64_t *bytes, struct wr_err *err);
+int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
+                      struct wr_err *err);
 
 /* Loop: record an installed layer, then an image on top of base layers plus (if digest is not
  * NULL) that layer. img->id, kind, team, config_json are the caller's; layers_json and size are

@@ -35,6 +35,11 @@ void wr__work_done(struct wr_manager *m)
         free(m);
 }
 
+const struct wr_manager_config *wr__core_config(const struct wr_manager *m)
+{
+    return &m->cfg;
+}
+
 /* ---- time and ids --------------------------------------------------------------------------- */
 
 int64_t wr__core_now_ms(void)
@@ -45,7 +50,7 @@ int64_t wr__core_now_ms(void)
 }
 
 /* 20 random characters of [a-z0-9]: about 103 bits. */
-static void new_id(char out[21])
+void wr__core_new_id(char out[21])
 {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
     unsigned char rnd[20];
@@ -471,8 +476,10 @@ struct start_spec {
     char **env; /* NULL-terminated KEY=VALUE */
     char *cwd, *user;
     bool allow_setuid;
-    char *home;       /* the writable layer */
-    bool home_exists; /* resume from disk: it holds the sandbox's files */
+    char *home;                   /* the writable layer */
+    bool home_exists;             /* resume from disk: it holds the sandbox's files */
+    struct wr_mount_spec *mounts; /* its volumes */
+    size_t n_mounts;
     uint64_t memory_bytes;
     uint32_t cpu_millis, pids_max;
 };
@@ -494,6 +501,7 @@ static void start_spec_fini(struct start_spec *ss)
     free(ss->cwd);
     free(ss->user);
     free(ss->home);
+    wr__mounts_free(ss->mounts, ss->n_mounts);
     memset(ss, 0, sizeof(*ss));
 }
 
@@ -539,6 +547,10 @@ static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
     ss->allow_setuid = json_is_true(json_object_get(cfg, "setuid"));
     json_decref(img);
     ss->id = xstrdup(rec->id);
+    if (wr__mounts_of(m, rec->volumes_json, &ss->mounts, &ss->n_mounts, err) < 0) {
+        start_spec_fini(ss);
+        return -1;
+    }
     ss->home = wr_images_home(m->cfg.images, rec->id);
     ss->memory_bytes = rec->memory_bytes;
     ss->cpu_millis = rec->cpu_millis;
@@ -563,6 +575,8 @@ static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, stru
         .cpu_millis = ss->cpu_millis,
         .pids_max = ss->pids_max,
         .allow_setuid = ss->allow_setuid,
+        .mounts = ss->mounts,
+        .n_mounts = ss->n_mounts,
     };
 
     if (!ss->home_exists && wr_layer_home_create(ss->home, wr_images_fs(m->cfg.images), err) < 0)
@@ -691,7 +705,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->m = m;
     c->cb = cb;
     c->ctx = ctx;
-    new_id(id);
+    wr__core_new_id(id);
     env = req->env_json != NULL ? json_loads(req->env_json, 0, NULL) : NULL;
     if (!json_is_object(env)) {
         json_decref(env);
@@ -716,7 +730,12 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     json_decref(image);
     wr_image_fini(&img);
 
-    if (start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+    /* Volumes are resolved and recorded on the loop, in the same turn as the insert: a volume
+     * delete (also on the loop) either finds this sandbox using it or ran before and made this
+     * fail. */
+    if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->rec.volumes_json,
+                            &err) < 0 ||
+        start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         wr_sandbox_rec_fini(&c->rec);
         start_spec_fini(&c->ss);
@@ -1368,6 +1387,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         wr_sandbox_rec_fini(&recs[i]);
     }
     free(recs);
+    wr__volumes_sweep(m);
     /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
      * right after the daemon says it is ready must find them connected. */
     for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {

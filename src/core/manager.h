@@ -36,6 +36,7 @@ struct wr_manager_config {
     struct wr_store *store;
     struct wr_runtime *rt;
     struct wr_images *images;      /* images, the layer store and writable layers (images.h) */
+    const char *volumes_dir;       /* <dir>/<volume id>/data: the volumes' files */
     uint32_t default_timeout_s;    /* 0: 300 */
     uint32_t max_timeout_s;        /* 0: 86400 */
     uint32_t max_sandboxes;        /* 0: 1000 */
@@ -50,6 +51,14 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
 /* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon). */
 void wr_manager_close(struct wr_manager *m);
 
+/* A volume to mount in a new sandbox; at most WR_MAX_VOLUMES per sandbox. */
+#define WR_MAX_VOLUMES 16
+struct wr_volume_mount {
+    const char *name; /* the team's volume */
+    const char *path; /* absolute path inside the sandbox (wr_mount_target_check) */
+    bool readonly;
+};
+
 struct wr_create_req {
     const char *team;
     const char *template_name; /* NULL: "base" */
@@ -60,6 +69,8 @@ struct wr_create_req {
     const char *metadata_json; /* JSON object of strings, or NULL */
     const char *idem_key;      /* or NULL */
     bool on_timeout_pause;     /* at the deadline, pause (in memory) instead of killing */
+    const struct wr_volume_mount *volumes; /* of the team; at most WR_MAX_VOLUMES */
+    size_t n_volumes;
 };
 
 /* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
@@ -155,6 +166,28 @@ const char *wr_msb_id(const struct wr_msb *sb);
 struct wr_agent *wr_msb_agent(struct wr_msb *sb);
 const char *wr_msb_ctl_path(const struct wr_msb *sb);
 uv_loop_t *wr_msb_loop(const struct wr_msb *sb);
+
+/* ---- volumes -------------------------------------------------------------------------------- */
+
+/* Whether name can name a volume: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-`. */
+bool wr_volume_name_valid(const char *name);
+
+/* Make an empty volume of team: a new directory, then its record (*rec, fini it). WR_EINVAL for
+ * a bad name, WR_ECONFLICT if the team has one of that name. */
+int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,
+                             struct wr_volume_rec *rec, struct wr_err *err);
+/* Delete team's volume and all its files. WR_ENOTFOUND; WR_ECONFLICT (naming the sandbox) while
+ * a sandbox that is creating, running or paused mounts it. The record goes at once (the name is
+ * free again); the files are removed on a worker thread, and cb(ctx, err) is called once they
+ * are gone. cb is always called, possibly before this returns. */
+void wr_manager_volume_delete(struct wr_manager *m, const char *team, const char *name,
+                              void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
+/* Team's volume with the disk space its files use (measured on a worker thread): cb(ctx, rec,
+ * bytes, NULL) or cb(ctx, NULL, 0, err); rec is valid during the call. */
+typedef void (*wr_manager_volume_cb)(void *ctx, const struct wr_volume_rec *rec, uint64_t bytes,
+                                     const struct wr_err *err);
+void wr_manager_volume_get(struct wr_manager *m, const char *team, const char *name,
+                           wr_manager_volume_cb cb, void *ctx);
 
 uint64_t wr_manager_count(const struct wr_manager *m);
 uint64_t wr_manager_committed_memory(const struct wr_manager *m);

@@ -42,9 +42,11 @@ static void snap_run(uv_work_t *w)
 {
     struct snap_work *s = w->data;
     const struct wr_fs_info *fs = wr_images_fs(s->m->cfg.images);
-    uint64_t t0 = mono_ns(), t1, t2;
+    uint64_t t0, t1, t2;
     struct wr_err e2;
 
+    wr_layer_presync(s->home, fs);
+    t0 = mono_ns();
     if (s->rt_sb != NULL && wr_sandbox_freeze(s->rt_sb, true, &s->err) < 0) {
         s->rc = -1;
         return;
@@ -81,8 +83,8 @@ static void snap_done(uv_work_t *w, int status)
         wr_err_wrap(&s->err, "snapshot of sandbox %s", sb->id);
         s->cb(s->ctx, NULL, NULL, &s->err);
     } else {
-        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all)", sb->id,
-                 s->img.id, s->info.capture, s->info.freeze_ms, s->info.total_ms);
+        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all)", sb->id, s->img.id,
+                 s->info.capture, s->info.freeze_ms, s->info.total_ms);
         s->cb(s->ctx, &s->img, &s->info, NULL);
     }
     wr_msb_unref(sb);
@@ -104,8 +106,8 @@ static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, cha
     if (!json_is_array(json_object_get(img, "layers")) || !json_is_object(cfg)) {
         json_decref(img);
         json_decref(env);
-        return wr_err_set(err, WR_ECONFLICT, 0,
-                          "sandbox `%s` was made before images were recorded", rec->id);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` was made before images were recorded",
+                          rec->id);
     }
     if (json_is_object(env)) {
         if (!json_is_object(json_object_get(cfg, "env")))

@@ -254,7 +254,7 @@ int main(int argc, char **argv)
     struct wr_images *images = NULL;
     struct wr_err err;
     struct wr_api api;
-    char *host = NULL, *dbpath = NULL, *templates = NULL;
+    char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL;
     int port = 0, rc = 1;
     uv_loop_t *loop;
 
@@ -286,6 +286,12 @@ int main(int argc, char **argv)
     }
     templates = xasprintf("%s/templates", o.state_dir);
     (void)mkdir(templates, 0755);
+    /* Volumes' files, with sandbox-side ids: no host user but root may reach them. */
+    volumes = xasprintf("%s/volumes", o.state_dir);
+    if (mkdir(volumes, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "warrend: create `%s`: %s\n", volumes, strerror(errno));
+        goto out;
+    }
     {
         _cleanup_free_ char *sockdir = xstrdup(o.socket_path);
         char *slash = strrchr(sockdir, '/');
@@ -306,7 +312,8 @@ int main(int argc, char **argv)
     rcfg.init_path = o.init_path;
     rcfg.cgroup_mode = o.cgroup_mode;
     rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
-    rcfg.zygote = true; /* before any thread exists: the zygote is forked here */
+    rcfg.fault = getenv("WARREN_FAULT"); /* tests only: see wr_runtime_config.fault */
+    rcfg.zygote = true;                  /* before any thread exists: the zygote is forked here */
     {
         uint64_t v;
         if (getenv("WARREN_UID_BASE") &&
@@ -331,6 +338,7 @@ int main(int argc, char **argv)
             .store = store,
             .rt = rt,
             .images = images,
+            .volumes_dir = volumes,
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
@@ -386,5 +394,6 @@ out:
     free(host);
     free(dbpath);
     free(templates);
+    free(volumes);
     return rc;
 }

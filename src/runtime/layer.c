@@ -378,6 +378,17 @@ static int copy_tree(const char *src, const char *dst, bool reflink, struct wr_e
     return r;
 }
 
+void wr_layer_presync(const char *home, const struct wr_fs_info *info)
+{
+    _cleanup_close_ int fd = -1;
+
+    if (!info->subvolumes)
+        return;
+    fd = open(home, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0)
+        (void)syncfs(fd);
+}
+
 int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info *info,
                        struct wr_err *err)
 {

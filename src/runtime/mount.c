@@ -236,6 +236,97 @@ out:
     return ret;
 }
 
+/* ---- volumes and other host directories ---------------------------------------------------- */
+
+int wr_mount_target_check(const char *t, struct wr_err *err)
+{
+    static const char *const banned[] = {"/proc", "/sys", "/dev"};
+    size_t n = t ? strlen(t) : 0;
+
+    if (n == 0 || t[0] != '/')
+        return wr_err_set(err, WR_EINVAL, 0, "mount path `%s` must be absolute", t ? t : "");
+    if (n > WR_MOUNT_TARGET_MAX)
+        return wr_err_set(err, WR_EINVAL, 0, "mount path is longer than %d bytes",
+                          WR_MOUNT_TARGET_MAX);
+    if (n == 1)
+        return wr_err_set(err, WR_EINVAL, 0, "a volume cannot be mounted at `/`");
+    for (const char *p = t + 1;;) {
+        const char *e = strchr(p, '/');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+
+        if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+            return wr_err_set(err, WR_EINVAL, 0,
+                              "mount path `%s` must have no empty, `.` or `..` component", t);
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    for (size_t i = 0; i < WR_ARRAY_SIZE(banned); i++) {
+        size_t b = strlen(banned[i]);
+        if (strncmp(t, banned[i], b) == 0 && (t[b] == '\0' || t[b] == '/'))
+            return wr_err_set(err, WR_EINVAL, 0, "a volume cannot be mounted at or below %s",
+                              banned[i]);
+    }
+    return 0;
+}
+
+/* a is b or an ancestor of b. */
+static bool path_covers(const char *a, const char *b)
+{
+    size_t n = strlen(a);
+    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+int wr_mounts_check(const struct wr_mount_spec *m, size_t n, struct wr_err *err)
+{
+    if (n > WR_MAX_MOUNTS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d volumes per sandbox, not %zu",
+                          WR_MAX_MOUNTS, n);
+    for (size_t i = 0; i < n; i++) {
+        if (wr_mount_target_check(m[i].target, err) < 0)
+            return -1;
+        for (size_t j = 0; j < i; j++)
+            if (path_covers(m[j].target, m[i].target) || path_covers(m[i].target, m[j].target))
+                return wr_err_set(err, WR_EINVAL, 0, "mount paths `%s` and `%s` overlap",
+                                  m[j].target, m[i].target);
+    }
+    return 0;
+}
+
+int wr_mounts_build(const struct wr_mount_spec *mounts, size_t n, int userns_fd, int *fds,
+                    struct wr_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        fds[i] = -1;
+    for (size_t i = 0; i < n; i++) {
+        /* No MOUNT_ATTR_NOEXEC: programs kept on a volume run. Not recursive: a mount below the
+         * directory on the host stays out of the sandbox. */
+        struct mount_attr attr = {
+            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
+                        (mounts[i].readonly ? MOUNT_ATTR_RDONLY : 0),
+            .userns_fd = (uint64_t)userns_fd,
+        };
+
+        fds[i] = sys_open_tree(AT_FDCWD, mounts[i].host_dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (fds[i] < 0) {
+            wr_err_sys(err, "open volume directory `%s`", mounts[i].host_dir);
+            goto fail;
+        }
+        if (sys_mount_setattr(fds[i], "", AT_EMPTY_PATH, &attr) < 0) {
+            wr_err_sys(err, "idmap volume directory `%s`", mounts[i].host_dir);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    for (size_t i = 0; i < n; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    return -1;
+}
+
 /* ---- child side: async-signal-safe from here on ------------------------------------------ */
 
 #define TRY(expr, what)                                                                            \
@@ -319,7 +410,65 @@ static int mount_at(const char *src, const char *dir, const char *type, unsigned
     return mount(src, dir, type, flags, data);
 }
 
-int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const char **step)
+/* Walk to target (absolute, checked) from the new root, creating missing directories, never
+ * following a symbolic link (an image or a writable layer could point one at the host's tree,
+ * which is still the root here), and attach the mount fd there. */
+static int attach_at(int mnt_fd, const char *target, const char **step)
+{
+    char buf[WR_MOUNT_TARGET_MAX + 1];
+    size_t n = strlen(target);
+    int dfd, ret;
+
+    if (n > WR_MOUNT_TARGET_MAX || target[0] != '/') {
+        *step = "volume path";
+        return -EINVAL;
+    }
+    memcpy(buf, target, n + 1);
+    dfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        *step = "open new root";
+        return -errno;
+    }
+    for (char *p = buf + 1, *e; p != NULL; p = e) {
+        int nfd;
+
+        e = strchr(p, '/');
+        if (e != NULL)
+            *e++ = '\0';
+        if (p[0] == '\0' || strcmp(p, ".") == 0 || strcmp(p, "..") == 0) {
+            close(dfd);
+            *step = "volume path";
+            return -EINVAL;
+        }
+        if (mkdirat(dfd, p, 0755) < 0 && errno != EEXIST) {
+            ret = -errno;
+            close(dfd);
+            *step = "create volume mount point";
+            return ret;
+        }
+        /* O_NOFOLLOW on a symbolic link opens the link itself, and O_DIRECTORY then refuses
+         * it (ENOTDIR). */
+        nfd = openat(dfd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        ret = -errno;
+        close(dfd);
+        if (nfd < 0) {
+            *step = "open volume mount point";
+            return ret;
+        }
+        dfd = nfd;
+    }
+    ret = (int)syscall(SYS_move_mount, mnt_fd, "", dfd, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    if (ret < 0) {
+        ret = -errno;
+        *step = "attach volume";
+    }
+    close(dfd);
+    return ret;
+}
+
+int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
+                    uint64_t tmp_bytes, const char **step)
 {
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
     static const struct {
@@ -374,6 +523,15 @@ int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const
     TRY(symlink("/proc/self/fd/2", "dev/stderr"), "link /dev/stderr");
 
     TRY(mount_at("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts, 01777), "mount /tmp");
+
+    /* Volumes go on top of everything else of the root (so /tmp/x works), and their fds are
+     * closed at once: nothing started in the sandbox can hold one (pitfall P2). */
+    for (size_t i = 0; mounts != NULL && i < mounts->n; i++) {
+        int r = attach_at(mounts->fds[i], mounts->targets[i], step);
+        if (r < 0)
+            return r;
+        close(mounts->fds[i]);
+    }
 
     for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
         if (mask_path(masked[i].path, masked[i].dir, step) < 0)

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "../util/err.h"
+#include "runtime.h"
 
 /* overlayfs stacks at most 500 lower layers; 128 is plenty for images and snapshots. */
 #define WR_MAX_LAYERS 128
@@ -23,8 +24,27 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
                     const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,
                     struct wr_err *err);
 
+/* Parent side. Detached clones of each mount's host directory, idmapped to the child's user
+ * namespace (userns_fd, maps written), nosuid, nodev, and read-only where asked: the sandbox's
+ * view of a volume. fds[0..n) receive O_CLOEXEC fds; on failure none is left open and err names
+ * the directory. Such an fd must reach no process of the sandbox but its setup (pitfall P2 of
+ * research/idmapped-overlay.md: whoever holds it can clear its read-only flag). */
+int wr_mounts_build(const struct wr_mount_spec *mounts, size_t n, int userns_fd, int *fds,
+                    struct wr_err *err);
+
+/* The mounts the child attaches in its new root: fds from wr_mounts_build and their targets
+ * (checked by wr_mounts_check). */
+struct wr_rootfs_mounts {
+    const int *fds;
+    const char *const *targets;
+    size_t n;
+};
+
 /* Child side, after setresuid(0) in the new user namespace: attach overlay_fd at stage (an
  * existing empty directory), mount /proc, /sys (read-only), /dev, /dev/pts, /dev/shm, /tmp,
- * mask the usual paths, pivot_root into it and detach the old root. tmp_bytes bounds /tmp and
- * /dev/shm. Async-signal-safe; returns 0, or -errno with *step naming what failed. */
-int wr_rootfs_enter(int overlay_fd, const char *stage, uint64_t tmp_bytes, const char **step);
+ * attach each of `mounts` at its target (creating the mount point in the writable layer,
+ * never through a symbolic link) and close its fd, mask the usual paths, pivot_root into it
+ * and detach the old root. tmp_bytes bounds /tmp and /dev/shm. Async-signal-safe; returns 0,
+ * or -errno with *step naming what failed. */
+int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
+                    uint64_t tmp_bytes, const char **step);

@@ -26,7 +26,7 @@ struct wr_runtime_config {
     const char *cgroup_parent;  /* cgroup under which sandboxes are made; default "warren" */
     const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
     /* Testing only: make every create fail at this step ("uids", "maps", "cgroup", "overlay",
-     * "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
+     * "volumes", "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
      * half-built sandbox is torn down completely. NULL in production. */
     const char *fault;
     /* Clone sandboxes from a small helper process forked now (a daemon with threads and a big
@@ -54,6 +54,26 @@ int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err);
  * or -1 with err. The children are killed by wr_runtime_close. */
 int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err);
 
+/* A host directory mounted into a sandbox (a volume). The runtime mounts it idmapped to the
+ * sandbox's user namespace, so files stored with sandbox-side ids (root 0:0) on disk show as
+ * the sandbox's own, whatever its host id range; several sandboxes may share one directory. */
+#define WR_MAX_MOUNTS       16
+#define WR_MOUNT_TARGET_MAX 255
+struct wr_mount_spec {
+    const char *host_dir; /* an existing directory on the host */
+    const char *target;   /* absolute path inside the sandbox; see wr_mount_target_check */
+    bool readonly;
+};
+
+/* Whether target is a path a mount may be attached at: absolute, at most WR_MOUNT_TARGET_MAX
+ * bytes, no empty, `.` or `..` component, no trailing slash, not `/` and not /proc, /sys,
+ * /dev or below them. Returns 0, or -1 with WR_EINVAL and a message naming the path. */
+int wr_mount_target_check(const char *target, struct wr_err *err);
+
+/* Whether a list of mounts can be made together: at most WR_MAX_MOUNTS, every target valid,
+ * no target equal to or below another. Returns 0, or -1 with WR_EINVAL. */
+int wr_mounts_check(const struct wr_mount_spec *mounts, size_t n, struct wr_err *err);
+
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
     const char *hostname;
@@ -70,6 +90,11 @@ struct wr_sandbox_spec {
      * tmpfs of tmpfs_bytes (0: 1 GiB) that vanishes with it. */
     const char *upper_dir;
     uint64_t tmpfs_bytes;
+
+    /* Directories mounted at their targets (after /proc, /sys, /dev and /tmp), in order; the
+     * mount points are created in the writable layer. Never through a symbolic link. */
+    const struct wr_mount_spec *mounts;
+    size_t n_mounts;
 
     /* Limits; 0 means none. */
     uint64_t memory_bytes;

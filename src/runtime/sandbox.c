@@ -9,9 +9,11 @@
  *   write uid_map/gid_map                    fds 3..8, bounding set; wait on the sync socket
  *   cgroups with limits
  *   build idmapped overlay (detached)
+ *   idmapped clones of the volumes (detached)
  *   attach the child to the cgroups
- *   send "go" + overlay fd ─────────────────▶ setresuid(0), unshare(cgroup ns)
- *                                            attach overlay, /proc /sys /dev /tmp, masks, pivot
+ *   send "go" + overlay, volume fds ────────▶ setresuid(0), unshare(cgroup ns)
+ *                                            attach overlay, /proc /sys /dev /tmp, volumes,
+ *                                            masks, pivot
  *                                            stdio = /dev/null, seccomp (sets no_new_privs)
  *   read sync: EOF = exec happened ◀──────── execveat(warren-init)
  *   HELLO on the control connection
@@ -89,16 +91,20 @@ struct child_args {
 
 /* "go": the sandbox's own parameters, followed by warren-init's argv as NUL-separated strings;
  * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
- * connection and the run directory's lock. */
+ * connection and the run directory's lock, then one idmapped mount per volume (n_mounts, their
+ * targets in mount_targets). */
 #define GO_MAX_ARGV 65536
 #define GO_MAX_ARGS 2048
 #define GO_NFDS     4
+#define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS)
 struct go_msg {
     uint64_t tmp_bytes;
     uint32_t argv_len;
     uint8_t ephemeral;
     uint8_t allow_setuid;
+    uint8_t n_mounts;
     char hostname[65];
+    char mount_targets[WR_MAX_MOUNTS][WR_MOUNT_TARGET_MAX + 1];
 };
 
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
@@ -150,10 +156,11 @@ static union {
 } go_buf;
 static char *go_argv[GO_MAX_ARGS + 1];
 
-/* Receive "go": the message into go_buf, the fds into fds[]. Returns 0 or -errno. */
-static int child_recv_go(int fd, int fds[GO_NFDS])
+/* Receive "go": the message into go_buf, the fds into fds[] (GO_NFDS + n_mounts of them).
+ * Returns 0 or -errno. */
+static int child_recv_go(int fd, int fds[GO_MAX_FDS])
 {
-    char cbuf[CMSG_SPACE(GO_NFDS * sizeof(int))];
+    char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
     struct iovec iov = {.iov_base = go_buf.raw, .iov_len = sizeof(go_buf.raw)};
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
@@ -166,11 +173,16 @@ static int child_recv_go(int fd, int fds[GO_NFDS])
         return -errno;
     c = CMSG_FIRSTHDR(&msg);
     if ((size_t)n < sizeof(struct go_msg) || c == NULL || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(GO_NFDS * sizeof(int)) || (msg.msg_flags & MSG_TRUNC) ||
+        go_buf.m.n_mounts > WR_MAX_MOUNTS ||
+        c->cmsg_len != CMSG_LEN((GO_NFDS + go_buf.m.n_mounts) * sizeof(int)) ||
+        (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
         go_buf.m.argv_len != (size_t)n - sizeof(struct go_msg) ||
         go_buf.m.hostname[sizeof(go_buf.m.hostname) - 1] != '\0')
         return -EPROTO;
-    memcpy(fds, CMSG_DATA(c), GO_NFDS * sizeof(int));
+    for (size_t i = 0; i < go_buf.m.n_mounts; i++)
+        if (go_buf.m.mount_targets[i][WR_MOUNT_TARGET_MAX] != '\0')
+            return -EPROTO;
+    memcpy(fds, CMSG_DATA(c), (GO_NFDS + go_buf.m.n_mounts) * sizeof(int));
     /* argv: NUL-separated strings, the last one terminated too */
     for (char *p = go_buf.raw + sizeof(struct go_msg), *end = p + go_buf.m.argv_len; p < end;) {
         char *z = memchr(p, '\0', (size_t)(end - p));
@@ -194,8 +206,10 @@ static int park_fd(int fd)
 
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
-    int sync_fd = a->sync_fd, ret, null_fd, fds[GO_NFDS];
-    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd;
+    int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
+    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, vol_fds[WR_MAX_MOUNTS];
+    const char *vol_targets[WR_MAX_MOUNTS];
+    struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
     const char *step = "setup";
 
     /* The child holds every capability in its new user namespace from the start, so what needs
@@ -224,8 +238,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (sethostname(go_buf.m.hostname, strlen(go_buf.m.hostname)) < 0)
         child_fail(sync_fd, "set hostname", errno);
 
-    /* fds 3..8 as warren-init expects them (src/init/main.c), the overlay at 9 until it is
-     * attached; parked first so no dup2 overwrites a source. */
+    /* fds 3..8 as warren-init expects them (src/init/main.c), the overlay at 9 and the volumes
+     * from 10 until they are attached; parked first so no dup2 overwrites a source. */
     sync_fd = park_fd(sync_fd);
     ofd = park_fd(fds[0]);
     listen_fd = park_fd(fds[1]);
@@ -236,12 +250,24 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
         init_fd < 0)
         _exit(127);
+    vols.n = go_buf.m.n_mounts;
+    for (size_t i = 0; i < vols.n; i++) {
+        vol_fds[i] = park_fd(fds[GO_NFDS + i]);
+        vol_targets[i] = go_buf.m.mount_targets[i];
+        if (vol_fds[i] < 0)
+            _exit(127);
+    }
     if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
         dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 ||
         dup3(sync_fd, 8, O_CLOEXEC) < 0 || dup3(ofd, 9, O_CLOEXEC) < 0)
         child_fail(sync_fd, "arrange fds", errno);
     sync_fd = 8;
-    if (syscall(SYS_close_range, 10, ~0U, 0) < 0)
+    for (size_t i = 0; i < vols.n; i++) {
+        if (dup3(vol_fds[i], 10 + (int)i, O_CLOEXEC) < 0)
+            child_fail(sync_fd, "arrange fds", errno);
+        vol_fds[i] = 10 + (int)i;
+    }
+    if (syscall(SYS_close_range, 10 + (unsigned)vols.n, ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now we were still host root with no mapping in our own namespace (P6 in
@@ -257,7 +283,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(9, a->stage, go_buf.m.tmp_bytes, &step);
+    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.tmp_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
@@ -305,21 +331,24 @@ static int write_id_maps(pid_t pid, uid_t base, struct wr_err *err)
     return 0;
 }
 
-/* Send "go": the message and its fds. Returns 0 or -1 (errno set). */
-static int send_go(int fd, const struct go_msg *m, const char *argv_blob, int fds[GO_NFDS])
+/* Send "go": the message and its fds (GO_NFDS + m->n_mounts). Returns 0 or -1 (errno set). */
+static int send_go(int fd, const struct go_msg *m, const char *argv_blob, const int *fds)
 {
-    char cbuf[CMSG_SPACE(GO_NFDS * sizeof(int))];
+    size_t nfds = GO_NFDS + m->n_mounts;
+    char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
     struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
                            {.iov_base = (void *)argv_blob, .iov_len = m->argv_len}};
-    struct msghdr msg = {
-        .msg_iov = iov, .msg_iovlen = 2, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+    struct msghdr msg = {.msg_iov = iov,
+                         .msg_iovlen = 2,
+                         .msg_control = cbuf,
+                         .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 
     memset(cbuf, 0, sizeof(cbuf));
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(GO_NFDS * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, GO_NFDS * sizeof(int));
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     return sendmsg(fd, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
@@ -648,6 +677,15 @@ static int teardown(struct wr_sandbox *sb, struct wr_err *err)
     return ret;
 }
 
+static void close_vol_fds(int *fds)
+{
+    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
 int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
                       struct wr_sandbox **out, struct wr_err *err)
 {
@@ -658,9 +696,12 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     struct wr_buf argv;
     struct go_msg go = {0};
     struct child_report rep;
-    int ctl[2];
+    int ctl[2], go_fds[GO_MAX_FDS], *vol_fds = go_fds + GO_NFDS;
     ssize_t n;
     const char *hostname = spec->hostname ? spec->hostname : spec->id;
+
+    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
+        vol_fds[i] = -1;
 
     if (!valid_id(spec->id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
@@ -674,6 +715,14 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (stat(spec->layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
             return wr_err_set(err, WR_EINVAL, errno, "image layer `%s` is not a directory",
                               spec->layers[i]);
+    }
+    if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0)
+        return -1;
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        struct stat st;
+        if (stat(spec->mounts[i].host_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+            return wr_err_set(err, WR_EINVAL, errno, "volume directory `%s` is not a directory",
+                              spec->mounts[i].host_dir);
     }
     wr_buf_init(&argv);
     if (init_argv(spec, &argv, err) < 0) {
@@ -757,6 +806,12 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         wr_err_set(err, WR_ESYS, EIO, "injected fault (overlay)");
         goto fail;
     }
+    if (wr_mounts_build(spec->mounts, spec->n_mounts, userns_fd, vol_fds, err) < 0)
+        goto fail;
+    if (fault_at(rt, "volumes")) {
+        wr_err_set(err, WR_ESYS, EIO, "injected fault (volumes)");
+        goto fail;
+    }
 
     /* 5. Into the cgroups before it runs anything of the sandbox. */
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
@@ -775,16 +830,25 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go.ephemeral = spec->ephemeral;
     go.allow_setuid = spec->allow_setuid;
     memcpy(go.hostname, hostname, strlen(hostname) + 1);
-    {
-        int fds[GO_NFDS] = {overlay_fd, listen_fd, conn_child, sb->dir_lock};
-        (void)send_go(sync_parent, &go, (const char *)argv.data, fds);
-    }
+    go.n_mounts = (uint8_t)spec->n_mounts;
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        memcpy(go.mount_targets[i], spec->mounts[i].target, strlen(spec->mounts[i].target) + 1);
+    go_fds[0] = overlay_fd;
+    go_fds[1] = listen_fd;
+    go_fds[2] = conn_child;
+    go_fds[3] = sb->dir_lock;
+    (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
+    close_vol_fds(vol_fds);
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
     close(steal_fd(&conn_child));
+    /* A child that failed before reading the go message exits with it unread: the kernel then
+     * reports ECONNRESET once (and clears it) even though the child's report is queued. */
     do {
         n = read(sync_parent, &rep, sizeof(rep));
     } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == ECONNRESET)
+        n = read(sync_parent, &rep, sizeof(rep));
     if (n == (ssize_t)sizeof(rep)) {
         rep.step[sizeof(rep.step) - 1] = '\0';
         wr_err_set(err, rep.err == EPERM || rep.err == EACCES ? WR_EUNSUPPORTED : WR_ESYS, rep.err,
@@ -806,6 +870,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     return 0;
 
 fail:
+    close_vol_fds(vol_fds);
     wr_buf_fini(&argv);
     wr_err_wrap(err, "create sandbox %s", spec->id);
     (void)teardown(sb, NULL);

@@ -61,15 +61,15 @@ int wr_store_layer_delete(struct wr_store *s, const char *digest, struct wr_err 
 
 int wr_store_layers_unreferenced(struct wr_store *s, char ***out, size_t *n, struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
-        s, WR_ST_LAYER_UNREF,
-        "SELECT digest FROM layers WHERE digest NOT IN ("
-        " SELECT j.value FROM images, json_each(images.layers_json) AS j"
-        " UNION SELECT j.value FROM sandboxes,"
-        "  json_each(CASE WHEN json_type(sandboxes.image_json, '$.layers') = 'array'"
-        "   THEN json_extract(sandboxes.image_json, '$.layers') ELSE '[]' END) AS j"
-        "  WHERE sandboxes.state IN " LIVE ")",
-        err);
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_LAYER_UNREF,
+                 "SELECT digest FROM layers WHERE digest NOT IN ("
+                 " SELECT j.value FROM images, json_each(images.layers_json) AS j"
+                 " UNION SELECT j.value FROM sandboxes,"
+                 "  json_each(CASE WHEN json_type(sandboxes.image_json, '$.layers') = 'array'"
+                 "   THEN json_extract(sandboxes.image_json, '$.layers') ELSE '[]' END) AS j"
+                 "  WHERE sandboxes.state IN " LIVE ")",
+                 err);
     size_t cap = 0;
     int rc;
 
@@ -99,11 +99,11 @@ int wr_store_layers_unreferenced(struct wr_store *s, char ***out, size_t *n, str
 int wr_store_layers_size(struct wr_store *s, const char *layers_json, uint64_t *bytes,
                          struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
-        s, WR_ST_LAYER_SIZE,
-        "SELECT coalesce(sum(size_bytes), 0) FROM layers WHERE digest IN"
-        " (SELECT value FROM json_each(?1))",
-        err);
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_LAYER_SIZE,
+                 "SELECT coalesce(sum(size_bytes), 0) FROM layers WHERE digest IN"
+                 " (SELECT value FROM json_each(?1))",
+                 err);
 
     if (st == NULL)
         return -1;
@@ -172,9 +172,8 @@ int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
     return 0;
 }
 
-int wr_store_image_list(struct wr_store *s, const char *team, const char *kind,
-                        const char *source, struct wr_image_rec **out, size_t *n,
-                        struct wr_err *err)
+int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
+                        struct wr_image_rec **out, size_t *n, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_IMG_LIST,
@@ -231,8 +230,7 @@ int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struc
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_IMG_USERS,
-                 "SELECT count(*) FROM sandboxes WHERE template_name = ?1 AND state IN " LIVE,
-                 err);
+                 "SELECT count(*) FROM sandboxes WHERE template_name = ?1 AND state IN " LIVE, err);
 
     if (st == NULL)
         return -1;

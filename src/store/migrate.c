@@ -107,10 +107,29 @@ static const char migration_3[] =
     "ALTER TABLE sandboxes ADD COLUMN image_json TEXT NOT NULL DEFAULT '{}' CHECK (\n"
     "    CASE WHEN json_valid(image_json) THEN json_type(image_json) = 'object' ELSE 0 END);\n";
 
+/* Version 4: named volumes.
+ * - volumes: a team's persistent directories. The name is unique within the team; the id
+ *   (random, never reused) names the directory on disk, so a volume deleted and made again
+ *   under the same name never meets the old one's files.
+ * - sandboxes.volumes_json: what a sandbox mounts, an array of {"id", "name", "path",
+ *   "readonly"}, kept for its whole life so that a volume stays in use while a sandbox that
+ *   mounts it is creating, running or paused, also across daemon restarts. */
+static const char migration_4[] =
+    "CREATE TABLE volumes (\n"
+    "    id TEXT PRIMARY KEY NOT NULL,\n"
+    "    team TEXT NOT NULL,\n"
+    "    name TEXT NOT NULL,\n"
+    "    created_ms INTEGER NOT NULL,\n"
+    "    UNIQUE (team, name)\n"
+    ");\n"
+    "ALTER TABLE sandboxes ADD COLUMN volumes_json TEXT NOT NULL DEFAULT '[]' CHECK (\n"
+    "    CASE WHEN json_valid(volumes_json) THEN json_type(volumes_json) = 'array' ELSE 0 END);\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},
     {2, migration_2},
     {3, migration_3},
+    {4, migration_4},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The daemon's state in SQLite (WAL): teams, API keys, sandboxes. The only folder that includes
- * sqlite3.h. Every function runs one statement or one transaction; a store is used from one
- * thread. Strings returned in records are owned by the record (free with the _fini). */
+/* The daemon's state in SQLite (WAL): teams, API keys, sandboxes, volumes. The only folder that
+ * includes sqlite3.h. Every function runs one statement or one transaction; a store is used from
+ * one thread. Strings returned in records are owned by the record (free with the _fini). */
 #pragma once
 
 #include <stdbool.h>
@@ -70,12 +70,14 @@ struct wr_sandbox_rec {
     /* The image it runs: {"layers": [refs, bottom first], "config": {...}} (see images.h in
      * src/core); "{}" for sandboxes made before layers were recorded. */
     char *image_json;
+    char *volumes_json; /* what it mounts: [{"id","name","path","readonly"}], "[]" if none */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
 /* Insert a new sandbox (r->seq is assigned; seqs are never reused). NULL metadata_json or
- * env_json store "{}". WR_ECONFLICT if the id, or the (team, idem_key) pair, exists; WR_EINVAL
- * if id, team, template_name or state is NULL or a JSON column is not an object. */
+ * env_json store "{}", NULL volumes_json "[]". WR_ECONFLICT if the id, or the (team, idem_key)
+ * pair, exists; WR_EINVAL if id, team, template_name or state is NULL or a JSON column is not an
+ * object. */
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err);
 /* Get by id; team NULL: any team, else WR_ENOTFOUND for another team's sandbox. */
 int wr_store_sandbox_get(struct wr_store *s, const char *team, const char *id,
@@ -160,3 +162,29 @@ int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, 
 int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err);
 /* Number of live sandboxes (creating, running, paused) started from image `name`. */
 int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struct wr_err *err);
+
+/* ---- volumes -------------------------------------------------------------------------------- */
+
+struct wr_volume_rec {
+    char *id;   /* [a-z0-9]{20}: names its directory */
+    char *team; /* the team that owns it */
+    char *name; /* unique within the team */
+    int64_t created_ms;
+};
+void wr_volume_rec_fini(struct wr_volume_rec *v);
+
+/* Insert a volume (id, team, name, created_ms set by the caller). WR_ECONFLICT if the team has
+ * a volume of that name (or the id exists). */
+int wr_store_volume_insert(struct wr_store *s, const struct wr_volume_rec *v, struct wr_err *err);
+/* A team's volume by name; WR_ENOTFOUND if the team has none of that name. */
+int wr_store_volume_get(struct wr_store *s, const char *team, const char *name,
+                        struct wr_volume_rec *v, struct wr_err *err);
+/* Volumes of a team (NULL: every team), by name. *out is an array of *n records (fini each, free
+ * the array). */
+int wr_store_volume_list(struct wr_store *s, const char *team, struct wr_volume_rec **out,
+                         size_t *n, struct wr_err *err);
+/* Delete a team's volume by name, in one transaction with the check that no sandbox in state
+ * creating, running or paused mounts it: WR_ECONFLICT naming such a sandbox, WR_ENOTFOUND if
+ * there is no such volume. On success *v holds the deleted record (fini it). */
+int wr_store_volume_delete(struct wr_store *s, const char *team, const char *name,
+                           struct wr_volume_rec *v, struct wr_err *err);

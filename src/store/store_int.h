@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals shared by the store's files (store.c, migrate.c, keys.c, sandboxes.c): the handle,
+/* Internals shared by the store's files (store.c, migrate.c, keys.c, sandboxes.c,
+ * volumes.c): the handle,
  * the prepared-statement cache, transactions and the mapping of SQLite errors to wr_err. Not
  * for use outside src/store/ (tests excepted), since it includes sqlite3.h. */
 #pragma once
@@ -43,6 +44,12 @@ enum wr__stmt_id {
     WR_ST_IMG_LIST,
     WR_ST_IMG_DELETE,
     WR_ST_IMG_USERS,
+    WR_ST_VOL_INSERT,
+    WR_ST_VOL_GET,
+    WR_ST_VOL_LIST_TEAM,
+    WR_ST_VOL_LIST_ALL,
+    WR_ST_VOL_USER,
+    WR_ST_VOL_DELETE,
     WR_ST__COUNT,
 };
 

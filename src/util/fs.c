@@ -100,7 +100,14 @@ int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err)
     return 0;
 }
 
-int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err)
+/* Visit dfd/name and, for a directory, everything below it (children first), without following
+ * symbolic links and without crossing mount points: visit(dfd, name, st, ctx, err) for each
+ * entry. A missing dfd/name is not an error. Returns 0 or -1 with err. */
+typedef int (*walk_fn)(int dfd, const char *name, const struct stat *st, void *ctx,
+                       struct wr_err *err);
+
+static int walk_at(int dfd, const char *name, walk_fn visit, void *ctx, const char *what,
+                   struct wr_err *err)
 {
     struct stat st, parent;
     _cleanup_closedir_ DIR *d = NULL;
@@ -111,14 +118,13 @@ int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err)
             return 0;
         return wr_err_sys(err, "stat `%s`", name);
     }
-    if (!S_ISDIR(st.st_mode)) {
-        if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
-            return wr_err_sys(err, "unlink `%s`", name);
-        return 0;
-    }
+    if (!S_ISDIR(st.st_mode))
+        return visit(dfd, name, &st, ctx, err);
     if (fstat(dfd, &parent) == 0 && parent.st_dev != st.st_dev)
-        return wr_err_set(err, WR_ECONFLICT, 0, "rm `%s`: is a mount point", name);
+        return wr_err_set(err, WR_ECONFLICT, 0, "%s `%s`: is a mount point", what, name);
     fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) /* removed meanwhile (by a sandbox using the tree) */
+        return 0;
     if (fd < 0)
         return wr_err_sys(err, "open `%s`", name);
     d = fdopendir(fd);
@@ -129,10 +135,34 @@ int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err)
     for (struct dirent *de; (errno = 0, de = readdir(d)) != NULL;) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (wr_rm_rf_at(dirfd(d), de->d_name, err) < 0)
-            return wr_err_wrap(err, "rm `%s`", name);
+        if (walk_at(dirfd(d), de->d_name, visit, ctx, what, err) < 0)
+            return wr_err_wrap(err, "%s `%s`", what, name);
     }
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        return wr_err_sys(err, "rmdir `%s`", name);
+    return visit(dfd, name, &st, ctx, err);
+}
+
+static int rm_one(int dfd, const char *name, const struct stat *st, void *ctx, struct wr_err *err)
+{
+    bool dir = S_ISDIR(st->st_mode);
+
+    if (unlinkat(dfd, name, dir ? AT_REMOVEDIR : 0) < 0 && errno != ENOENT)
+        return wr_err_sys(err, "%s `%s`", dir ? "rmdir" : "unlink", name);
     return 0;
+}
+
+int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err)
+{
+    return walk_at(dfd, name, rm_one, NULL, "rm", err);
+}
+
+static int du_one(int dfd, const char *name, const struct stat *st, void *ctx, struct wr_err *err)
+{
+    *(uint64_t *)ctx += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+int wr_disk_usage_at(int dfd, const char *name, uint64_t *bytes, struct wr_err *err)
+{
+    *bytes = 0;
+    return walk_at(dfd, name, du_one, bytes, "du", err);
 }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "err.h"
@@ -28,3 +29,8 @@ int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err);
 /* rm -rf below dirfd/name without following symlinks and without crossing mount points.
  * Returns 0 (also when it did not exist) or -1 with err. */
 int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err);
+
+/* Disk space used by dirfd/name and everything below it (allocated blocks, in bytes), without
+ * following symbolic links or crossing mount points; a file with several links counts once per
+ * link. Returns 0 (*bytes 0 when it does not exist) or -1 with err. */
+int wr_disk_usage_at(int dfd, const char *name, uint64_t *bytes, struct wr_err *err);

@@ -152,8 +152,9 @@ WARREND = os.path.join(BUILD, "warrend")
 class Daemon:
     """A real warrend on a temporary state directory, a unix socket and a loopback port."""
 
-    def __init__(self, *extra_args, state_dir=None):
+    def __init__(self, *extra_args, state_dir=None, env=None):
         self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
+        self.env = dict(ENV, **(env or {}))
         self.state = os.path.join(self.dir, "state")
         self.sock = os.path.join(self.dir, "warrend.sock")
         self.extra = list(extra_args)
@@ -169,7 +170,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [WARREND, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
              "--run-dir", RUN_DIR, *self.extra],
-            stdout=subprocess.PIPE, stderr=self.log, env=ENV)
+            stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"tcp=127\.0\.0\.1:(\d+)", line)
         assert m, "warrend did not start: %r" % line

@@ -318,7 +318,8 @@ def test_every_documented_operation_is_routed(daemon):
         running = background(daemon, sid, "cat", pty=True)
         key = send(daemon, "POST", "/v1/keys", body={"team": "routing"}).json()["id"]
         send(daemon, "PUT", "/v1/sandboxes/%s/files" % sid, query={"path": "/tmp/routed"}, body=b"x")
-        ids = {"id": sid, "key_id": key}
+        send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
+        ids = {"id": sid, "key_id": key, "name": "routed"}
         bodies = {
             ("/v1/sandboxes", "post"): {"bogus": 1},  # answered by the handler, makes nothing
             ("/v1/sandboxes/{id}/timeout", "post"): {"timeout": 60},
@@ -330,6 +331,7 @@ def test_every_documented_operation_is_routed(daemon):
             ("/v1/sandboxes/{id}/files/mkdir", "post"): {"path": "/tmp/routed-dir"},
             ("/v1/sandboxes/{id}/files/move", "post"): {"from": "/tmp/routed", "to": "/tmp/moved"},
             ("/v1/keys", "post"): {"name": "no team"},
+            ("/v1/volumes", "post"): {"name": "routed-2"},
         }
         queries = {
             "/v1/sandboxes/{id}/files": {"path": "/tmp/routed"},
@@ -356,6 +358,8 @@ def test_every_documented_operation_is_routed(daemon):
     finally:
         kill(daemon, sid)
         send(daemon, "DELETE", "/v1/keys/%s" % ids.get("key_id", "none"))
+        for name in ("routed", "routed-2"):
+            send(daemon, "DELETE", "/v1/volumes/" + name)
 
 
 # ---- (b) a real call of every operation validates against its schema -------------------------------
@@ -599,6 +603,42 @@ def test_keys_operations(daemon):
     assert send(daemon, "GET", "/v1/version", tcp=True, key=k["key"]).status == 401
 
 
+def test_volumes_operations(daemon):
+    r = api(daemon, "POST", "/v1/volumes", body={"name": "openapi-vol"})
+    assert r.status == 201 and r.json()["name"] == "openapi-vol"
+    try:
+        names = [v["name"] for v in api(daemon, "GET", "/v1/volumes").json()["volumes"]]
+        assert "openapi-vol" in names
+        r = api(daemon, "GET", "/v1/volumes/{name}", {"name": "openapi-vol"})
+        assert r.json()["disk_bytes"] >= 0
+        r = api(daemon, "POST", "/v1/sandboxes", body={
+            "timeout": 60, "volumes": [{"name": "openapi-vol", "path": "/data", "readonly": True}]})
+        assert r.json()["volumes"] == [{"name": "openapi-vol", "path": "/data", "readonly": True}]
+        kill(daemon, r.json()["id"])
+    finally:
+        assert api(daemon, "DELETE", "/v1/volumes/{name}", {"name": "openapi-vol"}).status == 204
+
+
+def volume_in_use(daemon):
+    """Deleting a volume that a running sandbox mounts (409)."""
+    send(daemon, "POST", "/v1/volumes", body={"name": "busy"})
+    sid = send(daemon, "POST", "/v1/sandboxes",
+               body={"timeout": 60, "volumes": [{"name": "busy", "path": "/b"}]}).json()["id"]
+    try:
+        return send(daemon, "DELETE", "/v1/volumes/busy")
+    finally:
+        kill(daemon, sid)
+        send(daemon, "DELETE", "/v1/volumes/busy")
+
+
+def volume_twice(daemon):
+    send(daemon, "POST", "/v1/volumes", body={"name": "twice"})
+    try:
+        return send(daemon, "POST", "/v1/volumes", body={"name": "twice"})
+    finally:
+        send(daemon, "DELETE", "/v1/volumes/twice")
+
+
 # ---- (c) every documented 4xx: the Error schema and an X-Request-Id ----------------------------
 
 def pause_twice(daemon):
@@ -688,6 +728,11 @@ def _triggers(daemon, ctx):
     add("/v1/keys", "post", 400, body={"team": "bad team!"})
     add("/v1/keys", "post", 403, tcp=True, key=ctx["team_key"], body={"team": "x"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
+    add("/v1/volumes", "post", 400, body={"name": "../x"})
+    add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
+    add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
+    add("/v1/volumes/{name}", "delete", 404, {"name": "no-such-volume"})
+    add("/v1/volumes/{name}", "delete", 409, call=lambda: volume_in_use(daemon))
     return t
 
 
@@ -772,7 +817,7 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
-    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k"}
+    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v"}
     for template, method in OPERATIONS:
         r = send(daemon, method.upper(), fill(template, ids), tcp=True,
                  body=b"{}" if method in ("post", "put") else None)

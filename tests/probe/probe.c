@@ -102,6 +102,8 @@ struct opts {
     pid_t init_pid;            /* the sandbox's init as seen from inside (1) */
     const char *host_cgroup[MAX_HOST_CGROUPS];
     int n_host_cgroup;
+    const char *volume; /* a read-only volume's mount point (with a file in it) */
+    const char *only;   /* run just this attempt */
 };
 
 /* ---- results ------------------------------------------------------------------------------- */
@@ -879,6 +881,82 @@ static void attempt_remount_layer(const struct opts *o)
     isolated("remount", remount_steps, o);
 }
 
+/* volume_ro: a read-only volume, handed to the sandbox as a mount (not locked, research P1),
+ * stays read-only against the sandbox's root: no remount, no clearing of the flag through the
+ * new mount API, no clone or move of it, and no write through /proc/self/fd. */
+static void volume_ro_steps(const struct opts *o)
+{
+    const char *v = o->volume;
+    char path[512], fdpath[64];
+    struct statvfs sv;
+    int fd, dfd;
+
+    DENY("remount,bind,rw vol",
+         mount("none", v, NULL, MS_REMOUNT | MS_BIND | mount_flags_of(v), NULL), false);
+    DENY("remount,rw vol", mount(NULL, v, NULL, MS_REMOUNT | mount_flags_of(v), NULL), false);
+    DENY("bind vol over itself", mount(v, v, NULL, MS_BIND, NULL), false);
+    struct probe_mount_attr attr = {.attr_clr = MOUNT_ATTR_RDONLY};
+    DENY("mount_setattr(vol,-ro)", syscall(SYS_mount_setattr, AT_FDCWD, v, 0, &attr, sizeof attr),
+         false);
+    DENY("open_tree(vol,CLONE)",
+         syscall(SYS_open_tree, AT_FDCWD, v, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), true);
+    DENY("open_tree(vol)", syscall(SYS_open_tree, AT_FDCWD, v, OPEN_TREE_CLOEXEC), true);
+    DENY("move_mount(vol,/tmp)", syscall(SYS_move_mount, AT_FDCWD, v, AT_FDCWD, "/tmp", 0), false);
+    DENY("fspick(vol)", syscall(SYS_fspick, AT_FDCWD, v, 0), true);
+    DENY("umount2(vol)", umount2(v, MNT_DETACH), false);
+    DENY("unshare(NEWUSER|NEWNS)", unshare(CLONE_NEWUSER | CLONE_NEWNS), false);
+
+    /* Writes: directly, through an fd of the directory, and by reopening a read-only fd of a
+     * file through /proc/self/fd. */
+    snprintf(path, sizeof path, "%s/probe-new", v);
+    DENY("create in vol", open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644), true);
+    dfd = open(v, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        DENY("openat(vol fd, new)", openat(dfd, "probe-new", O_WRONLY | O_CREAT | O_CLOEXEC, 0644),
+             true);
+        snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d/probe-new", dfd);
+        DENY("create via /proc/self/fd/N/", open(fdpath, O_WRONLY | O_CREAT | O_CLOEXEC, 0644),
+             true);
+        DENY("fchmod(vol)", fchmod(dfd, 0777), false);
+        close(dfd);
+    }
+    DIR *d = opendir(v);
+    struct dirent *de = NULL;
+    while (d != NULL && (de = readdir(d)) != NULL && de->d_type != DT_REG)
+        ;
+    if (de != NULL) {
+        snprintf(path, sizeof path, "%s/%s", v, de->d_name);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
+            DENY("reopen rw via /proc/self/fd", open(fdpath, O_RDWR | O_CLOEXEC), true);
+            DENY("truncate via /proc/self/fd", truncate(fdpath, 0), false);
+            close(fd);
+        } else {
+            note("open(%s)=%s", path, ename(errno));
+        }
+    } else {
+        leak("no file in %s to try", v);
+    }
+    if (d != NULL)
+        closedir(d);
+    if (statvfs(v, &sv) != 0)
+        note("statvfs=%s", ename(errno));
+    else if (!(sv.f_flag & ST_RDONLY))
+        leak("%s is read-write now", v);
+    else
+        note("still read-only");
+}
+
+static void attempt_volume_ro(const struct opts *o)
+{
+    if (o->volume == NULL) {
+        note("no --volume");
+        return;
+    }
+    isolated("volume", volume_ro_steps, o);
+}
+
 /* layer_write: writes to image files are allowed but must land in the sandbox's private upper
  * layer (copy-up). This cannot see the layer on disk: the test checks that from the host. Here we
  * check the root is an overlay and report what the writes did. Busybox is touched with its
@@ -1331,6 +1409,7 @@ static const struct attempt attempts[] = {
     {"kernel_misc", attempt_kernel_misc},
     {"caps", attempt_caps},
     {"uid", attempt_uid},
+    {"volume_ro", attempt_volume_ro},
 };
 
 /* Run one attempt in a child of its own (own process group, killed as a whole on timeout) and
@@ -1419,7 +1498,7 @@ static void usage(void)
         stderr,
         "usage: warren-probe escape [--host-file PATH] [--host-port PORT] [--host-abstract NAME]\n"
         "                           [--layer-file PATH] [--other-pid PID] [--host-cgroup PATH]...\n"
-        "                           [--init-pid PID]\n"
+        "                           [--init-pid PID] [--volume PATH] [--only ATTEMPT]\n"
         "       warren-probe info | forkbomb [N] | memhog MB | sleep SECS\n"
         "       warren-probe hold-file PATH | find-file PATH\n");
 }
@@ -1442,6 +1521,10 @@ static int cmd_escape(int argc, char **argv)
             o.host_abstract = val;
         } else if (strcmp(opt, "--layer-file") == 0) {
             o.layer_file = val;
+        } else if (strcmp(opt, "--volume") == 0) {
+            o.volume = val;
+        } else if (strcmp(opt, "--only") == 0) {
+            o.only = val;
         } else if (strcmp(opt, "--host-cgroup") == 0 && o.n_host_cgroup < MAX_HOST_CGROUPS) {
             o.host_cgroup[o.n_host_cgroup++] = val;
         } else if (strcmp(opt, "--host-port") == 0 && parse_long(val, 1, 65535, &v)) {
@@ -1458,7 +1541,8 @@ static int cmd_escape(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     bool all_held = true;
     for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++)
-        all_held &= run_attempt(&attempts[i], &o);
+        if (o.only == NULL || strcmp(o.only, attempts[i].name) == 0)
+            all_held &= run_attempt(&attempts[i], &o);
     return all_held ? 0 : 1;
 }
 

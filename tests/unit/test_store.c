@@ -890,6 +890,56 @@ static void test_uncommitted(void)
     free(wal);
 }
 
+/* Volumes: names per team, and a delete refused while a live sandbox mounts the volume. */
+static void test_volumes(struct wr_store *s)
+{
+    struct wr_volume_rec v = {
+        .id = "vol00000000000000001", .team = "team-a", .name = "data", .created_ms = 5};
+    struct wr_volume_rec got = {0}, *list = NULL;
+    struct wr_sandbox_rec sb = {.id = "vol-user",
+                                .team = "team-a",
+                                .template_name = "base",
+                                .state = "running",
+                                .volumes_json = "[{\"id\":\"vol00000000000000001\",\"name\":"
+                                                "\"data\",\"path\":\"/d\",\"readonly\":false}]"};
+    struct wr_err err;
+    size_t n = 0;
+
+    ok(wr_store_volume_insert(s, &v, &err) == 0, "insert a volume");
+    v.id = "vol00000000000000002";
+    ok(wr_store_volume_insert(s, &v, &err) < 0 && err.kind == WR_ECONFLICT,
+       "the same name in the same team conflicts");
+    v.team = "team-b";
+    ok(wr_store_volume_insert(s, &v, &err) == 0, "the same name in another team is another");
+    ok(wr_store_volume_get(s, "team-c", "data", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
+       "another team's volume is not found");
+    ok(wr_store_volume_get(s, "team-a", "data", &got, &err) == 0 &&
+           strcmp(got.id, "vol00000000000000001") == 0 && got.created_ms == 5,
+       "get by team and name");
+    wr_volume_rec_fini(&got);
+    ok(wr_store_volume_list(s, "team-b", &list, &n, &err) == 0 && n == 1, "list one team's");
+    for (size_t i = 0; i < n; i++)
+        wr_volume_rec_fini(&list[i]);
+    free(list);
+    ok(wr_store_sandbox_insert(s, &sb, &err) == 0, "a running sandbox mounts it");
+    ok(wr_store_volume_delete(s, "team-a", "data", &got, &err) < 0 && err.kind == WR_ECONFLICT &&
+           strstr(err.msg, "vol-user") != NULL,
+       "delete in use is refused, naming the sandbox: %s", err.msg);
+    ok(wr_store_sandbox_set_paused(s, "vol-user", "memory", NULL, 10, &err) == 0 &&
+           wr_store_volume_delete(s, "team-a", "data", &got, &err) < 0 && err.kind == WR_ECONFLICT,
+       "and while it is paused");
+    ok(wr_store_sandbox_set_state(s, "vol-user", "stopped", "x", &err) == 0 &&
+           wr_store_volume_delete(s, "team-a", "data", &got, &err) == 0 &&
+           strcmp(got.id, "vol00000000000000001") == 0,
+       "a stopped sandbox does not hold it");
+    wr_volume_rec_fini(&got);
+    ok(wr_store_volume_delete(s, "team-a", "data", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
+       "deleted once");
+    ok(wr_store_volume_delete(s, "team-b", "data", &got, &err) == 0, "the other team's goes too");
+    wr_volume_rec_fini(&got);
+    ok(wr_store_sandbox_delete(s, "vol-user", &err) == 0, "clean up");
+}
+
 int main(void)
 {
     struct wr_store *s = NULL;
@@ -914,6 +964,7 @@ int main(void)
     test_sandboxes(s);
     test_list_filters(s);
     test_pagination(s);
+    test_volumes(s);
     ok(no_busy_statements(s), "every cached statement is reset");
     wr_store_close(s);
     free(path);

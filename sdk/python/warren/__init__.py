@@ -56,8 +56,11 @@ from .models import (
     SandboxInfo,
     SandboxState,
     VersionInfo,
+    VolumeInfo,
+    VolumeMount,
 )
 from .sandbox import Sandbox
+from .volume import Volume
 
 __all__ = [
     "__version__",
@@ -71,6 +74,9 @@ __all__ = [
     "DEFAULT_API_URL",
     # sandbox
     "Sandbox",
+    "Volume",
+    "VolumeInfo",
+    "VolumeMount",
     "Commands",
     "CommandHandle",
     "OutputCallback",

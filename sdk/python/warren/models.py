@@ -12,6 +12,8 @@ from typing import Any, Mapping
 __all__ = [
     "SandboxState",
     "SandboxInfo",
+    "VolumeInfo",
+    "VolumeMount",
     "FileType",
     "FileInfo",
     "ProcessInfo",
@@ -66,6 +68,59 @@ class SandboxState(StrEnum):
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A volume mounted in a sandbox: its ``name``, the ``path`` inside, and whether it is
+    ``readonly`` there. Pass these (or ``"NAME:/path[:ro]"`` strings) to
+    ``Sandbox.create(volumes=[...])``."""
+
+    name: str
+    path: str
+    readonly: bool = False
+
+    @classmethod
+    def parse(cls, spec: str | Mapping[str, Any] | VolumeMount) -> VolumeMount:
+        """A mount from ``"NAME:/path"``, ``"NAME:/path:ro"`` (or ``:rw``), a dict with
+        ``name``, ``path`` and ``readonly``, or a VolumeMount."""
+        if isinstance(spec, VolumeMount):
+            return spec
+        if isinstance(spec, Mapping):
+            return cls(str(spec["name"]), str(spec["path"]), bool(spec.get("readonly", False)))
+        parts = str(spec).split(":")
+        if len(parts) == 3 and parts[2] in ("ro", "rw"):
+            return cls(parts[0], parts[1], parts[2] == "ro")
+        if len(parts) == 2:
+            return cls(parts[0], parts[1])
+        raise ValueError(f"volume {spec!r} must be NAME:/path or NAME:/path:ro")
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> VolumeMount:
+        return cls(str(d.get("name", "")), str(d.get("path", "")), bool(d.get("readonly")))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "readonly": self.readonly}
+
+
+@dataclass(frozen=True)
+class VolumeInfo:
+    """A named volume of the team. ``disk_bytes`` (space its files use) is set by
+    ``Volume.get``, None in lists."""
+
+    name: str
+    created_at: datetime
+    disk_bytes: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> VolumeInfo:
+        return cls(
+            name=str(d.get("name", "")),
+            created_at=parse_time(d.get("created_at")) or _EPOCH,
+            disk_bytes=_opt_int(d.get("disk_bytes")),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
 class SandboxInfo:
     """A sandbox as the API describes it. ``state`` compares equal to plain strings
     (``info.state == "running"``); an unknown state is kept as the server's string.
@@ -89,6 +144,7 @@ class SandboxInfo:
     timeout: int | None = None
     paused_mode: str | None = None
     remaining_ms: int | None = None
+    volumes: list[VolumeMount] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -119,6 +175,9 @@ class SandboxInfo:
             timeout=_opt_int(d.get("timeout")),
             paused_mode=paused_mode if isinstance(paused_mode, str) else None,
             remaining_ms=_opt_int(d.get("remaining_ms")),
+            volumes=[
+                VolumeMount.from_json(v) for v in (d.get("volumes") or []) if isinstance(v, dict)
+            ],
             raw=dict(d),
         )
 

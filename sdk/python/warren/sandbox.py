@@ -12,7 +12,7 @@ from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
 from .errors import NotFoundError, WarrenError
 from .files import Files
-from .models import SandboxInfo, SandboxState
+from .models import SandboxInfo, SandboxState, VolumeMount
 
 __all__ = ["Sandbox"]
 
@@ -60,6 +60,7 @@ class Sandbox:
         on_timeout: str | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
+        volumes: Sequence[str | Mapping[str, Any] | VolumeMount] | None = None,
         idempotency_key: str | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -72,7 +73,9 @@ class Sandbox:
         :meth:`set_timeout`). ``on_timeout``: ``"kill"`` (default) or ``"pause"``: at the
         deadline the sandbox is paused in memory instead (``state == "paused"``, ``reason ==
         "timeout"``), and :meth:`resume` gives it its ``timeout`` again. ``env``: environment of every command. ``metadata``: string
-        labels to filter :meth:`list` by. ``idempotency_key``: a retried create with the same
+        labels to filter :meth:`list` by. ``volumes``: the team's volumes to mount, each
+        ``"NAME:/path"``, ``"NAME:/path:ro"``, a dict or a :class:`~warren.VolumeMount` (at
+        most 16). ``idempotency_key``: a retried create with the same
         key returns the first sandbox. Past the host's capacity raises
         :class:`~warren.RateLimitError` (see ``retry_after``).
         """
@@ -91,6 +94,8 @@ class Sandbox:
             body["env"] = dict(env)
         if metadata:
             body["metadata"] = dict(metadata)
+        if volumes:
+            body["volumes"] = [VolumeMount.parse(v).to_json() for v in volumes]
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* /v1/volumes: a team's named volumes (create, list, get with disk use, delete). Every caller,
+ * admin included, sees the volumes of its own team: names are unique per team only. */
+#include <string.h>
+
+#include "../util/xalloc.h"
+#include "api_int.h"
+
+static json_t *volume_json(const struct wr_volume_rec *v)
+{
+    char created[32];
+
+    api_time(v->created_ms, created);
+    return json_pack("{s:s,s:s}", "name", v->name, "created_at", created);
+}
+
+/* An answer that runs on a worker; if the client leaves meanwhile, it goes nowhere. */
+struct vol_ctx {
+    struct wr_api *api;
+    struct wr_http_req *req;
+    char team[128];
+};
+
+static void vol_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct vol_ctx *v = data;
+    v->req = NULL;
+}
+
+static struct vol_ctx *vol_ctx_new(struct wr_api *api, struct wr_http_req *req, const char *team)
+{
+    struct vol_ctx *v = xcalloc(1, sizeof(*v));
+
+    v->api = api;
+    v->req = req;
+    snprintf(v->team, sizeof(v->team), "%s", team);
+    wr_http_req_set_data(req, v, vol_ctx_closed);
+    return v;
+}
+
+/* Take the request back from ctx (NULL if the client left) and free ctx. */
+static struct wr_http_req *vol_ctx_end(struct vol_ctx *v)
+{
+    struct wr_http_req *req = v->req;
+
+    if (req != NULL)
+        wr_http_req_set_data(req, NULL, NULL);
+    free(v);
+    return req;
+}
+
+static void create_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"name", NULL};
+    struct vol_ctx *v = wr_http_req_data(req);
+    struct wr_api *api = v->api;
+    char team[128];
+    struct wr_volume_rec rec;
+    struct wr_err err;
+    const char *name;
+    json_t *j, *nj;
+
+    snprintf(team, sizeof(team), "%s", v->team);
+    (void)vol_ctx_end(v);
+    j = api_parse_object(req, body, len);
+    if (j == NULL)
+        return;
+    nj = json_object_get(j, "name");
+    name = json_string_value(nj);
+    if (api_only_keys(req, j, allowed) < 0)
+        goto out;
+    if (name == NULL) {
+        wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
+        goto out;
+    }
+    if (wr_manager_volume_create(api->mgr, team, name, &rec, &err) < 0) {
+        api_error(req, &err);
+        goto out;
+    }
+    wr_http_respond_json(req, 201, volume_json(&rec));
+    wr_volume_rec_fini(&rec);
+out:
+    json_decref(j);
+}
+
+static void got(void *ctx, const struct wr_volume_rec *rec, uint64_t bytes,
+                const struct wr_err *err)
+{
+    struct wr_http_req *req = vol_ctx_end(ctx);
+    json_t *j;
+
+    if (req == NULL)
+        return;
+    if (err != NULL) {
+        api_error(req, err);
+        return;
+    }
+    j = volume_json(rec);
+    json_object_set_new(j, "disk_bytes", json_integer((json_int_t)bytes));
+    wr_http_respond_json(req, 200, j);
+}
+
+static void deleted(void *ctx, const struct wr_err *err)
+{
+    struct wr_http_req *req = vol_ctx_end(ctx);
+
+    if (req == NULL)
+        return;
+    if (err != NULL)
+        api_error(req, err);
+    else
+        wr_http_respond(req, 204, NULL, NULL, 0);
+}
+
+static void list(struct wr_api *api, struct wr_http_req *req, const char *team)
+{
+    struct wr_volume_rec *recs = NULL;
+    struct wr_err err;
+    size_t n = 0;
+    json_t *arr;
+
+    if (wr_store_volume_list(api->store, team, &recs, &n, &err) < 0) {
+        api_error(req, &err);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(arr, volume_json(&recs[i]));
+        wr_volume_rec_fini(&recs[i]);
+    }
+    free(recs);
+    wr_http_respond_json(req, 200, json_pack("{s:o}", "volumes", arr));
+}
+
+void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                 const struct api_route *rt)
+{
+    const char *method = wr_http_req_method(req);
+
+    if (rt->nseg == 1) {
+        if (strcmp(method, "POST") == 0) {
+            (void)vol_ctx_new(api, req, who->team);
+            wr_http_req_read_body(req, 4096, create_body);
+        } else if (strcmp(method, "GET") == 0) {
+            list(api, req, who->team);
+        } else {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
+        }
+        return;
+    }
+    if (rt->nseg == 2) {
+        if (strcmp(method, "GET") == 0)
+            wr_manager_volume_get(api->mgr, who->team, rt->seg[1], got,
+                                  vol_ctx_new(api, req, who->team));
+        else if (strcmp(method, "DELETE") == 0)
+            wr_manager_volume_delete(api->mgr, who->team, rt->seg[1], deleted,
+                                     vol_ctx_new(api, req, who->team));
+        else
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
+        return;
+    }
+    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
+                          wr_http_req_path(req));
+}
