@@ -34,6 +34,9 @@ int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+/* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
+int cli_template_oci(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

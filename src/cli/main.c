@@ -28,6 +28,7 @@ static const struct verb verbs[] = {
     {"shell", cmd_shell, "an interactive shell in a sandbox"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},
+    {"template", cmd_template, "make templates from OCI images (import, pull)"},
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},
 };

@@ -540,3 +540,32 @@ def test_pull_with_auth(d, c, work, image):
         basic.stop()
         silly.stop()
         tokens.stop()
+
+
+# ---- the CLI ------------------------------------------------------------------------------
+
+
+def test_cli_template_import_and_pull(d, c, image, registry, tmp_path):
+    from conftest import warren
+
+    env = {"WARREN_API_URL": d.url, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    r = warren("template", "import", image["oci_tar"], "--name", "cli-imp", "-o", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["layers"] == 2
+    with open(image["docker_tar"], "rb") as f:
+        r = warren("template", "import", "-", "--name", "cli-imp", "--replace", input=f.read(),
+                   env=env)
+    assert r.returncode == 0 and r.stdout.startswith(b"cli-imp: 2 layers"), r
+    r = warren("template", "import", image["oci_tar"], "--name", "cli-imp", env=env)
+    assert r.returncode != 0 and b"exists" in r.stderr, r
+    r = warren("template", "pull", "%s/test/img:zstd" % registry.host, "--name", "cli-pull",
+               "--insecure", env=env)
+    assert r.returncode == 0 and r.stdout.startswith(b"cli-pull: 2 layers"), r
+    run_check(c, "cli-pull")
+    r = warren("template", "pull", "%s/test/img:nope" % registry.host, "--name", "cli-nope",
+               "--insecure", env=env)
+    assert r.returncode != 0 and b"not_found" in r.stderr, r
+    r = warren("template", "pull", "x", env=env)
+    assert r.returncode == 2, r
+    for n in ("cli-imp", "cli-pull"):
+        delete_template(c, n)
