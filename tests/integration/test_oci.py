@@ -569,3 +569,34 @@ def test_cli_template_import_and_pull(d, c, image, registry, tmp_path):
     assert r.returncode == 2, r
     for n in ("cli-imp", "cli-pull"):
         delete_template(c, n)
+
+
+# ---- the SDK ------------------------------------------------------------------------------
+
+
+def test_sdk_template_import_and_pull(d, c, image, registry):
+    import warren
+
+    t = warren.Template.import_archive(image["oci_tar"], "sdk-imp", client=c)
+    assert t.name == "sdk-imp" and t.kind == "template" and t.layers == 2 and t.in_use == 0
+    assert t.size_bytes and t.created_at is not None
+    with pytest.raises(warren.ConflictError):
+        warren.Template.import_archive(image["oci_tar"], "sdk-imp", client=c)
+    t = warren.Template.import_archive(image["docker_tar"], "sdk-imp", replace=True, client=c)
+    assert t.layers == 2
+    with pytest.raises(warren.BadContentError) as e:
+        warren.Template.import_archive(BUSYBOX, "sdk-bad", client=c)
+    assert e.value.code == "bad_content" and e.value.status == 422
+    t = warren.Template.pull("%s/test/img:1" % registry.host, "sdk-pull", insecure=True, client=c)
+    assert t.layers == 2
+    with warren.Sandbox.create(template="sdk-pull", client=c, timeout=60) as sb:
+        assert sb.commands.run("cat /data/new.txt; echo $HELLO").stdout == "layer2\nworld\n"
+    with pytest.raises(warren.NotFoundError):
+        warren.Template.pull("%s/test/img:nope" % registry.host, "sdk-nope", insecure=True,
+                             client=c)
+    with pytest.raises(warren.UpstreamError) as e:
+        warren.Template.pull("127.0.0.1:%d/a/b:1" % free_port(), "sdk-nope", insecure=True,
+                             client=c)
+    assert e.value.status == 502
+    for n in ("sdk-imp", "sdk-pull"):
+        delete_template(c, n)

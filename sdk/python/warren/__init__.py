@@ -27,6 +27,7 @@ from .commands import CommandHandle, Commands, OutputCallback, Signal
 from .errors import (
     APIConnectionError,
     AuthenticationError,
+    BadContentError,
     CommandExitError,
     ConflictError,
     InvalidArgumentError,
@@ -40,6 +41,7 @@ from .errors import (
     TimeoutError,
     TooLargeError,
     UnsupportedError,
+    UpstreamError,
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
@@ -59,6 +61,7 @@ from .models import (
     VolumeInfo,
     VolumeMount,
 )
+from .oci import Template
 from .sandbox import Sandbox
 from .volume import Volume
 
@@ -77,6 +80,7 @@ __all__ = [
     "Volume",
     "VolumeInfo",
     "VolumeMount",
+    "Template",
     "Commands",
     "CommandHandle",
     "OutputCallback",
@@ -111,6 +115,8 @@ __all__ = [
     "ServerError",
     "SandboxError",
     "UnsupportedError",
+    "UpstreamError",
+    "BadContentError",
     "TimeoutError",
     "APIConnectionError",
     "CommandExitError",
