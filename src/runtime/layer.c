@@ -537,7 +537,8 @@ static int digest_entry(EVP_MD_CTX *h, const char *path, const char *rel, uint64
             }
             names[n++] = xstrdup(de->d_name);
         }
-        qsort(names, n, sizeof(char *), cmp_str);
+        if (n > 1) /* qsort of NULL is undefined, even for 0 items */
+            qsort(names, n, sizeof(char *), cmp_str);
         for (size_t i = 0; i < n; i++) {
             if (r == 0) {
                 _cleanup_free_ char *cp = xasprintf("%s/%s", path, names[i]);

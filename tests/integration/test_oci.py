@@ -395,8 +395,12 @@ def test_import_digest_mismatch_and_unsafe_layers(d, c, tmp_path):
             [ti("/abs.txt", data=b"x")],
             # A symlink out of the tree, then a file through it.
             [ti("evil", tarfile.SYMTYPE, link=str(outside)), ti("evil/x.txt", data=b"x")],
-            # A hard link to a file outside.
+            # A hard link to a file outside, to a directory, to nothing.
             [ti("h", tarfile.LNKTYPE, link="../../../../etc/passwd")],
+            [ti("d/", tarfile.DIRTYPE, mode=0o755), ti("h", tarfile.LNKTYPE, link="d")],
+            [ti("h", tarfile.LNKTYPE, link="missing")],
+            # A whiteout of nothing nameable.
+            [ti("dir/.wh..", data=b"")],
         ):
             r = import_bytes(c, oci_archive([ok, tar_bytes(bad)]), "unsafe", 422)
             assert r.json()["code"] == "bad_content", r.json()
