@@ -59,7 +59,7 @@ LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # (OCI archives and registries).
 DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lseccomp -larchive -lcurl
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
@@ -69,7 +69,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
 IMAGE      := $(BUILD)/images/busybox
 
-.PHONY: all test unit fuzz-replay integration asan fuzz format format-check check-layers clean image bench
+.PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
 all: $(DAEMON) $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
 
@@ -143,7 +143,13 @@ fuzz-replay: $(FUZZ_BINS)
 integration: all
 	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
 
+# The E2B and Novita SDKs, unchanged, against warrend (node's test runner; scripts/deps.sh test
+# installs them into tests/compat/node_modules). One SDK at a time: each starts a daemon.
+compat: all
+	WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 tests/compat/
+
 test: all unit fuzz-replay integration
+	$(MAKE) --no-print-directory compat
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 test

@@ -8,6 +8,7 @@
 #include "http.h"
 
 struct wr_images;
+struct wr_e2b;
 
 struct wr_api {
     struct wr_manager *mgr;
@@ -15,7 +16,15 @@ struct wr_api {
     struct wr_store *store;
     uv_loop_t *loop;
     const char *version;
+    struct wr_e2b *e2b; /* the E2B-compatible API's state (wr_api_e2b_open), or NULL: off */
 };
 
 /* The server's handler: ctx is a struct wr_api. */
 void wr_api_handle(struct wr_http_req *req, void *ctx);
+
+/* Serve the E2B-compatible API (docs/e2b.md) on the same listeners: load the secret that envd
+ * access tokens derive from from <state_dir>/e2b.secret (made, 32 random bytes, mode 0600, if
+ * missing). Returns 0 or -1 with err. */
+int wr_api_e2b_open(struct wr_api *api, const char *state_dir, struct wr_err *err);
+/* Free its state (after the HTTP server stopped). NULL-safe on api->e2b. */
+void wr_api_e2b_close(struct wr_api *api);

@@ -20,6 +20,13 @@ struct api_route {
     char buf[8192];
 };
 
+/* Authenticate a request by its key (Authorization: Bearer or X-API-Key; none is the admin on
+ * the unix socket). Returns 0 with *who filled, or -1 having answered 401. */
+int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who);
+
+/* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
+bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
+
 /* Map an error kind to an HTTP status and answer with it. */
 void api_error(struct wr_http_req *req, const struct wr_err *err);
 int api_status_of(enum wr_err_kind kind);
@@ -30,6 +37,23 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r);
 void api_time(int64_t ms, char out[32]);
 /* JSON of a process. */
 json_t *api_proc_json(struct wr_proc *p);
+
+/* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
+ * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
+struct wr_buf;
+void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const uint8_t *p,
+                     size_t n, bool final);
+
+/* body[key], if present and not null, must be an object of at most 256 strings (keys 1 to 256
+ * bytes, values at most 64 KiB; env keys without '='): *out is its compact JSON (free it), or
+ * NULL if absent. Returns 0, or -1 having answered 400. */
+int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out);
+
+/* body[key]: [{"name", "path", "readonly"?}] into v (at most WR_MAX_VOLUMES, pointing into
+ * body); absent or null: none. Paths and names are checked by the manager. Returns 0, or -1
+ * having answered 400. */
+int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
+                    struct wr_volume_mount *v, size_t *n);
 
 /* Parse a JSON object body; on failure answers 400 and returns NULL. */
 json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
@@ -56,6 +80,11 @@ void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_calle
               struct wr_msb *sb, const struct api_route *rt);
 void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                struct wr_msb *sb, const struct api_route *rt);
+/* Answer with the whole file at path in the sandbox (200 application/octet-stream with its
+ * length), read as user (NULL: the image's user) on a connection of its own; errors as
+ * api_error. */
+void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
+                       const char *user);
 void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
               const struct api_route *rt);
 /* h_images.c: /v1/templates, /v1/snapshots, and POST /v1/sandboxes/{id}/snapshots and /fork
@@ -69,6 +98,8 @@ json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r);
 /* h_oci.c: POST /v1/templates/import and /v1/templates/pull. */
 void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
              const struct api_route *rt);
+/* h_build.c: POST /v1/templates/build. */
+void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
 void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);
 void api_fork_body(struct wr_http_req *req, const char *body, size_t len);
 void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,

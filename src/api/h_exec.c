@@ -53,8 +53,8 @@ static int utf8_seq(const uint8_t *p, size_t n)
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
-static void utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const uint8_t *p,
-                        size_t n, bool final)
+void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const uint8_t *p,
+                     size_t n, bool final)
 {
     uint8_t tmp[8];
     size_t i = 0;
@@ -218,7 +218,7 @@ static json_t *data_json(struct exec_st *e, int idx, const uint8_t *p, size_t n,
     if (e->b64)
         return b64_json(p, n);
     wr_buf_init(&tmp);
-    utf8_append(&tmp, e->carry[idx], &e->ncarry[idx], p, n, final);
+    api_utf8_append(&tmp, e->carry[idx], &e->ncarry[idx], p, n, final);
     j = json_stringn((const char *)tmp.data, tmp.len);
     wr_buf_fini(&tmp);
     return j ? j : json_string("");

@@ -566,7 +566,7 @@ static void xfer_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
 
 static void suffix_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
 
-static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *x)
+static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *x, const char *user)
 {
     struct wr_agent_config ac = {.loop = wr_msb_loop(sb),
                                  .fd = -1,
@@ -580,8 +580,8 @@ static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *
     x->req = req;
     x->sb = sb;
     wr_msb_ref(sb);
-    if (wr_http_req_query(req, "user") != NULL)
-        x->user = xstrdup(wr_http_req_query(req, "user"));
+    if (user != NULL)
+        x->user = xstrdup(user);
     wr_http_req_set_data(req, x, xfer_closed);
     if (ac.path == NULL || wr_agent_open(&ac, &x->agent, &err) < 0) {
         if (ac.path == NULL)
@@ -670,6 +670,17 @@ static void suffix_ready(struct wr_agent *a, const struct wr_err *err, void *ctx
         xfer_fail(x, &e2);
 }
 
+void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
+                       const char *user)
+{
+    struct xfer *x = xcalloc(1, sizeof(*x));
+
+    x->kind = XFER_READ;
+    x->path = xstrdup(path);
+    x->length = -1;
+    xfer_start(req, sb, x, user);
+}
+
 void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                struct wr_msb *sb, const struct api_route *rt)
 {
@@ -701,7 +712,7 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
                 }
                 x->ranged = true;
             }
-            xfer_start(req, sb, x);
+            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
             return;
         }
         if (strcmp(method, "PUT") == 0) {
@@ -721,7 +732,7 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
                     return;
                 }
             }
-            xfer_start(req, sb, x);
+            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
             return;
         }
         if (strcmp(method, "DELETE") == 0) {
@@ -747,7 +758,7 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
             x->kind = XFER_WATCH;
             x->path = xstrdup(path);
             x->recursive = bool_param(req, "recursive", false);
-            xfer_start(req, sb, x);
+            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
             return;
         }
         o = op_begin(req, sb, strcmp(sub, "stat") == 0 ? WR_MSG_FILE_STAT : WR_MSG_FILE_LIST, path,

@@ -130,14 +130,18 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
             list_templates(api, req);
         return;
     }
+    if (rt->nseg == 2 && strcmp(rt->seg[1], "build") == 0 && strcmp(method, "POST") == 0) {
+        api_build(api, req, who);
+        return;
+    }
+    if (rt->nseg == 2 && strcmp(method, "POST") == 0 &&
+        (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
+        api_oci(api, req, who, rt);
+        return;
+    }
     if (rt->nseg != 2) {
         wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
                               wr_http_req_path(req));
-        return;
-    }
-    if (strcmp(method, "POST") == 0 &&
-        (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
-        api_oci(api, req, who, rt);
         return;
     }
     if (strcmp(method, "GET") == 0) {

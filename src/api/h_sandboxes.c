@@ -120,8 +120,7 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
     free(c);
 }
 
-/* A JSON object whose values are all strings (env, metadata); NULL with an answer if not. */
-static int string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
+int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
 {
     json_t *m = json_object_get(body, key);
     const char *k;
@@ -138,7 +137,8 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
     {
         if (!json_is_string(v) || k[0] == '\0' || strlen(k) > 256 ||
             json_string_length(v) > 65536 ||
-            (strcmp(key, "env") == 0 && (strchr(k, '=') != NULL))) {
+            ((strcmp(key, "env") == 0 || strcmp(key, "envVars") == 0) &&
+             (strchr(k, '=') != NULL))) {
             wr_http_respond_error(req, 400, "invalid", "`%s.%s` must be a string", key, k);
             return -1;
         }
@@ -151,19 +151,18 @@ static int string_map(struct wr_http_req *req, json_t *body, const char *key, ch
     return 0;
 }
 
-/* "volumes": [{"name", "path", "readonly"}] into v (pointing into body). Paths and names are
- * checked by the manager. Returns 0, or -1 having answered 400. */
-static int volume_list(struct wr_http_req *req, json_t *body, struct wr_volume_mount *v, size_t *n)
+int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
+                    struct wr_volume_mount *v, size_t *n)
 {
     static const char *const allowed[] = {"name", "path", "readonly", NULL};
-    json_t *a = json_object_get(body, "volumes"), *m;
+    json_t *a = json_object_get(body, key), *m;
     size_t i;
 
     *n = 0;
     if (a == NULL || json_is_null(a))
         return 0;
     if (!json_is_array(a)) {
-        wr_http_respond_error(req, 400, "invalid", "`volumes` must be an array");
+        wr_http_respond_error(req, 400, "invalid", "`%s` must be an array", key);
         return -1;
     }
     if (json_array_size(a) > WR_MAX_VOLUMES) {
@@ -176,16 +175,16 @@ static int volume_list(struct wr_http_req *req, json_t *body, struct wr_volume_m
         json_t *ro = json_object_get(m, "readonly");
         if (!json_is_object(m) || api_only_keys(req, m, allowed) < 0) {
             if (!json_is_object(m))
-                wr_http_respond_error(req, 400, "invalid", "`volumes[%zu]` must be an object", i);
+                wr_http_respond_error(req, 400, "invalid", "`%s[%zu]` must be an object", key, i);
             return -1;
         }
         v[i].name = json_string_value(json_object_get(m, "name"));
         v[i].path = json_string_value(json_object_get(m, "path"));
         if (v[i].name == NULL || v[i].path == NULL || (ro != NULL && !json_is_boolean(ro))) {
             wr_http_respond_error(req, 400, "invalid",
-                                  "`volumes[%zu]` needs a string `name` and `path`, and "
+                                  "`%s[%zu]` needs a string `name` and `path`, and "
                                   "`readonly` is a boolean",
-                                  i);
+                                  key, i);
             return -1;
         }
         v[i].readonly = json_is_true(ro);
@@ -252,9 +251,9 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
         }
         cr.on_timeout_pause = strcmp(p, "pause") == 0;
     }
-    if (string_map(req, j, "env", &env) < 0 || string_map(req, j, "metadata", &meta) < 0)
+    if (api_string_map(req, j, "env", &env) < 0 || api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
-    if (volume_list(req, j, vols, &cr.n_volumes) < 0)
+    if (api_volume_list(req, j, "volumes", vols, &cr.n_volumes) < 0)
         goto out;
     cr.volumes = vols;
     cr.env_json = env;

@@ -156,6 +156,7 @@ struct wr_http_req {
     int64_t resp_left; /* fixed-length responses: body bytes still owed */
     void (*on_drain)(struct wr_http_req *req);
     bool drain_armed;
+    bool numeric_errors; /* wr_http_respond_error writes the status as `code` (E2B's shape) */
 };
 
 struct wr_ws {
@@ -1591,7 +1592,15 @@ void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j)
 
 static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg)
 {
-    wr_http_respond_json(r, status, json_pack("{s:s, s:s}", "code", code, "message", msg));
+    if (r->numeric_errors)
+        wr_http_respond_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
+    else
+        wr_http_respond_json(r, status, json_pack("{s:s, s:s}", "code", code, "message", msg));
+}
+
+void wr_http_req_numeric_errors(struct wr_http_req *req)
+{
+    req->numeric_errors = true;
 }
 
 void wr_http_respond_error(struct wr_http_req *req, int status, const char *code, const char *fmt,

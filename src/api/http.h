@@ -94,6 +94,10 @@ void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j);
 void wr_http_respond_error(struct wr_http_req *req, int status, const char *code, const char *fmt,
                            ...) __attribute__((format(printf, 4, 5)));
 
+/* From now on wr_http_respond_error answers {"code": <status int>, "message": ...} for this
+ * request (the shape of the E2B API), whatever code string it is given. */
+void wr_http_req_numeric_errors(struct wr_http_req *req);
+
 /* A streamed response: with content_length >= 0 a fixed length, else chunked. */
 void wr_http_resp_start(struct wr_http_req *req, int status, const char *content_type,
                         int64_t content_length);

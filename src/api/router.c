@@ -170,7 +170,7 @@ static const char *presented_key(struct wr_http_req *req)
     return wr_http_req_header(req, "X-API-Key");
 }
 
-static int authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who)
+int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who)
 {
     const char *key = presented_key(req);
     struct wr_key_info ki;
@@ -207,6 +207,9 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     struct api_route rt;
     struct wr_caller who;
 
+    /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. */
+    if (e2b_handle(api, req))
+        return;
     if (strcmp(path, "/v1/health") == 0) {
         if (strcmp(method, "GET") != 0) {
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
@@ -219,7 +222,7 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
         return;
     }
-    if (authenticate(api, req, &who) < 0)
+    if (api_authenticate(api, req, &who) < 0)
         return;
 
     if (rt.nseg == 1 && strcmp(rt.seg[0], "version") == 0) {

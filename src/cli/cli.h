@@ -33,8 +33,10 @@ int cmd_resume(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
-int cmd_volume(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
 /* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
 int cli_template_oci(int argc, char **argv);
 

@@ -99,10 +99,12 @@ static void print_sandbox(const json_t *s)
     if (json_string_value(json_object_get(s, "on_timeout")))
         printf("on_timeout: %s\n", json_string_value(json_object_get(s, "on_timeout")));
     if (json_string_value(json_object_get(s, "paused_mode"))) {
+        const char *mode = json_string_value(json_object_get(s, "paused_mode"));
         json_int_t left = json_integer_value(json_object_get(s, "remaining_ms"));
-        printf("paused:     in %s, %lld.%03llds left on the clock (stopped)\n",
-               json_string_value(json_object_get(s, "paused_mode")), (long long)(left / 1000),
-               (long long)(left % 1000));
+        printf("paused:     %s%s, %lld.%03llds left on the clock (stopped)\n",
+               strcmp(mode, "disk") == 0 ? "" : "in ",
+               strcmp(mode, "disk") == 0 ? "to disk (processes stopped, files kept)" : mode,
+               (long long)(left / 1000), (long long)(left % 1000));
     }
     json_object_foreach((json_t *)json_object_get(s, "metadata"), k, v)
         printf("metadata:   %s=%s\n", k, json_string_value(v) ?: "");
@@ -121,7 +123,8 @@ static void create_usage(FILE *f)
 {
     fprintf(f, "usage: warren create [options]\n\n"
                "Start a sandbox and print its id.\n\n"
-               "  --template NAME        template (default: the server's, base)\n"
+               "  --template NAME        template or snapshot (id or name) to start from\n"
+               "                         (default: the server's, base)\n"
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
                "  --memory SIZE          memory, e.g. 512M, 2G (default 512M)\n"
                "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
@@ -588,30 +591,56 @@ int cmd_timeout(int argc, char **argv)
 
 int cmd_pause(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        {"disk", no_argument, NULL, 'd'},
+        {"memory", no_argument, NULL, 'm'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     struct cli_http *http = NULL;
     _cleanup_free_ char *target = NULL;
     json_t *body, *sb = NULL;
+    const char *mode = "memory", *got;
     struct wr_err err;
     bool json = false;
-    int rc, i = cli_simple_opts(
-                "pause",
-                "usage: warren pause ID [-o json]\n\n"
-                "Pause a sandbox in memory: every process stops where it is and keeps\n"
-                "its memory, and the deadline's clock stops. `warren resume` goes on.\n",
-                argc, argv, &json, &rc);
+    int c, rc;
 
-    if (i < 0)
-        return rc;
-    if (argc - i != 1) {
-        cli_errorf("pause: want exactly one sandbox id (usage: warren pause ID [-o json])");
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            mode = "disk";
+            break;
+        case 'm':
+            mode = "memory";
+            break;
+        case 'o':
+            if (cli_output_arg("pause", optarg, &json) < 0)
+                return CLI_EXIT_USAGE;
+            break;
+        case 'h':
+            printf("usage: warren pause [--disk] ID [-o json]\n\n"
+                   "Pause a sandbox; its deadline's clock stops. `warren resume` goes on.\n"
+                   "  (default) in memory: every process stops where it is and keeps its\n"
+                   "            memory; resume thaws the same processes\n"
+                   "  --disk    to disk: the files are kept, the processes end and the memory\n"
+                   "            is freed; resume starts fresh processes on the same files\n");
+            return 0;
+        default:
+            return cli_bad_option("pause", argv);
+        }
+    }
+    if (argc - optind != 1) {
+        cli_errorf("pause: want exactly one sandbox id (usage: warren pause [--disk] ID)");
         return CLI_EXIT_USAGE;
     }
-    if (!cli_check_id("pause", argv[i]))
+    if (!cli_check_id("pause", argv[optind]))
         return CLI_EXIT_USAGE;
     if ((http = cli_connect_or_complain("pause")) == NULL)
         return CLI_EXIT_FAIL;
-    target = xasprintf("/v1/sandboxes/%s/pause", argv[i]);
-    body = json_pack("{s:s}", "mode", "memory");
+    target = xasprintf("/v1/sandboxes/%s/pause", argv[optind]);
+    body = json_pack("{s:s}", "mode", mode);
     rc = cli_api(http, "POST", target, body, &sb, &err) < 0 ? CLI_EXIT_FAIL : 0;
     json_decref(body);
     cli_http_close(http);
@@ -622,9 +651,19 @@ int cmd_pause(int argc, char **argv)
     if (json) {
         cli_print_json(sb);
     } else {
+        /* Say what the server did, not what was asked. */
         json_int_t left = json_integer_value(json_object_get(sb, "remaining_ms"));
-        printf("%s paused in memory, %lld.%03llds left on its clock\n", argv[i],
-               (long long)(left / 1000), (long long)(left % 1000));
+        got = json_string_value(json_object_get(sb, "paused_mode"));
+        if (got != NULL && strcmp(got, "disk") == 0)
+            printf("%s paused to disk: processes stopped, files kept; %lld.%03llds left on its "
+                   "clock\n",
+                   argv[optind], (long long)(left / 1000), (long long)(left % 1000));
+        else if (got != NULL && strcmp(got, "memory") == 0)
+            printf("%s paused in memory, %lld.%03llds left on its clock\n", argv[optind],
+                   (long long)(left / 1000), (long long)(left % 1000));
+        else
+            printf("%s paused (%s), %lld.%03llds left on its clock\n", argv[optind],
+                   got ? got : "mode unknown", (long long)(left / 1000), (long long)(left % 1000));
     }
     json_decref(sb);
     return 0;
@@ -664,7 +703,9 @@ int cmd_resume(int argc, char **argv)
         case 'h':
             printf("usage: warren resume ID [--timeout SECS] [-o json]\n\n"
                    "Resume a paused sandbox. It expires after the time it had left (its whole\n"
-                   "timeout if its deadline paused it), or SECS seconds from now.\n");
+                   "timeout if its deadline paused it), or SECS seconds from now. After a\n"
+                   "pause in memory its processes go on; after a pause to disk it runs new\n"
+                   "ones on the kept files. The line printed says which.\n");
             rc = 0;
             goto out;
         default:
@@ -687,11 +728,20 @@ int cmd_resume(int argc, char **argv)
         cli_errorf("resume: %s", err.msg);
         goto out;
     }
-    if (json)
+    if (json) {
         cli_print_json(sb);
-    else
-        printf("%s running, expires at %s\n", argv[optind],
-               json_string_value(json_object_get(sb, "expires_at")) ?: "?");
+    } else {
+        json_t *kept = json_object_get(sb, "processes_kept");
+        const char *exp = json_string_value(json_object_get(sb, "expires_at")) ?: "?";
+        if (json_is_false(kept))
+            printf("%s running with new processes (paused to disk: files kept, the old "
+                   "processes ended), expires at %s\n",
+                   argv[optind], exp);
+        else if (json_is_true(kept))
+            printf("%s running, processes kept, expires at %s\n", argv[optind], exp);
+        else
+            printf("%s running, expires at %s\n", argv[optind], exp);
+    }
     rc = 0;
 out:
     cli_http_close(http);

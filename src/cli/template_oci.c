@@ -221,16 +221,3 @@ int cli_template_oci(int argc, char **argv)
     }
     return do_pull(argv[optind], name, user, pw_stdin, insecure, replace, json);
 }
-
-/* Until `warren template` (list, show, delete) lands, the verb has only these two. */
-int cmd_template(int argc, char **argv)
-{
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(TEMPLATE_OCI_USAGE, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_EXIT_USAGE : 0;
-    }
-    if (strcmp(argv[1], "import") == 0 || strcmp(argv[1], "pull") == 0)
-        return cli_template_oci(argc - 1, argv + 1);
-    cli_errorf("template: unknown command `%s` (want import or pull)", argv[1]);
-    return CLI_EXIT_USAGE;
-}

@@ -19,6 +19,13 @@ struct wr_manager {
     bool closing;
 };
 
+/* A delete that waits for a sandbox that is ending to be gone. */
+struct wr_delete_waiter {
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+    struct wr_delete_waiter *next;
+};
+
 struct wr_msb {
     struct wr_manager *m;
     struct wr_msb *hnext; /* hash chain */
@@ -32,8 +39,9 @@ struct wr_msb {
     /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init
      * does not read, so a request would wait for the thaw, or time out wrongly). */
     bool paused;
-    bool busy;             /* a create, freeze, thaw or destroy of it runs on a worker */
-    bool on_disk;          /* paused to disk: no processes (rt NULL), files in its home */
+    bool busy;    /* a create, freeze, thaw or destroy of it runs on a worker */
+    bool on_disk; /* paused to disk: no processes (rt NULL), files in its home */
+    struct wr_delete_waiter *delete_waiters;
     bool on_timeout_pause; /* the deadline pauses instead of killing */
     uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;   /* wall clock, while running */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../runtime/layer.h"
@@ -117,7 +118,7 @@ void wr_image_fini(struct wr_image *img)
     memset(img, 0, sizeof(*img));
 }
 
-static bool valid_name(const char *s)
+bool wr_images_name_valid(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > 64 || s[0] == '.')
@@ -168,7 +169,7 @@ int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, s
     struct wr_image_rec rec = {0};
 
     memset(out, 0, sizeof(*out));
-    if (!valid_name(ref))
+    if (!wr_images_name_valid(ref))
         return wr_err_set(err, WR_EINVAL, 0, "template name `%s` is not valid", ref);
     if (wr_store_image_get(im->store, team, ref, &rec, err) < 0) {
         if (err->kind != WR_ENOTFOUND)
@@ -204,7 +205,7 @@ int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n)
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
         _cleanup_free_ char *rootfs = NULL;
         struct stat st;
-        if (de->d_name[0] == '.' || !valid_name(de->d_name))
+        if (de->d_name[0] == '.' || !wr_images_name_valid(de->d_name))
             continue;
         rootfs = xasprintf("%s/%s/rootfs", im->templates_dir, de->d_name);
         if (stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -304,6 +305,11 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
     if (wr_store_layers_size(im->store, img->layers_json, &size, err) < 0)
         return -1;
     img->size_bytes = size;
+    if (img->created_ms == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        img->created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
     r = wr_store_image_insert(im->store, img, err);
     if (r < 0)
         wr_images_gc(im); /* the layer may be referenced by nothing now */

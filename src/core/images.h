@@ -87,5 +87,8 @@ int wr_images_delete(struct wr_images *im, const char *team, const char *kind, c
  * it after anything that may drop a reference (an image deleted, a sandbox ended). */
 void wr_images_gc(struct wr_images *im);
 
+/* 1 to 64 of [A-Za-z0-9._-], not starting with `.`. */
+bool wr_images_name_valid(const char *name);
+
 /* A random id: prefix + 16 characters of [a-z0-9]. */
 char *wr_images_new_id(const char *prefix);

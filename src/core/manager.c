@@ -333,6 +333,17 @@ static void destroy_done(uv_work_t *w, int status)
     table_del(m, d->sb);
     if (d->cb != NULL)
         d->cb(d->ctx, NULL);
+    /* Deletes asked for while it ended (a deadline, say) forget the record now. */
+    while (d->sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = d->sb->delete_waiters;
+        struct wr_err *e = NULL;
+        d->sb->delete_waiters = dw->next;
+        if (!m->closing && d->final_state != NULL &&
+            wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0 && e2.kind != WR_ENOTFOUND)
+            e = &e2;
+        dw->cb(dw->ctx, e);
+        free(dw);
+    }
     wr_msb_unref(d->sb); /* the table's reference */
     if (!m->closing)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
@@ -589,6 +600,20 @@ static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, stru
     return 0;
 }
 
+/* A build's context, read-only at WR_BUILD_CONTEXT (never recorded: a build's sandboxes are
+ * not paused or kept). */
+static int add_context_mount(struct start_spec *ss, const char *dir, struct wr_err *err)
+{
+    if (dir == NULL)
+        return 0;
+    if (ss->n_mounts >= WR_MAX_MOUNTS)
+        return wr_err_set(err, WR_EINVAL, 0, "too many mounts");
+    ss->mounts = xrealloc(ss->mounts, (ss->n_mounts + 1) * sizeof(*ss->mounts));
+    ss->mounts[ss->n_mounts++] = (struct wr_mount_spec){
+        .host_dir = xstrdup(dir), .target = xstrdup(WR_BUILD_CONTEXT), .readonly = true};
+    return 0;
+}
+
 struct create_work {
     uv_work_t w;
     struct wr_manager *m;
@@ -671,8 +696,19 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                    m->cfg.max_timeout_s);
         goto fail;
     }
-    if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0)
+    if (req->image_json != NULL) {
+        json_t *j = json_loads(req->image_json, 0, NULL);
+        img.layers = json_incref(json_object_get(j, "layers"));
+        img.config = json_incref(json_object_get(j, "config"));
+        img.name = xstrdup(tname);
+        json_decref(j);
+        if (!json_is_array(img.layers) || !json_is_object(img.config)) {
+            wr_err_set(&err, WR_EINTERNAL, 0, "create: a malformed image");
+            goto fail;
+        }
+    } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
         goto fail;
+    }
     if (req->idem_key != NULL) {
         struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
         if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
@@ -736,6 +772,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->rec.volumes_json,
                             &err) < 0 ||
         start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+        add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         wr_sandbox_rec_fini(&c->rec);
         start_spec_fini(&c->ss);
@@ -806,8 +843,18 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
-        if ((!sb->alive && !(sb->on_disk && !sb->busy)) || sb->ending) {
-            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created or deleted", id);
+        if (sb->ending) {
+            /* It is ending already (its deadline, its init's death, another delete): forget
+             * it once it is gone. */
+            struct wr_delete_waiter *dw = xcalloc(1, sizeof(*dw));
+            dw->cb = cb;
+            dw->ctx = ctx;
+            dw->next = sb->delete_waiters;
+            sb->delete_waiters = dw;
+            return;
+        }
+        if (!sb->alive && !(sb->on_disk && !sb->busy)) {
+            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created", id);
             cb(ctx, &err);
             return;
         }
@@ -906,6 +953,12 @@ static void msb_let_go(struct wr_msb *sb)
             sb->pending_end.cb(sb->pending_end.ctx, &why);
         free(sb->pending_end.final_state);
         free(sb->pending_end.reason);
+    }
+    while (sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = sb->delete_waiters;
+        sb->delete_waiters = dw->next;
+        dw->cb(dw->ctx, &why);
+        free(dw);
     }
     wr_msb_unref(sb);
 }

@@ -71,7 +71,14 @@ struct wr_create_req {
     bool on_timeout_pause;     /* at the deadline, pause (in memory) instead of killing */
     const struct wr_volume_mount *volumes; /* of the team; at most WR_MAX_VOLUMES */
     size_t n_volumes;
+    /* Internal (builds): start from this image ({"layers": [...], "config": {...}}) instead of
+     * resolving template_name, which is then only recorded. */
+    const char *image_json;
+    /* Internal (builds): a host directory mounted read-only at WR_BUILD_CONTEXT. */
+    const char *context_dir;
 };
+/* Under /tmp, a tmpfs of its own: the mount point is not captured into the step's layer. */
+#define WR_BUILD_CONTEXT "/tmp/.warren-build-context"
 
 /* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
  * existed: an idempotency key matched an earlier create. retry_after_s: set with WR_ELIMIT. */
@@ -152,6 +159,43 @@ typedef void (*wr_manager_fork_cb)(void *ctx, struct wr_sandbox_rec *recs, size_
  * snapshot's record is dropped once the copies are made; they hold its layer. */
 void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_manager_fork_cb cb,
                      void *ctx);
+
+/* ---- template builds (src/core/build.c) ------------------------------------------------------ */
+
+struct wr_build_req {
+    const char *team;
+    const char *name;            /* the template to make */
+    const char *dockerfile;      /* the Dockerfile subset (dockerfile.h), or NULL: in the context */
+    const char *dockerfile_path; /* with no dockerfile: its path in the context ("Dockerfile") */
+    /* The build context for COPY: a tar archive (plain, gzip or zstd), removed when the build
+     * ends; or NULL (COPY then fails). */
+    const char *context_tar;
+    bool replace;            /* replace a template of that name (else WR_ECONFLICT) */
+    uint32_t step_timeout_s; /* 0: 3600 */
+    uint32_t cpu_millis;     /* of each step's sandbox; 0: default */
+    uint64_t memory_bytes;   /* 0: default */
+};
+/* Where a build failed: step is 1-based (0: before any step ran), line in the Dockerfile;
+ * exit_code and signal of the step's command when it ran and failed. */
+struct wr_build_fail {
+    unsigned step, line;
+    int64_t exit_code, signal;
+};
+struct wr_build_events {
+    /* Step i (0-based) of n, at line, starts; cached: its layer comes from the cache. */
+    void (*on_step)(void *ctx, size_t i, size_t n, unsigned line, const char *text, bool cached);
+    /* Output of the step's command (stream 1 stdout, 2 stderr). */
+    void (*on_output)(void *ctx, int stream, const uint8_t *p, size_t len);
+    /* The end: the template made (valid during the call), or err (fail set when a step or a
+     * line is to blame). Called once; ctx is not used after it. */
+    void (*on_done)(void *ctx, const struct wr_image_rec *tpl, const struct wr_build_fail *fail,
+                    const struct wr_err *err);
+};
+/* Build a template: FROM resolves like a create; RUN and WORKDIR run in a sandbox of the image
+ * so far (cached by a key chained over the base image and every step); ENV and USER change its
+ * config. The events may come before this returns (a parse error, a fully cached build). */
+void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
+                      const struct wr_build_events *ev, void *ctx);
 
 /* The running sandbox `id` of team (NULL: any): WR_ENOTFOUND, or WR_ECONFLICT if it is not
  * running (a paused one: "sandbox `id` is paused"). The pointer is valid until the loop next

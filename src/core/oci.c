@@ -262,6 +262,22 @@ int wr_oci_check(struct wr_manager *m, const struct wr_oci_request *req, struct 
                           "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not "
                           "starting with `.` or `snap-`",
                           req->name ? req->name : "");
+    {
+        char **dirs = NULL;
+        size_t n = 0;
+        bool dir = false;
+        (void)wr_images_dir_names(m->cfg.images, &dirs, &n);
+        for (size_t i = 0; i < n; i++) {
+            dir = dir || strcmp(dirs[i], req->name) == 0;
+            free(dirs[i]);
+        }
+        free(dirs);
+        /* A template of the store would hide it, and it cannot be replaced through the API. */
+        if (dir)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "template `%s` is a directory in the host's templates directory",
+                              req->name);
+    }
     if (wr_store_image_get(m->cfg.store, req->team, req->name, &other, NULL) == 0) {
         bool taken = !req->replace || strcmp(other.kind, "template") != 0 ||
                      (!req->admin && strcmp(other.team, req->team) != 0);

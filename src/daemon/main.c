@@ -229,12 +229,15 @@ static void server_stopped(void *arg)
     uv_close((uv_handle_t *)&pool_timer, handle_closed);
 }
 
+static struct wr_api *the_api;
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
     uv_timer_stop(&pool_timer);
+    wr_api_e2b_close(the_api);
     wr_manager_close(manager);
     manager = NULL;
     wr_http_server_stop(server, server_stopped, NULL);
@@ -253,7 +256,7 @@ int main(int argc, char **argv)
     struct wr_store *store = NULL;
     struct wr_images *images = NULL;
     struct wr_err err;
-    struct wr_api api;
+    struct wr_api api = {0};
     char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL;
     int port = 0, rc = 1;
     uv_loop_t *loop;
@@ -351,6 +354,12 @@ int main(int argc, char **argv)
     }
     api = (struct wr_api){
         .mgr = manager, .images = images, .store = store, .loop = loop, .version = WARREN_VERSION};
+    the_api = &api;
+    if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        wr_manager_close(manager);
+        goto out;
+    }
     {
         struct wr_http_config hc = {
             .loop = loop,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Layers and images (templates and snapshots) in the store. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,7 @@ int wr_store_layers_unreferenced(struct wr_store *s, char ***out, size_t *n, str
         wr__stmt(s, WR_ST_LAYER_UNREF,
                  "SELECT digest FROM layers WHERE digest NOT IN ("
                  " SELECT j.value FROM images, json_each(images.layers_json) AS j"
+                 " UNION SELECT digest FROM build_cache"
                  " UNION SELECT j.value FROM sandboxes,"
                  "  json_each(CASE WHEN json_type(sandboxes.image_json, '$.layers') = 'array'"
                  "   THEN json_extract(sandboxes.image_json, '$.layers') ELSE '[]' END) AS j"
@@ -238,5 +240,42 @@ int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struc
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "count users of image %s", name);
     *n = sqlite3_column_int64(st, 0);
+    return 0;
+}
+
+int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
+                             struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
+        s, WR_ST_CACHE_PUT,
+        "INSERT OR REPLACE INTO build_cache (key, digest, created_ms) VALUES (?1, ?2, ?3)", err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, key);
+    wr__bind_text(st, 2, digest);
+    wr__bind_int64(st, 3, wr__now_ms());
+    return wr__step_done(s->db, st, "cache a build step", err);
+}
+
+int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80],
+                             struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_CACHE_GET,
+                 "SELECT c.digest FROM build_cache AS c JOIN layers AS l ON l.digest = c.digest"
+                 " WHERE c.key = ?1",
+                 err);
+    int rc;
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, key);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE)
+        return wr_err_set(err, WR_ENOTFOUND, 0, "no cached step %s", key);
+    if (rc != SQLITE_ROW)
+        return wr__store_fail(s->db, err, "read the build cache");
+    snprintf(digest, 80, "%s", (const char *)sqlite3_column_text(st, 0));
     return 0;
 }

@@ -125,11 +125,17 @@ static const char migration_4[] =
     "ALTER TABLE sandboxes ADD COLUMN volumes_json TEXT NOT NULL DEFAULT '[]' CHECK (\n"
     "    CASE WHEN json_valid(volumes_json) THEN json_type(volumes_json) = 'array' ELSE 0 END);\n";
 
+/* Version 5: the build cache. A row names the layer a build step made (key: a SHA-256 chained
+ * over the base image and every step up to it); the layer stays in the store while the row
+ * does (see wr_store_layers_unreferenced). */
+static const char migration_5[] = "CREATE TABLE build_cache (\n"
+                                  "    key TEXT PRIMARY KEY NOT NULL CHECK (length(key) = 64),\n"
+                                  "    digest TEXT NOT NULL,\n"
+                                  "    created_ms INTEGER NOT NULL\n"
+                                  ");\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1},
-    {2, migration_2},
-    {3, migration_3},
-    {4, migration_4},
+    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -160,6 +160,13 @@ int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
 int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
                         struct wr_image_rec **out, size_t *n, struct wr_err *err);
 int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err);
+/* The build cache: a step's key (64 hex) → the layer it made. A cached layer stays in the store
+ * while its row does; _get is WR_ENOTFOUND when the key is unknown or its layer is gone. */
+int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
+                             struct wr_err *err);
+int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80],
+                             struct wr_err *err);
+
 /* Number of live sandboxes (creating, running, paused) started from image `name`. */
 int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struct wr_err *err);
 

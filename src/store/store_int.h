@@ -50,6 +50,8 @@ enum wr__stmt_id {
     WR_ST_VOL_LIST_ALL,
     WR_ST_VOL_USER,
     WR_ST_VOL_DELETE,
+    WR_ST_CACHE_PUT,
+    WR_ST_CACHE_GET,
     WR_ST__COUNT,
 };
 

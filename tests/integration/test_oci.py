@@ -303,7 +303,7 @@ def delete_template(c, name):
 def test_import_oci_and_docker_archives(d, c, image):
     t = import_file(c, image["oci_tar"], "oci-imp", 201).json()
     assert t["name"] == "oci-imp" and t["kind"] == "template" and t["layers"] == 2
-    assert t["size_bytes"] > 0 and t["in_use"] == 0 and t["created_at"]
+    assert t["size_bytes"] > 0 and t["in_use"] == 0 and not t["created_at"].startswith("1970")
     run_check(c, "oci-imp")
     # The same image as a docker-archive (uncompressed layers): the same layers in the store.
     before = layer_dirs(d)

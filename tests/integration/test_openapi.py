@@ -320,7 +320,8 @@ def test_every_documented_operation_is_routed(daemon):
         key = send(daemon, "POST", "/v1/keys", body={"team": "routing"}).json()["id"]
         send(daemon, "PUT", "/v1/sandboxes/%s/files" % sid, query={"path": "/tmp/routed"}, body=b"x")
         send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
-        ids = {"id": sid, "key_id": key, "name": "routed"}
+        ids = {"id": sid, "key_id": key, "name": "routed", "template": "base",
+               "snapshot": "no-such-snapshot"}
         bodies = {
             ("/v1/sandboxes", "post"): {"bogus": 1},  # answered by the handler, makes nothing
             ("/v1/sandboxes/{id}/timeout", "post"): {"timeout": 60},
@@ -333,6 +334,9 @@ def test_every_documented_operation_is_routed(daemon):
             ("/v1/sandboxes/{id}/files/move", "post"): {"from": "/tmp/routed", "to": "/tmp/moved"},
             ("/v1/keys", "post"): {"name": "no team"},
             ("/v1/volumes", "post"): {"name": "routed-2"},
+            # answered by the handlers, make nothing
+            ("/v1/sandboxes/{id}/snapshots", "post"): {"name": "bad name!"},
+            ("/v1/sandboxes/{id}/fork", "post"): {"count": 0},
         }
         queries = {
             "/v1/sandboxes/{id}/files": {"path": "/tmp/routed"},
@@ -604,6 +608,71 @@ def test_keys_operations(daemon):
     assert send(daemon, "GET", "/v1/version", tcp=True, key=k["key"]).status == 401
 
 
+def test_image_operations(daemon):
+    made, snaps = [], []
+    try:
+        sid = new_sandbox(daemon)
+        made.append(sid)
+        templates = api(daemon, "GET", "/v1/templates").json()["templates"]
+        base = [t for t in templates if t["name"] == "base"]
+        assert base and base[0]["kind"] == "dir", templates
+        got = api(daemon, "GET", "/v1/templates/{template}", {"template": "base"}).json()
+        assert got["name"] == "base" and got["in_use"] >= 1
+
+        background(daemon, sid, "echo snapped > /root/openapi-file")
+        wait_for(lambda: send(daemon, "GET", "/v1/sandboxes/%s/files" % sid,
+                              query={"path": "/root/openapi-file"}).status == 200,
+                 what="the file")
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/snapshots", {"id": sid},
+                body={"name": "openapi-snap"})
+        snap = r.json()
+        snaps.append(snap["id"])
+        assert r.status == 201 and snap["sandbox_id"] == sid and snap["name"] == "openapi-snap"
+        assert {"freeze_ms", "capture_ms", "capture"} <= set(snap)
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/snapshots", {"id": sid})  # no body: no name
+        snaps.append(r.json()["id"])
+        assert r.status == 201 and r.json()["name"] is None
+        listed = api(daemon, "GET", "/v1/snapshots").json()["snapshots"]
+        assert {snap["id"], r.json()["id"]} <= {s["id"] for s in listed}
+        mine = api(daemon, "GET", "/v1/snapshots", query={"sandbox_id": sid}).json()["snapshots"]
+        assert sorted(s["id"] for s in mine) == sorted(snaps)
+        for ref in (snap["id"], "openapi-snap"):
+            assert api(daemon, "GET", "/v1/snapshots/{snapshot}", {"snapshot": ref}).json()[
+                "id"] == snap["id"]
+
+        # A sandbox from the snapshot, by name.
+        r = api(daemon, "POST", "/v1/sandboxes", body={"template": "openapi-snap", "timeout": 60})
+        made.append(r.json()["id"])
+        r = send(daemon, "GET", "/v1/sandboxes/%s/files" % made[-1],
+                 query={"path": "/root/openapi-file"})
+        assert r.status == 200 and r.body == b"snapped\n", r
+
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/fork", {"id": sid},
+                body={"count": 2, "timeout": 60, "metadata": {"fork": "yes"}})
+        res = r.json()
+        made += [s["id"] for s in res["sandboxes"]]
+        assert r.status == 201 and len(res["sandboxes"]) == 2 and res["errors"] == []
+        assert all(s["metadata"] == {"fork": "yes"} for s in res["sandboxes"])
+
+        # Pause to disk, then resume: processes_kept says what came back.
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/pause", {"id": sid}, body={"mode": "disk"})
+        assert r.json()["paused_mode"] == "disk" and r.json()["state"] == "paused"
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/resume", {"id": sid}, body={})
+        assert r.json()["state"] == "running" and r.json()["processes_kept"] is False
+        api(daemon, "POST", "/v1/sandboxes/{id}/pause", {"id": sid}, body={"mode": "memory"})
+        r = api(daemon, "POST", "/v1/sandboxes/{id}/resume", {"id": sid}, body={})
+        assert r.json()["processes_kept"] is True
+
+        for ref in snaps:
+            assert api(daemon, "DELETE", "/v1/snapshots/{snapshot}", {"snapshot": ref}).status == 204
+        snaps = []
+    finally:
+        for ref in snaps:
+            send(daemon, "DELETE", "/v1/snapshots/" + ref)
+        for sid in made:
+            kill(daemon, sid)
+
+
 def test_volumes_operations(daemon):
     r = api(daemon, "POST", "/v1/volumes", body={"name": "openapi-vol"})
     assert r.status == 201 and r.json()["name"] == "openapi-vol"
@@ -726,6 +795,19 @@ def _triggers(daemon, ctx):
     add(F + "/watch", "get", 400, {"id": sid}, query={"path": "tmp"})
     add(F + "/watch", "get", 403, {"id": sid}, query={"path": "/tmp/p", "user": "user"})
     add(F + "/watch", "get", 404, {"id": sid}, query={"path": "/no/such"})
+    add("/v1/templates", "get", 401, tcp=True)
+    add("/v1/templates/{template}", "get", 404, {"template": "no-such-template"})
+    add("/v1/templates/{template}", "delete", 404, {"template": "no-such-template"})
+    add("/v1/templates/{template}", "delete", 409, {"template": "base"})  # a directory template
+    add(S + "/snapshots", "post", 400, {"id": sid}, body={"name": "snap-is-reserved"})
+    add(S + "/snapshots", "post", 404, {"id": gone}, body={})
+    add(S + "/snapshots", "post", 409, call=lambda: snapshot_twice(daemon, sid))
+    add("/v1/snapshots", "get", 401, tcp=True)
+    add("/v1/snapshots/{snapshot}", "get", 404, {"snapshot": "snap-nosuch"})
+    add("/v1/snapshots/{snapshot}", "delete", 404, {"snapshot": "no-such-name"})
+    add(S + "/fork", "post", 400, {"id": sid}, body={"count": 101})
+    add(S + "/fork", "post", 404, {"id": gone}, body={})
+    add(S + "/fork", "post", 409, call=lambda: fork_stopped(daemon))
     add("/v1/keys", "post", 400, body={"team": "bad team!"})
     add("/v1/keys", "post", 403, tcp=True, key=ctx["team_key"], body={"team": "x"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
@@ -734,7 +816,32 @@ def _triggers(daemon, ctx):
     add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
     add("/v1/volumes/{name}", "delete", 404, {"name": "no-such-volume"})
     add("/v1/volumes/{name}", "delete", 409, call=lambda: volume_in_use(daemon))
+    imp, pull = "/v1/templates/import", "/v1/templates/pull"
+    add(imp, "post", 400, body=b"x")  # no name
+    add(imp, "post", 409, query={"name": "base"}, body=b"x")  # a directory template's name
+    add(imp, "post", 422, query={"name": "openapi-garbage"}, body=b"not an archive" * 64)
+    add(pull, "post", 400, body={"name": "x"})
+    add(pull, "post", 409, body={"name": "base", "image": "127.0.0.1:1/a/b:1", "insecure": True})
     return t
+
+
+def snapshot_twice(daemon, sid):
+    """A second snapshot under a name that is taken: 409."""
+    r = send(daemon, "POST", "/v1/sandboxes/%s/snapshots" % sid, body={"name": "openapi-dup"})
+    assert r.status == 201, r
+    try:
+        return send(daemon, "POST", "/v1/sandboxes/%s/snapshots" % sid, body={"name": "openapi-dup"})
+    finally:
+        assert send(daemon, "DELETE", "/v1/snapshots/openapi-dup").status == 204
+
+
+def fork_stopped(daemon):
+    """Forking a stopped sandbox: 409."""
+    sid = stopped_sandbox(daemon)
+    try:
+        return send(daemon, "POST", "/v1/sandboxes/%s/fork" % sid, body={"count": 1})
+    finally:
+        kill(daemon, sid)
 
 
 def exec_while_deleted(daemon, attempts=5):
@@ -758,7 +865,13 @@ def exec_while_deleted(daemon, attempts=5):
     return r
 
 
-COVERED_ELSEWHERE = {("/v1/sandboxes", "post", 503)}  # test_capacity_503_with_retry_after
+COVERED_ELSEWHERE = {
+    ("/v1/sandboxes", "post", 503),  # test_capacity_503_with_retry_after
+    ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
+    # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
+    ("/v1/templates/pull", "post", 404),
+    ("/v1/templates/pull", "post", 422),
+}
 
 
 def test_every_documented_error_status(daemon):
@@ -818,7 +931,8 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
-    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v"}
+    ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
+           "snapshot": "s"}
     for template, method in OPERATIONS:
         r = send(daemon, method.upper(), fill(template, ids), tcp=True,
                  body=b"{}" if method in ("post", "put") else None)

@@ -45,6 +45,7 @@ from .errors import (
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
+from .images import ForkResult, Snapshot, Template
 from .models import (
     ApiKey,
     CommandEvent,
@@ -61,7 +62,6 @@ from .models import (
     VolumeInfo,
     VolumeMount,
 )
-from .oci import Template
 from .sandbox import Sandbox
 from .volume import Volume
 
@@ -88,6 +88,9 @@ __all__ = [
     "Files",
     "FileData",
     "WatchHandle",
+    # images
+    "Snapshot",
+    "ForkResult",
     # models
     "SandboxInfo",
     "SandboxState",

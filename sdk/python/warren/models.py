@@ -127,8 +127,11 @@ class SandboxInfo:
 
     ``on_timeout``: what the deadline does, ``"kill"`` or ``"pause"``; ``timeout``: the
     timeout given at create (seconds). While paused, ``paused_mode`` says how (``"memory"``:
-    every process frozen, memory kept) and ``remaining_ms`` is the time left on the stopped
-    deadline clock (``expires_at`` is then now + that); both are None otherwise.
+    every process frozen, memory kept; ``"disk"``: the files kept, the processes ended, the
+    memory freed) and ``remaining_ms`` is the time left on the stopped deadline clock
+    (``expires_at`` is then now + that); both are None otherwise. ``processes_kept`` is set only by
+    :meth:`~warren.Sandbox.resume`: True when the same processes went on (a pause in memory),
+    False when they did not (a pause to disk: the sandbox runs a fresh init on its files).
     """
 
     id: str
@@ -144,6 +147,7 @@ class SandboxInfo:
     timeout: int | None = None
     paused_mode: str | None = None
     remaining_ms: int | None = None
+    processes_kept: bool | None = None
     volumes: list[VolumeMount] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -161,6 +165,7 @@ class SandboxInfo:
             pass
         reason = d.get("reason")
         paused_mode = d.get("paused_mode")
+        kept = d.get("processes_kept")
         return cls(
             id=str(d.get("id", "")),
             template=str(d.get("template", "")),
@@ -175,6 +180,7 @@ class SandboxInfo:
             timeout=_opt_int(d.get("timeout")),
             paused_mode=paused_mode if isinstance(paused_mode, str) else None,
             remaining_ms=_opt_int(d.get("remaining_ms")),
+            processes_kept=kept if isinstance(kept, bool) else None,
             volumes=[
                 VolumeMount.from_json(v) for v in (d.get("volumes") or []) if isinstance(v, dict)
             ],

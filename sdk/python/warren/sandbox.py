@@ -10,8 +10,9 @@ from typing import Any
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
-from .errors import NotFoundError, WarrenError
+from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
+from .images import ForkResult, Snapshot, Template
 from .models import SandboxInfo, SandboxState, VolumeMount
 
 __all__ = ["Sandbox"]
@@ -52,7 +53,7 @@ class Sandbox:
     @classmethod
     def create(
         cls,
-        template: str = "base",
+        template: str | Template | Snapshot = "base",
         *,
         cpus: float | None = None,
         memory_mb: int | None = None,
@@ -69,6 +70,9 @@ class Sandbox:
     ) -> Sandbox:
         """Start a sandbox from ``template`` and return it running.
 
+        ``template``: a template's name, or a snapshot's id (``snap-...``) or name (the
+        sandbox then starts with the snapshot's files); a :class:`~warren.Template` or
+        :class:`~warren.Snapshot` object works too.
         ``timeout``: seconds until the server kills it (server default 300; extend with
         :meth:`set_timeout`). ``on_timeout``: ``"kill"`` (default) or ``"pause"``: at the
         deadline the sandbox is paused in memory instead (``state == "paused"``, ``reason ==
@@ -79,6 +83,10 @@ class Sandbox:
         key returns the first sandbox. Past the host's capacity raises
         :class:`~warren.RateLimitError` (see ``retry_after``).
         """
+        if isinstance(template, Template):
+            template = template.name
+        elif isinstance(template, Snapshot):
+            template = template.id
         body: dict[str, Any] = {"template": template}
         if cpus is not None:
             body["cpus"] = cpus
@@ -228,11 +236,16 @@ class Sandbox:
         return self._info
 
     def pause(self, mode: str = "memory") -> SandboxInfo:
-        """Pause the sandbox: every process is frozen with its memory, and the deadline clock
-        stops. Until :meth:`resume`, commands and file operations raise
-        :class:`~warren.ConflictError`. ``mode="disk"`` (keep only the files) is not supported
-        yet: the server answers 501 (:class:`~warren.UnsupportedError`).
-        Pausing a sandbox that is not running raises ConflictError."""
+        """Pause the sandbox; its deadline's clock stops. Until :meth:`resume`, commands and
+        file operations raise :class:`~warren.ConflictError`.
+
+        ``mode="memory"`` (default): every process is frozen with its memory, and
+        :meth:`resume` thaws the same processes. ``mode="disk"``: the files are kept, every
+        process ends and its memory is freed; :meth:`resume` starts fresh processes on the
+        same files. The returned info's ``paused_mode`` says which happened. Pausing a sandbox
+        that is not running raises ConflictError."""
+        if mode not in ("memory", "disk"):
+            raise ValueError("mode must be 'memory' or 'disk'")
         r = self._client.request(
             "POST",
             f"/v1/sandboxes/{path_segment(self._id)}/pause",
@@ -242,10 +255,13 @@ class Sandbox:
         return self._info
 
     def resume(self, timeout: float | None = None) -> SandboxInfo:
-        """Resume a paused sandbox: its processes go on where they stopped. It expires after
-        the time it had left when paused (all of its ``timeout`` if its deadline paused it),
-        or after ``timeout`` seconds if given. A sandbox that is not paused raises
-        :class:`~warren.ConflictError`."""
+        """Resume a paused sandbox. It expires after the time it had left when paused (all of
+        its ``timeout`` if its deadline paused it), or after ``timeout`` seconds if given.
+
+        The returned info's ``processes_kept`` says what came back: True after a pause in
+        memory (the same processes go on where they stopped), False after a pause to disk (the
+        files are there, the old processes are gone: it runs a fresh init). A sandbox that is
+        not paused raises :class:`~warren.ConflictError`."""
         body: dict[str, Any] = {}
         if timeout is not None:
             body["timeout"] = _seconds(timeout, "timeout")
@@ -254,6 +270,67 @@ class Sandbox:
         )
         self._info = SandboxInfo.from_json(r.json_object())
         return self._info
+
+    def snapshot(self, name: str | None = None) -> Snapshot:
+        """Capture the sandbox's files as a snapshot (its processes are frozen for the
+        capture, ``freeze_ms`` says how long, then go on; a paused sandbox stays paused).
+        ``Sandbox.create(template=snap.id)`` (or its ``name``) starts sandboxes with these
+        files. ``name``: 1 to 64 of ``[A-Za-z0-9._-]``, not starting with ``.`` or ``snap-``,
+        unique among the team's images. :class:`~warren.ConflictError` if the sandbox is
+        stopped or busy (being paused, resumed, deleted or captured), or the name is taken;
+        :class:`~warren.InvalidArgumentError` for a bad name."""
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        r = self._client.request(
+            "POST", f"/v1/sandboxes/{path_segment(self._id)}/snapshots", json_body=body
+        )
+        return Snapshot.from_json(r.json_object())
+
+    def fork(
+        self,
+        count: int = 1,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ForkResult:
+        """Copy the running sandbox into ``count`` new ones (1-100). Each starts with this
+        sandbox's files and config (and fresh processes); this one is frozen for a moment and
+        goes on. ``timeout``: the copies' timeout in seconds (default: this sandbox's);
+        ``metadata``: their labels. Copies that could not be made (say, past the host's
+        capacity) are in the result's ``errors``, the others in ``sandboxes``; the call itself
+        raises only when none could be attempted (:class:`~warren.InvalidArgumentError` for a
+        bad ``count``, :class:`~warren.ConflictError` if this sandbox is stopped or busy)."""
+        body: dict[str, Any] = {"count": count}
+        if timeout is not None:
+            body["timeout"] = _seconds(timeout, "timeout")
+        if metadata:
+            body["metadata"] = dict(metadata)
+        r = self._client.request(
+            "POST", f"/v1/sandboxes/{path_segment(self._id)}/fork", json_body=body
+        )
+        doc = r.json_object()
+        made: builtins.list[Sandbox] = []
+        items = doc.get("sandboxes")
+        for d in items if isinstance(items, builtins.list) else []:
+            if isinstance(d, dict):
+                info = SandboxInfo.from_json(d)
+                made.append(Sandbox(info.id, client=self._client, info=info))
+        errors: builtins.list[WarrenError] = []
+        errs = doc.get("errors")
+        for e in errs if isinstance(errs, builtins.list) else []:
+            if isinstance(e, dict):
+                errors.append(
+                    error_from_code(str(e.get("code", "")), str(e.get("message", "")), None,
+                                    r.request_id)
+                )
+        freeze = doc.get("freeze_ms")
+        return ForkResult(
+            sandboxes=made,
+            errors=errors,
+            freeze_ms=float(freeze) if isinstance(freeze, (int, float)) else 0.0,
+            capture=str(doc.get("capture", "")),
+            raw=doc,
+        )
 
     def is_paused(self) -> bool:
         """True while the sandbox exists and is ``paused``."""

