@@ -128,6 +128,10 @@ out:
     if (o->archive != NULL)
         (void)unlink(o->archive);
     (void)wr_layer_remove(work, NULL);
+    /* Names from an archive or a registry may be any bytes: keep the log and the JSON clean. */
+    for (char *p = o->err.msg; o->rc < 0 && *p; p++)
+        if ((unsigned char)*p >= 0x7f || (unsigned char)*p < 0x20)
+            *p = '?';
 }
 
 /* The layers as an image lists them: bottom first, a layer that comes again higher up kept
