@@ -61,6 +61,9 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
     json_object_set_new(j, "remaining_ms",
                         paused ? json_integer((json_int_t)r->remaining_ms) : json_null());
     json_object_set_new(j, "volumes", volumes_json(r->volumes_json));
+    json_object_set_new(j, "disk_mb",
+                        r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
+                                      : json_null());
     return j;
 }
 
@@ -195,8 +198,9 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    static const char *const allowed[] = {"template", "cpus",    "memory_mb",  "timeout", "env",
-                                          "metadata", "volumes", "on_timeout", NULL};
+    static const char *const allowed[] = {"template",   "cpus", "memory_mb", "disk_mb",
+                                          "timeout",    "env",  "metadata",  "volumes",
+                                          "on_timeout", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_api *api = bc->api;
     struct create_ctx *c;
@@ -242,6 +246,14 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
             goto out;
         }
         cr.timeout_s = (uint32_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(j, "disk_mb")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 16 ||
+            json_integer_value(v) > (1ll << 30)) {
+            wr_http_respond_error(req, 400, "invalid", "`disk_mb` must be an integer >= 16");
+            goto out;
+        }
+        cr.disk_bytes = (uint64_t)json_integer_value(v) << 20;
     }
     if ((v = json_object_get(j, "on_timeout")) != NULL && !json_is_null(v)) {
         const char *p = json_string_value(v);
@@ -468,6 +480,25 @@ static struct state_ctx *state_ctx_new(struct wr_http_req *req)
     return s;
 }
 
+static void disk_done(void *ctx, uint64_t used, uint64_t limit, const char *how,
+                      const struct wr_err *err)
+{
+    struct state_ctx *s = ctx;
+
+    if (s->req != NULL) {
+        wr_http_req_set_data(s->req, NULL, NULL);
+        if (err != NULL)
+            api_error(s->req, err);
+        else
+            wr_http_respond_json(s->req, 200,
+                                 json_pack("{s:I,s:o,s:s?}", "used_bytes", (json_int_t)used,
+                                           "limit_bytes",
+                                           limit ? json_integer((json_int_t)limit) : json_null(),
+                                           "enforced_by", how));
+    }
+    free(s);
+}
+
 static void pause_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {"mode", NULL};
@@ -596,6 +627,14 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
         }
         read_body_with(api, req, team, rt->seg[1], 4096,
                        rt->seg[2][0] == 'p' ? pause_body : resume_body);
+        return;
+    }
+    if (rt->nseg == 3 && strcmp(rt->seg[2], "disk") == 0) {
+        if (strcmp(method, "GET") != 0) {
+            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
+            return;
+        }
+        wr_manager_disk(api->mgr, team, rt->seg[1], disk_done, state_ctx_new(req));
         return;
     }
     if (rt->nseg == 3 &&

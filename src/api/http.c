@@ -964,7 +964,10 @@ static int on_message_complete(llhttp_t *p)
 static void conn_fail(struct conn *c, int status, const char *msg)
 {
     struct wr_http_req *r = c->cur;
-    const char *code = status == 400 ? "invalid" : wr_err_kind_name(WR_ELIMIT);
+    /* As docs/openapi.yaml says: 413 is `too_large`, like the handlers' own 413s. */
+    const char *code = status == 400   ? "invalid"
+                       : status == 413 ? "too_large"
+                                       : wr_err_kind_name(WR_ELIMIT);
 
     c->parse_dead = true;
     c->want_close = true;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The image verbs: `warren template ls/info/rm` (and `build`, not there yet), `warren snapshot`
+/* The image verbs: `warren template ls/info/rm` (`build` is in build.c), `warren snapshot`
  * (create, ls, info, rm) and `warren fork`. */
 #include "cli.h"
 
@@ -146,7 +146,8 @@ static void template_usage(FILE *f)
                "  ls [-o json]          list the templates\n"
                "  info NAME [-o json]   show a template\n"
                "  rm NAME...            delete templates (sandboxes using one keep running)\n"
-               "  build -f Dockerfile   build a template (not supported yet)\n"
+               "  build -f Dockerfile [--name NAME] [--replace] [CONTEXT_DIR]\n"
+               "                        build a template from a Dockerfile\n"
                "  import FILE --name N  a template from an image archive (docker or oci)\n"
                "  pull IMAGE --name N   a template from an image in a registry\n\n"
                "`warren template import --help` shows the options of import and pull.\n");
@@ -261,26 +262,14 @@ static int template_rm(int argc, char **argv)
     return remove_each("template rm", "template name", "templates", argc, argv, i);
 }
 
-static int template_build(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: warren template build -f Dockerfile [--name NAME]\n\n"
-                   "Not supported yet.\n");
-            return 0;
-        }
-    cli_errorf("template build: building templates is not supported yet");
-    return CLI_EXIT_FAIL;
-}
-
 int cmd_template(int argc, char **argv)
 {
     static const struct {
         const char *name;
         int (*fn)(int, char **);
     } subs[] = {
-        {"ls", template_ls},        {"list", template_ls},     {"info", template_info},
-        {"rm", template_rm},        {"build", template_build}, {"import", cli_template_oci},
+        {"ls", template_ls},        {"list", template_ls},         {"info", template_info},
+        {"rm", template_rm},        {"build", cli_template_build}, {"import", cli_template_oci},
         {"pull", cli_template_oci},
     };
 

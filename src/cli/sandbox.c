@@ -127,6 +127,8 @@ static void create_usage(FILE *f)
                "                         (default: the server's, base)\n"
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
                "  --memory SIZE          memory, e.g. 512M, 2G (default 512M)\n"
+               "  --disk SIZE            limit its files, e.g. 2G (refused where the host's\n"
+               "                         filesystem cannot enforce it)\n"
                "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
                "  --on-timeout kill|pause  at the deadline, kill (default) or pause the\n"
                "                         sandbox (resume gives it its timeout again)\n"
@@ -170,6 +172,7 @@ int cmd_create(int argc, char **argv)
         O_TEMPLATE = 256,
         O_CPUS,
         O_MEMORY,
+        O_DISK,
         O_TIMEOUT,
         O_ON_TIMEOUT,
         O_ENV,
@@ -181,6 +184,7 @@ int cmd_create(int argc, char **argv)
         {"template", required_argument, NULL, O_TEMPLATE},
         {"cpus", required_argument, NULL, O_CPUS},
         {"memory", required_argument, NULL, O_MEMORY},
+        {"disk", required_argument, NULL, O_DISK},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"on-timeout", required_argument, NULL, O_ON_TIMEOUT},
         {"env", required_argument, NULL, O_ENV},
@@ -216,6 +220,12 @@ int cmd_create(int argc, char **argv)
             if (wr_parse_size(optarg, &v, &err) < 0)
                 goto bad;
             json_object_set_new(body, "memory_mb",
+                                json_integer((json_int_t)((v + (1 << 20) - 1) >> 20)));
+            break;
+        case O_DISK:
+            if (wr_parse_size(optarg, &v, &err) < 0)
+                goto bad;
+            json_object_set_new(body, "disk_mb",
                                 json_integer((json_int_t)((v + (1 << 20) - 1) >> 20)));
             break;
         case O_TIMEOUT:

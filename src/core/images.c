@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../runtime/layer.h"
+#include "../runtime/quota.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"
@@ -26,7 +27,8 @@ struct wr_images {
     char *homes_dir;     /* <state>/sandboxes */
     char *templates_dir; /* directory templates */
     struct wr_fs_info fs;
-    unsigned gc_running; /* collections on workers (images is freed after the last) */
+    const char *quota, *quota_why; /* wr_quota_method of the state directory */
+    unsigned gc_running;           /* collections on workers (images is freed after the last) */
     bool closing;
 };
 
@@ -61,8 +63,10 @@ int wr_images_open(uv_loop_t *loop, struct wr_store *store, const char *state_di
         wr_images_close(im);
         return wr_err_wrap(err, "layer store");
     }
-    log_info("layer store: %s on %s, captures by %s", im->layers_dir, wr_fs_kind_name(im->fs.kind),
-             wr_fs_capture_name(&im->fs));
+    im->quota = wr_quota_method(im->homes_dir, &im->quota_why);
+    log_info("layer store: %s on %s, captures by %s, disk limits %s%s", im->layers_dir,
+             wr_fs_kind_name(im->fs.kind), wr_fs_capture_name(&im->fs),
+             im->quota ? "by " : "not enforceable: ", im->quota ? im->quota : im->quota_why);
     *out = im;
     return 0;
 }
@@ -89,6 +93,12 @@ const struct wr_fs_info *wr_images_fs(const struct wr_images *im)
 const char *wr_images_fs_name(const struct wr_images *im)
 {
     return wr_fs_kind_name(im->fs.kind);
+}
+
+const char *wr_images_quota_method(const struct wr_images *im, const char **why)
+{
+    *why = im->quota_why;
+    return im->quota;
 }
 
 const char *wr_images_capture_name(const struct wr_images *im)

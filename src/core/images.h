@@ -39,6 +39,9 @@ const struct wr_fs_info *wr_images_fs(const struct wr_images *im);
  * ("btrfs-snapshot", "reflink-copy", "copy"). */
 const char *wr_images_fs_name(const struct wr_images *im);
 const char *wr_images_capture_name(const struct wr_images *im);
+/* How disk limits are enforced on writable layers ("btrfs-qgroup", "project-quota"), or NULL
+ * with *why saying why they cannot be. */
+const char *wr_images_quota_method(const struct wr_images *im, const char **why);
 /* <state>/sandboxes/<id>: the home of a sandbox's writable layer (a new string). */
 char *wr_images_home(const struct wr_images *im, const char *id);
 /* A fresh path under <state>/layers/.tmp for a layer being made (not created; a new string). */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../runtime/layer.h"
+#include "../runtime/quota.h"
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
@@ -122,11 +123,12 @@ static void account(struct wr_msb *sb, bool on_disk)
 
 /* ---- a managed sandbox's life ---------------------------------------------------------------- */
 
+/* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
 static void msb_handle_closed(uv_handle_t *h)
 {
     struct wr_msb *sb = h->data;
-    if (--sb->open_handles == 0)
-        wr_msb_unref(sb);
+    sb->open_handles--;
+    wr_msb_unref(sb);
 }
 
 void wr_msb_ref(struct wr_msb *sb)
@@ -491,8 +493,9 @@ struct start_spec {
     bool home_exists;             /* resume from disk: it holds the sandbox's files */
     struct wr_mount_spec *mounts; /* its volumes */
     size_t n_mounts;
-    uint64_t memory_bytes;
+    uint64_t memory_bytes, disk_bytes;
     uint32_t cpu_millis, pids_max;
+    uint32_t project; /* for a project quota: unique per sandbox */
 };
 
 static void free_strv(char **v)
@@ -514,6 +517,13 @@ static void start_spec_fini(struct start_spec *ss)
     free(ss->home);
     wr__mounts_free(ss->mounts, ss->n_mounts);
     memset(ss, 0, sizeof(*ss));
+}
+
+/* The project id of a sandbox's project quota: its seq, unique and never reused, with the high
+ * bit set to keep apart from projects an administrator numbers by hand. */
+static uint32_t project_of(int64_t seq)
+{
+    return 0x80000000u | (uint32_t)(seq & 0x7fffffff);
 }
 
 /* The start spec of a sandbox record: its image's layers and config, its env on top. */
@@ -564,6 +574,8 @@ static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
     }
     ss->home = wr_images_home(m->cfg.images, rec->id);
     ss->memory_bytes = rec->memory_bytes;
+    ss->disk_bytes = rec->disk_bytes;
+    ss->project = project_of(rec->seq);
     ss->cpu_millis = rec->cpu_millis;
     ss->pids_max = m->cfg.pids_max;
     return 0;
@@ -592,6 +604,11 @@ static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, stru
 
     if (!ss->home_exists && wr_layer_home_create(ss->home, wr_images_fs(m->cfg.images), err) < 0)
         return wr_err_wrap(err, "writable layer");
+    if (!ss->home_exists && ss->disk_bytes > 0 &&
+        wr_quota_limit(ss->home, ss->disk_bytes, ss->project, err) < 0) {
+        (void)wr_layer_remove(ss->home, NULL);
+        return wr_err_wrap(err, "disk limit");
+    }
     if (wr_sandbox_create(m->cfg.rt, &spec, out, err) < 0) {
         if (!ss->home_exists)
             (void)wr_layer_remove(ss->home, NULL);
@@ -709,6 +726,14 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
         goto fail;
     }
+    if (req->disk_bytes > 0) {
+        const char *why;
+        if (wr_images_quota_method(m->cfg.images, &why) == NULL) {
+            wr_err_set(&err, WR_EUNSUPPORTED, 0, "a disk limit cannot be enforced on this host: %s",
+                       why);
+            goto fail;
+        }
+    }
     if (req->idem_key != NULL) {
         struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
         if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
@@ -762,6 +787,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.on_timeout = xstrdup(req->on_timeout_pause ? "pause" : "kill");
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
+    c->rec.disk_bytes = req->disk_bytes;
     json_decref(env);
     json_decref(image);
     wr_image_fini(&img);
@@ -780,6 +806,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         cb(ctx, NULL, false, &err, 0);
         return;
     }
+    c->ss.project = project_of(c->rec.seq); /* known once inserted */
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes);
     c->sb->on_timeout_pause = req->on_timeout_pause;
     c->sb->timeout_s = timeout_s;
@@ -1307,6 +1334,70 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         disk_resume_start(sb, timeout_s, cb, ctx);
     else
         freeze_start(sb, false, NULL, timeout_s, cb, ctx);
+}
+
+struct disk_use_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    char *upper;
+    uint64_t used, limit;
+    struct wr_err err;
+    int rc;
+    wr_manager_disk_cb cb;
+    void *ctx;
+};
+
+static void disk_use_run(uv_work_t *w)
+{
+    struct disk_use_work *d = w->data;
+    d->rc = wr_layer_usage(d->upper, &d->used, &d->err);
+}
+
+static void disk_use_done(uv_work_t *w, int status)
+{
+    struct disk_use_work *d = w->data;
+    struct wr_manager *m = d->m;
+    const char *why, *method = wr_images_quota_method(m->cfg.images, &why);
+
+    if (d->rc < 0)
+        d->cb(d->ctx, 0, 0, NULL, &d->err);
+    else
+        d->cb(d->ctx, d->used, d->limit, d->limit ? method : NULL, NULL);
+    free(d->upper);
+    free(d);
+    wr__work_done(m);
+}
+
+void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
+                     void *ctx)
+{
+    struct wr_msb *sb = wr__lookup(m, team, id, NULL);
+    struct wr_sandbox_rec rec;
+    struct disk_use_work *d;
+    struct wr_err err;
+
+    if (wr_store_sandbox_get(m->cfg.store, team, id, &rec, &err) < 0) {
+        cb(ctx, 0, 0, NULL, &err);
+        return;
+    }
+    if (sb == NULL || sb->ending) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id, rec.state);
+        wr_sandbox_rec_fini(&rec);
+        cb(ctx, 0, 0, NULL, &err);
+        return;
+    }
+    d = xcalloc(1, sizeof(*d));
+    d->m = m;
+    d->limit = rec.disk_bytes;
+    {
+        _cleanup_free_ char *home = wr_images_home(m->cfg.images, id);
+        d->upper = xasprintf("%s/upper", home);
+    }
+    wr_sandbox_rec_fini(&rec);
+    d->cb = cb;
+    d->ctx = ctx;
+    d->w.data = d;
+    wr__queue_work(m, &d->w, disk_use_run, disk_use_done);
 }
 
 uint64_t wr_manager_count(const struct wr_manager *m)

@@ -70,6 +70,9 @@ struct wr_create_req {
     const char *idem_key;      /* or NULL */
     bool on_timeout_pause;     /* at the deadline, pause (in memory) instead of killing */
     const struct wr_volume_mount *volumes; /* of the team; at most WR_MAX_VOLUMES */
+    /* A disk limit for its writable layer (0: none); WR_EUNSUPPORTED where the state
+     * directory's filesystem cannot enforce one. */
+    uint64_t disk_bytes;
     size_t n_volumes;
     /* Internal (builds): start from this image ({"layers": [...], "config": {...}}) instead of
      * resolving template_name, which is then only recorded. */
@@ -232,6 +235,14 @@ typedef void (*wr_manager_volume_cb)(void *ctx, const struct wr_volume_rec *rec,
                                      const struct wr_err *err);
 void wr_manager_volume_get(struct wr_manager *m, const char *team, const char *name,
                            wr_manager_volume_cb cb, void *ctx);
+
+/* Disk use of a sandbox's writable layer (measured on a worker): cb(ctx, used, limit, method,
+ * NULL) with its limit (0: none) and how it is enforced (NULL if none), or cb(..., err).
+ * WR_ENOTFOUND; WR_ECONFLICT for a stopped sandbox (its files are gone). */
+typedef void (*wr_manager_disk_cb)(void *ctx, uint64_t used, uint64_t limit, const char *method,
+                                   const struct wr_err *err);
+void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
+                     void *ctx);
 
 uint64_t wr_manager_count(const struct wr_manager *m);
 uint64_t wr_manager_committed_memory(const struct wr_manager *m);

@@ -193,7 +193,7 @@ struct fork_op {
     struct wr_manager *m;
     char *team, *parent;
     uint32_t count, timeout_s, cpu_millis;
-    uint64_t memory_bytes;
+    uint64_t memory_bytes, disk_bytes;
     bool on_timeout_pause;
     char *metadata_json;
     char *snap_id;
@@ -262,6 +262,7 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
             .template_name = f->snap_id,
             .cpu_millis = f->cpu_millis,
             .memory_bytes = f->memory_bytes,
+            .disk_bytes = f->disk_bytes,
             .timeout_s = f->timeout_s,
             .metadata_json = f->metadata_json,
             .on_timeout_pause = f->on_timeout_pause,
@@ -300,6 +301,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->timeout_s = req->timeout_s ? req->timeout_s : rec.timeout_s;
     f->cpu_millis = rec.cpu_millis;
     f->memory_bytes = rec.memory_bytes;
+    f->disk_bytes = rec.disk_bytes;
     f->on_timeout_pause = rec.on_timeout != NULL && strcmp(rec.on_timeout, "pause") == 0;
     f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
     f->recs = xcalloc(req->count, sizeof(*f->recs));

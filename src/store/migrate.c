@@ -134,8 +134,14 @@ static const char migration_5[] = "CREATE TABLE build_cache (\n"
                                   "    created_ms INTEGER NOT NULL\n"
                                   ");\n";
 
+/* Version 6: a disk limit per sandbox (bytes; 0 for none), enforced on its writable layer by a
+ * btrfs qgroup or a project quota. */
+static const char migration_6[] =
+    "ALTER TABLE sandboxes ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
+    {1, migration_1}, {2, migration_2}, {3, migration_3},
+    {4, migration_4}, {5, migration_5}, {6, migration_6},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

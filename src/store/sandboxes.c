@@ -12,7 +12,7 @@
 #define SB_COLS                                                                                    \
     "id, team, template_name, state, reason, cpu_millis, memory_bytes, created_ms, deadline_ms,"   \
     " metadata_json, env_json, idem_key, init_pid, uid_base, seq, on_timeout, timeout_s,"          \
-    " paused_mode, remaining_ms, image_json, volumes_json"
+    " paused_mode, remaining_ms, image_json, volumes_json, disk_bytes"
 
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
 {
@@ -58,6 +58,7 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
         sqlite3_column_type(st, 18) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 18);
     r->image_json = wr__col_text(st, 19);
     r->volumes_json = wr__col_text(st, 20);
+    r->disk_bytes = (uint64_t)sqlite3_column_int64(st, 21);
 }
 
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err)
@@ -68,9 +69,9 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         s, WR_ST_SB_INSERT,
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
-        " uid_base, on_timeout, timeout_s, image_json, volumes_json) VALUES ((SELECT last + 1"
-        " FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-        " ?16, ?17, ?18) RETURNING seq",
+        " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes) VALUES ((SELECT"
+        " last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+        " ?14, ?15, ?16, ?17, ?18, ?19) RETURNING seq",
         err);
     int64_t seq;
 
@@ -94,6 +95,7 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_int64(st, 16, r->timeout_s);
     wr__bind_text(st, 17, r->image_json ? r->image_json : "{}");
     wr__bind_text(st, 18, r->volumes_json ? r->volumes_json : "[]");
+    wr__bind_int64(st, 19, (int64_t)r->disk_bytes);
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "insert sandbox %s", r->id ? r->id : "(null)");
     seq = sqlite3_column_int64(st, 0);

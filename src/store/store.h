@@ -70,7 +70,8 @@ struct wr_sandbox_rec {
     /* The image it runs: {"layers": [refs, bottom first], "config": {...}} (see images.h in
      * src/core); "{}" for sandboxes made before layers were recorded. */
     char *image_json;
-    char *volumes_json; /* what it mounts: [{"id","name","path","readonly"}], "[]" if none */
+    char *volumes_json;  /* what it mounts: [{"id","name","path","readonly"}], "[]" if none */
+    uint64_t disk_bytes; /* the disk limit of its writable layer; 0: none */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 

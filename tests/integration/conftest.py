@@ -208,9 +208,20 @@ class Daemon:
         return warren.Client(self.tcp_url if tcp else self.url, key)
 
     def cleanup(self):
-        """Stop, then delete every sandbox the state still knows (through a fresh daemon)."""
+        """Stop, then delete every sandbox the state still knows (through a fresh daemon).
+        Under `make asan`, a daemon whose log holds a sanitizer report (a leak found at exit,
+        say) fails the test that owned it."""
         self.stop()
+        report = ""
+        if SANITIZED:
+            with open(os.path.join(self.dir, "warrend.log"), errors="replace") as f:
+                log = f.read()
+            for marker in ("ERROR: LeakSanitizer", "ERROR: AddressSanitizer", "runtime error:"):
+                if marker in log:
+                    report = log[log.index(marker):][:4000]
+                    break
         shutil.rmtree(self.dir, ignore_errors=True)
+        assert not report, "warrend reported under the sanitizers:\n" + report
 
 
 def delete_all(d):

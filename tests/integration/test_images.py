@@ -3,6 +3,7 @@ the layer store's collection, on the plain disk (ext4 here) and on a loop-mounte
 the test. The API is driven with the SDK's raw client, so these tests do not depend on the CLI
 or on SDK helpers for the same routes."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -296,3 +297,111 @@ def test_fork_and_disk_pause_on_btrfs(btrfs_daemon):
     api(c, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
     assert out(c, sid, "cat /root/small") == "x\n"
     c.close()
+
+
+# ---- disk limits ------------------------------------------------------------------------------
+
+
+def fill(client, sid, mb):
+    """Write mb MiB into the sandbox's writable layer; the shell's answer."""
+    return sh(client, sid, "dd if=/dev/zero of=/root/fill bs=1M count=%d 2>&1 && sync" % mb)
+
+
+def test_disk_limit_is_refused_where_it_cannot_be_enforced(daemon, client):
+    before = homes(daemon)
+    r = api(client, "POST", "/v1/sandboxes", {"template": "base", "disk_mb": 64}, 501)
+    assert r.json()["code"] == "unsupported"
+    assert "quota" in r.json()["message"] and "cannot be enforced" in r.json()["message"]
+    for bad in (0, 15, "64", -1):
+        api(client, "POST", "/v1/sandboxes", {"template": "base", "disk_mb": bad}, 400)
+    assert homes(daemon) == before
+    # Without a limit, disk use is still reported.
+    sid = create(client)
+    out(client, sid, "head -c 3000000 /dev/zero > /root/three-mb")
+    d = api(client, "GET", "/v1/sandboxes/%s/disk" % sid, status=200).json()
+    assert d["limit_bytes"] is None and d["enforced_by"] is None
+    assert 3000000 <= d["used_bytes"] < 4000000
+    api(client, "GET", "/v1/sandboxes/nope/disk", status=404)
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+
+
+def check_limit(d, method):
+    c = d.client()
+    sid = create(c, disk_mb=32)
+    assert api(c, "GET", "/v1/sandboxes/" + sid, status=200).json()["disk_mb"] == 32
+    r = fill(c, sid, 64)
+    assert r["exit_code"] != 0 and "quota" in r["stdout"].lower(), r
+    disk = api(c, "GET", "/v1/sandboxes/%s/disk" % sid, status=200).json()
+    assert disk["limit_bytes"] == 32 << 20 and disk["enforced_by"] == method
+    assert disk["used_bytes"] <= (33 << 20)
+    # Room comes back when files go; a fork keeps the limit.
+    out(c, sid, "rm /root/fill && head -c 1000000 /dev/zero > /root/small")
+    f = api(c, "POST", "/v1/sandboxes/%s/fork" % sid, {"count": 1}, 201).json()
+    child = f["sandboxes"][0]["id"]
+    assert f["sandboxes"][0]["disk_mb"] == 32
+    assert fill(c, child, 64)["exit_code"] != 0
+    # Another sandbox without a limit is not held by it.
+    free = create(c)
+    assert fill(c, free, 40)["exit_code"] == 0
+    c.close()
+
+
+def test_disk_limit_on_btrfs(btrfs_daemon):
+    check_limit(btrfs_daemon, "btrfs-qgroup")
+
+
+@pytest.fixture
+def prjquota_daemon():
+    """A daemon on an ext4 made by the test with project quotas on."""
+    top = tempfile.mkdtemp(prefix="layer-prjquota-")
+    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(512 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "quota,project", img], check=True)
+    if subprocess.run(["mount", "-o", "loop,prjquota", img, mnt]).returncode != 0:
+        shutil.rmtree(top, ignore_errors=True)
+        # This machine's kernel is built without CONFIG_QUOTA ("EXT4-fs: The kernel was not
+        # built with CONFIG_QUOTA and CONFIG_QFMT_V2"): ext4 cannot mount with project quotas.
+        pytest.skip("this kernel cannot mount ext4 with project quotas (no CONFIG_QUOTA)")
+    d = Daemon(state_dir=os.path.join(mnt, "d")).start()
+    try:
+        yield d
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
+            if subprocess.run(["umount", mnt]).returncode != 0:
+                subprocess.run(["umount", "-l", mnt])
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def test_disk_limit_with_ext4_project_quotas(prjquota_daemon):
+    check_limit(prjquota_daemon, "project-quota")
+
+
+def test_disk_limit_through_cli_and_sdk(btrfs_daemon):
+    import warren
+    from conftest import warren as warren_cli
+    c = btrfs_daemon.client()
+    with warren.Sandbox.create(client=c, disk_mb=24, timeout=60) as sb:
+        assert sb.get_info().disk_mb == 24
+    env = {"WARREN_API_URL": btrfs_daemon.url}
+    r = warren_cli("create", "--disk", "20M", "-o", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["id"]
+    assert api(c, "GET", "/v1/sandboxes/" + sid, status=200).json()["disk_mb"] == 20
+    assert warren_cli("rm", sid, env=env).returncode == 0
+    r = warren_cli("create", "--disk", "lots", env=env)
+    assert r.returncode != 0 and r.stderr.count(b"\n") == 1
+    c.close()
+
+
+def test_disk_limit_refused_by_cli_and_sdk_on_plain_disk(daemon, client):
+    import warren
+    from conftest import warren as warren_cli
+    with pytest.raises(warren.UnsupportedError):
+        warren.Sandbox.create(client=client, disk_mb=64)
+    r = warren_cli("create", "--disk", "64M", env={"WARREN_API_URL": daemon.url})
+    assert r.returncode != 0 and b"cannot be enforced" in r.stderr

@@ -11,11 +11,14 @@ document would be incomplete), although the document itself does not forbid them
 
 import base64
 import copy
+import gzip
 import http.client
+import io
 import json
 import os
 import re
 import socket
+import tarfile
 import time
 from urllib.parse import quote, urlencode
 
@@ -32,8 +35,7 @@ with open(SPEC_PATH) as _f:
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 OPERATIONS = [(p, m) for p, item in SPEC["paths"].items() for m in item if m in METHODS]
 CODES = {501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
-         422: "bad_content",
-         416: "invalid", 503: "limit", 504: "timeout"}
+         413: "too_large", 416: "invalid", 422: "bad_content", 503: "limit", 504: "timeout"}
 
 
 # ---- the document ------------------------------------------------------------------------------
@@ -673,6 +675,68 @@ def test_image_operations(daemon):
             kill(daemon, sid)
 
 
+BUILD = "/v1/templates/build"
+
+
+def build_body(dockerfile):
+    return dict(body=dockerfile.encode(), headers={"Content-Type": "text/plain"})
+
+
+def tar_of(files):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_build_operation(daemon):
+    try:
+        # The Dockerfile as the body: every event validates against BuildEvent.
+        r = api(daemon, "POST", BUILD, query={"name": "openapi-built"},
+                **build_body("FROM base\nRUN echo out; echo err >&2\nENV A=1\n"), timeout=300)
+        assert r.status == 200 and r.media == "application/x-ndjson"
+        evs = r.lines()
+        assert [e["type"] for e in evs if e["type"] == "step"] == ["step"] * 3
+        assert {"type": "stdout", "data": "out\n"} in evs and {"type": "stderr", "data": "err\n"} in evs
+        assert evs[-1]["type"] == "done" and evs[-1]["template"]["name"] == "openapi-built"
+        # A context (tar, then gzip) with the Dockerfile elsewhere in it; replace.
+        ctx = tar_of({"df/Dockerfile": b"FROM base\nCOPY f /f\n", "f": b"x"})
+        r = api(daemon, "POST", BUILD, query={"name": "openapi-built", "replace": "true",
+                                              "dockerfile": "df/Dockerfile"},
+                body=ctx, headers={"Content-Type": "application/x-tar"}, timeout=300)
+        assert r.lines()[-1]["type"] == "done", r
+        r = api(daemon, "POST", BUILD, query={"name": "openapi-built", "replace": "true",
+                                              "dockerfile": "df/Dockerfile"},
+                body=gzip.compress(ctx), headers={"Content-Type": "application/gzip"}, timeout=300)
+        assert r.lines()[-1]["type"] == "done", r
+        # A step that fails: the error event, with the step, line and exit code.
+        r = api(daemon, "POST", BUILD, query={"name": "openapi-failed"},
+                **build_body("FROM base\n\nRUN exit 4\n"), timeout=300)
+        err = r.lines()[-1]
+        assert err["type"] == "error" and (err["step"], err["line"], err["exit_code"]) == (2, 3, 4)
+        # COPY without a context: an error event without an exit code.
+        r = api(daemon, "POST", BUILD, query={"name": "openapi-failed"},
+                **build_body("FROM base\nCOPY a /a\n"), timeout=300)
+        err = r.lines()[-1]
+        assert err["type"] == "error" and err["line"] == 2 and "exit_code" not in err
+    finally:
+        send(daemon, "DELETE", "/v1/templates/openapi-built")
+
+
+def build_twice(daemon):
+    """A build under a name that is taken: 409."""
+    r = send(daemon, "POST", BUILD, query={"name": "openapi-dup-tpl"}, **build_body("FROM base\n"))
+    assert r.status == 200 and r.lines()[-1]["type"] == "done", r
+    try:
+        return send(daemon, "POST", BUILD, query={"name": "openapi-dup-tpl"},
+                    **build_body("FROM base\n"))
+    finally:
+        assert send(daemon, "DELETE", "/v1/templates/openapi-dup-tpl").status == 204
+
+
 def test_volumes_operations(daemon):
     r = api(daemon, "POST", "/v1/volumes", body={"name": "openapi-vol"})
     assert r.status == 201 and r.json()["name"] == "openapi-vol"
@@ -747,6 +811,11 @@ def _triggers(daemon, ctx):
     add(S + "/resume", "post", 409, {"id": sid}, body={})  # it is running
     add(S + "/timeout", "post", 400, {"id": sid}, body={"timeout": 0})
     add(S + "/timeout", "post", 404, {"id": gone}, body={"timeout": 5})
+    add(S + "/disk", "get", 404, {"id": gone})
+    add(S + "/disk", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
+    # This test daemon's state directory is on the plain disk (ext4 without project quotas).
+    add("/v1/sandboxes", "post", 501, body={"disk_mb": 64})
     add(S + "/exec", "post", 400, {"id": sid}, body={"cmd": []})
     add(S + "/exec", "post", 404, {"id": gone}, body={"cmd": "true"})
     add(S + "/exec", "post", 409, call=lambda: exec_while_deleted(daemon))
@@ -799,6 +868,10 @@ def _triggers(daemon, ctx):
     add("/v1/templates/{template}", "get", 404, {"template": "no-such-template"})
     add("/v1/templates/{template}", "delete", 404, {"template": "no-such-template"})
     add("/v1/templates/{template}", "delete", 409, {"template": "base"})  # a directory template
+    add(BUILD, "post", 400, query={"name": "bad"}, **build_body("FROM base\nADD x /x\n"))
+    add(BUILD, "post", 404, query={"name": "bad"}, **build_body("FROM no-such-template\n"))
+    add(BUILD, "post", 409, call=lambda: build_twice(daemon))
+    add(BUILD, "post", 413, query={"name": "big"}, **build_body("#" * ((1 << 20) + 1)))
     add(S + "/snapshots", "post", 400, {"id": sid}, body={"name": "snap-is-reserved"})
     add(S + "/snapshots", "post", 404, {"id": gone}, body={})
     add(S + "/snapshots", "post", 409, call=lambda: snapshot_twice(daemon, sid))

@@ -828,7 +828,7 @@ static void test_buffered_body(void)
     send_str(c->fd, "POST /buffer HTTP/1.1\r\nContent-Length: 2097152\r\n\r\n");
     ok(read_resp(c, &r) == 0 && r.status == 413, "413: declared length over the limit");
     j = body_json(&r);
-    is_str(json_string_value(json_object_get(j, "code")), "limit", "413: JSON error body");
+    is_str(json_string_value(json_object_get(j, "code")), "too_large", "413: JSON error body");
     json_decref(j);
     is_str(hdr(&r, "Connection"), "close", "413: connection closes");
     ok(is_hex16(hdr(&r, "X-Request-Id")), "413: carries a request id");

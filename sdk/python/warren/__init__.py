@@ -28,6 +28,7 @@ from .errors import (
     APIConnectionError,
     AuthenticationError,
     BadContentError,
+    BuildError,
     CommandExitError,
     ConflictError,
     InvalidArgumentError,
@@ -45,7 +46,7 @@ from .errors import (
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
-from .images import ForkResult, Snapshot, Template
+from .images import BuildStep, ForkResult, Snapshot, Template
 from .models import (
     ApiKey,
     CommandEvent,
@@ -80,7 +81,6 @@ __all__ = [
     "Volume",
     "VolumeInfo",
     "VolumeMount",
-    "Template",
     "Commands",
     "CommandHandle",
     "OutputCallback",
@@ -89,6 +89,8 @@ __all__ = [
     "FileData",
     "WatchHandle",
     # images
+    "Template",
+    "BuildStep",
     "Snapshot",
     "ForkResult",
     # models
@@ -123,4 +125,5 @@ __all__ = [
     "TimeoutError",
     "APIConnectionError",
     "CommandExitError",
+    "BuildError",
 ]

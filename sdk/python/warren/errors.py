@@ -32,6 +32,7 @@ __all__ = [
     "TimeoutError",
     "APIConnectionError",
     "CommandExitError",
+    "BuildError",
     "error_from_response",
     "error_from_code",
 ]
@@ -194,6 +195,38 @@ class CommandExitError(WarrenError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.result,))
+
+
+class BuildError(WarrenError):
+    """A template build that failed once it had started (the server's ``error`` event):
+    ``step`` is the 1-based step that failed (None when the failure was not a step's),
+    ``line`` its line in the Dockerfile, ``exit_code`` the step's exit code when its command
+    ended with one. ``code`` is the server's error code (``invalid`` for a failed command,
+    ``system``, ...). Errors found before the first step (a bad Dockerfile, a name taken)
+    are raised as the matching API error instead (:class:`InvalidArgumentError`, ...)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        step: int | None = None,
+        line: int | None = None,
+        exit_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(code, message, None, request_id)
+        self.step = step
+        self.line = line
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        return self.message or self.code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.code, self.message, self.step, self.line, self.exit_code, self.request_id),
+        )
 
 
 _BY_CODE: dict[str, type[WarrenError]] = {

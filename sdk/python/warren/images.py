@@ -13,25 +13,94 @@
     Snapshot.delete("ready")
     Template.import_archive("app.tar", "app")      # a docker-archive or oci-archive
     Template.pull("127.0.0.1:5000/team/app:1", "app2", insecure=True)
+
+    # A template from a Dockerfile (FROM, RUN, ENV, WORKDIR, USER, COPY), COPY reading from a
+    # build context directory:
+    t = Template.build("app", context="./app",   # ./app/Dockerfile
+                       on_output=lambda stream, data: print(data, end=""))
 """
 
 from __future__ import annotations
 
 import builtins
+import io
 import os
-from collections.abc import Iterator, Mapping
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .client import Client, path_segment, resolve_client
-from .errors import WarrenError
+from .errors import BuildError, WarrenError
 from .models import _EPOCH, _opt_int, parse_time
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
 
-__all__ = ["Template", "Snapshot", "ForkResult"]
+__all__ = ["Template", "BuildStep", "Snapshot", "ForkResult"]
+
+_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """A step of a template build, as it starts: ``step`` of ``of`` (1-based), its ``line`` in
+    the Dockerfile, the ``instruction`` as written (continuations joined), and whether its
+    layer came from the cache (``cached``: the step did not run)."""
+
+    step: int
+    of: int
+    line: int
+    instruction: str
+    cached: bool
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _context_tar(context: str | os.PathLike[str], dockerfile: str | None) -> IO[bytes]:
+    """The directory ``context`` as a tar archive in a temporary file (rewound). With
+    ``dockerfile`` (text), the archive's top-level ``Dockerfile`` is that text instead of the
+    directory's own."""
+    root = os.fspath(context)
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"build context {root!r} is not a directory")
+    f = tempfile.TemporaryFile()
+    try:
+        with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as t:
+
+            def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+                if dockerfile is not None and info.name == "./Dockerfile":
+                    return None
+                if not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
+                    return None  # sockets, fifos, devices: a context cannot hold them
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                return info
+
+            t.add(root, arcname=".", recursive=True, filter=keep)
+            if dockerfile is not None:
+                data = dockerfile.encode("utf-8")
+                info = tarfile.TarInfo("Dockerfile")
+                info.size = len(data)
+                info.mode = 0o644
+                t.addfile(info, io.BytesIO(data))
+        f.seek(0)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _chunks(f: IO[bytes]) -> Iterator[bytes]:
+    while True:
+        b = f.read(_CHUNK)
+        if not b:
+            return
+        yield b
 
 
 def _opt_str(value: Any) -> str | None:
@@ -122,6 +191,113 @@ class Template:
             if owns:
                 c.close()
         return cls.from_json(r.json_object())
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        dockerfile: str | os.PathLike[str] | None = None,
+        context: str | os.PathLike[str] | None = None,
+        *,
+        replace: bool = False,
+        on_step: Callable[[BuildStep], None] | None = None,
+        on_output: Callable[[str, str], None] | None = None,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """Build the template ``name`` from a Dockerfile (the subset FROM, RUN, ENV, WORKDIR,
+        USER, COPY; see docs/templates.md) and return it.
+
+        ``dockerfile``: the Dockerfile's text (a ``str``), or a path to it (an
+        ``os.PathLike`` such as :class:`pathlib.Path`). ``context``: a directory, sent as a
+        tar archive made with :mod:`tarfile`, that COPY reads from; without ``dockerfile``
+        its top-level ``Dockerfile`` is used, with one it replaces that file. Without a
+        context, COPY fails. ``replace``: replace a template of that name (else
+        :class:`~warren.ConflictError`).
+
+        ``on_step`` is called as each step starts (with a :class:`BuildStep`), ``on_output``
+        with ``("stdout" | "stderr", text)`` as the steps' commands write.
+
+        Raises :class:`~warren.BuildError` (``step``, ``line``, ``exit_code``) when a step
+        fails; errors found before the first step are the API's:
+        :class:`~warren.InvalidArgumentError` for a bad or unsupported instruction (the message
+        names the line), :class:`~warren.NotFoundError` for an unknown FROM,
+        :class:`~warren.ConflictError` for a name taken, :class:`~warren.TooLargeError`.
+        """
+        text: str | None
+        if isinstance(dockerfile, os.PathLike):
+            with open(os.fspath(dockerfile), encoding="utf-8") as df:
+                text = df.read()
+        else:
+            text = dockerfile
+        if text is None and context is None:
+            raise ValueError("Template.build needs a dockerfile, a context, or both")
+        query: dict[str, str] = {"name": name}
+        if replace:
+            query["replace"] = "true"
+        archive: IO[bytes] | None = None
+        body: bytes | Iterator[bytes]
+        if context is not None:
+            archive = _context_tar(context, text)
+            body = _chunks(archive)
+            ctype = "application/x-tar"
+        else:
+            assert text is not None
+            body = text.encode("utf-8")
+            ctype = "text/plain; charset=utf-8"
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            with c.stream(
+                "POST",
+                "/v1/templates/build",
+                query=query,
+                data=body,
+                headers={"Content-Type": ctype, "Accept": "application/x-ndjson"},
+            ) as stream:
+                for ev in stream.iter_json():
+                    kind = ev.get("type")
+                    if kind == "step":
+                        if on_step is not None:
+                            on_step(
+                                BuildStep(
+                                    step=_int(ev.get("step")) or 0,
+                                    of=_int(ev.get("of")) or 0,
+                                    line=_int(ev.get("line")) or 0,
+                                    instruction=str(ev.get("instruction", "")),
+                                    cached=ev.get("cached") is True,
+                                )
+                            )
+                    elif kind in ("stdout", "stderr"):
+                        data = ev.get("data")
+                        if on_output is not None and isinstance(data, str):
+                            on_output(str(kind), data)
+                    elif kind == "done":
+                        t = ev.get("template")
+                        if isinstance(t, dict):
+                            return cls.get(name, client=c)
+                        raise WarrenError(
+                            "bad_response", "build: `done` without a template", None,
+                            stream.request_id,
+                        )
+                    elif kind == "error":
+                        raise BuildError(
+                            str(ev.get("code", "error")),
+                            str(ev.get("message", "the build failed")),
+                            step=_int(ev.get("step")),
+                            line=_int(ev.get("line")),
+                            exit_code=_int(ev.get("exit_code")),
+                            request_id=stream.request_id,
+                        )
+                raise WarrenError(
+                    "bad_response", "build: the answer ended before the build did", None,
+                    stream.request_id,
+                )
+        finally:
+            if archive is not None:
+                archive.close()
+            if owns:
+                c.close()
 
     @classmethod
     def delete(

@@ -142,6 +142,7 @@ class SandboxInfo:
     created_at: datetime
     expires_at: datetime
     metadata: dict[str, str]
+    disk_mb: int | None = None
     reason: str | None = None
     on_timeout: str = "kill"
     timeout: int | None = None
@@ -172,6 +173,7 @@ class SandboxInfo:
             state=state,
             cpus=float(d.get("cpus") or 0),
             memory_mb=int(d.get("memory_mb") or 0),
+            disk_mb=_opt_int(d.get("disk_mb")),
             created_at=parse_time(d.get("created_at")) or _EPOCH,
             expires_at=parse_time(d.get("expires_at")) or _EPOCH,
             metadata=_str_dict(d.get("metadata")),

@@ -57,6 +57,7 @@ class Sandbox:
         *,
         cpus: float | None = None,
         memory_mb: int | None = None,
+        disk_mb: int | None = None,
         timeout: float | None = None,
         on_timeout: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -73,6 +74,8 @@ class Sandbox:
         ``template``: a template's name, or a snapshot's id (``snap-...``) or name (the
         sandbox then starts with the snapshot's files); a :class:`~warren.Template` or
         :class:`~warren.Snapshot` object works too.
+        ``disk_mb``: a limit on its files (btrfs qgroup or project quota); a host that cannot
+        enforce one raises :class:`~warren.UnsupportedError` rather than ignoring it.
         ``timeout``: seconds until the server kills it (server default 300; extend with
         :meth:`set_timeout`). ``on_timeout``: ``"kill"`` (default) or ``"pause"``: at the
         deadline the sandbox is paused in memory instead (``state == "paused"``, ``reason ==
@@ -92,6 +95,8 @@ class Sandbox:
             body["cpus"] = cpus
         if memory_mb is not None:
             body["memory_mb"] = int(memory_mb)
+        if disk_mb is not None:
+            body["disk_mb"] = int(disk_mb)
         if timeout is not None:
             body["timeout"] = _seconds(timeout, "timeout")
         if on_timeout is not None:
