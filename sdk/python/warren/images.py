@@ -107,16 +107,9 @@ def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_CHUNK = 256 * 1024
-
-
-def _chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+def _file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
     with open(path, "rb") as f:
-        while True:
-            b = f.read(_CHUNK)
-            if not b:
-                return
-            yield b
+        yield from _chunks(f)
 
 
 def _opt_number(value: Any) -> float | None:
@@ -346,7 +339,7 @@ class Template:
                 "POST",
                 "/v1/templates/import",
                 query=query,
-                data=_chunks(path),
+                data=_file_chunks(path),
                 headers={"Content-Type": "application/x-tar"},
                 timeout=timeout,
             )
