@@ -480,6 +480,35 @@ static struct state_ctx *state_ctx_new(struct wr_http_req *req)
     return s;
 }
 
+/* GET /v1/sandboxes/{id}/metrics: its usage samples (the last 10 minutes, every 5 s). */
+static void metrics(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id)
+{
+    struct wr_usage u[WR_USAGE_MAX];
+    struct wr_err err;
+    json_t *arr;
+    int n;
+
+    if (strcmp(wr_http_req_method(req), "GET") != 0) {
+        wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
+        return;
+    }
+    n = wr_manager_metrics(api->mgr, team, id, 0, 0, u, WR_USAGE_MAX, &err);
+    if (n < 0) {
+        api_error(req, &err);
+        return;
+    }
+    arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char at[32];
+        api_time(u[i].at_ms, at);
+        json_array_append_new(arr, json_pack("{s:s,s:f,s:I,s:I,s:I}", "timestamp", at, "cpu_pct",
+                                             u[i].cpu_pct, "cpu_count", (json_int_t)u[i].cpu_count,
+                                             "memory_bytes", (json_int_t)u[i].mem_bytes,
+                                             "memory_limit_bytes", (json_int_t)u[i].mem_limit));
+    }
+    wr_http_respond_json(req, 200, json_pack("{s:o}", "samples", arr));
+}
+
 static void disk_done(void *ctx, uint64_t used, uint64_t limit, const char *how,
                       const struct wr_err *err)
 {
@@ -627,6 +656,10 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
         }
         read_body_with(api, req, team, rt->seg[1], 4096,
                        rt->seg[2][0] == 'p' ? pause_body : resume_body);
+        return;
+    }
+    if (rt->nseg == 3 && strcmp(rt->seg[2], "metrics") == 0) {
+        metrics(api, req, team, rt->seg[1]);
         return;
     }
     if (rt->nseg == 3 && strcmp(rt->seg[2], "disk") == 0) {

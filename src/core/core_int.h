@@ -17,6 +17,16 @@ struct wr_manager {
     uint64_t committed; /* their memory limits */
     unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
     bool closing;
+    uv_timer_t *sampler; /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
+};
+#define WR_USAGE_PERIOD_MS 5000
+
+/* A sample of a running sandbox's resource use (see wr_manager_metrics). */
+#define WR_USAGE_SAMPLES 120
+struct wr_usage_sample {
+    int64_t at_ms;   /* wall clock */
+    uint64_t cpu_ns; /* cumulative */
+    uint64_t mem_bytes;
 };
 
 /* A delete that waits for a sandbox that is ending to be gone. */
@@ -42,6 +52,10 @@ struct wr_msb {
     bool busy;    /* a create, freeze, thaw or destroy of it runs on a worker */
     bool on_disk; /* paused to disk: no processes (rt NULL), files in its home */
     struct wr_delete_waiter *delete_waiters;
+    /* Resource samples, oldest first from (usage_head - usage_n) mod WR_USAGE_SAMPLES. */
+    struct wr_usage_sample usage[WR_USAGE_SAMPLES];
+    unsigned usage_head, usage_n;
+    uint32_t cpu_millis;
     bool on_timeout_pause; /* the deadline pauses instead of killing */
     uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;   /* wall clock, while running */

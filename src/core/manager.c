@@ -177,7 +177,7 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx);
 
 static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *team,
-                              uint64_t memory_bytes)
+                              uint64_t memory_bytes, uint32_t cpu_millis)
 {
     struct wr_msb *sb = xcalloc(1, sizeof(*sb));
 
@@ -185,6 +185,7 @@ static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *
     sb->id = xstrdup(id);
     sb->team = xstrdup(team);
     sb->memory_bytes = memory_bytes;
+    sb->cpu_millis = cpu_millis;
     sb->refs = 1; /* the table's */
     return sb;
 }
@@ -479,6 +480,8 @@ static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx
     uv_timer_start(&sb->deadline, on_agent_lost, 2000, 0);
 }
 
+static void sample(struct wr_msb *sb);
+
 /* ---- creating -------------------------------------------------------------------------------- */
 
 /* What the runtime needs to start a sandbox: from its record (image_json, env_json, limits). */
@@ -682,6 +685,7 @@ static void create_done(uv_work_t *w, int status)
         goto out;
     }
     msb_start_watching(sb, c->rec.deadline_ms, false);
+    sample(sb); /* the anchor of the first CPU share */
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
         free(out);
@@ -807,7 +811,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         return;
     }
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
-    c->sb = msb_new(m, id, req->team, c->rec.memory_bytes);
+    c->sb = msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     c->sb->on_timeout_pause = req->on_timeout_pause;
     c->sb->timeout_s = timeout_s;
     c->sb->busy = true;
@@ -1336,6 +1340,71 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         freeze_start(sb, false, NULL, timeout_s, cb, ctx);
 }
 
+/* ---- usage samples ------------------------------------------------------------------------- */
+
+static void sample(struct wr_msb *sb)
+{
+    struct wr_sandbox_usage u;
+    struct wr_err err;
+    struct wr_usage_sample *s;
+
+    if (!sb->alive || sb->paused || sb->ending || sb->rt == NULL ||
+        wr_sandbox_usage(sb->rt, &u, &err) < 0)
+        return;
+    s = &sb->usage[sb->usage_head];
+    *s = (struct wr_usage_sample){wr__core_now_ms(), u.cpu_ns, u.memory_bytes};
+    sb->usage_head = (sb->usage_head + 1) % WR_USAGE_SAMPLES;
+    if (sb->usage_n < WR_USAGE_SAMPLES)
+        sb->usage_n++;
+}
+
+static void on_sample(uv_timer_t *t)
+{
+    struct wr_manager *m = t->data;
+
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct wr_msb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext)
+            sample(sb);
+}
+
+int wr_manager_metrics(struct wr_manager *m, const char *team, const char *id, int64_t from_ms,
+                       int64_t to_ms, struct wr_usage *out, size_t max, struct wr_err *err)
+{
+    struct wr_msb *sb = wr__lookup(m, team, id, err);
+    size_t n = 0;
+    uint64_t prev_cpu = 0;
+    int64_t prev_at;
+    uint32_t cpus;
+
+    if (sb == NULL) {
+        if (err->kind == WR_ECONFLICT) /* stopped: it has no samples any more */
+            return 0;
+        return -1;
+    }
+    sample(sb);
+    cpus = (sb->cpu_millis + 999) / 1000;
+    prev_at = 0;
+    for (unsigned i = 0; i < sb->usage_n; i++) {
+        const struct wr_usage_sample *s =
+            &sb->usage[(sb->usage_head + WR_USAGE_SAMPLES - sb->usage_n + i) % WR_USAGE_SAMPLES];
+        double pct = 0;
+        if (prev_at != 0 && s->at_ms > prev_at && s->cpu_ns >= prev_cpu)
+            pct = (double)(s->cpu_ns - prev_cpu) / 1e6 / (double)(s->at_ms - prev_at) * 100.0 /
+                  (sb->cpu_millis ? sb->cpu_millis / 1000.0 : 1.0);
+        prev_at = s->at_ms;
+        prev_cpu = s->cpu_ns;
+        if (i == 0 || (from_ms && s->at_ms < from_ms) || (to_ms && s->at_ms > to_ms) || n >= max)
+            continue; /* the first sample only anchors the next one's CPU share */
+        out[n++] = (struct wr_usage){s->at_ms, pct, cpus, s->mem_bytes, sb->memory_bytes};
+    }
+    return (int)n;
+}
+
+static void sampler_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
 struct disk_use_work {
     uv_work_t w;
     struct wr_manager *m;
@@ -1428,7 +1497,7 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     if (strcmp(r->state, "paused") == 0 && r->paused_mode != NULL &&
         strcmp(r->paused_mode, "disk") == 0) {
         /* Its files wait in its home; resume starts it. */
-        sb = msb_new(m, r->id, r->team, r->memory_bytes);
+        sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
         sb->paused = true;
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
         sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
@@ -1465,7 +1534,7 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
                                          reason, NULL);
         return;
     }
-    sb = msb_new(m, r->id, r->team, r->memory_bytes);
+    sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
     sb->rt = rt_sb;
     sb->adopted = true;
     sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
@@ -1532,6 +1601,11 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     }
     free(recs);
     wr__volumes_sweep(m);
+    m->sampler = xcalloc(1, sizeof(*m->sampler));
+    uv_timer_init(m->loop, m->sampler);
+    m->sampler->data = m;
+    uv_timer_start(m->sampler, on_sample, WR_USAGE_PERIOD_MS, WR_USAGE_PERIOD_MS);
+    uv_unref((uv_handle_t *)m->sampler);
     /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
      * right after the daemon says it is ready must find them connected. */
     for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
@@ -1553,6 +1627,11 @@ void wr_manager_close(struct wr_manager *m)
     if (m == NULL)
         return;
     m->closing = true;
+    if (m->sampler != NULL) {
+        uv_timer_stop(m->sampler);
+        uv_close((uv_handle_t *)m->sampler, sampler_closed);
+        m->sampler = NULL;
+    }
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct wr_msb *sb = m->buckets[b];
         while (sb != NULL) {

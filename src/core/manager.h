@@ -236,6 +236,20 @@ typedef void (*wr_manager_volume_cb)(void *ctx, const struct wr_volume_rec *rec,
 void wr_manager_volume_get(struct wr_manager *m, const char *team, const char *name,
                            wr_manager_volume_cb cb, void *ctx);
 
+/* Resource use of a sandbox over time: samples taken every 5 s while it runs (the last 10
+ * minutes are kept), plus one taken now if it runs. cpu_pct is the share of its CPU limit used
+ * since the previous sample. Samples between from_ms and to_ms (wall clock; 0: unbounded) go
+ * into out (at most max); returns how many, or -1 with err (WR_ENOTFOUND). */
+struct wr_usage {
+    int64_t at_ms;
+    double cpu_pct;
+    uint32_t cpu_count;
+    uint64_t mem_bytes, mem_limit;
+};
+#define WR_USAGE_MAX 128 /* room for every sample wr_manager_metrics can return */
+int wr_manager_metrics(struct wr_manager *m, const char *team, const char *id, int64_t from_ms,
+                       int64_t to_ms, struct wr_usage *out, size_t max, struct wr_err *err);
+
 /* Disk use of a sandbox's writable layer (measured on a worker): cb(ctx, used, limit, method,
  * NULL) with its limit (0: none) and how it is enforced (NULL if none), or cb(..., err).
  * WR_ENOTFOUND; WR_ECONFLICT for a stopped sandbox (its files are gone). */

@@ -833,6 +833,23 @@ fail:
     return wr_err_set(err, WR_ESYS, (int)-n, "cgroup `%s`: read %s", cg->name, file);
 }
 
+int wr_cgroup_cpu(struct wr_cgroup *cg, uint64_t *ns, struct wr_err *err)
+{
+    bool v2 = cg->d->version == WR_CGROUP_V2;
+    int dfd = cg->d->at[CTL_CPUACCT];
+    char path[NAME_MAX + 64], buf[1024];
+    const char *file = v2 ? "cpu.stat" : "cpuacct.usage";
+    ssize_t n;
+
+    if (!cg->d->have[CTL_CPUACCT])
+        return missing(cg->d, CTL_CPUACCT, err);
+    snprintf(path, sizeof(path), "%s/%s", cg->name, file);
+    if ((n = cg_read(dfd, path, buf, sizeof(buf))) < 0)
+        return wr_err_set(err, WR_ESYS, (int)-n, "cgroup `%s`: read %s", cg->name, file);
+    *ns = v2 ? keyed_value(buf, "usage_usec") * 1000 : strtoull(buf, NULL, 10);
+    return 0;
+}
+
 int wr_cgroup_destroy(struct wr_cgroup *cg, struct wr_err *err)
 {
     int64_t deadline;

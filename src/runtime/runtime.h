@@ -151,6 +151,13 @@ int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);
  * reached. A frozen sandbox keeps its memory; its warren-init does not answer until thawed. */
 int wr_sandbox_freeze(struct wr_sandbox *sb, bool frozen, struct wr_err *err);
 
+/* Resource use of a running sandbox, read from its cgroups. */
+struct wr_sandbox_usage {
+    uint64_t cpu_ns;       /* CPU time of all its processes so far */
+    uint64_t memory_bytes; /* memory charged to it now */
+};
+int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct wr_err *err);
+
 /* Free the handle and leave the sandbox running (a daemon shutting down: sandboxes outlive it).
  * A later process takes it back with wr_sandbox_adopt. */
 void wr_sandbox_release(struct wr_sandbox *sb);

@@ -949,6 +949,16 @@ int wr_sandbox_freeze(struct wr_sandbox *sb, bool frozen, struct wr_err *err)
     return 0;
 }
 
+int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct wr_err *err)
+{
+    if (sb->cg == NULL)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s has no cgroup", sb->id);
+    if (wr_cgroup_cpu(sb->cg, &u->cpu_ns, err) < 0 ||
+        wr_cgroup_memory(sb->cg, &u->memory_bytes, NULL, err) < 0)
+        return wr_err_wrap(err, "sandbox %s", sb->id);
+    return 0;
+}
+
 void wr_sandbox_release(struct wr_sandbox *sb)
 {
     if (sb == NULL)

@@ -63,6 +63,20 @@ export function suite(name, sdk, prefix) {
       assert.equal(await sbx.isRunning(), true);
     });
 
+    test('getMetrics: CPU and memory of the sandbox', async (t) => {
+      if (typeof sbx.getMetrics !== 'function') {
+        t.skip(`${name} has no getMetrics`);
+        return;
+      }
+      await sbx.commands.run('i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done');
+      const m = await sbx.getMetrics();
+      assert.ok(m.length >= 1, `metrics: ${JSON.stringify(m)}`);
+      const last = m[m.length - 1];
+      assert.ok(last.memUsed > 0 && last.memTotal === 512 * 1024 * 1024, JSON.stringify(last));
+      assert.ok(last.cpuCount >= 1 && last.cpuUsedPct > 0, JSON.stringify(last));
+      assert.ok(last.timestamp instanceof Date || typeof last.timestamp === 'string');
+    });
+
     test('commands.run: foreground, as user in a login bash, env, cwd, user', async () => {
       let out = '';
       const r = await sbx.commands.run('id -un; pwd; shopt -q login_shell && echo login; echo err >&2', {

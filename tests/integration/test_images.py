@@ -405,3 +405,23 @@ def test_disk_limit_refused_by_cli_and_sdk_on_plain_disk(daemon, client):
         warren.Sandbox.create(client=client, disk_mb=64)
     r = warren_cli("create", "--disk", "64M", env={"WARREN_API_URL": daemon.url})
     assert r.returncode != 0 and b"cannot be enforced" in r.stderr
+
+
+# ---- metrics ---------------------------------------------------------------------------------
+
+
+def test_metrics_sample_cpu_and_memory(daemon, client):
+    sid = create(client, memory_mb=256, cpus=0.5)
+    out(client, sid, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+    m = api(client, "GET", "/v1/sandboxes/%s/metrics" % sid, status=200).json()["samples"]
+    assert len(m) >= 1
+    last = m[-1]
+    assert last["cpu_count"] == 1 and last["memory_limit_bytes"] == 256 << 20
+    assert 0 < last["memory_bytes"] < 256 << 20
+    # The busy loop used a good part of its half CPU since the sample taken at create.
+    assert last["cpu_pct"] > 5, last
+    time.sleep(1)
+    idle = api(client, "GET", "/v1/sandboxes/%s/metrics" % sid, status=200).json()["samples"]
+    assert len(idle) == len(m) + 1 and idle[-1]["cpu_pct"] < last["cpu_pct"]
+    api(client, "GET", "/v1/sandboxes/nope/metrics", status=404)
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)

@@ -812,6 +812,7 @@ def _triggers(daemon, ctx):
     add(S + "/timeout", "post", 400, {"id": sid}, body={"timeout": 0})
     add(S + "/timeout", "post", 404, {"id": gone}, body={"timeout": 5})
     add(S + "/disk", "get", 404, {"id": gone})
+    add(S + "/metrics", "get", 404, {"id": gone})
     add(S + "/disk", "get", 409, call=lambda: send(
         daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
     # This test daemon's state directory is on the plain disk (ext4 without project quotas).
