@@ -36,6 +36,7 @@ RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CORE_SRC    := $(wildcard src/core/*.c)
 STORE_SRC   := $(wildcard src/store/*.c)
 API_SRC     := $(wildcard src/api/*.c)
+IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
 LLHTTP_DIR  := /usr/share/llhttp
@@ -54,10 +55,11 @@ LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
 LIB        := $(BUILD)/libwarren.a
 HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
-# The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP).
-DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC))
+# The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
+# (OCI archives and registries).
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
@@ -174,7 +176,8 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 # Layering (docs/architecture.md): only src/runtime/ makes mount and namespace calls; only
-# src/store/ includes sqlite3.h; src/proto/ depends on util/ alone.
+# src/store/ includes sqlite3.h; src/proto/ depends on util/ alone; src/image/ (formats and the
+# network) knows no HTTP server, SQL, manager or runtime.
 check-layers:
 	@! grep -nE '\b(mount|umount2|unshare|setns|pivot_root|clone3|fsopen|move_mount)\(' \
 	    $$(git ls-files 'src/*.c' | grep -v '^src/runtime/' | grep -v '^src/init/') || \
@@ -187,6 +190,8 @@ check-layers:
 	    { echo "check-layers: api/ or store/ reaches runtime/"; exit 1; }
 	@! grep -nE '#include "\.\./(api|store|core)/|uv\.h|sqlite3\.h|jansson\.h' $$(git ls-files 'src/runtime/*') || \
 	    { echo "check-layers: runtime/ knows HTTP, SQL or the daemon"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core|runtime)/|uv\.h|sqlite3\.h' $$(git ls-files 'src/image/*') || \
+	    { echo "check-layers: image/ knows the HTTP server, SQL or the daemon"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

@@ -93,6 +93,11 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
                    const struct api_route *rt);
 void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                    const struct api_route *rt);
+/* JSON of a template of the store (h_images.c). */
+json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r);
+/* h_oci.c: POST /v1/templates/import and /v1/templates/pull. */
+void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+             const struct api_route *rt);
 /* h_build.c: POST /v1/templates/build. */
 void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
 void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);

@@ -84,6 +84,8 @@ const char *connect_code_of(const struct wr_err *err)
         return "unimplemented";
     case WR_EPROTO:
         return "unavailable";
+    case WR_EBADDATA:
+        return "invalid_argument";
     case WR_EOK:
     case WR_ESYS:
     case WR_EINTERNAL:

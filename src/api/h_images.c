@@ -26,7 +26,7 @@ static json_int_t users_of(struct wr_api *api, const char *name)
     return (json_int_t)n;
 }
 
-static json_t *template_json(struct wr_api *api, const struct wr_image_rec *r)
+json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r)
 {
     char created[32];
 
@@ -83,7 +83,7 @@ static void list_templates(struct wr_api *api, struct wr_http_req *req)
     }
     arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, template_json(api, &recs[i]));
+        json_array_append_new(arr, api_template_json(api, &recs[i]));
     (void)wr_images_dir_names(api->images, &dirs, &nd);
     for (size_t i = 0; i < nd; i++) {
         bool shadowed = false;
@@ -134,6 +134,11 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
         api_build(api, req, who);
         return;
     }
+    if (rt->nseg == 2 && strcmp(method, "POST") == 0 &&
+        (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
+        api_oci(api, req, who, rt);
+        return;
+    }
     if (rt->nseg != 2) {
         wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
                               wr_http_req_path(req));
@@ -144,7 +149,7 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
         if (wr_store_image_get(api->store, team, rt->seg[1], &rec, NULL) == 0) {
             bool tpl = strcmp(rec.kind, "template") == 0;
             if (tpl)
-                wr_http_respond_json(req, 200, template_json(api, &rec));
+                wr_http_respond_json(req, 200, api_template_json(api, &rec));
             wr_image_rec_fini(&rec);
             if (tpl)
                 return;

@@ -24,6 +24,8 @@ int api_status_of(enum wr_err_kind kind)
         return 501;
     case WR_EPROTO:
         return 502;
+    case WR_EBADDATA:
+        return 422;
     case WR_EOK:
     case WR_ESYS:
     case WR_EINTERNAL:

@@ -39,6 +39,8 @@ int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 /* `warren template build` (build.c). */
 int cli_template_build(int argc, char **argv);
+/* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
+int cli_template_oci(int argc, char **argv);
 
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -147,7 +147,10 @@ static void template_usage(FILE *f)
                "  info NAME [-o json]   show a template\n"
                "  rm NAME...            delete templates (sandboxes using one keep running)\n"
                "  build -f Dockerfile [--name NAME] [--replace] [CONTEXT_DIR]\n"
-               "                        build a template from a Dockerfile\n");
+               "                        build a template from a Dockerfile\n"
+               "  import FILE --name N  a template from an image archive (docker or oci)\n"
+               "  pull IMAGE --name N   a template from an image in a registry\n\n"
+               "`warren template import --help` shows the options of import and pull.\n");
 }
 
 static void print_template_row(const char *name, const char *kind, const char *size,
@@ -265,8 +268,9 @@ int cmd_template(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } subs[] = {
-        {"ls", template_ls}, {"list", template_ls},         {"info", template_info},
-        {"rm", template_rm}, {"build", cli_template_build},
+        {"ls", template_ls},        {"list", template_ls},         {"info", template_info},
+        {"rm", template_rm},        {"build", cli_template_build}, {"import", cli_template_oci},
+        {"pull", cli_template_oci},
     };
 
     if (argc < 2) {

@@ -100,6 +100,8 @@ const char *wr_err_kind_name(enum wr_err_kind kind)
         return "protocol";
     case WR_EINTERNAL:
         return "internal";
+    case WR_EBADDATA:
+        return "bad_content";
     }
     return "internal";
 }

@@ -17,6 +17,7 @@ enum wr_err_kind {
     WR_ESYS,         /* a system call failed unexpectedly */
     WR_EPROTO,       /* a peer sent something malformed */
     WR_EINTERNAL,    /* a bug */
+    WR_EBADDATA,     /* content that fails its checks: a bad archive, a digest mismatch */
 };
 
 struct wr_err {

@@ -35,7 +35,7 @@ with open(SPEC_PATH) as _f:
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 OPERATIONS = [(p, m) for p, item in SPEC["paths"].items() for m in item if m in METHODS]
 CODES = {501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
-         413: "too_large", 416: "invalid", 503: "limit", 504: "timeout"}
+         413: "too_large", 416: "invalid", 422: "bad_content", 503: "limit", 504: "timeout"}
 
 
 # ---- the document ------------------------------------------------------------------------------
@@ -890,6 +890,12 @@ def _triggers(daemon, ctx):
     add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
     add("/v1/volumes/{name}", "delete", 404, {"name": "no-such-volume"})
     add("/v1/volumes/{name}", "delete", 409, call=lambda: volume_in_use(daemon))
+    imp, pull = "/v1/templates/import", "/v1/templates/pull"
+    add(imp, "post", 400, body=b"x")  # no name
+    add(imp, "post", 409, query={"name": "base"}, body=b"x")  # a directory template's name
+    add(imp, "post", 422, query={"name": "openapi-garbage"}, body=b"not an archive" * 64)
+    add(pull, "post", 400, body={"name": "x"})
+    add(pull, "post", 409, body={"name": "base", "image": "127.0.0.1:1/a/b:1", "insecure": True})
     return t
 
 
@@ -933,7 +939,13 @@ def exec_while_deleted(daemon, attempts=5):
     return r
 
 
-COVERED_ELSEWHERE = {("/v1/sandboxes", "post", 503)}  # test_capacity_503_with_retry_after
+COVERED_ELSEWHERE = {
+    ("/v1/sandboxes", "post", 503),  # test_capacity_503_with_retry_after
+    ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
+    # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
+    ("/v1/templates/pull", "post", 404),
+    ("/v1/templates/pull", "post", 422),
+}
 
 
 def test_every_documented_error_status(daemon):
@@ -1053,3 +1065,25 @@ def test_no_content_has_no_content_length(daemon):
     key = send(daemon, "POST", "/v1/keys", body={"team": "openapi-204"}).json()
     r = send(daemon, "DELETE", "/v1/keys/" + key["id"])
     assert r.status == 204 and "content-length" not in r.headers, r.headers
+
+
+def test_template_import_and_pull(daemon):
+    """Templates from images (tests/integration/test_oci.py covers them in depth)."""
+    from test_oci import oci_archive, tar_bytes, ti, free_port
+
+    imp, pull = "/v1/templates/import", "/v1/templates/pull"
+    archive = oci_archive([tar_bytes([ti("hello.txt", data=b"hi\n")])])
+    r = api(daemon, "POST", imp, query={"name": "openapi-imp"}, body=archive,
+            headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201 and r.json()["kind"] == "template" and r.json()["layers"] == 1, r
+    check_error(send(daemon, "POST", imp, query={"name": "openapi-imp"}, body=archive), imp,
+                "POST", 409)
+    check_error(send(daemon, "POST", imp, query={"name": "openapi-bad"}, body=archive[:700]), imp,
+                "POST", 422)
+    check_error(send(daemon, "POST", imp, body=archive), imp, "POST", 400)
+    check_error(send(daemon, "POST", pull, body={"name": "x"}), pull, "POST", 400)
+    r = send(daemon, "POST", pull, body={"name": "openapi-pull", "insecure": True,
+                                         "image": "127.0.0.1:%d/a/b:1" % free_port()})
+    assert r.status == 502 and r.json()["code"] == "upstream", r
+    check(r, pull, "POST")
+    assert send(daemon, "DELETE", "/v1/templates/openapi-imp").status == 204

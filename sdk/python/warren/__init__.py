@@ -27,6 +27,7 @@ from .commands import CommandHandle, Commands, OutputCallback, Signal
 from .errors import (
     APIConnectionError,
     AuthenticationError,
+    BadContentError,
     BuildError,
     CommandExitError,
     ConflictError,
@@ -41,6 +42,7 @@ from .errors import (
     TimeoutError,
     TooLargeError,
     UnsupportedError,
+    UpstreamError,
     WarrenError,
 )
 from .files import FileData, Files, WatchHandle
@@ -118,6 +120,8 @@ __all__ = [
     "ServerError",
     "SandboxError",
     "UnsupportedError",
+    "UpstreamError",
+    "BadContentError",
     "TimeoutError",
     "APIConnectionError",
     "CommandExitError",

@@ -137,6 +137,16 @@ class UnsupportedError(WarrenError):
     """501 ``unsupported``: this host cannot do that."""
 
 
+class UpstreamError(WarrenError):
+    """502 ``upstream``: a registry the daemon pulls from refused (401, 403) or did not answer;
+    the message carries the registry's words."""
+
+
+class BadContentError(WarrenError):
+    """422 ``bad_content``: an image archive or blob failed its checks (not an archive, cut
+    short, a digest that does not match, an unsafe entry)."""
+
+
 class TimeoutError(WarrenError, builtins.TimeoutError):
     """504 ``timeout`` from the server, or ``client_timeout`` when the SDK's own socket timeout
     expired. Also an instance of the builtin :class:`TimeoutError`."""
@@ -232,6 +242,8 @@ _BY_CODE: dict[str, type[WarrenError]] = {
     "system": ServerError,
     "internal": ServerError,
     "protocol": SandboxError,
+    "upstream": UpstreamError,
+    "bad_content": BadContentError,
     "timeout": TimeoutError,
 }
 
@@ -244,6 +256,7 @@ _BY_STATUS: dict[int, type[WarrenError]] = {
     409: ConflictError,
     413: TooLargeError,
     416: RangeNotSatisfiableError,
+    422: BadContentError,
     429: RateLimitError,
     501: UnsupportedError,
     502: SandboxError,

@@ -11,6 +11,8 @@
     with Sandbox.create(template="ready") as copy:  # a snapshot's id or name works as a template
         copy.files.read("/tmp/state")
     Snapshot.delete("ready")
+    Template.import_archive("app.tar", "app")      # a docker-archive or oci-archive
+    Template.pull("127.0.0.1:5000/team/app:1", "app2", insecure=True)
 
     # A template from a Dockerfile (FROM, RUN, ENV, WORKDIR, USER, COPY), COPY reading from a
     # build context directory:
@@ -103,6 +105,11 @@ def _chunks(f: IO[bytes]) -> Iterator[bytes]:
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        yield from _chunks(f)
 
 
 def _opt_number(value: Any) -> float | None:
@@ -301,6 +308,80 @@ class Template:
         c, owns = resolve_client(client, api_url, api_key)
         try:
             c.request("DELETE", f"/v1/templates/{path_segment(name)}")
+        finally:
+            if owns:
+                c.close()
+
+    @classmethod
+    def import_archive(
+        cls,
+        path: str | os.PathLike[str],
+        name: str,
+        *,
+        replace: bool = False,
+        timeout: float | None = 600,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """Make template ``name`` from the image archive at ``path``: a docker-archive
+        (``docker save``) or an oci-archive, streamed to the server (never read whole here).
+
+        A name that is taken raises :class:`~warren.ConflictError` unless ``replace``; an archive
+        that is not one, is cut short or fails its digests raises a
+        :class:`~warren.WarrenError` with code ``bad_content`` (HTTP 422)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        query = {"name": name}
+        if replace:
+            query["replace"] = "true"
+        try:
+            r = c.request(
+                "POST",
+                "/v1/templates/import",
+                query=query,
+                data=_file_chunks(path),
+                headers={"Content-Type": "application/x-tar"},
+                timeout=timeout,
+            )
+            return cls.from_json(r.json_object())
+        finally:
+            if owns:
+                c.close()
+
+    @classmethod
+    def pull(
+        cls,
+        image: str,
+        name: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        insecure: bool = False,
+        replace: bool = False,
+        timeout: float | None = 600,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> Template:
+        """Make template ``name`` from ``image`` (``host[:port]/repo[:tag]`` or
+        ``...@sha256:<hex>``), pulled by the server from its registry; ``insecure`` for plain
+        http. An image or tag the registry does not have raises
+        :class:`~warren.NotFoundError`; a registry that refuses (401, 403) or does not answer
+        raises a :class:`~warren.WarrenError` with code ``upstream`` (HTTP 502)."""
+        c, owns = resolve_client(client, api_url, api_key)
+        body: dict[str, Any] = {
+            "name": name,
+            "image": image,
+            "insecure": insecure,
+            "replace": replace,
+        }
+        if username is not None:
+            body["username"] = username
+        if password is not None:
+            body["password"] = password
+        try:
+            r = c.request("POST", "/v1/templates/pull", json_body=body, timeout=timeout)
+            return cls.from_json(r.json_object())
         finally:
             if owns:
                 c.close()

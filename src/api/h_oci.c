@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Templates from OCI images: POST /v1/templates/import?name=N (the tarball as the body, streamed
+ * to a file under <state>/layers/.tmp) and POST /v1/templates/pull {"name", "image", ...}. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/images.h"
+#include "../core/oci.h"
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/xalloc.h"
+#include "api_int.h"
+#include "http.h"
+
+/* One import or pull; if the client leaves, the work goes on and nobody hears of it. */
+struct oci_ctx {
+    struct wr_api *api;
+    struct wr_http_req *req;
+    char team[128];
+    bool admin, replace, running;
+    char *name;
+    /* import: the body's file */
+    char *path;
+    int fd;
+    struct wr_err werr; /* a failed write of the body */
+    bool failed;
+};
+
+static void oci_ctx_free(struct oci_ctx *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    if (c->path != NULL)
+        (void)unlink(c->path);
+    free(c->path);
+    free(c->name);
+    free(c);
+}
+
+static void oci_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct oci_ctx *c = data;
+
+    c->req = NULL;
+    if (!c->running)
+        oci_ctx_free(c);
+}
+
+static void oci_error(struct wr_http_req *req, const struct wr_err *err)
+{
+    struct wr_err e = *err;
+
+    /* Names from an archive or a registry may be any bytes: the message must be valid JSON. */
+    for (char *p = e.msg; *p; p++)
+        if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+            *p = '?';
+    /* The registry's own refusal (401, 403, unreachable) is the upstream's, not ours. */
+    if (e.kind == WR_EPROTO)
+        wr_http_respond_error(req, 502, "upstream", "%s", e.msg);
+    else
+        api_error(req, &e);
+}
+
+static void oci_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_err *err)
+{
+    struct oci_ctx *c = ctx;
+    struct wr_http_req *req = c->req;
+
+    if (req != NULL) {
+        wr_http_req_set_data(req, NULL, NULL);
+        if (err != NULL)
+            oci_error(req, err);
+        else
+            wr_http_respond_json(req, 201, api_template_json(c->api, tpl));
+    }
+    c->running = false;
+    oci_ctx_free(c);
+}
+
+static bool truthy(const char *v)
+{
+    return v != NULL && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+/* ---- import -------------------------------------------------------------------------------- */
+
+static void import_data(struct wr_http_req *req, const char *p, size_t n)
+{
+    struct oci_ctx *c = wr_http_req_data(req);
+
+    if (c == NULL || c->failed)
+        return;
+    if (wr_write_all(c->fd, p, n) < 0) {
+        wr_err_sys(&c->werr, "store the archive");
+        c->failed = true;
+    }
+}
+
+static void import_end(struct wr_http_req *req)
+{
+    struct oci_ctx *c = wr_http_req_data(req);
+    _cleanup_free_ char *path = NULL;
+    struct wr_oci_request r;
+
+    if (c == NULL)
+        return;
+    close(c->fd);
+    c->fd = -1;
+    if (c->failed) {
+        wr_http_req_set_data(req, NULL, NULL);
+        api_error(req, &c->werr);
+        oci_ctx_free(c);
+        return;
+    }
+    /* The core owns the file from here, and removes it. */
+    path = steal_pointer(&c->path);
+    r = (struct wr_oci_request){.name = c->name,
+                                .team = c->team,
+                                .admin = c->admin,
+                                .replace = c->replace,
+                                .archive = path};
+    c->running = true;
+    wr_oci_start(c->api->mgr, &r, oci_done, c);
+}
+
+static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+{
+    struct wr_oci_request r = {.name = wr_http_req_query(req, "name"),
+                               .team = who->team,
+                               .admin = who->admin,
+                               .replace = truthy(wr_http_req_query(req, "replace"))};
+    struct oci_ctx *c;
+    struct wr_err err;
+
+    if (r.name == NULL) {
+        wr_http_respond_error(req, 400, "invalid", "the query parameter `name` is required");
+        return;
+    }
+    /* Before reading a large body: is the name right and free? */
+    if (wr_oci_check(api->mgr, &r, &err) < 0) {
+        api_error(req, &err);
+        return;
+    }
+    c = xcalloc(1, sizeof(*c));
+    c->api = api;
+    c->req = req;
+    snprintf(c->team, sizeof(c->team), "%s", who->team);
+    c->admin = who->admin;
+    c->replace = r.replace;
+    c->name = xstrdup(r.name);
+    c->path = wr_images_tmp(api->images);
+    c->fd = open(c->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (c->fd < 0) {
+        wr_err_sys(&err, "store the archive");
+        free(c->path);
+        c->path = NULL;
+        oci_ctx_free(c);
+        api_error(req, &err);
+        return;
+    }
+    wr_http_req_set_data(req, c, oci_closed);
+    wr_http_req_stream_body(req, import_data, import_end);
+}
+
+/* ---- pull ---------------------------------------------------------------------------------- */
+
+static void pull_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"name",     "image",   "username", "password",
+                                          "insecure", "replace", NULL};
+    static const char *const strings[] = {"name", "image", "username", "password"};
+    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_oci_request r = {0};
+    struct oci_ctx *c;
+    json_t *j, *v;
+
+    j = api_parse_object(req, body, len);
+    if (j == NULL || api_only_keys(req, j, allowed) < 0)
+        goto out;
+    for (size_t i = 0; i < WR_ARRAY_SIZE(strings); i++) {
+        v = json_object_get(j, strings[i]);
+        if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`%s` must be a string", strings[i]);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < 2; i++) {
+        const char *k = i == 0 ? "insecure" : "replace";
+        v = json_object_get(j, k);
+        if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`%s` must be a boolean", k);
+            goto out;
+        }
+    }
+    r.name = json_string_value(json_object_get(j, "name"));
+    r.image = json_string_value(json_object_get(j, "image"));
+    r.username = json_string_value(json_object_get(j, "username"));
+    r.password = json_string_value(json_object_get(j, "password"));
+    r.insecure = json_is_true(json_object_get(j, "insecure"));
+    r.replace = json_is_true(json_object_get(j, "replace"));
+    /* read_body_with carries the caller in team and id (see api_oci). */
+    r.team = bc->team;
+    r.admin = bc->id[0] == 'a';
+    if (r.name == NULL || r.image == NULL || r.image[0] == '\0') {
+        wr_http_respond_error(req, 400, "invalid", "`name` and `image` are required");
+        goto out;
+    }
+    c = xcalloc(1, sizeof(*c));
+    c->api = bc->api;
+    c->req = req;
+    c->fd = -1;
+    c->running = true;
+    wr_http_req_set_data(req, c, oci_closed);
+    wr_oci_start(bc->api->mgr, &r, oci_done, c);
+out:
+    json_decref(j);
+    free(bc);
+}
+
+void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+             const struct api_route *rt)
+{
+    if (strcmp(rt->seg[1], "import") == 0)
+        import(api, req, who);
+    else
+        read_body_with(api, req, who->team, who->admin ? "admin" : "", 64 * 1024, pull_body);
+}
