@@ -23,6 +23,7 @@
 #include "core_int.h"
 #include "dockerfile.h"
 #include "images.h"
+#include "oci.h"
 
 struct build {
     struct wr_manager *m;
@@ -48,6 +49,7 @@ struct build {
     struct wr_err err;             /* a failed step's, while its sandbox goes */
     char digest[80];               /* the running step's layer, while its sandbox goes */
     void (*then)(struct build *b); /* after the step's sandbox is gone */
+    bool from_announced;           /* FROM's step event was sent (a pull runs) */
     char *done_tpl;                /* the end: the template made (id), or */
     struct wr_err done_err;        /* why not */
     const struct wr_build_events *ev;
@@ -663,6 +665,11 @@ static void prep_run(uv_work_t *w)
 }
 
 static void start(struct build *b);
+static void fail_from(struct build *b, const struct wr_err *err);
+static bool is_image_ref(const char *ref);
+static void from_registry(struct build *b);
+static void from_image(struct build *b, struct wr_image *base);
+static void from_image_quiet(struct build *b, struct wr_image *base);
 
 static void prep_done(uv_work_t *w, int status)
 {
@@ -698,19 +705,104 @@ static void start(struct build *b)
         finish(b, NULL, &err);
         return;
     }
-    if (wr_images_resolve(m->cfg.images, b->team, b->df.steps[0].argv[0], &base, &err) < 0) {
-        b->fail.step = 1;
-        b->fail.line = b->df.steps[0].line;
-        wr_err_wrap(&err, "step 1 (line %u, %s)", b->df.steps[0].line, b->df.steps[0].text);
-        finish(b, NULL, &err);
+    if (is_image_ref(b->df.steps[0].argv[0])) {
+        from_registry(b);
         return;
     }
-    b->layers = json_incref(base.layers);
-    b->config = json_deep_copy(base.config);
-    chain(b->key, "warren-build-v1", "FROM", base.layers);
-    chain(b->key, b->key, "config", base.config);
-    wr_image_fini(&base);
+    if (wr_images_resolve(m->cfg.images, b->team, b->df.steps[0].argv[0], &base, &err) < 0) {
+        fail_from(b, &err);
+        return;
+    }
+    from_image(b, &base);
+}
+
+static void fail_from(struct build *b, const struct wr_err *err)
+{
+    struct wr_err e = *err;
+
+    b->fail.step = 1;
+    b->fail.line = b->df.steps[0].line;
+    wr_err_wrap(&e, "step 1 (line %u, %s)", b->df.steps[0].line, b->df.steps[0].text);
+    finish(b, NULL, &e);
+}
+
+/* FROM names a registry image (it has a host or a path: "host[:port]/repo[:tag|@digest]"),
+ * not a template or a snapshot (whose names have neither `/` nor `:` nor `@`). */
+static bool is_image_ref(const char *ref)
+{
+    return strpbrk(ref, "/:@") != NULL;
+}
+
+/* Pulled images are kept as the team's templates named after the reference, so a rebuild does
+ * not pull again (delete the template to pull a moved tag anew). */
+static char *pulled_name(const char *ref)
+{
+    char hex[65];
+    chain(hex, "warren-from", ref, NULL);
+    return xasprintf("from-%.16s", hex);
+}
+
+static void from_pulled(void *ctx, const struct wr_image_rec *tpl, const struct wr_err *err)
+{
+    struct build *b = ctx;
+    struct wr_image base = {0};
+    struct wr_err e2;
+
+    if (err != NULL) {
+        fail_from(b, err);
+        return;
+    }
+    if (wr_images_resolve(b->m->cfg.images, b->team, tpl->name, &base, &e2) < 0) {
+        fail_from(b, &e2);
+        return;
+    }
+    from_image(b, &base);
+}
+
+static void from_registry(struct build *b)
+{
+    const char *ref = b->df.steps[0].argv[0];
+    _cleanup_free_ char *name = pulled_name(ref);
+    const char *host_end = strchr(ref, '/');
+    size_t host_len = host_end ? (size_t)(host_end - ref) : 0;
+    struct wr_image base = {0};
+    struct wr_err err;
+    /* A registry on this host's loopback speaks plain http, as Docker assumes too. */
+    bool loopback = (host_len >= 9 && strncmp(ref, "localhost", 9) == 0) ||
+                    (host_len >= 4 && strncmp(ref, "127.", 4) == 0) ||
+                    (host_len >= 5 && strncmp(ref, "[::1]", 5) == 0);
+    struct wr_oci_request req = {
+        .name = name,
+        .team = b->team,
+        .image = ref,
+        .insecure = loopback,
+    };
+
+    if (wr_images_resolve(b->m->cfg.images, b->team, name, &base, &err) == 0) {
+        b->ev->on_step(b->ctx, 0, b->df.n, b->df.steps[0].line, b->df.steps[0].text, true);
+        from_image_quiet(b, &base);
+        return;
+    }
     b->ev->on_step(b->ctx, 0, b->df.n, b->df.steps[0].line, b->df.steps[0].text, false);
+    b->from_announced = true;
+    wr_oci_start(b->m, &req, from_pulled, b);
+}
+
+/* The base image is known: run the steps on it. */
+static void from_image(struct build *b, struct wr_image *base)
+{
+    if (!b->from_announced)
+        b->ev->on_step(b->ctx, 0, b->df.n, b->df.steps[0].line, b->df.steps[0].text, false);
+    from_image_quiet(b, base);
+}
+
+static void from_image_quiet(struct build *b, struct wr_image *base)
+{
+    b->layers = json_incref(base->layers);
+    b->config = json_deep_copy(base->config);
+    chain(b->key, "warren-build-v1", "FROM", base->layers);
+    chain(b->key, b->key, "config", base->config);
+    wr_image_fini(base);
     b->at = 1;
     next_step(b);
 }

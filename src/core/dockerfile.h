@@ -3,7 +3,8 @@
  *
  *   - one instruction per logical line; a `\` at the end of a line continues it; `#` starts a
  *     comment line; blank lines are skipped; instructions are case-insensitive;
- *   - FROM <template | snapshot> (one stage: `AS` and a second FROM are refused);
+ *   - FROM <template | snapshot | registry image "host[:port]/repo[:tag|@digest]"> (one
+ *     stage: `AS` and a second FROM are refused);
  *   - RUN <shell command>, or RUN ["exec", "form"];
  *   - ENV KEY=VALUE ... (values may be "double-quoted"), or ENV KEY VALUE;
  *   - WORKDIR <path> (relative to the previous one);

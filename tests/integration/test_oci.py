@@ -604,3 +604,38 @@ def test_sdk_template_import_and_pull(d, c, image, registry):
     assert e.value.status == 502
     for n in ("sdk-imp", "sdk-pull"):
         delete_template(c, n)
+
+
+def test_build_from_a_registry_image(d, c, registry):
+    """FROM a registry reference pulls it (once: it is kept as a template) and builds on it."""
+    def build(name, text):
+        r = c.request("POST", "/v1/templates/build", query={"name": name},
+                      data=text.encode(), headers={"Content-Type": "text/plain"},
+                      check=False, timeout=120)
+        assert r.status == 200, (r.status, r.body)
+        return [json.loads(l) for l in r.body.decode().splitlines() if l]
+
+    ref = "%s/test/img:1" % registry.host
+    ev = build("from-reg", "FROM %s\nRUN echo built-on-it > /on-top\n" % ref)
+    assert ev[-1]["type"] == "done", ev[-1]
+    assert ev[0]["type"] == "step" and ev[0]["line"] == 1 and not ev[0]["cached"]
+    # The build's template has the image's layers (2) plus its RUN's, and the image's files.
+    assert ev[-1]["template"]["layers"] == 3
+    run_check(c, "from-reg")
+    r = c.request("POST", "/v1/sandboxes", json_body={"template": "from-reg", "timeout": 60})
+    sid = r.json()["id"]
+    e = c.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                  json_body={"cmd": ["/bin/cat", "/on-top"]}).json()
+    c.request("DELETE", "/v1/sandboxes/" + sid)
+    assert e["stdout"] == "built-on-it\n"
+    # Again: FROM comes from the kept template, not a new pull; RUN from the build cache.
+    ev = build("from-reg-2", "FROM %s\nRUN echo built-on-it > /on-top\n" % ref)
+    assert ev[0]["cached"] and ev[-1]["type"] == "done"
+    assert all(e["cached"] for e in ev if e["type"] == "step")
+    # An image the registry does not have fails FROM, naming line 1.
+    ev = build("from-missing", "FROM %s/test/img:no-such-tag\nRUN true\n" % registry.host)
+    assert ev[-1]["type"] == "error" and ev[-1]["step"] == 1 and ev[-1]["line"] == 1, ev[-1]
+    assert c.request("GET", "/v1/templates/from-missing", check=False).status == 404
+    for t in c.request("GET", "/v1/templates").json()["templates"]:
+        if t["name"].startswith("from-"):
+            delete_template(c, t["name"])
