@@ -59,6 +59,8 @@ static void snap_run(uv_work_t *w)
     s->info.freeze_ms = s->rt_sb != NULL ? (double)(mono_ns() - t0) / 1e6 : 0;
     s->info.capture_ms = (double)(t2 - t1) / 1e6;
     if (s->rc == 0)
+        s->rc = wr_layer_capture_finish(s->tmp, &s->err);
+    if (s->rc == 0)
         s->rc = wr_images_install(s->m->cfg.images, s->tmp, s->digest, &s->bytes, &s->err);
     s->info.total_ms = (double)(mono_ns() - t0) / 1e6;
 }

@@ -343,6 +343,21 @@ enum wr_cgroup_version wr_cgroup_driver_version(const struct wr_cgroup_driver *d
     return d->version;
 }
 
+/* The v1 freezer switches a static key on when the host's first cgroup freezes and off when
+ * the last one thaws, and that code patching stops every CPU: about 1.8 ms for the freeze and
+ * 1.6 ms for the thaw on this machine type, most of a snapshot's or fork's freeze window. One
+ * empty cgroup kept frozen, shared by every Warren on the host and never removed, keeps the
+ * key on: a sandbox's freeze and thaw then cost about 0.3 and 0.1 ms. Best effort: without it
+ * freezing only costs more. */
+static void pin_v1_freezer(const char *mnt)
+{
+    _cleanup_close_ int root = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (root < 0 || (mkdirat(root, "warren-freezer-pin", 0755) < 0 && errno != EEXIST))
+        return;
+    (void)cg_write(root, "warren-freezer-pin/freezer.state", "FROZEN");
+}
+
 static int open_v1(const char *parent, struct wr_cgroup_driver **out, struct wr_err *err)
 {
     char *mnt[CTL_N] = {0};
@@ -351,6 +366,8 @@ static int open_v1(const char *parent, struct wr_cgroup_driver **out, struct wr_
     int rc = 0;
 
     v1_mounts(mnt);
+    if (mnt[CTL_FREEZER] != NULL)
+        pin_v1_freezer(mnt[CTL_FREEZER]);
     for (int c = 0; c < CTL_N && rc == 0; c++) {
         _cleanup_free_ char *path = NULL;
         int shared = -1;
@@ -717,6 +734,7 @@ static int freeze_wait(struct wr_cgroup *cg, bool frozen, int64_t deadline)
     char path[NAME_MAX + 32], buf[256];
     _cleanup_close_ int fd = -1;
     long ns = 20000;
+    int64_t start = now_ns();
     int rc;
 
     snprintf(path, sizeof(path), "%s/%s", cg->name, v2 ? "cgroup.freeze" : "freezer.state");
@@ -741,7 +759,14 @@ static int freeze_wait(struct wr_cgroup *cg, bool frozen, int64_t deadline)
             return 0;
         if (now_ns() >= deadline)
             return -ETIMEDOUT;
-        backoff(&ns);
+        /* A freeze is the window a snapshot or fork holds the sandbox still: poll finely for
+         * the first 5 ms (an idle sandbox freezes in well under one), then back off. */
+        if (now_ns() - start < 5000000) {
+            struct timespec ts = {0, 50000};
+            (void)nanosleep(&ts, NULL);
+        } else {
+            backoff(&ns);
+        }
     }
 }
 

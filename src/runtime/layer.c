@@ -425,13 +425,25 @@ int wr_layer_capture(const char *home, const char *dst, const struct wr_fs_info 
         return -1;
     if (ioctl(pfd, BTRFS_IOC_SNAP_CREATE_V2, &args) < 0)
         return wr_err_sys(err, "snapshot `%s`", home);
-    /* The snapshot holds the whole home: keep upper/ as fs/, drop overlayfs' work/. */
+    return 0;
+}
+
+int wr_layer_capture_finish(const char *dst, struct wr_err *err)
+{
     _cleanup_free_ char *from = xasprintf("%s/upper", dst);
     _cleanup_free_ char *to = xasprintf("%s/fs", dst);
     _cleanup_close_ int dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || rename(from, to) < 0 || wr_rm_rf_at(dfd, "work", err) < 0) {
-        if (dfd < 0 || err->kind == WR_EOK)
-            wr_err_sys(err, "snapshot `%s`: arrange `%s`", home, dst);
+    struct stat st;
+
+    if (dfd < 0)
+        return wr_err_sys(err, "open `%s`", dst);
+    if (fstatat(dfd, "fs", &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0; /* a copy: arranged already */
+    /* A snapshot holds the whole home: keep upper/ as fs/, drop overlayfs' work/. */
+    wr_err_clear(err);
+    if (rename(from, to) < 0 || wr_rm_rf_at(dfd, "work", err) < 0) {
+        if (err->kind == WR_EOK)
+            wr_err_sys(err, "arrange the snapshot `%s`", dst);
         (void)wr_layer_remove(dst, NULL);
         return -1;
     }

@@ -40,12 +40,17 @@ int wr_layer_home_create(const char *path, const struct wr_fs_info *info, struct
 
 /* Capture the upper/ of the writable layer at home into dst (which must not exist) as a layer
  * directory (dst/fs). The caller keeps the sandbox frozen during the call: a btrfs home is
- * snapshotted (dst is a writable subvolume until wr_layer_seal), any other is copied, keeping
+ * snapshotted (dst is a writable subvolume until wr_layer_seal; wr_layer_capture_finish
+ * completes it once the sandbox is thawed), any other is copied, keeping
  * owners, modes, times, hard links, device nodes (overlay whiteouts) and extended attributes
  * (the opaque-directory mark) except overlayfs' private bookkeeping ones. On failure nothing is
  * left at dst. */
 int wr_layer_capture(const char *home, const char *dst, const struct wr_fs_info *info,
                      struct wr_err *err);
+/* After the sandbox is thawed again: finish the layer wr_layer_capture made at dst (a btrfs
+ * snapshot still holds the home's upper/ and work/: the rest of the arranging is kept out of
+ * the freeze). On failure dst is removed. */
+int wr_layer_capture_finish(const char *dst, struct wr_err *err);
 
 /* Before a freeze: write out the dirty data of the home's filesystem (btrfs only), so that the
  * snapshot taken while the sandbox is frozen has little left to flush. Elsewhere a no-op: a
