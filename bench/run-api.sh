@@ -36,7 +36,9 @@ ${CC:-gcc} $(mk HOST_CFLAGS) -I"$(mk LLHTTP_INC)" $(mk HOST_LDFLAGS) -o "$OUT/ap
 API="$OUT/api_bench"
 
 # ---- our own daemon, removed on any exit ----------------------------------------------------
-TMP=$(mktemp -d /tmp/warren-bench-api.XXXXXX)
+# WARREN_BENCH_DIR: where the daemon's state directory goes (default /tmp), e.g. a tmpfs or a btrfs
+# mount, to see what the filesystem of the writable layers costs.
+TMP=$(mktemp -d "${WARREN_BENCH_DIR:-/tmp}/warren-bench-api.XXXXXX")
 RUN_DIR=/run/warren-bench-api-$$
 CG=warren-bench-api-$$
 # the daemon's sandboxes get a cgroup parent and uid range of their own (the peers, like
