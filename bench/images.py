@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Images benchmark: create from a template, from a 10-layer image and from a snapshot;
 snapshot of a sandbox with 100 MB of changes (freeze window and total); fork x10 and x100;
-pause and resume (memory and disk). Runs a real warrend on the plain disk and on a loop-mounted
-btrfs, and prints medians in ms.
+pause and resume (memory and disk). Runs a real warrend on the plain disk, on a loop-mounted
+btrfs (snapshots) and on a loop-mounted XFS (reflinks), and prints medians in ms.
 
 Usage: bench/images.py BUILD_DIR [ROUNDS]   (root; see docs/benchmarks.md)"""
 
@@ -171,18 +171,19 @@ def main():
                                                text=True).stdout.strip(), plain)
     finally:
         shutil.rmtree(plain, ignore_errors=True)
-    top = tempfile.mkdtemp(prefix="wbench-btrfs-", dir="/var/tmp")
-    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(8 << 30)
-    subprocess.run(["mkfs.btrfs", "-q", img], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    try:
-        run("btrfs (loop)", tempfile.mkdtemp(dir=mnt))
-    finally:
-        subprocess.run(["umount", mnt])
-        shutil.rmtree(top, ignore_errors=True)
+    for fs, mkfs in (("btrfs", ["mkfs.btrfs", "-q"]), ("xfs", ["mkfs.xfs", "-q", "-m", "reflink=1"])):
+        top = tempfile.mkdtemp(prefix="wbench-%s-" % fs, dir="/var/tmp")
+        img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
+        os.mkdir(mnt)
+        with open(img, "wb") as f:
+            f.truncate(8 << 30)
+        subprocess.run(mkfs + [img], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+        try:
+            run("%s (loop)" % fs, tempfile.mkdtemp(dir=mnt))
+        finally:
+            subprocess.run(["umount", mnt])
+            shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -281,6 +281,49 @@ def btrfs_daemon(btrfs_dir):
         d.cleanup()
 
 
+@pytest.fixture(scope="module")
+def xfs_dir():
+    """A loop-mounted XFS made by the test: reflinks (mkfs.xfs turns them on by default)."""
+    if shutil.which("mkfs.xfs") is None:
+        pytest.fail("mkfs.xfs is missing: scripts/deps.sh installs xfsprogs")
+    top = tempfile.mkdtemp(prefix="layer-xfs-")
+    img = os.path.join(top, "fs.img")
+    mnt = os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(1 << 30)
+    subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", img], check=True)
+    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", mnt]).returncode != 0:
+            subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_snapshot_on_xfs_clones_extents(xfs_dir):
+    d = Daemon(state_dir=tempfile.mkdtemp(dir=xfs_dir)).start()
+    try:
+        check_fs(d, "reflink-copy")
+        # A captured file shares its extents with the sandbox's: a 64 MB file costs (almost)
+        # no new space in the layer store.
+        c = d.client()
+        sid = create(c)
+        out(c, sid, "head -c 64000000 /dev/urandom > /root/big && sync")
+        before = os.statvfs(xfs_dir)
+        snap = api(c, "POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201).json()
+        after = os.statvfs(xfs_dir)
+        used = (before.f_bfree - after.f_bfree) * before.f_frsize
+        assert snap["capture"] == "reflink-copy" and used < 16 << 20, used
+        child = create(c, template=snap["id"])
+        assert out(c, child, "wc -c < /root/big") == "64000000\n"
+        c.close()
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
 def test_snapshot_on_btrfs(btrfs_daemon):
     check_fs(btrfs_daemon, "btrfs-snapshot")
 
