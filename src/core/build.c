@@ -800,7 +800,9 @@ static void from_image_quiet(struct build *b, struct wr_image *base)
 {
     b->layers = json_incref(base->layers);
     b->config = json_deep_copy(base->config);
-    chain(b->key, "warren-build-v1", "FROM", base->layers);
+    /* The team is part of the key: a team never gets a layer another team's build made (a RUN
+     * that fetched something is not a function of its text alone). */
+    chain(b->key, "warren-build-v1", b->team, base->layers);
     chain(b->key, b->key, "config", base->config);
     wr_image_fini(base);
     b->at = 1;

@@ -295,3 +295,22 @@ def test_deleting_a_template_in_use(daemon, client):
     r = client.request("POST", "/v1/sandboxes", json_body={"template": "inuse"}, check=False)
     assert r.status == 404
     client.request("DELETE", "/v1/sandboxes/" + sid)
+
+
+def test_the_build_cache_is_per_team(daemon, client):
+    import warren.admin as admin
+    text = "FROM base\nRUN echo $RANDOM > /r\n"
+    status, ev = build(client, "team-a", text)
+    assert ev[-1]["type"] == "done"
+    other = daemon.client(key=admin.create_key("cache-b-%d" % os.getpid(), client=client).key,
+                          tcp=True)
+    status, ev = build(other, "team-b", text)
+    assert ev[-1]["type"] == "done"
+    steps = [e for e in ev if layer_step(e)]
+    assert steps and not any(e["cached"] for e in steps), "another team's cached layer was used"
+    # The same team gets its own cache.
+    status, ev = build(client, "team-a", text, replace=True)
+    assert all(e["cached"] for e in ev if layer_step(e))
+    other.close()
+    for n in ("team-a", "team-b"):
+        client.request("DELETE", "/v1/templates/" + n)
