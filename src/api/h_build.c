@@ -30,7 +30,7 @@ struct build_ctx {
     struct wr_http_req *req; /* NULL once the client left */
     char team[128];
     char *name, *dockerfile_path, *tar_path;
-    bool replace, streaming;
+    bool replace, streaming, admin;
     int fd; /* the context being received */
     uint64_t received;
     uint8_t carry[3][4];
@@ -144,6 +144,7 @@ static void run_build(struct build_ctx *b, const char *dockerfile)
         .dockerfile_path = b->dockerfile_path,
         .context_tar = b->tar_path,
         .replace = b->replace,
+        .admin = b->admin,
     };
 
     if (b->fd >= 0) {
@@ -235,6 +236,7 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
     b->req = req;
     b->fd = -1;
     snprintf(b->team, sizeof(b->team), "%s", who->team);
+    b->admin = who->admin;
     b->name = xstrdup(name);
     b->replace = replace != NULL && strcmp(replace, "true") == 0;
     b->dockerfile_path = dfpath ? xstrdup(dfpath) : NULL;

@@ -50,6 +50,7 @@ struct build {
     char digest[80];               /* the running step's layer, while its sandbox goes */
     void (*then)(struct build *b); /* after the step's sandbox is gone */
     bool from_announced;           /* FROM's step event was sent (a pull runs) */
+    bool admin;                    /* an admin's build: FROM may pull from private addresses */
     char *done_tpl;                /* the end: the template made (id), or */
     struct wr_err done_err;        /* why not */
     const struct wr_build_events *ev;
@@ -774,6 +775,7 @@ static void from_registry(struct build *b)
     struct wr_oci_request req = {
         .name = name,
         .team = b->team,
+        .admin = b->admin,
         .image = ref,
         .insecure = loopback,
     };
@@ -821,6 +823,7 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->team = xstrdup(req->team);
     b->name = xstrdup(req->name);
     b->replace = req->replace;
+    b->admin = req->admin;
     b->step_timeout_s = req->step_timeout_s ? req->step_timeout_s : 3600;
     b->cpu_millis = req->cpu_millis;
     b->memory_bytes = req->memory_bytes;

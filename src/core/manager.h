@@ -170,6 +170,8 @@ struct wr_build_req {
     const char *name;            /* the template to make */
     const char *dockerfile;      /* the Dockerfile subset (dockerfile.h), or NULL: in the context */
     const char *dockerfile_path; /* with no dockerfile: its path in the context ("Dockerfile") */
+    bool admin;                  /* the caller's key is an admin's (FROM may pull from private
+                                  * addresses) */
     /* The build context for COPY: a tar archive (plain, gzip or zstd), removed when the build
      * ends; or NULL (COPY then fails). */
     const char *context_tar;

@@ -112,8 +112,10 @@ static void oci_run(uv_work_t *w)
         if (wr_oci_archive_read(o->archive, work, &img, &o->err) < 0)
             goto out;
     } else {
-        struct wr_registry_opts ro = {
-            .username = o->username, .password = o->password, .insecure = o->insecure};
+        struct wr_registry_opts ro = {.username = o->username,
+                                      .password = o->password,
+                                      .insecure = o->insecure,
+                                      .allow_private = o->admin};
         if (wr_registry_pull(o->image, &ro, work, &img, &o->err) < 0)
             goto out;
     }

@@ -48,12 +48,17 @@ int wr_oci_archive_read(const char *path, const char *workdir, struct wr_oci_ima
 struct wr_registry_opts {
     const char *username, *password; /* NULL: anonymous */
     bool insecure;                   /* plain http instead of https */
+    /* Connect to loopback, private and link-local addresses too (registry, token server and
+     * redirects alike). Off, a pull cannot be turned against services on the daemon's host or
+     * network (the daemon answers with the registry's words). */
+    bool allow_private;
 };
 
 /* Pull ref ("host[:port]/repo[:tag]" or "...@sha256:<hex>"; no host means Docker Hub) from its
  * registry: ping /v2/, follow a Bearer or Basic challenge, fetch the manifest (an index or a
  * manifest list resolves to linux/amd64), the config and the layers into files under workdir
- * (an existing directory the caller removes), each checked against its digest as it arrives. */
+ * (an existing directory the caller removes), each checked against its digest as it arrives.
+ * WR_EINVAL when a connection would go to an address opts do not allow. */
 int wr_registry_pull(const char *ref, const struct wr_registry_opts *opts, const char *workdir,
                      struct wr_oci_image *img, struct wr_err *err);
 

@@ -2,7 +2,10 @@
 /* A client of the registry API v2 with libcurl (see image.h): ping, Bearer token or Basic
  * auth, manifests (indexes and manifest lists resolved to linux/amd64), blobs streamed to files
  * and hashed as they arrive. One easy handle per pull, on the calling (worker) thread. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -44,6 +47,7 @@ struct resp {
 };
 
 struct reg {
+    bool refused_private; /* a connection to a private address was refused */
     CURL *c;
     char *base; /* "http(s)://host[:port]" */
     char *host, *repo, *ref;
@@ -168,8 +172,44 @@ static void upstream_words(const struct resp *r, char *out, size_t size)
     json_decref(j);
 }
 
-static void common_opts(CURL *c, char *errbuf)
+/* Loopback, private (RFC 1918, fc00::/7), link-local, unspecified and IPv4-mapped forms. */
+static bool private_addr(const struct sockaddr *sa)
 {
+    if (sa->sa_family == AF_INET) {
+        uint32_t a = ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr);
+        return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 ||
+               (a >> 20) == (172u << 4 | 1) || (a >> 16) == (192u << 8 | 168) ||
+               (a >> 16) == (169u << 8 | 254) || (a >> 22) == (100u << 2 | 1); /* 100.64/10 */
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            struct sockaddr_in v4 = {.sin_family = AF_INET};
+            memcpy(&v4.sin_addr, &a->s6_addr[12], 4);
+            return private_addr((const struct sockaddr *)&v4);
+        }
+        return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
+               (a->s6_addr[0] & 0xfe) == 0xfc;
+    }
+    return true; /* anything else (unix sockets...) is not a registry */
+}
+
+/* curl's socket: refused for private addresses unless the pull may use them. */
+static curl_socket_t open_socket(void *data, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    struct reg *g = data;
+
+    if (!g->o->allow_private && private_addr(&a->addr)) {
+        g->refused_private = true;
+        return CURL_SOCKET_BAD;
+    }
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static void common_opts(CURL *c, char *errbuf, struct reg *g)
+{
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, g);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
@@ -297,7 +337,7 @@ static int authenticate(struct reg *g, const char *challenge, struct wr_err *err
         curl_free(es);
         curl_free(esc);
     }
-    common_opts(tc, errbuf);
+    common_opts(tc, errbuf, g);
     if (o->username != NULL) {
         _cleanup_free_ char *basic = basic_header(o->username, o->password);
         hdrs = curl_slist_append(hdrs, basic);
@@ -535,7 +575,7 @@ int wr_registry_pull(const char *ref, const struct wr_registry_opts *opts, const
         wr_err_set(err, WR_ESYS, ENOMEM, "curl");
         goto out;
     }
-    common_opts(g.c, g.errbuf);
+    common_opts(g.c, g.errbuf, &g);
 
     /* Ping: is it a registry, and does it want credentials? */
     resp_init(&r, -1, MAX_ERRBODY);
@@ -605,6 +645,11 @@ out:
     free(g.repo);
     free(g.ref);
     free(g.auth);
+    if (rc < 0 && g.refused_private)
+        wr_err_set(err, WR_EINVAL, 0,
+                   "pulling `%s`: its registry is on a loopback, private or link-local address, "
+                   "which only an admin key may pull from",
+                   ref);
     if (rc < 0)
         wr_oci_image_fini(img);
     return rc;

@@ -639,3 +639,26 @@ def test_build_from_a_registry_image(d, c, registry):
     for t in c.request("GET", "/v1/templates").json()["templates"]:
         if t["name"].startswith("from-"):
             delete_template(c, t["name"])
+
+
+def test_only_admins_pull_from_private_addresses(d, c, registry):
+    """A team's key cannot turn a pull (or a build's FROM) against the daemon's own host or
+    network: the registry here is on 127.0.0.1."""
+    import warren.admin as admin
+    key = admin.create_key("private-%d" % os.getpid(), client=c).key
+    team = d.client(key=key, tcp=True)
+    try:
+        with Nothing(d):
+            r = pull(team, "%s/test/img:1" % registry.host, "team-pull")
+            assert r.status == 400 and "admin key" in r.json()["message"], r.body
+            r = team.request("POST", "/v1/templates/build", query={"name": "team-build"},
+                             data=("FROM %s/test/img:1\n" % registry.host).encode(),
+                             headers={"Content-Type": "text/plain"}, check=False, timeout=60)
+            ev = [json.loads(l) for l in r.body.decode().splitlines() if l]
+            assert ev[-1]["type"] == "error" and ev[-1]["line"] == 1
+            assert "admin key" in ev[-1]["message"]
+        # An address that only resolves to loopback is refused as well.
+        r = pull(team, "localhost:%d/test/img:1" % registry.port, "team-pull")
+        assert r.status == 400 and "admin key" in r.json()["message"], r.body
+    finally:
+        team.close()
