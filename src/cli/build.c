@@ -304,7 +304,8 @@ static void usage(FILE *f)
             "  --replace         replace a template of that name (else it is an error)\n"
             "  -o json           print the build's events, one JSON object a line\n"
             "  CONTEXT_DIR       the build context COPY reads from (default: the Dockerfile's\n"
-            "                    directory), sent whole as a tar made by the system's `tar`;\n"
+            "                    directory if it has a COPY, else none), sent whole as a tar\n"
+            "                    made by the system's `tar`;\n"
             "                    .dockerignore is not supported (it is sent like any file). A\n"
             "                    Dockerfile outside it is added to it under its file name.\n");
 }
@@ -363,6 +364,25 @@ static int parse_args(int argc, char **argv, struct build_args *a)
         return CLI_EXIT_USAGE;
     }
     return -1;
+}
+
+/* Whether the Dockerfile at path has a COPY line (COPY is the only reader of the context). A
+ * false yes (a continuation line that starts with "COPY") only sends a context for nothing. */
+static bool has_copy(const char *path)
+{
+    _cleanup_fclose_ FILE *f = fopen(path, "re");
+    char line[4096];
+
+    if (f == NULL)
+        return true; /* let the server say what is wrong */
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncasecmp(p, "COPY", 4) == 0 && (p[4] == ' ' || p[4] == '\t'))
+            return true;
+    }
+    return false;
 }
 
 /* Send the context and print the answer. Returns the exit status. */
@@ -472,6 +492,7 @@ int cli_template_build(int argc, char **argv)
     _cleanup_free_ char *df = NULL, *dfdir = NULL, *ctx = NULL, *name = NULL, *tmp = NULL;
     struct cli_buf target = {0};
     const char *dfpath, *extra = NULL;
+    bool empty_ctx = false;
     struct stat st;
     int rc = parse_args(argc, argv, &a);
 
@@ -498,8 +519,19 @@ int cli_template_build(int argc, char **argv)
                        ctx == NULL ? strerror(errno) : "not a directory");
             return CLI_EXIT_FAIL;
         }
-    } else {
+    } else if (has_copy(df)) {
         ctx = xstrdup(dfdir);
+    } else {
+        /* Nothing reads a context: send the Dockerfile alone (next to an empty directory),
+         * not whatever else shares its directory (/tmp, a home). */
+        _cleanup_free_ char *t =
+            xasprintf("%s/warren-build-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (mkdtemp(t) == NULL) {
+            cli_errorf(VERB ": make an empty context: %s", strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        ctx = steal_pointer(&t);
+        empty_ctx = true;
     }
     if (a.name != NULL) {
         name = xstrdup(a.name);
@@ -530,5 +562,7 @@ int cli_template_build(int argc, char **argv)
         cli_buf_adds(&target, "&replace=true");
     rc = run_build(&a, target.p, ctx, dfdir, extra);
     cli_buf_fini(&target);
+    if (empty_ctx)
+        (void)rmdir(ctx);
     return rc;
 }

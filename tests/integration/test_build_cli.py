@@ -137,6 +137,25 @@ def test_cli_dockerfile_outside_the_context(cli, client, templates, tmp_path):
     assert sh(client, "outside", "cat /data/x.txt") == "x\n"
 
 
+def test_cli_without_copy_sends_no_context(cli, client, templates, tmp_path):
+    """A Dockerfile without COPY next to things tar cannot send (a fifo, which the daemon
+    refuses) builds: its directory is not sent at all. Regression: `-f /tmp/Dockerfile` used
+    to tar all of /tmp."""
+    write(tmp_path, {"Dockerfile": b"FROM base\nRUN echo alone > /alone\n"})
+    os.mkfifo(tmp_path / "a-fifo")
+    templates.append("alone")
+    r = cli("template", "build", "-f", str(tmp_path / "Dockerfile"), "--name", "alone")
+    assert r.returncode == 0, r.stderr
+    assert sh(client, "alone", "cat /alone") == "alone\n"
+    # With a COPY, the directory is the context, and the fifo is refused.
+    write(tmp_path, {"Dockerfile": b"FROM base\nCOPY Dockerfile /d\n"})
+    r = cli("template", "build", "-f", str(tmp_path / "Dockerfile"), "--name", "alone",
+            "--replace")
+    assert r.returncode != 0 and b"a-fifo" in r.stderr, r.stderr
+    assert not [p for p in os.listdir(os.environ.get("TMPDIR", "/tmp"))
+                if p.startswith("warren-build-")]
+
+
 def test_cli_failing_run_passes_its_exit_code(cli, client, tmp_path):
     root = tmp_path / "broken"
     write(root, {"Dockerfile": b"FROM base\nRUN echo ok\n\nRUN echo bad >&2; exit 3\nRUN echo never\n"})
