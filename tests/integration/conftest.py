@@ -138,6 +138,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 # ---- the daemon --------------------------------------------------------------------------------
 
+import contextlib
 import re
 import shutil
 import signal as _signal
@@ -223,6 +224,48 @@ class Daemon:
                     break
         shutil.rmtree(self.dir, ignore_errors=True)
         assert not report, "warrend reported under the sanitizers:\n" + report
+
+
+class LoopMountError(Exception):
+    """The kernel refused to mount the filesystem the test made (mount's exit status)."""
+
+
+@contextlib.contextmanager
+def loop_fs(prefix, size, mkfs, options="loop"):
+    """A filesystem made by the test in a file (`mkfs` + [image]), loop-mounted with `options`;
+    yields its mount point, then unmounts and removes everything. A tool that is missing fails
+    the test (scripts/deps.sh installs them); a refused mount raises LoopMountError."""
+    if shutil.which(mkfs[0]) is None:
+        pytest.fail("%s is missing: scripts/deps.sh installs it" % mkfs[0])
+    top = tempfile.mkdtemp(prefix=prefix)
+    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    subprocess.run(mkfs + [img], check=True, stdout=subprocess.DEVNULL)
+    if subprocess.run(["mount", "-o", options, img, mnt]).returncode != 0:
+        shutil.rmtree(top, ignore_errors=True)
+        raise LoopMountError(" ".join(mkfs))
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", mnt]).returncode != 0:
+            subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def daemon_on(state_dir, *args):
+    """A Daemon whose state directory is state_dir; every sandbox deleted and the daemon stopped
+    at the end."""
+    d = Daemon(*args, state_dir=state_dir).start()
+    try:
+        yield d
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
 
 
 def delete_all(d):

@@ -5,15 +5,12 @@ context that escapes, a disk that fills) that leave nothing behind."""
 import io
 import json
 import os
-import shutil
-import subprocess
 import tarfile
-import tempfile
 import time
 
 import pytest
 
-from conftest import Daemon, delete_all
+from conftest import daemon_on, loop_fs
 
 
 def build(client, name, dockerfile=None, context=None, replace=False, dockerfile_path=None):
@@ -238,24 +235,9 @@ def test_a_context_that_escapes_is_refused(daemon, client):
 @pytest.fixture
 def small_disk_daemon():
     """A daemon whose state directory is a 96 MiB ext4 made by the test."""
-    top = tempfile.mkdtemp(prefix="small-disk-")
-    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(96 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    d = Daemon(state_dir=os.path.join(mnt, "d")).start()
-    try:
-        yield d
-    finally:
-        try:
-            delete_all(d)
-        finally:
-            d.cleanup()
-            if subprocess.run(["umount", mnt]).returncode != 0:
-                subprocess.run(["umount", "-l", mnt])
-            shutil.rmtree(top, ignore_errors=True)
+    with loop_fs("small-disk-", 96 << 20, ["mkfs.ext4", "-q", "-F"]) as mnt:
+        with daemon_on(os.path.join(mnt, "d")) as d:
+            yield d
 
 
 def test_a_disk_that_fills_during_a_build_leaves_no_half_layer(small_disk_daemon):

@@ -5,15 +5,13 @@ or on SDK helpers for the same routes."""
 
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 import time
 
 import pytest
 
 import warren
-from conftest import Daemon, cgroup_dirs, delete_all
+from conftest import Daemon, LoopMountError, cgroup_dirs, daemon_on, delete_all, loop_fs
 
 
 def api(client, method, path, body=None, status=None):
@@ -253,58 +251,25 @@ def test_templates_list_and_directory_templates(daemon, client):
 
 @pytest.fixture(scope="module")
 def btrfs_dir():
-    if shutil.which("mkfs.btrfs") is None:
-        pytest.fail("mkfs.btrfs is missing: scripts/deps.sh installs btrfs-progs")
-    top = tempfile.mkdtemp(prefix="layer-btrfs-")
-    img = os.path.join(top, "fs.img")
-    mnt = os.path.join(top, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(1 << 30)
-    subprocess.run(["mkfs.btrfs", "-q", img], check=True)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    try:
+    with loop_fs("layer-btrfs-", 1 << 30, ["mkfs.btrfs", "-q"]) as mnt:
         yield mnt
-    finally:
-        if subprocess.run(["umount", mnt]).returncode != 0:
-            subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
 def btrfs_daemon(btrfs_dir):
-    d = Daemon(state_dir=tempfile.mkdtemp(dir=btrfs_dir)).start()
-    yield d
-    try:
-        delete_all(d)
-    finally:
-        d.cleanup()
+    with daemon_on(tempfile.mkdtemp(dir=btrfs_dir)) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
 def xfs_dir():
-    """A loop-mounted XFS made by the test: reflinks (mkfs.xfs turns them on by default)."""
-    if shutil.which("mkfs.xfs") is None:
-        pytest.fail("mkfs.xfs is missing: scripts/deps.sh installs xfsprogs")
-    top = tempfile.mkdtemp(prefix="layer-xfs-")
-    img = os.path.join(top, "fs.img")
-    mnt = os.path.join(top, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(1 << 30)
-    subprocess.run(["mkfs.xfs", "-q", "-m", "reflink=1", img], check=True)
-    subprocess.run(["mount", "-o", "loop", img, mnt], check=True)
-    try:
+    """A loop-mounted XFS with reflinks."""
+    with loop_fs("layer-xfs-", 1 << 30, ["mkfs.xfs", "-q", "-m", "reflink=1"]) as mnt:
         yield mnt
-    finally:
-        if subprocess.run(["umount", mnt]).returncode != 0:
-            subprocess.run(["umount", "-l", mnt])
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_snapshot_on_xfs_clones_extents(xfs_dir):
-    d = Daemon(state_dir=tempfile.mkdtemp(dir=xfs_dir)).start()
-    try:
+    with daemon_on(tempfile.mkdtemp(dir=xfs_dir)) as d:
         check_fs(d, "reflink-copy")
         # A captured file shares its extents with the sandbox's: a 64 MB file costs (almost)
         # no new space in the layer store.
@@ -319,9 +284,6 @@ def test_snapshot_on_xfs_clones_extents(xfs_dir):
         child = create(c, template=snap["id"])
         assert out(c, child, "wc -c < /root/big") == "64000000\n"
         c.close()
-    finally:
-        delete_all(d)
-        d.cleanup()
 
 
 def test_snapshot_on_btrfs(btrfs_daemon):
@@ -396,28 +358,19 @@ def test_disk_limit_on_btrfs(btrfs_daemon):
 @pytest.fixture
 def prjquota_daemon():
     """A daemon on an ext4 made by the test with project quotas on."""
-    top = tempfile.mkdtemp(prefix="layer-prjquota-")
-    img, mnt = os.path.join(top, "fs.img"), os.path.join(top, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(512 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "quota,project", img], check=True)
-    if subprocess.run(["mount", "-o", "loop,prjquota", img, mnt]).returncode != 0:
-        shutil.rmtree(top, ignore_errors=True)
+    try:
+        fs = loop_fs("layer-prjquota-", 512 << 20, ["mkfs.ext4", "-q", "-F", "-O", "quota,project"],
+                     "loop,prjquota")
+        mnt = fs.__enter__()
+    except LoopMountError:
         # This machine's kernel is built without CONFIG_QUOTA ("EXT4-fs: The kernel was not
         # built with CONFIG_QUOTA and CONFIG_QFMT_V2"): ext4 cannot mount with project quotas.
         pytest.skip("this kernel cannot mount ext4 with project quotas (no CONFIG_QUOTA)")
-    d = Daemon(state_dir=os.path.join(mnt, "d")).start()
     try:
-        yield d
+        with daemon_on(os.path.join(mnt, "d")) as d:
+            yield d
     finally:
-        try:
-            delete_all(d)
-        finally:
-            d.cleanup()
-            if subprocess.run(["umount", mnt]).returncode != 0:
-                subprocess.run(["umount", "-l", mnt])
-            shutil.rmtree(top, ignore_errors=True)
+        fs.__exit__(None, None, None)
 
 
 def test_disk_limit_with_ext4_project_quotas(prjquota_daemon):
