@@ -49,8 +49,9 @@ struct wr_msb {
     /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init
      * does not read, so a request would wait for the thaw, or time out wrongly). */
     bool paused;
-    bool busy;    /* a create, freeze, thaw or destroy of it runs on a worker */
-    bool on_disk; /* paused to disk: no processes (rt NULL), files in its home */
+    bool busy;         /* a create, freeze, thaw or destroy of it runs on a worker */
+    bool on_disk;      /* paused to disk: no processes (rt NULL), files in its home */
+    bool store_layers; /* its image has layers of the store (its end may free some) */
     struct wr_delete_waiter *delete_waiters;
     /* Resource samples, oldest first from (usage_head - usage_n) mod WR_USAGE_SAMPLES. */
     struct wr_usage_sample usage[WR_USAGE_SAMPLES];

@@ -176,6 +176,13 @@ static void on_pidfd(uv_poll_t *p, int status, int events);
 static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx);
 
+/* Whether an image_json refers to layers of the store (not only directory templates): only the
+ * end of such a sandbox can leave layers to collect. */
+static bool uses_store_layers(const char *image_json)
+{
+    return image_json != NULL && strstr(image_json, "\"sha256:") != NULL;
+}
+
 static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *team,
                               uint64_t memory_bytes, uint32_t cpu_millis)
 {
@@ -351,7 +358,7 @@ static void destroy_done(uv_work_t *w, int status)
      * end when it stopped being watched). */
     wr__procs_free(d->sb);
     wr_msb_unref(d->sb); /* the table's reference */
-    if (!m->closing)
+    if (!m->closing && d->sb->store_layers)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
     free(d->final_state);
     free(d->reason);
@@ -815,6 +822,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
+    c->sb->store_layers = uses_store_layers(c->rec.image_json);
     c->sb->on_timeout_pause = req->on_timeout_pause;
     c->sb->timeout_s = timeout_s;
     c->sb->busy = true;
@@ -1501,6 +1509,7 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         strcmp(r->paused_mode, "disk") == 0) {
         /* Its files wait in its home; resume starts it. */
         sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+        sb->store_layers = uses_store_layers(r->image_json);
         sb->paused = true;
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
         sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
@@ -1538,6 +1547,7 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         return;
     }
     sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+    sb->store_layers = uses_store_layers(r->image_json);
     sb->rt = rt_sb;
     sb->adopted = true;
     sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
