@@ -328,6 +328,7 @@ static void destroy_done(uv_work_t *w, int status)
     struct destroy_work *d = w->data;
     struct wr_manager *m = d->sb->m;
     struct wr_err e2;
+    bool collect;
 
     if (d->rc < 0)
         log_warn("sandbox %s: teardown: %s", d->sb->id, d->err.msg);
@@ -357,8 +358,9 @@ static void destroy_done(uv_work_t *w, int status)
     /* Its processes hold references on it: they go with it (their subscribers heard of the
      * end when it stopped being watched). */
     wr__procs_free(d->sb);
-    wr_msb_unref(d->sb); /* the table's reference */
-    if (!m->closing && d->sb->store_layers)
+    collect = !m->closing && d->sb->store_layers;
+    wr_msb_unref(d->sb); /* the table's reference: d->sb may be gone from here */
+    if (collect)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
     free(d->final_state);
     free(d->reason);
