@@ -134,6 +134,15 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
         api_build(api, req, who);
         return;
     }
+    if (rt->nseg == 2 && strcmp(rt->seg[1], "prune") == 0 && strcmp(method, "POST") == 0) {
+        /* The build cache: the caller's team's (an admin's: every team's). */
+        int64_t n = 0;
+        if (wr_images_prune_cache(api->images, team, &n, &err) < 0)
+            api_error(req, &err);
+        else
+            wr_http_respond_json(req, 200, json_pack("{s:I}", "pruned_steps", (json_int_t)n));
+        return;
+    }
     if (rt->nseg == 2 && strcmp(method, "POST") == 0 &&
         (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
         api_oci(api, req, who, rt);

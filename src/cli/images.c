@@ -149,7 +149,9 @@ static void template_usage(FILE *f)
                "  build -f Dockerfile [--name NAME] [--replace] [CONTEXT_DIR]\n"
                "                        build a template from a Dockerfile\n"
                "  import FILE --name N  a template from an image archive (docker or oci)\n"
-               "  pull IMAGE --name N   a template from an image in a registry\n\n"
+               "  pull IMAGE --name N   a template from an image in a registry\n"
+               "  prune                 forget the build cache (its layers are freed unless\n"
+               "                        something else uses them)\n\n"
                "`warren template import --help` shows the options of import and pull.\n");
 }
 
@@ -262,6 +264,43 @@ static int template_rm(int argc, char **argv)
     return remove_each("template rm", "template name", "templates", argc, argv, i);
 }
 
+static int template_prune(int argc, char **argv)
+{
+    struct cli_http *http = NULL;
+    json_t *out = NULL;
+    struct wr_err err;
+    bool json = false;
+    int rc, i = cli_simple_opts("template prune",
+                                "usage: warren template prune [-o json]\n\n"
+                                "Forget the team's build cache (an admin key: every team's). The\n"
+                                "next builds run every step again; the cached layers are freed\n"
+                                "unless a template, a snapshot or a sandbox uses them.\n",
+                                argc, argv, &json, &rc);
+
+    if (i < 0)
+        return rc;
+    if (argc - i != 0) {
+        cli_errorf("template prune: takes no arguments (usage: warren template prune)");
+        return CLI_EXIT_USAGE;
+    }
+    if ((http = cli_connect_or_complain("template prune")) == NULL)
+        return CLI_EXIT_FAIL;
+    rc = CLI_EXIT_FAIL;
+    if (cli_api(http, "POST", "/v1/templates/prune", NULL, &out, &err) < 0) {
+        cli_errorf("template prune: %s", err.msg);
+    } else {
+        if (json)
+            cli_print_json(out);
+        else
+            printf("forgot %lld cached build step(s)\n",
+                   (long long)json_integer_value(json_object_get(out, "pruned_steps")));
+        rc = 0;
+    }
+    json_decref(out);
+    cli_http_close(http);
+    return rc;
+}
+
 int cmd_template(int argc, char **argv)
 {
     static const struct {
@@ -270,7 +309,7 @@ int cmd_template(int argc, char **argv)
     } subs[] = {
         {"ls", template_ls},        {"list", template_ls},         {"info", template_info},
         {"rm", template_rm},        {"build", cli_template_build}, {"import", cli_template_oci},
-        {"pull", cli_template_oci},
+        {"pull", cli_template_oci}, {"prune", template_prune},
     };
 
     if (argc < 2) {

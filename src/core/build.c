@@ -226,7 +226,7 @@ static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
     digest = xstrdup(json_string_value(json_array_get(layers, json_array_size(layers) - 1)));
     json_decref(layers);
     /* The cache row keeps the layer once the snapshot's record is gone. */
-    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, digest, &e2) < 0)
+    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, digest, b->team, &e2) < 0)
         log_warn("build: cache step: %s", e2.msg);
     if (wr_images_delete(b->m->cfg.images, NULL, "snapshot", snap->id, &e2) < 0)
         log_warn("build: drop step snapshot: %s", e2.msg);

@@ -350,6 +350,15 @@ int wr_images_delete(struct wr_images *im, const char *team, const char *kind, c
     return 0;
 }
 
+int wr_images_prune_cache(struct wr_images *im, const char *team, int64_t *n, struct wr_err *err)
+{
+    if (wr_store_build_cache_prune(im->store, team, n, err) < 0)
+        return -1;
+    if (*n > 0)
+        wr_images_gc(im);
+    return 0;
+}
+
 /* ---- collection -------------------------------------------------------------------------- */
 
 struct gc_work {

@@ -86,6 +86,10 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
 int wr_images_delete(struct wr_images *im, const char *team, const char *kind, const char *ref,
                      struct wr_err *err);
 
+/* Forget team's build cache (team NULL: every team's) and collect the layers nothing else
+ * refers to. *n gets how many cached steps were forgotten. */
+int wr_images_prune_cache(struct wr_images *im, const char *team, int64_t *n, struct wr_err *err);
+
 /* Remove, on a worker, the layers nothing refers to any more. Cheap when there are none; call
  * it after anything that may drop a reference (an image deleted, a sandbox ended). */
 void wr_images_gc(struct wr_images *im);

@@ -244,18 +244,34 @@ int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struc
 }
 
 int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
-                             struct wr_err *err)
+                             const char *team, struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
-        s, WR_ST_CACHE_PUT,
-        "INSERT OR REPLACE INTO build_cache (key, digest, created_ms) VALUES (?1, ?2, ?3)", err);
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(s, WR_ST_CACHE_PUT,
+                                               "INSERT OR REPLACE INTO build_cache (key, digest,"
+                                               " created_ms, team) VALUES (?1, ?2, ?3, ?4)",
+                                               err);
 
     if (st == NULL)
         return -1;
     wr__bind_text(st, 1, key);
     wr__bind_text(st, 2, digest);
     wr__bind_int64(st, 3, wr__now_ms());
+    wr__bind_text(st, 4, team);
     return wr__step_done(s->db, st, "cache a build step", err);
+}
+
+int wr_store_build_cache_prune(struct wr_store *s, const char *team, int64_t *n, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
+        s, WR_ST_CACHE_PRUNE, "DELETE FROM build_cache WHERE ?1 IS NULL OR team = ?1", err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, team);
+    if (wr__step_done(s->db, st, "prune the build cache", err) < 0)
+        return -1;
+    *n = sqlite3_changes(s->db);
+    return 0;
 }
 
 int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80],

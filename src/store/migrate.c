@@ -139,9 +139,13 @@ static const char migration_5[] = "CREATE TABLE build_cache (\n"
 static const char migration_6[] =
     "ALTER TABLE sandboxes ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;\n";
 
+/* Version 7: whose build made a cache row, so that a team can prune its own cache. Rows from
+ * before have no team (only a prune of every team's cache removes them). */
+static const char migration_7[] = "ALTER TABLE build_cache ADD COLUMN team TEXT;\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3},
-    {4, migration_4}, {5, migration_5}, {6, migration_6},
+    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4},
+    {5, migration_5}, {6, migration_6}, {7, migration_7},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

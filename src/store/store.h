@@ -164,7 +164,11 @@ int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err
 /* The build cache: a step's key (64 hex) → the layer it made. A cached layer stays in the store
  * while its row does; _get is WR_ENOTFOUND when the key is unknown or its layer is gone. */
 int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
-                             struct wr_err *err);
+                             const char *team, struct wr_err *err);
+/* Forget team's cache rows (team NULL: every team's); *n gets how many. Their layers are then
+ * collected unless something else refers to them. */
+int wr_store_build_cache_prune(struct wr_store *s, const char *team, int64_t *n,
+                               struct wr_err *err);
 int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80],
                              struct wr_err *err);
 

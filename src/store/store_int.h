@@ -52,6 +52,7 @@ enum wr__stmt_id {
     WR_ST_VOL_DELETE,
     WR_ST_CACHE_PUT,
     WR_ST_CACHE_GET,
+    WR_ST_CACHE_PRUNE,
     WR_ST__COUNT,
 };
 

@@ -296,3 +296,36 @@ def test_the_build_cache_is_per_team(daemon, client):
     other.close()
     for n in ("team-a", "team-b"):
         client.request("DELETE", "/v1/templates/" + n)
+
+
+def test_pruning_the_build_cache_frees_its_layers(daemon, client):
+    import warren
+    import warren.admin as admin
+    from conftest import warren as warren_cli
+    text = "FROM base\nRUN head -c 100000 /dev/urandom > /noise\n"
+    status, ev = build(client, "pruned", text)
+    assert ev[-1]["type"] == "done"
+    layers = os.path.join(daemon.state, "layers")
+    count = lambda: len([x for x in os.listdir(layers) if not x.startswith(".")])
+    # The template and the cache both hold the step's layer.
+    client.request("DELETE", "/v1/templates/pruned")
+    assert count() >= 1
+    # Another team's prune does not touch this team's cache.
+    other = daemon.client(key=admin.create_key("prune-%d" % os.getpid(), client=client).key,
+                          tcp=True)
+    assert warren.Template.prune_cache(client=other) == 0
+    other.close()
+    status, ev = build(client, "pruned", text)
+    assert all(e["cached"] for e in ev if layer_step(e))
+    client.request("DELETE", "/v1/templates/pruned")
+    # The CLI prunes (the unix socket is an admin: every team's cache); the layer goes.
+    r = warren_cli("template", "prune", env={"WARREN_API_URL": daemon.url})
+    assert r.returncode == 0 and b"forgot" in r.stdout, r.stderr
+    deadline = time.monotonic() + 10
+    while count() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert count() == 0
+    status, ev = build(client, "pruned", text)
+    assert not any(e["cached"] for e in ev if layer_step(e))
+    client.request("DELETE", "/v1/templates/pruned")
+    assert warren.Template.prune_cache(client=client) >= 1

@@ -866,6 +866,7 @@ def _triggers(daemon, ctx):
     add(F + "/watch", "get", 403, {"id": sid}, query={"path": "/tmp/p", "user": "user"})
     add(F + "/watch", "get", 404, {"id": sid}, query={"path": "/no/such"})
     add("/v1/templates", "get", 401, tcp=True)
+    add("/v1/templates/prune", "post", 401, tcp=True, body={})
     add("/v1/templates/{template}", "get", 404, {"template": "no-such-template"})
     add("/v1/templates/{template}", "delete", 404, {"template": "no-such-template"})
     add("/v1/templates/{template}", "delete", 409, {"template": "base"})  # a directory template

@@ -313,6 +313,26 @@ class Template:
                 c.close()
 
     @classmethod
+    def prune_cache(
+        cls,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        client: Client | None = None,
+    ) -> int:
+        """Forget the team's build cache (an admin key: every team's) and return how many
+        cached steps were forgotten. The next builds run their steps again; the cached layers
+        are freed unless a template, snapshot or sandbox uses them."""
+        c, owns = resolve_client(client, api_url, api_key)
+        try:
+            doc = c.request("POST", "/v1/templates/prune").json_object()
+        finally:
+            if owns:
+                c.close()
+        n = doc.get("pruned_steps")
+        return n if isinstance(n, int) else 0
+
+    @classmethod
     def import_archive(
         cls,
         path: str | os.PathLike[str],
