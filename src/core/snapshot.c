@@ -198,6 +198,7 @@ struct fork_op {
     uint64_t memory_bytes, disk_bytes;
     bool on_timeout_pause;
     char *metadata_json;
+    char *template_name; /* the parent's, shown as the copies' template */
     char *snap_id;
     struct wr_snapshot_info info;
     struct wr_sandbox_rec *recs;
@@ -216,6 +217,7 @@ static void fork_free(struct fork_op *f)
     free(f->team);
     free(f->parent);
     free(f->metadata_json);
+    free(f->template_name);
     free(f->snap_id);
     free(f);
 }
@@ -255,13 +257,20 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
     }
     f->info = *info;
     f->snap_id = xstrdup(snap->id);
+    /* The copies start from the snapshot's image but show the parent's template: the snapshot
+     * itself is dropped once they exist. */
+    json_t *image = json_pack("{s:o,s:o}", "layers", json_loads(snap->layers_json, 0, NULL),
+                              "config", json_loads(snap->config_json, 0, NULL));
+    _cleanup_free_ char *image_json = image ? json_dumps(image, JSON_COMPACT) : NULL;
+    json_decref(image);
     /* One more than the copies, dropped after the loop: a create that fails at once calls back
      * before it returns, and the last callback frees f. */
     f->pending = (size_t)f->count + 1;
     for (uint32_t i = 0; i < f->count; i++) {
         struct wr_create_req req = {
             .team = f->team,
-            .template_name = f->snap_id,
+            .template_name = image_json ? f->template_name : f->snap_id,
+            .image_json = image_json,
             .cpu_millis = f->cpu_millis,
             .memory_bytes = f->memory_bytes,
             .disk_bytes = f->disk_bytes,
@@ -306,6 +315,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->disk_bytes = rec.disk_bytes;
     f->on_timeout_pause = rec.on_timeout != NULL && strcmp(rec.on_timeout, "pause") == 0;
     f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
+    f->template_name = xstrdup(rec.template_name);
     f->recs = xcalloc(req->count, sizeof(*f->recs));
     f->errs = xcalloc(req->count, sizeof(*f->errs));
     f->cb = cb;

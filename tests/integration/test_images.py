@@ -115,6 +115,8 @@ def test_fork_copies_files_and_parent_keeps_running(daemon, client):
     assert len(r["sandboxes"]) == 3 and r["errors"] == [] and r["freeze_ms"] >= 0
     ids = [s["id"] for s in r["sandboxes"]]
     assert len(set(ids + [sid])) == 4
+    # A copy shows its parent's template (the snapshot it came from is dropped).
+    assert {s["template"] for s in r["sandboxes"]} == {"base"}
     for child in ids:
         assert out(client, child, "cat /root/s; echo $FROM") == "state\nparent\n"
         assert r["sandboxes"][0]["metadata"] == {"role": "parent"}
