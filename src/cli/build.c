@@ -27,10 +27,9 @@
 #include "../util/xalloc.h"
 #include "client.h"
 
-#define VERB           "template build"
-#define IO_SIZE        (64 * 1024)
-#define LINE_MAX_BYTES (64u << 20)
-#define NAME_MAX_LEN   64
+#define VERB         "template build"
+#define IO_SIZE      (64 * 1024)
+#define NAME_MAX_LEN 64
 
 extern char **environ;
 
@@ -161,31 +160,16 @@ static int on_event(struct build_events *ev, const char *line, size_t len, struc
     return 0;
 }
 
-/* NDJSON: split the body into lines as it arrives. */
+static int on_line(void *ctx, const char *line, size_t n, struct wr_err *err)
+{
+    return on_event(ctx, line, n, err);
+}
+
+/* NDJSON: the body's lines as they arrive. */
 static int on_body(const char *data, size_t len, void *ctx, struct wr_err *err)
 {
     struct build_events *ev = ctx;
-    const char *nl;
-
-    while (len > 0 && (nl = memchr(data, '\n', len)) != NULL) {
-        size_t n = (size_t)(nl - data);
-        int r = 0;
-        if (ev->line.len > 0) {
-            cli_buf_add(&ev->line, data, n);
-            r = on_event(ev, ev->line.p, ev->line.len, err);
-            ev->line.len = 0;
-        } else if (n > 0) {
-            r = on_event(ev, data, n, err);
-        }
-        if (r < 0)
-            return -1;
-        len -= n + 1;
-        data = nl + 1;
-    }
-    if (ev->line.len + len > LINE_MAX_BYTES)
-        return wr_err_set(err, WR_EPROTO, 0, "event line longer than %u bytes", LINE_MAX_BYTES);
-    cli_buf_add(&ev->line, data, len);
-    return 0;
+    return cli_ndjson_feed(&ev->line, data, len, on_line, ev, err);
 }
 
 /* The default template name: the directory's name, lowercased, anything but [a-z0-9._-] made

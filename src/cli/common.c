@@ -173,6 +173,35 @@ int cli_output_arg(const char *verb, const char *arg, bool *json)
     return -1;
 }
 
+#define NDJSON_LINE_MAX (64u << 20)
+
+int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
+                    int (*on_line)(void *ctx, const char *line, size_t n, struct wr_err *err),
+                    void *ctx, struct wr_err *err)
+{
+    const char *nl;
+
+    while (len > 0 && (nl = memchr(data, '\n', len)) != NULL) {
+        size_t n = (size_t)(nl - data);
+        int r = 0;
+        if (partial->len > 0) {
+            cli_buf_add(partial, data, n);
+            r = on_line(ctx, partial->p, partial->len, err);
+            partial->len = 0;
+        } else if (n > 0) {
+            r = on_line(ctx, data, n, err);
+        }
+        if (r < 0)
+            return -1;
+        len -= n + 1;
+        data = nl + 1;
+    }
+    if (partial->len + len > NDJSON_LINE_MAX)
+        return wr_err_set(err, WR_EPROTO, 0, "event line longer than %u bytes", NDJSON_LINE_MAX);
+    cli_buf_add(partial, data, len);
+    return 0;
+}
+
 void cli_print_json(const json_t *j)
 {
     (void)json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

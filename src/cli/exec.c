@@ -36,7 +36,6 @@
 #include "client.h"
 
 #define STDIN_INLINE_MAX (1u << 20) /* a regular file up to this size rides in the request */
-#define LINE_MAX_BYTES   (64u << 20)
 #define IO_SIZE          (64 * 1024)
 
 struct exec_opts {
@@ -284,31 +283,16 @@ static int on_event(struct events *ev, const char *line, size_t len, struct wr_e
     return r;
 }
 
-/* NDJSON: split the body into lines as it arrives. */
+static int on_line(void *ctx, const char *line, size_t n, struct wr_err *err)
+{
+    return on_event(ctx, line, n, err);
+}
+
+/* NDJSON: the body's lines as they arrive. */
 static int on_stream_body(const char *data, size_t len, void *ctx, struct wr_err *err)
 {
     struct events *ev = ctx;
-    const char *nl;
-
-    while (len > 0 && (nl = memchr(data, '\n', len)) != NULL) {
-        size_t n = (size_t)(nl - data);
-        int r;
-        if (ev->line.len > 0) {
-            cli_buf_add(&ev->line, data, n);
-            r = on_event(ev, ev->line.p, ev->line.len, err);
-            ev->line.len = 0;
-        } else {
-            r = n > 0 ? on_event(ev, data, n, err) : 0;
-        }
-        if (r < 0)
-            return -1;
-        len -= n + 1;
-        data = nl + 1;
-    }
-    if (ev->line.len + len > LINE_MAX_BYTES)
-        return wr_err_set(err, WR_EPROTO, 0, "event line longer than %u bytes", LINE_MAX_BYTES);
-    cli_buf_add(&ev->line, data, len);
-    return 0;
+    return cli_ndjson_feed(&ev->line, data, len, on_line, ev, err);
 }
 
 static int on_stream_headers(const struct cli_http_resp *resp, void *ctx, struct wr_err *err)
