@@ -27,6 +27,15 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 /* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
 bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 
+/* An answer that may outlive its client: the work it waits for goes on if the client leaves
+ * (the request's data slot holds it). api_pending_end frees it and returns the request still
+ * waiting for its answer, or NULL if the client left. */
+struct api_pending;
+struct api_pending *api_pending_new(struct wr_http_req *req);
+struct wr_http_req *api_pending_end(struct api_pending *p);
+/* A delete's callback (ctx: an api_pending): 204, or the error. */
+void api_pending_deleted(void *ctx, const struct wr_err *err);
+
 /* Map an error kind to an HTTP status and answer with it. */
 void api_error(struct wr_http_req *req, const struct wr_err *err);
 int api_status_of(enum wr_err_kind kind);

@@ -656,30 +656,6 @@ static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const ch
 
 /* ---- kill ------------------------------------------------------------------------------------ */
 
-struct kill_ctx {
-    struct wr_http_req *req;
-};
-
-static void kill_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    struct kill_ctx *k = data;
-    k->req = NULL;
-}
-
-static void killed(void *ctx, const struct wr_err *err)
-{
-    struct kill_ctx *k = ctx;
-
-    if (k->req != NULL) {
-        wr_http_req_set_data(k->req, NULL, NULL);
-        if (err != NULL)
-            api_error(k->req, err);
-        else
-            wr_http_respond(k->req, 204, NULL, NULL, 0);
-    }
-    free(k);
-}
-
 /* ---- routing --------------------------------------------------------------------------------- */
 
 static void unsupported(struct wr_http_req *req, const char *what)
@@ -747,10 +723,7 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     if (nseg == 2) {
         if (strcmp(method, "DELETE") == 0) {
-            struct kill_ctx *k = xcalloc(1, sizeof(*k));
-            k->req = req;
-            wr_http_req_set_data(req, k, kill_closed);
-            wr_manager_delete(api->mgr, team, seg[1], killed, k);
+            wr_manager_delete(api->mgr, team, seg[1], api_pending_deleted, api_pending_new(req));
         } else if (method_is(req, "GET")) {
             if (get_visible(api, req, team, seg[1], &rec) < 0)
                 return;

@@ -238,39 +238,11 @@ void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_
 
 /* ---- POST /v1/sandboxes/{id}/snapshots and /fork ------------------------------------------- */
 
-/* The request of a snapshot or fork; if the client leaves, the work goes on. */
-struct img_ctx {
-    struct wr_http_req *req;
-};
-
-static void img_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    struct img_ctx *c = data;
-    c->req = NULL;
-}
-
-static struct img_ctx *img_ctx_new(struct wr_http_req *req)
-{
-    struct img_ctx *c = xcalloc(1, sizeof(*c));
-    c->req = req;
-    wr_http_req_set_data(req, c, img_closed);
-    return c;
-}
-
-/* The request still waiting for its answer, detached from c (freed), or NULL. */
-static struct wr_http_req *img_ctx_end(struct img_ctx *c)
-{
-    struct wr_http_req *req = c->req;
-    if (req != NULL)
-        wr_http_req_set_data(req, NULL, NULL);
-    free(c);
-    return req;
-}
-
+/* A snapshot or fork goes on if the client leaves (api_pending). */
 static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
                           const struct wr_snapshot_info *info, const struct wr_err *err)
 {
-    struct wr_http_req *req = img_ctx_end(ctx);
+    struct wr_http_req *req = api_pending_end(ctx);
 
     if (req == NULL)
         return;
@@ -299,7 +271,7 @@ void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len)
         }
     }
     wr_manager_snapshot(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, name, snapshot_done,
-                        img_ctx_new(req));
+                        api_pending_new(req));
 out:
     json_decref(j);
     free(bc);
@@ -308,7 +280,7 @@ out:
 static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struct wr_err *errs,
                       size_t nerrs, const struct wr_snapshot_info *info, const struct wr_err *err)
 {
-    struct wr_http_req *req = img_ctx_end(ctx);
+    struct wr_http_req *req = api_pending_end(ctx);
     json_t *sbs, *es;
 
     if (req == NULL)
@@ -369,7 +341,7 @@ void api_fork_body(struct wr_http_req *req, const char *body, size_t len)
         meta = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
         fr.metadata_json = meta;
     }
-    wr_manager_fork(bc->api->mgr, &fr, fork_done, img_ctx_new(req));
+    wr_manager_fork(bc->api->mgr, &fr, fork_done, api_pending_new(req));
 out:
     json_decref(j);
     free(bc);

@@ -379,38 +379,6 @@ out:
         free(mbuf[i]);
 }
 
-static void deleted(void *ctx, const struct wr_err *err)
-{
-    struct wr_http_req *req = ctx;
-
-    if (req == NULL)
-        return;
-    wr_http_req_set_data(req, NULL, NULL);
-    if (err != NULL)
-        api_error(req, err);
-    else
-        wr_http_respond(req, 204, NULL, NULL, 0);
-}
-
-/* If the client leaves while a delete runs, the delete completes; the answer goes nowhere. */
-struct del_ctx {
-    struct wr_http_req *req;
-};
-
-static void del_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    struct del_ctx *d = data;
-    d->req = NULL;
-}
-
-static void del_done(void *ctx, const struct wr_err *err)
-{
-    struct del_ctx *d = ctx;
-    if (d->req != NULL)
-        deleted(d->req, err);
-    free(d);
-}
-
 static void timeout_body(struct wr_http_req *req, const char *body, size_t len)
 {
     struct body_ctx *bc = take_body_ctx(req);
@@ -512,20 +480,17 @@ static void metrics(struct wr_api *api, struct wr_http_req *req, const char *tea
 static void disk_done(void *ctx, uint64_t used, uint64_t limit, const char *how,
                       const struct wr_err *err)
 {
-    struct state_ctx *s = ctx;
+    struct wr_http_req *req = api_pending_end(ctx);
 
-    if (s->req != NULL) {
-        wr_http_req_set_data(s->req, NULL, NULL);
-        if (err != NULL)
-            api_error(s->req, err);
-        else
-            wr_http_respond_json(s->req, 200,
-                                 json_pack("{s:I,s:o,s:s?}", "used_bytes", (json_int_t)used,
-                                           "limit_bytes",
-                                           limit ? json_integer((json_int_t)limit) : json_null(),
-                                           "enforced_by", how));
-    }
-    free(s);
+    if (req == NULL)
+        return;
+    if (err != NULL)
+        api_error(req, err);
+    else
+        wr_http_respond_json(
+            req, 200,
+            json_pack("{s:I,s:o,s:s?}", "used_bytes", (json_int_t)used, "limit_bytes",
+                      limit ? json_integer((json_int_t)limit) : json_null(), "enforced_by", how));
 }
 
 static void pause_body(struct wr_http_req *req, const char *body, size_t len)
@@ -632,10 +597,9 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
             wr_http_respond_json(req, 200, api_sandbox_json(&rec));
             wr_sandbox_rec_fini(&rec);
         } else if (strcmp(method, "DELETE") == 0) {
-            struct del_ctx *d = xcalloc(1, sizeof(*d));
-            d->req = req;
-            wr_http_req_set_data(req, d, del_closed);
-            wr_manager_delete(api->mgr, team, rt->seg[1], del_done, d);
+            /* If the client leaves, the delete completes; the answer goes nowhere. */
+            wr_manager_delete(api->mgr, team, rt->seg[1], api_pending_deleted,
+                              api_pending_new(req));
         } else {
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
         }
@@ -667,7 +631,7 @@ void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
             return;
         }
-        wr_manager_disk(api->mgr, team, rt->seg[1], disk_done, state_ctx_new(req));
+        wr_manager_disk(api->mgr, team, rt->seg[1], disk_done, api_pending_new(req));
         return;
     }
     if (rt->nseg == 3 &&

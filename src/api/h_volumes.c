@@ -14,54 +14,19 @@ static json_t *volume_json(const struct wr_volume_rec *v)
     return json_pack("{s:s,s:s}", "name", v->name, "created_at", created);
 }
 
-/* An answer that runs on a worker; if the client leaves meanwhile, it goes nowhere. */
-struct vol_ctx {
-    struct wr_api *api;
-    struct wr_http_req *req;
-    char team[128];
-};
-
-static void vol_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    struct vol_ctx *v = data;
-    v->req = NULL;
-}
-
-static struct vol_ctx *vol_ctx_new(struct wr_api *api, struct wr_http_req *req, const char *team)
-{
-    struct vol_ctx *v = xcalloc(1, sizeof(*v));
-
-    v->api = api;
-    v->req = req;
-    snprintf(v->team, sizeof(v->team), "%s", team);
-    wr_http_req_set_data(req, v, vol_ctx_closed);
-    return v;
-}
-
-/* Take the request back from ctx (NULL if the client left) and free ctx. */
-static struct wr_http_req *vol_ctx_end(struct vol_ctx *v)
-{
-    struct wr_http_req *req = v->req;
-
-    if (req != NULL)
-        wr_http_req_set_data(req, NULL, NULL);
-    free(v);
-    return req;
-}
-
 static void create_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {"name", NULL};
-    struct vol_ctx *v = wr_http_req_data(req);
-    struct wr_api *api = v->api;
+    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_api *api = bc->api;
     char team[128];
     struct wr_volume_rec rec;
     struct wr_err err;
     const char *name;
     json_t *j, *nj;
 
-    snprintf(team, sizeof(team), "%s", v->team);
-    (void)vol_ctx_end(v);
+    snprintf(team, sizeof(team), "%s", bc->team);
+    free(bc);
     j = api_parse_object(req, body, len);
     if (j == NULL)
         return;
@@ -86,7 +51,7 @@ out:
 static void got(void *ctx, const struct wr_volume_rec *rec, uint64_t bytes,
                 const struct wr_err *err)
 {
-    struct wr_http_req *req = vol_ctx_end(ctx);
+    struct wr_http_req *req = api_pending_end(ctx);
     json_t *j;
 
     if (req == NULL)
@@ -98,18 +63,6 @@ static void got(void *ctx, const struct wr_volume_rec *rec, uint64_t bytes,
     j = volume_json(rec);
     json_object_set_new(j, "disk_bytes", json_integer((json_int_t)bytes));
     wr_http_respond_json(req, 200, j);
-}
-
-static void deleted(void *ctx, const struct wr_err *err)
-{
-    struct wr_http_req *req = vol_ctx_end(ctx);
-
-    if (req == NULL)
-        return;
-    if (err != NULL)
-        api_error(req, err);
-    else
-        wr_http_respond(req, 204, NULL, NULL, 0);
 }
 
 static void list(struct wr_api *api, struct wr_http_req *req, const char *team)
@@ -139,8 +92,7 @@ void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
 
     if (rt->nseg == 1) {
         if (strcmp(method, "POST") == 0) {
-            (void)vol_ctx_new(api, req, who->team);
-            wr_http_req_read_body(req, 4096, create_body);
+            read_body_with(api, req, who->team, NULL, 4096, create_body);
         } else if (strcmp(method, "GET") == 0) {
             list(api, req, who->team);
         } else {
@@ -150,11 +102,10 @@ void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     if (rt->nseg == 2) {
         if (strcmp(method, "GET") == 0)
-            wr_manager_volume_get(api->mgr, who->team, rt->seg[1], got,
-                                  vol_ctx_new(api, req, who->team));
+            wr_manager_volume_get(api->mgr, who->team, rt->seg[1], got, api_pending_new(req));
         else if (strcmp(method, "DELETE") == 0)
-            wr_manager_volume_delete(api->mgr, who->team, rt->seg[1], deleted,
-                                     vol_ctx_new(api, req, who->team));
+            wr_manager_volume_delete(api->mgr, who->team, rt->seg[1], api_pending_deleted,
+                                     api_pending_new(req));
         else
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
         return;

@@ -34,6 +34,47 @@ int api_status_of(enum wr_err_kind kind)
     return 500;
 }
 
+struct api_pending {
+    struct wr_http_req *req; /* NULL once the client left */
+};
+
+static void pending_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    struct api_pending *p = data;
+    p->req = NULL;
+}
+
+struct api_pending *api_pending_new(struct wr_http_req *req)
+{
+    struct api_pending *p = xcalloc(1, sizeof(*p));
+
+    p->req = req;
+    wr_http_req_set_data(req, p, pending_closed);
+    return p;
+}
+
+struct wr_http_req *api_pending_end(struct api_pending *p)
+{
+    struct wr_http_req *req = p->req;
+
+    if (req != NULL)
+        wr_http_req_set_data(req, NULL, NULL);
+    free(p);
+    return req;
+}
+
+void api_pending_deleted(void *ctx, const struct wr_err *err)
+{
+    struct wr_http_req *req = api_pending_end(ctx);
+
+    if (req == NULL)
+        return;
+    if (err != NULL)
+        api_error(req, err);
+    else
+        wr_http_respond(req, 204, NULL, NULL, 0);
+}
+
 void api_error(struct wr_http_req *req, const struct wr_err *err)
 {
     int status = api_status_of(err->kind);
