@@ -58,6 +58,10 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
  * NULL if absent. Returns 0, or -1 having answered 400. */
 int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out);
 
+/* body[key], if present and not null, must be an integer number of seconds, 1 to UINT32_MAX:
+ * into *out (left alone when absent). Returns 0, or -1 having answered 400. */
+int api_opt_seconds(struct wr_http_req *req, json_t *body, const char *key, uint32_t *out);
+
 /* body[key]: [{"name", "path", "readonly"?}] into v (at most WR_MAX_VOLUMES, pointing into
  * body); absent or null: none. Paths and names are checked by the manager. Returns 0, or -1
  * having answered 400. */

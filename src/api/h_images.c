@@ -321,26 +321,10 @@ void api_fork_body(struct wr_http_req *req, const char *body, size_t len)
         }
         fr.count = (uint32_t)json_integer_value(v);
     }
-    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > UINT32_MAX) {
-            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
-            goto out;
-        }
-        fr.timeout_s = (uint32_t)json_integer_value(v);
-    }
-    if ((v = json_object_get(j, "metadata")) != NULL && !json_is_null(v)) {
-        const char *k;
-        json_t *mv;
-        bool ok = json_is_object(v);
-        json_object_foreach(v, k, mv) ok = ok && json_is_string(mv);
-        if (!ok) {
-            wr_http_respond_error(req, 400, "invalid", "`metadata` must map strings to strings");
-            goto out;
-        }
-        meta = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
-        fr.metadata_json = meta;
-    }
+    if (api_opt_seconds(req, j, "timeout", &fr.timeout_s) < 0 ||
+        api_string_map(req, j, "metadata", &meta) < 0)
+        goto out;
+    fr.metadata_json = meta;
     wr_manager_fork(bc->api->mgr, &fr, fork_done, api_pending_new(req));
 out:
     json_decref(j);

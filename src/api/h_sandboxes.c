@@ -123,6 +123,20 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
     free(c);
 }
 
+int api_opt_seconds(struct wr_http_req *req, json_t *body, const char *key, uint32_t *out)
+{
+    json_t *v = json_object_get(body, key);
+
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX) {
+        wr_http_respond_error(req, 400, "invalid", "`%s` must be a positive integer", key);
+        return -1;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
 int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char **out)
 {
     json_t *m = json_object_get(body, key);
@@ -239,14 +253,8 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
         }
         cr.memory_bytes = (uint64_t)json_integer_value(v) << 20;
     }
-    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > UINT32_MAX) {
-            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
-            goto out;
-        }
-        cr.timeout_s = (uint32_t)json_integer_value(v);
-    }
+    if (api_opt_seconds(req, j, "timeout", &cr.timeout_s) < 0)
+        goto out;
     if ((v = json_object_get(j, "disk_mb")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 16 ||
             json_integer_value(v) > (1ll << 30)) {
@@ -526,21 +534,15 @@ static void resume_body(struct wr_http_req *req, const char *body, size_t len)
     static const char *const allowed[] = {"timeout", NULL};
     struct body_ctx *bc = take_body_ctx(req);
     uint32_t timeout_s = 0;
-    json_t *j, *v;
+    json_t *j;
 
     j = api_parse_object(req, body, len);
     if (j == NULL)
         goto out;
     if (api_only_keys(req, j, allowed) < 0)
         goto out;
-    if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > UINT32_MAX) {
-            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
-            goto out;
-        }
-        timeout_s = (uint32_t)json_integer_value(v);
-    }
+    if (api_opt_seconds(req, j, "timeout", &timeout_s) < 0)
+        goto out;
     {
         struct state_ctx *s = state_ctx_new(req);
         struct wr_sandbox_rec rec;
