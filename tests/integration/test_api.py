@@ -246,6 +246,15 @@ def test_exec_timeout_and_signals(sandbox):
 def test_exec_errors(sandbox, client):
     with pytest.raises(warren.InvalidArgumentError):
         sandbox.commands.run(["/no/such/binary"])
+    # A failure between clone and exec names its step, and init (whose memory the child shared
+    # until then) goes on spawning with its own environment.
+    with pytest.raises(warren.InvalidArgumentError, match="chdir"):
+        sandbox.commands.run(["true"], cwd="/no/such/dir")
+    with pytest.raises(warren.InvalidArgumentError, match="exec"):
+        sandbox.commands.run(["no-such-command-on-path"], env={"PATH": "/nowhere"})
+    r = sandbox.commands.run(["sh", "-c", "echo $PATH; pwd"])
+    assert r.stdout.split() == ["/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                "/root"]
     r = client.request("POST", "/v1/sandboxes/%s/exec" % sandbox.sandbox_id,
                        json_body={"cmd": []}, check=False)
     assert r.status == 400
