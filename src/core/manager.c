@@ -629,6 +629,12 @@ static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, stru
             (void)wr_layer_remove(ss->home, NULL);
         return -1;
     }
+    if (wr_log_min <= WR_LOG_DEBUG) {
+        const struct wr_sandbox_timing *t = wr_sandbox_timing(*out);
+        log_debug("sandbox %s: cloned %.3f ms, overlay %.3f, cgroups %.3f, init ready %.3f", ss->id,
+                  (double)(t->cloned - t->start) / 1e6, (double)(t->overlay - t->mapped) / 1e6,
+                  (double)(t->cgroup - t->overlay) / 1e6, (double)(t->ready - t->cgroup) / 1e6);
+    }
     return 0;
 }
 

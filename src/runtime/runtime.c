@@ -72,6 +72,8 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     rt->zygote_fd = -1;
     rt->pool = xcalloc(WR__POOL_MAX, sizeof(*rt->pool));
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
+    rt->pool_taken = cfg->pool_taken;
+    rt->pool_taken_arg = cfg->pool_taken_arg;
     rt->run_dir = xstrdup(run_dir);
     rt->sandboxes_dir = xasprintf("%s/sandboxes", run_dir);
     rt->stage_dir = xasprintf("%s/stage", run_dir);

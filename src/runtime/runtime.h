@@ -32,6 +32,11 @@ struct wr_runtime_config {
     /* Clone sandboxes from a small helper process forked now (a daemon with threads and a big
      * address space); false: from the caller (warren run). */
     bool zygote;
+    /* Called, from whichever thread created a sandbox, each time a create took a pre-cloned
+     * child (wr_runtime_prewarm): the caller's cue to refill. Must be thread-safe and quick;
+     * NULL: nobody is told. */
+    void (*pool_taken)(void *arg);
+    void *pool_taken_arg;
 };
 
 /* Open the runtime: detect the cgroup version, raise host limits that are too low for many

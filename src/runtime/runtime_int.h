@@ -31,6 +31,8 @@ struct wr_runtime {
     struct wr_cgroup_driver *cg;
     struct wr_seccomp seccomp;
     char *fault; /* see wr_runtime_config.fault */
+    void (*pool_taken)(void *arg);
+    void *pool_taken_arg;
     /* pre-cloned children (wr_runtime_prewarm), taken by creates on any thread */
     pthread_mutex_t pool_lock;
     struct wr__warm *pool;

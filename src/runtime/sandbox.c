@@ -778,6 +778,8 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (warm_spawn(rt, &w, err) < 0)
             goto fail;
     }
+    if (!spec->ephemeral && rt->pool_taken != NULL)
+        rt->pool_taken(rt->pool_taken_arg); /* taken, or found empty: time to refill */
     sb->pid = w.pid;
     sb->pidfd = w.pidfd;
     sb->uid_lock = w.uid_lock;

@@ -539,6 +539,37 @@ def test_a_sandbox_whose_init_dies_is_stopped_with_a_reason(client):
     client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
 
 
+def test_pool_refills_after_creates_take_its_children():
+    """The pool is refilled when a create takes a child (no polling): after three creates from
+    a pool of two, two pre-cloned children wait again, and the sandboxes work."""
+    d = Daemon("--pool", "2").start()
+
+    def waiting():
+        kids = [int(p) for p in
+                open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)).read().split()]
+        return [k for k in kids if open("/proc/%d/comm" % k).read().strip() == "warren-zygote"]
+
+    def wait_for(n):
+        deadline = time.monotonic() + 10
+        while len(waiting()) < n + 1 and time.monotonic() < deadline:  # + the zygote
+            time.sleep(0.05)
+        return len(waiting()) - 1
+
+    try:
+        assert wait_for(2) == 2
+        before = set(waiting())
+        c = d.client()
+        sbs = [warren.Sandbox.create(client=c) for _ in range(3)]
+        assert [sb.commands.run("echo ok").stdout for sb in sbs] == ["ok\n"] * 3
+        assert wait_for(2) == 2
+        assert set(waiting()) - before, "the pool's children were not replaced"
+        for sb in sbs:
+            sb.kill()
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
 def test_zygote_and_pre_cloned_children_end_with_the_daemon():
     d = Daemon("--pool", "3").start()
     try:

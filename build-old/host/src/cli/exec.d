@@ -1,0 +1,10 @@
+build-old/host/src/cli/exec.o: src/cli/exec.c src/cli/cli.h \
+ src/cli/../util/err.h src/cli/../util/cleanup.h src/cli/../util/fs.h \
+ src/cli/../util/parse.h src/cli/../util/xalloc.h src/cli/client.h
+src/cli/cli.h:
+src/cli/../util/err.h:
+src/cli/../util/cleanup.h:
+src/cli/../util/fs.h:
+src/cli/../util/parse.h:
+src/cli/../util/xalloc.h:
+src/cli/client.h:

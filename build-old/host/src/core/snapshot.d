@@ -1,0 +1,18 @@
+build-old/host/src/core/snapshot.o: src/core/snapshot.c \
+ src/core/../runtime/layer.h src/core/../runtime/../util/err.h \
+ src/core/../runtime/runtime.h src/core/../util/cleanup.h \
+ src/core/../util/log.h src/core/../util/xalloc.h src/core/core_int.h \
+ src/core/manager.h src/core/../proto/proto.h src/core/../store/store.h \
+ src/core/agent.h src/core/images.h
+src/core/../runtime/layer.h:
+src/core/../runtime/../util/err.h:
+src/core/../runtime/runtime.h:
+src/core/../util/cleanup.h:
+src/core/../util/log.h:
+src/core/../util/xalloc.h:
+src/core/core_int.h:
+src/core/manager.h:
+src/core/../proto/proto.h:
+src/core/../store/store.h:
+src/core/agent.h:
+src/core/images.h:

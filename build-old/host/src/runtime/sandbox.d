@@ -1,0 +1,21 @@
+build-old/host/src/runtime/sandbox.o: src/runtime/sandbox.c \
+ src/runtime/runtime_int.h src/runtime/runtime.h \
+ src/runtime/../util/err.h src/runtime/cgroup.h src/runtime/seccomp.h \
+ src/runtime/../proto/proto.h src/runtime/../util/cleanup.h \
+ src/runtime/../util/fs.h src/runtime/../util/log.h \
+ src/runtime/../util/xalloc.h src/runtime/caps.h src/runtime/mount.h \
+ src/runtime/net.h src/runtime/uidpool.h
+src/runtime/runtime_int.h:
+src/runtime/runtime.h:
+src/runtime/../util/err.h:
+src/runtime/cgroup.h:
+src/runtime/seccomp.h:
+src/runtime/../proto/proto.h:
+src/runtime/../util/cleanup.h:
+src/runtime/../util/fs.h:
+src/runtime/../util/log.h:
+src/runtime/../util/xalloc.h:
+src/runtime/caps.h:
+src/runtime/mount.h:
+src/runtime/net.h:
+src/runtime/uidpool.h:

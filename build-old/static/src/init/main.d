@@ -1,0 +1,10 @@
+build-old/static/src/init/main.o: src/init/main.c \
+ src/init/../util/cleanup.h src/init/../util/log.h \
+ src/init/../util/xalloc.h src/init/init.h src/init/../proto/proto.h \
+ src/init/../proto/../util/err.h
+src/init/../util/cleanup.h:
+src/init/../util/log.h:
+src/init/../util/xalloc.h:
+src/init/init.h:
+src/init/../proto/proto.h:
+src/init/../proto/../util/err.h:

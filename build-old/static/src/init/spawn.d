@@ -1,0 +1,11 @@
+build-old/static/src/init/spawn.o: src/init/spawn.c \
+ src/init/../util/cleanup.h src/init/../util/fs.h src/init/../util/err.h \
+ src/init/../util/log.h src/init/../util/xalloc.h src/init/init.h \
+ src/init/../proto/proto.h
+src/init/../util/cleanup.h:
+src/init/../util/fs.h:
+src/init/../util/err.h:
+src/init/../util/log.h:
+src/init/../util/xalloc.h:
+src/init/init.h:
+src/init/../proto/proto.h:

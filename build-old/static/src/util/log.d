@@ -1,0 +1,2 @@
+build-old/static/src/util/log.o: src/util/log.c src/util/log.h
+src/util/log.h:

@@ -1,0 +1,2 @@
+build-old/static/src/util/xalloc.o: src/util/xalloc.c src/util/xalloc.h
+src/util/xalloc.h:

@@ -1,0 +1,1 @@
+build-old/static/tests/probe/probe.o: tests/probe/probe.c

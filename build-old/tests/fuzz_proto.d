@@ -1,0 +1,1 @@
+build-old/tests/fuzz_proto: tests/fuzz/replay.c
