@@ -17,7 +17,8 @@ struct wr_manager {
     uint64_t committed; /* their memory limits */
     unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
     bool closing;
-    uv_timer_t *sampler; /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
+    uv_timer_t *sampler;  /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
+    struct wr_warm *warm; /* warm.c; NULL without --warm */
 };
 #define WR_USAGE_PERIOD_MS 5000
 
@@ -106,8 +107,46 @@ void wr__procs_resume(struct wr_msb *sb);
 
 /* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
+/* What a sandbox starts from: its image's layers and config with the record's env on top, its
+ * home, volumes and limits. */
+struct start_spec {
+    char *id;
+    char **layers; /* bottom first */
+    size_t n_layers;
+    char **env; /* NULL-terminated KEY=VALUE */
+    char *cwd, *user;
+    bool allow_setuid;
+    char *home;                   /* the writable layer */
+    bool home_exists;             /* resume from disk: it holds the sandbox's files */
+    struct wr_mount_spec *mounts; /* its volumes */
+    size_t n_mounts;
+    uint64_t memory_bytes, disk_bytes;
+    uint32_t cpu_millis, pids_max;
+    uint32_t project; /* for a project quota: unique per sandbox */
+};
+/* The start spec of a sandbox record (free with wr__start_spec_fini). */
+int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
+                      struct wr_err *err);
+void wr__start_spec_fini(struct start_spec *ss);
+/* Worker: make the writable layer (unless it holds a paused sandbox's files) and start the
+ * sandbox. On failure a new home is removed again. */
+int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
+                      struct wr_err *err);
 /* 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
+
+/* warm.c: sandboxes of the default template started ahead of creates (see there).
+ * wr__warm_open: remove the warm sandboxes a killed daemon left (after reconcile), start
+ * filling. wr__warm_close: destroy them (blocking; at shutdown). wr__warm_take: a warm sandbox
+ * for a create of image_json (the record's) with the default limits and no env, volume or disk
+ * limit, or NULL; *id is its id, which the create's record must take. wr__warm_recorded: the
+ * record of the one taken with id is in the store; wr__warm_drop: destroy the one taken with
+ * id instead (its create failed), on a worker. */
+void wr__warm_open(struct wr_manager *m);
+void wr__warm_close(struct wr_manager *m);
+struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *image_json, char id[21]);
+void wr__warm_recorded(struct wr_manager *m, const char *id);
+void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt);
 
 /* volumes.c: check the team's volumes `v` (names, paths, limits) and resolve them to the
  * record's volumes_json (*out, free it): [{"id","name","path","readonly"}]. WR_EINVAL for bad

@@ -497,21 +497,6 @@ static void sample(struct wr_msb *sb);
 /* ---- creating -------------------------------------------------------------------------------- */
 
 /* What the runtime needs to start a sandbox: from its record (image_json, env_json, limits). */
-struct start_spec {
-    char *id;
-    char **layers; /* bottom first */
-    size_t n_layers;
-    char **env; /* NULL-terminated KEY=VALUE */
-    char *cwd, *user;
-    bool allow_setuid;
-    char *home;                   /* the writable layer */
-    bool home_exists;             /* resume from disk: it holds the sandbox's files */
-    struct wr_mount_spec *mounts; /* its volumes */
-    size_t n_mounts;
-    uint64_t memory_bytes, disk_bytes;
-    uint32_t cpu_millis, pids_max;
-    uint32_t project; /* for a project quota: unique per sandbox */
-};
 
 static void free_strv(char **v)
 {
@@ -520,7 +505,7 @@ static void free_strv(char **v)
     free(v);
 }
 
-static void start_spec_fini(struct start_spec *ss)
+void wr__start_spec_fini(struct start_spec *ss)
 {
     free(ss->id);
     for (size_t i = 0; i < ss->n_layers; i++)
@@ -542,8 +527,8 @@ static uint32_t project_of(int64_t seq)
 }
 
 /* The start spec of a sandbox record: its image's layers and config, its env on top. */
-static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
-                         struct start_spec *ss, struct wr_err *err)
+int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
+                      struct wr_err *err)
 {
     json_t *img = json_loads(rec->image_json ? rec->image_json : "{}", 0, NULL);
     json_t *cfg = json_object_get(img, "config"), *env = json_object(), *renv, *v;
@@ -584,7 +569,7 @@ static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
     json_decref(img);
     ss->id = xstrdup(rec->id);
     if (wr__mounts_of(m, rec->volumes_json, &ss->mounts, &ss->n_mounts, err) < 0) {
-        start_spec_fini(ss);
+        wr__start_spec_fini(ss);
         return -1;
     }
     ss->home = wr_images_home(m->cfg.images, rec->id);
@@ -598,8 +583,8 @@ static int start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec,
 
 /* Worker: make the writable layer (unless it holds a paused sandbox's files) and start. On
  * failure a new home is removed again. */
-static int start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
-                         struct wr_err *err)
+int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
+                      struct wr_err *err)
 {
     struct wr_sandbox_spec spec = {
         .id = ss->id,
@@ -668,12 +653,12 @@ struct create_work {
 static void create_run(uv_work_t *w)
 {
     struct create_work *c = w->data;
-    c->rc = start_sandbox(c->m, &c->ss, &c->rt_sb, &c->err);
+    c->rc = wr__start_sandbox(c->m, &c->ss, &c->rt_sb, &c->err);
 }
 
-static void create_done(uv_work_t *w, int status)
+/* The create's sandbox is started (c->rc 0, c->rt_sb) or not: record it and answer. Frees c. */
+static void create_finish(struct create_work *c)
 {
-    struct create_work *c = w->data;
     struct wr_manager *m = c->m;
     struct wr_msb *sb = c->sb;
     struct wr_err e2;
@@ -713,9 +698,28 @@ static void create_done(uv_work_t *w, int status)
     c->cb(c->ctx, out, false, NULL, 0);
 out:
     wr_sandbox_rec_fini(&c->rec);
-    start_spec_fini(&c->ss);
+    wr__start_spec_fini(&c->ss);
     free(c);
+}
+
+static void create_done(uv_work_t *w, int status)
+{
+    struct create_work *c = w->data;
+    struct wr_manager *m = c->m;
+
+    create_finish(c);
     wr__work_done(m);
+}
+
+/* A warm sandbox fits a create that asks for the default template, limits and nothing of its
+ * own to be mounted or set (warm.c). */
+static bool warm_fits(const struct wr_manager *m, const struct wr_create_req *req,
+                      const struct wr_sandbox_rec *rec, json_t *env)
+{
+    return m->warm != NULL && req->image_json == NULL && strcmp(rec->template_name, "base") == 0 &&
+           req->n_volumes == 0 && req->context_dir == NULL && req->disk_bytes == 0 &&
+           json_object_size(env) == 0 && rec->cpu_millis == m->cfg.default_cpu_millis &&
+           rec->memory_bytes == m->cfg.default_memory_bytes;
 }
 
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
@@ -726,6 +730,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     uint64_t memory = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
     struct wr_image img = {0};
     struct create_work *c;
+    struct wr_sandbox *warm = NULL;
     json_t *env, *image;
     struct wr_err err;
     char id[21];
@@ -810,6 +815,11 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
+    if (warm_fits(m, req, &c->rec, env) &&
+        (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
+        free(c->rec.id);
+        c->rec.id = xstrdup(id);
+    }
     json_decref(env);
     json_decref(image);
     wr_image_fini(&img);
@@ -819,11 +829,13 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
      * fail. */
     if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->rec.volumes_json,
                             &err) < 0 ||
-        start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+        wr__start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
         add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
+        if (warm != NULL)
+            wr__warm_drop(m, id, warm);
         wr_sandbox_rec_fini(&c->rec);
-        start_spec_fini(&c->ss);
+        wr__start_spec_fini(&c->ss);
         free(c);
         cb(ctx, NULL, false, &err, 0);
         return;
@@ -835,6 +847,14 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->sb->timeout_s = timeout_s;
     c->sb->busy = true;
     table_put(m, c->sb);
+    if (warm != NULL) {
+        /* Started already: recorded and answered in this turn of the loop. */
+        wr__warm_recorded(m, id);
+        c->rt_sb = warm;
+        c->rc = 0;
+        create_finish(c);
+        return;
+    }
     c->w.data = c;
     wr__queue_work(m, &c->w, create_run, create_done);
     return;
@@ -1210,7 +1230,7 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
 static void disk_resume_run(uv_work_t *w)
 {
     struct disk_work *d = w->data;
-    d->rc = start_sandbox(d->sb->m, &d->ss, &d->rt_sb, &d->err);
+    d->rc = wr__start_sandbox(d->sb->m, &d->ss, &d->rt_sb, &d->err);
 }
 
 static void disk_resume_done(uv_work_t *w, int status)
@@ -1247,7 +1267,7 @@ static void disk_resume_done(uv_work_t *w, int status)
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
     answer(d->cb, d->ctx, m->cfg.store, sb->id);
 out:
-    start_spec_fini(&d->ss);
+    wr__start_spec_fini(&d->ss);
     wr_msb_unref(sb);
     free(d);
     wr__work_done(m);
@@ -1273,7 +1293,7 @@ static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_
         return;
     }
     d = xcalloc(1, sizeof(*d));
-    if (start_spec_of(m, &rec, &d->ss, &err) < 0) {
+    if (wr__start_spec_of(m, &rec, &d->ss, &err) < 0) {
         wr_sandbox_rec_fini(&rec);
         free(d);
         cb(ctx, NULL, &err);
@@ -1622,6 +1642,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     }
     free(recs);
     wr__volumes_sweep(m);
+    wr__warm_open(m);
     m->sampler = xcalloc(1, sizeof(*m->sampler));
     uv_timer_init(m->loop, m->sampler);
     m->sampler->data = m;
@@ -1648,6 +1669,7 @@ void wr_manager_close(struct wr_manager *m)
     if (m == NULL)
         return;
     m->closing = true;
+    wr__warm_close(m);
     if (m->sampler != NULL) {
         uv_timer_stop(m->sampler);
         uv_close((uv_handle_t *)m->sampler, sampler_closed);

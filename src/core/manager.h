@@ -44,11 +44,16 @@ struct wr_manager_config {
     uint32_t default_cpu_millis;   /* 0: 1000 */
     uint64_t default_memory_bytes; /* 0: 512 MiB */
     uint32_t pids_max;             /* per sandbox; 0: 4096 */
+    /* Warm sandboxes (warm.c): this many of the default template kept started ahead of
+     * creates (0: none), with their markers in warm_dir (required if warm > 0). */
+    uint32_t warm;
+    const char *warm_dir;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
                     struct wr_err *err);
-/* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon). */
+/* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon);
+ * warm sandboxes, which no create has taken, are destroyed. */
 void wr_manager_close(struct wr_manager *m);
 
 /* A volume to mount in a new sandbox; at most WR_MAX_VOLUMES per sandbox. */

@@ -37,24 +37,27 @@ struct options {
     uint64_t max_memory;
     uint32_t default_timeout, max_timeout;
     uint32_t pool;
+    uint32_t warm;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: warrend [options]\n\n"
-            "  --state-dir DIR        state: database, templates, admin key (/var/lib/warren)\n"
-            "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
-            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
-            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
-            "  --max-sandboxes N      sandboxes at most (1000)\n"
-            "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
-            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
-            "  --max-timeout SECS     the longest timeout (86400)\n"
-            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
-            "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
-            "  --init PATH            warren-init (next to warrend)\n"
-            "  --log-level LEVEL      debug, info, warn, error (info)\n");
+    fprintf(
+        f, "usage: warrend [options]\n\n"
+           "  --state-dir DIR        state: database, templates, admin key (/var/lib/warren)\n"
+           "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
+           "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
+           "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
+           "  --max-sandboxes N      sandboxes at most (1000)\n"
+           "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
+           "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
+           "  --max-timeout SECS     the longest timeout (86400)\n"
+           "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
+           "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
+           "  --warm N               sandboxes of the base template kept started ahead of creates\n"
+           "                         (2; 0: none)\n"
+           "  --init PATH            warren-init (next to warrend)\n"
+           "  --log-level LEVEL      debug, info, warn, error (info)\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -71,7 +74,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_CGROUP,
         O_INIT,
         O_LOG,
-        O_POOL
+        O_POOL,
+        O_WARM
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -86,6 +90,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"init", required_argument, NULL, O_INIT},
         {"log-level", required_argument, NULL, O_LOG},
         {"pool", required_argument, NULL, O_POOL},
+        {"warm", required_argument, NULL, O_WARM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -140,6 +145,11 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (wr_parse_uint(optarg, 64, &v, &err) < 0)
                 goto bad;
             o->pool = (uint32_t)v;
+            break;
+        case O_WARM:
+            if (wr_parse_uint(optarg, 64, &v, &err) < 0)
+                goto bad;
+            o->warm = (uint32_t)v;
             break;
         case 'h':
             usage(stdout);
@@ -295,6 +305,7 @@ int main(int argc, char **argv)
         .socket_path = "/run/warrend/warrend.sock",
         .listen = "127.0.0.1:7860",
         .pool = 4,
+        .warm = 2,
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
@@ -302,7 +313,7 @@ int main(int argc, char **argv)
     struct wr_images *images = NULL;
     struct wr_err err;
     struct wr_api api = {0};
-    char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL;
+    char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL, *warm_dir = NULL;
     int port = 0, rc = 1;
     uv_loop_t *loop;
 
@@ -336,6 +347,7 @@ int main(int argc, char **argv)
     (void)mkdir(templates, 0755);
     /* Volumes' files, with sandbox-side ids: no host user but root may reach them. */
     volumes = xasprintf("%s/volumes", o.state_dir);
+    warm_dir = xasprintf("%s/warm", o.state_dir);
     if (mkdir(volumes, 0700) < 0 && errno != EEXIST) {
         fprintf(stderr, "warrend: create `%s`: %s\n", volumes, strerror(errno));
         goto out;
@@ -396,6 +408,8 @@ int main(int argc, char **argv)
             .rt = rt,
             .images = images,
             .volumes_dir = volumes,
+            .warm = o.warm,
+            .warm_dir = warm_dir,
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
@@ -457,5 +471,6 @@ out:
     free(dbpath);
     free(templates);
     free(volumes);
+    free(warm_dir);
     return rc;
 }

@@ -148,6 +148,11 @@ int wr_sandbox_pidfd(const struct wr_sandbox *sb);
  * run directory. Refuses (WR_ECONFLICT) while the sandbox still runs. */
 int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err);
 
+/* Kill a sandbox that nobody holds a handle for and no record names (one its creator made
+ * ahead of use, then died): every process in its cgroup, then wr_sandbox_cleanup. What is
+ * already gone is not an error. */
+int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err);
+
 /* Kill every process of the sandbox, wait for them, remove its cgroups, run directory and
  * writable tmpfs, return its uid range, and free the handle (also on error). */
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);

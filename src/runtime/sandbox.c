@@ -942,6 +942,32 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
     return wr_rm_rf_at(dir, id, err);
 }
 
+int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err)
+{
+    struct wr_cgroup *cg = NULL;
+    int rc;
+
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    if (wr_cgroup_lookup(rt->cg, id, &cg, NULL) == 0) {
+        rc = wr_cgroup_kill(cg, err); /* returns once cgroup.procs is empty */
+        wr_cgroup_forget(cg);
+        if (rc < 0)
+            return -1;
+    }
+    /* The run directory's lock closes with the last process's files, just before it is
+     * reaped (by whoever inherited it): wait for that, briefly. */
+    for (int i = 0;; i++) {
+        rc = wr_sandbox_cleanup(rt, id, err);
+        if (rc == 0 || err->kind != WR_ECONFLICT || i == 200)
+            break;
+        usleep(10 * 1000);
+    }
+    if (rc < 0 && err->kind == WR_ESYS && err->sys_errno == ENOENT)
+        return 0; /* nothing was left */
+    return rc;
+}
+
 int wr_sandbox_freeze(struct wr_sandbox *sb, bool frozen, struct wr_err *err)
 {
     if (sb->cg == NULL)

@@ -60,9 +60,37 @@ def run(*cmd, **kw):
     return warren("run", "--rootfs", IMAGE, "--", *cmd, **kw)
 
 
-def pool_pids():
-    """Host pids of processes whose uid is in the test pool's range."""
+# Daemons of this session that are running: their warm sandboxes (warrend --warm) are theirs,
+# not something a test left behind.
+LIVE_DAEMONS = set()
+
+
+def warm_ids():
+    """Ids of the warm sandboxes of the running daemons (their markers, <state>/warm/<id>,
+    exist from before each is made until a create takes it)."""
+    ids = set()
+    for d in list(LIVE_DAEMONS):
+        try:
+            ids |= set(os.listdir(os.path.join(d.state, "warm")))
+        except OSError:
+            pass
+    return ids
+
+
+def homes(d):
+    """The writable layers in d's state directory, but those of its warm sandboxes."""
+    try:
+        warm = set(os.listdir(os.path.join(d.state, "warm")))
+    except OSError:
+        warm = set()
+    return sorted(set(os.listdir(os.path.join(d.state, "sandboxes"))) - warm)
+
+
+def pool_pids(include_warm=False):
+    """Host pids of processes whose uid is in the test pool's range (but those of warm
+    sandboxes, unless include_warm)."""
     lo, hi = UID_BASE, UID_BASE + UID_SLOTS * 65536
+    warm = set() if include_warm else warm_ids()
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -75,25 +103,33 @@ def pool_pids():
                         if any(lo <= u < hi for u in uids):
                             found.append(int(d))
                         break
+            if warm and found and found[-1] == int(d):
+                with open("/proc/%s/cgroup" % d) as f:
+                    cg = f.read()
+                if any(w in cg for w in warm):
+                    found.pop()
         except OSError:
             pass
     return found
 
 
 def cgroup_dirs():
-    """Sandbox cgroups left under the test parent, in every hierarchy."""
+    """Sandbox cgroups left under the test parent, in every hierarchy (not warm sandboxes')."""
     left = []
+    warm = warm_ids()
     root = "/sys/fs/cgroup"
     for hier in os.listdir(root):
         p = os.path.join(root, hier, CGROUP_PARENT)
         if os.path.isdir(p):
-            left += [os.path.join(p, c) for c in os.listdir(p) if os.path.isdir(os.path.join(p, c))]
+            left += [os.path.join(p, c) for c in os.listdir(p)
+                     if os.path.isdir(os.path.join(p, c)) and c not in warm]
     return left
 
 
 def run_dir_entries():
     p = os.path.join(RUN_DIR, "sandboxes")
-    return os.listdir(p) if os.path.isdir(p) else []
+    warm = warm_ids()
+    return [e for e in os.listdir(p) if e not in warm] if os.path.isdir(p) else []
 
 
 def mount_lines():
@@ -172,6 +208,7 @@ class Daemon:
             [WARREND, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
              "--run-dir", RUN_DIR, *self.extra],
             stdout=subprocess.PIPE, stderr=self.log, env=self.env)
+        LIVE_DAEMONS.add(self)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"tcp=127\.0\.0\.1:(\d+)", line)
         assert m, "warrend did not start: %r" % line
@@ -213,6 +250,7 @@ class Daemon:
         Under `make asan`, a daemon whose log holds a sanitizer report (a leak found at exit,
         say) fails the test that owned it."""
         self.stop()
+        LIVE_DAEMONS.discard(self)
         report = ""
         if SANITIZED:
             with open(os.path.join(self.dir, "warrend.log"), errors="replace") as f:

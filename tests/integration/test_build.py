@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import daemon_on, loop_fs
+from conftest import daemon_on, homes, loop_fs
 
 
 def build(client, name, dockerfile=None, context=None, replace=False, dockerfile_path=None):
@@ -253,10 +253,9 @@ def test_a_disk_that_fills_during_a_build_leaves_no_half_layer(small_disk_daemon
     assert ev[-1]["type"] == "error" and ev[-1]["line"] == 2, ev[-1]
     assert "No space left" in ev[-1]["message"]
     deadline = time.monotonic() + 10
-    while (sandboxes_left(c) or os.listdir(os.path.join(d.state, "sandboxes"))) and \
-            time.monotonic() < deadline:
+    while (sandboxes_left(c) or homes(d)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert sandboxes_left(c) == [] and os.listdir(os.path.join(d.state, "sandboxes")) == []
+    assert sandboxes_left(c) == [] and homes(d) == []
     assert sorted(os.listdir(layers)) == before and tmp_entries(d) == []
     # And the disk is usable again.
     status, ev = build(c, "small", "FROM base\nRUN echo fits > /f\n")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import warren
-from conftest import Daemon, LoopMountError, cgroup_dirs, daemon_on, delete_all, loop_fs
+from conftest import Daemon, LoopMountError, cgroup_dirs, daemon_on, delete_all, homes, loop_fs
 
 
 def api(client, method, path, body=None, status=None):
@@ -43,10 +43,6 @@ def out(client, sid, cmd):
 def layer_dirs(d):
     p = os.path.join(d.state, "layers")
     return sorted(x for x in os.listdir(p) if not x.startswith("."))
-
-
-def homes(d):
-    return sorted(os.listdir(os.path.join(d.state, "sandboxes")))
 
 
 PREPARE = (
