@@ -12,12 +12,12 @@
  * record to adopt them by: the next one finds them by their markers and kills them
  * (wr__warm_open). On a normal stop they are destroyed (wr__warm_close).
  *
- * Refills run one sandbox at a time on the loop's pool, from the turn of the loop after the take
- * that made room (WARM_DELAY_MS). Unlike the runtime's pool of pre-cloned children, which waits
- * 20 ms (src/daemon/main.c), there is no point in waiting: the refill costs what the create that
- * took a warm sandbox saved, and a sequential loop of creates (bench/run-api.sh) finds a warm
- * sandbox each time only if the refill starts at once (measured: create -> first output 5.7-6.1
- * ms median with no wait, 9.1 ms with 20 ms, 10.7-11.1 ms with no warm sandboxes).
+ * Refills run one sandbox at a time on the loop's pool, WARM_DELAY_MS after the take that made
+ * room: long enough for the new sandbox's first command to start before the refill competes
+ * with it, short enough that a sequential loop of creates (bench/run-api.sh) finds the next one
+ * ready. Measured with bench/api.c cycle, create -> first output median (p99): 5.4-5.6 ms
+ * (11-14) with 4 ms, 6.6 (11-12) with 0, 5.6-6.2 (20-21) with 8, 9.1 (20) with 20, and
+ * 10.7-11.1 ms with no warm sandboxes.
  *
  * Loop thread only, except the work callbacks. */
 #include <dirent.h>
@@ -41,7 +41,7 @@
 #include "images.h"
 
 #define WARM_TEMPLATE  "base"
-#define WARM_DELAY_MS  0
+#define WARM_DELAY_MS  4
 #define WARM_RETRY_MS  5000
 #define WARM_MAX       64
 

@@ -1,9 +1,0 @@
-build-old/host/src/cli/cp.o: src/cli/cp.c src/cli/cli.h \
- src/cli/../util/err.h src/cli/../util/cleanup.h src/cli/../util/fs.h \
- src/cli/../util/xalloc.h src/cli/client.h
-src/cli/cli.h:
-src/cli/../util/err.h:
-src/cli/../util/cleanup.h:
-src/cli/../util/fs.h:
-src/cli/../util/xalloc.h:
-src/cli/client.h:

@@ -1,8 +1,0 @@
-build-old/host/src/cli/volume.o: src/cli/volume.c \
- src/cli/../util/cleanup.h src/cli/../util/xalloc.h src/cli/cli.h \
- src/cli/../util/err.h src/cli/client.h
-src/cli/../util/cleanup.h:
-src/cli/../util/xalloc.h:
-src/cli/cli.h:
-src/cli/../util/err.h:
-src/cli/client.h:

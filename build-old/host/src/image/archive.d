@@ -1,8 +1,0 @@
-build-old/host/src/image/archive.o: src/image/archive.c \
- src/image/../util/cleanup.h src/image/../util/xalloc.h \
- src/image/image_int.h src/image/image.h src/image/../util/err.h
-src/image/../util/cleanup.h:
-src/image/../util/xalloc.h:
-src/image/image_int.h:
-src/image/image.h:
-src/image/../util/err.h:

@@ -1,2 +1,0 @@
-build-old/host/src/runtime/net.o: src/runtime/net.c src/runtime/net.h
-src/runtime/net.h:

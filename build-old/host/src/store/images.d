@@ -1,8 +1,0 @@
-build-old/host/src/store/images.o: src/store/images.c \
- src/store/../util/xalloc.h src/store/store_int.h \
- src/store/../util/cleanup.h src/store/store.h src/store/../util/err.h
-src/store/../util/xalloc.h:
-src/store/store_int.h:
-src/store/../util/cleanup.h:
-src/store/store.h:
-src/store/../util/err.h:

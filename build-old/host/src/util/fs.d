@@ -1,5 +1,0 @@
-build-old/host/src/util/fs.o: src/util/fs.c src/util/fs.h src/util/err.h \
- src/util/cleanup.h
-src/util/fs.h:
-src/util/err.h:
-src/util/cleanup.h:

@@ -1,8 +1,0 @@
-build-old/static/src/init/watch.o: src/init/watch.c \
- src/init/../util/log.h src/init/../util/xalloc.h src/init/init.h \
- src/init/../proto/proto.h src/init/../proto/../util/err.h
-src/init/../util/log.h:
-src/init/../util/xalloc.h:
-src/init/init.h:
-src/init/../proto/proto.h:
-src/init/../proto/../util/err.h:

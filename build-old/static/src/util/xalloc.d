@@ -1,2 +1,0 @@
-build-old/static/src/util/xalloc.o: src/util/xalloc.c src/util/xalloc.h
-src/util/xalloc.h:

@@ -1,1 +1,0 @@
-build-old/static/tests/probe/probe.o: tests/probe/probe.c

@@ -1,1 +1,0 @@
-build-old/tests/fuzz_proto: tests/fuzz/replay.c
