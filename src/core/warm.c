@@ -40,10 +40,10 @@
 #include "core_int.h"
 #include "images.h"
 
-#define WARM_TEMPLATE  "base"
-#define WARM_DELAY_MS  4
-#define WARM_RETRY_MS  5000
-#define WARM_MAX       64
+#define WARM_TEMPLATE "base"
+#define WARM_DELAY_MS 4
+#define WARM_RETRY_MS 5000
+#define WARM_MAX      64
 
 struct warm_entry {
     char id[21];

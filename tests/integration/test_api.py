@@ -263,6 +263,13 @@ def test_exec_errors(sandbox, client):
     assert r.status == 400
 
 
+def test_a_script_without_a_shebang_runs_with_sh(sandbox):
+    # As execvp does (glibc's, which warren-init is linked with; musl's would answer ENOEXEC).
+    sandbox.files.write("/tmp/s", "echo from-script $0\n")
+    sandbox.commands.run("chmod +x /tmp/s")
+    assert sandbox.commands.run(["/tmp/s"]).stdout == "from-script /tmp/s\n"
+
+
 def test_invalid_utf8_output(sandbox, client):
     r = client.request("POST", "/v1/sandboxes/%s/exec" % sandbox.sandbox_id,
                        json_body={"cmd": r"printf 'a\377b\303'"}).json()
