@@ -496,8 +496,6 @@ static void sample(struct wr_msb *sb);
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
-/* What the runtime needs to start a sandbox: from its record (image_json, env_json, limits). */
-
 static void free_strv(char **v)
 {
     for (char **p = v; p && *p; p++)

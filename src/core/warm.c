@@ -327,6 +327,10 @@ void wr__warm_open(struct wr_manager *m)
                 wr__warm_recorded(m, de->d_name);
                 continue;
             }
+            if (err.kind != WR_ENOTFOUND) { /* cannot tell: leave it for the next start */
+                log_warn("warm sandbox %s: %s", de->d_name, err.msg);
+                continue;
+            }
             log_info("warm sandbox %s: left by an earlier daemon; removing it", de->d_name);
             warm_remove(m, de->d_name, NULL);
         }
