@@ -44,6 +44,7 @@ LLHTTP_INC  := /usr/share/include/llhttp
 LLHTTP_SRC  := $(LLHTTP_DIR)/api.c $(LLHTTP_DIR)/http.c $(LLHTTP_DIR)/llhttp.c
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
+ZYGOTE_SRC  := $(wildcard src/zygote/*.c)
 PROBE_SRC   := tests/probe/probe.c
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
@@ -63,6 +64,7 @@ DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
+ZYGOTE     := $(BUILD)/warren-zygote
 INIT       := $(BUILD)/warren-init
 PROBE      := $(BUILD)/warren-probe
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -71,7 +73,7 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
-all: $(DAEMON) $(CLI) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
+all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
 
 $(BUILD)/host/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,6 +109,11 @@ CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
 endif
 $(CLI): $(call host_obj,$(CLI_SRC)) $(LIB) $(LLHTTP_OBJ)
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ -ljansson $(HOST_LIBS)
+
+# warren-zygote, which clones sandboxes for warrend, is static for the same reason and one more:
+# every clone copies its address space (src/runtime/zygote.c).
+$(ZYGOTE): $(call host_obj,$(ZYGOTE_SRC)) $(LIB)
+	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(HOST_LIBS)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))

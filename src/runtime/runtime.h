@@ -29,9 +29,10 @@ struct wr_runtime_config {
      * "volumes", "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
      * half-built sandbox is torn down completely. NULL in production. */
     const char *fault;
-    /* Clone sandboxes from a small helper process forked now (a daemon with threads and a big
-     * address space); false: from the caller (warren run). */
+    /* Clone sandboxes from a small helper process started now, warren-zygote (a daemon with
+     * threads and a big address space); false: from the caller (warren run). */
     bool zygote;
+    const char *zygote_path; /* warren-zygote; default: next to the running executable */
     /* Called, from whichever thread created a sandbox, each time a create took a pre-cloned
      * child (wr_runtime_prewarm): the caller's cue to refill. Must be thread-safe and quick;
      * NULL: nobody is told. */
@@ -45,6 +46,11 @@ struct wr_runtime_config {
 int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out,
                     struct wr_err *err);
 void wr_runtime_close(struct wr_runtime *rt);
+
+/* The body of the warren-zygote program (src/zygote/main.c): open a runtime with cfg, then
+ * clone sandbox children for `parent` on request over fd, until fd closes or parent dies. */
+__attribute__((noreturn)) void wr_runtime_zygote_main(const struct wr_runtime_config *cfg, int fd,
+                                                      pid_t parent);
 
 /* "v1" or "v2": the cgroup interface in use. */
 const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);

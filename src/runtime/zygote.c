@@ -1,15 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The zygote: a small single-threaded process, forked from the daemon when its runtime opens
- * (before any thread exists), that clones sandbox children on the daemon's behalf.
+/* The zygote: a small single-threaded process, started when the daemon's runtime opens (before
+ * any thread exists), that clones sandbox children on the daemon's behalf.
  *
  * Cloning from the daemon itself copies the daemon's page tables (large, and shared by its
  * worker threads, so every copy-on-write fault afterwards flushes the other CPUs' TLBs) only for
- * the child to throw them away at exec. The zygote is small and alone. Its children are made
- * with CLONE_PARENT, so they are the daemon's children: the daemon reaps them and gets their
- * pidfds, id-range locks and sockets over the zygote's socket (SCM_RIGHTS).
+ * the child to throw them away at exec. The zygote is alone, and small: it is warren-zygote
+ * (src/zygote/main.c), a static program the daemon forks and execs, with a dozen mappings where
+ * a fork of the daemon has some 270 (its libraries), all of which every clone copied and every
+ * exec of warren-init tore down again. Without warren-zygote next to the daemon (or at
+ * wr_runtime_config.zygote_path) the zygote is a plain fork of the daemon, as it was before.
  *
+ * Its children are made with CLONE_PARENT, so they are the daemon's children: the daemon reaps
+ * them and gets their pidfds, id-range locks and sockets over the zygote's socket (SCM_RIGHTS).
  * The zygote dies with the daemon (parent-death signal, and EOF on its socket). */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +28,8 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
 #include "runtime_int.h"
 #include "uidpool.h"
 
@@ -115,11 +125,96 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
     }
 }
 
-int wr__zygote_start(struct wr_runtime *rt, struct wr_err *err)
+void wr_runtime_zygote_main(const struct wr_runtime_config *cfg, int fd, pid_t parent)
 {
+    struct wr_runtime_config c = *cfg;
+    struct wr_runtime *rt;
+    struct wr_err err;
+
+    c.zygote = false;
+    c.pool_taken = NULL;
+    if (wr_runtime_open(&c, &rt, &err) < 0) {
+        fprintf(stderr, "warren-zygote: %s\n", err.msg);
+        _exit(1);
+    }
+    zygote_main(rt, fd, parent);
+}
+
+/* warren-zygote's path: cfg's, or next to the running executable; NULL if there is none. */
+static char *zygote_path(const struct wr_runtime_config *cfg)
+{
+    char self[PATH_MAX];
+    ssize_t n;
+
+    if (cfg->zygote_path != NULL)
+        return xstrdup(cfg->zygote_path);
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n < 0)
+        return NULL;
+    self[n] = '\0';
+    return xasprintf("%s/warren-zygote", dirname(self));
+}
+
+/* In the forked child: the socket at fd 3, warren-init at fd 4, nothing else; exec. */
+static __attribute__((noreturn)) void exec_zygote(const struct wr_runtime *rt,
+                                                  const struct wr_runtime_config *cfg,
+                                                  const char *path, int sock, pid_t daemon)
+{
+    char parent[32], base[32], slots[32];
+    const char *argv[24];
+    size_t n = 0;
+    int s = fcntl(sock, F_DUPFD, 10), i = fcntl(rt->init_fd, F_DUPFD, 10);
+    int keep[2] = {3, 4};
+
+    if (s < 0 || i < 0 || dup2(s, 3) < 0 || dup2(i, 4) < 0)
+        _exit(127);
+    wr__close_all_but(keep, 2);
+    snprintf(parent, sizeof(parent), "%d", (int)daemon);
+    snprintf(base, sizeof(base), "%u", (unsigned)cfg->uid_base);
+    snprintf(slots, sizeof(slots), "%u", (unsigned)cfg->uid_slots);
+    argv[n++] = "warren-zygote";
+    argv[n++] = "--parent";
+    argv[n++] = parent;
+    argv[n++] = "--run-dir";
+    argv[n++] = rt->run_dir;
+    argv[n++] = "--init";
+    argv[n++] = "/proc/self/fd/4";
+    argv[n++] = "--uid-base";
+    argv[n++] = base;
+    argv[n++] = "--uid-slots";
+    argv[n++] = slots;
+    if (cfg->cgroup_mode != NULL) {
+        argv[n++] = "--cgroup";
+        argv[n++] = cfg->cgroup_mode;
+    }
+    if (cfg->cgroup_parent != NULL) {
+        argv[n++] = "--cgroup-parent";
+        argv[n++] = cfg->cgroup_parent;
+    }
+    if (cfg->cgroup_v2_root != NULL) {
+        argv[n++] = "--cgroup-v2-root";
+        argv[n++] = cfg->cgroup_v2_root;
+    }
+    if (rt->fault != NULL) {
+        argv[n++] = "--fault";
+        argv[n++] = rt->fault;
+    }
+    argv[n] = NULL;
+    execv(path, (char *const *)argv);
+    _exit(127);
+}
+
+int wr__zygote_start(struct wr_runtime *rt, const struct wr_runtime_config *cfg, struct wr_err *err)
+{
+    _cleanup_free_ char *path = zygote_path(cfg);
     int sv[2];
     pid_t daemon = getpid(), pid;
 
+    if (path != NULL && access(path, X_OK) < 0) {
+        log_info("zygote: no `%s`: a fork of this process clones the sandboxes", path);
+        free(path);
+        path = NULL;
+    }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return wr_err_sys(err, "zygote: socketpair");
     pid = fork();
@@ -130,6 +225,8 @@ int wr__zygote_start(struct wr_runtime *rt, struct wr_err *err)
     }
     if (pid == 0) {
         close(sv[0]);
+        if (path != NULL)
+            exec_zygote(rt, cfg, path, sv[1], daemon);
         zygote_main(rt, sv[1], daemon);
     }
     close(sv[1]);
