@@ -8,9 +8,10 @@
  * request except by warren-init's start time. Its deadline starts at the create.
  *
  * Each warm sandbox has a marker, <warm_dir>/<id>, from before it is made until the record of
- * the create that took it is in the store. A daemon killed with warm sandboxes running has no
- * record to adopt them by: the next one finds them by their markers and kills them
- * (wr__warm_open). On a normal stop they are destroyed (wr__warm_close).
+ * the create that took it is in the store; it says "ready" once the sandbox can be taken. A daemon
+ * killed with warm sandboxes running has no record to adopt them by: the next one finds them by
+ * their markers and kills them (wr__warm_open). On a normal stop they are destroyed
+ * (wr__warm_close).
  *
  * Refills run one sandbox at a time on the loop's pool, WARM_DELAY_MS after the take that made
  * room: long enough for the new sandbox's first command to start before the refill competes
@@ -142,6 +143,11 @@ static void fill_done(uv_work_t *w, int status)
             schedule(wm, WARM_RETRY_MS);
         } else {
             struct warm_entry *e = &wm->v[wm->n++];
+            _cleanup_free_ char *marker = marker_path(m, f->id);
+            struct wr_err err;
+
+            if (wr_write_fileat(AT_FDCWD, marker, "ready\n", false, &err) < 0)
+                log_warn("warm sandbox %s: %s", f->id, err.msg);
             memcpy(e->id, f->id, sizeof(e->id));
             e->rt = f->rt;
             e->image_json = f->image_json;

@@ -22,15 +22,23 @@ def warm(d):
         return set()
 
 
-def wait_warm(d, n, timeout=15):
-    """The ids of n warm sandboxes, once their markers and their warren-inits are there."""
+def ready(d, sid):
+    try:
+        with open(os.path.join(d.state, "warm", sid)) as f:
+            return f.read() == "ready\n"
+    except OSError:
+        return False
+
+
+def wait_warm(d, n, timeout=30):
+    """The ids of n warm sandboxes, once the daemon has them ready (their markers say so)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ids = warm(d)
-        if len(ids) == n and all(init_pid(i) for i in ids):
+        if len(ids) == n and all(ready(d, i) and init_pid(i) for i in ids):
             return ids
         time.sleep(0.05)
-    raise AssertionError("warm sandboxes: %r, wanted %d" % (warm(d), n))
+    raise AssertionError("warm sandboxes: %r, wanted %d ready" % (warm(d), n))
 
 
 def init_pid(sid):
