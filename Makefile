@@ -54,6 +54,10 @@ static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
 
 LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
 LIB        := $(BUILD)/libwarren.a
+# warren-init's body, linked into the programs that become a sandbox's PID 1 without an exec
+# (warren-zygote, warren, the runtime benchmark; see src/init/entry.h).
+INIT_LIB   := $(BUILD)/libwarren-init.a
+INIT_LIB_OBJ := $(call host_obj,$(filter-out src/init/exe.c,$(INIT_SRC)))
 HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
@@ -87,6 +91,10 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+$(INIT_LIB): $(INIT_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
 $(DLIB): $(DLIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
@@ -107,12 +115,12 @@ CLI_LDFLAGS := $(HOST_LDFLAGS)
 else
 CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
 endif
-$(CLI): $(call host_obj,$(CLI_SRC)) $(LIB) $(LLHTTP_OBJ)
+$(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(LIB) $(LLHTTP_OBJ)
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ -ljansson $(HOST_LIBS)
 
 # warren-zygote, which clones sandboxes for warrend, is static for the same reason and one more:
 # every clone copies its address space (src/runtime/zygote.c).
-$(ZYGOTE): $(call host_obj,$(ZYGOTE_SRC)) $(LIB)
+$(ZYGOTE): $(call host_obj,$(ZYGOTE_SRC)) $(INIT_LIB) $(LIB)
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(HOST_LIBS)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
@@ -168,9 +176,9 @@ fuzz:
 	    -o $(BUILD)/fuzz/$$n $$f $(UTIL_SRC) $(PROTO_SRC); \
 	  $(BUILD)/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-60} tests/fuzz/corpus/$${n#fuzz_}; done
 
-$(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(LIB)
+$(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(INIT_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(HOST_LIBS)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(INIT_LIB) $(LIB) $(HOST_LIBS)
 
 bench: all $(BUILD)/bench/sandbox_loop
 	sh bench/run.sh $(BUILD)

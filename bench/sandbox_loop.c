@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../src/init/entry.h"
 #include "../src/proto/proto.h"
 #include "../src/runtime/runtime.h"
 #include "../src/util/fs.h"
@@ -233,6 +234,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sandbox_loop [--floor] ROOTFS [N]\n");
         return 2;
     }
+    /* Like warren-zygote, each child becomes warren-init in place; not with --pool, whose
+     * thread clones while this one creates (init_main needs a single-threaded creator). */
+    if (!pool)
+        cfg.init_main = wr_init_main;
     layers[0] = argv[1];
     if (wr_runtime_open(&cfg, &rt, &err) < 0) {
         fprintf(stderr, "sandbox_loop: %s\n", err.msg);

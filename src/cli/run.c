@@ -22,6 +22,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../init/entry.h"
 #include "../proto/proto.h"
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
@@ -461,6 +462,9 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < o.n_layers; i++)
         layers[i + 1] = o.layers[i];
 
+    /* The sandbox's PID 1 is a clone of this (single-threaded) process that runs warren-init's
+     * body in place, one exec fewer than exec'ing the program. */
+    cfg.init_main = wr_init_main;
     cfg.run_dir = getenv("WARREN_RUN_DIR");
     cfg.init_path = getenv("WARREN_INIT");
     cfg.cgroup_mode = getenv("WARREN_CGROUP");

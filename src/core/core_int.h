@@ -45,6 +45,7 @@ struct wr_msb {
     int refs;
     bool alive;   /* running and managed: requests may use it */
     bool ending;  /* being destroyed */
+    bool stopped; /* ending, and its record already says stopped (deadline, init died) */
     bool adopted; /* taken back after a daemon restart */
     bool polling;
     /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init

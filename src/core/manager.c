@@ -390,8 +390,10 @@ static void msb_end_now(struct wr_msb *sb, const char *final_state, const char *
     d->thaw = sb->paused;
     d->home = wr_images_home(sb->m->cfg.images, sb->id);
     d->w.data = d;
-    if (!sb->m->closing && final_state != NULL)
+    if (!sb->m->closing && final_state != NULL) {
         (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, "stopped", reason, NULL);
+        sb->stopped = true;
+    }
     wr__queue_work(sb->m, &d->w, destroy_run, destroy_done);
 }
 
@@ -1313,6 +1315,9 @@ static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_
 /* Why a sandbox cannot change state now, or 0. */
 int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
 {
+    /* A sandbox that reads as stopped says so, also while its teardown finishes. */
+    if (sb->ending && sb->stopped)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is stopped", sb->id);
     if (sb->ending)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
     if (!sb->alive && !sb->on_disk)

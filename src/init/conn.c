@@ -50,7 +50,7 @@ void init_conn_close(struct init_conn *c)
     if (c->primary && init_cfg.ephemeral) {
         /* The creator is gone: the sandbox ends with it. */
         (void)kill(-1, SIGKILL);
-        exit(0);
+        _exit(0);
     }
     c->dead = true;
     init_watch_close(&c->w);

@@ -18,6 +18,7 @@
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "entry.h"
 #include "init.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -93,7 +94,7 @@ static void usage_exit(const char *what)
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
             "[--cwd DIR] [--user NAME|UID]\n",
             what);
-    exit(2);
+    _exit(2);
 }
 
 static void parse_args(int argc, char **argv)
@@ -210,18 +211,18 @@ static void setup_signals(struct init_watch *sigw)
     sigaddset(&set, SIGCHLD);
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
         log_error("sigprocmask: %s", strerror(errno));
-        exit(1);
+        _exit(1);
     }
     sigw->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sigw->fd < 0) {
         log_error("signalfd: %s", strerror(errno));
-        exit(1);
+        _exit(1);
     }
     sigw->cb = on_signal;
     init_watch_set(sigw, EPOLLIN);
 }
 
-int main(int argc, char **argv)
+void wr_init_main(int argc, char **argv)
 {
     static struct init_watch listen_w = {.fd = -1};
     static struct init_watch sig_w = {.fd = -1};
@@ -238,7 +239,7 @@ int main(int argc, char **argv)
     epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) {
         log_error("epoll_create1: %s", strerror(errno));
-        return 1;
+        _exit(1);
     }
     setup_signals(&sig_w);
 
@@ -252,7 +253,7 @@ int main(int argc, char **argv)
     if (fcntl(PRIMARY_FD, F_GETFD) >= 0 && set_nonblock(PRIMARY_FD) == 0)
         init_conn_new(PRIMARY_FD, true);
     else if (init_cfg.ephemeral)
-        return 0; /* the creator is already gone */
+        _exit(0); /* the creator is already gone */
 
     /* Children may have exited before the signalfd existed. */
     init_procs_reap();
@@ -263,7 +264,7 @@ int main(int argc, char **argv)
         run_again = false;
         if (n < 0 && errno != EINTR) {
             log_error("epoll_wait: %s", strerror(errno));
-            return 1;
+            _exit(1);
         }
         for (int i = 0; i < n; i++) {
             struct init_watch *w = ev[i].data.ptr;

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -59,6 +61,36 @@ static int open_init(const char *path, struct wr_err *err)
     return fd;
 }
 
+/* Where this process's argv and environment strings are (fields 48 to 51 of /proc/self/stat),
+ * for a child that becomes warren-init in place to overwrite. Left NULL if they cannot be
+ * read. */
+static void find_cmdline(struct wr_runtime *rt)
+{
+    char buf[2048], *p;
+    unsigned long long a[4] = {0};
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the name (field 2) may hold spaces and parentheses */
+    for (int field = 2; p != NULL && field < 48; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL || sscanf(p, " %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3]) != 4)
+        return;
+    if (a[0] != 0 && a[1] > a[0]) {
+        rt->cmdline = (char *)(uintptr_t)a[0];
+        rt->cmdline_len = (size_t)(a[1] - a[0]);
+    }
+    if (a[2] != 0 && a[3] > a[2]) {
+        rt->environ_area = (char *)(uintptr_t)a[2];
+        rt->environ_len = (size_t)(a[3] - a[2]);
+    }
+}
+
 int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out,
                     struct wr_err *err)
 {
@@ -74,6 +106,9 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
     rt->pool_taken = cfg->pool_taken;
     rt->pool_taken_arg = cfg->pool_taken_arg;
+    rt->init_main = cfg->init_main;
+    if (rt->init_main != NULL)
+        find_cmdline(rt);
     rt->run_dir = xstrdup(run_dir);
     rt->sandboxes_dir = xasprintf("%s/sandboxes", run_dir);
     rt->stage_dir = xasprintf("%s/stage", run_dir);

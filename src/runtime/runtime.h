@@ -38,6 +38,16 @@ struct wr_runtime_config {
      * NULL: nobody is told. */
     void (*pool_taken)(void *arg);
     void *pool_taken_arg;
+    /* warren-init's body (src/init/entry.h), linked into the caller: each sandbox's child then
+     * becomes warren-init by calling it instead of exec'ing the program, which saves an exec
+     * per sandbox. Only for a caller that is single-threaded whenever it creates (the child
+     * allocates, so no other thread may hold a lock of malloc's) and whose memory holds nothing
+     * another sandbox must not see: warren-zygote and `warren run`, never the daemon (its
+     * fallback zygote, a fork of the daemon, always execs). The child is non-dumpable with the
+     * host's user namespace as its memory's owner, as the exec'd program is, and overwrites its
+     * copy of the caller's command line so /proc/1/cmdline reads "warren-init" and clears its
+     * copy of the caller's environment strings. NULL: exec. */
+    void (*init_main)(int argc, char **argv);
 };
 
 /* Open the runtime: detect the cgroup version, raise host limits that are too low for many

@@ -33,6 +33,10 @@ struct wr_runtime {
     char *fault; /* see wr_runtime_config.fault */
     void (*pool_taken)(void *arg);
     void *pool_taken_arg;
+    void (*init_main)(int argc, char **argv); /* see wr_runtime_config.init_main */
+    /* with init_main: this process's argv and environment strings, which a child scrubs */
+    char *cmdline, *environ_area;
+    size_t cmdline_len, environ_len;
     /* pre-cloned children (wr_runtime_prewarm), taken by creates on any thread */
     pthread_mutex_t pool_lock;
     struct wr__warm *pool;

@@ -15,7 +15,9 @@
  *                                            attach overlay, /proc /sys /dev /tmp, volumes,
  *                                            masks, pivot
  *                                            stdio = /dev/null, seccomp (sets no_new_privs)
- *   read sync: EOF = exec happened ◀──────── execveat(warren-init)
+ *   read sync: EOF = init started ◀───────── execveat(warren-init), or, with
+ *                                            wr_runtime_config.init_main, become warren-init in
+ *                                            place (child_become_init)
  *   HELLO on the control connection
  *
  * A failure at any step unwinds everything before it (destroy_partial). The child never
@@ -86,6 +88,7 @@ struct child_args {
     int sync_fd, uid_lock, init_fd;
     const char *stage;
     const struct wr_seccomp *seccomp;
+    const struct wr_runtime *rt; /* for init_main and cmdline: read, never written */
     enum { FAULT_NONE, FAULT_EARLY, FAULT_ROOTFS, FAULT_EXEC } fault;
 };
 
@@ -204,6 +207,49 @@ static int park_fd(int fd)
     return n;
 }
 
+/* Become warren-init without an exec (wr_runtime_config.init_main): leave the process as exec
+ * would have left it, then run init's body. fds 3..6 are init's; 7 and up are close-on-exec
+ * and closed here, the sync socket (8) among them, which tells the parent that init has
+ * started, as an exec would. */
+static __attribute__((noreturn)) void child_become_init(const struct wr_runtime *rt)
+{
+    static char *no_env[] = {NULL};
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    int argc = 0;
+
+    /* Nothing in the sandbox may read this memory (the caller's, copied at clone): with no
+     * exec, the mm keeps the host's user namespace as its owner, and non-dumpable makes ptrace,
+     * /proc/1/mem and /proc/1/exe need CAP_SYS_PTRACE there. The change of credentials already
+     * cleared the flag unless fs.suid_dumpable says otherwise; this does not depend on it. */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0)
+        child_fail(8, "make warren-init non-dumpable", errno);
+    /* Handlers of the caller's make no sense here; exec keeps ignored signals ignored. */
+    for (int sig = 1; sig < NSIG; sig++) {
+        struct sigaction old;
+        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
+            old.sa_handler != SIG_IGN)
+            (void)sigaction(sig, &dfl, NULL);
+    }
+    (void)prctl(PR_SET_NAME, "warren-init");
+    /* The caller's environment (a user's shell for `warren run`) is no business of the
+     * sandbox's, even in memory it cannot read. */
+    if (rt->environ_area != NULL)
+        explicit_bzero(rt->environ_area, rt->environ_len);
+    if (rt->cmdline != NULL) {
+        static const char title[] = "warren-init";
+        memset(rt->cmdline, 0, rt->cmdline_len);
+        memcpy(rt->cmdline, title,
+               (rt->cmdline_len < sizeof(title) ? rt->cmdline_len : sizeof(title)) - 1);
+    }
+    environ = no_env;
+    if (syscall(SYS_close_range, 7U, ~0U, 0) < 0)
+        _exit(127);
+    while (go_argv[argc] != NULL)
+        argc++;
+    rt->init_main(argc, go_argv);
+    _exit(127); /* init_main does not return */
+}
+
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
@@ -307,10 +353,13 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     /* warren-init is a root-owned, execute-only file of the host, exec'd by fd: the sandbox has
      * no path to it, and because the sandbox's root cannot read it the kernel makes the process
      * non-dumpable with the host's user namespace as its owner, so nothing in the sandbox can
-     * ptrace it or open /proc/1/mem (docs/design/isolation.md). */
+     * ptrace it or open /proc/1/mem (docs/design/isolation.md). A child that becomes init in
+     * place keeps the same two properties without the exec (child_become_init). */
     char *const envp[] = {NULL};
     if (a->fault == FAULT_EXEC)
         child_fail(sync_fd, "exec warren-init (injected fault)", ENOEXEC);
+    if (a->rt->init_main != NULL)
+        child_become_init(a->rt);
     syscall(SYS_execveat, 7, "", go_argv, envp, AT_EMPTY_PATH);
     child_fail(sync_fd, "exec warren-init", errno);
 }
@@ -507,6 +556,7 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
             .init_fd = rt->init_fd,
             .stage = rt->stage_dir,
             .seccomp = &rt->seccomp,
+            .rt = rt,
             .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
                      : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
                      : fault_at(rt, "child-exec")   ? FAULT_EXEC

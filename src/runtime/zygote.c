@@ -200,7 +200,8 @@ static __attribute__((noreturn)) void exec_zygote(const struct wr_runtime *rt,
         argv[n++] = rt->fault;
     }
     argv[n] = NULL;
-    execv(path, (char *const *)argv);
+    /* No environment: the zygote needs none, and its memory is every sandbox's PID 1's. */
+    execve(path, (char *const *)argv, (char *const[]){NULL});
     _exit(127);
 }
 

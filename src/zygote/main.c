@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../init/entry.h"
 #include "../runtime/runtime.h"
 #include "../util/log.h"
 #include "../util/parse.h"
@@ -31,7 +32,9 @@ int main(int argc, char **argv)
         {"fault", required_argument, NULL, O_FAULT},
         {NULL, 0, NULL, 0},
     };
-    struct wr_runtime_config cfg = {0};
+    /* The sandboxes' PID 1 is a clone of this process that runs warren-init's body in place:
+     * nothing in here belongs to any one sandbox (what does comes with "go", in the child). */
+    struct wr_runtime_config cfg = {.init_main = wr_init_main};
     struct wr_err err;
     uint64_t parent = 0, v;
     int c;

@@ -620,3 +620,31 @@ def test_zygote_and_pre_cloned_children_end_with_the_daemon():
             d.start()
         delete_all(d)
         d.cleanup()
+
+
+def test_sandbox_inits_keep_nothing_of_the_daemons_environment():
+    """warren-zygote is exec'd with no environment, and each sandbox's PID 1, a clone of it that
+    becomes warren-init in place, clears its copy of the zygote's command line."""
+    secret = "s3cret-%d" % os.getpid()
+    d = Daemon("--warm", "1", env={"WARREN_TEST_SECRET": secret}).start()
+    try:
+        c = d.client()
+        sb = warren.Sandbox.create(client=c, timeout=60)
+        r = sb.commands.run("cat /proc/1/cmdline")
+        assert r.stdout.rstrip("\0") == "warren-init", r.stdout
+        with open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)) as f:
+            kids = [int(p) for p in f.read().split()]
+        inits = [k for k in kids if comm(k) == "warren-init"]
+        zyg = [k for k in kids if comm(k) == "warren-zygote"]
+        assert inits and zyg, kids
+        for k in inits + zyg:
+            with open("/proc/%d/environ" % k, "rb") as f:
+                env = f.read()
+            assert secret.encode() not in env and env.strip(b"\0") == b"", (k, env[:200])
+        for k in inits:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                assert f.read().rstrip(b"\0") == b"warren-init"
+        sb.kill()
+    finally:
+        delete_all(d)
+        d.cleanup()

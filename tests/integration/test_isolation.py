@@ -195,3 +195,50 @@ def test_cgroup_v2_without_controllers_is_refused_cleanly():
                env={"WARREN_CGROUP": "v2", "WARREN_CGROUP_V2_ROOT": "/sys/fs/cgroup/unified"})
     assert r.returncode == 125
     assert r.stderr.startswith(b"warren: ") and b"memory" in r.stderr
+
+
+def init_children(parent):
+    """The warren-inits among parent's children (a sandbox's PID 1 is its creator's child)."""
+    with open("/proc/%d/task/%d/children" % (parent, parent)) as f:
+        kids = [int(p) for p in f.read().split()]
+    out = []
+    for k in kids:
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                if f.read().strip() == "warren-init":
+                    out.append(k)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def assert_clean_init(pid, secret):
+    """PID 1 became warren-init in place (a clone of its creator, no exec): the creator's
+    environment strings are cleared and its command line reads warren-init."""
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        env = f.read()
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        cmdline = f.read()
+    assert secret.encode() not in env
+    assert env.strip(b"\0") == b"", env[:200]
+    assert cmdline.rstrip(b"\0") == b"warren-init", cmdline[:200]
+
+
+def test_warren_run_init_keeps_nothing_of_the_callers_environment():
+    secret = "s3cret-%d" % os.getpid()
+    p = warren_popen("run", "--rootfs", IMAGE, "--", "/bin/sh", "-c", "echo up; sleep 30",
+                     env={"WARREN_TEST_SECRET": secret}, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"up\n"
+        inits = init_children(p.pid)
+        assert len(inits) == 1, inits
+        assert_clean_init(inits[0], secret)
+        # From inside, PID 1's memory and environment stay closed (non-dumpable, owned by the
+        # host's user namespace) although it never exec'd.
+        r = run("/bin/sh", "-c", "cat /proc/1/environ; head -c1 /proc/1/mem;"
+                " readlink /proc/1/exe || echo exe-denied; cat /proc/1/comm")
+        assert r.stdout == b"exe-denied\nwarren-init\n", r.stdout + r.stderr
+        assert r.stderr.count(b"Permission denied") == 2, r.stderr
+    finally:
+        p.terminate()
+        p.wait()
