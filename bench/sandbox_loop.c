@@ -237,7 +237,7 @@ int main(int argc, char **argv)
     /* Like warren-zygote, each child becomes warren-init in place; not with --pool, whose
      * thread clones while this one creates (init_main needs a single-threaded creator). */
     if (!pool)
-        cfg.init_main = wr_init_main;
+        cfg.init_main = WR_INIT_MAIN;
     layers[0] = argv[1];
     if (wr_runtime_open(&cfg, &rt, &err) < 0) {
         fprintf(stderr, "sandbox_loop: %s\n", err.msg);

@@ -464,7 +464,7 @@ int cmd_run(int argc, char **argv)
 
     /* The sandbox's PID 1 is a clone of this (single-threaded) process that runs warren-init's
      * body in place, one exec fewer than exec'ing the program. */
-    cfg.init_main = wr_init_main;
+    cfg.init_main = WR_INIT_MAIN;
     cfg.run_dir = getenv("WARREN_RUN_DIR");
     cfg.init_path = getenv("WARREN_INIT");
     cfg.cgroup_mode = getenv("WARREN_CGROUP");

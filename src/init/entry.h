@@ -12,3 +12,12 @@
 #pragma once
 
 __attribute__((noreturn)) void wr_init_main(int argc, char **argv);
+
+/* What a creator passes as wr_runtime_config.init_main. In a sanitizer build, NULL: the child
+ * execs the static, unsanitized warren-init instead, since ASan's shadow and quarantine in PID 1
+ * would count against the sandbox's memory limit (a 256 MiB upload got init OOM-killed). */
+#if defined(__SANITIZE_ADDRESS__)
+#define WR_INIT_MAIN NULL
+#else
+#define WR_INIT_MAIN wr_init_main
+#endif

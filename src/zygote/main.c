@@ -34,7 +34,7 @@ int main(int argc, char **argv)
     };
     /* The sandboxes' PID 1 is a clone of this process that runs warren-init's body in place:
      * nothing in here belongs to any one sandbox (what does comes with "go", in the child). */
-    struct wr_runtime_config cfg = {.init_main = wr_init_main};
+    struct wr_runtime_config cfg = {.init_main = WR_INIT_MAIN};
     struct wr_err err;
     uint64_t parent = 0, v;
     int c;
