@@ -154,9 +154,16 @@ static int create_as(int ovl, uid_t host_root, struct wr_err *err)
     return 0;
 }
 
+void wr_rootfs_spent_close(struct wr_rootfs_spent *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        close(s->fds[i]);
+    s->n = 0;
+}
+
 int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
                     const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,
-                    struct wr_err *err)
+                    struct wr_rootfs_spent *spent, struct wr_err *err)
 {
     _cleanup_close_ int ovl = -1, upper = -1, work = -1, tmnt = -1;
     int mnt, ret = -1, *lfds;
@@ -175,9 +182,9 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
      * detached clone idmapped to the sandbox's user namespace, so root-owned image files show
      * as owned by the sandbox's root while the directory on disk stays shared and unchanged.
      * The clone is read-only; overlayfs takes a private copy of it at CMD_CREATE (so the clone
-     * must stay open until then: closing the last fd of a detached mount dissolves it) and we
-     * close ours, so no process in the sandbox ever holds a handle on the layer itself, whose
-     * read-only flag it could clear. */
+     * must stay open until then: closing the last fd of a detached mount dissolves it) and the
+     * caller closes ours (*spent), so no process in the sandbox ever holds a handle on the
+     * layer itself, whose read-only flag it could clear. */
     for (size_t i = n_layers; i-- > 0;) {
         struct mount_attr attr = {
             .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
@@ -227,6 +234,10 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
         goto out;
     }
     *overlay_fd = mnt;
+    spent->n = 0;
+    for (size_t i = 0; i < n_layers; i++)
+        spent->fds[spent->n++] = steal_fd(&lfds[i]);
+    spent->fds[spent->n++] = steal_fd(&tmnt);
     ret = 0;
 out:
     for (size_t i = 0; i < n_layers; i++)

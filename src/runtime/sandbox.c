@@ -214,7 +214,6 @@ static int park_fd(int fd)
 static __attribute__((noreturn)) void child_become_init(const struct wr_runtime *rt)
 {
     static char *no_env[] = {NULL};
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
     int argc = 0;
 
     /* Nothing in the sandbox may read this memory (the caller's, copied at clone): with no
@@ -223,13 +222,8 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
      * cleared the flag unless fs.suid_dumpable says otherwise; this does not depend on it. */
     if (prctl(PR_SET_DUMPABLE, 0) < 0)
         child_fail(8, "make warren-init non-dumpable", errno);
-    /* Handlers of the caller's make no sense here; exec keeps ignored signals ignored. */
-    for (int sig = 1; sig < NSIG; sig++) {
-        struct sigaction old;
-        if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL &&
-            old.sa_handler != SIG_IGN)
-            (void)sigaction(sig, &dfl, NULL);
-    }
+    /* The caller's signal handlers were reset at clone (CLONE_CLEAR_SIGHAND), as exec would
+     * have; ignored signals stay ignored, as across exec. */
     (void)prctl(PR_SET_NAME, "warren-init");
     /* The caller's environment (a user's shell for `warren run`) is no business of the
      * sandbox's, even in memory it cannot read. */
@@ -565,7 +559,8 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
         /* In the zygote the child becomes the daemon's (CLONE_PARENT), which reaps it. */
         struct clone_args ca = {
             .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                     CLONE_NEWIPC | CLONE_PIDFD | (rt->in_zygote ? CLONE_PARENT : 0),
+                     CLONE_NEWIPC | CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
+                     (rt->in_zygote ? CLONE_PARENT : 0),
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
             .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
@@ -742,6 +737,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     struct wr_sandbox *sb;
     _cleanup_close_ int listen_fd = -1, sync_parent = -1, conn_child = -1;
     _cleanup_close_ int userns_fd = -1, overlay_fd = -1;
+    struct wr_rootfs_spent spent = {.n = 0};
     struct wr__warm w;
     struct wr_buf argv;
     struct go_msg go = {0};
@@ -851,7 +847,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         }
     }
     if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
-                        sb->uid_base, &overlay_fd, err) < 0)
+                        sb->uid_base, &overlay_fd, &spent, err) < 0)
         goto fail;
     sb->timing.overlay = now_ns();
     if (fault_at(rt, "overlay")) {
@@ -894,6 +890,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
     close(steal_fd(&conn_child));
+    wr_rootfs_spent_close(&spent); /* the RCU waits overlap the child's setup */
     /* A child that failed before reading the go message exits with it unread: the kernel then
      * reports ECONNRESET once (and clears it) even though the child's report is queued. */
     do {
@@ -923,6 +920,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
 
 fail:
     close_vol_fds(vol_fds);
+    wr_rootfs_spent_close(&spent);
     wr_buf_fini(&argv);
     wr_err_wrap(err, "create sandbox %s", spec->id);
     (void)teardown(sb, NULL);

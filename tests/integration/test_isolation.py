@@ -221,6 +221,9 @@ def assert_clean_init(pid, secret):
         cmdline = f.read()
     assert secret.encode() not in env
     assert env.strip(b"\0") == b"", env[:200]
+    with open("/proc/%d/status" % pid) as f:
+        caught = [l.split()[1] for l in f if l.startswith("SigCgt:")]
+    assert caught == ["0000000000000000"], caught  # no handler of the creator's
     # (an ASan build execs warren-init, whose own arguments follow)
     assert cmdline.split(b"\0")[0] == b"warren-init", cmdline[:200]
     assert b"--rootfs" not in cmdline and b"sleep" not in cmdline, cmdline[:200]
