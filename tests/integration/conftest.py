@@ -189,7 +189,8 @@ WARREND = os.path.join(BUILD, "warrend")
 class Daemon:
     """A real warrend on a temporary state directory, a unix socket and a loopback port."""
 
-    def __init__(self, *extra_args, state_dir=None, env=None):
+    def __init__(self, *extra_args, state_dir=None, env=None, binary=None):
+        self.binary = binary or WARREND
         self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
         self.env = dict(ENV, **(env or {}))
         self.state = os.path.join(self.dir, "state")
@@ -205,7 +206,7 @@ class Daemon:
     def start(self):
         self.log = open(os.path.join(self.dir, "warrend.log"), "ab")
         self.proc = subprocess.Popen(
-            [WARREND, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
+            [self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
              "--run-dir", RUN_DIR, *self.extra],
             stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         LIVE_DAEMONS.add(self)

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import warren
-from conftest import Daemon, delete_all, IMAGE, SANITIZED
+from conftest import Daemon, delete_all, IMAGE, SANITIZED, WARREND
 
 
 def raw(daemon, method, path, body=b"", headers=None, tcp=False, key=None):
@@ -645,6 +645,33 @@ def test_sandbox_inits_keep_nothing_of_the_daemons_environment():
             with open("/proc/%d/cmdline" % k, "rb") as f:
                 cmdline = f.read()
             assert cmdline.split(b"\0")[0] == b"warren-init" and b"--run-dir" not in cmdline
+        sb.kill()
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
+def test_without_warren_zygote_the_daemon_forks_one_and_sandboxes_exec_warren_init(tmp_path):
+    """A fork of warrend holds the daemon's memory (keys, every sandbox's env), so a sandbox
+    cloned from it must exec warren-init, never become it in place."""
+    import shutil
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    build = os.path.dirname(WARREND)
+    for name in ("warrend", "warren-init"):  # and no warren-zygote
+        shutil.copy2(os.path.join(build, name), bindir / name)
+    d = Daemon("--warm", "1", binary=str(bindir / "warrend")).start()
+    try:
+        sb = warren.Sandbox.create(client=d.client(), timeout=60)
+        assert sb.commands.run("echo ok").stdout == "ok\n"
+        with open("/proc/%d/task/%d/children" % (d.proc.pid, d.proc.pid)) as f:
+            kids = [int(p) for p in f.read().split()]
+        inits = [k for k in kids if comm(k) == "warren-init"]
+        zyg = [k for k in kids if comm(k) == "warren-zygote"]
+        assert inits and zyg, kids
+        assert all(os.readlink("/proc/%d/exe" % k) == str(bindir / "warrend") for k in zyg)
+        for k in inits:
+            assert os.readlink("/proc/%d/exe" % k) == str(bindir / "warren-init"), k
         sb.kill()
     finally:
         delete_all(d)
