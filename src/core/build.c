@@ -830,7 +830,7 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->dockerfile = req->dockerfile ? xstrdup(req->dockerfile) : NULL;
     b->dockerfile_path = xstrdup(req->dockerfile_path ? req->dockerfile_path : "Dockerfile");
     b->context_tar = req->context_tar ? xstrdup(req->context_tar) : NULL;
-    if (!wr_images_name_valid(req->name) || strncmp(req->name, "snap-", 5) == 0) {
+    if (!wr_images_user_name_valid(req->name)) {
         wr_err_set(&err, WR_EINVAL, 0,
                    "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
                    "with `.` or `snap-`",

@@ -140,6 +140,11 @@ bool wr_images_name_valid(const char *s)
     return true;
 }
 
+bool wr_images_user_name_valid(const char *s)
+{
+    return s != NULL && wr_images_name_valid(s) && strncmp(s, "snap-", 5) != 0;
+}
+
 /* <templates>/<name>: rootfs/ used in place, config.json for the defaults. */
 static int resolve_dir(struct wr_images *im, const char *name, struct wr_image *out,
                        struct wr_err *err)

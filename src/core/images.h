@@ -96,6 +96,9 @@ void wr_images_gc(struct wr_images *im);
 
 /* 1 to 64 of [A-Za-z0-9._-], not starting with `.`. */
 bool wr_images_name_valid(const char *name);
+/* A name a user may give a new template or snapshot: wr_images_name_valid, and not starting with
+ * "snap-", the prefix of generated snapshot ids. NULL is not one. */
+bool wr_images_user_name_valid(const char *name);
 
 /* A random id: prefix + 16 characters of [a-z0-9]. */
 char *wr_images_new_id(const char *prefix);

@@ -247,23 +247,11 @@ static void oci_done(uv_work_t *w, int status)
     wr__work_done(m);
 }
 
-static bool valid_template_name(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 64 || s[0] == '.' || strncmp(s, "snap-", 5) == 0)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
-            return false;
-    return true;
-}
-
 int wr_oci_check(struct wr_manager *m, const struct wr_oci_request *req, struct wr_err *err)
 {
     struct wr_image_rec other;
 
-    if (!valid_template_name(req->name))
+    if (!wr_images_user_name_valid(req->name))
         return wr_err_set(err, WR_EINVAL, 0,
                           "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not "
                           "starting with `.` or `snap-`",

@@ -123,18 +123,6 @@ static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, cha
     return 0;
 }
 
-static bool valid_snapshot_name(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 64 || s[0] == '.' || strncmp(s, "snap-", 5) == 0)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.'))
-            return false;
-    return true;
-}
-
 void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id, const char *name,
                          wr_manager_snapshot_cb cb, void *ctx)
 {
@@ -146,7 +134,7 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
 
     if (sb == NULL || wr__check_settled(sb, &err) < 0)
         goto fail;
-    if (name != NULL && !valid_snapshot_name(name)) {
+    if (name != NULL && !wr_images_user_name_valid(name)) {
         wr_err_set(&err, WR_EINVAL, 0,
                    "snapshot name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
                    "with `.` or `snap-`",
