@@ -35,16 +35,11 @@
 #include <llhttp.h>
 #include <openssl/evp.h>
 
+#include "bench.h"
+
 #define RBUF (1u << 20)
 
 static const char *sock_path;
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t cpu_ns(void)
 {
@@ -52,19 +47,6 @@ static uint64_t cpu_ns(void)
     getrusage(RUSAGE_SELF, &ru);
     return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
            (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Same rank rule as bench/run.sh: sorted[round(q * (n - 1))]. */
-static double pct(uint64_t *v, size_t n, double q)
-{
-    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
-    return (double)v[i < n ? i : n - 1] / 1e6;
 }
 
 static void report(const char *what, uint64_t *v, size_t n)
@@ -76,37 +58,6 @@ static void report(const char *what, uint64_t *v, size_t n)
     qsort(v, n, sizeof(*v), cmp_u64);
     printf("  %-34s median %8.3f ms  p99 %8.3f ms  min %7.3f  max %8.3f  (n=%zu)\n", what,
            pct(v, n, 0.5), pct(v, n, 0.99), (double)v[0] / 1e6, (double)v[n - 1] / 1e6, n);
-}
-
-/* Busy and total jiffies of all CPUs, from /proc/stat. */
-static void host_cpu(uint64_t *busy, uint64_t *total)
-{
-    unsigned long long v[10] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-
-    *busy = *total = 0;
-    if (f == NULL)
-        return;
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-               &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]) >= 8) {
-        for (int i = 0; i < 8; i++)
-            *total += v[i];
-        *busy = *total - v[3] - v[4]; /* minus idle and iowait */
-    }
-    fclose(f);
-}
-
-static void report_host_cpu(uint64_t b0, uint64_t t0, uint64_t ops, const char *what)
-{
-    uint64_t b1, t1;
-    long hz = sysconf(_SC_CLK_TCK), ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-    host_cpu(&b1, &t1);
-    if (t1 <= t0 || ops == 0)
-        return;
-    printf("  host CPU: %.2f of %ld cores busy, %.2f ms of CPU per %s (all processes)\n",
-           (double)(b1 - b0) / (double)(t1 - t0) * (double)ncpu, ncpu,
-           (double)(b1 - b0) * 1000.0 / (double)hz / (double)ops, what);
 }
 
 static void die(const char *msg)

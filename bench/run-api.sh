@@ -7,10 +7,14 @@
 #  1. create → first byte of `echo hi` → delete, N times one after the other (POST /v1/sandboxes,
 #     POST exec mode=stream, DELETE), against `warren run -- echo hi` and bwrap (hyperfine -N)
 #     and bench/sandbox_loop (in-process, and --floor) in the same run;
-#  2. exec round trip: 1000 × POST exec mode=wait ["true"] in one running sandbox, keep-alive;
+#  2. exec round trip: 1000 × POST exec mode=wait ["true"] in one running sandbox, keep-alive,
+#     against the host's posix_spawn of the same binary and the same spawn sent straight to
+#     warren-init (bench/sandbox_loop --spawn);
 #  3. file upload and download: 1 GiB of zeros PUT then GET (byte count checked), and 256 MiB of
 #     pseudo-random bytes (SHA-256 checked);
-#  4. create → exec true → delete throughput with C = 2, 4, 8 concurrent clients, 20 s each.
+#  4. create → exec true → delete throughput with C = 2, 4, 8 concurrent clients, 20 s each,
+#     against the same cycle in-process (bench/sandbox_loop --rate, no API) and the floor's
+#     sequence (--floor --rate), two processes each, in the same run.
 # The client is bench/api.c (llhttp + jansson), built here with the Makefile's HOST_CFLAGS; its
 # own cost is shown (GET /v1/health round trip, client CPU per operation).
 set -eu
@@ -67,6 +71,10 @@ cleanup() {
             i=$((i + 1))
         done
         [ -d "$h" ] && echo "bench: left behind: $h" >&2
+    done
+    # the parent the peers' sandboxes (bench/sandbox_loop) were in; each removed its own
+    for h in /sys/fs/cgroup/*/warren-bench /sys/fs/cgroup/warren-bench; do
+        [ ! -d "$h" ] || rmdir "$h" || echo "bench: left behind: $h" >&2
     done
     rm -rf "$RUN_DIR" "$TMP"
 }
@@ -129,6 +137,8 @@ say "== 2. exec round trip in one running sandbox, $NEXEC times, keep-alive"
 step "$API" "$SOCK" exec "$NEXEC"
 say "== 2b. peer, same run: the host starting the image's busybox \`true\` (posix_spawn + waitpid)"
 step "$API" "$SOCK" spawn "$NEXEC" "$IMG/bin/busybox"
+say "== 2c. peer, same run: the same spawn straight through warren-init's socket (no daemon)"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --spawn "$(realpath "$IMG")" "$NEXEC"
 
 say "== 3. files: PUT then GET"
 step "$API" "$SOCK" files "$FILE_MIB" 0
@@ -138,11 +148,16 @@ say "== 4. create → exec true (wait) → delete, concurrent clients, ${CONC_SE
 for c in 2 4 8; do
     step "$API" "$SOCK" conc "$c" "$CONC_SECS"
 done
+say "== 4b. peers, same run: the same cycle in-process (runtime library, no API), and the isolation"
+say "   floor's own sequence, 2 processes (one per core), ${CONC_SECS} s each"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
+step "$BUILD/bench/sandbox_loop" --floor --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
 
 say "== summary: ratios against peers of this run, and the targets of issue #3"
 python3 - "$LOG" <<'PY'
 import re, sys
-med, p99, files, conc = {}, {}, {}, {}
+med, p99, files, conc, rate = {}, {}, {}, {}, {}
+peer = None
 for line in open(sys.argv[1]):
     m = re.match(r"\s+(.+?)\s+median\s+([\d.]+) ms\s+p99\s+([\d.]+) ms", line)
     if m:
@@ -153,6 +168,12 @@ for line in open(sys.argv[1]):
     m = re.match(r"RESULT conc c=(\d+) cycles=(\d+) secs=([\d.]+) rate=([\d.]+) errors=(\d+) limit=(\d+)", line)
     if m:
         conc[int(m.group(1))] = (float(m.group(4)), int(m.group(5)), int(m.group(6)))
+    m = re.match(r"(floor|in-process).* throughput, (\d+) processes", line)
+    if m:
+        peer = m.group(1)
+    m = re.match(r"\s+C=\d+: \d+ cycles in [\d.]+ s = ([\d.]+) /s$", line)
+    if m and peer:
+        rate[peer] = float(m.group(1)); peer = None
 first = med["create → first stdout"]; cyc = med["whole cycle"]
 floor = med["clone -> /bin/true exit -> reaped"]
 RESEARCH_FLOOR = 1.56  # ms, research/perf-namespaces.md (the day the targets were set)
@@ -164,6 +185,8 @@ print("  API create→first stdout / floor                 %.2f" % (first / floo
 print("  API whole cycle / in-process full cycle          %.2f" % (cyc / med["full cycle incl. destroy"]))
 print("  exec round trip / GET /v1/health round trip      %.2f" % (med['exec wait ["true"] round trip'] / med["GET /v1/health round trip"]))
 print("  exec round trip / host posix_spawn true          %.2f" % (med['exec wait ["true"] round trip'] / med["host posix_spawn true + waitpid"]))
+print("  spawn through warren-init / host posix_spawn     %.2f" % (med["spawn /bin/true -> its EXIT"] / med["host posix_spawn true + waitpid"]))
+print("  scaled exec target / host posix_spawn true       %.2f" % (0.5 * floor / RESEARCH_FLOOR / med["host posix_spawn true + waitpid"]))
 print("  machine factor: floor %.2f ms / %.2f ms on the research day = %.2fx slower" % (floor, RESEARCH_FLOOR, k))
 def tgt(name, val, unit, target, ok):
     print("  target %-30s %10.2f %-5s (target %s, scaled by %.2fx: %s) -> %s" % (name, val, unit, target[0], k, target[1], "met" if ok else "MISSED"))
@@ -171,6 +194,10 @@ tgt("create→first output median", first, "ms", ("≤ 3 ms", "≤ %.2f ms" % (3
 ex = med['exec wait ["true"] round trip']
 tgt("exec round trip median", ex, "ms", ("≤ 0.5 ms", "≤ %.2f ms" % (0.5 * k)), ex <= 0.5 * k)
 best = max(conc.values())[0] if conc else 0
+if "floor" in rate and "in-process" in rate:
+    print("  API best rate / in-process rate (C=2)           %.2f" % (best / rate["in-process"]))
+    print("  API best rate / floor rate (C=2)                %.2f" % (best / rate["floor"]))
+    print("  scaled throughput target / floor rate           %.2f" % (700 / k / rate["floor"]))
 tgt("create+exec+delete /s (best C)", best, "/s", ("≥ 700/s", "≥ %.0f/s" % (700 / k)), best >= 700 / k)
 if 0 in files:
     up, down, ts_up, ts_down, mib = files[0]

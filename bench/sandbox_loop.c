@@ -6,19 +6,31 @@
  * `sandbox_loop --floor ROOTFS [N]` measures the peer in the same run: the isolation floor of
  * research/perf-namespaces.md (nsfloor), six namespaces + tmpfs-upper overlay + /proc, /dev,
  * /tmp + pivot_root + lo up + exec /bin/true as PID 1 + reap, from the same long-lived process,
- * with no cgroups, no seccomp, no id range and no agent.
+ * with no cgroups, no seccomp, no id range and no agent. `--floor-pid1` is the same floor with
+ * one process more, as the daemon's path has: its PID 1 stays and starts /bin/true as a child.
  *
  * `sandbox_loop --pool ROOTFS [N]` is the same loop with a thread that keeps two pre-cloned
  * children ready (wr_runtime_prewarm), as the daemon does when idle.
  *
- * usage: sandbox_loop [--floor|--pool] ROOTFS [N] */
+ * `sandbox_loop [--floor] --rate C SECS ROOTFS` measures throughput instead: C processes doing
+ * cycles back to back for SECS seconds, and the host's CPU per cycle. It is the peer of
+ * bench/api.c's conc mode: the floor's rate is what this machine can do at most with this much
+ * isolation, and the in-process rate is the runtime's share without the API.
+ *
+ * `sandbox_loop --spawn ROOTFS [N]` creates one sandbox and times N spawns of /bin/true in it,
+ * straight through warren-init's socket: an exec round trip without the daemon.
+ *
+ * usage: sandbox_loop [--floor|--floor-pid1|--pool|--spawn] [--rate C SECS] ROOTFS [N] */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,25 +46,7 @@
 #include "../src/proto/proto.h"
 #include "../src/runtime/runtime.h"
 #include "../src/util/fs.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(uint64_t *v, size_t n, double p)
-{
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return (double)v[i] / 1e6;
-}
+#include "bench.h"
 
 /* Spawn argv[0] and wait for its EXIT. Returns the exit code or -1. */
 static int run_true(int fd)
@@ -97,6 +91,10 @@ done:
     wr_reader_fini(&rd);
     return code;
 }
+
+/* --floor-pid1: the floor's PID 1 stays and starts /bin/true as its child (posix_spawn, then
+ * waitpid), as any design with a resident PID 1 must; without it, /bin/true is PID 1 itself. */
+static bool floor_pid1;
 
 /* One floor sandbox: the nsfloor sequence. Returns the child's exit status or -1. */
 static int floor_once(const char *rootfs, const char *stage)
@@ -158,6 +156,14 @@ static int floor_once(const char *rootfs, const char *stage)
         if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
             _exit(19);
         close(fd);
+        if (floor_pid1) {
+            char *targv[] = {"true", NULL};
+            pid_t c;
+            if (posix_spawn(&c, "/bin/true", NULL, NULL, targv, NULL) != 0 ||
+                waitpid(c, &st, 0) != c)
+                _exit(21);
+            _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 22);
+        }
         execl("/bin/true", "true", (char *)NULL);
         _exit(20);
     }
@@ -166,29 +172,200 @@ static int floor_once(const char *rootfs, const char *stage)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* The floor's scratch directory: one per process, so that --rate's workers do not share one. */
+static char *floor_stage(void)
+{
+    static char stage[64];
+
+    snprintf(stage, sizeof(stage), "/run/warren-bench-floor-%d", (int)getpid());
+    (void)mkdir(stage, 0755);
+    return stage;
+}
+
 static int floor_main(const char *rootfs, size_t n)
 {
-    const char *stage = "/run/warren-bench-floor";
+    const char *stage = floor_stage();
     uint64_t *t = calloc(n, sizeof(uint64_t));
 
-    (void)mkdir(stage, 0755);
     for (size_t i = 0; i < n + 20; i++) {
         uint64_t t0 = now_ns();
         int rc = floor_once(rootfs, stage);
         if (rc != 0) {
             fprintf(stderr, "sandbox_loop: floor sandbox exited %d\n", rc);
+            (void)rmdir(stage);
             return 1;
         }
         if (i >= 20)
             t[i - 20] = now_ns() - t0;
     }
     qsort(t, n, sizeof(uint64_t), cmp_u64);
-    printf("floor (nsfloor sequence, in-process), %zu sandboxes\n", n);
-    printf("  clone -> /bin/true exit -> reaped  median %.3f ms  p99 %.3f ms\n", pct(t, n, 0.5),
-           pct(t, n, 0.99));
+    printf("floor (nsfloor sequence%s, in-process), %zu sandboxes\n",
+           floor_pid1 ? " with a resident PID 1" : "", n);
+    printf("  %s  median %.3f ms  p99 %.3f ms\n",
+           floor_pid1 ? "clone -> PID 1 runs /bin/true -> reaped"
+                      : "clone -> /bin/true exit -> reaped",
+           pct(t, n, 0.5), pct(t, n, 0.99));
     (void)rmdir(stage);
     free(t);
     return 0;
+}
+
+static struct wr_runtime_config bench_config(void)
+{
+    return (struct wr_runtime_config){.run_dir = "/run/warren-bench",
+                                      .cgroup_parent = "warren-bench",
+                                      .init_path = getenv("WARREN_INIT")};
+}
+
+/* One sandbox of the daemon's path: create → /bin/true → its EXIT → destroy. t[] gets the
+ * times of create and of the exit, from t0; NULL for none. Returns 0, or -1 with a message. */
+static int runtime_once(struct wr_runtime *rt, const char *rootfs, const char *id,
+                        struct wr_sandbox_timing *timing, uint64_t t[2])
+{
+    const char *layers[1] = {rootfs};
+    struct wr_sandbox_spec spec = {.id = id,
+                                   .layers = layers,
+                                   .n_layers = 1,
+                                   .memory_bytes = 512ull << 20,
+                                   .cpu_millis = 1000,
+                                   .pids_max = 256};
+    struct wr_sandbox *sb;
+    struct wr_err err;
+    uint64_t t0 = now_ns();
+
+    if (wr_sandbox_create(rt, &spec, &sb, &err) < 0) {
+        fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+        return -1;
+    }
+    if (t != NULL)
+        t[0] = now_ns() - t0;
+    if (run_true(wr_sandbox_ctl_fd(sb)) != 0) {
+        fprintf(stderr, "sandbox_loop: /bin/true failed\n");
+        (void)wr_sandbox_destroy(sb, &err);
+        return -1;
+    }
+    if (t != NULL)
+        t[1] = now_ns() - t0;
+    if (timing != NULL)
+        *timing = *wr_sandbox_timing(sb);
+    if (wr_sandbox_destroy(sb, &err) < 0) {
+        fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* --rate: nw processes, each doing cycles back to back for secs seconds; the throughput peer of
+ * bench/api.c's conc mode. Each worker counts its cycles in a shared page. */
+static int rate_main(bool floor, const char *rootfs, int nw, double secs)
+{
+    uint64_t *count = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    uint64_t hb0, ht0, start, end, total = 0;
+    int failed = 0, st;
+
+    if (count == MAP_FAILED || nw < 1 || nw > 64 || secs <= 0) {
+        fprintf(stderr, "sandbox_loop: --rate takes 1-64 workers and a positive duration\n");
+        return 2;
+    }
+    host_cpu(&hb0, &ht0);
+    start = now_ns();
+    end = start + (uint64_t)(secs * 1e9);
+    for (int w = 0; w < nw; w++) {
+        pid_t p = fork();
+        if (p < 0) {
+            perror("sandbox_loop: fork");
+            failed = 1;
+            break;
+        }
+        if (p > 0)
+            continue;
+        if (floor) {
+            const char *stage = floor_stage();
+            int rc = 0;
+            while (rc == 0 && now_ns() < end)
+                if ((rc = floor_once(rootfs, stage)) == 0)
+                    count[w]++;
+            (void)rmdir(stage);
+            if (rc != 0)
+                fprintf(stderr, "sandbox_loop: floor sandbox exited %d\n", rc);
+            _exit(rc != 0);
+        }
+        struct wr_runtime_config cfg = bench_config();
+        struct wr_runtime *rt;
+        struct wr_err err;
+        char id[48];
+        int rc = 0;
+
+        cfg.init_main = WR_INIT_MAIN;
+        if (wr_runtime_open(&cfg, &rt, &err) < 0) {
+            fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+            _exit(1);
+        }
+        while (rc == 0 && now_ns() < end) {
+            snprintf(id, sizeof(id), "rate-%d-%" PRIu64, w, count[w]);
+            if ((rc = runtime_once(rt, rootfs, id, NULL, NULL)) == 0)
+                count[w]++;
+        }
+        wr_runtime_close(rt);
+        _exit(rc != 0);
+    }
+    while (wait(&st) > 0)
+        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    end = now_ns();
+    for (int w = 0; w < nw; w++)
+        total += count[w];
+    printf("%s, %d processes for %.0f s\n",
+           floor ? "floor (nsfloor sequence) throughput" : "in-process throughput", nw, secs);
+    report_host_cpu(hb0, ht0, total, "cycle");
+    printf("  C=%d: %" PRIu64 " cycles in %.2f s = %.1f /s%s\n", nw, total,
+           (double)(end - start) / 1e9, (double)total / ((double)(end - start) / 1e9),
+           failed ? " (a worker failed)" : "");
+    munmap(count, 4096);
+    return failed;
+}
+
+/* --spawn: one sandbox, n × /bin/true through warren-init's socket, no daemon in between: the
+ * peer of bench/api.c's exec mode that tells init's share of an exec round trip from the API's. */
+static int spawn_main(struct wr_runtime *rt, const char *rootfs, size_t n)
+{
+    const char *layers[1] = {rootfs};
+    struct wr_sandbox_spec spec = {.id = "bench-spawn",
+                                   .layers = layers,
+                                   .n_layers = 1,
+                                   .memory_bytes = 512ull << 20,
+                                   .cpu_millis = 1000,
+                                   .pids_max = 256};
+    uint64_t *t = calloc(n, sizeof(uint64_t));
+    struct wr_sandbox *sb;
+    struct wr_err err;
+    int rc = 0;
+
+    if (wr_sandbox_create(rt, &spec, &sb, &err) < 0) {
+        fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+        free(t);
+        return 1;
+    }
+    for (size_t i = 0; i < n + 20 && rc == 0; i++) {
+        uint64_t t0 = now_ns();
+        if (run_true(wr_sandbox_ctl_fd(sb)) != 0) {
+            fprintf(stderr, "sandbox_loop: /bin/true failed\n");
+            rc = 1;
+        } else if (i >= 20) {
+            t[i - 20] = now_ns() - t0;
+        }
+    }
+    if (wr_sandbox_destroy(sb, &err) < 0) {
+        fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+        rc = 1;
+    }
+    if (rc == 0) {
+        qsort(t, n, sizeof(uint64_t), cmp_u64);
+        printf("in-process, one sandbox, %zu spawns\n", n);
+        printf("  spawn /bin/true -> its EXIT  median %.3f ms  p99 %.3f ms\n", pct(t, n, 0.5),
+               pct(t, n, 0.99));
+    }
+    free(t);
+    return rc;
 }
 
 static volatile int pool_stop;
@@ -210,40 +387,60 @@ static void *pool_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    struct wr_runtime_config cfg = {.run_dir = "/run/warren-bench",
-                                    .cgroup_parent = "warren-bench",
-                                    .init_path = getenv("WARREN_INIT")};
+    struct wr_runtime_config cfg = bench_config();
     struct wr_runtime *rt;
     struct wr_err err;
-    size_t n = argc > 2 ? (size_t)atol(argv[2]) : 1000, warm = 20;
+    size_t n = 1000, warm = 20;
     uint64_t *to_exit, *cycle, *create, *ph[5];
-    const char *layers[1];
-
-    bool pool = false;
+    bool pool = false, floor = false, spawn = false;
+    int rate = 0;
+    double secs = 0;
     pthread_t pt;
 
-    if (argc > 2 && strcmp(argv[1], "--floor") == 0)
-        return floor_main(argv[2], argc > 3 ? (size_t)atol(argv[3]) : 1000);
-    if (argc > 2 && strcmp(argv[1], "--pool") == 0) {
-        pool = true;
-        argv++;
-        argc--;
-        n = argc > 2 ? (size_t)atol(argv[2]) : 1000;
+    for (; argc > 1 && strncmp(argv[1], "--", 2) == 0; argc--, argv++) {
+        if (strcmp(argv[1], "--floor") == 0) {
+            floor = true;
+        } else if (strcmp(argv[1], "--floor-pid1") == 0) {
+            floor = floor_pid1 = true;
+        } else if (strcmp(argv[1], "--pool") == 0) {
+            pool = true;
+        } else if (strcmp(argv[1], "--spawn") == 0) {
+            spawn = true;
+        } else if (strcmp(argv[1], "--rate") == 0 && argc > 3) {
+            rate = atoi(argv[2]);
+            secs = atof(argv[3]);
+            argc -= 2;
+            argv += 2;
+        } else {
+            argc = 0; /* usage */
+            break;
+        }
     }
-    if (argc < 2) {
-        fprintf(stderr, "usage: sandbox_loop [--floor] ROOTFS [N]\n");
+    if (argc < 2 || pool + floor + spawn > 1 || (rate && (pool || spawn))) {
+        fprintf(stderr,
+                "usage: sandbox_loop [--floor|--pool|--spawn] [--rate C SECS] ROOTFS [N]\n");
         return 2;
     }
+    if (argc > 2)
+        n = (size_t)atol(argv[2]);
+    if (rate)
+        return rate_main(floor, argv[1], rate, secs);
+    if (floor)
+        return floor_main(argv[1], n);
     /* Like warren-zygote, each child becomes warren-init in place; not with --pool, whose
      * thread clones while this one creates (init_main needs a single-threaded creator). */
     if (!pool)
         cfg.init_main = WR_INIT_MAIN;
-    layers[0] = argv[1];
     if (wr_runtime_open(&cfg, &rt, &err) < 0) {
         fprintf(stderr, "sandbox_loop: %s\n", err.msg);
         return 1;
     }
     (void)wr_runtime_sweep(rt, NULL); /* what an interrupted earlier run left */
+    if (spawn) {
+        int rc = spawn_main(rt, argv[1], n);
+        wr_runtime_close(rt);
+        return rc;
+    }
     if (pool)
         pthread_create(&pt, NULL, pool_thread, rt);
     to_exit = calloc(n, sizeof(uint64_t));
@@ -252,44 +449,22 @@ int main(int argc, char **argv)
     for (int k = 0; k < 5; k++)
         ph[k] = calloc(n, sizeof(uint64_t));
     for (size_t i = 0; i < n + warm; i++) {
-        struct wr_sandbox *sb;
+        struct wr_sandbox_timing tm;
+        uint64_t t0 = now_ns(), t[2];
         char id[32];
-        struct wr_sandbox_spec spec = {.id = id,
-                                       .layers = layers,
-                                       .n_layers = 1,
-                                       .memory_bytes = 512ull << 20,
-                                       .cpu_millis = 1000,
-                                       .pids_max = 256};
-        uint64_t t0, t1, t2, t3;
 
         snprintf(id, sizeof(id), "bench-%zu", i);
-        t0 = now_ns();
-        if (wr_sandbox_create(rt, &spec, &sb, &err) < 0) {
-            fprintf(stderr, "sandbox_loop: %s\n", err.msg);
+        if (runtime_once(rt, argv[1], id, &tm, t) < 0)
             return 1;
-        }
-        t1 = now_ns();
-        if (run_true(wr_sandbox_ctl_fd(sb)) != 0) {
-            fprintf(stderr, "sandbox_loop: /bin/true failed\n");
-            return 1;
-        }
-        t2 = now_ns();
-        struct wr_sandbox_timing tm_copy = *wr_sandbox_timing(sb);
-        if (wr_sandbox_destroy(sb, &err) < 0) {
-            fprintf(stderr, "sandbox_loop: %s\n", err.msg);
-            return 1;
-        }
-        t3 = now_ns();
         if (i >= warm) {
-            const struct wr_sandbox_timing *tm = &tm_copy;
-            ph[0][i - warm] = tm->cloned - tm->start;
-            ph[1][i - warm] = tm->mapped - tm->cloned;
-            ph[2][i - warm] = tm->overlay - tm->mapped;
-            ph[3][i - warm] = tm->cgroup - tm->overlay;
-            ph[4][i - warm] = tm->ready - tm->cgroup;
-            create[i - warm] = t1 - t0;
-            to_exit[i - warm] = t2 - t0;
-            cycle[i - warm] = t3 - t0;
+            ph[0][i - warm] = tm.cloned - tm.start;
+            ph[1][i - warm] = tm.mapped - tm.cloned;
+            ph[2][i - warm] = tm.overlay - tm.mapped;
+            ph[3][i - warm] = tm.cgroup - tm.overlay;
+            ph[4][i - warm] = tm.ready - tm.cgroup;
+            create[i - warm] = t[0];
+            to_exit[i - warm] = t[1];
+            cycle[i - warm] = now_ns() - t0;
         }
     }
     qsort(create, n, sizeof(uint64_t), cmp_u64);
