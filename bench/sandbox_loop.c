@@ -315,7 +315,10 @@ static int rate_main(bool floor, const char *rootfs, int nw, double secs)
     for (int w = 0; w < nw; w++)
         total += count[w];
     printf("%s, %d processes for %.0f s\n",
-           floor ? "floor (nsfloor sequence) throughput" : "in-process throughput", nw, secs);
+           !floor       ? "in-process throughput"
+           : floor_pid1 ? "floor (nsfloor sequence with a resident PID 1) throughput"
+                        : "floor (nsfloor sequence) throughput",
+           nw, secs);
     report_host_cpu(hb0, ht0, total, "cycle");
     printf("  C=%d: %" PRIu64 " cycles in %.2f s = %.1f /s%s\n", nw, total,
            (double)(end - start) / 1e9, (double)total / ((double)(end - start) / 1e9),
@@ -417,8 +420,8 @@ int main(int argc, char **argv)
         }
     }
     if (argc < 2 || pool + floor + spawn > 1 || (rate && (pool || spawn))) {
-        fprintf(stderr,
-                "usage: sandbox_loop [--floor|--pool|--spawn] [--rate C SECS] ROOTFS [N]\n");
+        fprintf(stderr, "usage: sandbox_loop [--floor|--floor-pid1|--pool|--spawn] "
+                        "[--rate C SECS] ROOTFS [N]\n");
         return 2;
     }
     if (argc > 2)
