@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Users and groups from the sandbox's own /etc/passwd and /etc/group (fgetpwent/fgetgrent: a
- * static binary has no NSS), and switching the filesystem identity for file operations. */
+/* Users and groups from the sandbox's own /etc/passwd and /etc/group (parsed here: a static
+ * binary has no NSS), and switching the filesystem identity for file operations. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <pwd.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -32,41 +32,135 @@ static bool parse_id(const char *s, unsigned long *out)
     return errno == 0 && *end == '\0' && *out < UINT32_MAX;
 }
 
-/* Find a passwd entry by name (name != NULL) or uid. Fills u->name/home/uid/gid. */
-static bool passwd_find(const char *name, uid_t uid, struct init_user *u)
-{
-    _cleanup_fclose_ FILE *f = fopen("/etc/passwd", "re");
-    struct passwd *pw;
+/* The sandbox's /etc/passwd and /etc/group, read whole with no stdio: the first command in a
+ * new sandbox resolves its user here, and on this path every page of code or buffer touched for
+ * the first time costs a fault (docs/benchmarks.md). */
+#define ID_FILE_MAX (16u << 20)
 
-    if (f == NULL)
-        return false;
-    while ((pw = fgetpwent(f)) != NULL) {
-        if (name != NULL ? strcmp(pw->pw_name, name) == 0 : pw->pw_uid == uid) {
-            u->uid = pw->pw_uid;
-            u->gid = pw->pw_gid;
-            u->name = xstrdup(pw->pw_name);
-            u->home = xstrdup(pw->pw_dir[0] != '\0' ? pw->pw_dir : "/");
-            u->shell = pw->pw_shell[0] != '\0' ? xstrdup(pw->pw_shell) : NULL;
-            return true;
+/* Split line at ':' into at most n fields. Returns the number of fields found. */
+static size_t split_fields(char *line, char **f, size_t n)
+{
+    size_t k = 0;
+
+    f[k++] = line;
+    for (char *p = line; *p != '\0' && k < n; p++) {
+        if (*p == ':') {
+            *p = '\0';
+            f[k++] = p + 1;
         }
     }
-    return false;
+    return k;
+}
+
+/* Call fn(line, arg) for each line of path (NUL-terminated, without its newline) until fn
+ * returns true. Returns false if the file cannot be read or is over ID_FILE_MAX. */
+static bool scan_lines(const char *path, bool (*fn)(char *line, void *arg), void *arg)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0, cap;
+    struct stat st;
+
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return false;
+    cap = st.st_size > 0 && (uint64_t)st.st_size < ID_FILE_MAX ? (size_t)st.st_size + 1 : 4096;
+    buf = xmalloc(cap + 1);
+    for (;;) {
+        ssize_t n;
+        if (len == cap) { /* it grew since fstat */
+            if (cap >= ID_FILE_MAX)
+                return false;
+            cap *= 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+        n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    for (char *p = buf, *end = buf + len; p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl != NULL)
+            *nl = '\0';
+        if (fn(p, arg))
+            break;
+        p = nl != NULL ? nl + 1 : end;
+    }
+    return true;
+}
+
+struct passwd_query {
+    const char *name; /* by name, or by uid when NULL */
+    uid_t uid;
+    struct init_user *u;
+    bool found;
+};
+
+static bool passwd_line(char *line, void *arg)
+{
+    struct passwd_query *q = arg;
+    char *f[7];
+    unsigned long uid, gid;
+
+    /* name:password:uid:gid:gecos:home:shell */
+    if (line[0] == '#' || split_fields(line, f, 7) < 7 || !parse_id(f[2], &uid) ||
+        !parse_id(f[3], &gid))
+        return false;
+    if (q->name != NULL ? strcmp(f[0], q->name) != 0 : uid != q->uid)
+        return false;
+    q->u->uid = (uid_t)uid;
+    q->u->gid = (gid_t)gid;
+    q->u->name = xstrdup(f[0]);
+    q->u->home = xstrdup(f[5][0] != '\0' ? f[5] : "/");
+    q->u->shell = f[6][0] != '\0' ? xstrdup(f[6]) : NULL;
+    q->found = true;
+    return true;
+}
+
+/* Find a passwd entry by name (name != NULL) or uid. Fills u->name/home/shell/uid/gid. */
+static bool passwd_find(const char *name, uid_t uid, struct init_user *u)
+{
+    struct passwd_query q = {.name = name, .uid = uid, .u = u};
+
+    (void)scan_lines("/etc/passwd", passwd_line, &q);
+    return q.found;
+}
+
+struct group_query {
+    const char *name; /* group_find: the group's name */
+    gid_t gid;
+    bool found;
+    struct init_user *u; /* collect_groups: the member */
+};
+
+static bool group_line(char *line, void *arg)
+{
+    struct group_query *q = arg;
+    char *f[4];
+    unsigned long gid;
+
+    /* name:password:gid:member,member,... */
+    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !parse_id(f[2], &gid))
+        return false;
+    if (strcmp(f[0], q->name) != 0)
+        return false;
+    q->gid = (gid_t)gid;
+    q->found = true;
+    return true;
 }
 
 static bool group_find(const char *name, gid_t *gid)
 {
-    _cleanup_fclose_ FILE *f = fopen("/etc/group", "re");
-    struct group *gr;
+    struct group_query q = {.name = name};
 
-    if (f == NULL)
-        return false;
-    while ((gr = fgetgrent(f)) != NULL) {
-        if (strcmp(gr->gr_name, name) == 0) {
-            *gid = gr->gr_gid;
-            return true;
-        }
-    }
-    return false;
+    (void)scan_lines("/etc/group", group_line, &q);
+    *gid = q.gid;
+    return q.found;
 }
 
 static void add_group(struct init_user *u, gid_t g)
@@ -80,20 +174,28 @@ static void add_group(struct init_user *u, gid_t g)
     u->groups[u->ngroups++] = g;
 }
 
+static bool member_line(char *line, void *arg)
+{
+    struct group_query *q = arg;
+    char *f[4], *save = NULL;
+    unsigned long gid;
+
+    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !parse_id(f[2], &gid))
+        return false;
+    for (char *m = strtok_r(f[3], ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))
+        if (strcmp(m, q->u->name) == 0)
+            add_group(q->u, (gid_t)gid);
+    return false;
+}
+
 /* The primary group, then every group in /etc/group that lists the user. */
 static void collect_groups(struct init_user *u)
 {
+    struct group_query q = {.u = u};
+
     add_group(u, u->gid);
-    if (u->name == NULL)
-        return;
-    _cleanup_fclose_ FILE *f = fopen("/etc/group", "re");
-    struct group *gr;
-    if (f == NULL)
-        return;
-    while ((gr = fgetgrent(f)) != NULL)
-        for (char **m = gr->gr_mem; m != NULL && *m != NULL; m++)
-            if (strcmp(*m, u->name) == 0)
-                add_group(u, gr->gr_gid);
+    if (u->name != NULL)
+        (void)scan_lines("/etc/group", member_line, &q);
 }
 
 int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_user *u,

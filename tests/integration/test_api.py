@@ -235,6 +235,25 @@ def test_exec_wait_argv_shell_env_cwd_user_stdin(sandbox):
     assert e.value.result.exit_code == 9
 
 
+def test_exec_user_from_passwd_and_group(sandbox):
+    """warren-init reads the sandbox's /etc/passwd and /etc/group itself: comments, malformed
+    entries, a very long line, groups listing the user among others, and a last line with no
+    newline all count as the usual parsers count them."""
+    passwd = sandbox.files.read("/etc/passwd")
+    group = sandbox.files.read("/etc/group")
+    sandbox.files.write("/etc/passwd", passwd + "# a comment\nbad:x:notanumber:1:::\n"
+                        "agent:x:1234:1235:An Agent:/home/agent:/bin/sh\n")
+    sandbox.files.write("/etc/group", group + "# agent:x:4000:agent\n"
+                        "long:x:4001:" + ",".join("m%d" % i for i in range(2000)) + ",agent\n"
+                        "agent:x:1235:\ndev:x:4002:someone,agent,other\nlast:x:4003:agent")
+    r = sandbox.commands.run("echo $(id -u) $(id -g) $(id -G) $HOME", user="agent")
+    assert r.stdout == "1234 1235 1235 4001 4002 4003 /home/agent\n"
+    r = sandbox.commands.run("id -G", user="agent:dev")
+    assert r.stdout.split() == ["4002", "4001", "4003"]
+    with pytest.raises(warren.WarrenError, match="unknown user `bad`"):
+        sandbox.commands.run("true", user="bad")
+
+
 def test_exec_timeout_and_signals(sandbox):
     t = time.monotonic()
     r = sandbox.commands.run("sleep 30", timeout=1, check=False)
