@@ -6,7 +6,8 @@
 # It starts its own warrend on a temporary state directory (unix socket, no key), and measures:
 #  1. create → first byte of `echo hi` → delete, N times one after the other (POST /v1/sandboxes,
 #     POST exec mode=stream, DELETE), against `warren run -- echo hi` and bwrap (hyperfine -N)
-#     and bench/sandbox_loop (in-process, and --floor) in the same run;
+#     and bench/sandbox_loop (in-process, cloned by warren-zygote as here, and --floor) in the
+#     same run;
 #  2. exec round trip: 1000 × POST exec mode=wait ["true"] in one running sandbox, keep-alive,
 #     against the host's posix_spawn of the same binary and the same spawn sent straight to
 #     warren-init (bench/sandbox_loop --spawn);
@@ -26,6 +27,7 @@ CONC_SECS=${CONC_SECS:-20}
 FILE_MIB=${FILE_MIB:-1024}
 HASH_MIB=${HASH_MIB:-256}
 IMG=$BUILD/images/busybox
+ZYGOTE=$(realpath "$BUILD/warren-zygote") # the in-process peers clone as warrend does
 OUT=${BENCH_OUT:-$BUILD/bench}
 command -v hyperfine >/dev/null || { echo "bench: apt-get install hyperfine bubblewrap" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (warrend needs it)" >&2; exit 1; }
@@ -117,7 +119,7 @@ step "$API" "$SOCK" health 1000
 say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times"
 step "$API" "$SOCK" cycle "$N"
 say "== 1b. peers, same run: in-process runtime loop (/bin/true) and the isolation floor, $N each"
-step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" "$(realpath "$IMG")" "$N"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --zygote "$ZYGOTE" "$(realpath "$IMG")" "$N"
 step "$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N"
 say "== 1c. peers, same run: warren run and bwrap, \`echo hi\`, $N runs each (hyperfine -N)"
 hyperfine -N --warmup 20 --runs "$N" --export-json "$OUT/api-cli.json" \
@@ -139,7 +141,7 @@ step "$API" "$SOCK" exec "$NEXEC"
 say "== 2b. peer, same run: the host starting the image's busybox \`true\` (posix_spawn + waitpid)"
 step "$API" "$SOCK" spawn "$NEXEC" "$IMG/bin/busybox"
 say "== 2c. peer, same run: the same spawn straight through warren-init's socket (no daemon)"
-step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --spawn "$(realpath "$IMG")" "$NEXEC"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --zygote "$ZYGOTE" --spawn "$(realpath "$IMG")" "$NEXEC"
 
 say "== 3. files: PUT then GET"
 step "$API" "$SOCK" files "$FILE_MIB" 0
@@ -152,7 +154,7 @@ done
 say "== 4b. peers, same run: the same cycle in-process (runtime library, no API), the isolation"
 say "   floor's own sequence, and the floor with a resident PID 1; 2 processes (one per core),"
 say "   ${CONC_SECS} s each"
-step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
+step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --zygote "$ZYGOTE" --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
 step "$BUILD/bench/sandbox_loop" --floor --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
 step "$BUILD/bench/sandbox_loop" --floor-pid1 --rate 2 "$CONC_SECS" "$(realpath "$IMG")"
 

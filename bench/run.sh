@@ -2,9 +2,10 @@
 # The runtime benchmark (issue #2). Not a test: it reports medians and p99s, and ratios against
 # Debian's bwrap measured in the same run. Usage: bench/run.sh [BUILD_DIR] [N]
 #
-#  1. in-process: create → /bin/true → exit → destroy, N times, from one long-lived process
-#     (the path the daemon uses): bench/sandbox_loop.c; against the isolation floor (--floor)
-#     and the floor with a resident PID 1 (--floor-pid1) in the same run
+#  1. in-process: create → /bin/true → exit → destroy, N times, from one long-lived process:
+#     bench/sandbox_loop.c, with each sandbox cloned by warren-zygote (--zygote: the path warrend
+#     uses) and by the process itself (the path `warren run` uses); against the isolation floor
+#     (--floor) and the floor with a resident PID 1 (--floor-pid1) in the same run
 #  2. `warren run -- /bin/true` against bwrap doing the closest equivalent, N runs each under
 #     hyperfine (-N: no shell in between).
 set -eu
@@ -16,20 +17,25 @@ mkdir -p "$OUT"
 command -v hyperfine >/dev/null || { echo "bench: apt-get install hyperfine bubblewrap" >&2; exit 1; }
 
 echo "== machine: $(nproc) cpus, kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "== 1. in-process (runtime library), $N sandboxes"
+echo "== 1. in-process (runtime library), $N sandboxes, cloned as warrend and as \`warren run\` do"
+WARREN_INIT=$(realpath "$BUILD/warren-init") "$BUILD/bench/sandbox_loop" \
+    --zygote "$(realpath "$BUILD/warren-zygote")" "$(realpath "$IMG")" "$N" | tee "$OUT/inproc.txt"
 WARREN_INIT=$(realpath "$BUILD/warren-init") "$BUILD/bench/sandbox_loop" "$(realpath "$IMG")" "$N" |
-    tee "$OUT/inproc.txt"
+    tee "$OUT/inproc-run.txt"
 echo "== 1b. the in-process peers: the research's nsfloor sequence, same process, same run; and"
 echo "   the same with a resident PID 1 that starts /bin/true as its child, as the daemon's path has"
 "$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N" | tee -a "$OUT/inproc.txt"
 "$BUILD/bench/sandbox_loop" --floor-pid1 "$(realpath "$IMG")" "$N" | tee -a "$OUT/inproc.txt"
-python3 - "$OUT/inproc.txt" <<'PY'
+python3 - "$OUT/inproc.txt" "$OUT/inproc-run.txt" <<'PY'
 import re, sys
-med = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"\s+(.+?)\s+median\s+([\d.]+) ms", line)
-    if m:
-        med[m.group(1).strip()] = float(m.group(2))
+def medians(path):
+    med = {}
+    for line in open(path):
+        m = re.match(r"\s+(.+?)\s+median\s+([\d.]+) ms", line)
+        if m:
+            med[m.group(1).strip()] = float(m.group(2))
+    return med
+med, run = medians(sys.argv[1]), medians(sys.argv[2])
 ours = med["create -> /bin/true exit"]
 floor = med["clone -> /bin/true exit -> reaped"]
 pid1 = med["clone -> PID 1 runs /bin/true -> reaped"]
@@ -37,6 +43,7 @@ pid1 = med["clone -> PID 1 runs /bin/true -> reaped"]
 print("  in-process create→exit / floor              %.2f (target %.2f: 2 ms / 1.56 ms)" % (ours / floor, 2 / 1.56))
 print("  in-process create→exit / floor with a PID 1 %.2f" % (ours / pid1))
 print("  floor with a PID 1 / floor                  %.2f" % (pid1 / floor))
+print("  the same, cloned by the process itself / floor %.2f" % (run["create -> /bin/true exit"] / floor))
 PY
 # the cgroup parent of sandbox_loop's sandboxes, each of which removed its own
 for h in /sys/fs/cgroup/*/warren-bench /sys/fs/cgroup/warren-bench; do

@@ -9,6 +9,9 @@
  * with no cgroups, no seccomp, no id range and no agent. `--floor-pid1` is the same floor with
  * one process more, as the daemon's path has: its PID 1 stays and starts /bin/true as a child.
  *
+ * `--zygote PATH` clones each sandbox from warren-zygote at PATH, as warrend does, instead of from
+ * this process, as `warren run` does; it goes with any mode but the floors and --pool.
+ *
  * `sandbox_loop --pool ROOTFS [N]` is the same loop with a thread that keeps two pre-cloned
  * children ready (wr_runtime_prewarm), as the daemon does when idle.
  *
@@ -20,7 +23,8 @@
  * `sandbox_loop --spawn ROOTFS [N]` creates one sandbox and times N spawns of /bin/true in it,
  * straight through warren-init's socket: an exec round trip without the daemon.
  *
- * usage: sandbox_loop [--floor|--floor-pid1|--pool|--spawn] [--rate C SECS] ROOTFS [N] */
+ * usage: sandbox_loop [--floor|--floor-pid1|--pool|--spawn] [--zygote PATH] [--rate C SECS]
+ *                     ROOTFS [N] */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -210,11 +214,16 @@ static int floor_main(const char *rootfs, size_t n)
     return 0;
 }
 
+/* --zygote: warren-zygote's path, or NULL to clone from this process */
+static const char *zygote_path;
+
 static struct wr_runtime_config bench_config(void)
 {
     return (struct wr_runtime_config){.run_dir = "/run/warren-bench",
                                       .cgroup_parent = "warren-bench",
-                                      .init_path = getenv("WARREN_INIT")};
+                                      .init_path = getenv("WARREN_INIT"),
+                                      .zygote = zygote_path != NULL,
+                                      .zygote_path = zygote_path};
 }
 
 /* One sandbox of the daemon's path: create → /bin/true → its EXIT → destroy. t[] gets the
@@ -409,6 +418,10 @@ int main(int argc, char **argv)
             pool = true;
         } else if (strcmp(argv[1], "--spawn") == 0) {
             spawn = true;
+        } else if (strcmp(argv[1], "--zygote") == 0 && argc > 2) {
+            zygote_path = argv[2];
+            argc--;
+            argv++;
         } else if (strcmp(argv[1], "--rate") == 0 && argc > 3) {
             rate = atoi(argv[2]);
             secs = atof(argv[3]);
@@ -419,9 +432,10 @@ int main(int argc, char **argv)
             break;
         }
     }
-    if (argc < 2 || pool + floor + spawn > 1 || (rate && (pool || spawn))) {
+    if (argc < 2 || pool + floor + spawn > 1 || (rate && (pool || spawn)) ||
+        (zygote_path != NULL && (floor || pool))) {
         fprintf(stderr, "usage: sandbox_loop [--floor|--floor-pid1|--pool|--spawn] "
-                        "[--rate C SECS] ROOTFS [N]\n");
+                        "[--zygote PATH] [--rate C SECS] ROOTFS [N]\n");
         return 2;
     }
     if (argc > 2)
@@ -477,8 +491,11 @@ int main(int argc, char **argv)
         pool_stop = 1;
         pthread_join(pt, NULL);
     }
-    printf("in-process%s, %zu sandboxes (cgroup %s)\n", pool ? ", pre-cloned children" : "", n,
-           wr_runtime_cgroup_version(rt));
+    printf("in-process%s, %zu sandboxes (cgroup %s)\n",
+           pool          ? ", pre-cloned children"
+           : zygote_path ? ", cloned by warren-zygote as in warrend"
+                         : ", cloned by this process as in `warren run`",
+           n, wr_runtime_cgroup_version(rt));
     printf("  create (init answering)  median %.3f ms  p99 %.3f ms\n", pct(create, n, 0.5),
            pct(create, n, 0.99));
     printf("  create -> /bin/true exit median %.3f ms  p99 %.3f ms\n", pct(to_exit, n, 0.5),
