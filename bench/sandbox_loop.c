@@ -399,7 +399,7 @@ static void *pool_thread(void *arg)
 
 int main(int argc, char **argv)
 {
-    struct wr_runtime_config cfg = bench_config();
+    struct wr_runtime_config cfg;
     struct wr_runtime *rt;
     struct wr_err err;
     size_t n = 1000, warm = 20;
@@ -446,6 +446,7 @@ int main(int argc, char **argv)
         return floor_main(argv[1], n);
     /* Like warren-zygote, each child becomes warren-init in place; not with --pool, whose
      * thread clones while this one creates (init_main needs a single-threaded creator). */
+    cfg = bench_config(); /* after the options: --zygote */
     if (!pool)
         cfg.init_main = WR_INIT_MAIN;
     if (wr_runtime_open(&cfg, &rt, &err) < 0) {
