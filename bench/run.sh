@@ -5,7 +5,7 @@
 #  1. in-process: create → /bin/true → exit → destroy, N times, from one long-lived process:
 #     bench/sandbox_loop.c, with each sandbox cloned by warren-zygote (--zygote: the path warrend
 #     uses) and by the process itself (the path `warren run` uses); against the isolation floor
-#     (--floor) and the floor with a resident PID 1 (--floor-pid1) in the same run
+#     (--floor) and the floor with a resident PID 1 (--floor-pid1) in the same run, interleaved
 #  2. `warren run -- /bin/true` against bwrap doing the closest equivalent, N runs each under
 #     hyperfine (-N: no shell in between).
 set -eu
@@ -17,33 +17,45 @@ mkdir -p "$OUT"
 command -v hyperfine >/dev/null || { echo "bench: apt-get install hyperfine bubblewrap" >&2; exit 1; }
 
 echo "== machine: $(nproc) cpus, kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "== 1. in-process (runtime library), $N sandboxes, cloned as warrend and as \`warren run\` do"
-WARREN_INIT=$(realpath "$BUILD/warren-init") "$BUILD/bench/sandbox_loop" \
-    --zygote "$(realpath "$BUILD/warren-zygote")" "$(realpath "$IMG")" "$N" | tee "$OUT/inproc.txt"
-WARREN_INIT=$(realpath "$BUILD/warren-init") "$BUILD/bench/sandbox_loop" "$(realpath "$IMG")" "$N" |
-    tee "$OUT/inproc-run.txt"
-echo "== 1b. the in-process peers: the research's nsfloor sequence, same process, same run; and"
-echo "   the same with a resident PID 1 that starts /bin/true as its child, as the daemon's path has"
-"$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N" | tee -a "$OUT/inproc.txt"
-"$BUILD/bench/sandbox_loop" --floor-pid1 "$(realpath "$IMG")" "$N" | tee -a "$OUT/inproc.txt"
-python3 - "$OUT/inproc.txt" "$OUT/inproc-run.txt" <<'PY'
+echo "== 1. in-process (runtime library), $N sandboxes, cloned as warrend and as \`warren run\` do,"
+echo "   and the peers: the research's nsfloor sequence, same process, same run; and the same with a"
+echo "   resident PID 1 that starts /bin/true as its child, as the daemon's path has. Each runs in"
+echo "   two halves of N/2 in the order A B C D D C B A, so that the machine's drift over the run"
+echo "   weighs on all four alike; a figure below is the mean of its two halves' medians."
+ROOTFS=$(realpath "$IMG")
+INIT=$(realpath "$BUILD/warren-init")
+HALF=$(((N + 1) / 2))
+: >"$OUT/inproc.txt"
+: >"$OUT/inproc-run.txt"
+: >"$OUT/floor.txt"
+: >"$OUT/floor-pid1.txt"
+for which in zygote run floor pid1 pid1 floor run zygote; do
+    case $which in
+    zygote) WARREN_INIT=$INIT "$BUILD/bench/sandbox_loop" --zygote "$(realpath "$BUILD/warren-zygote")" \
+        "$ROOTFS" "$HALF" | tee -a "$OUT/inproc.txt" ;;
+    run) WARREN_INIT=$INIT "$BUILD/bench/sandbox_loop" "$ROOTFS" "$HALF" | tee -a "$OUT/inproc-run.txt" ;;
+    floor) "$BUILD/bench/sandbox_loop" --floor "$ROOTFS" "$HALF" | tee -a "$OUT/floor.txt" ;;
+    pid1) "$BUILD/bench/sandbox_loop" --floor-pid1 "$ROOTFS" "$HALF" | tee -a "$OUT/floor-pid1.txt" ;;
+    esac
+done
+python3 - "$OUT" <<'PY'
 import re, sys
-def medians(path):
-    med = {}
-    for line in open(path):
-        m = re.match(r"\s+(.+?)\s+median\s+([\d.]+) ms", line)
-        if m:
-            med[m.group(1).strip()] = float(m.group(2))
-    return med
-med, run = medians(sys.argv[1]), medians(sys.argv[2])
-ours = med["create -> /bin/true exit"]
-floor = med["clone -> /bin/true exit -> reaped"]
-pid1 = med["clone -> PID 1 runs /bin/true -> reaped"]
+def median(name, key):
+    v = [float(m.group(1)) for line in open("%s/%s" % (sys.argv[1], name))
+         for m in [re.match(r"\s+%s\s+median\s+([\d.]+) ms" % re.escape(key), line)] if m]
+    assert len(v) == 2, (name, key, v)
+    return sum(v) / 2
+ours = median("inproc.txt", "create -> /bin/true exit")
+run = median("inproc-run.txt", "create -> /bin/true exit")
+floor = median("floor.txt", "clone -> /bin/true exit -> reaped")
+pid1 = median("floor-pid1.txt", "clone -> PID 1 runs /bin/true -> reaped")
+print("  means of the halves' medians: create→exit %.3f ms (zygote), %.3f ms (self); floor %.3f ms;"
+      " floor with a PID 1 %.3f ms" % (ours, run, floor, pid1))
 # issue #2: in-process create→exit <= 2 ms where the research measured 1.56 ms for the floor
 print("  in-process create→exit / floor              %.2f (target %.2f: 2 ms / 1.56 ms)" % (ours / floor, 2 / 1.56))
 print("  in-process create→exit / floor with a PID 1 %.2f" % (ours / pid1))
 print("  floor with a PID 1 / floor                  %.2f" % (pid1 / floor))
-print("  the same, cloned by the process itself / floor %.2f" % (run["create -> /bin/true exit"] / floor))
+print("  the same, cloned by the process itself / floor %.2f" % (run / floor))
 PY
 # the cgroup parent of sandbox_loop's sandboxes, each of which removed its own
 for h in /sys/fs/cgroup/*/warren-bench /sys/fs/cgroup/warren-bench; do
