@@ -446,6 +446,12 @@ int main(int argc, char **argv)
         return floor_main(argv[1], n);
     /* Like warren-zygote, each child becomes warren-init in place; not with --pool, whose
      * thread clones while this one creates (init_main needs a single-threaded creator). */
+    /* The runtime falls back to a fork of this process when the zygote is missing, which would
+     * time the wrong path under the zygote's name. */
+    if (zygote_path != NULL && access(zygote_path, X_OK) < 0) {
+        fprintf(stderr, "sandbox_loop: --zygote %s: %s\n", zygote_path, strerror(errno));
+        return 2;
+    }
     cfg = bench_config(); /* after the options: --zygote */
     if (!pool)
         cfg.init_main = WR_INIT_MAIN;
