@@ -119,9 +119,10 @@ $(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(LIB) $(LLHTTP_OBJ)
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ -ljansson $(HOST_LIBS)
 
 # warren-zygote, which clones sandboxes for warrend, is static for the same reason and one more:
-# every clone copies its address space (src/runtime/zygote.c).
+# every clone copies its address space (src/runtime/zygote.c). Its segments start on 2 MiB
+# boundaries so that it can move its code onto huge pages (src/zygote/hugetext.h).
 $(ZYGOTE): $(call host_obj,$(ZYGOTE_SRC)) $(INIT_LIB) $(LIB)
-	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(HOST_LIBS)
+	$(CC) $(CLI_LDFLAGS) -Wl,-z,max-page-size=0x200000 -o $@ $^ $(HOST_LIBS)
 
 # warren-init is installed execute-only (0111, root-owned): see docs/design/isolation.md.
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))

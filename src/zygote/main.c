@@ -16,6 +16,7 @@
 #include "../runtime/runtime.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "hugetext.h"
 
 int main(int argc, char **argv)
 {
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
     uint64_t parent = 0, v;
     int c;
 
+    /* Before anything else: every sandbox's setup and warren-init run out of this code. */
+    (void)wr_hugetext();
     wr_log_min = WR_LOG_WARN; /* the daemon has said what the runtime is */
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
