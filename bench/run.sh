@@ -7,7 +7,8 @@
 #     uses) and by the process itself (the path `warren run` uses); against the isolation floor
 #     (--floor) and the floor with a resident PID 1 (--floor-pid1) in the same run, interleaved
 #  2. `warren run -- /bin/true` against bwrap doing the closest equivalent, N runs each under
-#     hyperfine (-N: no shell in between).
+#     hyperfine (-N: no shell in between), in two halves run in opposite orders, since this
+#     machine's speed drifts within a run.
 set -eu
 BUILD=${1:-build}
 N=${2:-1000}
@@ -62,24 +63,30 @@ for h in /sys/fs/cgroup/*/warren-bench /sys/fs/cgroup/warren-bench; do
     [ ! -d "$h" ] || rmdir "$h" || echo "bench: left behind: $h" >&2
 done
 
-echo "== 2. CLI, $N runs each (hyperfine -N)"
+echo "== 2. CLI, $N runs each (hyperfine -N), in two halves of N/2: A B C, then C B A"
 # bwrap-img: bwrap on the same busybox image, read-only root, same six namespaces.
 # bwrap-usr: the research's command (research/perf-namespaces.md, 2a).
-hyperfine -N --warmup 20 --runs "$N" --export-json "$OUT/cli.json" \
-    -n warren-run "$BUILD/warren run --rootfs $IMG -- /bin/true" \
-    -n bwrap-img "bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind $IMG / --proc /proc --dev /dev --tmpfs /tmp /bin/true" \
-    -n bwrap-usr "bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin --proc /proc --dev /dev --tmpfs /tmp /bin/true" \
-    >/dev/null
-python3 - "$OUT/cli.json" <<'PY'
+WARREN_RUN="$BUILD/warren run --rootfs $IMG -- /bin/true"
+BWRAP_IMG="bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind $IMG / --proc /proc --dev /dev --tmpfs /tmp /bin/true"
+BWRAP_USR="bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin --proc /proc --dev /dev --tmpfs /tmp /bin/true"
+hyperfine -N --warmup 20 --runs "$HALF" --export-json "$OUT/cli-1.json" \
+    -n warren-run "$WARREN_RUN" -n bwrap-img "$BWRAP_IMG" -n bwrap-usr "$BWRAP_USR" >/dev/null
+hyperfine -N --warmup 20 --runs "$HALF" --export-json "$OUT/cli-2.json" \
+    -n bwrap-usr "$BWRAP_USR" -n bwrap-img "$BWRAP_IMG" -n warren-run "$WARREN_RUN" >/dev/null
+python3 - "$OUT/cli-1.json" "$OUT/cli-2.json" <<'PY'
 import json, statistics, sys
-res = json.load(open(sys.argv[1]))["results"]
 def p(v, q):
     v = sorted(v); return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+halves = {}
+for path in sys.argv[1:]:
+    for r in json.load(open(path))["results"]:
+        halves.setdefault(r["command"], []).append([x * 1000 for x in r["times"]])
 med = {}
-for r in res:
-    t = [x * 1000 for x in r["times"]]
-    med[r["command"]] = statistics.median(t)
-    print("  %-10s median %6.3f ms  p99 %6.3f ms  (n=%d)" % (r["command"], statistics.median(t), p(t, 0.99), len(t)))
+for cmd in ("warren-run", "bwrap-img", "bwrap-usr"):
+    med[cmd] = sum(statistics.median(t) for t in halves[cmd]) / len(halves[cmd])
+    every = [x for t in halves[cmd] for x in t]
+    print("  %-10s median %6.3f ms  p99 %6.3f ms  (n=%d; mean of the halves' medians)"
+          % (cmd, med[cmd], p(every, 0.99), len(every)))
 for peer in ("bwrap-img", "bwrap-usr"):
     print("  warren-run / %s median ratio: %.2f" % (peer, med["warren-run"] / med[peer]))
 PY
