@@ -7,6 +7,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -306,6 +308,30 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
+#define DAY_SECS (24 * 60 * 60)
+
+/* Remove the regular files `seccomp-*` in dir (cached filters, and temporary files a crash left)
+ * not modified for WR_SECCOMP_CACHE_DAYS days, except keep. Best effort. */
+static void cache_prune(const char *dir, const char *keep)
+{
+    time_t cutoff = time(NULL) - (time_t)WR_SECCOMP_CACHE_DAYS * DAY_SECS;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+
+        if (strncmp(de->d_name, "seccomp-", 8) != 0 || strcmp(de->d_name, keep) == 0 ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(st.st_mode) && st.st_mtime < cutoff)
+            (void)unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
 int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err)
 {
     const struct scmp_version *v = seccomp_version();
@@ -328,6 +354,9 @@ int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err)
             st.st_size / sizeof(struct sock_filter) <= BPF_MAXINSNS) {
             struct sock_filter *insns = xmalloc((size_t)st.st_size);
             if (wr_read_all(fd, insns, (size_t)st.st_size) == st.st_size) {
+                /* In use: keep it out of other builds' cache_prune. */
+                if (st.st_mtime < time(NULL) - DAY_SECS)
+                    (void)futimens(fd, NULL);
                 close(fd);
                 out->insns = insns;
                 out->len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
@@ -350,5 +379,6 @@ int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err)
         if (!ok || rename(tmp, path) < 0)
             (void)unlink(tmp);
     }
+    cache_prune(dir, strrchr(path, '/') + 1);
     return 0;
 }

@@ -22,7 +22,11 @@ void wr_seccomp_free(struct wr_seccomp *f);
  * libseccomp it was built with and the architecture, so it is stored as
  * `<dir>/seccomp-<build id of this executable>-<libseccomp version>.bpf` and read back by the
  * next process of the same build (compiling costs about 0.4-1.7 ms; reading it 20 us). Without
- * a build id, or on any problem with the cache, it compiles. Returns 0 or -1 with err. */
+ * a build id, or on any problem with the cache, it compiles. A read refreshes the file's time
+ * (at most once a day); a miss, which writes a new file, removes the `seccomp-*` files nothing
+ * has read for WR_SECCOMP_CACHE_DAYS days: those of builds no longer run. Returns 0 or -1 with
+ * err. */
+#define WR_SECCOMP_CACHE_DAYS 7
 int wr_seccomp_load(const char *dir, struct wr_seccomp *out, struct wr_err *err);
 
 /* Install the filter on the calling thread, setting no_new_privs first when nnp is true (the

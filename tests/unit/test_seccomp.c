@@ -19,6 +19,7 @@
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -303,11 +304,50 @@ static long int80(long nr, long a, long b, long c)
 }
 #endif
 
+/* A file in dir, last modified days ago. Returns 0 or -1. */
+static int old_file(const char *dir, const char *name, int days)
+{
+    char p[1024];
+    struct timespec t[2];
+    int fd;
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    t[0].tv_sec = t[1].tv_sec = time(NULL) - (time_t)days * 24 * 60 * 60;
+    t[0].tv_nsec = t[1].tv_nsec = 0;
+    if (write(fd, "x", 1) != 1 || futimens(fd, t) < 0) {
+        close(fd);
+        return -1;
+    }
+    return close(fd);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+    char p[1024];
+
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+static time_t mtime_of(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? st.st_mtime : 0;
+}
+
 /* wr_seccomp_load: a miss compiles and stores, a hit reads back the same program, and a damaged
- * cache file is recompiled rather than trusted. */
+ * cache file is recompiled rather than trusted. A miss removes the cache files of builds nothing
+ * has read for a week (and a crash's temporary files); a hit keeps its own file fresh. */
 static void test_cache(const struct wr_seccomp *built)
 {
     char dir[] = "/tmp/warren-seccomp-cache-XXXXXX", path[1024] = "";
+    static const char *const others[] = {"seccomp-stale-2.5.4.bpf", "seccomp-inuse-2.5.4.bpf",
+                                         "seccomp-x-2.5.4.bpf.77.tmp", "unrelated"};
+    static const int age[] = {WR_SECCOMP_CACHE_DAYS + 1, 2, 30, 30};
     struct wr_seccomp a = {0}, b = {0}, c = {0};
     struct wr_err err = {0};
     struct dirent *de;
@@ -315,19 +355,33 @@ static void test_cache(const struct wr_seccomp *built)
 
     if (mkdtemp(dir) == NULL)
         return;
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        check(old_file(dir, others[i], age[i]) == 0, "make %s, %d days old", others[i], age[i]);
     check(wr_seccomp_load(dir, &a, &err) == 0, "cache miss compiles: %s", err.msg);
+    check(!exists_in(dir, others[0]) && !exists_in(dir, others[2]),
+          "the miss removed another build's file unread for %d days and a stale temporary file",
+          WR_SECCOMP_CACHE_DAYS + 1);
+    check(exists_in(dir, others[1]) && exists_in(dir, others[3]),
+          "it kept a file read 2 days ago and a file that is not the cache's");
     check(a.len == built->len && memcmp(a.insns, built->insns, a.len * sizeof(*a.insns)) == 0,
           "the compiled program equals wr_seccomp_build's");
     d = opendir(dir);
     while (d != NULL && (de = readdir(d)) != NULL)
-        if (strncmp(de->d_name, "seccomp-", 8) == 0)
+        if (strncmp(de->d_name, "seccomp-", 8) == 0 && strcmp(de->d_name, others[1]) != 0)
             snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
     if (d != NULL)
         closedir(d);
     check(path[0] != '\0', "the filter was stored in the cache directory");
+    if (path[0] != '\0') {
+        struct timespec t[2] = {{.tv_sec = time(NULL) - 3 * 24 * 60 * 60},
+                                {.tv_sec = time(NULL) - 3 * 24 * 60 * 60}};
+        check(utimensat(AT_FDCWD, path, t, 0) == 0, "age our cache file by 3 days");
+    }
     check(wr_seccomp_load(dir, &b, &err) == 0 && b.len == a.len &&
               memcmp(a.insns, b.insns, a.len * sizeof(*a.insns)) == 0,
           "a cache hit reads the same program back");
+    check(path[0] != '\0' && mtime_of(path) >= time(NULL) - 60,
+          "the hit refreshed its file's time, so other builds' misses keep it");
     if (path[0] != '\0')
         check(truncate(path, 3) == 0, "damage the cache file");
     check(wr_seccomp_load(dir, &c, &err) == 0 && c.len == a.len &&
@@ -338,6 +392,11 @@ static void test_cache(const struct wr_seccomp *built)
     wr_seccomp_free(&c);
     if (path[0] != '\0')
         (void)unlink(path);
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        char p[1024];
+        snprintf(p, sizeof(p), "%s/%s", dir, others[i]);
+        (void)unlink(p);
+    }
     (void)rmdir(dir);
 }
 
