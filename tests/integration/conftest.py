@@ -161,14 +161,20 @@ def leftovers():
 
 
 def pytest_sessionfinish(session, exitstatus):
+    # The last sandboxes' cgroups may still be going away (a killed sandbox's processes exit
+    # asynchronously): the parent cannot be removed before they are.
     root = "/sys/fs/cgroup"
+    deadline = time.monotonic() + 10
     for hier in os.listdir(root):
         p = os.path.join(root, hier, CGROUP_PARENT)
-        if os.path.isdir(p):
+        while os.path.isdir(p):
             try:
                 os.rmdir(p)
-            except OSError:
-                pass
+            except OSError as e:
+                if time.monotonic() > deadline:
+                    print("\nleft behind: %s (%s)" % (p, e.strerror))
+                    break
+                time.sleep(0.05)
     subprocess.run(["rm", "-rf", RUN_DIR])
 
 

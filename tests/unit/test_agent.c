@@ -3,6 +3,7 @@
  * connection by path with LIST/ATTACH/SIGNAL, large file transfers with backpressure, errors,
  * destroying a sandbox under pending requests; then against a hostile "init" played by the test
  * on a socketpair. Sandboxes live under /run/warren-test-agent and cgroup warren-test-agent. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1018,6 +1019,27 @@ static void test_hostile_hello(void)
     (void)unlink(path);
 }
 
+/* Remove the test's cgroup parent (empty once every sandbox is destroyed) from every hierarchy:
+ * /sys/fs/cgroup/<name> on a unified host, /sys/fs/cgroup/<controller>/<name> under v1. */
+static void remove_cgroup_parent(const char *name)
+{
+    char path[PATH_MAX];
+    DIR *d = opendir("/sys/fs/cgroup");
+    struct dirent *de;
+
+    snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", name);
+    (void)rmdir(path);
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/%s", de->d_name, name);
+        if (rmdir(path) < 0 && errno != ENOENT && errno != ENOTDIR)
+            ok(0, "remove the test's cgroup parent %s: %s", path, strerror(errno));
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
 int main(void)
 {
     struct wr_runtime_config cfg = {.run_dir = "/run/warren-test-agent",
@@ -1088,5 +1110,6 @@ out:
     uv_run(loop, UV_RUN_DEFAULT);
     ok(uv_loop_close(loop) == 0, "every handle closed (nothing left on the loop)");
     wr_runtime_close(rt);
+    remove_cgroup_parent(cfg.cgroup_parent);
     return done();
 }
