@@ -8,11 +8,13 @@
 #include "http.h"
 
 struct wr_images;
+struct wr_space;
 struct wr_e2b;
 
 struct wr_api {
     struct wr_manager *mgr;
     struct wr_images *images;
+    struct wr_space *space; /* the state filesystem's space (core/space.h), or NULL */
     struct wr_store *store;
     uv_loop_t *loop;
     const char *version;

@@ -38,6 +38,9 @@ void api_pending_deleted(void *ctx, const struct wr_err *err);
 
 /* Map an error kind to an HTTP status and answer with it. */
 void api_error(struct wr_http_req *req, const struct wr_err *err);
+/* The HTTP status and the JSON error code api_error answers err with (an errno of the sandbox's
+ * own keeps its meaning: ENOENT is 404, ENOSPC 507 `no_space`). */
+int api_error_status(const struct wr_err *err, const char **code);
 int api_status_of(enum wr_err_kind kind);
 
 /* JSON of a sandbox record. */

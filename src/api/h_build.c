@@ -14,6 +14,7 @@
 
 #include "../core/images.h"
 #include "../core/manager.h"
+#include "../core/space.h"
 #include "../proto/proto.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
@@ -111,8 +112,10 @@ static void on_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_b
             json_decref(j);
             wr_http_resp_end(b->req);
         } else if (b->streaming) {
-            j = json_pack("{s:s,s:s,s:s}", "type", "error", "code", wr_err_kind_name(err->kind),
-                          "message", err->msg);
+            const char *code;
+            int status = api_error_status(err, &code);
+            j = json_pack("{s:s,s:s,s:s,s:i}", "type", "error", "code", code, "message", err->msg,
+                          "status", status);
             if (fail != NULL) {
                 if (fail->step)
                     json_object_set_new(j, "step", json_integer(fail->step));
@@ -165,12 +168,16 @@ static void dockerfile_body(struct wr_http_req *req, const char *body, size_t le
 static void context_data(struct wr_http_req *req, const char *p, size_t n)
 {
     struct build_ctx *b = wr_http_req_data(req);
+    struct wr_err err = {0};
 
     if (b->fd < 0)
         return;
     b->received += n;
-    if (b->received > MAX_CONTEXT || wr_write_all(b->fd, p, n) < 0) {
-        int e = errno;
+    if (b->received > MAX_CONTEXT ||
+        wr_space_admit(b->api->space, "store the build context", n, &err) < 0 ||
+        wr_write_all(b->fd, p, n) < 0) {
+        if (b->received <= MAX_CONTEXT && err.kind == WR_EOK)
+            wr_err_sys(&err, "store the build context");
         close(b->fd);
         b->fd = -1;
         (void)unlink(b->tar_path);
@@ -178,7 +185,7 @@ static void context_data(struct wr_http_req *req, const char *p, size_t n)
             wr_http_respond_error(req, 413, "too_large", "the build context is over %llu GiB",
                                   (unsigned long long)(MAX_CONTEXT >> 30));
         else
-            wr_http_respond_error(req, 500, "system", "store the build context: %s", strerror(e));
+            api_error(req, &err);
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include "../core/images.h"
 #include "../core/oci.h"
+#include "../core/space.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/xalloc.h"
@@ -93,7 +94,9 @@ static void import_data(struct wr_http_req *req, const char *p, size_t n)
 
     if (c == NULL || c->failed)
         return;
-    if (wr_write_all(c->fd, p, n) < 0) {
+    if (wr_space_admit(c->api->space, "store the archive", n, &c->werr) < 0)
+        c->failed = true;
+    else if (wr_write_all(c->fd, p, n) < 0) {
         wr_err_sys(&c->werr, "store the archive");
         c->failed = true;
     }

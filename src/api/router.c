@@ -75,7 +75,7 @@ void api_pending_deleted(void *ctx, const struct wr_err *err)
         wr_http_respond(req, 204, NULL, NULL, 0);
 }
 
-void api_error(struct wr_http_req *req, const struct wr_err *err)
+int api_error_status(const struct wr_err *err, const char **code)
 {
     int status = api_status_of(err->kind);
 
@@ -113,14 +113,21 @@ void api_error(struct wr_http_req *req, const struct wr_err *err)
             break;
         }
     }
-    wr_http_respond_error(req, status,
-                          status == 404   ? "not_found"
-                          : status == 409 ? "conflict"
-                          : status == 403 ? "forbidden"
-                          : status == 400 ? "invalid"
-                          : status == 507 ? "no_space"
-                                          : wr_err_kind_name(err->kind),
-                          "%s", err->msg);
+    *code = status == 404   ? "not_found"
+            : status == 409 ? "conflict"
+            : status == 403 ? "forbidden"
+            : status == 400 ? "invalid"
+            : status == 507 ? "no_space"
+                            : wr_err_kind_name(err->kind);
+    return status;
+}
+
+void api_error(struct wr_http_req *req, const struct wr_err *err)
+{
+    const char *code;
+    int status = api_error_status(err, &code);
+
+    wr_http_respond_error(req, status, code, "%s", err->msg);
 }
 
 void api_time(int64_t ms, char out[32])

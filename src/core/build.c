@@ -24,6 +24,7 @@
 #include "dockerfile.h"
 #include "images.h"
 #include "oci.h"
+#include "space.h"
 
 struct build {
     struct wr_manager *m;
@@ -528,11 +529,16 @@ static bool path_escapes(const char *p)
 
 /* Unpack the tar (optionally compressed) at tar into dir, an existing directory given by its
  * real path (the entries are written at dir/<name>): nothing outside dir (no absolute paths,
- * no `..`, nothing through a symlink), no device nodes, owned by root. */
-static int extract_context(const char *tar, const char *dir, struct wr_err *err)
+ * no `..`, nothing through a symlink), no device nodes, owned by root. The daemon writes it as
+ * root, so it checks every CONTEXT_CHECK_BYTES that the tenants' room (space.h) is not spent:
+ * a compressed context cannot inflate into the daemon's reserve. */
+#define CONTEXT_CHECK_BYTES (4u << 20)
+static int extract_context(const struct wr_space *space, const char *tar, const char *dir,
+                           struct wr_err *err)
 {
     struct archive *a = archive_read_new(), *w = archive_write_disk_new();
     struct archive_entry *e;
+    uint64_t unchecked = 0;
     int r, ret = 0;
 
     archive_read_support_format_tar(a);
@@ -578,11 +584,24 @@ static int extract_context(const char *tar, const char *dir, struct wr_err *err)
             const void *buf;
             size_t size;
             la_int64_t off;
-            while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK)
+            while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK) {
                 if (archive_write_data_block(w, buf, size, off) < ARCHIVE_OK) {
                     r = ARCHIVE_FATAL;
                     break;
                 }
+                unchecked += size;
+                if (unchecked >= CONTEXT_CHECK_BYTES) {
+                    unchecked = 0;
+                    if (wr_space_admit(space, "unpack the build context", 0, err) < 0) {
+                        ret = -1;
+                        goto out;
+                    }
+                }
+            }
+            if (r == ARCHIVE_FATAL && (archive_errno(w) == ENOSPC || archive_errno(w) == EDQUOT)) {
+                ret = wr_err_set(err, WR_ESYS, archive_errno(w), "unpack the build context");
+                goto out;
+            }
             if (r != ARCHIVE_EOF) {
                 ret = wr_err_set(err, WR_EINVAL, 0, "the build context: `%s`: %s", path,
                                  archive_error_string(r == ARCHIVE_FATAL ? w : a));
@@ -634,7 +653,7 @@ static void prep_run(uv_work_t *w)
         free(b->context_dir_fs);
         b->context_dir_fs = real;
     }
-    if (extract_context(b->context_tar, b->context_dir_fs, &p->err) < 0 ||
+    if (extract_context(b->m->cfg.space, b->context_tar, b->context_dir_fs, &p->err) < 0 ||
         wr_layer_digest(b->context_root, b->ctx_digest, &bytes, &p->err) < 0)
         return;
     if (b->dockerfile == NULL) {
@@ -835,6 +854,10 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
                    "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
                    "with `.` or `snap-`",
                    req->name);
+        finish(b, NULL, &err);
+        return;
+    }
+    if (wr_space_admit(m->cfg.space, "build", 0, &err) < 0) {
         finish(b, NULL, &err);
         return;
     }

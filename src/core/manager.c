@@ -17,6 +17,7 @@
 
 #include "../runtime/layer.h"
 #include "../runtime/quota.h"
+#include "space.h"
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
@@ -779,6 +780,11 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         cb(ctx, NULL, false, &err, 5);
         return;
     }
+    if (wr_space_admit(m->cfg.space, "create", 0, &err) < 0) {
+        wr_image_fini(&img);
+        cb(ctx, NULL, false, &err, 0);
+        return;
+    }
     if (m->committed + memory > m->cfg.max_memory_bytes) {
         uint64_t have = m->cfg.max_memory_bytes - m->committed;
         wr_image_fini(&img);
@@ -1285,6 +1291,10 @@ static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_
     if (m->count >= m->cfg.max_sandboxes ||
         m->committed + sb->memory_bytes > m->cfg.max_memory_bytes) {
         wr_err_set(&err, WR_ELIMIT, 0, "the host has no room to resume sandbox `%s`", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (wr_space_admit(m->cfg.space, "resume", 0, &err) < 0) {
         cb(ctx, NULL, &err);
         return;
     }

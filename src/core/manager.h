@@ -27,6 +27,7 @@
 #include "agent.h"
 
 struct wr_runtime;
+struct wr_space;
 struct wr_manager;
 struct wr_msb;  /* a managed, running sandbox */
 struct wr_proc; /* a process started through the API */
@@ -36,6 +37,7 @@ struct wr_manager_config {
     struct wr_store *store;
     struct wr_runtime *rt;
     struct wr_images *images;      /* images, the layer store and writable layers (images.h) */
+    struct wr_space *space;        /* the state filesystem's space (space.h); NULL: unchecked */
     const char *volumes_dir;       /* <dir>/<volume id>/data: the volumes' files */
     uint32_t default_timeout_s;    /* 0: 300 */
     uint32_t max_timeout_s;        /* 0: 86400 */

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include "../image/image.h"
+#include "../runtime/creds.h"
 #include "../runtime/layer.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "space.h"
 
 struct oci_work {
     uv_work_t w;
@@ -56,6 +58,39 @@ static int make_dir(const char *path, mode_t mode, struct wr_err *err)
     return 0;
 }
 
+/* What a registry or an archive brings is written for a tenant (runtime/creds.h): the blobs
+ * fetched, and the layers unpacked (every entry gets its owner from the tar). */
+static int unpack_as_tenant(const struct wr_oci_layer *l, const char *fs, struct wr_err *err)
+{
+    struct wr_creds_saved saved;
+    int rc;
+
+    if (wr_creds_tenant_begin(&saved, err) < 0)
+        return -1;
+    rc = wr_oci_unpack_layer(l, fs, err);
+    wr_creds_tenant_end(&saved);
+    return rc;
+}
+
+static int fetch_as_tenant(struct oci_work *o, const char *work, struct wr_oci_image *img)
+{
+    struct wr_registry_opts ro = {.username = o->username,
+                                  .password = o->password,
+                                  .insecure = o->insecure,
+                                  .allow_private = o->admin};
+    struct wr_creds_saved saved;
+    int rc;
+
+    if (wr_creds_tenant_begin(&saved, &o->err) < 0)
+        return -1;
+    if (o->archive != NULL)
+        rc = wr_oci_archive_read(o->archive, work, img, &o->err);
+    else
+        rc = wr_registry_pull(o->image, &ro, work, img, &o->err);
+    wr_creds_tenant_end(&saved);
+    return rc;
+}
+
 /* Unpack every layer into its own directory under layers/.tmp, then install them all: a layer
  * that fails its checks leaves nothing installed. */
 static int unpack_and_install(struct oci_work *o, const struct wr_oci_image *img)
@@ -71,7 +106,7 @@ static int unpack_and_install(struct oci_work *o, const struct wr_oci_image *img
         made = i + 1;
         fs = xasprintf("%s/fs", tmps[i]);
         if (make_dir(tmps[i], 0700, &o->err) < 0 || make_dir(fs, 0755, &o->err) < 0 ||
-            wr_oci_unpack_layer(&img->layers[i], fs, &o->err) < 0) {
+            unpack_as_tenant(&img->layers[i], fs, &o->err) < 0) {
             wr_err_wrap(&o->err, "layer %zu of %zu", i + 1, img->nlayers);
             goto out;
         }
@@ -106,19 +141,8 @@ static void oci_run(uv_work_t *w)
     struct wr_oci_image img = {0};
 
     o->rc = -1;
-    if (make_dir(work, 0700, &o->err) < 0)
+    if (make_dir(work, 0700, &o->err) < 0 || fetch_as_tenant(o, work, &img) < 0)
         goto out;
-    if (o->archive != NULL) {
-        if (wr_oci_archive_read(o->archive, work, &img, &o->err) < 0)
-            goto out;
-    } else {
-        struct wr_registry_opts ro = {.username = o->username,
-                                      .password = o->password,
-                                      .insecure = o->insecure,
-                                      .allow_private = o->admin};
-        if (wr_registry_pull(o->image, &ro, work, &img, &o->err) < 0)
-            goto out;
-    }
     if (o->archive != NULL) /* extracted: the tarball is not needed any more */
         (void)unlink(o->archive);
     if (unpack_and_install(o, &img) < 0)
@@ -288,7 +312,8 @@ void wr_oci_start(struct wr_manager *m, const struct wr_oci_request *req, wr_oci
     struct oci_work *o;
     struct wr_err err;
 
-    if (wr_oci_check(m, req, &err) < 0) {
+    if (wr_oci_check(m, req, &err) < 0 ||
+        wr_space_admit(m->cfg.space, req->archive ? "import" : "pull", 0, &err) < 0) {
         if (req->archive != NULL)
             (void)unlink(req->archive);
         cb(ctx, NULL, &err);

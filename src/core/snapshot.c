@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "../runtime/creds.h"
 #include "../runtime/layer.h"
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
@@ -13,6 +15,7 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "space.h"
 
 static uint64_t mono_ns(void)
 {
@@ -38,6 +41,24 @@ struct snap_work {
     void *ctx;
 };
 
+/* A copy of the sandbox's files is the daemon writing for a tenant (runtime/creds.h). */
+static int capture_as_tenant(const char *home, const char *dst, const struct wr_fs_info *fs,
+                             struct wr_err *err)
+{
+    struct wr_creds_saved saved;
+    int rc;
+
+    if (wr_creds_tenant_begin(&saved, err) < 0)
+        return -1;
+    rc = wr_layer_capture(home, dst, fs, err);
+    wr_creds_tenant_end(&saved);
+    /* The directory made under the tenant's fsid belongs to the store (its fs/ has the
+     * sandbox's own owner, copied). */
+    if (rc == 0 && lchown(dst, 0, 0) < 0)
+        rc = wr_err_sys(err, "chown `%s`", dst);
+    return rc;
+}
+
 static void snap_run(uv_work_t *w)
 {
     struct snap_work *s = w->data;
@@ -52,7 +73,7 @@ static void snap_run(uv_work_t *w)
         return;
     }
     t1 = mono_ns();
-    s->rc = wr_layer_capture(s->home, s->tmp, fs, &s->err);
+    s->rc = capture_as_tenant(s->home, s->tmp, fs, &s->err);
     t2 = mono_ns();
     if (s->rt_sb != NULL && wr_sandbox_freeze(s->rt_sb, false, &e2) < 0)
         log_warn("sandbox %s: thaw after a snapshot: %s", wr_sandbox_id(s->rt_sb), e2.msg);
@@ -132,7 +153,8 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
     struct wr_msb *sb = wr__lookup(m, team, id, &err);
 
-    if (sb == NULL || wr__check_settled(sb, &err) < 0)
+    if (sb == NULL || wr__check_settled(sb, &err) < 0 ||
+        wr_space_admit(m->cfg.space, "snapshot", 0, &err) < 0)
         goto fail;
     if (name != NULL && !wr_images_user_name_valid(name)) {
         wr_err_set(&err, WR_EINVAL, 0,
@@ -289,6 +311,11 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
         return;
     }
     if (wr_store_sandbox_get(m->cfg.store, req->team, req->id, &rec, &err) < 0) {
+        cb(ctx, NULL, 0, NULL, 0, NULL, &err);
+        return;
+    }
+    if (wr_space_admit(m->cfg.space, "fork", 0, &err) < 0) {
+        wr_sandbox_rec_fini(&rec);
         cb(ctx, NULL, 0, NULL, 0, NULL, &err);
         return;
     }

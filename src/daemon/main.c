@@ -16,6 +16,7 @@
 #include "../api/api.h"
 #include "../core/images.h"
 #include "../core/manager.h"
+#include "../core/space.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "../util/cleanup.h"
@@ -38,6 +39,7 @@ struct options {
     uint32_t default_timeout, max_timeout;
     uint32_t pool;
     uint32_t warm;
+    uint64_t disk_reserve;
 };
 
 static void usage(FILE *f)
@@ -56,6 +58,9 @@ static void usage(FILE *f)
            "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
            "  --warm N               sandboxes of the base template kept started ahead of creates\n"
            "                         (2; 0: none)\n"
+           "  --disk-reserve SIZE    space on the state filesystem kept for the daemon: no new\n"
+           "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
+           "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
            "  --log-level LEVEL      debug, info, warn, error (info)\n");
 }
@@ -75,7 +80,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_INIT,
         O_LOG,
         O_POOL,
-        O_WARM
+        O_WARM,
+        O_RESERVE
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -91,6 +97,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"log-level", required_argument, NULL, O_LOG},
         {"pool", required_argument, NULL, O_POOL},
         {"warm", required_argument, NULL, O_WARM},
+        {"disk-reserve", required_argument, NULL, O_RESERVE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -150,6 +157,10 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (wr_parse_uint(optarg, 64, &v, &err) < 0)
                 goto bad;
             o->warm = (uint32_t)v;
+            break;
+        case O_RESERVE:
+            if (wr_parse_size(optarg, &o->disk_reserve, &err) < 0)
+                goto bad;
             break;
         case 'h':
             usage(stdout);
@@ -306,11 +317,13 @@ int main(int argc, char **argv)
         .listen = "127.0.0.1:7860",
         .pool = 4,
         .warm = 2,
+        .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
     struct wr_store *store = NULL;
     struct wr_images *images = NULL;
+    struct wr_space *space = NULL;
     struct wr_err err;
     struct wr_api api = {0};
     char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL, *warm_dir = NULL;
@@ -397,7 +410,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
-    if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0) {
+    if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
+        wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
@@ -407,6 +421,7 @@ int main(int argc, char **argv)
             .store = store,
             .rt = rt,
             .images = images,
+            .space = space,
             .volumes_dir = volumes,
             .warm = o.warm,
             .warm_dir = warm_dir,
@@ -421,7 +436,13 @@ int main(int argc, char **argv)
         }
     }
     api = (struct wr_api){
-        .mgr = manager, .images = images, .store = store, .loop = loop, .version = WARREN_VERSION};
+        .mgr = manager,
+        .images = images,
+        .space = space,
+        .store = store,
+        .loop = loop,
+        .version = WARREN_VERSION,
+    };
     the_api = &api;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
@@ -465,6 +486,7 @@ int main(int argc, char **argv)
     rc = 0;
 out:
     wr_images_close(images);
+    wr_space_free(space);
     wr_runtime_close(rt);
     wr_store_close(store);
     free(host);

@@ -93,7 +93,9 @@ static int walk(const struct unpack *u, char **comp, size_t n, bool create, stru
     for (size_t i = 0; i < n; i++) {
         int next = openat(fd, comp[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0 && errno == ENOENT && create) {
-            if (mkdirat(fd, comp[i], 0755) < 0 && errno != EEXIST) {
+            /* root's even when the caller's fsuid is not (runtime/creds.h) */
+            if ((mkdirat(fd, comp[i], 0755) < 0 && errno != EEXIST) ||
+                fchownat(fd, comp[i], 0, 0, AT_SYMLINK_NOFOLLOW) < 0) {
                 wr_err_sys(err, "mkdir `%s`", comp[i]);
                 close(fd);
                 return -1;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/log.h"
 #include "../util/xalloc.h"
 
 /* How long a statement waits for another connection's lock before SQLITE_BUSY. Only warrend
@@ -50,9 +51,11 @@ int wr__store_fail(sqlite3 *db, struct wr_err *err, const char *fmt, ...)
         else
             kind = WR_ECONFLICT;
         break;
+    case SQLITE_FULL: /* the filesystem's space; answered 507, not 500 */
+        errnum = ENOSPC;
+        break;
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
-    case SQLITE_FULL:
         errnum = sqlite3_system_errno(db);
         break;
     default:
@@ -153,6 +156,30 @@ static int pragma_expect(sqlite3 *db, const char *sql, const char *want, struct 
     return ret;
 }
 
+/* A filesystem filled by tenants must not stop the daemon recording a deadline or a delete. So
+ * the store keeps room of its own: at open it writes SPARE_BYTES into a scratch table and
+ * deletes them again. The pages stay in the database file as its freelist (auto_vacuum is off),
+ * their blocks allocated by that write, and the WAL file has grown as large, which SQLite
+ * overwrites from its start after each checkpoint and never truncates while the daemon runs
+ * (journal_size_limit -1). Later writes reuse both before the files need a new block. Best
+ * effort: on a filesystem full already it keeps what fits. */
+#define SPARE_BYTES (8 << 20)
+
+static void keep_spare_room(sqlite3 *db, const char *path)
+{
+    char sql[160];
+
+    snprintf(sql, sizeof(sql),
+             "CREATE TABLE IF NOT EXISTS spare_room(b BLOB); "
+             "INSERT INTO spare_room VALUES (zeroblob(%d))",
+             SPARE_BYTES);
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        log_warn("database `%s`: no spare room kept: %s", path, sqlite3_errmsg(db));
+    (void)sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL);
+    if (sqlite3_exec(db, "DROP TABLE IF EXISTS spare_room", NULL, NULL, NULL) != SQLITE_OK)
+        log_warn("database `%s`: drop the spare room: %s", path, sqlite3_errmsg(db));
+}
+
 int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
 {
     __attribute__((cleanup(sqlite_closep))) sqlite3 *db = NULL;
@@ -181,8 +208,10 @@ int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
      * crash can lose the last commits, never corrupt the file. See docs/design/store.md. */
     if (pragma_expect(db, "PRAGMA journal_mode = WAL", "wal", err) < 0)
         return wr_err_wrap(err, "open database `%s`", path);
-    if (sqlite3_exec(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON", NULL, NULL,
-                     NULL) != SQLITE_OK)
+    if (sqlite3_exec(db,
+                     "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; "
+                     "PRAGMA temp_store = MEMORY",
+                     NULL, NULL, NULL) != SQLITE_OK)
         return wr__store_fail(db, err, "open database `%s`: pragmas", path);
     if (pragma_expect(db, "PRAGMA synchronous", "1", err) < 0 ||
         pragma_expect(db, "PRAGMA foreign_keys", "1", err) < 0)
@@ -190,6 +219,7 @@ int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
 
     if (wr__store_migrate(db, wr__migrations, wr__n_migrations, err) < 0)
         return wr_err_wrap(err, "open database `%s`", path);
+    keep_spare_room(db, path);
 
     s = xcalloc(1, sizeof(*s));
     s->db = steal_pointer(&db);

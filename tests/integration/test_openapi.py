@@ -946,6 +946,15 @@ COVERED_ELSEWHERE = {
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
     ("/v1/templates/pull", "post", 422),
+    # A full state filesystem: test_disk_space.py fills one.
+    ("/v1/sandboxes", "post", 507),
+    ("/v1/sandboxes/{id}/files", "put", 507),
+    ("/v1/sandboxes/{id}/fork", "post", 507),
+    ("/v1/sandboxes/{id}/resume", "post", 507),
+    ("/v1/sandboxes/{id}/snapshots", "post", 507),
+    ("/v1/templates/build", "post", 507),
+    ("/v1/templates/import", "post", 507),
+    ("/v1/templates/pull", "post", 507),
 }
 
 
