@@ -133,6 +133,68 @@ def test_list_pagination(daemon, sbx):
             api(daemon, "DELETE", "/sandboxes/" + i)
 
 
+def time_left(daemon, sid):
+    """Seconds until the sandbox's endAt (E2B's SandboxDetail)."""
+    import datetime
+    st, _, j = api(daemon, "GET", "/sandboxes/" + sid)
+    assert st == 200, j
+    end = datetime.datetime.strptime(j["endAt"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return (end.replace(tzinfo=datetime.timezone.utc) -
+            datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
+
+def test_connect_and_refreshes_never_shorten(daemon):
+    # E2B's connect and refreshes keep a sandbox alive at least that long (KeepAliveFor with
+    # allowShorter false); only /timeout sets the deadline earlier.
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "timeout": 3600})
+    assert st == 201, j
+    sid = j["sandboxID"]
+    try:
+        for path in ("/sandboxes/%s/connect", "/v2/sandboxes/%s/connect"):
+            st, _, j = api(daemon, "POST", path % sid, {"timeout": 300})  # what every SDK sends
+            assert st == 200 and j["sandboxID"] == sid, j
+            assert 3590 < time_left(daemon, sid) <= 3600
+        st, _, b = req(daemon, "POST", "/sandboxes/%s/refreshes" % sid, None,
+                       {"X-API-KEY": daemon.admin_key})
+        assert st == 204, b
+        assert 3590 < time_left(daemon, sid) <= 3600
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 60})
+        assert st == 204 and 3590 < time_left(daemon, sid) <= 3600
+        # /timeout shortens; refreshes and connect then extend, by their own amount only.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/timeout" % sid, {"timeout": 120})
+        assert st == 204 and 110 < time_left(daemon, sid) <= 120
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {})
+        assert st == 204 and 110 < time_left(daemon, sid) <= 120
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 600})
+        assert st == 204 and 590 < time_left(daemon, sid) <= 600
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 900})
+        assert st == 200 and 890 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {})
+        assert st == 200 and 880 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 3601})
+        assert st == 400 and j["code"] == 400
+        # A paused sandbox keeps its time left through a connect with less.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        assert st == 204, j
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 300})
+        assert st == 201, j
+        assert 870 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 1800})
+        assert st == 201 and 1790 < time_left(daemon, sid) <= 1800
+    finally:
+        api(daemon, "DELETE", "/sandboxes/" + sid)
+    # Refreshes without a body keep a short-lived sandbox for E2B's default of 15 s.
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "timeout": 5})
+    assert st == 201, j
+    try:
+        st, _, b = req(daemon, "POST", "/sandboxes/%s/refreshes" % j["sandboxID"], None,
+                       {"X-API-KEY": daemon.admin_key})
+        assert st == 204 and 10 < time_left(daemon, j["sandboxID"]) <= 15
+    finally:
+        api(daemon, "DELETE", "/sandboxes/" + j["sandboxID"])
+
+
 # ---- envd: auth and routing ----------------------------------------------------------------------
 
 def test_access_token(daemon, sbx):
