@@ -346,6 +346,20 @@ static bool host_route(const char *host, unsigned *port, char *id, size_t idsize
     return true;
 }
 
+/* A sandbox id as the daemon makes them: 1 to 64 of [A-Za-z0-9_-] (the header's value is the
+ * client's bytes, echoed in the 502). */
+static bool id_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)id[i]) && id[i] != '_' && id[i] != '-')
+            return false;
+    return true;
+}
+
 /* What E2B's proxy answers for a sandbox it cannot reach. */
 static void not_reachable(struct wr_http_req *req, const char *id, const char *msg)
 {
@@ -467,7 +481,7 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req)
     }
     if (id != NULL) {
         wr_http_req_numeric_errors(req);
-        if (id[0] == '\0' || strlen(id) > 64) {
+        if (!id_ok(id)) {
             not_reachable(req, "", "The sandbox was not found");
             return true;
         }

@@ -287,9 +287,9 @@ static void forked(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struc
                 json_array_append_new(
                     arr, json_pack("{s:o}", "sandbox", sandbox_json(o->api, &recs[i])));
             for (size_t i = 0; i < nerrs; i++)
-                json_array_append_new(arr, json_pack("{s:{s:i,s:s}}", "error", "code",
+                json_array_append_new(arr, json_pack("{s:{s:i,s:o}}", "error", "code",
                                                      api_status_of(errs[i].kind), "message",
-                                                     errs[i].msg));
+                                                     api_json_message(errs[i].msg)));
             wr_http_respond_json(req, 201, arr);
         }
     }

@@ -127,9 +127,10 @@ static void send_next(struct upload *u)
         json_t *arr = json_array();
         for (size_t i = 0; i < u->nfiles; i++) {
             const char *slash = strrchr(u->files[i].path, '/');
-            json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name",
-                                                 slash && slash[1] ? slash + 1 : u->files[i].path,
-                                                 "type", "file", "path", u->files[i].path));
+            json_array_append_new(
+                arr, json_pack("{s:o,s:s,s:o}", "name",
+                               api_json_text(slash && slash[1] ? slash + 1 : u->files[i].path),
+                               "type", "file", "path", api_json_text(u->files[i].path)));
         }
         u->done = true;
         wr_http_respond_json(u->req, 200, arr);
@@ -193,7 +194,7 @@ static int inflate_body(const char *p, size_t n, struct wr_buf *out, struct wr_e
         out->len += 256 * 1024 - z.avail_out;
         if (out->len > MAX_UPLOAD) {
             inflateEnd(&z);
-            return wr_err_set(err, WR_ELIMIT, 0, "the upload inflates to more than %u MiB",
+            return wr_err_set(err, WR_ETOOBIG, 0, "the upload inflates to more than %u MiB",
                               MAX_UPLOAD >> 20);
         }
     } while (rc == Z_OK);
@@ -286,7 +287,7 @@ static int parse_multipart(struct upload *u, const char *ctype, const char *quer
         }
         if (name != NULL && strcmp(name, "file") == 0) {
             if (u->nfiles == MAX_FILES)
-                return wr_err_set(err, WR_ELIMIT, 0, "at most %d files in one upload", MAX_FILES);
+                return wr_err_set(err, WR_ETOOBIG, 0, "at most %d files in one upload", MAX_FILES);
             u->files[u->nfiles].path = filename ? xstrdup(filename) : NULL;
             u->files[u->nfiles].data = (const uint8_t *)data;
             u->files[u->nfiles].len = (size_t)(next - data);

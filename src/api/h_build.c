@@ -111,8 +111,8 @@ static void on_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_b
             json_decref(j);
             wr_http_resp_end(b->req);
         } else if (b->streaming) {
-            j = json_pack("{s:s,s:s,s:s}", "type", "error", "code", wr_err_kind_name(err->kind),
-                          "message", err->msg);
+            j = json_pack("{s:s,s:s,s:o}", "type", "error", "code", wr_err_kind_name(err->kind),
+                          "message", api_json_message(err->msg));
             if (fail != NULL) {
                 if (fail->step)
                     json_object_set_new(j, "step", json_integer(fail->step));

@@ -997,8 +997,8 @@ int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char
     sb = wr__lookup(m, team, id, err);
     if (sb == NULL)
         return -1;
-    if (timeout_s == 0 || (sb->paused ? sb->remaining_ms
-                                      : sb->deadline_ms - wr__core_now_ms()) >= want)
+    if (timeout_s == 0 ||
+        (sb->paused ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
         return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
     return wr_manager_set_timeout(m, team, id, timeout_s, rec, err);
 }

@@ -298,6 +298,12 @@ def test_stream_errors(daemon, sbx):
         "invalid_argument"
     assert end_error(envelope(ok), **{"Content-Type": "application/json"}) == "invalid_argument"
     assert end_error(envelope({"process": {"pid": 4242}})) == "invalid_argument"  # no cmd
+    # A command line over the protocol's frame (1 MiB) is too large, not a rate limit to retry.
+    assert end_error(envelope({"process": {"cmd": "/bin/true", "args": ["x" * (2 << 20)]}})) == \
+        "invalid_argument"
+    st, _, b = native(daemon, "POST", "/v1/sandboxes/%s/exec" % sbx["sandboxID"],
+                      json.dumps({"cmd": ["/bin/true", "x" * (2 << 20)]}).encode())
+    assert st == 413 and json.loads(b)["code"] == "too_large", b
     # Oversized: the server refuses the body before reading it all.
     big = envelope({"process": {"cmd": "/bin/true", "args": ["x" * (5 << 20)]}})
     st, _, b = stream(daemon, sbx, "process.Process/Start", big)
@@ -358,6 +364,68 @@ def test_files_upload_download(daemon, sbx):
     st, _, b = req(daemon, "POST", "/files?path=/tmp/x", b"not gzip",
                    dict(h, **{"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"}))
     assert st == 400
+
+
+def native(daemon, method, path, body=None):
+    return req(daemon, method, path, body, {"Authorization": "Bearer " + daemon.admin_key})
+
+
+def test_bytes_that_are_not_utf8_always_encode(daemon, sbx):
+    # Paths, names and messages carry the sandbox's and the client's bytes: every JSON the daemon
+    # writes encodes them (U+FFFD in data, \xNN in messages) instead of failing with a 500.
+    sid, h = sbx["sandboxID"], envd_headers(sbx)
+    st, _, b = native(daemon, "GET", "/v1/sandboxes/%s/files?path=/tmp/%%ff%%fe" % sid)
+    j = json.loads(b)
+    assert st == 404 and j["code"] == "not_found" and "\\xff\\xfe" in j["message"], (st, j)
+    st, _, b = req(daemon, "GET", "/files?path=/tmp/%ff%fe", None, h)
+    j = json.loads(b)
+    assert st == 404 and j["code"] == 404 and "\\xff\\xfe" in j["message"], (st, j)
+    st, _, b = native(daemon, "GET", "/v1/no/such/%ff")
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": "\xff"})
+    assert st == 502 and json.loads(b)["code"] == 502
+    # A message cut inside a character (a long path of two-byte characters) still encodes.
+    long = "/tmp/" + "/".join(["\u00e9" * 100] * 4)
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/Stat", {"path": long})
+    assert st == 404 and json.loads(b)["code"] == "not_found", b
+    st, _, b = stream(daemon, sbx, "filesystem.Filesystem/WatchDir", envelope({"path": long}))
+    assert frames(b)[-1][1]["error"]["code"] == "not_found"
+    # A file whose name is not UTF-8: listed, stat'ed and watched with U+FFFD for the bytes.
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp"})
+    assert st == 200, b
+    wid = json.loads(b)["watcherId"]
+    st, _, b = native(daemon, "PUT", "/v1/sandboxes/%s/files?path=/tmp/u/%%ff%%fe.txt" % sid, b"x")
+    assert st == 201, b
+    assert json.loads(b)["name"] == "\ufffd\ufffd.txt"
+    st, _, b = native(daemon, "GET", "/v1/sandboxes/%s/files/list?path=/tmp/u" % sid)
+    assert st == 200, b
+    assert [(e["name"], e["path"], e["type"]) for e in json.loads(b)["entries"]] == \
+        [("\ufffd\ufffd.txt", "/tmp/u/\ufffd\ufffd.txt", "file")]
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/ListDir", {"path": "/tmp/u"})
+    assert st == 200, b
+    assert [(e["name"], e["path"], e["type"]) for e in json.loads(b)["entries"]] == \
+        [("\ufffd\ufffd.txt", "/tmp/u/\ufffd\ufffd.txt", "FILE_TYPE_FILE")]
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert st == 200 and any(e["name"] == "u" for e in json.loads(b)["events"]), b
+    unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/u"})
+    wid = json.loads(b)["watcherId"]
+    native(daemon, "PUT", "/v1/sandboxes/%s/files?path=/tmp/u/%%80" % sid, b"y")
+    events = []
+    for _ in range(100):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        events += json.loads(b)["events"]
+        if any(e["name"] == "\ufffd" for e in events):
+            break
+        time.sleep(0.05)
+    assert any(e["name"] == "\ufffd" for e in events), events
+    unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    # A multipart upload to a name that is not UTF-8 answers its entry.
+    body = (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/u/\xfa\"\r\n\r\n"
+            b"z\r\n--B--\r\n")
+    st, _, b = req(daemon, "POST", "/files", body,
+                   dict(h, **{"Content-Type": "multipart/form-data; boundary=B"}))
+    assert st == 200 and json.loads(b) == [{"name": "\ufffd", "type": "file", "path": "/tmp/u/\ufffd"}], b
 
 
 def test_signed_download(daemon, sbx):
