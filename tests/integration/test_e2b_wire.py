@@ -229,11 +229,8 @@ def test_routing(daemon, sbx):
     st, _, b = req(daemon, "GET", "/", None, {"Host": "8080-%s.warren.test" % sid})
     j = json.loads(b)
     assert st == 502 and j["code"] == 502 and "reserved" in j["message"]
-    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid})
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(sbx))
     assert st == 204
-    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": "nosuchsandbox00000"})
-    j = json.loads(b)
-    assert st == 502 and j["sandboxId"] == "nosuchsandbox00000" and j["code"] == 502
     h = envd_headers(sbx, token="x")
     h["E2b-Sandbox-Id"] = "nosuchsandbox00000"
     st, _, b = req(daemon, "POST", "/process.Process/List", b"{}", h)
@@ -241,6 +238,42 @@ def test_routing(daemon, sbx):
     # The native API is untouched.
     st, _, b = req(daemon, "GET", "/v1/health")
     assert st == 200
+
+
+def test_health_says_nothing_without_a_credential(daemon, sbx):
+    # envd's /health tells a running sandbox (204) from one that is not (502) only to a caller
+    # with its access token or a key of its team; to anyone else every id looks the same.
+    sid = sbx["sandboxID"]
+    st, _, gone = api(daemon, "POST", "/sandboxes", {"templateID": "base"})
+    assert st == 201
+    api(daemon, "DELETE", "/sandboxes/" + gone["sandboxID"])
+    answers = set()
+    for i in (sid, gone["sandboxID"], "nosuchsandbox00000"):
+        for extra in ({}, {"X-Access-Token": "0" * 64}, {"X-Access-Token": "x"}):
+            st, _, b = req(daemon, "GET", "/health", None, dict({"E2b-Sandbox-Id": i}, **extra))
+            answers.add((st, b.replace(i.encode(), b"ID")))
+    assert len(answers) == 2 and {a[0] for a in answers} == {401}, answers  # missing or wrong
+    st, _, b = req(daemon, "GET", "/health", None, {"Host": "49983-%s.warren.test" % sid})
+    assert st == 401
+    # The sandbox's own token (also one of a sandbox that is gone): it is said.
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(sbx))
+    assert st == 204
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(gone))
+    j = json.loads(b)
+    assert st == 502 and j["code"] == 502 and j["sandboxId"] == gone["sandboxID"]
+    # A key of the team that owns it; another team's key sees no sandbox; a bad key is refused.
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": daemon.admin_key})
+    assert st == 204
+    st, _, b = req(daemon, "GET", "/health", None,
+                   {"E2b-Sandbox-Id": "nosuchsandbox00000", "X-API-KEY": daemon.admin_key})
+    assert st == 502
+    st, _, b = native(daemon, "POST", "/v1/keys", json.dumps({"team": "healthother", "name": "k"}).encode())
+    assert st == 201, b
+    other = json.loads(b)["key"]
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": other})
+    assert st == 502
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": "wr_nope"})
+    assert st == 401
 
 
 # ---- envd: the Connect protocol ------------------------------------------------------------------
