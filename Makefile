@@ -31,6 +31,7 @@ STATIC_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
 STATIC_LDFLAGS := -static $(LDFLAGS)
 
 UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c
+UTIL_SRC    += src/util/utf8.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CORE_SRC    := $(wildcard src/core/*.c)

@@ -50,6 +50,12 @@ void api_time(int64_t ms, char out[32]);
 /* JSON of a process. */
 json_t *api_proc_json(struct wr_proc *p);
 
+/* A JSON string of bytes from a sandbox or a client (a file name, a path, a link target), which
+ * need not be UTF-8: invalid bytes become U+FFFD. Never NULL. */
+json_t *api_json_text(const char *s);
+/* The same for a message meant for people (an error's): invalid bytes become \xNN. */
+json_t *api_json_message(const char *s);
+
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
 struct wr_buf;

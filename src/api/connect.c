@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../util/cleanup.h"
+#include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 
@@ -85,6 +87,7 @@ const char *connect_code_of(const struct wr_err *err)
     case WR_EPROTO:
         return "unavailable";
     case WR_EBADDATA:
+    case WR_ETOOBIG: /* not resource_exhausted: the SDKs take that for a rate limit, to retry */
         return "invalid_argument";
     case WR_EOK:
     case WR_ESYS:
@@ -107,8 +110,10 @@ void connect_unary_ok(struct wr_http_req *req, json_t *msg)
     free(s);
 }
 
-static void unary_error(struct wr_http_req *req, const char *code, const char *msg)
+/* Error messages are made UTF-8 (invalid bytes as \xNN): they carry paths and names. */
+static void unary_error(struct wr_http_req *req, const char *code, const char *raw)
 {
+    _cleanup_free_ char *msg = wr_utf8_fix(raw, WR_UTF8_ESCAPE);
     json_t *j = json_pack("{s:s,s:s}", "code", code, "message", msg);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
@@ -162,8 +167,9 @@ size_t connect_stream_msg(struct wr_http_req *req, json_t *msg)
     return queued;
 }
 
-static void stream_end(struct wr_http_req *req, const char *code, const char *msg)
+static void stream_end(struct wr_http_req *req, const char *code, const char *raw)
 {
+    _cleanup_free_ char *msg = wr_utf8_fix(raw, WR_UTF8_ESCAPE);
     json_t *j = code == NULL ? json_object()
                              : json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;

@@ -346,11 +346,70 @@ static bool host_route(const char *host, unsigned *port, char *id, size_t idsize
     return true;
 }
 
+/* A sandbox id as the daemon makes them: 1 to 64 of [A-Za-z0-9_-] (the header's value is the
+ * client's bytes, echoed in the 502). */
+static bool id_ok(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)id[i]) && id[i] != '_' && id[i] != '-')
+            return false;
+    return true;
+}
+
 /* What E2B's proxy answers for a sandbox it cannot reach. */
 static void not_reachable(struct wr_http_req *req, const char *id, const char *msg)
 {
     wr_http_respond_json(req, 502,
                          json_pack("{s:s,s:s,s:i}", "sandboxId", id, "message", msg, "code", 502));
+}
+
+/* 401 for a request without a valid access token: the same for every sandbox id, existing or
+ * not (the token is an HMAC of the id, checked in constant time). */
+static void unauthenticated(struct wr_http_req *req, bool rpc)
+{
+    const char *msg = wr_http_req_header(req, "X-Access-Token") == NULL
+                          ? "the X-Access-Token header is missing"
+                          : "the access token is not valid for this sandbox";
+
+    if (rpc)
+        connect_unary_error(req, "unauthenticated", "%s", msg);
+    else
+        wr_http_respond_error(req, 401, "unauthorized", "%s", msg);
+}
+
+/* GET /health: 204 if the sandbox runs, 502 (E2B's proxy's answer) if not; the SDKs' isRunning()
+ * reads it, and they send the access token with it. Said only to a caller with a credential for
+ * the sandbox: its access token, or an API key of the team that owns it (another team's sandbox
+ * is not found). Without one, every id gets the same 401, so /health tells nobody which sandboxes
+ * exist. */
+static void health(struct wr_api *api, struct wr_http_req *req, const char *id)
+{
+    const char *team = NULL;
+    struct wr_caller who;
+    struct wr_err err;
+
+    if (!token_ok(api, id, wr_http_req_header(req, "X-Access-Token"))) {
+        const char *auth = wr_http_req_header(req, "Authorization");
+        bool key = wr_http_req_header(req, "X-API-Key") != NULL ||
+                   (auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0);
+        if (!key && !wr_http_req_is_unix(req)) {
+            unauthenticated(req, false);
+            return;
+        }
+        if (api_authenticate(api, req, &who) < 0)
+            return;
+        team = who.admin ? NULL : who.team;
+    }
+    if (wr_manager_find(api->mgr, team, id, &err) == NULL)
+        not_reachable(req, id,
+                      err.kind == WR_ECONFLICT ? "The sandbox is not running"
+                                               : "The sandbox was not found");
+    else
+        wr_http_respond(req, 204, NULL, NULL, 0);
 }
 
 static bool is_rpc(const char *path)
@@ -380,26 +439,13 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
             return;
         }
-        sb = wr_manager_find(api->mgr, NULL, id, &err);
-        if (sb == NULL)
-            not_reachable(req, id, "The sandbox was not found");
-        else
-            wr_http_respond(req, 204, NULL, NULL, 0);
+        health(api, req, id);
         return;
     }
     /* The token first: without it, nothing tells whether a sandbox exists. */
     if (!token_ok(api, id, wr_http_req_header(req, "X-Access-Token")) &&
         !(strcmp(path, "/files") == 0 && signature_ok(api, req, id))) {
-        if (rpc)
-            connect_unary_error(req, "unauthenticated",
-                                wr_http_req_header(req, "X-Access-Token") == NULL
-                                    ? "the X-Access-Token header is missing"
-                                    : "the access token is not valid for this sandbox");
-        else
-            wr_http_respond_error(req, 401, "unauthorized", "%s",
-                                  wr_http_req_header(req, "X-Access-Token") == NULL
-                                      ? "the X-Access-Token header is missing"
-                                      : "the access token is not valid for this sandbox");
+        unauthenticated(req, rpc);
         return;
     }
     sb = wr_manager_find(api->mgr, NULL, id, &err);
@@ -467,7 +513,7 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req)
     }
     if (id != NULL) {
         wr_http_req_numeric_errors(req);
-        if (id[0] == '\0' || strlen(id) > 64) {
+        if (!id_ok(id)) {
             not_reachable(req, "", "The sandbox was not found");
             return true;
         }

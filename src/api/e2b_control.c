@@ -287,9 +287,9 @@ static void forked(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struc
                 json_array_append_new(
                     arr, json_pack("{s:o}", "sandbox", sandbox_json(o->api, &recs[i])));
             for (size_t i = 0; i < nerrs; i++)
-                json_array_append_new(arr, json_pack("{s:{s:i,s:s}}", "error", "code",
+                json_array_append_new(arr, json_pack("{s:{s:i,s:o}}", "error", "code",
                                                      api_status_of(errs[i].kind), "message",
-                                                     errs[i].msg));
+                                                     api_json_message(errs[i].msg)));
             wr_http_respond_json(req, 201, arr);
         }
     }
@@ -350,32 +350,36 @@ fail:
     op_release(o);
 }
 
+/* E2B's connect (KeepAliveFor with allowShorter false, in e2b-dev/infra's sandbox_connect.go):
+ * the sandbox is kept for `timeout` seconds at least, and its deadline never moves earlier, so
+ * the 300 s every SDK connect sends does not cut a sandbox made for an hour. A paused one is
+ * resumed with its time left, raised to `timeout` if that is longer. */
 static void connect_sandbox(struct op_ctx *o, json_t *j)
 {
     struct wr_http_req *req = o->req;
     const char *team = o->any_team ? NULL : o->team;
     struct wr_sandbox_rec rec;
     struct wr_err err;
+    bool paused;
     int64_t t;
 
     if ((t = seconds(req, j, "timeout")) < 0)
         goto out;
     if (get_visible(o->api, req, team, o->id, &rec) < 0)
         goto out;
-    if (strcmp(e2b_state(&rec), "paused") == 0) {
+    paused = strcmp(e2b_state(&rec), "paused") == 0;
+    wr_sandbox_rec_fini(&rec);
+    if (wr_manager_extend_timeout(o->api->mgr, team, o->id, (uint32_t)t, &rec, &err) < 0) {
+        api_error(req, &err);
+        goto out;
+    }
+    if (paused) {
         /* `memory: false` (reboot) resumes it too: a sandbox paused to disk starts afresh on its
          * files anyway, one paused in memory goes on where it was. */
         wr_sandbox_rec_fini(&rec);
         op_wait(o);
-        wr_manager_resume(o->api->mgr, team, o->id, (uint32_t)t, state_changed, o);
+        wr_manager_resume(o->api->mgr, team, o->id, 0, state_changed, o);
         return;
-    }
-    if (t > 0) {
-        wr_sandbox_rec_fini(&rec);
-        if (wr_manager_set_timeout(o->api->mgr, team, o->id, (uint32_t)t, &rec, &err) < 0) {
-            api_error(req, &err);
-            goto out;
-        }
     }
     wr_http_respond_json(req, 200, sandbox_json(o->api, &rec));
     wr_sandbox_rec_fini(&rec);
@@ -383,12 +387,50 @@ out:
     op_release(o);
 }
 
+/* POST /sandboxes/{id}/timeout sets the deadline to now + timeout, earlier or later (E2B's
+ * setTimeout, the one call that may shorten it). POST /sandboxes/{id}/refreshes only extends it,
+ * as connect does: by `duration` seconds (0 to 3600), at least E2B's default of 15. */
+#define REFRESH_MIN 15
+#define REFRESH_MAX 3600
+
+static void timeout_or_refresh(struct op_ctx *o, json_t *j)
+{
+    struct wr_http_req *req = o->req;
+    const char *team = o->any_team ? NULL : o->team;
+    bool refresh = o->op == OP_REFRESH;
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+    int64_t t = seconds(req, j, refresh ? "duration" : "timeout");
+    int rc;
+
+    if (t < 0)
+        return;
+    if (!refresh && t == 0) {
+        wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive number");
+        return;
+    }
+    if (refresh && t > REFRESH_MAX) {
+        wr_http_respond_error(req, 400, "invalid", "`duration` must be 0 to %d seconds",
+                              REFRESH_MAX);
+        return;
+    }
+    if (refresh)
+        rc = wr_manager_extend_timeout(o->api->mgr, team, o->id,
+                                       t < REFRESH_MIN ? REFRESH_MIN : (uint32_t)t, &rec, &err);
+    else
+        rc = wr_manager_set_timeout(o->api->mgr, team, o->id, (uint32_t)t, &rec, &err);
+    if (rc < 0) {
+        api_error(req, &err);
+        return;
+    }
+    wr_sandbox_rec_fini(&rec);
+    wr_http_respond(req, 204, NULL, NULL, 0);
+}
+
 static void op_body(struct wr_http_req *req, const char *body, size_t len)
 {
     struct op_ctx *o = wr_http_req_data(req);
     const char *team;
-    struct wr_sandbox_rec rec;
-    struct wr_err err;
     json_t *j, *v;
     int64_t t;
 
@@ -459,18 +501,7 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
     }
     case OP_TIMEOUT:
     case OP_REFRESH:
-        t = seconds(req, j, o->op == OP_TIMEOUT ? "timeout" : "duration");
-        if (t == 0 && o->op == OP_TIMEOUT) {
-            wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive number");
-        } else if (t >= 0) {
-            if (wr_manager_set_timeout(o->api->mgr, team, o->id, t > 0 ? (uint32_t)t : 60, &rec,
-                                       &err) < 0) {
-                api_error(req, &err);
-            } else {
-                wr_sandbox_rec_fini(&rec);
-                wr_http_respond(req, 204, NULL, NULL, 0);
-            }
-        }
+        timeout_or_refresh(o, j);
         op_release(o);
         break;
     }

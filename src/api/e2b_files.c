@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* envd's /files: GET downloads a file; POST uploads one or many, as multipart/form-data (each
  * part named `file`, its filename the destination) or as a raw application/octet-stream body
- * for ?path=, either possibly gzip-encoded (Content-Encoding: gzip) and chunked. The upload is
- * read whole (at most MAX_UPLOAD bytes, inflated), then written file by file, each atomically,
- * through a connection of its own to warren-init, as the user. */
+ * for ?path=, either possibly gzip-encoded (Content-Encoding: gzip) and chunked.
+ *
+ * An upload streams, as the native PUT does: the body is inflated and parsed as it arrives and
+ * each file's bytes go on to warren-init (one file at a time, each written atomically, through a
+ * connection of the upload's own, as the user) while the rest is still on its way. Nothing is
+ * held beyond a window: the piece of body just read, at most WINDOW inflated bytes, a part's
+ * headers, and the agent's queue up to its high-water mark. Whenever the upload cannot go on (the
+ * next file's FILE_WRITE not yet acknowledged, the previous one not yet written, the agent's
+ * queue full: a slow sandbox), it stops reading the HTTP body, and TCP holds the client back. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -15,14 +23,25 @@
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 
-#define MAX_UPLOAD (256u << 20)
-#define MAX_FILES  1000
-#define AGENT_HIGH (1u << 20)
+#define MAX_FILES    1000
+#define MAX_INFLATED (1ull << 30) /* what a gzip body may inflate to: past it, 413 */
+#define MAX_HEADERS  (16u << 10)  /* of one part */
+#define WINDOW       (256u << 10) /* inflated bytes held at a time */
+#define AGENT_HIGH   WR_AGENT_HIGH_WATER
 
-struct upfile {
-    char *path;
-    const uint8_t *data; /* into the upload's body */
-    size_t len;
+enum mp_state {
+    MP_PREAMBLE, /* before the first delimiter */
+    MP_DELIM,    /* after a delimiter: CRLF (a part follows) or "--" (the end) */
+    MP_HEADERS,  /* a part's headers, up to the empty line */
+    MP_DATA,     /* a part's content, up to the next delimiter */
+    MP_EPILOGUE, /* after the closing delimiter: ignored */
+};
+
+enum file_state {
+    F_NONE,    /* no file being written */
+    F_OPENING, /* FILE_WRITE sent, its first OK (ready) not yet back */
+    F_OPEN,    /* its bytes go out as they come */
+    F_CLOSING, /* DATA_END sent, the final OK (written) not yet back */
 };
 
 struct upload {
@@ -30,11 +49,27 @@ struct upload {
     struct wr_msb *sb;       /* referenced */
     struct wr_agent *agent;
     char *user;
-    struct wr_buf body; /* the (inflated) body the files point into */
-    struct upfile files[MAX_FILES];
-    size_t nfiles, cur, sent;
+    char *qpath; /* ?path=: the destination of every file, or NULL (multipart: the filename) */
+    bool multipart, gzip;
+    /* What arrived and is not consumed yet: `in`, the body as sent (at most one piece of it and
+     * a delimiter's length); for gzip, `plain`, what it inflated to (at most WINDOW). */
+    struct wr_buf in, plain;
+    z_stream z;
+    bool z_ready, z_end, z_more;
+    uint64_t inflated;
+    enum mp_state mp;
+    char *delim; /* "\r\n--<boundary>"; the first delimiter may come without its CRLF */
+    size_t dl;
+    struct wr_buf hdrs; /* the current part's headers */
+    bool part_is_file;
+    enum file_state fs;
     uint32_t req_id;
-    bool writing, done;
+    char *paths[MAX_FILES]; /* written, or being written (the last) */
+    size_t nfiles;
+    bool blocked;     /* waiting for warren-init (the body is paused meanwhile) */
+    bool body_paused; /* wr_http_req_pause_body is in effect */
+    bool body_done, done;
+    int64_t body_left; /* of a declared Content-Length; -1 if chunked or absent */
 };
 
 static void upload_free(struct upload *u)
@@ -45,9 +80,15 @@ static void upload_free(struct upload *u)
         wr_agent_close(a);
     }
     for (size_t i = 0; i < u->nfiles; i++)
-        free(u->files[i].path);
-    wr_buf_fini(&u->body);
+        free(u->paths[i]);
+    if (u->z_ready)
+        inflateEnd(&u->z);
+    wr_buf_fini(&u->in);
+    wr_buf_fini(&u->plain);
+    wr_buf_fini(&u->hdrs);
     wr_msb_unref(u->sb);
+    free(u->delim);
+    free(u->qpath);
     free(u->user);
     free(u);
 }
@@ -56,44 +97,65 @@ static void upload_closed(struct wr_http_req *req, void *data, bool aborted)
 {
     struct upload *u = data;
 
-    /* Closing the agent calls back a pending write with an error: nothing to answer now. */
+    /* Closing the agent abandons a write in progress: warren-init removes its temporary file. */
     u->req = NULL;
     u->done = true;
     upload_free(u);
 }
 
-static void upload_fail(struct upload *u, const struct wr_err *err)
+/* Answer an error and stop: the file being written is abandoned (the agent's connection closes),
+ * the rest of the body is discarded by the server. */
+static int upload_fail(struct upload *u, const struct wr_err *err)
 {
     if (u->done || u->req == NULL)
-        return;
+        return -1;
     u->done = true;
+    if (u->agent != NULL) {
+        struct wr_agent *a = u->agent;
+        u->agent = NULL;
+        wr_agent_close(a);
+    }
+    if (u->body_paused) {
+        u->body_paused = false;
+        wr_http_req_resume_body(u->req);
+    }
     api_error(u->req, err);
+    return -1;
 }
 
-static void send_next(struct upload *u);
-
-/* Feed the current file's bytes while the connection's queue has room. */
-static void feed(struct upload *u)
+static int upload_failf(struct upload *u, enum wr_err_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int upload_failf(struct upload *u, enum wr_err_kind kind, const char *fmt, ...)
 {
-    struct upfile *f = &u->files[u->cur];
+    struct wr_err err;
+    char msg[sizeof(err.msg)];
+    va_list ap;
 
-    while (u->sent < f->len && wr_agent_pending(u->agent) < AGENT_HIGH) {
-        size_t n = f->len - u->sent > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : f->len - u->sent;
-        wr_agent_data(u->agent, u->req_id, f->data + u->sent, n);
-        u->sent += n;
-    }
-    if (u->sent == f->len && u->writing) {
-        u->writing = false;
-        wr_agent_data_end(u->agent, u->req_id);
-    }
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    wr_err_set(&err, kind, 0, "%s", msg);
+    return upload_fail(u, &err);
 }
 
-static void drained(struct wr_agent *a, void *ctx)
+static void upload_answer(struct upload *u)
 {
-    struct upload *u = ctx;
-    if (!u->done && u->writing)
-        feed(u);
+    json_t *arr = json_array();
+
+    for (size_t i = 0; i < u->nfiles; i++) {
+        const char *slash = strrchr(u->paths[i], '/');
+        json_array_append_new(arr,
+                              json_pack("{s:o,s:s,s:o}", "name",
+                                        api_json_text(slash && slash[1] ? slash + 1 : u->paths[i]),
+                                        "type", "file", "path", api_json_text(u->paths[i])));
+    }
+    u->done = true;
+    wr_http_respond_json(u->req, 200, arr);
 }
+
+static void pump(struct upload *u);
+
+/* ---- one file at a time, to warren-init ---------------------------------------------------- */
 
 static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
                         const struct wr_err *err)
@@ -102,106 +164,136 @@ static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
 
     if (u->done)
         return;
-    if (!final) {
-        if (h->type == WR_MSG_OK && !u->writing && u->sent == 0) {
-            u->writing = true;
-            feed(u);
-        }
-        return;
-    }
     if (err != NULL) {
         upload_fail(u, err);
         return;
     }
-    u->cur++;
-    send_next(u);
+    if (!final) {
+        if (h->type == WR_MSG_OK && u->fs == F_OPENING)
+            u->fs = F_OPEN; /* ready for the data */
+    } else {
+        u->fs = F_NONE; /* written */
+    }
+    pump(u);
 }
 
-static void send_next(struct upload *u)
+/* Start writing the next file, to `dest` as the user sees it. */
+static int file_open(struct upload *u, const char *dest)
 {
+    _cleanup_free_ char *abs = e2b_abs_path(u->user, dest);
     struct wr_buf *b;
     struct wr_err err;
     size_t start;
 
-    if (u->cur == u->nfiles) {
-        json_t *arr = json_array();
-        for (size_t i = 0; i < u->nfiles; i++) {
-            const char *slash = strrchr(u->files[i].path, '/');
-            json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name",
-                                                 slash && slash[1] ? slash + 1 : u->files[i].path,
-                                                 "type", "file", "path", u->files[i].path));
-        }
-        u->done = true;
-        wr_http_respond_json(u->req, 200, arr);
-        return;
-    }
-    u->sent = 0;
-    u->writing = false;
+    if (abs == NULL)
+        return upload_failf(u, WR_EINVAL,
+                            "file %zu of the upload has no destination (a part's "
+                            "filename, or ?path=)",
+                            u->nfiles + 1);
+    for (size_t i = 0; i < u->nfiles; i++)
+        if (strcmp(u->paths[i], abs) == 0)
+            return upload_failf(u, WR_EINVAL,
+                                "`%s` is the destination of two files of the upload: only the "
+                                "first was written",
+                                abs);
+    if (u->nfiles == MAX_FILES)
+        return upload_failf(u, WR_ETOOBIG, "at most %d files in one upload", MAX_FILES);
     b = wr_agent_begin(u->agent, WR_MSG_FILE_WRITE, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, u->files[u->cur].path);
+    wr_msg_put_str(b, WR_TAG_PATH, abs);
     if (u->user != NULL)
         wr_msg_put_str(b, WR_TAG_USER, u->user);
     wr_msg_put_u64(b, WR_TAG_MODE, 0644);
     wr_msg_put_u64(b, WR_TAG_FLAGS, WR_WRITE_ATOMIC | WR_WRITE_MKDIRS);
     u->req_id = wr_agent_end(u->agent, start, write_reply, u, &err);
     if (u->req_id == 0)
-        upload_fail(u, &err);
-}
-
-static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
-{
-    struct upload *u = ctx;
-
-    if (u->done)
-        return;
-    if (err != NULL) {
-        upload_fail(u, err);
-        return;
-    }
-    wr_agent_on_drain(a, drained, u);
-    send_next(u);
-}
-
-static void agent_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
-{
-    struct upload *u = ctx;
-    struct wr_err e2;
-
-    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s", err ? ": " : "",
-               err ? err->msg : "");
-    upload_fail(u, &e2);
-}
-
-/* ---- the body ----------------------------------------------------------------------------------
- */
-
-/* Inflate a gzip (or zlib) body into out. Returns 0, or -1 with err. */
-static int inflate_body(const char *p, size_t n, struct wr_buf *out, struct wr_err *err)
-{
-    z_stream z = {0};
-    int rc;
-
-    if (inflateInit2(&z, 15 + 32) != Z_OK)
-        return wr_err_set(err, WR_EINTERNAL, 0, "inflateInit2");
-    z.next_in = (Bytef *)p;
-    z.avail_in = (uInt)n;
-    do {
-        wr_buf_reserve(out, 256 * 1024);
-        z.next_out = out->data + out->len;
-        z.avail_out = 256 * 1024;
-        rc = inflate(&z, Z_NO_FLUSH);
-        out->len += 256 * 1024 - z.avail_out;
-        if (out->len > MAX_UPLOAD) {
-            inflateEnd(&z);
-            return wr_err_set(err, WR_ELIMIT, 0, "the upload inflates to more than %u MiB",
-                              MAX_UPLOAD >> 20);
-        }
-    } while (rc == Z_OK);
-    inflateEnd(&z);
-    if (rc != Z_STREAM_END)
-        return wr_err_set(err, WR_EINVAL, 0, "the body is not valid gzip");
+        return upload_fail(u, &err);
+    u->paths[u->nfiles++] = steal_pointer(&abs);
+    u->fs = F_OPENING;
     return 0;
 }
+
+/* Can the current file take bytes now? If not, the upload waits for warren-init. */
+static bool file_ready(struct upload *u)
+{
+    if (u->fs == F_OPEN && wr_agent_pending(u->agent) < AGENT_HIGH)
+        return true;
+    u->blocked = true;
+    return false;
+}
+
+static void file_data(struct upload *u, const uint8_t *p, size_t n)
+{
+    if (n > 0)
+        wr_agent_data(u->agent, u->req_id, p, n);
+}
+
+static void file_end(struct upload *u)
+{
+    wr_agent_data_end(u->agent, u->req_id);
+    u->fs = F_CLOSING;
+    u->blocked = true;
+}
+
+/* ---- the body: gzip ------------------------------------------------------------------------ */
+
+/* Inflate from `in` into `plain` while there is input (or output zlib still holds) and room.
+ * Returns 0, or -1 (answered). */
+static int inflate_some(struct upload *u)
+{
+    while (u->plain.len < WINDOW && (u->in.len > 0 || u->z_more)) {
+        size_t room = WINDOW - u->plain.len, made;
+        int rc;
+
+        if (u->z_end) {
+            /* Another gzip member follows (concatenated members are one stream, as for gzip
+             * and Go's reader); anything else fails to inflate. */
+            inflateReset(&u->z);
+            u->z_end = false;
+        }
+        wr_buf_reserve(&u->plain, room);
+        u->z.next_in = u->in.data;
+        u->z.avail_in = (uInt)u->in.len;
+        u->z.next_out = u->plain.data + u->plain.len;
+        u->z.avail_out = (uInt)room;
+        rc = inflate(&u->z, Z_NO_FLUSH);
+        made = room - u->z.avail_out;
+        u->plain.len += made;
+        u->inflated += made;
+        u->z_more = u->z.avail_out == 0; /* it may hold more */
+        wr_buf_consume(&u->in, u->in.len - u->z.avail_in);
+        if (rc == Z_STREAM_END)
+            u->z_end = true, u->z_more = false;
+        else if (rc == Z_BUF_ERROR)
+            u->z_more = false; /* no progress without more input */
+        else if (rc != Z_OK)
+            return upload_failf(u, WR_EINVAL, "the body is not valid gzip");
+        if (u->inflated > MAX_INFLATED)
+            return upload_failf(u, WR_ETOOBIG, "the upload inflates to more than %llu MiB",
+                                MAX_INFLATED >> 20);
+        if (rc == Z_BUF_ERROR)
+            break;
+    }
+    return 0;
+}
+
+/* ---- the body: raw (one file) --------------------------------------------------------------- */
+
+static int raw_consume(struct upload *u, struct wr_buf *src)
+{
+    if (u->nfiles == 0)
+        return file_open(u, u->qpath);
+    if (u->fs == F_NONE)
+        return 0; /* written: nothing more to do */
+    if (!file_ready(u))
+        return 0;
+    file_data(u, src->data, src->len);
+    wr_buf_consume(src, src->len);
+    if (u->body_done && (!u->gzip || (u->in.len == 0 && u->z_end)))
+        file_end(u);
+    return 0;
+}
+
+/* ---- the body: multipart/form-data ------------------------------------------------------- */
 
 /* A parameter of a Content-Type or Content-Disposition header (quoted or not), copied into a
  * new string; NULL if absent. */
@@ -234,137 +326,334 @@ static char *header_param(const char *h, size_t hlen, const char *name)
     return NULL;
 }
 
-/* Split a multipart/form-data body into files: parts named `file`, to their filename (or, for
- * a single part, to query_path). Returns 0, or -1 with err. */
-static int parse_multipart(struct upload *u, const char *ctype, const char *query_path,
-                           struct wr_err *err)
+/* Where the next delimiter starts in p[0..n): its offset, or -1 if there is none, with *keep
+ * the offset from which the bytes might still begin one (they wait for more input). A
+ * delimiter is `delim` followed by "-" or white space (as Go's mime/multipart, which envd uses,
+ * reads them: the boundary followed by anything else is data); at the start of the body (first)
+ * its leading CRLF may be missing. */
+static ssize_t find_delim(const struct upload *u, const uint8_t *p, size_t n, bool first,
+                          size_t *keep)
 {
-    _cleanup_free_ char *boundary = header_param(ctype, strlen(ctype), "boundary");
-    _cleanup_free_ char *delim = NULL;
-    const char *p = (const char *)u->body.data, *end = p + u->body.len;
-    size_t dl;
+    const char *d = first ? u->delim + 2 : u->delim;
+    size_t dl = first ? u->dl - 2 : u->dl;
+    const uint8_t *q;
 
-    if (boundary == NULL || boundary[0] == '\0' || strlen(boundary) > 200)
-        return wr_err_set(err, WR_EINVAL, 0, "multipart/form-data needs a boundary");
-    delim = xasprintf("--%s", boundary);
-    dl = strlen(delim);
-    p = memmem(p, (size_t)(end - p), delim, dl);
-    while (p != NULL) {
-        const char *hdr, *hend, *data, *next;
-        _cleanup_free_ char *name = NULL, *filename = NULL;
-        p += dl;
-        if (end - p >= 2 && p[0] == '-' && p[1] == '-')
-            break; /* the closing delimiter */
-        if (end - p < 2 || p[0] != '\r' || p[1] != '\n')
-            return wr_err_set(err, WR_EINVAL, 0, "malformed multipart body");
-        hdr = p + 2;
-        hend = memmem(hdr, (size_t)(end - hdr), "\r\n\r\n", 4);
-        if (hend == NULL)
-            return wr_err_set(err, WR_EINVAL, 0, "malformed multipart part headers");
-        data = hend + 4;
-        next = NULL;
-        for (const char *q = data; q < end;) {
-            const char *c = memmem(q, (size_t)(end - q), "\r\n", 2);
-            if (c == NULL)
-                break;
-            if ((size_t)(end - c - 2) >= dl && memcmp(c + 2, delim, dl) == 0) {
-                next = c;
-                break;
-            }
-            q = c + 2;
+    for (size_t i = 0; i < n; i++) {
+        size_t m;
+        if ((q = memchr(p + i, d[0], n - i)) == NULL)
+            break;
+        i = (size_t)(q - p);
+        m = n - i < dl ? n - i : dl;
+        if (memcmp(p + i, d, m) != 0)
+            continue;
+        if (m < dl || i + dl == n) {
+            *keep = i; /* a delimiter, perhaps: the rest has not arrived */
+            return -1;
         }
-        if (next == NULL)
-            return wr_err_set(err, WR_EINVAL, 0, "the multipart body is not terminated");
-        for (const char *l = hdr; l < hend;) {
-            const char *le = memmem(l, (size_t)(hend - l), "\r\n", 2);
-            size_t ll = le ? (size_t)(le - l) : (size_t)(hend - l);
-            if (ll > 20 && strncasecmp(l, "Content-Disposition:", 20) == 0) {
-                name = header_param(l, ll, "name");
-                filename = header_param(l, ll, "filename");
-            }
-            l = le ? le + 2 : hend;
+        switch (p[i + dl]) {
+        case '-':
+        case ' ':
+        case '\t':
+        case '\r':
+        case '\n':
+            return (ssize_t)i;
+        default:
+            break;
         }
-        if (name != NULL && strcmp(name, "file") == 0) {
-            if (u->nfiles == MAX_FILES)
-                return wr_err_set(err, WR_ELIMIT, 0, "at most %d files in one upload", MAX_FILES);
-            u->files[u->nfiles].path = filename ? xstrdup(filename) : NULL;
-            u->files[u->nfiles].data = (const uint8_t *)data;
-            u->files[u->nfiles].len = (size_t)(next - data);
-            u->nfiles++;
-        }
-        p = next + 2;
     }
-    if (u->nfiles == 0)
-        return wr_err_set(err, WR_EINVAL, 0, "the multipart body has no part named `file`");
-    for (size_t i = 0; i < u->nfiles; i++) {
-        const char *dest = u->nfiles == 1 && query_path ? query_path : u->files[i].path;
-        char *abs = e2b_abs_path(u->user, dest);
-        if (abs == NULL)
-            return wr_err_set(err, WR_EINVAL, 0, "part %zu has no destination path", i + 1);
-        free(u->files[i].path);
-        u->files[i].path = abs;
+    *keep = n;
+    return -1;
+}
+
+/* The part's headers are complete: who it is for. Returns 0, or -1 (answered). */
+static int part_start(struct upload *u)
+{
+    const char *h = (const char *)u->hdrs.data, *end = h + u->hdrs.len;
+    _cleanup_free_ char *name = NULL, *filename = NULL;
+
+    for (const char *l = h; l < end;) {
+        const char *le = memmem(l, (size_t)(end - l), "\r\n", 2);
+        size_t ll = le ? (size_t)(le - l) : (size_t)(end - l);
+        if (ll > 20 && strncasecmp(l, "Content-Disposition:", 20) == 0) {
+            free(name);
+            free(filename);
+            name = header_param(l, ll, "name");
+            filename = header_param(l, ll, "filename");
+        }
+        l = le ? le + 2 : end;
+    }
+    wr_buf_consume(&u->hdrs, u->hdrs.len);
+    u->part_is_file = name != NULL && strcmp(name, "file") == 0;
+    u->mp = MP_DATA;
+    if (!u->part_is_file)
+        return 0;
+    return file_open(u, u->qpath ? u->qpath : filename);
+}
+
+/* Consume what can be consumed of src. Returns 0, or -1 (answered). */
+static int mp_step(struct upload *u, struct wr_buf *src)
+{
+    const uint8_t *p = src->data;
+    size_t n = src->len, keep;
+    ssize_t at;
+
+    if (u->fs == F_CLOSING) {
+        u->blocked = true; /* one file at a time: the next waits until this one is written */
+        return 0;
+    }
+    if (n == 0)
+        return 0;
+    switch (u->mp) {
+    case MP_PREAMBLE:
+        at = find_delim(u, p, n, true, &keep);
+        if (at < 0) {
+            wr_buf_consume(src, keep);
+            return 0;
+        }
+        wr_buf_consume(src, (size_t)at + u->dl - 2);
+        u->mp = MP_DELIM;
+        return 0;
+    case MP_DELIM:
+        while (n > 0 && (p[0] == ' ' || p[0] == '\t'))
+            wr_buf_consume(src, 1), n--; /* transport padding */
+        if (n < 2)
+            return 0;
+        if (p[0] == '-' && p[1] == '-') {
+            u->mp = MP_EPILOGUE;
+        } else if (p[0] == '\r' && p[1] == '\n') {
+            u->mp = MP_HEADERS;
+        } else if (p[0] == '\n') {
+            wr_buf_consume(src, 1); /* a bare LF, as Go's reader takes it */
+            u->mp = MP_HEADERS;
+            return 0;
+        } else {
+            return upload_failf(u, WR_EINVAL, "malformed multipart body");
+        }
+        wr_buf_consume(src, 2);
+        return 0;
+    case MP_HEADERS: {
+        size_t had = u->hdrs.len, take = n, hend;
+        const uint8_t *e;
+        if (take > MAX_HEADERS + 4 - had)
+            take = MAX_HEADERS + 4 - had;
+        wr_buf_append(&u->hdrs, p, take);
+        if (u->hdrs.len >= 2 && memcmp(u->hdrs.data, "\r\n", 2) == 0) {
+            hend = 0, keep = 2; /* no headers */
+        } else if ((e = memmem(u->hdrs.data, u->hdrs.len, "\r\n\r\n", 4)) != NULL) {
+            hend = (size_t)(e - u->hdrs.data), keep = hend + 4;
+        } else {
+            if (u->hdrs.len > MAX_HEADERS)
+                return upload_failf(u, WR_EINVAL, "a part's headers are over %u KiB",
+                                    MAX_HEADERS >> 10);
+            wr_buf_consume(src, take);
+            return 0;
+        }
+        wr_buf_consume(src, keep - had);
+        u->hdrs.len = hend;
+        return part_start(u);
+    }
+    case MP_DATA:
+        if (u->part_is_file && !file_ready(u))
+            return 0;
+        at = find_delim(u, p, n, false, &keep);
+        if (u->part_is_file)
+            file_data(u, p, at < 0 ? keep : (size_t)at);
+        if (at < 0) {
+            wr_buf_consume(src, keep);
+            return 0;
+        }
+        wr_buf_consume(src, (size_t)at + u->dl);
+        u->mp = MP_DELIM;
+        if (u->part_is_file)
+            file_end(u);
+        return 0;
+    case MP_EPILOGUE:
+        wr_buf_consume(src, n);
+        return 0;
     }
     return 0;
 }
 
-static void upload_body(struct wr_http_req *req, const char *body, size_t len)
+/* The whole body was consumed: is the upload complete? Returns 0, or -1 (answered). */
+static int mp_finish(struct upload *u)
+{
+    if (u->mp != MP_EPILOGUE)
+        return upload_failf(u, WR_EINVAL, "the multipart body is not terminated");
+    if (u->nfiles == 0)
+        return upload_failf(u, WR_EINVAL, "the multipart body has no part named `file`");
+    return 0;
+}
+
+/* ---- driving it ------------------------------------------------------------------------------ */
+
+/* Consume what arrived as far as warren-init lets it; then read on, or pause the body. */
+static void pump(struct upload *u)
+{
+    struct wr_buf *src = u->gzip ? &u->plain : &u->in;
+
+    for (;;) {
+        size_t before = u->in.len + u->plain.len;
+        enum mp_state mp = u->mp;
+        enum file_state fs = u->fs;
+
+        if (u->done || u->req == NULL)
+            return;
+        u->blocked = false;
+        if (u->gzip && inflate_some(u) < 0)
+            return;
+        if ((u->multipart ? mp_step(u, src) : raw_consume(u, src)) < 0)
+            return;
+        if (u->in.len + u->plain.len == before && u->mp == mp && u->fs == fs)
+            break; /* no progress: wait for more body, or for warren-init */
+    }
+    if (u->blocked) {
+        /* Once a Content-Length body is all in, pausing would only hold back its end (the server
+         * parses that from no further input, not while paused); nothing more can come. */
+        if (!u->body_paused && !u->body_done && u->body_left != 0) {
+            u->body_paused = true;
+            wr_http_req_pause_body(u->req);
+        }
+        return;
+    }
+    if (u->body_paused) {
+        u->body_paused = false;
+        wr_http_req_resume_body(u->req);
+    }
+    if (!u->body_done)
+        return;
+    /* The whole body is in, and what is left of it cannot be consumed. */
+    if (u->gzip && (!u->z_end || u->in.len > 0)) {
+        upload_failf(u, WR_EINVAL, "the body is not valid gzip: it ends early");
+        return;
+    }
+    if (u->multipart && mp_finish(u) < 0)
+        return;
+    if (u->fs == F_NONE)
+        upload_answer(u);
+}
+
+static void body_data(struct wr_http_req *req, const char *p, size_t n)
 {
     struct upload *u = wr_http_req_data(req);
+
+    if (u->done)
+        return;
+    if (u->body_left > 0)
+        u->body_left -= (int64_t)n < u->body_left ? (int64_t)n : u->body_left;
+    wr_buf_append(&u->in, p, n);
+    pump(u);
+}
+
+static void body_end(struct wr_http_req *req)
+{
+    struct upload *u = wr_http_req_data(req);
+
+    u->body_done = true;
+    pump(u);
+}
+
+static void drained(struct wr_agent *a, void *ctx)
+{
+    pump(ctx);
+}
+
+static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct upload *u = ctx;
+
+    if (u->done)
+        return;
+    if (err != NULL) {
+        upload_fail(u, err);
+        return;
+    }
+    wr_agent_on_drain(a, drained, u);
+    wr_http_req_stream_body(u->req, body_data, body_end);
+}
+
+static void agent_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct upload *u = ctx;
+    struct wr_err e2;
+
+    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s", err ? ": " : "",
+               err ? err->msg : "");
+    upload_fail(u, &e2);
+}
+
+/* What the request says of its body: 0, or -1 with err. */
+static int upload_setup(struct upload *u, struct wr_http_req *req, struct wr_err *err)
+{
     const char *ctype = wr_http_req_header(req, "Content-Type");
     const char *enc = wr_http_req_header(req, "Content-Encoding");
     const char *qpath = wr_http_req_query(req, "path");
-    struct wr_agent_config ac = {.loop = wr_msb_loop(u->sb),
+
+    if (qpath != NULL)
+        u->qpath = xstrdup(qpath);
+    if (enc != NULL && strcasecmp(enc, "gzip") == 0) {
+        u->gzip = true;
+        if (inflateInit2(&u->z, 15 + 32) != Z_OK)
+            return wr_err_set(err, WR_EINTERNAL, 0, "inflateInit2");
+        u->z_ready = true;
+    } else if (enc != NULL && strcasecmp(enc, "identity") != 0) {
+        return wr_err_set(err, WR_EINVAL, 0, "Content-Encoding `%s` is not supported", enc);
+    }
+    if (ctype != NULL && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
+        _cleanup_free_ char *boundary = header_param(ctype, strlen(ctype), "boundary");
+        if (boundary == NULL || boundary[0] == '\0' || strlen(boundary) > 200)
+            return wr_err_set(err, WR_EINVAL, 0, "multipart/form-data needs a boundary");
+        u->multipart = true;
+        u->delim = xasprintf("\r\n--%s", boundary);
+        u->dl = strlen(u->delim);
+    } else {
+        _cleanup_free_ char *abs = e2b_abs_path(u->user, qpath);
+        if (abs == NULL)
+            return wr_err_set(err, WR_EINVAL, 0, "`path` is needed for a raw upload");
+    }
+    return 0;
+}
+
+static void upload_start(struct e2b_envd *ev, struct wr_http_req *req)
+{
+    struct upload *u = xcalloc(1, sizeof(*u));
+    struct wr_agent_config ac = {.loop = wr_msb_loop(ev->sb),
                                  .fd = -1,
-                                 .path = wr_msb_ctl_path(u->sb),
+                                 .path = wr_msb_ctl_path(ev->sb),
                                  .on_ready = agent_ready,
                                  .on_close = agent_lost,
                                  .ctx = u};
     struct wr_err err;
 
-    if (enc != NULL && strcasecmp(enc, "gzip") == 0) {
-        if (inflate_body(body, len, &u->body, &err) < 0)
-            goto fail;
-    } else if (enc != NULL && strcasecmp(enc, "identity") != 0) {
-        wr_err_set(&err, WR_EINVAL, 0, "Content-Encoding `%s` is not supported", enc);
-        goto fail;
-    } else {
-        wr_buf_append(&u->body, body, len);
-    }
-    if (ctype != NULL && strncasecmp(ctype, "multipart/form-data", 19) == 0) {
-        if (parse_multipart(u, ctype, qpath, &err) < 0)
-            goto fail;
-    } else {
-        char *abs = e2b_abs_path(u->user, qpath);
-        if (abs == NULL) {
-            wr_err_set(&err, WR_EINVAL, 0, "`path` is needed for a raw upload");
-            goto fail;
-        }
-        u->files[0].path = abs;
-        u->files[0].data = u->body.data;
-        u->files[0].len = u->body.len;
-        u->nfiles = 1;
+    u->req = req;
+    u->sb = ev->sb;
+    wr_msb_ref(ev->sb);
+    u->user = ev->user ? xstrdup(ev->user) : NULL;
+    wr_buf_init(&u->in);
+    wr_buf_init(&u->plain);
+    wr_buf_init(&u->hdrs);
+    u->body_left = wr_http_req_content_length(req);
+    wr_http_req_set_data(req, u, upload_closed);
+    if (upload_setup(u, req, &err) < 0) {
+        upload_fail(u, &err);
+        return;
     }
     if (!wr_msb_alive(u->sb) || ac.path == NULL) {
         wr_err_set(&err, WR_ECONFLICT, 0, "the sandbox is not running");
-        goto fail;
+        upload_fail(u, &err);
+        return;
     }
     if (wr_agent_open(&ac, &u->agent, &err) < 0) {
         u->agent = NULL;
-        goto fail;
+        upload_fail(u, &err);
     }
-    return;
-fail:
-    upload_fail(u, &err);
 }
 
 void e2b_files(struct e2b_envd *ev, struct wr_http_req *req)
 {
     const char *method = wr_http_req_method(req);
-    const char *path = wr_http_req_query(req, "path");
-    struct upload *u;
 
     if (strcmp(method, "GET") == 0) {
-        _cleanup_free_ char *abs = e2b_abs_path(ev->user, path);
+        _cleanup_free_ char *abs = e2b_abs_path(ev->user, wr_http_req_query(req, "path"));
         if (abs == NULL) {
             wr_http_respond_error(req, 400, "invalid", "`path` is needed");
             return;
@@ -377,12 +666,5 @@ void e2b_files(struct e2b_envd *ev, struct wr_http_req *req)
         wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
         return;
     }
-    u = xcalloc(1, sizeof(*u));
-    u->req = req;
-    u->sb = ev->sb;
-    wr_msb_ref(ev->sb);
-    u->user = ev->user ? xstrdup(ev->user) : NULL;
-    wr_buf_init(&u->body);
-    wr_http_req_set_data(req, u, upload_closed);
-    wr_http_req_read_body(req, MAX_UPLOAD, upload_body);
+    upload_start(ev, req);
 }

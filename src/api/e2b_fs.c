@@ -46,10 +46,11 @@ static void owner_name(int64_t id, char out[24])
         snprintf(out, 24, "%" PRId64, id);
 }
 
-/* EntryInfo of st at path (the listed directory + st->name for list items). */
+/* EntryInfo of st at path (the listed directory + st->name for list items). Names, paths and
+ * link targets that are not UTF-8 are shown with U+FFFD. */
 static json_t *entry_json(const struct wr_stat *st, const char *path)
 {
-    char perms[11], mtime[32], owner[24], group[24];
+    char perms[11], mtime[32], owner[24], group[24], size[24];
     _cleanup_free_ char *full = NULL;
     const char *name;
     json_t *j;
@@ -68,18 +69,13 @@ static json_t *entry_json(const struct wr_stat *st, const char *path)
     api_time(st->mtime_ns / 1000000, mtime);
     owner_name(st->uid, owner);
     owner_name(st->gid, group);
-    j = json_pack("{s:s?,s:s,s:s?,s:s,s:i,s:s,s:s,s:s,s:s}", "name", name, "type",
-                  file_type(st->type), "path", full, "size", "0", "mode", (int)(st->mode & 0777),
-                  "permissions", perms, "owner", owner, "group", group, "modifiedTime", mtime);
-    if (j == NULL) /* a name that is not UTF-8 */
-        return json_pack("{s:s,s:s}", "name", "\xef\xbf\xbd", "type", "FILE_TYPE_UNSPECIFIED");
-    {
-        char size[24];
-        snprintf(size, sizeof(size), "%" PRIu64, st->size);
-        json_object_set_new(j, "size", json_string(size));
-    }
-    if (st->link != NULL && json_string(st->link) != NULL)
-        json_object_set_new(j, "symlinkTarget", json_string(st->link));
+    snprintf(size, sizeof(size), "%" PRIu64, st->size);
+    j = json_pack("{s:o,s:s,s:o,s:s,s:i,s:s,s:s,s:s,s:s}", "name", api_json_text(name), "type",
+                  file_type(st->type), "path", api_json_text(full), "size", size, "mode",
+                  (int)(st->mode & 0777), "permissions", perms, "owner", owner, "group", group,
+                  "modifiedTime", mtime);
+    if (st->link != NULL)
+        json_object_set_new(j, "symlinkTarget", api_json_text(st->link));
     return j;
 }
 
@@ -466,10 +462,9 @@ static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
     if (h->type != WR_MSG_WATCH_EVENT || wr_watch_event_decode(p, h->len, &we, &derr) < 0)
         return;
     {
-        json_t *fe = json_pack("{s:s,s:s}", "name", we.name, "type", event_type(we.op));
-        if (fe == NULL) {
-            /* not UTF-8 */
-        } else if (w->polled) {
+        json_t *fe =
+            json_pack("{s:o,s:s}", "name", api_json_text(we.name), "type", event_type(we.op));
+        if (w->polled) {
             if (json_array_size(w->events) < MAX_WATCH_EVENTS)
                 json_array_append(w->events, fe);
             json_decref(fe);

@@ -536,10 +536,9 @@ static void list_proc(struct wr_proc *p, void *ctx)
         char *const *argv = wr_proc_argv(p);
         json_t *args = json_array();
         for (size_t i = 1; argv && argv[0] && argv[i]; i++)
-            json_array_append_new(args, json_string(argv[i]) ? json_string(argv[i])
-                                                             : json_string("\xef\xbf\xbd"));
-        config = json_pack("{s:s,s:o,s:{}}", "cmd", argv && argv[0] ? argv[0] : "", "args", args,
-                           "envs");
+            json_array_append_new(args, api_json_text(argv[i]));
+        config = json_pack("{s:o,s:o,s:{}}", "cmd", api_json_text(argv ? argv[0] : NULL), "args",
+                           args, "envs");
     }
     o = json_pack("{s:o,s:I}", "config", config, "pid", (json_int_t)wr_proc_id(p));
     if (m != NULL && m->tag != NULL)

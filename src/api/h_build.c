@@ -114,8 +114,8 @@ static void on_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_b
         } else if (b->streaming) {
             const char *code;
             int status = api_error_status(err, &code);
-            j = json_pack("{s:s,s:s,s:s,s:i}", "type", "error", "code", code, "message", err->msg,
-                          "status", status);
+            j = json_pack("{s:s,s:s,s:o,s:i}", "type", "error", "code", code, "message",
+                          api_json_message(err->msg), "status", status);
             if (fail != NULL) {
                 if (fail->step)
                     json_object_set_new(j, "step", json_integer(fail->step));

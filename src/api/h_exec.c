@@ -300,8 +300,8 @@ static void exec_lost(struct wr_proc_sub *sub, const struct wr_err *err)
         api_error(e->req, err);
         return;
     }
-    stream_event(
-        e, json_pack("{s:s,s:s,s:s}", "type", "error", "code", "conflict", "message", err->msg));
+    stream_event(e, json_pack("{s:s,s:s,s:o}", "type", "error", "code", "conflict", "message",
+                              api_json_message(err->msg)));
     wr_http_resp_end(e->req);
 }
 

@@ -30,12 +30,13 @@ static const char *type_name(enum wr_file_type t)
     return "other";
 }
 
-/* FileInfo for st found at `path` (the listed directory for list items). */
+/* FileInfo for st found at `path` (the listed directory for list items). Names, paths and link
+ * targets are the sandbox's bytes: not UTF-8, they are shown with U+FFFD. */
 static json_t *file_json(const struct wr_stat *st, const char *path)
 {
     char mode[8], mtime[32], *full;
     const char *name;
-    json_t *j, *link;
+    json_t *j;
 
     snprintf(mode, sizeof(mode), "%04o", st->mode & 07777);
     api_time(st->mtime_ns / 1000000, mtime);
@@ -46,13 +47,12 @@ static json_t *file_json(const struct wr_stat *st, const char *path)
         full = xstrdup(path);
     name = strrchr(full, '/');
     name = name && name[1] ? name + 1 : full;
-    link = st->link ? json_string(st->link) : json_null();
-    j = json_pack("{s:s?,s:s?,s:s,s:I,s:s,s:s,s:I,s:I,s:o}", "name", name, "path", full, "type",
-                  type_name(st->type), "size", (json_int_t)st->size, "mode", mode, "mtime", mtime,
-                  "uid", (json_int_t)st->uid, "gid", (json_int_t)st->gid, "link",
-                  link ? link : json_null());
+    j = json_pack("{s:o,s:o,s:s,s:I,s:s,s:s,s:I,s:I,s:o}", "name", api_json_text(name), "path",
+                  api_json_text(full), "type", type_name(st->type), "size", (json_int_t)st->size,
+                  "mode", mode, "mtime", mtime, "uid", (json_int_t)st->uid, "gid",
+                  (json_int_t)st->gid, "link", st->link ? api_json_text(st->link) : json_null());
     free(full);
-    return j ? j : json_pack("{s:s}", "name", "\xef\xbf\xbd");
+    return j;
 }
 
 /* A path parameter: absolute, no NUL, bounded. NULL with an answer if not. */
@@ -499,8 +499,8 @@ static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
     if (h->type == WR_MSG_WATCH_EVENT && wr_watch_event_decode(p, h->len, &ev, &derr) == 0) {
         static const char *const names[] = {"", "create", "write", "remove", "rename", "chmod"};
         json_t *o =
-            json_pack("{s:s,s:s}", "type", ev.op >= 1 && ev.op <= 5 ? names[ev.op] : "other",
-                      "name", ev.name ? ev.name : "");
+            json_pack("{s:s,s:o}", "type", ev.op >= 1 && ev.op <= 5 ? names[ev.op] : "other",
+                      "name", api_json_text(ev.name));
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
         if (s != NULL) {
             wr_http_resp_write(x->req, s, strlen(s));

@@ -294,8 +294,8 @@ static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const st
     for (size_t i = 0; i < n; i++)
         json_array_append_new(sbs, api_sandbox_json(&recs[i]));
     for (size_t i = 0; i < nerrs; i++)
-        json_array_append_new(es, json_pack("{s:s,s:s}", "code", wr_err_kind_name(errs[i].kind),
-                                            "message", errs[i].msg));
+        json_array_append_new(es, json_pack("{s:s,s:o}", "code", wr_err_kind_name(errs[i].kind),
+                                            "message", api_json_message(errs[i].msg)));
     wr_http_respond_json(req, 201,
                          json_pack("{s:f,s:s,s:o,s:o}", "freeze_ms", info->freeze_ms, "capture",
                                    info->capture, "sandboxes", sbs, "errors", es));

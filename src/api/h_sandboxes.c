@@ -52,10 +52,11 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
         json_decref(meta);
         meta = json_object();
     }
-    j = json_pack("{s:s,s:s,s:s,s:s?,s:f,s:I,s:s,s:s,s:o,s:s,s:I,s:s?}", "id", r->id, "template",
-                  r->template_name, "state", r->state, "reason", r->reason, "cpus",
-                  r->cpu_millis / 1000.0, "memory_mb", (json_int_t)(r->memory_bytes >> 20),
-                  "created_at", created, "expires_at", expires, "metadata", meta, "on_timeout",
+    j = json_pack("{s:s,s:s,s:s,s:o?,s:f,s:I,s:s,s:s,s:o,s:s,s:I,s:s?}", "id", r->id, "template",
+                  r->template_name, "state", r->state, "reason",
+                  r->reason ? api_json_message(r->reason) : NULL, "cpus", r->cpu_millis / 1000.0,
+                  "memory_mb", (json_int_t)(r->memory_bytes >> 20), "created_at", created,
+                  "expires_at", expires, "metadata", meta, "on_timeout",
                   r->on_timeout ? r->on_timeout : "kill", "timeout", (json_int_t)r->timeout_s,
                   "paused_mode", paused ? r->paused_mode : NULL);
     json_object_set_new(j, "remaining_ms",

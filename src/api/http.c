@@ -24,6 +24,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/utf8.h"
 #include "../util/xalloc.h"
 
 #define IN_CAP            (64 * 1024) /* per-connection input buffer, allocated while in use */
@@ -1593,8 +1594,12 @@ void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j)
     wr_http_respond(req, status, JSON_CONTENT_TYPE, s, strlen(s));
 }
 
-static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg)
+/* msg may carry a client's or a sandbox's bytes (a path, a header), or end in a sequence cut by
+ * a buffer: it is made UTF-8 (invalid bytes as \xNN), so the error always encodes. */
+static void resp_error(struct wr_http_req *r, int status, const char *code, const char *raw)
 {
+    _cleanup_free_ char *msg = wr_utf8_fix(raw, WR_UTF8_ESCAPE);
+
     if (r->numeric_errors)
         wr_http_respond_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
     else

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
@@ -26,6 +28,8 @@ int api_status_of(enum wr_err_kind kind)
         return 502;
     case WR_EBADDATA:
         return 422;
+    case WR_ETOOBIG:
+        return 413;
     case WR_EOK:
     case WR_ESYS:
     case WR_EINTERNAL:
@@ -128,6 +132,18 @@ void api_error(struct wr_http_req *req, const struct wr_err *err)
     int status = api_error_status(err, &code);
 
     wr_http_respond_error(req, status, code, "%s", err->msg);
+}
+
+json_t *api_json_text(const char *s)
+{
+    _cleanup_free_ char *t = wr_utf8_fix(s ? s : "", WR_UTF8_REPLACE);
+    return json_string(t);
+}
+
+json_t *api_json_message(const char *s)
+{
+    _cleanup_free_ char *t = wr_utf8_fix(s ? s : "", WR_UTF8_ESCAPE);
+    return json_string(t);
 }
 
 void api_time(int64_t ms, char out[32])

@@ -698,7 +698,7 @@ static enum wr_err_kind kind_of_code(const char *code, int status)
         enum wr_err_kind kind;
     } map[] = {
         {"invalid", WR_EINVAL},  {"not_found", WR_ENOTFOUND}, {"conflict", WR_ECONFLICT},
-        {"limit", WR_ELIMIT},    {"too_large", WR_ELIMIT},    {"unsupported", WR_EUNSUPPORTED},
+        {"limit", WR_ELIMIT},    {"too_large", WR_ETOOBIG},   {"unsupported", WR_EUNSUPPORTED},
         {"protocol", WR_EPROTO}, {"system", WR_ESYS},
     };
     for (size_t i = 0; code && i < WR_ARRAY_SIZE(map); i++)
@@ -711,6 +711,8 @@ static enum wr_err_kind kind_of_code(const char *code, int status)
         return WR_ENOTFOUND;
     case 409:
         return WR_ECONFLICT;
+    case 413:
+        return WR_ETOOBIG;
     case 429:
     case 503:
         return WR_ELIMIT;

@@ -919,7 +919,7 @@ int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
     len = a->out.len;
     wr_spawn_encode(&a->out, id, sp);
     if (a->out.len == len)
-        return wr_err_set(err, WR_ELIMIT, 0, "agent: spawn: argv and env exceed %u bytes",
+        return wr_err_set(err, WR_ETOOBIG, 0, "agent: spawn: argv and env exceed %u bytes",
                           WR_FRAME_MAX_PAYLOAD);
     r = req_add(a, id, WR_MSG_SPAWN);
     r->proc = xcalloc(1, sizeof(*r->proc));
@@ -1079,7 +1079,7 @@ uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, vo
         return 0;
     }
     if (wr_msg_end(b, start) < 0) {
-        wr_err_set(err, WR_ELIMIT, 0, "agent: request larger than %u bytes", WR_FRAME_MAX_PAYLOAD);
+        wr_err_set(err, WR_ETOOBIG, 0, "agent: request larger than %u bytes", WR_FRAME_MAX_PAYLOAD);
         return 0;
     }
     r = req_add(a, a->build_id, a->build_type);

@@ -991,6 +991,24 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
     return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
 }
 
+int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char *id,
+                              uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    struct wr_msb *sb;
+    int64_t want = (int64_t)timeout_s * 1000;
+
+    if (timeout_s > m->cfg.max_timeout_s)
+        return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
+                          m->cfg.max_timeout_s);
+    sb = wr__lookup(m, team, id, err);
+    if (sb == NULL)
+        return -1;
+    if (timeout_s == 0 ||
+        (sb->paused ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
+        return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+    return wr_manager_set_timeout(m, team, id, timeout_s, rec, err);
+}
+
 /* ---- pause and resume --------------------------------------------------------------------- */
 
 struct freeze_work {

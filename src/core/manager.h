@@ -110,6 +110,12 @@ int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
                            uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
 
+/* As wr_manager_set_timeout, but never shortens (E2B's keep-alive): the deadline becomes
+ * now + timeout_s only if that is later than it is; a paused sandbox's time left only grows.
+ * timeout_s 0 changes nothing. WR_EINVAL above the maximum. Returns the record. */
+int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char *id,
+                              uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
+
 /* How a pause keeps the sandbox: in memory (frozen; its processes go on at resume), or on disk
  * (its files are kept, its processes end and its memory is freed; resume starts a fresh
  * warren-init on the same files, and it does not count against the host's limits meanwhile). */

@@ -102,6 +102,8 @@ const char *wr_err_kind_name(enum wr_err_kind kind)
         return "internal";
     case WR_EBADDATA:
         return "bad_content";
+    case WR_ETOOBIG:
+        return "too_large";
     }
     return "internal";
 }

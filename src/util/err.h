@@ -12,12 +12,14 @@ enum wr_err_kind {
     WR_EINVAL,       /* the caller's input is wrong */
     WR_ENOTFOUND,    /* the thing named does not exist */
     WR_ECONFLICT,    /* the thing exists or is in the wrong state */
-    WR_ELIMIT,       /* a limit or quota stops it; retrying later may work */
+    WR_ELIMIT,       /* a capacity or quota stops it; retrying later may work */
     WR_EUNSUPPORTED, /* this host or backend cannot do it */
     WR_ESYS,         /* a system call failed unexpectedly */
     WR_EPROTO,       /* a peer sent something malformed */
     WR_EINTERNAL,    /* a bug */
     WR_EBADDATA,     /* content that fails its checks: a bad archive, a digest mismatch */
+    WR_ETOOBIG,      /* over a limit of size: the request as it is never fits (not a capacity
+                      * that may clear, which is WR_ELIMIT) */
 };
 
 struct wr_err {

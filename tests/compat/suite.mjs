@@ -225,6 +225,19 @@ export function suite(name, sdk, prefix) {
       assert.ok(left > 590_000 && left <= 601_000, `${left}`);
     });
 
+    test('connect keeps a longer timeout (e2b 2.50 and Novita send 300 s)', async () => {
+      const long = await Sandbox.create('base', { ...opts(), metadata: { suite: name, role: 'long' }, timeoutMs: 3_600_000 });
+      try {
+        for (const o of [{}, { timeoutMs: 60_000 }]) {
+          const again = await Sandbox.connect(long.sandboxId, { ...opts(), ...o });
+          const left = new Date((await again.getInfo()).endAt) - Date.now();
+          assert.ok(left > 3_590_000 && left <= 3_601_000, `${JSON.stringify(o)}: ${left}`);
+        }
+      } finally {
+        await long.kill();
+      }
+    });
+
     test('snapshots: create, start from, list, delete; fork', async () => {
       await sbx.files.write('/home/user/snap.txt', 'snapped');
       const snap = await sbx.createSnapshot({ ...opts(), name: `${name}-snap` });

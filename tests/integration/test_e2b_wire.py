@@ -11,8 +11,11 @@ import json
 import struct
 import time
 import urllib.parse
+import zlib
 
 import pytest
+
+from conftest import SANITIZED
 
 
 def req(daemon, method, path, body=None, headers=None):
@@ -133,6 +136,68 @@ def test_list_pagination(daemon, sbx):
             api(daemon, "DELETE", "/sandboxes/" + i)
 
 
+def time_left(daemon, sid):
+    """Seconds until the sandbox's endAt (E2B's SandboxDetail)."""
+    import datetime
+    st, _, j = api(daemon, "GET", "/sandboxes/" + sid)
+    assert st == 200, j
+    end = datetime.datetime.strptime(j["endAt"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    return (end.replace(tzinfo=datetime.timezone.utc) -
+            datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
+
+def test_connect_and_refreshes_never_shorten(daemon):
+    # E2B's connect and refreshes keep a sandbox alive at least that long (KeepAliveFor with
+    # allowShorter false); only /timeout sets the deadline earlier.
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "timeout": 3600})
+    assert st == 201, j
+    sid = j["sandboxID"]
+    try:
+        for path in ("/sandboxes/%s/connect", "/v2/sandboxes/%s/connect"):
+            st, _, j = api(daemon, "POST", path % sid, {"timeout": 300})  # what every SDK sends
+            assert st == 200 and j["sandboxID"] == sid, j
+            assert 3590 < time_left(daemon, sid) <= 3600
+        st, _, b = req(daemon, "POST", "/sandboxes/%s/refreshes" % sid, None,
+                       {"X-API-KEY": daemon.admin_key})
+        assert st == 204, b
+        assert 3590 < time_left(daemon, sid) <= 3600
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 60})
+        assert st == 204 and 3590 < time_left(daemon, sid) <= 3600
+        # /timeout shortens; refreshes and connect then extend, by their own amount only.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/timeout" % sid, {"timeout": 120})
+        assert st == 204 and 110 < time_left(daemon, sid) <= 120
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {})
+        assert st == 204 and 110 < time_left(daemon, sid) <= 120
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 600})
+        assert st == 204 and 590 < time_left(daemon, sid) <= 600
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 900})
+        assert st == 200 and 890 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {})
+        assert st == 200 and 880 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/refreshes" % sid, {"duration": 3601})
+        assert st == 400 and j["code"] == 400
+        # A paused sandbox keeps its time left through a connect with less.
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        assert st == 204, j
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 300})
+        assert st == 201, j
+        assert 870 < time_left(daemon, sid) <= 900
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/pause" % sid, {})
+        st, _, j = api(daemon, "POST", "/sandboxes/%s/connect" % sid, {"timeout": 1800})
+        assert st == 201 and 1790 < time_left(daemon, sid) <= 1800
+    finally:
+        api(daemon, "DELETE", "/sandboxes/" + sid)
+    # Refreshes without a body keep a short-lived sandbox for E2B's default of 15 s.
+    st, _, j = api(daemon, "POST", "/sandboxes", {"templateID": "base", "timeout": 5})
+    assert st == 201, j
+    try:
+        st, _, b = req(daemon, "POST", "/sandboxes/%s/refreshes" % j["sandboxID"], None,
+                       {"X-API-KEY": daemon.admin_key})
+        assert st == 204 and 10 < time_left(daemon, j["sandboxID"]) <= 15
+    finally:
+        api(daemon, "DELETE", "/sandboxes/" + j["sandboxID"])
+
+
 # ---- envd: auth and routing ----------------------------------------------------------------------
 
 def test_access_token(daemon, sbx):
@@ -167,11 +232,8 @@ def test_routing(daemon, sbx):
     st, _, b = req(daemon, "GET", "/", None, {"Host": "8080-%s.warren.test" % sid})
     j = json.loads(b)
     assert st == 502 and j["code"] == 502 and "reserved" in j["message"]
-    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid})
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(sbx))
     assert st == 204
-    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": "nosuchsandbox00000"})
-    j = json.loads(b)
-    assert st == 502 and j["sandboxId"] == "nosuchsandbox00000" and j["code"] == 502
     h = envd_headers(sbx, token="x")
     h["E2b-Sandbox-Id"] = "nosuchsandbox00000"
     st, _, b = req(daemon, "POST", "/process.Process/List", b"{}", h)
@@ -179,6 +241,42 @@ def test_routing(daemon, sbx):
     # The native API is untouched.
     st, _, b = req(daemon, "GET", "/v1/health")
     assert st == 200
+
+
+def test_health_says_nothing_without_a_credential(daemon, sbx):
+    # envd's /health tells a running sandbox (204) from one that is not (502) only to a caller
+    # with its access token or a key of its team; to anyone else every id looks the same.
+    sid = sbx["sandboxID"]
+    st, _, gone = api(daemon, "POST", "/sandboxes", {"templateID": "base"})
+    assert st == 201
+    api(daemon, "DELETE", "/sandboxes/" + gone["sandboxID"])
+    answers = set()
+    for i in (sid, gone["sandboxID"], "nosuchsandbox00000"):
+        for extra in ({}, {"X-Access-Token": "0" * 64}, {"X-Access-Token": "x"}):
+            st, _, b = req(daemon, "GET", "/health", None, dict({"E2b-Sandbox-Id": i}, **extra))
+            answers.add((st, b.replace(i.encode(), b"ID")))
+    assert len(answers) == 2 and {a[0] for a in answers} == {401}, answers  # missing or wrong
+    st, _, b = req(daemon, "GET", "/health", None, {"Host": "49983-%s.warren.test" % sid})
+    assert st == 401
+    # The sandbox's own token (also one of a sandbox that is gone): it is said.
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(sbx))
+    assert st == 204
+    st, _, b = req(daemon, "GET", "/health", None, envd_headers(gone))
+    j = json.loads(b)
+    assert st == 502 and j["code"] == 502 and j["sandboxId"] == gone["sandboxID"]
+    # A key of the team that owns it; another team's key sees no sandbox; a bad key is refused.
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": daemon.admin_key})
+    assert st == 204
+    st, _, b = req(daemon, "GET", "/health", None,
+                   {"E2b-Sandbox-Id": "nosuchsandbox00000", "X-API-KEY": daemon.admin_key})
+    assert st == 502
+    st, _, b = native(daemon, "POST", "/v1/keys", json.dumps({"team": "healthother", "name": "k"}).encode())
+    assert st == 201, b
+    other = json.loads(b)["key"]
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": other})
+    assert st == 502
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": sid, "X-API-KEY": "wr_nope"})
+    assert st == 401
 
 
 # ---- envd: the Connect protocol ------------------------------------------------------------------
@@ -236,6 +334,12 @@ def test_stream_errors(daemon, sbx):
         "invalid_argument"
     assert end_error(envelope(ok), **{"Content-Type": "application/json"}) == "invalid_argument"
     assert end_error(envelope({"process": {"pid": 4242}})) == "invalid_argument"  # no cmd
+    # A command line over the protocol's frame (1 MiB) is too large, not a rate limit to retry.
+    assert end_error(envelope({"process": {"cmd": "/bin/true", "args": ["x" * (2 << 20)]}})) == \
+        "invalid_argument"
+    st, _, b = native(daemon, "POST", "/v1/sandboxes/%s/exec" % sbx["sandboxID"],
+                      json.dumps({"cmd": ["/bin/true", "x" * (2 << 20)]}).encode())
+    assert st == 413 and json.loads(b)["code"] == "too_large", b
     # Oversized: the server refuses the body before reading it all.
     big = envelope({"process": {"cmd": "/bin/true", "args": ["x" * (5 << 20)]}})
     st, _, b = stream(daemon, sbx, "process.Process/Start", big)
@@ -296,6 +400,239 @@ def test_files_upload_download(daemon, sbx):
     st, _, b = req(daemon, "POST", "/files?path=/tmp/x", b"not gzip",
                    dict(h, **{"Content-Type": "application/octet-stream", "Content-Encoding": "gzip"}))
     assert st == 400
+
+
+def post_chunked(daemon, path, headers, pieces):
+    """POST with Transfer-Encoding: chunked, one chunk per piece; returns (status, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=120)
+    try:
+        c.putrequest("POST", path)
+        for k, v in dict(headers, **{"Transfer-Encoding": "chunked"}).items():
+            c.putheader(k, v)
+        c.endheaders()
+        for p in pieces:
+            if p:
+                c.send(b"%x\r\n%s\r\n" % (len(p), p))
+        c.send(b"0\r\n\r\n")
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def sandbox_sha256(daemon, sbx, paths):
+    st, _, b = stream(daemon, sbx, "process.Process/Start",
+                      envelope({"process": {"cmd": "/usr/bin/sha256sum", "args": paths}}))
+    out = b"".join(base64.b64decode(f[1]["event"]["data"]["stdout"]) for f in frames(b)
+                   if "data" in f[1].get("event", {}) and "stdout" in f[1]["event"]["data"])
+    return {p: h for h, p in (line.split() for line in out.decode().splitlines())}
+
+
+def part_head(path, name="file"):
+    return (b"--XyZ\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"
+            b"Content-Type: application/octet-stream\r\n\r\n" % (name.encode(), path.encode()))
+
+
+def test_multipart_is_parsed_as_it_arrives(daemon, sbx):
+    # Delimiters, part headers and data cut anywhere across reads; data that looks like a
+    # delimiter but is not one; a part that is not a file; many files; gzip around it all.
+    h = dict(envd_headers(sbx), **{"Content-Type": "multipart/form-data; boundary=XyZ"})
+    # Not delimiters: the boundary without CRLF before it, or with a byte after it that is none
+    # of "-", space, tab, CR (as Go's mime/multipart, which envd uses, reads them).
+    tricky = b"\r\n--XyZz" + b"\r\n--Xy" + b"--XyZ" + b"\r\n-" * 50
+    files = {"/tmp/mp/a": b"", "/tmp/mp/b": tricky * 37, "/tmp/mp/c": bytes(range(256)) * 99,
+             "/tmp/mp/d": b"\r\n"}
+    body = b"preamble to ignore\r\n"
+    body += part_head("ignored", name="other") + b"not a file\r\n"
+    for path, data in files.items():
+        body += part_head(path) + data + b"\r\n"
+    body += b"--XyZ--\r\nepilogue to ignore"
+    want = [{"name": p.rsplit("/", 1)[1], "type": "file", "path": p} for p in files]
+    for step in (3, 4096, len(body)):
+        st, b = post_chunked(daemon, "/files", h, [body[i:i + step] for i in range(0, len(body), step)])
+        assert st == 200 and json.loads(b) == want, (step, b)
+        for path, data in files.items():
+            st, _, got = req(daemon, "GET", "/files?path=" + path, None, envd_headers(sbx))
+            assert st == 200 and got == data, (step, path, len(got))
+    z = gzip.compress(body)
+    st, b = post_chunked(daemon, "/files", dict(h, **{"Content-Encoding": "gzip"}),
+                         [z[i:i + 5] for i in range(0, len(z), 5)])
+    assert st == 200 and json.loads(b) == want, b
+    # The query's path names the destination of every part, as envd's does: two parts are one
+    # too many; the first is written.
+    st, _, b = req(daemon, "POST", "/files?path=/tmp/mp/q", part_head("/elsewhere") + b"q\r\n--XyZ--\r\n", h)
+    assert st == 200 and json.loads(b) == [{"name": "q", "type": "file", "path": "/tmp/mp/q"}], b
+    st, _, b = req(daemon, "POST", "/files?path=/tmp/mp/q2",
+                   part_head("x") + b"1\r\n" + part_head("y") + b"2\r\n--XyZ--\r\n", h)
+    assert st == 400 and json.loads(b)["code"] == 400, b
+    assert req(daemon, "GET", "/files?path=/tmp/mp/q2", None, envd_headers(sbx))[2] == b"1"
+    # Unterminated, no file part, no boundary: 400; nothing half-written is left.
+    for bad in (part_head("/tmp/mp/cut") + b"data without an end",
+                b"--XyZ\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\nx\r\n--XyZ--\r\n",
+                b"--XyZ\r\nno blank line after the headers"):
+        st, b = post_chunked(daemon, "/files", h, [bad])
+        assert st == 400 and json.loads(b)["code"] == 400, (bad, b)
+    st, _, b = req(daemon, "POST", "/files", b"x", dict(h, **{"Content-Type": "multipart/form-data"}))
+    assert st == 400
+    # warren-init removes an abandoned write's temporary file when its connection closes.
+    for _ in range(100):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/ListDir", {"path": "/tmp/mp"})
+        names = sorted(e["name"] for e in json.loads(b)["entries"])
+        if names == ["a", "b", "c", "d", "q", "q2"]:
+            break
+        time.sleep(0.05)
+    assert names == ["a", "b", "c", "d", "q", "q2"]
+
+
+def test_gzip_bomb_is_too_large(daemon, sbx):
+    # A body that inflates past 1 GiB is a request too large (413), not a capacity to retry
+    # (503). Its bytes go to a part that is not a file, so the test writes nothing.
+    # One gzip stream, built fast: once the window is all zeros, each flushed MiB of zeros
+    # compresses to the same bytes. It never ends: the limit stops it first.
+    z, zeros = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(1 << 20)
+    head = z.compress(part_head("x", name="other")) + z.flush(zlib.Z_SYNC_FLUSH)
+    first = z.compress(zeros) + z.flush(zlib.Z_SYNC_FLUSH)
+    mib = z.compress(zeros) + z.flush(zlib.Z_SYNC_FLUSH)
+    body = head + first + mib * 1024
+    assert len(body) < 2 << 20
+    st, _, b = req(daemon, "POST", "/files?path=/tmp/bomb", body,
+                   dict(envd_headers(sbx), **{"Content-Type": "multipart/form-data; boundary=XyZ",
+                                              "Content-Encoding": "gzip"}))
+    j = json.loads(b)
+    assert st == 413 and j["code"] == 413 and "inflates" in j["message"], (st, j)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_uploads_stream_with_bounded_memory(daemon, sbx):
+    # Four concurrent uploads of 200 MiB each (two files of 100 MiB in one multipart body):
+    # the daemon's memory must not grow by what they carry.
+    import threading
+    pid, mib = daemon.proc.pid, 1 << 20
+    block = hashlib.sha256(b"seed").digest() * (mib // 32)
+    want, errors, peak = {}, [], [0]
+
+    def data(path):
+        h = hashlib.sha256()
+        for i in range(100):
+            piece = path.encode() + b"%06d" % i + block[len(path) + 6:]
+            h.update(piece)
+            yield piece
+        want[path] = h.hexdigest()
+
+    def upload(n):
+        paths = ["/up%d-%d.bin" % (n, k) for k in range(2)]
+
+        def pieces():
+            for p in paths:
+                yield part_head(p)
+                yield from data(p)
+                yield b"\r\n"
+            yield b"--XyZ--\r\n"
+        try:
+            st, b = post_chunked(daemon, "/files", dict(envd_headers(sbx), **{
+                "Content-Type": "multipart/form-data; boundary=XyZ"}), pieces())
+            assert st == 200 and [e["path"] for e in json.loads(b)] == paths, b
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_kib(pid))
+            time.sleep(0.01)
+
+    before = rss_kib(pid)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    threads = [threading.Thread(target=upload, args=(n,)) for n in range(4)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    sampler.join()
+    took = time.time() - t0
+    assert not errors, errors
+    grown = (peak[0] - before) / 1024
+    print("4 x 200 MiB uploads in %.1f s: RSS %d -> peak %d KiB (+%.1f MiB)" %
+          (took, before, peak[0], grown))
+    assert sandbox_sha256(daemon, sbx, sorted(want)) == want
+    stream(daemon, sbx, "process.Process/Start",
+           envelope({"process": {"cmd": "/bin/rm", "args": sorted(want)}}))
+    # Under ASan (make asan) freed memory sits in its quarantine: RSS says nothing there.
+    if not SANITIZED:
+        assert grown < 64, "the daemon's RSS grew by %.1f MiB" % grown
+
+
+def native(daemon, method, path, body=None):
+    return req(daemon, method, path, body, {"Authorization": "Bearer " + daemon.admin_key})
+
+
+def test_bytes_that_are_not_utf8_always_encode(daemon, sbx):
+    # Paths, names and messages carry the sandbox's and the client's bytes: every JSON the daemon
+    # writes encodes them (U+FFFD in data, \xNN in messages) instead of failing with a 500.
+    sid, h = sbx["sandboxID"], envd_headers(sbx)
+    st, _, b = native(daemon, "GET", "/v1/sandboxes/%s/files?path=/tmp/%%ff%%fe" % sid)
+    j = json.loads(b)
+    assert st == 404 and j["code"] == "not_found" and "\\xff\\xfe" in j["message"], (st, j)
+    st, _, b = req(daemon, "GET", "/files?path=/tmp/%ff%fe", None, h)
+    j = json.loads(b)
+    assert st == 404 and j["code"] == 404 and "\\xff\\xfe" in j["message"], (st, j)
+    st, _, b = native(daemon, "GET", "/v1/no/such/%ff")
+    assert st == 404 and json.loads(b)["code"] == "not_found"
+    st, _, b = req(daemon, "GET", "/health", None, {"E2b-Sandbox-Id": "\xff"})
+    assert st == 502 and json.loads(b)["code"] == 502
+    # A message cut inside a character (a long path of two-byte characters) still encodes.
+    long = "/tmp/" + "/".join(["\u00e9" * 100] * 4)
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/Stat", {"path": long})
+    assert st == 404 and json.loads(b)["code"] == "not_found", b
+    st, _, b = stream(daemon, sbx, "filesystem.Filesystem/WatchDir", envelope({"path": long}))
+    assert frames(b)[-1][1]["error"]["code"] == "not_found"
+    # A file whose name is not UTF-8: listed, stat'ed and watched with U+FFFD for the bytes.
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp"})
+    assert st == 200, b
+    wid = json.loads(b)["watcherId"]
+    st, _, b = native(daemon, "PUT", "/v1/sandboxes/%s/files?path=/tmp/u/%%ff%%fe.txt" % sid, b"x")
+    assert st == 201, b
+    assert json.loads(b)["name"] == "\ufffd\ufffd.txt"
+    st, _, b = native(daemon, "GET", "/v1/sandboxes/%s/files/list?path=/tmp/u" % sid)
+    assert st == 200, b
+    assert [(e["name"], e["path"], e["type"]) for e in json.loads(b)["entries"]] == \
+        [("\ufffd\ufffd.txt", "/tmp/u/\ufffd\ufffd.txt", "file")]
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/ListDir", {"path": "/tmp/u"})
+    assert st == 200, b
+    assert [(e["name"], e["path"], e["type"]) for e in json.loads(b)["entries"]] == \
+        [("\ufffd\ufffd.txt", "/tmp/u/\ufffd\ufffd.txt", "FILE_TYPE_FILE")]
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+    assert st == 200 and any(e["name"] == "u" for e in json.loads(b)["events"]), b
+    unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    st, _, b = unary(daemon, sbx, "filesystem.Filesystem/CreateWatcher", {"path": "/tmp/u"})
+    wid = json.loads(b)["watcherId"]
+    native(daemon, "PUT", "/v1/sandboxes/%s/files?path=/tmp/u/%%80" % sid, b"y")
+    events = []
+    for _ in range(100):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/GetWatcherEvents", {"watcherId": wid})
+        events += json.loads(b)["events"]
+        if any(e["name"] == "\ufffd" for e in events):
+            break
+        time.sleep(0.05)
+    assert any(e["name"] == "\ufffd" for e in events), events
+    unary(daemon, sbx, "filesystem.Filesystem/RemoveWatcher", {"watcherId": wid})
+    # A multipart upload to a name that is not UTF-8 answers its entry.
+    body = (b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/tmp/u/\xfa\"\r\n\r\n"
+            b"z\r\n--B--\r\n")
+    st, _, b = req(daemon, "POST", "/files", body,
+                   dict(h, **{"Content-Type": "multipart/form-data; boundary=B"}))
+    assert st == 200 and json.loads(b) == [{"name": "\ufffd", "type": "file", "path": "/tmp/u/\ufffd"}], b
 
 
 def test_signed_download(daemon, sbx):
