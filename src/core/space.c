@@ -25,8 +25,8 @@ struct wr_space {
 };
 
 struct fs_space {
-    uint64_t avail;    /* for unprivileged writers */
-    uint64_t held;     /* free, but kept back from them by the filesystem */
+    uint64_t avail; /* for unprivileged writers */
+    uint64_t held;  /* free, but kept back from them by the filesystem */
 };
 
 static int read_space(const char *dir, struct fs_space *out)
@@ -136,7 +136,8 @@ int wr_space_open(const char *dir, uint64_t reserve_bytes, struct wr_space **out
     s->reserve = reserve_bytes;
     s->daemon_uses_held = uses_held(dir);
     if (s->daemon_uses_held && fs.held >= reserve_bytes)
-        log_info("disk: %" PRIu64 " MiB free for sandboxes and images; the filesystem keeps %" PRIu64
+        log_info("disk: %" PRIu64
+                 " MiB free for sandboxes and images; the filesystem keeps %" PRIu64
                  " MiB back from them, which holds the daemon's reserve of %" PRIu64 " MiB",
                  room_of(s, &fs) >> 20, fs.held >> 20, reserve_bytes >> 20);
     else
@@ -167,8 +168,7 @@ uint64_t wr_space_room(const struct wr_space *s)
     return room_of(s, &fs);
 }
 
-int wr_space_admit(const struct wr_space *s, const char *what, uint64_t need,
-                   struct wr_err *err)
+int wr_space_admit(const struct wr_space *s, const char *what, uint64_t need, struct wr_err *err)
 {
     uint64_t room;
 

@@ -44,5 +44,4 @@ uint64_t wr_space_room(const struct wr_space *s);
 /* 0 if `what` (a create, a snapshot, a build ...), which will write `need` bytes for a tenant
  * (0: an amount not known ahead, WR_SPACE_MIN_ROOM), fits above the reserve; else -1 with
  * WR_ESYS/ENOSPC (answered 507 `no_space`) saying what is left. s may be NULL (no check). */
-int wr_space_admit(const struct wr_space *s, const char *what, uint64_t need,
-                   struct wr_err *err);
+int wr_space_admit(const struct wr_space *s, const char *what, uint64_t need, struct wr_err *err);
