@@ -201,10 +201,11 @@ static void fail_step(struct build *b, const struct wr_err *err)
 
 static void next_step(struct build *b);
 
-/* The running step made b->digest (cached already), and its sandbox is gone: go on. */
+/* The running step made b->digest ("" if it changed nothing; cached already), and its sandbox
+ * is gone: go on. */
 static void step_layer(struct build *b)
 {
-    json_array_append_new(b->layers, json_string(b->digest));
+    wr_images_stack_push(b->layers, b->digest);
     memcpy(b->key, b->step_key, sizeof(b->key));
     b->at++;
     next_step(b);
@@ -214,24 +215,19 @@ static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
                           const struct wr_snapshot_info *info, const struct wr_err *err)
 {
     struct build *b = ctx;
-    json_t *layers;
-    char *digest;
     struct wr_err e2;
 
     if (err != NULL) {
         fail_step(b, err);
         return;
     }
-    layers = json_loads(snap->layers_json, 0, NULL);
-    digest = xstrdup(json_string_value(json_array_get(layers, json_array_size(layers) - 1)));
-    json_decref(layers);
-    /* The cache row keeps the layer once the snapshot's record is gone. */
-    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, digest, b->team, &e2) < 0)
+    /* A step that changed nothing adds no layer; its cache row says so with "". The row keeps
+     * the layer once the snapshot's record is gone. */
+    snprintf(b->digest, sizeof(b->digest), "%s", info->layer ? info->layer : "");
+    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, b->digest, b->team, &e2) < 0)
         log_warn("build: cache step: %s", e2.msg);
     if (wr_images_delete(b->m->cfg.images, NULL, "snapshot", snap->id, &e2) < 0)
         log_warn("build: drop step snapshot: %s", e2.msg);
-    snprintf(b->digest, sizeof(b->digest), "%s", digest);
-    free(digest);
     drop_sandbox(b, step_layer);
 }
 
@@ -490,7 +486,7 @@ static void next_step(struct build *b)
         b->step_key = xstrdup(key);
         if (wr_store_build_cache_get(b->m->cfg.store, key, digest, &err) == 0) {
             b->ev->on_step(b->ctx, b->at, b->df.n, st->line, st->text, true);
-            json_array_append_new(b->layers, json_string(digest));
+            wr_images_stack_push(b->layers, digest);
             memcpy(b->key, key, sizeof(b->key));
             continue;
         }
@@ -800,7 +796,7 @@ static void from_image(struct build *b, struct wr_image *base)
 
 static void from_image_quiet(struct build *b, struct wr_image *base)
 {
-    b->layers = json_incref(base->layers);
+    b->layers = wr_images_stack_clean(base->layers);
     b->config = json_deep_copy(base->config);
     /* The team is part of the key: a team never gets a layer another team's build made (a RUN
      * that fetched something is not a function of its text alone). */

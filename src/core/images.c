@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../runtime/layer.h"
+#include "../runtime/mount.h"
 #include "../runtime/quota.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
@@ -236,14 +237,53 @@ int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n)
     return 0;
 }
 
+/* Whether refs[i] comes again higher up the stack. */
+static bool again_above(const json_t *refs, size_t i)
+{
+    const char *ref = json_string_value(json_array_get(refs, i));
+
+    for (size_t k = i + 1; ref != NULL && k < json_array_size(refs); k++)
+        if (json_equal(json_array_get(refs, k), json_array_get(refs, i)))
+            return true;
+    return false;
+}
+
+/* A layer below another copy of itself adds nothing: for every path the upper copy answers
+ * first, and whatever it leaves to the layers below (a name it does not have, the rest of a
+ * directory it does not make opaque) the lower copy does not have either. So the lower copy
+ * goes. (Keeping the lower one instead would be wrong: a layer in between may delete or hide
+ * what the upper copy shows again.) overlayfs refuses a stack that names a directory twice
+ * (ELOOP), so a stack never does. */
+json_t *wr_images_stack_clean(const json_t *layers)
+{
+    json_t *out = json_array();
+
+    for (size_t i = 0; i < json_array_size(layers); i++)
+        if (!again_above(layers, i))
+            json_array_append(out, json_array_get(layers, i));
+    return out;
+}
+
+void wr_images_stack_push(json_t *layers, const char *digest)
+{
+    if (digest == NULL || digest[0] == '\0')
+        return;
+    for (size_t i = json_array_size(layers); i-- > 0;) {
+        const char *ref = json_string_value(json_array_get(layers, i));
+        if (ref != NULL && strcmp(ref, digest) == 0)
+            json_array_remove(layers, i);
+    }
+    json_array_append_new(layers, json_string(digest));
+}
+
 int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
                           size_t *n, struct wr_err *err)
 {
-    size_t cnt = json_array_size(layers), i;
+    json_t *stack = wr_images_stack_clean(layers), *l;
+    size_t cnt = json_array_size(stack), i;
     char **v = xcalloc(cnt + 1, sizeof(char *));
-    json_t *l;
 
-    json_array_foreach(layers, i, l)
+    json_array_foreach(stack, i, l)
     {
         const char *ref = json_string_value(l);
         struct stat st;
@@ -258,12 +298,29 @@ int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char
             for (size_t k = 0; k <= i; k++)
                 free(v[k]);
             free(v);
+            json_decref(stack);
             return -1;
         }
     }
+    json_decref(stack);
     *paths = v;
     *n = cnt;
     return 0;
+}
+
+/* The layer at tmp/fs holds nothing: only its root directory, whose owner and mode no sandbox
+ * sees (the root of an overlay is its upper's). */
+static bool layer_empty(const char *tmp)
+{
+    _cleanup_free_ char *fs = xasprintf("%s/fs", tmp);
+    _cleanup_closedir_ DIR *d = opendir(fs);
+
+    if (d == NULL)
+        return false;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            return false;
+    return true;
 }
 
 int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
@@ -272,6 +329,12 @@ int wr_images_install(const struct wr_images *im, const char *tmp, char digest[7
     _cleanup_free_ char *dst = NULL;
     struct stat st;
 
+    if (layer_empty(tmp)) {
+        /* Nothing changed: no layer (an empty one would only lengthen the stack). */
+        digest[0] = '\0';
+        *bytes = 0;
+        return wr_layer_remove(tmp, err);
+    }
     if (wr_layer_digest(tmp, digest, bytes, err) < 0)
         goto fail;
     dst = xasprintf("%s/%s", im->layers_dir, digest + 7);
@@ -298,11 +361,11 @@ fail:
 int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
                      const char *digest, uint64_t bytes, struct wr_err *err)
 {
-    json_t *layers = json_copy((json_t *)base_layers);
+    json_t *layers = wr_images_stack_clean(base_layers);
     uint64_t size = 0;
     int r;
 
-    if (digest != NULL) {
+    if (digest != NULL && digest[0] != '\0') {
         _cleanup_free_ char *dir = xasprintf("%s/%s/fs", im->layers_dir, digest + 7);
         struct stat st;
         if (stat(dir, &st) < 0) {
@@ -313,7 +376,19 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
             json_decref(layers);
             return -1;
         }
-        json_array_append_new(layers, json_string(digest));
+        wr_images_stack_push(layers, digest);
+    }
+    /* An image no sandbox could start is never recorded. */
+    if (json_array_size(layers) == 0 || json_array_size(layers) > WR_MAX_LAYERS) {
+        if (json_array_size(layers) == 0)
+            wr_err_set(err, WR_EBADDATA, 0, "the image holds no files (every layer is empty)");
+        else
+            wr_err_set(err, WR_ECONFLICT, 0,
+                       "the image would have %zu layers, and a sandbox stacks at most %d",
+                       json_array_size(layers), WR_MAX_LAYERS);
+        json_decref(layers);
+        wr_images_gc(im); /* the layer may be referenced by nothing */
+        return -1;
     }
     img->layers_json = json_dumps(layers, JSON_COMPACT);
     json_decref(layers);

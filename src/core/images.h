@@ -65,19 +65,31 @@ int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, s
  * strings (free each and the array). */
 int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n);
 
-/* Layer directories for refs (a JSON array), bottom first: *paths is an array of *n strings
+/* A stack of layer refs (a JSON array, bottom first) as it may be mounted: each ref once, at
+ * its topmost place (a lower copy of a layer under an upper one adds nothing, and overlayfs
+ * refuses a directory twice). A new array. */
+json_t *wr_images_stack_clean(const json_t *layers);
+/* Put layer digest on top of the stack layers (a clean one stays clean: a copy lower down goes).
+ * NULL or "" (a capture that held nothing) adds nothing. */
+void wr_images_stack_push(json_t *layers, const char *digest);
+
+/* Layer directories for refs (a JSON array), bottom first, cleaned as wr_images_stack_clean
+ * does (records written before it may name a layer twice): *paths is an array of *n strings
  * (free each and the array). WR_ENOTFOUND if a layer is gone. */
 int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
                           size_t *n, struct wr_err *err);
 
 /* Worker thread: move the layer made at tmp (tmp/fs filled) into the store under its digest,
- * sealed; if the store has that layer already, tmp is removed. */
+ * sealed; if the store has that layer already, tmp is removed. A layer that holds nothing
+ * (tmp/fs empty) is not installed: tmp is removed and digest is "". */
 int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
                       struct wr_err *err);
 
 /* Loop: record an installed layer, then an image on top of base layers plus (if digest is not
- * NULL) that layer. img->id, kind, team, config_json are the caller's; layers_json and size are
- * filled here. WR_ENOTFOUND if the layer vanished meanwhile (collected: try again). */
+ * NULL or "") that layer, the stack cleaned (wr_images_stack_clean, _push). img->id, kind,
+ * team, config_json are the caller's; layers_json and size are filled here. WR_ENOTFOUND if the
+ * layer vanished meanwhile (collected: try again); WR_ECONFLICT if the stack would be deeper
+ * than a sandbox can mount (WR_MAX_LAYERS): no image that cannot start is recorded. */
 int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
                      const char *digest, uint64_t bytes, struct wr_err *err);
 

@@ -136,6 +136,9 @@ struct wr_snapshot_info {
     double freeze_ms;    /* how long the sandbox's processes were frozen (0 if it was paused) */
     double capture_ms;   /* of which the capture itself */
     double total_ms;     /* freeze, capture, digest and install */
+    /* The layer the capture added ("sha256:..."), or NULL: the sandbox had changed nothing,
+     * and the snapshot is its image as it was. */
+    const char *layer;
 };
 /* Called with the snapshot's record and timings (valid during the call), or an error. */
 typedef void (*wr_manager_snapshot_cb)(void *ctx, const struct wr_image_rec *snap,

@@ -136,20 +136,25 @@ out:
             *p = '?';
 }
 
-/* The layers as an image lists them: bottom first, a layer that comes again higher up kept
- * there only (the higher copy gives the same result). */
+/* The layers as an image lists them: bottom first, an empty layer left out, one that comes
+ * again higher up kept there only (wr_images_stack_push). */
 static json_t *layer_list(const struct oci_work *o)
 {
     json_t *l = json_array();
 
-    for (size_t i = 0; i < o->nlayers; i++) {
-        bool again = false;
-        for (size_t k = i + 1; k < o->nlayers && !again; k++)
-            again = strcmp(o->digests[i], o->digests[k]) == 0;
-        if (!again)
-            json_array_append_new(l, json_string(o->digests[i]));
-    }
+    for (size_t i = 0; i < o->nlayers; i++)
+        wr_images_stack_push(l, o->digests[i]);
     return l;
+}
+
+/* Rows for the layers installed (an empty one installed nothing). */
+static int put_layers(const struct oci_work *o, struct wr_err *err)
+{
+    for (size_t i = 0; i < o->ninstalled; i++)
+        if (o->digests[i][0] != '\0' &&
+            wr_store_layer_put(o->m->cfg.store, o->digests[i], o->bytes[i], err) < 0)
+            return -1;
+    return 0;
 }
 
 /* Drop the record of the template being replaced (its layers are collected after the new one
@@ -175,7 +180,6 @@ static int replace_old(struct oci_work *o, struct wr_err *err)
 static int record(struct oci_work *o, struct wr_image_rec *rec, struct wr_err *err)
 {
     struct wr_images *im = o->m->cfg.images;
-    struct wr_store *store = o->m->cfg.store;
     json_t *layers;
     int rc;
 
@@ -192,11 +196,10 @@ static int record(struct oci_work *o, struct wr_image_rec *rec, struct wr_err *e
             free(paths[i]);
         free(paths);
     }
-    for (size_t i = 0; i < o->ninstalled; i++)
-        if (wr_store_layer_put(store, o->digests[i], o->bytes[i], err) < 0) {
-            json_decref(layers);
-            return -1;
-        }
+    if (put_layers(o, err) < 0) {
+        json_decref(layers);
+        return -1;
+    }
     rec->id = xasprintf("tpl-%s", o->name);
     rec->kind = xstrdup("template");
     rec->name = xstrdup(o->name);
@@ -238,8 +241,7 @@ static void oci_done(uv_work_t *w, int status)
     /* Layers installed for a template that was not recorded: nothing refers to them. */
     if (!m->closing && o->ninstalled > 0 && rec.layers_json == NULL) {
         struct wr_err e2;
-        for (size_t i = 0; i < o->ninstalled; i++)
-            (void)wr_store_layer_put(m->cfg.store, o->digests[i], o->bytes[i], &e2);
+        (void)put_layers(o, &e2);
         wr_images_gc(m->cfg.images);
     }
     wr_image_rec_fini(&rec);

@@ -85,8 +85,10 @@ static void snap_done(uv_work_t *w, int status)
         wr_err_wrap(&s->err, "snapshot of sandbox %s", sb->id);
         s->cb(s->ctx, NULL, NULL, &s->err);
     } else {
-        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all)", sb->id, s->img.id,
-                 s->info.capture, s->info.freeze_ms, s->info.total_ms);
+        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all%s)", sb->id,
+                 s->img.id, s->info.capture, s->info.freeze_ms, s->info.total_ms,
+                 s->digest[0] ? "" : "; nothing changed, no layer");
+        s->info.layer = s->digest[0] ? s->digest : NULL;
         s->cb(s->ctx, &s->img, &s->info, NULL);
     }
     wr_msb_unref(sb);

@@ -279,8 +279,9 @@ int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_CACHE_GET,
-                 "SELECT c.digest FROM build_cache AS c JOIN layers AS l ON l.digest = c.digest"
-                 " WHERE c.key = ?1",
+                 "SELECT c.digest FROM build_cache AS c LEFT JOIN layers AS l"
+                 " ON l.digest = c.digest WHERE c.key = ?1"
+                 " AND (c.digest = '' OR l.digest IS NOT NULL)",
                  err);
     int rc;
 

@@ -161,8 +161,9 @@ int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
 int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
                         struct wr_image_rec **out, size_t *n, struct wr_err *err);
 int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err);
-/* The build cache: a step's key (64 hex) → the layer it made. A cached layer stays in the store
- * while its row does; _get is WR_ENOTFOUND when the key is unknown or its layer is gone. */
+/* The build cache: a step's key (64 hex) → the layer it made, or "" for a step that changed
+ * nothing (and made no layer). A cached layer stays in the store while its row does; _get is
+ * WR_ENOTFOUND when the key is unknown or its layer is gone. */
 int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
                              const char *team, struct wr_err *err);
 /* Forget team's cache rows (team NULL: every team's); *n gets how many. Their layers are then

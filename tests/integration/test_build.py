@@ -328,3 +328,30 @@ def test_pruning_the_build_cache_frees_its_layers(daemon, client):
     assert not any(e["cached"] for e in ev if layer_step(e))
     client.request("DELETE", "/v1/templates/pruned")
     assert warren.Template.prune_cache(client=client) >= 1
+
+
+NOOP_STEPS = """\
+FROM base
+WORKDIR /usr
+RUN true
+RUN echo scratch > /tmp/scratch
+RUN echo same > /f
+RUN echo same > /f
+WORKDIR /root
+"""
+
+
+def test_steps_that_change_nothing_add_no_layer(daemon, client):
+    """A WORKDIR that exists, a RUN that writes nothing (or only /tmp) and a step that makes
+    again a layer the stack has add nothing: the image starts (issue #14, item 13: an empty
+    layer twice in a stack made overlayfs refuse to mount it)."""
+    status, ev = build(client, "noop", NOOP_STEPS)
+    assert status == 200 and ev[-1]["type"] == "done", ev[-1]
+    assert ev[-1]["template"]["layers"] == 2, ev[-1]  # base + the one /f layer
+    sid = create(client, "noop")
+    assert sh(client, sid, "cat /f; pwd")["stdout"] == "same\n/root\n"
+    client.request("DELETE", "/v1/sandboxes/" + sid)
+    # Cached, the same.
+    status, ev = build(client, "noop", NOOP_STEPS, replace=True)
+    assert all(e["cached"] for e in ev if layer_step(e)) and ev[-1]["template"]["layers"] == 2
+    client.request("DELETE", "/v1/templates/noop")
