@@ -28,7 +28,7 @@
 struct build {
     struct wr_manager *m;
     char *team, *name;
-    bool replace;
+    bool replace, shared;
     uint32_t step_timeout_s, cpu_millis;
     uint64_t memory_bytes;
     struct wr_dockerfile df;
@@ -129,7 +129,7 @@ static void report(struct build *b)
     struct wr_image_rec tpl;
 
     if (b->done_tpl != NULL &&
-        wr_store_image_get(b->m->cfg.store, NULL, b->done_tpl, &tpl, &b->done_err) == 0) {
+        wr_store_image_get(b->m->cfg.store, b->team, b->done_tpl, &tpl, &b->done_err) == 0) {
         b->ev->on_done(b->ctx, &tpl, NULL, NULL);
         wr_image_rec_fini(&tpl);
     } else {
@@ -421,28 +421,40 @@ static void set_workdir(struct build *b, const char *path)
     free(abs);
 }
 
+/* The claim of the build's name (wr_images_claim); *replaces as there. */
+static int claim(struct build *b, char **replaces, struct wr_err *err)
+{
+    struct wr_images_claim c = {
+        .team = b->team, .name = b->name, .replace = b->replace, .shared = b->shared};
+    return wr_images_claim(b->m->cfg.images, &c, replaces, err);
+}
+
 static void record_template(struct build *b)
 {
+    struct wr_images *im = b->m->cfg.images;
+    _cleanup_free_ char *replaces = NULL;
     struct wr_image_rec img = {0};
     struct wr_err err;
     int r;
 
-    if (b->replace) {
-        r = wr_images_delete(b->m->cfg.images, b->team, "template", b->name, &err);
-        if (r < 0 && err.kind != WR_ENOTFOUND) {
-            finish(b, NULL, &err);
-            return;
-        }
+    /* Again: the name may have been taken (or shared) while the steps ran. */
+    if (claim(b, &replaces, &err) < 0 || wr_images_replace(im, replaces, &err) < 0) {
+        finish(b, NULL, &err);
+        return;
     }
-    img.id = xasprintf("tpl-%s", b->name);
+    img.id = wr_images_new_id("tpl-");
     img.kind = xstrdup("template");
     img.name = xstrdup(b->name);
     img.team = xstrdup(b->team);
     img.source = xstrdup("build");
+    img.shared = b->shared;
     img.config_json = json_dumps(b->config, JSON_COMPACT | JSON_SORT_KEYS);
-    r = wr_images_record(b->m->cfg.images, &img, b->layers, NULL, 0, &err);
+    r = wr_images_record(im, &img, b->layers, NULL, 0, &err);
     if (r == 0)
-        log_info("build: template %s made (%zu layers)", b->name, json_array_size(b->layers));
+        log_info("build: template %s of team %s made (%zu layers%s)", b->name, b->team,
+                 json_array_size(b->layers), b->shared ? ", shared" : "");
+    if (replaces != NULL)
+        wr_images_gc(im); /* the replaced template's layers, if nothing else has them */
     finish(b, r == 0 ? &img : NULL, r == 0 ? NULL : &err);
     wr_image_rec_fini(&img);
 }
@@ -687,7 +699,7 @@ static void start(struct build *b)
 {
     struct wr_manager *m = b->m;
     struct wr_image base = {0};
-    struct wr_image_rec other;
+    _cleanup_free_ char *replaces = NULL;
     struct wr_err err;
     unsigned line = 0;
 
@@ -696,9 +708,7 @@ static void start(struct build *b)
         finish(b, NULL, &err);
         return;
     }
-    if (!b->replace && wr_store_image_get(m->cfg.store, b->team, b->name, &other, NULL) == 0) {
-        wr_image_rec_fini(&other);
-        wr_err_set(&err, WR_ECONFLICT, 0, "an image named `%s` exists already", b->name);
+    if (claim(b, &replaces, &err) < 0) {
         finish(b, NULL, &err);
         return;
     }
@@ -819,6 +829,7 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->team = xstrdup(req->team);
     b->name = xstrdup(req->name);
     b->replace = req->replace;
+    b->shared = req->shared;
     b->admin = req->admin;
     b->step_timeout_s = req->step_timeout_s ? req->step_timeout_s : 3600;
     b->cpu_millis = req->cpu_millis;
@@ -826,13 +837,12 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->dockerfile = req->dockerfile ? xstrdup(req->dockerfile) : NULL;
     b->dockerfile_path = xstrdup(req->dockerfile_path ? req->dockerfile_path : "Dockerfile");
     b->context_tar = req->context_tar ? xstrdup(req->context_tar) : NULL;
-    if (!wr_images_user_name_valid(req->name)) {
-        wr_err_set(&err, WR_EINVAL, 0,
-                   "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
-                   "with `.` or `snap-`",
-                   req->name);
-        finish(b, NULL, &err);
-        return;
+    {
+        _cleanup_free_ char *replaces = NULL;
+        if (claim(b, &replaces, &err) < 0) {
+            finish(b, NULL, &err);
+            return;
+        }
     }
     if (b->context_tar == NULL) {
         if (b->dockerfile == NULL) {

@@ -56,10 +56,46 @@ struct wr_image {
 };
 void wr_image_fini(struct wr_image *img);
 
-/* The image `ref` names for team: a snapshot of the team (id or name), a template of the store,
- * or a directory template. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
+/* Names. Templates and snapshots belong to the team that made them, and a team sees only its
+ * own; the shared templates are every team's: the directory templates of the host and the
+ * templates an admin shared. A name leads, for a team, to its own image (a snapshot by id or
+ * name, a template by name), else to a directory template, else to a shared template. No team
+ * may give an image a shared template's name (wr_images_claim), so a team's name never hides a
+ * shared one but where it was there first (a template made before names were per team). */
+
+/* The image `ref` names for team, in that order. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
 int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
                       struct wr_err *err);
+
+/* Whether name is a shared template's: a directory template (*dir set) or one an admin shared. */
+bool wr_images_shared_name(struct wr_images *im, const char *name, bool *dir);
+
+/* A name about to be given to a new image. */
+struct wr_images_claim {
+    const char *team; /* the team that makes it */
+    const char *name; /* NULL: an unnamed snapshot (always free) */
+    bool snapshot;    /* a snapshot's name, else a template's */
+    bool replace;     /* an image of that name may be replaced (a template only) */
+    bool shared;      /* a shared template (the caller checked that an admin asks) */
+};
+/* The one check every route that makes or replaces an image passes (builds, imports, pulls,
+ * snapshot names, at the start and again just before recording). 0 if the name may be taken,
+ * *replaces then the id of the record the new image replaces (a new string) or NULL. WR_EINVAL
+ * for a malformed name. WR_ECONFLICT for a shared template's name (but a shared template an
+ * admin replaces, which needs shared and replace) and for a name of the team's own images
+ * (but its own template with replace). Other teams' images are never looked at: their names
+ * are free, and no answer says they exist. */
+int wr_images_claim(struct wr_images *im, const struct wr_images_claim *c, char **replaces,
+                    struct wr_err *err);
+/* Drop the record of the image being replaced (id from wr_images_claim; NULL: none), just before
+ * the new one is recorded; its layers stay until the collection after that. */
+int wr_images_replace(struct wr_images *im, const char *id, struct wr_err *err);
+
+/* The template `name` as team sees it: its own, else a directory template (*dir set, rec
+ * empty), else a shared one; with any_team (for an admin), else another team's if only one
+ * team has one of that name (WR_ECONFLICT if several do). WR_ENOTFOUND. */
+int wr_images_template(struct wr_images *im, const char *team, const char *name, bool any_team,
+                       struct wr_image_rec *rec, bool *dir, struct wr_err *err);
 
 /* Names of the directory templates (those with a rootfs/), sorted: *names is an array of *n
  * strings (free each and the array). */
@@ -93,10 +129,20 @@ int wr_images_install(const struct wr_images *im, const char *tmp, char digest[7
 int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
                      const char *digest, uint64_t bytes, struct wr_err *err);
 
-/* Delete a template (by name) or a snapshot (id or name) of team (NULL: any): the record goes
- * at once; sandboxes started from it keep their layers until they end. */
+/* Loop: a layer wr_images_install put into the store for an image that will not be recorded:
+ * recorded and collected at once, unless something else refers to it. digest NULL or "": none. */
+void wr_images_forget(struct wr_images *im, const char *digest, uint64_t bytes);
+
+/* Delete a snapshot (id or name) of team (NULL: any), or (kind "template") a template as
+ * wr_images_delete_template does without admin: the record goes at once; sandboxes started from
+ * it keep their layers until they end. */
 int wr_images_delete(struct wr_images *im, const char *team, const char *kind, const char *ref,
                      struct wr_err *err);
+/* Delete the template `name` that wr_images_template (any_team only with admin) finds.
+ * WR_ECONFLICT for a directory template (removed on the host), and for a shared template
+ * unless admin. */
+int wr_images_delete_template(struct wr_images *im, const char *team, const char *name, bool admin,
+                              bool any_team, struct wr_err *err);
 
 /* Forget team's build cache (team NULL: every team's) and collect the layers nothing else
  * refers to. *n gets how many cached steps were forgotten. */
