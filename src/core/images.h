@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "../store/store.h"
@@ -114,6 +115,19 @@ void wr_images_stack_push(json_t *layers, const char *digest);
  * (free each and the array). WR_ENOTFOUND if a layer is gone. */
 int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
                           size_t *n, struct wr_err *err);
+
+/* The file at path (relative: "etc/passwd") of the image whose layer directories are layers
+ * (bottom first, n of them), as its sandboxes see it: the topmost layer that has it gives it,
+ * and a whiteout or an opaque directory above hides the layers below (src/core/imagefs.c).
+ * Nothing is followed: a symlink on the way, or anything but a regular file, is as if the file
+ * were not there. NULL if it is not, or is over max bytes; else its text (free it). */
+char *wr_images_read_file(char *const *layers, size_t n, const char *path, size_t max);
+/* The ids a user spec of an image's config ("user", "1000", "user:group", "1000:1000"; NULL or
+ * "": root) stands for in that image, resolved against its /etc/passwd and /etc/group as
+ * warren-init does (a number not in passwd: that uid and group 0). WR_ENOTFOUND for a name the
+ * image does not have. */
+int wr_images_user_ids(char *const *layers, size_t n, const char *spec, uid_t *uid, gid_t *gid,
+                       struct wr_err *err);
 
 /* Worker thread: move the layer made at tmp (tmp/fs filled) into the store under its digest,
  * sealed; if the store has that layer already, tmp is removed. A layer that holds nothing
