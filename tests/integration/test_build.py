@@ -418,7 +418,16 @@ def test_steps_that_change_nothing_add_no_layer(daemon, client):
     assert ev[-1]["template"]["layers"] == 2, ev[-1]  # base + the one /f layer
     sid = create(client, "noop")
     assert sh(client, sid, "cat /f; pwd")["stdout"] == "same\n/root\n"
-    client.request("DELETE", "/v1/sandboxes/" + sid)
+    # A fork of an untouched sandbox of it, and a fork of that fork, start and run.
+    made = [sid]
+    for _ in range(2):
+        r = client.request("POST", "/v1/sandboxes/%s/fork" % made[-1],
+                           json_body={"count": 1, "timeout": 120}).json()
+        assert r["errors"] == [] and len(r["sandboxes"]) == 1, r
+        made.append(r["sandboxes"][0]["id"])
+        assert sh(client, made[-1], "cat /f; pwd")["stdout"] == "same\n/root\n"
+    for x in made:
+        client.request("DELETE", "/v1/sandboxes/" + x)
     # Cached, the same.
     status, ev = build(client, "noop", NOOP_STEPS, replace=True)
     assert all(e["cached"] for e in ev if layer_step(e)) and ev[-1]["template"]["layers"] == 2

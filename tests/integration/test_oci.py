@@ -323,6 +323,26 @@ def test_import_oci_and_docker_archives(d, c, image):
     assert tmp_entries(d) == []
 
 
+def test_import_leaves_out_empty_and_repeated_layers(d, c, image, work):
+    """An image with an empty layer and a layer that comes twice makes a template of each
+    non-empty layer once (the topmost copy), which starts (issue #14, item 13)."""
+    lay = os.path.join(work, "oci-repeats")
+    shutil.copytree(image["layout"], lay)
+    empty = os.path.join(work, "empty.tar")
+    with open(empty, "wb") as f:
+        f.write(tar_bytes([]))
+    l2 = os.path.join(work, "layer2.tar")
+    sh("umoci", "raw", "add-layer", "--image", lay + ":img", empty)
+    sh("umoci", "raw", "add-layer", "--image", lay + ":img", l2)
+    arch = os.path.join(work, "img-repeats.tar")
+    sh("skopeo", "copy", "-q", "oci:%s:img" % lay, "oci-archive:%s:img" % arch)
+    t = import_file(c, arch, "repeats", 201).json()
+    assert t["layers"] == 2, t
+    run_check(c, "repeats")
+    delete_template(c, "repeats")
+    assert tmp_entries(d) == []
+
+
 def test_import_bad_archives(d, c, image):
     with open(image["oci_tar"], "rb") as f:
         good = f.read()
