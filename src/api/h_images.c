@@ -19,12 +19,19 @@ static json_int_t n_layers(const char *layers_json)
     return n;
 }
 
-/* Live sandboxes of the caller's team (an admin's: of every team) started from `name`. */
-static json_int_t users_of(struct wr_api *api, const struct wr_caller *who, const char *name)
+/* Live sandboxes of team (NULL: of every team) started from `name`. */
+static json_int_t users_of(struct wr_api *api, const char *team, const char *name)
 {
     int64_t n = 0;
-    (void)wr_store_image_users(api->store, who->admin ? NULL : who->team, name, &n, NULL);
+    (void)wr_store_image_users(api->store, team, name, &n, NULL);
     return (json_int_t)n;
+}
+
+/* Whose sandboxes count in a template's in_use: a team's template's own team's; a shared
+ * one's, the caller's team's (an admin's: every team's). */
+static const char *counted_team(const struct wr_caller *who, const char *owner)
+{
+    return owner != NULL ? owner : who->admin ? NULL : who->team;
 }
 
 json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
@@ -37,7 +44,7 @@ json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
     j = json_pack("{s:s,s:s,s:b,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template", "shared",
                   r->shared, "size_bytes", (json_int_t)r->size_bytes, "layers",
                   n_layers(r->layers_json), "created_at", created, "in_use",
-                  users_of(api, who, r->name));
+                  users_of(api, counted_team(who, r->shared ? NULL : r->team), r->name));
     /* Names are per team: an admin, who sees every team's, is told whose. */
     if (who->admin)
         json_object_set_new(j, "team", json_string(r->team));
@@ -54,7 +61,7 @@ static json_t *dir_template_json(struct wr_api *api, const struct wr_caller *who
 {
     return json_pack("{s:s,s:s,s:b,s:n,s:I,s:n,s:I}", "name", name, "kind", "dir", "shared", 1,
                      "size_bytes", "layers", (json_int_t)1, "created_at", "in_use",
-                     users_of(api, who, name));
+                     users_of(api, counted_team(who, NULL), name));
 }
 
 static json_t *snapshot_json(const struct wr_image_rec *r, const struct wr_snapshot_info *info)

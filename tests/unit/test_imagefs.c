@@ -111,8 +111,7 @@ int main(void)
     ok(mkdir(at(l[2], "etc"), 0755) == 0, "an empty etc/ on top");
     read_is(l, 3, "# a comment\nbad line\napp:x:1234:4321::/:/bin/sh\n",
             "a plain directory on top merges");
-    ok(setxattr(at(l[2], "etc"), "trusted.overlay.opaque", "y", 1, 0) == 0,
-       "made opaque");
+    ok(setxattr(at(l[2], "etc"), "trusted.overlay.opaque", "y", 1, 0) == 0, "made opaque");
     read_is(l, 3, NULL, "an opaque directory hides the layers below");
     ok(removexattr(at(l[2], "etc"), "trusted.overlay.opaque") == 0, "opaque no more");
     whiteout(l[2], "etc/passwd");
