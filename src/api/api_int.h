@@ -115,8 +115,11 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
                    const struct api_route *rt);
 void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                    const struct api_route *rt);
-/* JSON of a template of the store (h_images.c). */
-json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r);
+/* 403: only an admin key makes a shared template (h_images.c). */
+void api_forbid_shared(struct wr_http_req *req);
+/* JSON of a template of the store as the caller sees it (h_images.c). */
+json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
+                          const struct wr_image_rec *r);
 /* h_oci.c: POST /v1/templates/import and /v1/templates/pull. */
 void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
              const struct api_route *rt);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* POST /v1/templates/build?name=NAME[&replace=true][&dockerfile=PATH]: a template from the
- * Dockerfile subset. The body is the Dockerfile itself, or (Content-Type application/x-tar,
- * optionally gzip or zstd) a build context holding it, streamed to a file first. The answer
- * streams the build as NDJSON: step events, the steps' output, then one `done` or `error`
- * event. Errors found before the first step (a bad Dockerfile, a name taken) are a plain JSON
- * error with their status. If the client leaves, the build goes on. */
+/* POST /v1/templates/build?name=NAME[&replace=true][&shared=true][&dockerfile=PATH]: a template
+ * from the Dockerfile subset. The body is the Dockerfile itself, or (Content-Type
+ * application/x-tar, optionally gzip or zstd) a build context holding it, streamed to a file
+ * first. The answer streams the build as NDJSON: step events, the steps' output, then one `done`
+ * or `error` event. Errors found before the first step (a name taken, checked before the body is
+ * read; a bad Dockerfile) are a plain JSON error with their status. If the client leaves, the
+ * build goes on. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ struct build_ctx {
     struct wr_http_req *req; /* NULL once the client left */
     char team[128];
     char *name, *dockerfile_path, *tar_path;
-    bool replace, streaming, admin;
+    bool replace, shared, streaming, admin;
     int fd; /* the context being received */
     uint64_t received;
     uint8_t carry[3][4];
@@ -105,9 +106,9 @@ static void on_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_b
         wr_http_req_set_data(b->req, NULL, NULL);
         if (err == NULL) {
             j = json_loads(tpl->layers_json, 0, NULL);
-            send_event(b, json_pack("{s:s,s:{s:s,s:s,s:I,s:I}}", "type", "done", "template", "name",
-                                    tpl->name, "kind", "template", "size_bytes",
-                                    (json_int_t)tpl->size_bytes, "layers",
+            send_event(b, json_pack("{s:s,s:{s:s,s:s,s:b,s:I,s:I}}", "type", "done", "template",
+                                    "name", tpl->name, "kind", "template", "shared", tpl->shared,
+                                    "size_bytes", (json_int_t)tpl->size_bytes, "layers",
                                     (json_int_t)json_array_size(j)));
             json_decref(j);
             wr_http_resp_end(b->req);
@@ -147,6 +148,7 @@ static void run_build(struct build_ctx *b, const char *dockerfile)
         .dockerfile_path = b->dockerfile_path,
         .context_tar = b->tar_path,
         .replace = b->replace,
+        .shared = b->shared,
         .admin = b->admin,
     };
 
@@ -223,8 +225,11 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
 {
     const char *name = wr_http_req_query(req, "name");
     const char *replace = wr_http_req_query(req, "replace");
+    const char *shared = wr_http_req_query(req, "shared");
     const char *dfpath = wr_http_req_query(req, "dockerfile");
+    _cleanup_free_ char *replaces = NULL;
     struct build_ctx *b;
+    struct wr_err err;
 
     if (strcmp(wr_http_req_method(req), "POST") != 0) {
         wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
@@ -234,9 +239,28 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
         wr_http_respond_error(req, 400, "invalid", "`name` (query) names the template to build");
         return;
     }
-    if (replace != NULL && strcmp(replace, "true") != 0 && strcmp(replace, "false") != 0) {
-        wr_http_respond_error(req, 400, "invalid", "`replace` is true or false");
+    for (int i = 0; i < 2; i++) {
+        const char *v = i == 0 ? replace : shared;
+        if (v != NULL && strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            wr_http_respond_error(req, 400, "invalid", "`%s` is true or false",
+                                  i == 0 ? "replace" : "shared");
+            return;
+        }
+    }
+    if (shared != NULL && strcmp(shared, "true") == 0 && !who->admin) {
+        api_forbid_shared(req);
         return;
+    }
+    /* Before reading a large context: is the name the team's to take? */
+    {
+        struct wr_images_claim c = {.team = who->team,
+                                    .name = name,
+                                    .replace = replace != NULL && strcmp(replace, "true") == 0,
+                                    .shared = shared != NULL && strcmp(shared, "true") == 0};
+        if (wr_images_claim(api->images, &c, &replaces, &err) < 0) {
+            api_error(req, &err);
+            return;
+        }
     }
     b = xcalloc(1, sizeof(*b));
     b->api = api;
@@ -246,6 +270,7 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
     b->admin = who->admin;
     b->name = xstrdup(name);
     b->replace = replace != NULL && strcmp(replace, "true") == 0;
+    b->shared = shared != NULL && strcmp(shared, "true") == 0;
     b->dockerfile_path = dfpath ? xstrdup(dfpath) : NULL;
     if (!is_archive(wr_http_req_header(req, "Content-Type"))) {
         wr_http_req_set_data(req, b, upload_closed);

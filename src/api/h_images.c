@@ -19,27 +19,49 @@ static json_int_t n_layers(const char *layers_json)
     return n;
 }
 
-static json_int_t users_of(struct wr_api *api, const char *name)
+/* Live sandboxes of team (NULL: of every team) started from `name`. */
+static json_int_t users_of(struct wr_api *api, const char *team, const char *name)
 {
     int64_t n = 0;
-    (void)wr_store_image_users(api->store, name, &n, NULL);
+    (void)wr_store_image_users(api->store, team, name, &n, NULL);
     return (json_int_t)n;
 }
 
-json_t *api_template_json(struct wr_api *api, const struct wr_image_rec *r)
+/* Whose sandboxes count in a template's in_use: a team's template's own team's; a shared
+ * one's, the caller's team's (an admin's: every team's). */
+static const char *counted_team(const struct wr_caller *who, const char *owner)
 {
-    char created[32];
-
-    api_time(r->created_ms, created);
-    return json_pack("{s:s,s:s,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template", "size_bytes",
-                     (json_int_t)r->size_bytes, "layers", n_layers(r->layers_json), "created_at",
-                     created, "in_use", users_of(api, r->name));
+    return owner != NULL ? owner : who->admin ? NULL : who->team;
 }
 
-static json_t *dir_template_json(struct wr_api *api, const char *name)
+json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
+                          const struct wr_image_rec *r)
 {
-    return json_pack("{s:s,s:s,s:n,s:I,s:n,s:I}", "name", name, "kind", "dir", "size_bytes",
-                     "layers", (json_int_t)1, "created_at", "in_use", users_of(api, name));
+    char created[32];
+    json_t *j;
+
+    api_time(r->created_ms, created);
+    j = json_pack("{s:s,s:s,s:b,s:I,s:I,s:s,s:I}", "name", r->name, "kind", "template", "shared",
+                  r->shared, "size_bytes", (json_int_t)r->size_bytes, "layers",
+                  n_layers(r->layers_json), "created_at", created, "in_use",
+                  users_of(api, counted_team(who, r->shared ? NULL : r->team), r->name));
+    /* Names are per team: an admin, who sees every team's, is told whose. */
+    if (who->admin)
+        json_object_set_new(j, "team", json_string(r->team));
+    return j;
+}
+
+void api_forbid_shared(struct wr_http_req *req)
+{
+    wr_http_respond_error(req, 403, "forbidden",
+                          "only an admin key makes a shared template (one every team uses)");
+}
+
+static json_t *dir_template_json(struct wr_api *api, const struct wr_caller *who, const char *name)
+{
+    return json_pack("{s:s,s:s,s:b,s:n,s:I,s:n,s:I}", "name", name, "kind", "dir", "shared", 1,
+                     "size_bytes", "layers", (json_int_t)1, "created_at", "in_use",
+                     users_of(api, counted_team(who, NULL), name));
 }
 
 static json_t *snapshot_json(const struct wr_image_rec *r, const struct wr_snapshot_info *info)
@@ -69,50 +91,79 @@ static void deleted(struct wr_http_req *req, struct wr_err *err, int rc)
 
 /* ---- /v1/templates ------------------------------------------------------------------------- */
 
-static void list_templates(struct wr_api *api, struct wr_http_req *req)
+/* For a team: its own templates, the directory templates and the shared ones, each name once
+ * (the first of them: what a create of that name runs). For an admin: every team's, and the
+ * directory templates. */
+static void list_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
 {
     struct wr_image_rec *recs = NULL;
     char **dirs = NULL;
     size_t n = 0, nd = 0;
     struct wr_err err;
-    json_t *arr;
+    json_t *arr, *seen;
 
-    if (wr_store_image_list(api->store, NULL, "template", NULL, &recs, &n, &err) < 0) {
+    if (wr_store_image_list(api->store, who->admin ? NULL : who->team, "template", NULL, &recs, &n,
+                            &err) < 0) {
         api_error(req, &err);
         return;
     }
     arr = json_array();
+    seen = json_object();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, api_template_json(api, &recs[i]));
+        if (who->admin || strcmp(recs[i].team, who->team) == 0) {
+            json_array_append_new(arr, api_template_json(api, who, &recs[i]));
+            if (!who->admin)
+                json_object_set_new(seen, recs[i].name, json_true());
+        }
     (void)wr_images_dir_names(api->images, &dirs, &nd);
     for (size_t i = 0; i < nd; i++) {
-        bool shadowed = false;
-        for (size_t k = 0; k < n && !shadowed; k++)
-            shadowed = strcmp(recs[k].name, dirs[i]) == 0;
-        if (!shadowed)
-            json_array_append_new(arr, dir_template_json(api, dirs[i]));
+        if (json_object_get(seen, dirs[i]) == NULL) {
+            json_array_append_new(arr, dir_template_json(api, who, dirs[i]));
+            json_object_set_new(seen, dirs[i], json_true());
+        }
         free(dirs[i]);
     }
     free(dirs);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (!who->admin && json_object_get(seen, recs[i].name) == NULL)
+            json_array_append_new(arr, api_template_json(api, who, &recs[i]));
         wr_image_rec_fini(&recs[i]);
+    }
     free(recs);
+    json_decref(seen);
     wr_http_respond_json(req, 200, json_pack("{s:o}", "templates", arr));
 }
 
-static bool is_dir_template(struct wr_api *api, const char *name)
+/* GET and DELETE /v1/templates/{name}: the template a create of that name would run for the
+ * caller's team; an admin's `?team=` names another team, and without it an admin also reaches
+ * the only team's template of that name. */
+static void one_template(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                         const char *name)
 {
-    char **dirs = NULL;
-    size_t n = 0;
-    bool found = false;
+    const char *method = wr_http_req_method(req);
+    const char *other = who->admin ? wr_http_req_query(req, "team") : NULL;
+    const char *team = other != NULL && other[0] != '\0' ? other : who->team;
+    bool any = who->admin && team == who->team;
+    struct wr_image_rec rec;
+    struct wr_err err;
+    bool dir;
 
-    (void)wr_images_dir_names(api->images, &dirs, &n);
-    for (size_t i = 0; i < n; i++) {
-        found = found || strcmp(dirs[i], name) == 0;
-        free(dirs[i]);
+    if (strcmp(method, "GET") == 0) {
+        /* A template only: a snapshot's name does not answer here. */
+        if (wr_images_template(api->images, team, name, any, &rec, &dir, &err) < 0) {
+            api_error(req, &err);
+        } else if (dir) {
+            wr_http_respond_json(req, 200, dir_template_json(api, who, name));
+        } else {
+            wr_http_respond_json(req, 200, api_template_json(api, who, &rec));
+            wr_image_rec_fini(&rec);
+        }
+    } else if (strcmp(method, "DELETE") == 0) {
+        deleted(req, &err,
+                wr_images_delete_template(api->images, team, name, who->admin, any, &err));
+    } else {
+        wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
     }
-    free(dirs);
-    return found;
 }
 
 void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
@@ -120,14 +171,13 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
 {
     const char *method = wr_http_req_method(req);
     const char *team = who->admin ? NULL : who->team;
-    struct wr_image_rec rec;
     struct wr_err err;
 
     if (rt->nseg == 1) {
         if (strcmp(method, "GET") != 0)
             wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
         else
-            list_templates(api, req);
+            list_templates(api, req, who);
         return;
     }
     if (rt->nseg == 2 && strcmp(rt->seg[1], "build") == 0 && strcmp(method, "POST") == 0) {
@@ -153,32 +203,7 @@ void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_
                               wr_http_req_path(req));
         return;
     }
-    if (strcmp(method, "GET") == 0) {
-        /* A template only: a snapshot's name does not answer here. */
-        if (wr_store_image_get(api->store, team, rt->seg[1], &rec, NULL) == 0) {
-            bool tpl = strcmp(rec.kind, "template") == 0;
-            if (tpl)
-                wr_http_respond_json(req, 200, api_template_json(api, &rec));
-            wr_image_rec_fini(&rec);
-            if (tpl)
-                return;
-        }
-        if (is_dir_template(api, rt->seg[1]))
-            wr_http_respond_json(req, 200, dir_template_json(api, rt->seg[1]));
-        else
-            wr_http_respond_error(req, 404, "not_found", "template `%s` does not exist",
-                                  rt->seg[1]);
-    } else if (strcmp(method, "DELETE") == 0) {
-        int rc = wr_images_delete(api->images, team, "template", rt->seg[1], &err);
-        if (rc < 0 && err.kind == WR_ENOTFOUND && is_dir_template(api, rt->seg[1]))
-            wr_err_set(&err, WR_ECONFLICT, 0,
-                       "template `%s` is a directory in the host's templates directory; remove it "
-                       "there",
-                       rt->seg[1]);
-        deleted(req, &err, rc);
-    } else {
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
-    }
+    one_template(api, req, who, rt->seg[1]);
 }
 
 /* ---- /v1/snapshots ------------------------------------------------------------------------- */

@@ -20,8 +20,8 @@
 struct oci_ctx {
     struct wr_api *api;
     struct wr_http_req *req;
-    char team[128];
-    bool admin, replace, running;
+    struct wr_caller who;
+    bool replace, shared, running;
     char *name;
     /* import: the body's file */
     char *path;
@@ -75,7 +75,7 @@ static void oci_done(void *ctx, const struct wr_image_rec *tpl, const struct wr_
         if (err != NULL)
             oci_error(req, err);
         else
-            wr_http_respond_json(req, 201, api_template_json(c->api, tpl));
+            wr_http_respond_json(req, 201, api_template_json(c->api, &c->who, tpl));
     }
     c->running = false;
     oci_ctx_free(c);
@@ -121,9 +121,10 @@ static void import_end(struct wr_http_req *req)
     /* The core owns the file from here, and removes it. */
     path = steal_pointer(&c->path);
     r = (struct wr_oci_request){.name = c->name,
-                                .team = c->team,
-                                .admin = c->admin,
+                                .team = c->who.team,
+                                .admin = c->who.admin,
                                 .replace = c->replace,
+                                .shared = c->shared,
                                 .archive = path};
     c->running = true;
     wr_oci_start(c->api->mgr, &r, oci_done, c);
@@ -134,12 +135,17 @@ static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_
     struct wr_oci_request r = {.name = wr_http_req_query(req, "name"),
                                .team = who->team,
                                .admin = who->admin,
-                               .replace = truthy(wr_http_req_query(req, "replace"))};
+                               .replace = truthy(wr_http_req_query(req, "replace")),
+                               .shared = truthy(wr_http_req_query(req, "shared"))};
     struct oci_ctx *c;
     struct wr_err err;
 
     if (r.name == NULL) {
         wr_http_respond_error(req, 400, "invalid", "the query parameter `name` is required");
+        return;
+    }
+    if (r.shared && !who->admin) {
+        api_forbid_shared(req);
         return;
     }
     /* Before reading a large body: is the name right and free? */
@@ -150,9 +156,9 @@ static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;
-    snprintf(c->team, sizeof(c->team), "%s", who->team);
-    c->admin = who->admin;
+    c->who = *who;
     c->replace = r.replace;
+    c->shared = r.shared;
     c->name = xstrdup(r.name);
     c->path = wr_images_tmp(api->images);
     c->fd = open(c->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -173,7 +179,7 @@ static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_
 static void pull_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {"name",     "image",   "username", "password",
-                                          "insecure", "replace", NULL};
+                                          "insecure", "replace", "shared",   NULL};
     static const char *const strings[] = {"name", "image", "username", "password"};
     struct body_ctx *bc = take_body_ctx(req);
     struct wr_oci_request r = {0};
@@ -190,8 +196,8 @@ static void pull_body(struct wr_http_req *req, const char *body, size_t len)
             goto out;
         }
     }
-    for (size_t i = 0; i < 2; i++) {
-        const char *k = i == 0 ? "insecure" : "replace";
+    for (size_t i = 0; i < 3; i++) {
+        const char *k = i == 0 ? "insecure" : i == 1 ? "replace" : "shared";
         v = json_object_get(j, k);
         if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
             wr_http_respond_error(req, 400, "invalid", "`%s` must be a boolean", k);
@@ -204,6 +210,7 @@ static void pull_body(struct wr_http_req *req, const char *body, size_t len)
     r.password = json_string_value(json_object_get(j, "password"));
     r.insecure = json_is_true(json_object_get(j, "insecure"));
     r.replace = json_is_true(json_object_get(j, "replace"));
+    r.shared = json_is_true(json_object_get(j, "shared"));
     /* read_body_with carries the caller in team and id (see api_oci). */
     r.team = bc->team;
     r.admin = bc->id[0] == 'a';
@@ -211,9 +218,15 @@ static void pull_body(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "`name` and `image` are required");
         goto out;
     }
+    if (r.shared && !r.admin) {
+        api_forbid_shared(req);
+        goto out;
+    }
     c = xcalloc(1, sizeof(*c));
     c->api = bc->api;
     c->req = req;
+    snprintf(c->who.team, sizeof(c->who.team), "%s", bc->team);
+    c->who.admin = r.admin;
     c->fd = -1;
     c->running = true;
     wr_http_req_set_data(req, c, oci_closed);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `warren template build -f Dockerfile [--name NAME] [--replace] [CONTEXT_DIR]`: a template from
- * the Dockerfile subset (docs/templates.md).
+/* `warren template build -f Dockerfile [--name NAME] [--replace] [--shared] [CONTEXT_DIR]`: a
+ * template from the Dockerfile subset (docs/templates.md).
  *
  * The build context (CONTEXT_DIR, default the Dockerfile's directory) goes to warrend as a tar
  * made by the system's `tar -C DIR -cf - .`, its output piped into a chunked POST
@@ -275,8 +275,8 @@ static bool tar_ok(pid_t pid, bool quiet)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: warren template build -f Dockerfile [--name NAME] [--replace] [-o json] "
-            "[CONTEXT_DIR]\n\n"
+            "usage: warren template build -f Dockerfile [--name NAME] [--replace] [--shared]\n"
+            "                             [-o json] [CONTEXT_DIR]\n\n"
             "Build a template from a Dockerfile (the subset FROM, RUN, ENV, WORKDIR, USER, COPY;\n"
             "see docs/templates.md). Each step runs in a sandbox on warrend and is cached: an\n"
             "unchanged step is not run again. The steps and their output are printed as they\n"
@@ -285,7 +285,9 @@ static void usage(FILE *f)
             "  --name NAME       the template's name (default: the name of the Dockerfile's\n"
             "                    directory, lowercased, characters other than [a-z0-9._-]\n"
             "                    made '-')\n"
-            "  --replace         replace a template of that name (else it is an error)\n"
+            "  --replace         replace the team's template of that name (else it is an\n"
+            "                    error)\n"
+            "  --shared          (admin) a template every team uses; its name is reserved\n"
             "  -o json           print the build's events, one JSON object a line\n"
             "  CONTEXT_DIR       the build context COPY reads from (default: the Dockerfile's\n"
             "                    directory if it has a COPY, else none), sent whole as a tar\n"
@@ -296,16 +298,20 @@ static void usage(FILE *f)
 
 struct build_args {
     const char *file, *name, *context;
-    bool replace, json;
+    bool replace, shared, json;
 };
 
 static int parse_args(int argc, char **argv, struct build_args *a)
 {
-    enum { O_NAME = 256, O_REPLACE };
+    enum { O_NAME = 256, O_REPLACE, O_SHARED };
     static const struct option longopts[] = {
-        {"file", required_argument, NULL, 'f'},    {"name", required_argument, NULL, O_NAME},
-        {"replace", no_argument, NULL, O_REPLACE}, {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"file", required_argument, NULL, 'f'},
+        {"name", required_argument, NULL, O_NAME},
+        {"replace", no_argument, NULL, O_REPLACE},
+        {"shared", no_argument, NULL, O_SHARED},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     int c;
 
@@ -321,6 +327,9 @@ static int parse_args(int argc, char **argv, struct build_args *a)
             break;
         case O_REPLACE:
             a->replace = true;
+            break;
+        case O_SHARED:
+            a->shared = true;
             break;
         case 'o':
             if (cli_output_arg(VERB, optarg, &a->json) < 0)
@@ -544,6 +553,8 @@ int cli_template_build(int argc, char **argv)
     cli_buf_add_escaped(&target, dfpath);
     if (a.replace)
         cli_buf_adds(&target, "&replace=true");
+    if (a.shared)
+        cli_buf_adds(&target, "&shared=true");
     rc = run_build(&a, target.p, ctx, dfdir, extra);
     cli_buf_fini(&target);
     if (empty_ctx)

@@ -17,14 +17,15 @@
 #include "client.h"
 
 #define TEMPLATE_OCI_USAGE                                                                         \
-    "usage: warren template import FILE --name NAME [--replace] [-o json]\n"                       \
+    "usage: warren template import FILE --name NAME [--replace] [--shared] [-o json]\n"            \
     "       warren template pull IMAGE --name NAME [--insecure] [--username USER\n"                \
-    "                                  [--password-stdin]] [--replace] [-o json]\n\n"              \
+    "                                  [--password-stdin]] [--replace] [--shared] [-o json]\n\n"   \
     "import: a docker-archive (`docker save`, `skopeo copy ... docker-archive:F`) or an\n"         \
     "oci-archive tarball, streamed to warrend; FILE `-` reads standard input.\n"                   \
     "pull: IMAGE is host[:port]/repository[:tag] or ...@sha256:<hex>, from a registry that\n"      \
     "warrend reaches; --insecure uses plain http. The password is read from standard input\n"      \
-    "(--password-stdin) or WARREN_REGISTRY_PASSWORD, never from the command line.\n"
+    "(--password-stdin) or WARREN_REGISTRY_PASSWORD, never from the command line.\n"               \
+    "--shared (admin keys): a template every team uses; its name is then reserved.\n"
 
 static void print_template(const json_t *t, bool json)
 {
@@ -49,7 +50,7 @@ static bool plain_name(const char *s)
     return true;
 }
 
-static int do_import(const char *file, const char *name, bool replace, bool json)
+static int do_import(const char *file, const char *name, bool replace, bool shared, bool json)
 {
     _cleanup_free_ char *target = NULL;
     _cleanup_close_ int fd = -1;
@@ -73,7 +74,8 @@ static int do_import(const char *file, const char *name, bool replace, bool json
         cli_errorf("template import: %s: %s", file, strerror(errno));
         return CLI_EXIT_FAIL;
     }
-    target = xasprintf("/v1/templates/import?name=%s%s", name, replace ? "&replace=true" : "");
+    target = xasprintf("/v1/templates/import?name=%s%s%s", name, replace ? "&replace=true" : "",
+                       shared ? "&shared=true" : "");
     req.target = target;
     req.body_kind = CLI_BODY_FD;
     req.body_fd = fd;
@@ -112,7 +114,7 @@ static char *read_password(void)
 }
 
 static int do_pull(const char *image, const char *name, const char *user, bool pw_stdin,
-                   bool insecure, bool replace, bool json)
+                   bool insecure, bool replace, bool shared, bool json)
 {
     _cleanup_free_ char *pw = NULL;
     json_t *body, *t = NULL;
@@ -131,6 +133,8 @@ static int do_pull(const char *image, const char *name, const char *user, bool p
     }
     body = json_pack("{s:s,s:s,s:b,s:b}", "name", name, "image", image, "insecure", insecure,
                      "replace", replace);
+    if (shared)
+        json_object_set_new(body, "shared", json_true());
     if (user != NULL)
         json_object_set_new(body, "username", json_string(user));
     if (pw != NULL)
@@ -156,10 +160,11 @@ static int do_pull(const char *image, const char *name, const char *user, bool p
 /* `warren template import|pull ...`; argv[0] is the sub-verb. */
 int cli_template_oci(int argc, char **argv)
 {
-    enum { O_NAME = 256, O_REPLACE, O_INSECURE, O_USER, O_PWSTDIN };
+    enum { O_NAME = 256, O_REPLACE, O_SHARED, O_INSECURE, O_USER, O_PWSTDIN };
     static const struct option longopts[] = {
         {"name", required_argument, NULL, O_NAME},
         {"replace", no_argument, NULL, O_REPLACE},
+        {"shared", no_argument, NULL, O_SHARED},
         {"insecure", no_argument, NULL, O_INSECURE},
         {"username", required_argument, NULL, O_USER},
         {"password-stdin", no_argument, NULL, O_PWSTDIN},
@@ -169,7 +174,7 @@ int cli_template_oci(int argc, char **argv)
     };
     const char *verb = strcmp(argv[0], "import") == 0 ? "template import" : "template pull";
     const char *name = NULL, *user = NULL;
-    bool replace = false, insecure = false, pw_stdin = false, json = false;
+    bool replace = false, shared = false, insecure = false, pw_stdin = false, json = false;
     int c;
 
     opterr = 0;
@@ -181,6 +186,9 @@ int cli_template_oci(int argc, char **argv)
             break;
         case O_REPLACE:
             replace = true;
+            break;
+        case O_SHARED:
+            shared = true;
             break;
         case O_INSECURE:
             insecure = true;
@@ -213,11 +221,11 @@ int cli_template_oci(int argc, char **argv)
             cli_errorf("template import: --username, --password-stdin and --insecure are for pull");
             return CLI_EXIT_USAGE;
         }
-        return do_import(argv[optind], name, replace, json);
+        return do_import(argv[optind], name, replace, shared, json);
     }
     if (pw_stdin && user == NULL) {
         cli_errorf("template pull: --password-stdin needs --username");
         return CLI_EXIT_USAGE;
     }
-    return do_pull(argv[optind], name, user, pw_stdin, insecure, replace, json);
+    return do_pull(argv[optind], name, user, pw_stdin, insecure, replace, shared, json);
 }

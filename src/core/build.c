@@ -29,7 +29,7 @@
 struct build {
     struct wr_manager *m;
     char *team, *name;
-    bool replace;
+    bool replace, shared;
     uint32_t step_timeout_s, cpu_millis;
     uint64_t memory_bytes;
     struct wr_dockerfile df;
@@ -130,7 +130,7 @@ static void report(struct build *b)
     struct wr_image_rec tpl;
 
     if (b->done_tpl != NULL &&
-        wr_store_image_get(b->m->cfg.store, NULL, b->done_tpl, &tpl, &b->done_err) == 0) {
+        wr_store_image_get(b->m->cfg.store, b->team, b->done_tpl, &tpl, &b->done_err) == 0) {
         b->ev->on_done(b->ctx, &tpl, NULL, NULL);
         wr_image_rec_fini(&tpl);
     } else {
@@ -202,10 +202,11 @@ static void fail_step(struct build *b, const struct wr_err *err)
 
 static void next_step(struct build *b);
 
-/* The running step made b->digest (cached already), and its sandbox is gone: go on. */
+/* The running step made b->digest ("" if it changed nothing; cached already), and its sandbox
+ * is gone: go on. */
 static void step_layer(struct build *b)
 {
-    json_array_append_new(b->layers, json_string(b->digest));
+    wr_images_stack_push(b->layers, b->digest);
     memcpy(b->key, b->step_key, sizeof(b->key));
     b->at++;
     next_step(b);
@@ -215,24 +216,19 @@ static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
                           const struct wr_snapshot_info *info, const struct wr_err *err)
 {
     struct build *b = ctx;
-    json_t *layers;
-    char *digest;
     struct wr_err e2;
 
     if (err != NULL) {
         fail_step(b, err);
         return;
     }
-    layers = json_loads(snap->layers_json, 0, NULL);
-    digest = xstrdup(json_string_value(json_array_get(layers, json_array_size(layers) - 1)));
-    json_decref(layers);
-    /* The cache row keeps the layer once the snapshot's record is gone. */
-    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, digest, b->team, &e2) < 0)
+    /* A step that changed nothing adds no layer; its cache row says so with "". The row keeps
+     * the layer once the snapshot's record is gone. */
+    snprintf(b->digest, sizeof(b->digest), "%s", info->layer ? info->layer : "");
+    if (wr_store_build_cache_put(b->m->cfg.store, b->step_key, b->digest, b->team, &e2) < 0)
         log_warn("build: cache step: %s", e2.msg);
     if (wr_images_delete(b->m->cfg.images, NULL, "snapshot", snap->id, &e2) < 0)
         log_warn("build: drop step snapshot: %s", e2.msg);
-    snprintf(b->digest, sizeof(b->digest), "%s", digest);
-    free(digest);
     drop_sandbox(b, step_layer);
 }
 
@@ -426,28 +422,40 @@ static void set_workdir(struct build *b, const char *path)
     free(abs);
 }
 
+/* The claim of the build's name (wr_images_claim); *replaces as there. */
+static int claim(struct build *b, char **replaces, struct wr_err *err)
+{
+    struct wr_images_claim c = {
+        .team = b->team, .name = b->name, .replace = b->replace, .shared = b->shared};
+    return wr_images_claim(b->m->cfg.images, &c, replaces, err);
+}
+
 static void record_template(struct build *b)
 {
+    struct wr_images *im = b->m->cfg.images;
+    _cleanup_free_ char *replaces = NULL;
     struct wr_image_rec img = {0};
     struct wr_err err;
     int r;
 
-    if (b->replace) {
-        r = wr_images_delete(b->m->cfg.images, b->team, "template", b->name, &err);
-        if (r < 0 && err.kind != WR_ENOTFOUND) {
-            finish(b, NULL, &err);
-            return;
-        }
+    /* Again: the name may have been taken (or shared) while the steps ran. */
+    if (claim(b, &replaces, &err) < 0 || wr_images_replace(im, replaces, &err) < 0) {
+        finish(b, NULL, &err);
+        return;
     }
-    img.id = xasprintf("tpl-%s", b->name);
+    img.id = wr_images_new_id("tpl-");
     img.kind = xstrdup("template");
     img.name = xstrdup(b->name);
     img.team = xstrdup(b->team);
     img.source = xstrdup("build");
+    img.shared = b->shared;
     img.config_json = json_dumps(b->config, JSON_COMPACT | JSON_SORT_KEYS);
-    r = wr_images_record(b->m->cfg.images, &img, b->layers, NULL, 0, &err);
+    r = wr_images_record(im, &img, b->layers, NULL, 0, &err);
     if (r == 0)
-        log_info("build: template %s made (%zu layers)", b->name, json_array_size(b->layers));
+        log_info("build: template %s of team %s made (%zu layers%s)", b->name, b->team,
+                 json_array_size(b->layers), b->shared ? ", shared" : "");
+    if (replaces != NULL)
+        wr_images_gc(im); /* the replaced template's layers, if nothing else has them */
     finish(b, r == 0 ? &img : NULL, r == 0 ? NULL : &err);
     wr_image_rec_fini(&img);
 }
@@ -491,7 +499,7 @@ static void next_step(struct build *b)
         b->step_key = xstrdup(key);
         if (wr_store_build_cache_get(b->m->cfg.store, key, digest, &err) == 0) {
             b->ev->on_step(b->ctx, b->at, b->df.n, st->line, st->text, true);
-            json_array_append_new(b->layers, json_string(digest));
+            wr_images_stack_push(b->layers, digest);
             memcpy(b->key, key, sizeof(b->key));
             continue;
         }
@@ -710,7 +718,7 @@ static void start(struct build *b)
 {
     struct wr_manager *m = b->m;
     struct wr_image base = {0};
-    struct wr_image_rec other;
+    _cleanup_free_ char *replaces = NULL;
     struct wr_err err;
     unsigned line = 0;
 
@@ -719,9 +727,7 @@ static void start(struct build *b)
         finish(b, NULL, &err);
         return;
     }
-    if (!b->replace && wr_store_image_get(m->cfg.store, b->team, b->name, &other, NULL) == 0) {
-        wr_image_rec_fini(&other);
-        wr_err_set(&err, WR_ECONFLICT, 0, "an image named `%s` exists already", b->name);
+    if (claim(b, &replaces, &err) < 0) {
         finish(b, NULL, &err);
         return;
     }
@@ -819,7 +825,7 @@ static void from_image(struct build *b, struct wr_image *base)
 
 static void from_image_quiet(struct build *b, struct wr_image *base)
 {
-    b->layers = json_incref(base->layers);
+    b->layers = wr_images_stack_clean(base->layers);
     b->config = json_deep_copy(base->config);
     /* The team is part of the key: a team never gets a layer another team's build made (a RUN
      * that fetched something is not a function of its text alone). */
@@ -842,6 +848,7 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->team = xstrdup(req->team);
     b->name = xstrdup(req->name);
     b->replace = req->replace;
+    b->shared = req->shared;
     b->admin = req->admin;
     b->step_timeout_s = req->step_timeout_s ? req->step_timeout_s : 3600;
     b->cpu_millis = req->cpu_millis;
@@ -849,13 +856,12 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->dockerfile = req->dockerfile ? xstrdup(req->dockerfile) : NULL;
     b->dockerfile_path = xstrdup(req->dockerfile_path ? req->dockerfile_path : "Dockerfile");
     b->context_tar = req->context_tar ? xstrdup(req->context_tar) : NULL;
-    if (!wr_images_user_name_valid(req->name)) {
-        wr_err_set(&err, WR_EINVAL, 0,
-                   "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
-                   "with `.` or `snap-`",
-                   req->name);
-        finish(b, NULL, &err);
-        return;
+    {
+        _cleanup_free_ char *replaces = NULL;
+        if (claim(b, &replaces, &err) < 0) {
+            finish(b, NULL, &err);
+            return;
+        }
     }
     if (wr_space_admit(m->cfg.space, "build", 0, &err) < 0) {
         finish(b, NULL, &err);

@@ -159,6 +159,10 @@ int wr__volumes_resolve(struct wr_manager *m, const char *team, const struct wr_
 int wr__mounts_of(struct wr_manager *m, const char *volumes_json, struct wr_mount_spec **mounts,
                   size_t *n, struct wr_err *err);
 void wr__mounts_free(struct wr_mount_spec *mounts, size_t n);
+/* Loop: a volume ss mounts read-write that nobody has written to (its root empty and owned by
+ * root, as made) goes to ss's default user (its uid and primary group in ss's image), so that
+ * user can write there; root can anyway. One that holds anything keeps its owner. */
+void wr__volumes_give(struct wr_manager *m, const struct start_spec *ss);
 /* Remove the directories of volumes that have no record (a daemon that died while deleting or
  * creating one). Called at open. */
 void wr__volumes_sweep(struct wr_manager *m);

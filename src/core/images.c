@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../runtime/layer.h"
+#include "../runtime/mount.h"
 #include "../runtime/quota.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
@@ -178,6 +179,29 @@ static int resolve_dir(struct wr_images *im, const char *name, struct wr_image *
     return 0;
 }
 
+static int image_of_rec(struct wr_image_rec *rec, const char *ref, struct wr_image *out,
+                        struct wr_err *err)
+{
+    out->layers = json_loads(rec->layers_json, 0, NULL);
+    out->config = json_loads(rec->config_json, 0, NULL);
+    out->name = xstrdup(strcmp(rec->kind, "snapshot") == 0 ? rec->id : rec->name);
+    out->kind = xstrdup(rec->kind);
+    wr_image_rec_fini(rec);
+    if (!json_is_array(out->layers) || !json_is_object(out->config)) {
+        wr_image_fini(out);
+        return wr_err_set(err, WR_EINTERNAL, 0, "image `%s`: malformed record", ref);
+    }
+    return 0;
+}
+
+static bool dir_template(const struct wr_images *im, const char *name)
+{
+    _cleanup_free_ char *rootfs = xasprintf("%s/%s/rootfs", im->templates_dir, name);
+    struct stat st;
+
+    return stat(rootfs, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
                       struct wr_err *err)
 {
@@ -186,21 +210,87 @@ int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, s
     memset(out, 0, sizeof(*out));
     if (!wr_images_name_valid(ref))
         return wr_err_set(err, WR_EINVAL, 0, "template name `%s` is not valid", ref);
-    if (wr_store_image_get(im->store, team, ref, &rec, err) < 0) {
-        if (err->kind != WR_ENOTFOUND)
-            return -1;
+    /* The team's own, then the host's directory templates, then the shared ones. */
+    if (wr_store_image_get(im->store, team, ref, &rec, err) == 0)
+        return image_of_rec(&rec, ref, out, err);
+    if (err->kind != WR_ENOTFOUND)
+        return -1;
+    if (dir_template(im, ref))
         return resolve_dir(im, ref, out, err);
-    }
-    out->layers = json_loads(rec.layers_json, 0, NULL);
-    out->config = json_loads(rec.config_json, 0, NULL);
-    out->name = xstrdup(strcmp(rec.kind, "snapshot") == 0 ? rec.id : rec.name);
-    out->kind = xstrdup(rec.kind);
+    if (wr_store_image_get_shared(im->store, ref, &rec, err) == 0)
+        return image_of_rec(&rec, ref, out, err);
+    if (err->kind != WR_ENOTFOUND)
+        return -1;
+    return wr_err_set(err, WR_ENOTFOUND, 0, "template `%s` does not exist", ref);
+}
+
+bool wr_images_shared_name(struct wr_images *im, const char *name, bool *dir)
+{
+    struct wr_image_rec rec;
+
+    *dir = dir_template(im, name);
+    if (*dir)
+        return true;
+    if (wr_store_image_get_shared(im->store, name, &rec, NULL) < 0)
+        return false;
     wr_image_rec_fini(&rec);
-    if (!json_is_array(out->layers) || !json_is_object(out->config)) {
-        wr_image_fini(out);
-        return wr_err_set(err, WR_EINTERNAL, 0, "image `%s`: malformed record", ref);
+    return true;
+}
+
+int wr_images_claim(struct wr_images *im, const struct wr_images_claim *c, char **replaces,
+                    struct wr_err *err)
+{
+    const char *what = c->snapshot ? "snapshot" : "template";
+    struct wr_image_rec rec;
+    bool dir;
+
+    *replaces = NULL;
+    if (c->snapshot && c->name == NULL)
+        return 0; /* an unnamed snapshot: its id is new */
+    if (!wr_images_user_name_valid(c->name))
+        return wr_err_set(err, WR_EINVAL, 0,
+                          "%s name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
+                          "with `.` or `snap-`",
+                          what, c->name ? c->name : "");
+    /* A shared template's name is every team's: nobody builds, imports, pulls or snapshots
+     * over it (a directory template's not even an admin: it is replaced on the host). */
+    if (wr_images_shared_name(im, c->name, &dir)) {
+        if (dir)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "`%s` is a shared template (a directory in the host's templates "
+                              "directory): choose another name",
+                              c->name);
+        if (!c->shared || c->snapshot)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "`%s` is a shared template's name: choose another name", c->name);
+        if (!c->replace)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "a shared template `%s` exists already (replace it with replace)",
+                              c->name);
+        if (wr_store_image_get_shared(im->store, c->name, &rec, err) < 0)
+            return -1;
+        *replaces = steal_pointer(&rec.id);
+        wr_image_rec_fini(&rec);
+        return 0;
     }
-    return 0;
+    /* Then only the team's own names count: another team's never answer (nor show). */
+    if (wr_store_image_get(im->store, c->team, c->name, &rec, err) < 0)
+        return err->kind == WR_ENOTFOUND ? 0 : -1;
+    if (c->replace && !c->snapshot && !c->shared && strcmp(rec.kind, "template") == 0 &&
+        strcmp(rec.name, c->name) == 0) {
+        *replaces = steal_pointer(&rec.id);
+        wr_image_rec_fini(&rec);
+        return 0;
+    }
+    if (c->shared)
+        wr_err_set(err, WR_ECONFLICT, 0,
+                   "your team has an image named `%s`: a shared template cannot take its name",
+                   c->name);
+    else
+        wr_err_set(err, WR_ECONFLICT, 0, "an image named `%s` exists already%s", c->name,
+                   c->replace ? " and is not a template of your team" : "");
+    wr_image_rec_fini(&rec);
+    return -1;
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -236,14 +326,53 @@ int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n)
     return 0;
 }
 
+/* Whether refs[i] comes again higher up the stack. */
+static bool again_above(const json_t *refs, size_t i)
+{
+    const char *ref = json_string_value(json_array_get(refs, i));
+
+    for (size_t k = i + 1; ref != NULL && k < json_array_size(refs); k++)
+        if (json_equal(json_array_get(refs, k), json_array_get(refs, i)))
+            return true;
+    return false;
+}
+
+/* A layer below another copy of itself adds nothing: for every path the upper copy answers
+ * first, and whatever it leaves to the layers below (a name it does not have, the rest of a
+ * directory it does not make opaque) the lower copy does not have either. So the lower copy
+ * goes. (Keeping the lower one instead would be wrong: a layer in between may delete or hide
+ * what the upper copy shows again.) overlayfs refuses a stack that names a directory twice
+ * (ELOOP), so a stack never does. */
+json_t *wr_images_stack_clean(const json_t *layers)
+{
+    json_t *out = json_array();
+
+    for (size_t i = 0; i < json_array_size(layers); i++)
+        if (!again_above(layers, i))
+            json_array_append(out, json_array_get(layers, i));
+    return out;
+}
+
+void wr_images_stack_push(json_t *layers, const char *digest)
+{
+    if (digest == NULL || digest[0] == '\0')
+        return;
+    for (size_t i = json_array_size(layers); i-- > 0;) {
+        const char *ref = json_string_value(json_array_get(layers, i));
+        if (ref != NULL && strcmp(ref, digest) == 0)
+            json_array_remove(layers, i);
+    }
+    json_array_append_new(layers, json_string(digest));
+}
+
 int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
                           size_t *n, struct wr_err *err)
 {
-    size_t cnt = json_array_size(layers), i;
+    json_t *stack = wr_images_stack_clean(layers), *l;
+    size_t cnt = json_array_size(stack), i;
     char **v = xcalloc(cnt + 1, sizeof(char *));
-    json_t *l;
 
-    json_array_foreach(layers, i, l)
+    json_array_foreach(stack, i, l)
     {
         const char *ref = json_string_value(l);
         struct stat st;
@@ -258,12 +387,29 @@ int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char
             for (size_t k = 0; k <= i; k++)
                 free(v[k]);
             free(v);
+            json_decref(stack);
             return -1;
         }
     }
+    json_decref(stack);
     *paths = v;
     *n = cnt;
     return 0;
+}
+
+/* The layer at tmp/fs holds nothing: only its root directory, whose owner and mode no sandbox
+ * sees (the root of an overlay is its upper's). */
+static bool layer_empty(const char *tmp)
+{
+    _cleanup_free_ char *fs = xasprintf("%s/fs", tmp);
+    _cleanup_closedir_ DIR *d = opendir(fs);
+
+    if (d == NULL)
+        return false;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            return false;
+    return true;
 }
 
 int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
@@ -272,6 +418,12 @@ int wr_images_install(const struct wr_images *im, const char *tmp, char digest[7
     _cleanup_free_ char *dst = NULL;
     struct stat st;
 
+    if (layer_empty(tmp)) {
+        /* Nothing changed: no layer (an empty one would only lengthen the stack). */
+        digest[0] = '\0';
+        *bytes = 0;
+        return wr_layer_remove(tmp, err);
+    }
     if (wr_layer_digest(tmp, digest, bytes, err) < 0)
         goto fail;
     dst = xasprintf("%s/%s", im->layers_dir, digest + 7);
@@ -298,11 +450,11 @@ fail:
 int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
                      const char *digest, uint64_t bytes, struct wr_err *err)
 {
-    json_t *layers = json_copy((json_t *)base_layers);
+    json_t *layers = wr_images_stack_clean(base_layers);
     uint64_t size = 0;
     int r;
 
-    if (digest != NULL) {
+    if (digest != NULL && digest[0] != '\0') {
         _cleanup_free_ char *dir = xasprintf("%s/%s/fs", im->layers_dir, digest + 7);
         struct stat st;
         if (stat(dir, &st) < 0) {
@@ -313,7 +465,19 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
             json_decref(layers);
             return -1;
         }
-        json_array_append_new(layers, json_string(digest));
+        wr_images_stack_push(layers, digest);
+    }
+    /* An image no sandbox could start is never recorded. */
+    if (json_array_size(layers) == 0 || json_array_size(layers) > WR_MAX_LAYERS) {
+        if (json_array_size(layers) == 0)
+            wr_err_set(err, WR_EBADDATA, 0, "the image holds no files (every layer is empty)");
+        else
+            wr_err_set(err, WR_ECONFLICT, 0,
+                       "the image would have %zu layers, and a sandbox stacks at most %d",
+                       json_array_size(layers), WR_MAX_LAYERS);
+        json_decref(layers);
+        wr_images_gc(im); /* the layer may be referenced by nothing */
+        return -1;
     }
     img->layers_json = json_dumps(layers, JSON_COMPACT);
     json_decref(layers);
@@ -331,20 +495,100 @@ int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_
     return r;
 }
 
+int wr_images_template(struct wr_images *im, const char *team, const char *name, bool any_team,
+                       struct wr_image_rec *rec, bool *dir, struct wr_err *err)
+{
+    struct wr_image_rec *all = NULL;
+    size_t n = 0, found = 0;
+
+    memset(rec, 0, sizeof(*rec));
+    *dir = false;
+    if (wr_store_image_get(im->store, team, name, rec, err) == 0) {
+        if (strcmp(rec->kind, "template") == 0 && strcmp(rec->name, name) == 0)
+            return 0;
+        wr_image_rec_fini(rec);
+    } else if (err->kind != WR_ENOTFOUND) {
+        return -1;
+    }
+    if (dir_template(im, name)) {
+        *dir = true;
+        return 0;
+    }
+    if (wr_store_image_get_shared(im->store, name, rec, err) == 0)
+        return 0;
+    if (err->kind != WR_ENOTFOUND)
+        return -1;
+    if (!any_team)
+        return wr_err_set(err, WR_ENOTFOUND, 0, "template `%s` does not exist", name);
+    /* (An admin) another team's, if it is the only one of that name. */
+    if (wr_store_image_list(im->store, NULL, "template", NULL, &all, &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(all[i].name, name) == 0 && found++ == 0)
+            *rec = all[i];
+        else
+            wr_image_rec_fini(&all[i]);
+    }
+    free(all);
+    if (found == 1)
+        return 0;
+    if (found > 1)
+        wr_image_rec_fini(rec);
+    return found == 0 ? wr_err_set(err, WR_ENOTFOUND, 0, "template `%s` does not exist", name)
+                      : wr_err_set(err, WR_ECONFLICT, 0,
+                                   "%zu teams have a template `%s`: name the team", found, name);
+}
+
+void wr_images_forget(struct wr_images *im, const char *digest, uint64_t bytes)
+{
+    struct wr_err err;
+
+    if (digest == NULL || digest[0] == '\0')
+        return;
+    if (wr_store_layer_put(im->store, digest, bytes, &err) < 0)
+        log_warn("layer store: %s", err.msg);
+    wr_images_gc(im);
+}
+
+int wr_images_delete_template(struct wr_images *im, const char *team, const char *name, bool admin,
+                              bool any_team, struct wr_err *err)
+{
+    struct wr_image_rec rec;
+    bool dir;
+    int rc;
+
+    if (wr_images_template(im, team, name, admin && any_team, &rec, &dir, err) < 0)
+        return -1;
+    if (dir)
+        return wr_err_set(err, WR_ECONFLICT, 0,
+                          "template `%s` is a directory in the host's templates directory; "
+                          "remove it there",
+                          name);
+    if (rec.shared && !admin) {
+        wr_image_rec_fini(&rec);
+        return wr_err_set(err, WR_ECONFLICT, 0,
+                          "template `%s` is shared by every team: only an admin key deletes it",
+                          name);
+    }
+    rc = wr_store_image_delete(im->store, rec.id, err);
+    wr_image_rec_fini(&rec);
+    if (rc == 0)
+        wr_images_gc(im);
+    return rc;
+}
+
 int wr_images_delete(struct wr_images *im, const char *team, const char *kind, const char *ref,
                      struct wr_err *err)
 {
     struct wr_image_rec rec = {0};
 
+    if (strcmp(kind, "template") == 0)
+        return wr_images_delete_template(im, team, ref, false, false, err);
     if (wr_store_image_get(im->store, team, ref, &rec, err) < 0)
         return -1;
     if (strcmp(rec.kind, kind) != 0) {
         wr_image_rec_fini(&rec);
         return wr_err_set(err, WR_ENOTFOUND, 0, "%s `%s` not found", kind, ref);
-    }
-    if (strcmp(kind, "template") == 0 && team != NULL && strcmp(rec.team, team) != 0) {
-        wr_image_rec_fini(&rec);
-        return wr_err_set(err, WR_ECONFLICT, 0, "template `%s` belongs to another team", ref);
     }
     if (wr_store_image_delete(im->store, rec.id, err) < 0) {
         wr_image_rec_fini(&rec);
@@ -352,6 +596,15 @@ int wr_images_delete(struct wr_images *im, const char *team, const char *kind, c
     }
     wr_image_rec_fini(&rec);
     wr_images_gc(im);
+    return 0;
+}
+
+int wr_images_replace(struct wr_images *im, const char *id, struct wr_err *err)
+{
+    if (id == NULL)
+        return 0;
+    if (wr_store_image_delete(im->store, id, err) < 0)
+        return err->kind == WR_ENOTFOUND ? 0 : -1;
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 #include "../store/store.h"
@@ -56,35 +57,106 @@ struct wr_image {
 };
 void wr_image_fini(struct wr_image *img);
 
-/* The image `ref` names for team: a snapshot of the team (id or name), a template of the store,
- * or a directory template. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
+/* Names. Templates and snapshots belong to the team that made them, and a team sees only its
+ * own; the shared templates are every team's: the directory templates of the host and the
+ * templates an admin shared. A name leads, for a team, to its own image (a snapshot by id or
+ * name, a template by name), else to a directory template, else to a shared template. No team
+ * may give an image a shared template's name (wr_images_claim), so a team's name never hides a
+ * shared one but where it was there first (a template made before names were per team). */
+
+/* The image `ref` names for team, in that order. WR_ENOTFOUND, WR_EINVAL for a malformed name. */
 int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, struct wr_image *out,
                       struct wr_err *err);
+
+/* Whether name is a shared template's: a directory template (*dir set) or one an admin shared. */
+bool wr_images_shared_name(struct wr_images *im, const char *name, bool *dir);
+
+/* A name about to be given to a new image. */
+struct wr_images_claim {
+    const char *team; /* the team that makes it */
+    const char *name; /* NULL: an unnamed snapshot (always free) */
+    bool snapshot;    /* a snapshot's name, else a template's */
+    bool replace;     /* an image of that name may be replaced (a template only) */
+    bool shared;      /* a shared template (the caller checked that an admin asks) */
+};
+/* The one check every route that makes or replaces an image passes (builds, imports, pulls,
+ * snapshot names, at the start and again just before recording). 0 if the name may be taken,
+ * *replaces then the id of the record the new image replaces (a new string) or NULL. WR_EINVAL
+ * for a malformed name. WR_ECONFLICT for a shared template's name (but a shared template an
+ * admin replaces, which needs shared and replace) and for a name of the team's own images
+ * (but its own template with replace). Other teams' images are never looked at: their names
+ * are free, and no answer says they exist. */
+int wr_images_claim(struct wr_images *im, const struct wr_images_claim *c, char **replaces,
+                    struct wr_err *err);
+/* Drop the record of the image being replaced (id from wr_images_claim; NULL: none), just before
+ * the new one is recorded; its layers stay until the collection after that. */
+int wr_images_replace(struct wr_images *im, const char *id, struct wr_err *err);
+
+/* The template `name` as team sees it: its own, else a directory template (*dir set, rec
+ * empty), else a shared one; with any_team (for an admin), else another team's if only one
+ * team has one of that name (WR_ECONFLICT if several do). WR_ENOTFOUND. */
+int wr_images_template(struct wr_images *im, const char *team, const char *name, bool any_team,
+                       struct wr_image_rec *rec, bool *dir, struct wr_err *err);
 
 /* Names of the directory templates (those with a rootfs/), sorted: *names is an array of *n
  * strings (free each and the array). */
 int wr_images_dir_names(const struct wr_images *im, char ***names, size_t *n);
 
-/* Layer directories for refs (a JSON array), bottom first: *paths is an array of *n strings
+/* A stack of layer refs (a JSON array, bottom first) as it may be mounted: each ref once, at
+ * its topmost place (a lower copy of a layer under an upper one adds nothing, and overlayfs
+ * refuses a directory twice). A new array. */
+json_t *wr_images_stack_clean(const json_t *layers);
+/* Put layer digest on top of the stack layers (a clean one stays clean: a copy lower down goes).
+ * NULL or "" (a capture that held nothing) adds nothing. */
+void wr_images_stack_push(json_t *layers, const char *digest);
+
+/* Layer directories for refs (a JSON array), bottom first, cleaned as wr_images_stack_clean
+ * does (records written before it may name a layer twice): *paths is an array of *n strings
  * (free each and the array). WR_ENOTFOUND if a layer is gone. */
 int wr_images_layer_paths(const struct wr_images *im, const json_t *layers, char ***paths,
                           size_t *n, struct wr_err *err);
 
+/* The file at path (relative: "etc/passwd") of the image whose layer directories are layers
+ * (bottom first, n of them), as its sandboxes see it: the topmost layer that has it gives it,
+ * and a whiteout or an opaque directory above hides the layers below (src/core/imagefs.c).
+ * Nothing is followed: a symlink on the way, or anything but a regular file, is as if the file
+ * were not there. NULL if it is not, or is over max bytes; else its text (free it). */
+char *wr_images_read_file(char *const *layers, size_t n, const char *path, size_t max);
+/* The ids a user spec of an image's config ("user", "1000", "user:group", "1000:1000"; NULL or
+ * "": root) stands for in that image, resolved against its /etc/passwd and /etc/group as
+ * warren-init does (a number not in passwd: that uid and group 0). WR_ENOTFOUND for a name the
+ * image does not have. */
+int wr_images_user_ids(char *const *layers, size_t n, const char *spec, uid_t *uid, gid_t *gid,
+                       struct wr_err *err);
+
 /* Worker thread: move the layer made at tmp (tmp/fs filled) into the store under its digest,
- * sealed; if the store has that layer already, tmp is removed. */
+ * sealed; if the store has that layer already, tmp is removed. A layer that holds nothing
+ * (tmp/fs empty) is not installed: tmp is removed and digest is "". */
 int wr_images_install(const struct wr_images *im, const char *tmp, char digest[72], uint64_t *bytes,
                       struct wr_err *err);
 
 /* Loop: record an installed layer, then an image on top of base layers plus (if digest is not
- * NULL) that layer. img->id, kind, team, config_json are the caller's; layers_json and size are
- * filled here. WR_ENOTFOUND if the layer vanished meanwhile (collected: try again). */
+ * NULL or "") that layer, the stack cleaned (wr_images_stack_clean, _push). img->id, kind,
+ * team, config_json are the caller's; layers_json and size are filled here. WR_ENOTFOUND if the
+ * layer vanished meanwhile (collected: try again); WR_ECONFLICT if the stack would be deeper
+ * than a sandbox can mount (WR_MAX_LAYERS): no image that cannot start is recorded. */
 int wr_images_record(struct wr_images *im, struct wr_image_rec *img, const json_t *base_layers,
                      const char *digest, uint64_t bytes, struct wr_err *err);
 
-/* Delete a template (by name) or a snapshot (id or name) of team (NULL: any): the record goes
- * at once; sandboxes started from it keep their layers until they end. */
+/* Loop: a layer wr_images_install put into the store for an image that will not be recorded:
+ * recorded and collected at once, unless something else refers to it. digest NULL or "": none. */
+void wr_images_forget(struct wr_images *im, const char *digest, uint64_t bytes);
+
+/* Delete a snapshot (id or name) of team (NULL: any), or (kind "template") a template as
+ * wr_images_delete_template does without admin: the record goes at once; sandboxes started from
+ * it keep their layers until they end. */
 int wr_images_delete(struct wr_images *im, const char *team, const char *kind, const char *ref,
                      struct wr_err *err);
+/* Delete the template `name` that wr_images_template (any_team only with admin) finds.
+ * WR_ECONFLICT for a directory template (removed on the host), and for a shared template
+ * unless admin. */
+int wr_images_delete_template(struct wr_images *im, const char *team, const char *name, bool admin,
+                              bool any_team, struct wr_err *err);
 
 /* Forget team's build cache (team NULL: every team's) and collect the layers nothing else
  * refers to. *n gets how many cached steps were forgotten. */

@@ -573,6 +573,7 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
         wr__start_spec_fini(ss);
         return -1;
     }
+    wr__volumes_give(m, ss);
     ss->home = wr_images_home(m->cfg.images, rec->id);
     ss->memory_bytes = rec->memory_bytes;
     ss->disk_bytes = rec->disk_bytes;

@@ -144,6 +144,9 @@ struct wr_snapshot_info {
     double freeze_ms;    /* how long the sandbox's processes were frozen (0 if it was paused) */
     double capture_ms;   /* of which the capture itself */
     double total_ms;     /* freeze, capture, digest and install */
+    /* The layer the capture added ("sha256:..."), or NULL: the sandbox had changed nothing,
+     * and the snapshot is its image as it was. */
+    const char *layer;
 };
 /* Called with the snapshot's record and timings (valid during the call), or an error. */
 typedef void (*wr_manager_snapshot_cb)(void *ctx, const struct wr_image_rec *snap,
@@ -189,6 +192,7 @@ struct wr_build_req {
      * ends; or NULL (COPY then fails). */
     const char *context_tar;
     bool replace;            /* replace a template of that name (else WR_ECONFLICT) */
+    bool shared;             /* a shared template (every team's; the caller checked: an admin) */
     uint32_t step_timeout_s; /* 0: 3600 */
     uint32_t cpu_millis;     /* of each step's sandbox; 0: default */
     uint64_t memory_bytes;   /* 0: default */
@@ -209,9 +213,11 @@ struct wr_build_events {
     void (*on_done)(void *ctx, const struct wr_image_rec *tpl, const struct wr_build_fail *fail,
                     const struct wr_err *err);
 };
-/* Build a template: FROM resolves like a create; RUN and WORKDIR run in a sandbox of the image
- * so far (cached by a key chained over the base image and every step); ENV and USER change its
- * config. The events may come before this returns (a parse error, a fully cached build). */
+/* Build a template: the name is claimed (wr_images_claim) at the start and again when the
+ * template is recorded; FROM resolves like a create; RUN, WORKDIR and COPY run in a sandbox of
+ * the image so far (cached by a key chained over the team, the base image and every step), and
+ * add a layer when they changed something; ENV and USER change its config. The events may come
+ * before this returns (a bad name, a parse error, a fully cached build). */
 void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
                       const struct wr_build_events *ev, void *ctx);
 

@@ -23,7 +23,7 @@ struct oci_work {
     uv_work_t w;
     struct wr_manager *m;
     char *name, *team, *archive, *image, *username, *password;
-    bool replace, insecure, admin;
+    bool replace, insecure, admin, shared;
     /* results of the worker */
     json_t *config;
     char (*digests)[72]; /* the installed layers, bottom first */
@@ -160,46 +160,40 @@ out:
             *p = '?';
 }
 
-/* The layers as an image lists them: bottom first, a layer that comes again higher up kept
- * there only (the higher copy gives the same result). */
+/* The layers as an image lists them: bottom first, an empty layer left out, one that comes
+ * again higher up kept there only (wr_images_stack_push). */
 static json_t *layer_list(const struct oci_work *o)
 {
     json_t *l = json_array();
 
-    for (size_t i = 0; i < o->nlayers; i++) {
-        bool again = false;
-        for (size_t k = i + 1; k < o->nlayers && !again; k++)
-            again = strcmp(o->digests[i], o->digests[k]) == 0;
-        if (!again)
-            json_array_append_new(l, json_string(o->digests[i]));
-    }
+    for (size_t i = 0; i < o->nlayers; i++)
+        wr_images_stack_push(l, o->digests[i]);
     return l;
 }
 
-/* Drop the record of the template being replaced (its layers are collected after the new one
- * is recorded, so that the layers both share stay). */
-static int replace_old(struct oci_work *o, struct wr_err *err)
+/* Rows for the layers installed (an empty one installed nothing). */
+static int put_layers(const struct oci_work *o, struct wr_err *err)
 {
-    struct wr_image_rec old;
-    int rc = 0;
+    for (size_t i = 0; i < o->ninstalled; i++)
+        if (o->digests[i][0] != '\0' &&
+            wr_store_layer_put(o->m->cfg.store, o->digests[i], o->bytes[i], err) < 0)
+            return -1;
+    return 0;
+}
 
-    if (wr_store_image_get(o->m->cfg.store, o->admin ? NULL : o->team, o->name, &old, NULL) < 0)
-        return 0;
-    if (strcmp(old.kind, "template") != 0 || (!o->admin && strcmp(old.team, o->team) != 0))
-        rc = wr_err_set(err, WR_ECONFLICT, 0,
-                        "an image named `%s` exists and is not yours to "
-                        "replace",
-                        o->name);
-    else
-        rc = wr_store_image_delete(o->m->cfg.store, old.id, err);
-    wr_image_rec_fini(&old);
-    return rc;
+/* The claim of the template's name (wr_images_claim); *replaces as there. */
+static int claim(struct wr_manager *m, const struct wr_oci_request *req, char **replaces,
+                 struct wr_err *err)
+{
+    struct wr_images_claim c = {
+        .team = req->team, .name = req->name, .replace = req->replace, .shared = req->shared};
+    return wr_images_claim(m->cfg.images, &c, replaces, err);
 }
 
 static int record(struct oci_work *o, struct wr_image_rec *rec, struct wr_err *err)
 {
     struct wr_images *im = o->m->cfg.images;
-    struct wr_store *store = o->m->cfg.store;
+    _cleanup_free_ char *replaces = NULL;
     json_t *layers;
     int rc;
 
@@ -216,24 +210,31 @@ static int record(struct oci_work *o, struct wr_image_rec *rec, struct wr_err *e
             free(paths[i]);
         free(paths);
     }
-    for (size_t i = 0; i < o->ninstalled; i++)
-        if (wr_store_layer_put(store, o->digests[i], o->bytes[i], err) < 0) {
-            json_decref(layers);
-            return -1;
-        }
-    rec->id = xasprintf("tpl-%s", o->name);
+    if (put_layers(o, err) < 0) {
+        json_decref(layers);
+        return -1;
+    }
+    rec->id = wr_images_new_id("tpl-");
     rec->kind = xstrdup("template");
     rec->name = xstrdup(o->name);
     rec->team = xstrdup(o->team);
     rec->source = xstrdup(o->image ? o->image : "import");
+    rec->shared = o->shared;
     rec->config_json = json_dumps(o->config, JSON_COMPACT | JSON_SORT_KEYS);
-    if (o->replace && replace_old(o, err) < 0) {
-        json_decref(layers);
-        return -1;
+    /* Again: the name may have been taken (or shared) meanwhile. The old record goes just
+     * before the new one is made; its layers are collected after, so that those both share
+     * stay. */
+    {
+        struct wr_oci_request req = {
+            .team = o->team, .name = o->name, .replace = o->replace, .shared = o->shared};
+        if (claim(o->m, &req, &replaces, err) < 0 || wr_images_replace(im, replaces, err) < 0) {
+            json_decref(layers);
+            return -1;
+        }
     }
     rc = wr_images_record(im, rec, layers, NULL, 0, err);
     json_decref(layers);
-    if (rc == 0 && o->replace)
+    if (replaces != NULL)
         wr_images_gc(im); /* the old template's layers, if nothing else has them */
     return rc;
 }
@@ -262,8 +263,7 @@ static void oci_done(uv_work_t *w, int status)
     /* Layers installed for a template that was not recorded: nothing refers to them. */
     if (!m->closing && o->ninstalled > 0 && rec.layers_json == NULL) {
         struct wr_err e2;
-        for (size_t i = 0; i < o->ninstalled; i++)
-            (void)wr_store_layer_put(m->cfg.store, o->digests[i], o->bytes[i], &e2);
+        (void)put_layers(o, &e2);
         wr_images_gc(m->cfg.images);
     }
     wr_image_rec_fini(&rec);
@@ -273,38 +273,8 @@ static void oci_done(uv_work_t *w, int status)
 
 int wr_oci_check(struct wr_manager *m, const struct wr_oci_request *req, struct wr_err *err)
 {
-    struct wr_image_rec other;
-
-    if (!wr_images_user_name_valid(req->name))
-        return wr_err_set(err, WR_EINVAL, 0,
-                          "template name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not "
-                          "starting with `.` or `snap-`",
-                          req->name ? req->name : "");
-    {
-        char **dirs = NULL;
-        size_t n = 0;
-        bool dir = false;
-        (void)wr_images_dir_names(m->cfg.images, &dirs, &n);
-        for (size_t i = 0; i < n; i++) {
-            dir = dir || strcmp(dirs[i], req->name) == 0;
-            free(dirs[i]);
-        }
-        free(dirs);
-        /* A template of the store would hide it, and it cannot be replaced through the API. */
-        if (dir)
-            return wr_err_set(err, WR_ECONFLICT, 0,
-                              "template `%s` is a directory in the host's templates directory",
-                              req->name);
-    }
-    if (wr_store_image_get(m->cfg.store, req->team, req->name, &other, NULL) == 0) {
-        bool taken = !req->replace || strcmp(other.kind, "template") != 0 ||
-                     (!req->admin && strcmp(other.team, req->team) != 0);
-        wr_image_rec_fini(&other);
-        if (taken)
-            return wr_err_set(err, WR_ECONFLICT, 0, "an image named `%s` exists already%s",
-                              req->name, req->replace ? " and is not a template of yours" : "");
-    }
-    return 0;
+    _cleanup_free_ char *replaces = NULL;
+    return claim(m, req, &replaces, err);
 }
 
 void wr_oci_start(struct wr_manager *m, const struct wr_oci_request *req, wr_oci_cb cb, void *ctx)
@@ -324,6 +294,7 @@ void wr_oci_start(struct wr_manager *m, const struct wr_oci_request *req, wr_oci
     o->name = xstrdup(req->name);
     o->team = xstrdup(req->team);
     o->replace = req->replace;
+    o->shared = req->shared;
     o->admin = req->admin;
     o->archive = req->archive ? xstrdup(req->archive) : NULL;
     o->image = req->image ? xstrdup(req->image) : NULL;

@@ -15,8 +15,9 @@
 struct wr_oci_request {
     const char *name;    /* the template's name */
     const char *team;    /* the team that makes it */
-    bool admin;          /* the caller may replace any team's template */
+    bool admin;          /* an admin's: a pull may reach private addresses */
     bool replace;        /* a template of that name is replaced (else WR_ECONFLICT) */
+    bool shared;         /* a shared template (every team's; the caller checked: an admin) */
     const char *archive; /* import: the tarball, a file under <state>/layers/.tmp (removed) */
     const char *image;   /* pull: "host[:port]/repo[:tag|@digest]" */
     const char *username, *password; /* pull: registry credentials, or NULL */
@@ -26,7 +27,8 @@ struct wr_oci_request {
 /* The template made (tpl) or why not (err). */
 typedef void (*wr_oci_cb)(void *ctx, const struct wr_image_rec *tpl, const struct wr_err *err);
 
-/* Whether the request could go on: the name is valid and free (or replaceable). */
+/* Whether the request could go on: wr_images_claim of its name (checked again before the
+ * template is recorded). */
 int wr_oci_check(struct wr_manager *m, const struct wr_oci_request *req, struct wr_err *err);
 
 /* Check the request (wr_oci_check), then import or pull on a worker and answer in cb;

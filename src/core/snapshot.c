@@ -86,6 +86,20 @@ static void snap_run(uv_work_t *w)
     s->info.total_ms = (double)(mono_ns() - t0) / 1e6;
 }
 
+/* Record the snapshot, its name claimed again (it may have been taken meanwhile). */
+static int snap_record(struct snap_work *s)
+{
+    struct wr_images *im = s->m->cfg.images;
+    struct wr_images_claim c = {.team = s->img.team, .name = s->img.name, .snapshot = true};
+    _cleanup_free_ char *replaces = NULL;
+
+    if (wr_images_claim(im, &c, &replaces, &s->err) < 0) {
+        wr_images_forget(im, s->digest, s->bytes);
+        return -1;
+    }
+    return wr_images_record(im, &s->img, s->base_layers, s->digest, s->bytes, &s->err);
+}
+
 static void snap_done(uv_work_t *w, int status)
 {
     struct snap_work *s = w->data;
@@ -98,16 +112,17 @@ static void snap_done(uv_work_t *w, int status)
         s->cb(s->ctx, NULL, NULL, &s->err);
     } else if (wr__run_pending_end(sb)) {
         if (s->rc == 0)
-            wr_images_gc(m->cfg.images); /* the layer went into the store for nothing */
+            wr_images_forget(m->cfg.images, s->digest, s->bytes); /* stored for nothing */
         wr_err_set(&s->err, WR_ECONFLICT, 0, "sandbox `%s` ended while being captured", sb->id);
         s->cb(s->ctx, NULL, NULL, &s->err);
-    } else if (s->rc < 0 || wr_images_record(m->cfg.images, &s->img, s->base_layers, s->digest,
-                                             s->bytes, &s->err) < 0) {
+    } else if (s->rc < 0 || snap_record(s) < 0) {
         wr_err_wrap(&s->err, "snapshot of sandbox %s", sb->id);
         s->cb(s->ctx, NULL, NULL, &s->err);
     } else {
-        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all)", sb->id, s->img.id,
-                 s->info.capture, s->info.freeze_ms, s->info.total_ms);
+        log_info("sandbox %s: snapshot %s (%s, frozen %.2f ms, %.2f ms in all%s)", sb->id,
+                 s->img.id, s->info.capture, s->info.freeze_ms, s->info.total_ms,
+                 s->digest[0] ? "" : "; nothing changed, no layer");
+        s->info.layer = s->digest[0] ? s->digest : NULL;
         s->cb(s->ctx, &s->img, &s->info, NULL);
     }
     wr_msb_unref(sb);
@@ -149,25 +164,15 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
 {
     struct wr_sandbox_rec rec;
     struct snap_work *s;
-    struct wr_image_rec other;
+    _cleanup_free_ char *replaces = NULL;
     struct wr_err err;
     struct wr_msb *sb = wr__lookup(m, team, id, &err);
+    struct wr_images_claim c = {.team = sb ? sb->team : NULL, .name = name, .snapshot = true};
 
     if (sb == NULL || wr__check_settled(sb, &err) < 0 ||
+        wr_images_claim(m->cfg.images, &c, &replaces, &err) < 0 ||
         wr_space_admit(m->cfg.space, "snapshot", 0, &err) < 0)
         goto fail;
-    if (name != NULL && !wr_images_user_name_valid(name)) {
-        wr_err_set(&err, WR_EINVAL, 0,
-                   "snapshot name `%s` is not valid: 1 to 64 of [A-Za-z0-9._-], not starting "
-                   "with `.` or `snap-`",
-                   name);
-        goto fail;
-    }
-    if (name != NULL && wr_store_image_get(m->cfg.store, sb->team, name, &other, NULL) == 0) {
-        wr_err_set(&err, WR_ECONFLICT, 0, "an image named `%s` exists already", name);
-        wr_image_rec_fini(&other);
-        goto fail;
-    }
     if (wr_store_sandbox_get(m->cfg.store, NULL, sb->id, &rec, &err) < 0)
         goto fail;
     s = xcalloc(1, sizeof(*s));

@@ -16,6 +16,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
+#include "images.h"
 
 _Static_assert(WR_MAX_VOLUMES == WR_MAX_MOUNTS, "the API's limit is the runtime's");
 
@@ -113,6 +114,66 @@ int wr__mounts_of(struct wr_manager *m, const char *volumes_json, struct wr_moun
     *n = json_array_size(arr);
     json_decref(arr);
     return 0;
+}
+
+/* The volume's root is as wr_manager_volume_create made it: owned by root, and empty. */
+static bool untouched(int fd)
+{
+    _cleanup_closedir_ DIR *d = NULL;
+    struct stat st;
+    int dup_fd;
+
+    if (fstat(fd, &st) < 0 || st.st_uid != 0 || st.st_gid != 0)
+        return false;
+    dup_fd = dup(fd);
+    if (dup_fd < 0 || (d = fdopendir(dup_fd)) == NULL) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return false;
+    }
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            return false;
+    return true;
+}
+
+/* Docker gives a new named volume the owner of the image's mount point (else root), which
+ * suits images whose service runs as root; Warren's default user is not root (E2B's `user`), so
+ * an empty, root-owned volume goes to the default user of the sandbox that mounts it read-write
+ * (one whose default user is root leaves it as it is). Once it holds anything or has another
+ * owner it is never given again: sandboxes of other images keep what the first one got. */
+void wr__volumes_give(struct wr_manager *m, const struct start_spec *ss)
+{
+    bool resolved = false;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    struct wr_err err;
+
+    for (size_t i = 0; i < ss->n_mounts; i++) {
+        const char *dir = ss->mounts[i].host_dir;
+        _cleanup_close_ int fd = -1;
+
+        if (ss->mounts[i].readonly)
+            continue;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || !untouched(fd))
+            continue;
+        if (!resolved) {
+            if (wr_images_user_ids(ss->layers, ss->n_layers, ss->user, &uid, &gid, &err) < 0) {
+                log_warn("sandbox %s: volume %s stays root's: %s", ss->id, dir, err.msg);
+                return;
+            }
+            resolved = true;
+        }
+        if (uid == 0 && gid == 0)
+            return;
+        if (fchown(fd, uid, gid) < 0)
+            log_warn("sandbox %s: give volume %s to %u:%u: %s", ss->id, dir, (unsigned)uid,
+                     (unsigned)gid, strerror(errno));
+        else
+            log_info("sandbox %s: volume %s given to its default user (%u:%u)", ss->id, dir,
+                     (unsigned)uid, (unsigned)gid);
+    }
 }
 
 int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,

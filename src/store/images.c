@@ -7,7 +7,8 @@
 #include "../util/xalloc.h"
 #include "store_int.h"
 
-#define IMG_COLS "id, kind, name, team, layers_json, config_json, source, size_bytes, created_ms"
+#define IMG_COLS                                                                                   \
+    "id, kind, name, team, layers_json, config_json, source, size_bytes, created_ms, shared"
 
 /* Live sandboxes: their layers must stay. */
 #define LIVE "('creating', 'running', 'paused')"
@@ -127,13 +128,14 @@ static void read_img(sqlite3_stmt *st, struct wr_image_rec *r)
     r->source = wr__col_text(st, 6);
     r->size_bytes = (uint64_t)sqlite3_column_int64(st, 7);
     r->created_ms = sqlite3_column_int64(st, 8);
+    r->shared = sqlite3_column_int(st, 9) != 0;
 }
 
 int wr_store_image_insert(struct wr_store *s, const struct wr_image_rec *r, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
         s, WR_ST_IMG_INSERT,
-        "INSERT INTO images (" IMG_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", err);
+        "INSERT INTO images (" IMG_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", err);
 
     if (st == NULL)
         return -1;
@@ -146,26 +148,15 @@ int wr_store_image_insert(struct wr_store *s, const struct wr_image_rec *r, stru
     wr__bind_text(st, 7, r->source);
     wr__bind_int64(st, 8, (int64_t)r->size_bytes);
     wr__bind_int64(st, 9, r->created_ms ? r->created_ms : wr__now_ms());
+    wr__bind_int64(st, 10, r->shared ? 1 : 0);
     return wr__step_done(s->db, st, "insert image", err);
 }
 
-int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
-                       struct wr_image_rec *r, struct wr_err *err)
+static int get_one(struct wr_store *s, sqlite3_stmt *st, const char *ref, struct wr_image_rec *r,
+                   struct wr_err *err)
 {
-    /* An id first, then a name; another team's snapshot reads as absent. */
-    _cleanup_stmt_ sqlite3_stmt *st =
-        wr__stmt(s, WR_ST_IMG_GET,
-                 "SELECT " IMG_COLS " FROM images WHERE (id = ?1 OR name = ?1)"
-                 " AND (kind = 'template' OR ?2 IS NULL OR team = ?2)"
-                 " ORDER BY id = ?1 DESC, kind = 'snapshot' DESC LIMIT 1",
-                 err);
-    int rc;
+    int rc = sqlite3_step(st);
 
-    if (st == NULL)
-        return -1;
-    wr__bind_text(st, 1, ref);
-    wr__bind_text(st, 2, team);
-    rc = sqlite3_step(st);
     if (rc == SQLITE_DONE)
         return wr_err_set(err, WR_ENOTFOUND, 0, "image `%s` not found", ref);
     if (rc != SQLITE_ROW)
@@ -174,13 +165,45 @@ int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
     return 0;
 }
 
+int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
+                       struct wr_image_rec *r, struct wr_err *err)
+{
+    /* An id first, then a name; another team's image reads as absent. */
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_IMG_GET,
+                 "SELECT " IMG_COLS " FROM images WHERE (id = ?1 OR name = ?1)"
+                 " AND (?2 IS NULL OR team = ?2)"
+                 " ORDER BY id = ?1 DESC, kind = 'snapshot' DESC, shared DESC LIMIT 1",
+                 err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, ref);
+    wr__bind_text(st, 2, team);
+    return get_one(s, st, ref, r, err);
+}
+
+int wr_store_image_get_shared(struct wr_store *s, const char *name, struct wr_image_rec *r,
+                              struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(s, WR_ST_IMG_GET_SHARED,
+                                               "SELECT " IMG_COLS " FROM images WHERE name = ?1"
+                                               " AND kind = 'template' AND shared = 1",
+                                               err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, name);
+    return get_one(s, st, name, r, err);
+}
+
 int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
                         struct wr_image_rec **out, size_t *n, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_IMG_LIST,
                  "SELECT " IMG_COLS " FROM images WHERE (?1 IS NULL OR kind = ?1)"
-                 " AND (kind = 'template' OR ?2 IS NULL OR team = ?2)"
+                 " AND (?2 IS NULL OR team = ?2 OR shared = 1)"
                  " AND (?3 IS NULL OR source = ?3) ORDER BY created_ms DESC, id",
                  err);
     size_t cap = 0;
@@ -228,15 +251,19 @@ int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err
     return 0;
 }
 
-int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struct wr_err *err)
+int wr_store_image_users(struct wr_store *s, const char *team, const char *name, int64_t *n,
+                         struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_IMG_USERS,
-                 "SELECT count(*) FROM sandboxes WHERE template_name = ?1 AND state IN " LIVE, err);
+                 "SELECT count(*) FROM sandboxes WHERE template_name = ?1"
+                 " AND (?2 IS NULL OR team = ?2) AND state IN " LIVE,
+                 err);
 
     if (st == NULL)
         return -1;
     wr__bind_text(st, 1, name);
+    wr__bind_text(st, 2, team);
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "count users of image %s", name);
     *n = sqlite3_column_int64(st, 0);
@@ -279,8 +306,9 @@ int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_CACHE_GET,
-                 "SELECT c.digest FROM build_cache AS c JOIN layers AS l ON l.digest = c.digest"
-                 " WHERE c.key = ?1",
+                 "SELECT c.digest FROM build_cache AS c LEFT JOIN layers AS l"
+                 " ON l.digest = c.digest WHERE c.key = ?1"
+                 " AND (c.digest = '' OR l.digest IS NOT NULL)",
                  err);
     int rc;
 

@@ -143,9 +143,24 @@ static const char migration_6[] =
  * before have no team (only a prune of every team's cache removes them). */
 static const char migration_7[] = "ALTER TABLE build_cache ADD COLUMN team TEXT;\n";
 
+/* Version 8: template names are per team, and shared templates are every team's.
+ * - images.shared: 1 for a template an admin shared; every team resolves its name (after its
+ *   own images and the directory templates), and no team may take it. Until now every template
+ *   was global: those of the admin team (the first admin key's and the unix socket's) become
+ *   shared, every other team's becomes that team's own (another team that used it loses it).
+ * - A template's name is unique in its team (two teams may each have `myapp`), and a shared
+ *   template's name unique among the shared ones. */
+static const char migration_8[] =
+    "ALTER TABLE images ADD COLUMN shared INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1));\n"
+    "UPDATE images SET shared = 1 WHERE kind = 'template' AND team = 'admin';\n"
+    "DROP INDEX images_template_name;\n"
+    "CREATE UNIQUE INDEX images_template_name ON images (team, name) WHERE kind = 'template';\n"
+    "CREATE UNIQUE INDEX images_shared_name ON images (name)\n"
+    "    WHERE kind = 'template' AND shared = 1;\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4},
-    {5, migration_5}, {6, migration_6}, {7, migration_7},
+    {5, migration_5}, {6, migration_6}, {7, migration_7}, {8, migration_8},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

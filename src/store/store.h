@@ -138,7 +138,8 @@ int wr_store_layers_size(struct wr_store *s, const char *layers_json, uint64_t *
                          struct wr_err *err);
 
 struct wr_image_rec {
-    char *id;          /* "tpl-<name>" or "snap-<random>" */
+    char *id;          /* "tpl-<random>" ("tpl-<name>" before names were per team) or
+                          "snap-<random>" */
     char *kind;        /* "template" or "snapshot" */
     char *name;        /* a template's name; a snapshot's optional name, else NULL */
     char *team;        /* the team that made it */
@@ -147,22 +148,29 @@ struct wr_image_rec {
     char *source;      /* the sandbox a snapshot was taken of, or how a template was made */
     uint64_t size_bytes;
     int64_t created_ms;
+    bool shared; /* a template every team may use (an admin's); never a snapshot */
 };
 void wr_image_rec_fini(struct wr_image_rec *r);
 
-/* Insert an image. WR_ECONFLICT if its id, a template's name or a team's snapshot name is
- * taken. */
+/* Insert an image. WR_ECONFLICT if its id, the name of a template of its team, a shared
+ * template's name (shared) or a team's snapshot name is taken. */
 int wr_store_image_insert(struct wr_store *s, const struct wr_image_rec *r, struct wr_err *err);
-/* By id or name: a snapshot of `team` (NULL: any), or a template (any team's). WR_ENOTFOUND. */
+/* An image of `team` by id or name: a snapshot (id or name), or a template (name; its id too);
+ * the shared templates of other teams are not looked at (see _get_shared). team NULL: any
+ * team's, an id first, then a snapshot. WR_ENOTFOUND. */
 int wr_store_image_get(struct wr_store *s, const char *team, const char *ref,
                        struct wr_image_rec *r, struct wr_err *err);
-/* Images of a kind ("template", "snapshot"; NULL: both); snapshots only of `team` unless team
- * is NULL; source (NULL: any) filters snapshots by sandbox. Newest first. */
+/* The shared template named `name`. WR_ENOTFOUND. */
+int wr_store_image_get_shared(struct wr_store *s, const char *name, struct wr_image_rec *r,
+                              struct wr_err *err);
+/* Images of a kind ("template", "snapshot"; NULL: both) of `team` and the shared templates
+ * (team NULL: every team's); source (NULL: any) filters snapshots by sandbox. Newest first. */
 int wr_store_image_list(struct wr_store *s, const char *team, const char *kind, const char *source,
                         struct wr_image_rec **out, size_t *n, struct wr_err *err);
 int wr_store_image_delete(struct wr_store *s, const char *id, struct wr_err *err);
-/* The build cache: a step's key (64 hex) → the layer it made. A cached layer stays in the store
- * while its row does; _get is WR_ENOTFOUND when the key is unknown or its layer is gone. */
+/* The build cache: a step's key (64 hex) → the layer it made, or "" for a step that changed
+ * nothing (and made no layer). A cached layer stays in the store while its row does; _get is
+ * WR_ENOTFOUND when the key is unknown or its layer is gone. */
 int wr_store_build_cache_put(struct wr_store *s, const char *key, const char *digest,
                              const char *team, struct wr_err *err);
 /* Forget team's cache rows (team NULL: every team's); *n gets how many. Their layers are then
@@ -172,8 +180,10 @@ int wr_store_build_cache_prune(struct wr_store *s, const char *team, int64_t *n,
 int wr_store_build_cache_get(struct wr_store *s, const char *key, char digest[80],
                              struct wr_err *err);
 
-/* Number of live sandboxes (creating, running, paused) started from image `name`. */
-int wr_store_image_users(struct wr_store *s, const char *name, int64_t *n, struct wr_err *err);
+/* Number of live sandboxes (creating, running, paused) of team (NULL: any) started from image
+ * `name`. */
+int wr_store_image_users(struct wr_store *s, const char *team, const char *name, int64_t *n,
+                         struct wr_err *err);
 
 /* ---- volumes -------------------------------------------------------------------------------- */
 

@@ -41,6 +41,7 @@ enum wr__stmt_id {
     WR_ST_LAYER_SIZE,
     WR_ST_IMG_INSERT,
     WR_ST_IMG_GET,
+    WR_ST_IMG_GET_SHARED,
     WR_ST_IMG_LIST,
     WR_ST_IMG_DELETE,
     WR_ST_IMG_USERS,

@@ -328,3 +328,107 @@ def test_pruning_the_build_cache_frees_its_layers(daemon, client):
     assert not any(e["cached"] for e in ev if layer_step(e))
     client.request("DELETE", "/v1/templates/pruned")
     assert warren.Template.prune_cache(client=client) >= 1
+
+
+@pytest.fixture
+def two_teams(daemon, client):
+    """Clients of two teams of their own (TCP, a team key each)."""
+    import warren.admin as admin
+    keys = [admin.create_key("names-%s-%d" % (t, os.getpid()), client=client) for t in "ab"]
+    clients = [daemon.client(key=k.key, tcp=True) for k in keys]
+    yield clients
+    for cl, k in zip(clients, keys):
+        cl.close()
+        admin.delete_key(k.id, client=client)
+
+
+def test_template_names_are_per_team(daemon, client, two_teams):
+    """Two teams may each have a `myapp`: each resolves to its own, neither hears of the
+    other's (no 409, no listing, no GET), and deleting one leaves the other (issue #14)."""
+    ta, tb = two_teams
+    for cl, who in ((ta, "a"), (tb, "b")):
+        status, ev = build(cl, "myapp", "FROM base\nRUN echo %s > /who\n" % who)
+        assert status == 200 and ev[-1]["type"] == "done", (who, ev)
+    for cl, who in ((ta, "a"), (tb, "b")):
+        sid = create(cl, "myapp")
+        assert sh(cl, sid, "cat /who")["stdout"] == who + "\n"
+        cl.request("DELETE", "/v1/sandboxes/" + sid)
+        # A team's own name is taken for it, and only its own.
+        status, body = build(cl, "myapp", "FROM base\n")
+        assert status == 409 and body["code"] == "conflict", body
+        listed = [t for t in cl.request("GET", "/v1/templates").json()["templates"]
+                  if t["name"] == "myapp"]
+        assert len(listed) == 1 and listed[0]["shared"] is False, listed
+        # A build FROM the name builds on the team's own.
+        status, ev = build(cl, "on-myapp", "FROM myapp\nRUN cat /who > /from\n")
+        assert ev[-1]["type"] == "done", ev
+        sid = create(cl, "on-myapp")
+        assert sh(cl, sid, "cat /from")["stdout"] == who + "\n"
+        cl.request("DELETE", "/v1/sandboxes/" + sid)
+        cl.request("DELETE", "/v1/templates/on-myapp")
+    # A team without one does not see the others'.
+    import warren.admin as admin
+    kc = admin.create_key("names-c-%d" % os.getpid(), client=client)
+    tc = daemon.client(key=kc.key, tcp=True)
+    try:
+        assert tc.request("GET", "/v1/templates/myapp", check=False).status == 404
+        assert "myapp" not in [t["name"] for t in tc.request("GET", "/v1/templates").json()["templates"]]
+        r = tc.request("POST", "/v1/sandboxes", json_body={"template": "myapp"}, check=False)
+        assert r.status == 404
+        assert tc.request("DELETE", "/v1/templates/myapp", check=False).status == 404
+        status, body = build(tc, "on-other", "FROM myapp\n")
+        assert status == 404, body
+    finally:
+        tc.close()
+        admin.delete_key(kc.id, client=client)
+    # The admin sees both, with their teams, and can name one with ?team=.
+    mine = [t for t in client.request("GET", "/v1/templates").json()["templates"]
+            if t["name"] == "myapp"]
+    assert sorted(t["team"] for t in mine) == ["names-a-%d" % os.getpid(), "names-b-%d" % os.getpid()]
+    # Deleting one team's leaves the other's.
+    assert ta.request("DELETE", "/v1/templates/myapp", check=False).status == 204
+    assert ta.request("GET", "/v1/templates/myapp", check=False).status == 404
+    sid = create(tb, "myapp")
+    assert sh(tb, sid, "cat /who")["stdout"] == "b\n"
+    tb.request("DELETE", "/v1/sandboxes/" + sid)
+    r = client.request("DELETE", "/v1/templates/myapp", query={"team": "names-b-%d" % os.getpid()},
+                       check=False)
+    assert r.status == 204, r.body
+    assert tb.request("GET", "/v1/templates/myapp", check=False).status == 404
+    assert sandboxes_left(client) == [] and tmp_entries(daemon) == []
+
+
+NOOP_STEPS = """\
+FROM base
+WORKDIR /usr
+RUN true
+RUN echo scratch > /tmp/scratch
+RUN echo same > /f
+RUN echo same > /f
+WORKDIR /root
+"""
+
+
+def test_steps_that_change_nothing_add_no_layer(daemon, client):
+    """A WORKDIR that exists, a RUN that writes nothing (or only /tmp) and a step that makes
+    again a layer the stack has add nothing: the image starts (issue #14, item 13: an empty
+    layer twice in a stack made overlayfs refuse to mount it)."""
+    status, ev = build(client, "noop", NOOP_STEPS)
+    assert status == 200 and ev[-1]["type"] == "done", ev[-1]
+    assert ev[-1]["template"]["layers"] == 2, ev[-1]  # base + the one /f layer
+    sid = create(client, "noop")
+    assert sh(client, sid, "cat /f; pwd")["stdout"] == "same\n/root\n"
+    # A fork of an untouched sandbox of it, and a fork of that fork, start and run.
+    made = [sid]
+    for _ in range(2):
+        r = client.request("POST", "/v1/sandboxes/%s/fork" % made[-1],
+                           json_body={"count": 1, "timeout": 120}).json()
+        assert r["errors"] == [] and len(r["sandboxes"]) == 1, r
+        made.append(r["sandboxes"][0]["id"])
+        assert sh(client, made[-1], "cat /f; pwd")["stdout"] == "same\n/root\n"
+    for x in made:
+        client.request("DELETE", "/v1/sandboxes/" + x)
+    # Cached, the same.
+    status, ev = build(client, "noop", NOOP_STEPS, replace=True)
+    assert all(e["cached"] for e in ev if layer_step(e)) and ev[-1]["template"]["layers"] == 2
+    client.request("DELETE", "/v1/templates/noop")

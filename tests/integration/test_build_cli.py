@@ -95,7 +95,8 @@ def test_cli_builds_from_a_context_dir_then_from_the_cache(cli, client, template
     assert "Step 6/6 (line 6): RUN echo building; echo warn >&2; cat /app/main.py" in lines
     assert "building" in lines and "print('hi')" in lines
     assert "warn\n" in err and "warren:" not in err
-    assert lines[-1] == "built template my-app (6 layers)", out  # base + 5 that make a layer
+    # base + WORKDIR and the 3 COPYs; the RUN writes nothing, so it adds no layer
+    assert lines[-1] == "built template my-app (5 layers)", out
     assert sh(client, "my-app", "cat /app/main.py /etc/myconf/a.ini /etc/myconf/sub/b.ini "
                                 "/app/.dockerignore") == "print('hi')\na=1\nb=2\nmain.py\nconf\n"
 
@@ -214,7 +215,7 @@ def test_sdk_build_with_callbacks_and_a_context(daemon, client, templates, tmp_p
     templates.append("sdk-app")
     t = warren.Template.build("sdk-app", context=root, client=client, on_step=steps.append,
                               on_output=lambda s, d: output.append((s, d)))
-    assert isinstance(t, warren.Template) and t.name == "sdk-app" and t.layers == 6
+    assert isinstance(t, warren.Template) and t.name == "sdk-app" and t.layers == 5
     assert [s.line for s in steps] == [1, 2, 3, 4, 5, 6] and all(s.of == 6 for s in steps)
     assert isinstance(steps[1], warren.BuildStep) and steps[1].instruction == "WORKDIR /app"
     assert "".join(d for s, d in output if s == "stdout") == "building\nprint('hi')\n"

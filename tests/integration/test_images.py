@@ -420,3 +420,167 @@ def test_metrics_sample_cpu_and_memory(daemon, client):
     assert len(m) + 1 <= len(idle) <= len(m) + 2 and idle[-1]["cpu_pct"] < last["cpu_pct"]
     api(client, "GET", "/v1/sandboxes/nope/metrics", status=404)
     api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+
+
+# ---- stacks: never the same layer twice, never an empty one (issue #14, item 13) ------------
+
+
+def stack_of(d, sid):
+    """The layer refs a sandbox's record says it runs on, bottom first."""
+    import sqlite3
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.state, "warren.db"), uri=True)
+    try:
+        (img,) = db.execute("SELECT image_json FROM sandboxes WHERE id = ?", (sid,)).fetchone()
+    finally:
+        db.close()
+    return json.loads(img)["layers"]
+
+
+def assert_clean_stack(d, sid):
+    layers = stack_of(d, sid)
+    assert len(set(layers)) == len(layers), layers
+    for ref in layers:
+        if ref.startswith("sha256:"):
+            assert os.listdir(os.path.join(d.state, "layers", ref[7:], "fs")), "empty layer " + ref
+
+
+def fork1(c, sid):
+    r = api(c, "POST", "/v1/sandboxes/%s/fork" % sid, {"count": 1, "timeout": 120}, 201).json()
+    assert r["errors"] == [] and len(r["sandboxes"]) == 1, r
+    return r["sandboxes"][0]["id"]
+
+
+def test_untouched_forks_and_snapshots_of_snapshots_start(daemon, client):
+    """Forks of a sandbox that changed nothing, forks of forks, snapshots of sandboxes started
+    from snapshots: each adds a layer only when something changed, never one the stack has,
+    and every one of them starts and runs."""
+    made = []
+    sid = create(client)
+    made.append(sid)
+    f1 = fork1(client, sid)  # nothing changed: no layer
+    made.append(f1)
+    assert stack_of(daemon, f1) == stack_of(daemon, sid)
+    f2 = fork1(client, f1)  # a fork of the fork
+    made.append(f2)
+    out(client, f2, "echo two > /root/two")
+    f3 = fork1(client, f2)
+    made.append(f3)
+    f4 = fork1(client, f3)  # untouched again
+    made.append(f4)
+    assert out(client, f4, "cat /root/two") == "two\n"
+    assert len(stack_of(daemon, f4)) == 2
+    # A snapshot of an untouched sandbox started from a snapshot, and one of that.
+    snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % f4, {}, 201).json()
+    assert snap["layers"] == 2
+    s1 = create(client, template=snap["id"])
+    made.append(s1)
+    snap2 = api(client, "POST", "/v1/sandboxes/%s/snapshots" % s1, {}, 201).json()
+    s2 = create(client, template=snap2["id"])
+    made.append(s2)
+    # A change that gives again a layer lower in the stack (touch: times are not in a digest).
+    out(client, s2, "touch /root/two")
+    f5 = fork1(client, s2)
+    made.append(f5)
+    for x in made:
+        assert out(client, x, "echo ok") == "ok\n"
+        assert_clean_stack(daemon, x)
+    # Paused to disk and resumed, a fork of an untouched sandbox still starts.
+    api(client, "POST", "/v1/sandboxes/%s/pause" % f5, {"mode": "disk"}, 200)
+    api(client, "POST", "/v1/sandboxes/%s/resume" % f5, {}, 200)
+    assert out(client, f5, "cat /root/two") == "two\n"
+    for x in made:
+        api(client, "DELETE", "/v1/sandboxes/" + x, status=204)
+    for s in (snap, snap2):
+        api(client, "DELETE", "/v1/snapshots/" + s["id"], status=204)
+
+
+def write_rows(d, sql, *args):
+    import sqlite3
+    db = sqlite3.connect(os.path.join(d.state, "warren.db"), timeout=10)
+    try:
+        with db:
+            db.execute(sql, args)
+    finally:
+        db.close()
+
+
+def test_stacks_recorded_with_duplicates_still_start(daemon, client):
+    """Images and paused sandboxes an older daemon recorded with a layer twice (or an empty
+    layer) start: the stack given to the runtime names each layer directory once, the topmost
+    occurrence kept (what overlayfs shows: a lower copy under the same upper copy adds
+    nothing)."""
+    sid = create(client)
+    out(client, sid, "echo one > /root/one")
+    snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "dups"}, 201).json()
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    import sqlite3
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(daemon.state, "warren.db"), uri=True)
+    (layers,) = db.execute("SELECT layers_json FROM images WHERE id = ?", (snap["id"],)).fetchone()
+    db.close()
+    base, top = json.loads(layers)
+    # As an older daemon made them: the same layer twice, the base twice around it.
+    write_rows(daemon, "UPDATE images SET layers_json = ? WHERE id = ?",
+               json.dumps([base, top, base, top, top]), snap["id"])
+    child = create(client, template="dups")
+    assert out(client, child, "cat /root/one") == "one\n"
+    # A sandbox paused to disk whose record has such a stack resumes.
+    api(client, "POST", "/v1/sandboxes/%s/pause" % child, {"mode": "disk"}, 200)
+    write_rows(daemon, "UPDATE sandboxes SET image_json = json_set(image_json, '$.layers', json(?))"
+               " WHERE id = ?", json.dumps([base, top, top]), child)
+    api(client, "POST", "/v1/sandboxes/%s/resume" % child, {}, 200)
+    assert out(client, child, "cat /root/one") == "one\n"
+    # A snapshot of it records a clean stack.
+    out(client, child, "echo two > /root/two")
+    snap2 = api(client, "POST", "/v1/sandboxes/%s/snapshots" % child, {}, 201).json()
+    assert snap2["layers"] == 3
+    api(client, "DELETE", "/v1/sandboxes/" + child, status=204)
+    for s in (snap, snap2):
+        api(client, "DELETE", "/v1/snapshots/" + s["id"], status=204)
+
+
+def test_a_snapshot_that_would_not_start_is_refused(daemon, client):
+    """A stack deeper than a sandbox can mount (128 layers) is never recorded: the snapshot
+    that would make it fails with a clear error and leaves nothing."""
+    import hashlib
+    import sqlite3
+    sid = create(client)
+    out(client, sid, "echo x > /root/x")
+    snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {}, 201).json()
+    api(client, "DELETE", "/v1/sandboxes/" + sid, status=204)
+    db = sqlite3.connect(os.path.join(daemon.state, "warren.db"), timeout=10)
+    (layers,) = db.execute("SELECT layers_json FROM images WHERE id = ?", (snap["id"],)).fetchone()
+    base, top = json.loads(layers)
+    # 126 more layers of one file each: 128 in all, the most a sandbox can stack.
+    extra = []
+    for i in range(126):
+        h = hashlib.sha256(b"filler %d" % i).hexdigest()
+        fs = os.path.join(daemon.state, "layers", h, "fs")
+        os.makedirs(fs)
+        with open(os.path.join(fs, "filler-%d" % i), "w") as f:
+            f.write("%d\n" % i)
+        extra.append("sha256:" + h)
+    with db:
+        for ref in extra:
+            db.execute("INSERT INTO layers (digest, size_bytes, created_ms) VALUES (?, 1, 0)", (ref,))
+        db.execute("UPDATE images SET layers_json = ? WHERE id = ?",
+                   (json.dumps([base, top] + extra), snap["id"]))
+    db.close()
+    deep = create(client, template=snap["id"])
+    assert out(client, deep, "cat /root/x /filler-125") == "x\n125\n"
+    # Untouched, it forks (no layer added).
+    f = fork1(client, deep)
+    assert out(client, f, "cat /root/x") == "x\n"
+    out(client, deep, "echo more > /root/more")
+    before = layer_dirs(daemon)
+    r = api(client, "POST", "/v1/sandboxes/%s/snapshots" % deep, {}, 409)
+    assert "128" in r.json()["message"], r.json()
+    r = api(client, "POST", "/v1/sandboxes/%s/fork" % deep, {"count": 1}, 409)
+    assert "128" in r.json()["message"], r.json()
+    tmp = os.path.join(daemon.state, "layers", ".tmp")
+    deadline = time.monotonic() + 10
+    while (layer_dirs(daemon) != before or os.listdir(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert layer_dirs(daemon) == before and os.listdir(tmp) == []
+    for x in (deep, f):
+        api(client, "DELETE", "/v1/sandboxes/" + x, status=204)
+    api(client, "DELETE", "/v1/snapshots/" + snap["id"], status=204)

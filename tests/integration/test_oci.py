@@ -323,6 +323,26 @@ def test_import_oci_and_docker_archives(d, c, image):
     assert tmp_entries(d) == []
 
 
+def test_import_leaves_out_empty_and_repeated_layers(d, c, image, work):
+    """An image with an empty layer and a layer that comes twice makes a template of each
+    non-empty layer once (the topmost copy), which starts (issue #14, item 13)."""
+    lay = os.path.join(work, "oci-repeats")
+    shutil.copytree(image["layout"], lay)
+    empty = os.path.join(work, "empty.tar")
+    with open(empty, "wb") as f:
+        f.write(tar_bytes([]))
+    l2 = os.path.join(work, "layer2.tar")
+    sh("umoci", "raw", "add-layer", "--image", lay + ":img", empty)
+    sh("umoci", "raw", "add-layer", "--image", lay + ":img", l2)
+    arch = os.path.join(work, "img-repeats.tar")
+    sh("skopeo", "copy", "-q", "oci:%s:img" % lay, "oci-archive:%s:img" % arch)
+    t = import_file(c, arch, "repeats", 201).json()
+    assert t["layers"] == 2, t
+    run_check(c, "repeats")
+    delete_template(c, "repeats")
+    assert tmp_entries(d) == []
+
+
 def test_import_bad_archives(d, c, image):
     with open(image["oci_tar"], "rb") as f:
         good = f.read()
@@ -662,3 +682,82 @@ def test_only_admins_pull_from_private_addresses(d, c, registry):
         assert r.status == 400 and "admin key" in r.json()["message"], r.body
     finally:
         team.close()
+
+
+# ---- shared template names (issue #14, item 2) ------------------------------------------------
+
+
+def test_no_team_can_take_a_shared_template_name(d, c, image, registry):
+    """`base` (a directory template of the host) and a template an admin shared are every
+    team's: no team builds, imports, pulls or snapshots over their names, with or without
+    replace, nor deletes them; every team's default create (native and E2B) still runs the
+    real base."""
+    import warren.admin as admin
+    from test_build import build
+    keys = [admin.create_key("shared-%s-%d" % (t, os.getpid()), client=c) for t in "ab"]
+    ta, tb = [d.client(key=k.key, tcp=True) for k in keys]
+    evil = "FROM base\nRUN echo replaced > /replaced\n"
+    sid = tb.request("POST", "/v1/sandboxes", json_body={"timeout": 60}).json()["id"]
+
+    def refused(name):
+        with Nothing(d):
+            for replace in (False, True):
+                st, body = build(tb, name, evil, replace=replace)
+                assert st == 409 and "shared" in body["message"], (name, replace, st, body)
+                r = import_file(tb, image["oci_tar"], name, 409, replace=replace)
+                assert "shared" in r.json()["message"], r.body
+                r = pull(tb, "%s/test/img:1" % registry.host, name, 409, replace=replace)
+                assert "shared" in r.json()["message"], r.body
+            r = tb.request("POST", "/v1/sandboxes/%s/snapshots" % sid, json_body={"name": name},
+                           check=False)
+            assert r.status == 409 and "shared" in r.json()["message"], r.body
+            r = tb.request("DELETE", "/v1/templates/" + name, check=False)
+            assert r.status == 409, r.body
+
+    try:
+        refused("base")
+        # Every team's default create, and E2B's templateID base, run the real base.
+        for cl, key in ((ta, keys[0].key), (tb, keys[1].key), (c, None)):
+            made = [cl.request("POST", "/v1/sandboxes", json_body={"timeout": 60}).json()["id"]]
+            if key is not None:
+                e = cl.request("POST", "/sandboxes", json_body={"templateID": "base", "timeout": 60},
+                               headers={"X-API-Key": key}).json()
+                made.append(e["sandboxID"])
+            for x in made:
+                assert cl.request("GET", "/v1/sandboxes/" + x).json()["template"] == "base"
+                e = cl.request("POST", "/v1/sandboxes/%s/exec" % x, json_body={
+                    "cmd": ["/bin/sh", "-c", "test -e /replaced || echo real"]}).json()
+                assert e["stdout"] == "real\n", e
+                cl.request("DELETE", "/v1/sandboxes/" + x)
+        # A template the admin shares is reserved the same way, and only an admin shares one.
+        with Nothing(d):
+            r = tb.request("POST", "/v1/templates/import", query={"name": "x", "shared": "true"},
+                           data=b"", check=False)
+            assert r.status == 403, r.body
+            r = tb.request("POST", "/v1/templates/build", query={"name": "x", "shared": "true"},
+                           data=b"FROM base\n", headers={"Content-Type": "text/plain"},
+                           check=False)
+            assert r.status == 403, r.body
+            pull(tb, "%s/test/img:1" % registry.host, "x", 403, shared=True)
+        r = c.request("POST", "/v1/templates/import", query={"name": "pub", "shared": "true"},
+                      data=open(image["oci_tar"], "rb").read(),
+                      headers={"Content-Type": "application/x-tar"}, check=False, timeout=120)
+        assert r.status == 201 and r.json()["shared"] is True, r.body
+        refused("pub")
+        # The shared template is every team's, and the admin may replace it.
+        run_check(tb, "pub")
+        r = c.request("POST", "/v1/templates/import",
+                      query={"name": "pub", "shared": "true", "replace": "true"},
+                      data=open(image["docker_tar"], "rb").read(),
+                      headers={"Content-Type": "application/x-tar"}, check=False, timeout=120)
+        assert r.status == 201 and r.json()["shared"] is True, r.body
+        run_check(ta, "pub")
+        listed = {t["name"]: t for t in tb.request("GET", "/v1/templates").json()["templates"]}
+        assert listed["pub"]["shared"] is True and listed["base"]["shared"] is True
+    finally:
+        tb.request("DELETE", "/v1/sandboxes/" + sid, check=False)
+        for cl in (ta, tb):
+            cl.close()
+        for k in keys:
+            admin.delete_key(k.id, client=c)
+    assert c.request("DELETE", "/v1/templates/pub", check=False).status == 204

@@ -873,6 +873,9 @@ def _triggers(daemon, ctx):
     add(BUILD, "post", 400, query={"name": "bad"}, **build_body("FROM base\nADD x /x\n"))
     add(BUILD, "post", 404, query={"name": "bad"}, **build_body("FROM no-such-template\n"))
     add(BUILD, "post", 409, call=lambda: build_twice(daemon))
+    # Only an admin makes a shared template.
+    add(BUILD, "post", 403, tcp=True, key=ctx["team_key"], query={"name": "x", "shared": "true"},
+        **build_body("FROM base\n"))
     add(BUILD, "post", 413, query={"name": "big"}, **build_body("#" * ((1 << 20) + 1)))
     add(S + "/snapshots", "post", 400, {"id": sid}, body={"name": "snap-is-reserved"})
     add(S + "/snapshots", "post", 404, {"id": gone}, body={})
@@ -897,6 +900,10 @@ def _triggers(daemon, ctx):
     add(imp, "post", 422, query={"name": "openapi-garbage"}, body=b"not an archive" * 64)
     add(pull, "post", 400, body={"name": "x"})
     add(pull, "post", 409, body={"name": "base", "image": "127.0.0.1:1/a/b:1", "insecure": True})
+    add(imp, "post", 403, tcp=True, key=ctx["team_key"], query={"name": "x", "shared": "true"},
+        body=b"x")
+    add(pull, "post", 403, tcp=True, key=ctx["team_key"],
+        body={"name": "x", "image": "127.0.0.1:1/a/b:1", "shared": True})
     return t
 
 

@@ -407,3 +407,77 @@ def test_pause_to_disk_keeps_the_volumes(daemon, client, vol):
         assert sb.commands.run("touch /ro/x", check=False).exit_code != 0
     finally:
         sb.kill()
+
+
+APP_USER = """\
+FROM base
+RUN echo 'app:x:1234:4321:app:/:/bin/sh' >> /etc/passwd && echo 'appg:x:4321:' >> /etc/group
+USER app
+"""
+
+
+def test_a_new_volume_belongs_to_the_default_user(daemon, client, vol):
+    """A new volume's root goes to the default user of the first sandbox that mounts it (its
+    uid and primary group from the image's /etc/passwd), so that user writes there as E2B's and
+    Docker's users expect; root does too, and so do later sandboxes, whatever their own
+    default user (issue #14, item 14)."""
+    from test_build import build
+    status, ev = build(client, "vol-user", APP_USER)
+    assert status == 200 and ev[-1]["type"] == "done", ev[-1]
+    path = vol_data(daemon, vol.name)
+    assert (os.stat(path).st_uid, os.stat(path).st_gid) == (0, 0)
+    made = []
+    try:
+        a = warren.Sandbox.create(client=client, template="vol-user", timeout=60,
+                                  volumes=[vol.name + ":/data"])
+        made.append(a)
+        # As the default user (no user given), then as root.
+        r = a.commands.run("id -u; echo mine > /data/f; stat -c %u:%g /data /data/f")
+        assert r.stdout.split() == ["1234", "1234:4321", "1234:4321"], r
+        a.commands.run("echo r > /data/r", user="root")
+        assert (os.stat(path).st_uid, os.stat(path).st_gid) == (1234, 4321)
+        # Another sandbox (another id range) of the same template reads and writes.
+        b = warren.Sandbox.create(client=client, template="vol-user", timeout=60,
+                                  volumes=[vol.name + ":/mnt/v"])
+        made.append(b)
+        assert b.commands.run("cat /mnt/v/f /mnt/v/r; echo b > /mnt/v/b").stdout == "mine\nr\n"
+        # A sandbox whose default user is root: the volume stays the first one's, root writes.
+        c = warren.Sandbox.create(client=client, timeout=60, volumes=[vol.name + ":/data"])
+        made.append(c)
+        r = c.commands.run("id -u; stat -c %u:%g /data; echo c > /data/c; cat /data/b")
+        assert r.stdout.split() == ["0", "1234:4321", "b"], r
+        assert a.commands.run("cat /data/c").stdout == "c\n"
+    finally:
+        for sb in made:
+            sb.kill()
+        client.request("DELETE", "/v1/templates/vol-user")
+
+
+def test_a_volume_in_use_keeps_its_owner(daemon, client):
+    """Only a volume nobody has written to is given away: one whose files a root sandbox wrote
+    first stays root's, and a read-only mount changes nothing."""
+    from test_build import build
+    status, ev = build(client, "vol-user2", APP_USER)
+    assert ev[-1]["type"] == "done", ev[-1]
+    name = "kept-%d" % os.getpid()
+    warren.Volume.create(name, client=client)
+    made = []
+    try:
+        path = vol_data(daemon, name)
+        ro = warren.Sandbox.create(client=client, template="vol-user2", timeout=60,
+                                   volumes=[name + ":/data:ro"])
+        made.append(ro)
+        assert os.stat(path).st_uid == 0
+        w = warren.Sandbox.create(client=client, timeout=60, volumes=[name + ":/data"])
+        made.append(w)
+        w.commands.run("echo root > /data/f")
+        u = warren.Sandbox.create(client=client, template="vol-user2", timeout=60,
+                                  volumes=[name + ":/data"])
+        made.append(u)
+        assert u.commands.run("stat -c %u:%g /data").stdout == "0:0\n"
+        assert u.commands.run("touch /data/x", check=False).exit_code != 0
+    finally:
+        for sb in made:
+            sb.kill()
+        warren.Volume.delete(name, client=client)
+        client.request("DELETE", "/v1/templates/vol-user2")

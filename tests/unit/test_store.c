@@ -296,6 +296,61 @@ static void test_migrate_2(void)
     free(path);
 }
 
+/* Migration 8 (template names per team) on a database written by version 7: the admin team's
+ * templates become shared, every other team's its own; then two teams may each have a name. */
+static void test_migrate_8(void)
+{
+    char *path = path_in("m8.db");
+    struct wr_image_rec got = {0}, mine = {0};
+    struct wr_store *s = NULL;
+    sqlite3 *db = NULL;
+    struct wr_err err;
+
+    ok(sqlite3_open(path, &db) == SQLITE_OK && wr__store_migrate(db, wr__migrations, 7, &err) == 0,
+       "a version 7 database");
+    ok(sqlite3_exec(db,
+                    "INSERT INTO images (id, kind, name, team, layers_json, created_ms) VALUES"
+                    " ('tpl-pub', 'template', 'pub', 'admin', '[]', 1),"
+                    " ('tpl-app', 'template', 'app', 'team-a', '[]', 2)",
+                    NULL, NULL, NULL) == SQLITE_OK,
+       "with an admin's template and a team's");
+    sqlite3_close(db);
+    ok(wr_store_open(path, &s, &err) == 0, "open migrates it");
+    if (s == NULL) {
+        free(path);
+        return;
+    }
+    ok(wr_store_image_get_shared(s, "pub", &got, &err) == 0 && got.shared, "the admin's is shared");
+    wr_image_rec_fini(&got);
+    ok(wr_store_image_get_shared(s, "app", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
+       "the team's is not");
+    ok(wr_store_image_get(s, "team-b", "app", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
+       "another team does not see it");
+    ok(wr_store_image_get(s, "team-a", "app", &got, &err) == 0 && !got.shared &&
+           streq(got.id, "tpl-app"),
+       "its team does");
+    wr_image_rec_fini(&got);
+    mine = (struct wr_image_rec){.id = "tpl-b-app",
+                                 .kind = "template",
+                                 .name = "app",
+                                 .team = "team-b",
+                                 .layers_json = "[]"};
+    ok(wr_store_image_insert(s, &mine, &err) == 0, "another team makes an `app` of its own");
+    mine.id = "tpl-b-app2";
+    ok(wr_store_image_insert(s, &mine, &err) < 0 && err.kind == WR_ECONFLICT, "but not two: %s",
+       err.msg);
+    mine = (struct wr_image_rec){.id = "tpl-pub2",
+                                 .kind = "template",
+                                 .name = "pub",
+                                 .team = "team-c",
+                                 .layers_json = "[]",
+                                 .shared = true};
+    ok(wr_store_image_insert(s, &mine, &err) < 0 && err.kind == WR_ECONFLICT,
+       "nor a second shared `pub`");
+    wr_store_close(s);
+    free(path);
+}
+
 static void sha256_hex(const char *s, char out[65])
 {
     unsigned char md[32];
@@ -955,6 +1010,7 @@ int main(void)
     test_open();
     test_migrate();
     test_migrate_2();
+    test_migrate_8();
 
     path = path_in("main.db");
     ok(wr_store_open(path, &s, &err) == 0, "open main db");

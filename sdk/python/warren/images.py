@@ -123,8 +123,10 @@ class Template:
     """A template sandboxes can be created from.
 
     ``kind``: ``"dir"`` (a directory managed on the host's disk; it cannot be deleted through
-    the API) or ``"template"`` (built, made of layers). ``size_bytes`` and ``created_at`` are
-    None when the server does not know them; ``in_use`` counts the sandboxes running on it.
+    the API) or ``"template"`` (built, made of layers). ``shared``: every team's (a directory
+    template, or one an admin shared; its name is reserved), else the team's own. ``team``:
+    whose it is, told to admin keys only. ``size_bytes`` and ``created_at`` are None when the
+    server does not know them; ``in_use`` counts the team's sandboxes running on it.
     """
 
     name: str
@@ -133,6 +135,8 @@ class Template:
     layers: int
     created_at: datetime | None
     in_use: int
+    shared: bool = False
+    team: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -144,6 +148,8 @@ class Template:
             layers=_opt_int(d.get("layers")) or 0,
             created_at=parse_time(d.get("created_at")),
             in_use=_opt_int(d.get("in_use")) or 0,
+            shared=d.get("shared") is True,
+            team=str(d["team"]) if isinstance(d.get("team"), str) else None,
             raw=dict(d),
         )
 
@@ -193,6 +199,7 @@ class Template:
         context: str | os.PathLike[str] | None = None,
         *,
         replace: bool = False,
+        shared: bool = False,
         on_step: Callable[[BuildStep], None] | None = None,
         on_output: Callable[[str, str], None] | None = None,
         api_url: str | None = None,
@@ -206,8 +213,9 @@ class Template:
         ``os.PathLike`` such as :class:`pathlib.Path`). ``context``: a directory, sent as a
         tar archive made with :mod:`tarfile`, that COPY reads from; without ``dockerfile``
         its top-level ``Dockerfile`` is used, with one it replaces that file. Without a
-        context, COPY fails. ``replace``: replace a template of that name (else
-        :class:`~warren.ConflictError`).
+        context, COPY fails. ``replace``: replace the team's template of that name (else
+        :class:`~warren.ConflictError`). ``shared`` (admin keys only): a template every team
+        uses; its name is then reserved. A shared template's name cannot be taken by a team.
 
         ``on_step`` is called as each step starts (with a :class:`BuildStep`), ``on_output``
         with ``("stdout" | "stderr", text)`` as the steps' commands write.
@@ -229,6 +237,8 @@ class Template:
         query: dict[str, str] = {"name": name}
         if replace:
             query["replace"] = "true"
+        if shared:
+            query["shared"] = "true"
         archive: IO[bytes] | None = None
         body: bytes | Iterator[bytes]
         if context is not None:
@@ -339,6 +349,7 @@ class Template:
         name: str,
         *,
         replace: bool = False,
+        shared: bool = False,
         timeout: float | None = 600,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -349,11 +360,14 @@ class Template:
 
         A name that is taken raises :class:`~warren.ConflictError` unless ``replace``; an archive
         that is not one, is cut short or fails its digests raises a
-        :class:`~warren.WarrenError` with code ``bad_content`` (HTTP 422)."""
+        :class:`~warren.WarrenError` with code ``bad_content`` (HTTP 422). ``shared`` as for
+        :meth:`build`."""
         c, owns = resolve_client(client, api_url, api_key)
         query = {"name": name}
         if replace:
             query["replace"] = "true"
+        if shared:
+            query["shared"] = "true"
         try:
             r = c.request(
                 "POST",
@@ -378,6 +392,7 @@ class Template:
         password: str | None = None,
         insecure: bool = False,
         replace: bool = False,
+        shared: bool = False,
         timeout: float | None = 600,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -387,7 +402,8 @@ class Template:
         ``...@sha256:<hex>``), pulled by the server from its registry; ``insecure`` for plain
         http. An image or tag the registry does not have raises
         :class:`~warren.NotFoundError`; a registry that refuses (401, 403) or does not answer
-        raises a :class:`~warren.WarrenError` with code ``upstream`` (HTTP 502)."""
+        raises a :class:`~warren.WarrenError` with code ``upstream`` (HTTP 502). ``shared`` as
+        for :meth:`build`."""
         c, owns = resolve_client(client, api_url, api_key)
         body: dict[str, Any] = {
             "name": name,
@@ -395,6 +411,8 @@ class Template:
             "insecure": insecure,
             "replace": replace,
         }
+        if shared:
+            body["shared"] = True
         if username is not None:
             body["username"] = username
         if password is not None:
