@@ -840,6 +840,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         cb(ctx, NULL, false, &err, 0);
         return;
     }
+    wr_runtime_crash_point(m->cfg.rt, "recorded");
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     c->sb->store_layers = uses_store_layers(c->rec.image_json);

@@ -29,6 +29,13 @@ struct wr_runtime_config {
      * "volumes", "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
      * half-built sandbox is torn down completely. NULL in production. */
     const char *fault;
+    /* Testing only: SIGKILL this whole process when a create reaches this step: "cloned" (the
+     * child waits for "go", outside any cgroup), "attached" (in its cgroups, still waiting),
+     * "go" (sent: the child becomes warren-init on its own), "hello" (warren-init answered;
+     * the create is about to return), or a step of the caller's (wr_runtime_crash_point). It
+     * shows what a daemon killed with -9 at that point leaves, and what its restart does with
+     * it. NULL in production. */
+    const char *crash;
     /* Clone sandboxes from a small helper process started now, warren-zygote (a daemon with
      * threads and a big address space); false: from the caller (warren run). */
     bool zygote;
@@ -61,6 +68,10 @@ void wr_runtime_close(struct wr_runtime *rt);
  * clone sandbox children for `parent` on request over fd, until fd closes or parent dies. */
 __attribute__((noreturn)) void wr_runtime_zygote_main(const struct wr_runtime_config *cfg, int fd,
                                                       pid_t parent);
+
+/* Testing only: if wr_runtime_config.crash names step, SIGKILL the calling process (every
+ * thread of it) at once. */
+void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step);
 
 /* "v1" or "v2": the cgroup interface in use. */
 const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);

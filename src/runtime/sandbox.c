@@ -833,6 +833,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     sync_parent = w.sync;
     userns_fd = w.userns_fd;
     sb->timing.cloned = sb->timing.mapped = now_ns();
+    wr_runtime_crash_point(rt, "cloned");
 
     /* 4. Cgroups with the limits, then the idmapped overlay. */
     {
@@ -868,6 +869,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         wr_err_set(err, WR_ESYS, EIO, "injected fault (attach)");
         goto fail;
     }
+    wr_runtime_crash_point(rt, "attached");
     sb->timing.cgroup = now_ns();
 
     /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
@@ -886,6 +888,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go_fds[2] = conn_child;
     go_fds[3] = sb->dir_lock;
     (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
+    wr_runtime_crash_point(rt, "go");
     close_vol_fds(vol_fds);
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
@@ -913,6 +916,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     }
     if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
         goto fail;
+    wr_runtime_crash_point(rt, "hello");
     sb->timing.ready = now_ns();
     wr_buf_fini(&argv);
     *out = sb;
