@@ -1316,6 +1316,7 @@ static void disk_pause_run(uv_work_t *w)
 {
     struct disk_work *d = w->data;
     d->rc = wr__sandbox_teardown(d->sb->m, d->sb->id, d->rt_sb, false, NULL, &d->err);
+    wr_runtime_crash_point(d->sb->m->cfg.rt, "disk-paused");
 }
 
 static void disk_pause_done(uv_work_t *w, int status)
@@ -1331,15 +1332,13 @@ static void disk_pause_done(uv_work_t *w, int status)
     wr__procs_free(sb);
     account(sb, true);
     if (m->closing) {
-        /* The record still says running: the next start finds its init gone and ends it. */
+        /* The record says paused to disk already: the next start keeps it so. */
         wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
         if (d->cb != NULL)
             d->cb(d->ctx, NULL, &err);
         msb_let_go(sb);
     } else if (!wr__run_pending_end(sb)) {
-        if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0 ||
-            wr_store_sandbox_set_paused(m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
-                                        &err) < 0)
+        if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0)
             log_error("sandbox %s: store: %s", sb->id, err.msg);
         log_info("sandbox %s: paused to disk (%" PRId64 " ms left)", sb->id, sb->remaining_ms);
         answer(d->cb, d->ctx, m->cfg.store, sb->id);
@@ -1365,6 +1364,12 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
         sb->remaining_ms = 0;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s was paused to disk: its processes ended", sb->id);
     msb_stop_watching(sb, &why);
+    /* Recorded before its processes end: a daemon killed meanwhile leaves a sandbox paused to
+     * disk with its files (the next start ends what still runs), never one that reads as
+     * running with its init gone, which the next start would end, files and all. */
+    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
+                                    &why) < 0)
+        log_error("sandbox %s: store: %s", sb->id, why.msg);
     d->sb = sb;
     d->rt_sb = sb->rt;
     sb->rt = NULL;

@@ -32,7 +32,9 @@ struct wr_runtime_config {
     /* Testing only: SIGKILL this whole process when a create reaches this step: "cloned" (the
      * child waits for "go", outside any cgroup), "attached" (in its cgroups, still waiting),
      * "go" (sent: the child becomes warren-init on its own), "hello" (warren-init answered;
-     * the create is about to return), or a step of the caller's (wr_runtime_crash_point). It
+     * the create is about to return), or a step of the caller's (wr_runtime_crash_point; the
+     * daemon's: "recorded", a create's record is stored; "disk-paused", a pause to disk ended
+     * the sandbox's processes). It
      * shows what a daemon killed with -9 at that point leaves, and what its restart does with
      * it. NULL in production. */
     const char *crash;

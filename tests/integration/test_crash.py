@@ -225,6 +225,33 @@ def test_kill_9_while_resuming_from_disk_keeps_it_paused():
         d.cleanup()
 
 
+def test_kill_9_during_a_pause_to_disk_keeps_its_files():
+    """Killed after a pause to disk ended the sandbox's processes but before it said so, the
+    daemon's next start finds the sandbox paused to disk with its files, not ended."""
+    d = Daemon("--pool", "0", "--warm", "0", env={"WARREN_CRASH": "disk-paused"}).start()
+    try:
+        c = d.client()
+        sb = warren.Sandbox.create(client=c, timeout=120)
+        sb.files.write("/root/kept", b"kept\n")
+        with pytest.raises(warren.APIConnectionError):
+            c.request("POST", "/v1/sandboxes/%s/pause" % sb.sandbox_id, json_body={"mode": "disk"})
+        c.close()
+        restart(d)
+        c = d.client()
+        rec = records(c)[sb.sandbox_id]
+        assert rec.state == "paused", rec
+        assert settled(d, set()) == {"ids": {sb.sandbox_id}, "procs": set(), "uid_slots": 0}
+        assert homes(d) == [sb.sandbox_id]
+        r = c.request("POST", "/v1/sandboxes/%s/resume" % sb.sandbox_id, json_body={})
+        assert r.json()["state"] == "running"
+        assert warren.Sandbox.connect(sb.sandbox_id, client=c).files.read("/root/kept") == "kept\n"
+        c.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
+        assert settled(d, set()) == {"ids": set(), "procs": set(), "uid_slots": 0}
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
 @pytest.mark.parametrize("step", ["hello", None])
 def test_kill_9_during_a_build_leaves_no_step_sandbox(step):
     """A build's step sandbox is the build's alone: a restarted daemon has no build to give it
