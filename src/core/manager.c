@@ -819,7 +819,9 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
     }
     sb = table_get(m, rec->id);
     if (strcmp(rec->state, "creating") == 0 && sb != NULL && sb->busy && !sb->alive) {
-        /* Still being made (the client lost the first answer): the same answer, once there. */
+        /* Still being made (the client lost the first answer): the same answer, once there.
+         * (Stripe answers such a repeat 409 and leaves the retrying to the client; a create
+         * takes milliseconds, so waiting is kinder.) */
         struct wr_create_waiter *cw = xcalloc(1, sizeof(*cw));
         cw->cb = cb;
         cw->ctx = ctx;
