@@ -376,7 +376,7 @@ int cmd_ls(int argc, char **argv)
             break;
         case 'h':
             printf("usage: warren ls [--state S[,S...]] [--metadata K=V]... [-o json]\n\n"
-                   "List the team's sandboxes (by default all but stopped ones).\n"
+                   "List the team's sandboxes (by default all but stopped and error ones).\n"
                    "States: creating, running, paused, stopped, error.\n");
             rc = 0;
             goto out;

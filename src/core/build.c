@@ -382,7 +382,7 @@ static void run_step(struct build *b)
 {
     json_t *image = json_pack("{sOsO}", "layers", b->layers, "config", b->config);
     _cleanup_free_ char *image_json = json_dumps(image, JSON_COMPACT);
-    _cleanup_free_ char *display = xasprintf("build:%s", b->name);
+    _cleanup_free_ char *display = xasprintf(WR_BUILD_TEMPLATE_PREFIX "%s", b->name);
     struct wr_create_req req = {
         .team = b->team,
         .template_name = display,

@@ -30,6 +30,13 @@ struct wr_usage_sample {
     uint64_t mem_bytes;
 };
 
+/* A create with the idempotency key of one still being made: it gets that one's outcome. */
+struct wr_create_waiter {
+    wr_manager_create_cb cb;
+    void *ctx;
+    struct wr_create_waiter *next;
+};
+
 /* A delete that waits for a sandbox that is ending to be gone. */
 struct wr_delete_waiter {
     void (*cb)(void *ctx, const struct wr_err *err);
@@ -55,6 +62,7 @@ struct wr_msb {
     bool on_disk;      /* paused to disk: no processes (rt NULL), files in its home */
     bool store_layers; /* its image has layers of the store (its end may free some) */
     struct wr_delete_waiter *delete_waiters;
+    struct wr_create_waiter *create_waiters; /* while being created */
     /* Resource samples, oldest first from (usage_head - usage_n) mod WR_USAGE_SAMPLES. */
     struct wr_usage_sample usage[WR_USAGE_SAMPLES];
     unsigned usage_head, usage_n;
@@ -133,6 +141,16 @@ void wr__start_spec_fini(struct start_spec *ss);
  * sandbox. On failure a new home is removed again. */
 int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
                       struct wr_err *err);
+/* Everything a sandbox holds on the host goes: its processes (through rt_sb, thawed first if
+ * thaw; with no handle, every process left in its cgroup), its cgroups, run directory and id
+ * range, and its writable layer at home (NULL: kept). The one teardown of every end: a delete,
+ * a deadline, a dead init, what a killed daemon left, a warm sandbox. What is already gone is
+ * not an error. Blocking: a worker, or the loop at open and close. */
+int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox *rt_sb, bool thaw,
+                         const char *home, struct wr_err *err);
+/* The template name recorded for a build's step sandboxes: this prefix and the template's
+ * name (build.c). No template name has a colon. */
+#define WR_BUILD_TEMPLATE_PREFIX "build:"
 /* 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
 

@@ -308,20 +308,35 @@ struct destroy_work {
     void *ctx;
 };
 
+int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox *rt_sb, bool thaw,
+                         const char *home, struct wr_err *err)
+{
+    struct wr_err e2;
+    int rc;
+
+    if (rt_sb != NULL) {
+        /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
+         * freezer does not act on SIGKILL until thawed. */
+        if (thaw && wr_sandbox_freeze(rt_sb, false, &e2) < 0)
+            log_warn("sandbox %s: thaw before destroy: %s", id, e2.msg);
+        rc = wr_sandbox_destroy(rt_sb, err);
+    } else {
+        /* No handle (paused to disk, half-made, a record only): whatever runs in its cgroup. */
+        rc = wr_sandbox_reap(m->cfg.rt, id, err);
+    }
+    if (home != NULL && wr_layer_remove(home, &e2) < 0) {
+        log_warn("sandbox %s: remove writable layer: %s", id, e2.msg);
+        if (rc == 0 && err != NULL)
+            *err = e2;
+        rc = -1;
+    }
+    return rc;
+}
+
 static void destroy_run(uv_work_t *w)
 {
     struct destroy_work *d = w->data;
-    struct wr_err e2;
-
-    if (d->rt_sb != NULL) {
-        /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
-         * freezer does not act on SIGKILL until thawed. */
-        if (d->thaw && wr_sandbox_freeze(d->rt_sb, false, &e2) < 0)
-            log_warn("sandbox %s: thaw before destroy: %s", wr_sandbox_id(d->rt_sb), e2.msg);
-        d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
-    }
-    if (wr_layer_remove(d->home, &e2) < 0)
-        log_warn("remove writable layer: %s", e2.msg);
+    d->rc = wr__sandbox_teardown(d->sb->m, d->sb->id, d->rt_sb, d->thaw, d->home, &d->err);
 }
 
 static void destroy_done(uv_work_t *w, int status)
@@ -658,7 +673,51 @@ static void create_run(uv_work_t *w)
     c->rc = wr__start_sandbox(c->m, &c->ss, &c->rt_sb, &c->err);
 }
 
-/* The create's sandbox is started (c->rc 0, c->rt_sb) or not: record it and answer. Frees c. */
+/* Answer the creates that wait with the key of sb's (rec, a record of sb, or err). */
+static void answer_create_waiters(struct wr_msb *sb, const struct wr_err *err)
+{
+    while (sb->create_waiters != NULL) {
+        struct wr_create_waiter *cw = sb->create_waiters;
+        struct wr_sandbox_rec *rec = NULL;
+        struct wr_err e2;
+        const struct wr_err *e = err;
+
+        sb->create_waiters = cw->next;
+        if (e == NULL) {
+            rec = xmalloc(sizeof(*rec));
+            if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, rec, &e2) < 0) {
+                free(rec);
+                rec = NULL;
+                e = &e2;
+            }
+        }
+        cw->cb(cw->ctx, rec, rec != NULL, e, 0);
+        free(cw);
+    }
+}
+
+/* A sandbox whose create failed is gone: deletes asked for meanwhile are done. */
+static void answer_pending_deletes(struct wr_msb *sb)
+{
+    if (sb->pending_end.due) {
+        sb->pending_end.due = false;
+        if (sb->pending_end.cb != NULL)
+            sb->pending_end.cb(sb->pending_end.ctx, NULL);
+        free(sb->pending_end.final_state);
+        free(sb->pending_end.reason);
+        sb->pending_end.final_state = sb->pending_end.reason = NULL;
+    }
+    while (sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = sb->delete_waiters;
+        sb->delete_waiters = dw->next;
+        dw->cb(dw->ctx, NULL);
+        free(dw);
+    }
+}
+
+/* The create's sandbox is started (c->rc 0, c->rt_sb) or not: record it and answer (the creates
+ * that wait with its key too). A delete asked for meanwhile ends it now, through the normal
+ * end, and the create fails. Frees c. */
 static void create_finish(struct create_work *c)
 {
     struct wr_manager *m = c->m;
@@ -667,26 +726,35 @@ static void create_finish(struct create_work *c)
     struct wr_sandbox_rec *out = NULL;
 
     sb->busy = false;
-    if (c->rc < 0 || m->closing) {
-        if (c->rc == 0) {
-            /* The daemon is stopping: a sandbox nobody was told about is not kept. */
-            (void)wr_sandbox_destroy(c->rt_sb, NULL);
-            (void)wr_layer_remove(c->ss.home, NULL);
-            wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
-        }
+    if (c->rc == 0 && m->closing) {
+        /* The daemon is stopping: a sandbox nobody was told about is not kept. */
+        (void)wr__sandbox_teardown(m, c->rec.id, c->rt_sb, false, c->ss.home, NULL);
+        c->rc = wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
+    }
+    if (c->rc < 0) {
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
         table_del(m, sb);
-        wr_msb_unref(sb);
         c->cb(c->ctx, NULL, false, &c->err, 0);
+        answer_create_waiters(sb, &c->err);
+        answer_pending_deletes(sb);
+        wr_msb_unref(sb);
         goto out;
     }
     sb->rt = c->rt_sb;
+    if (sb->pending_end.due) {
+        wr_err_set(&e2, WR_ECONFLICT, 0, "sandbox `%s` was deleted while being created", sb->id);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+        answer_create_waiters(sb, &e2);
+        (void)wr__run_pending_end(sb);
+        goto out;
+    }
     if (wr_store_sandbox_set_runtime(m->cfg.store, c->rec.id, wr_sandbox_pid(c->rt_sb),
                                      wr_sandbox_uid_base(c->rt_sb), &e2) < 0 ||
         wr_store_sandbox_set_state(m->cfg.store, c->rec.id, "running", NULL, &e2) < 0) {
         log_error("sandbox %s: store: %s", c->rec.id, e2.msg);
-        msb_end(sb, NULL, "store failure", NULL, NULL);
         c->cb(c->ctx, NULL, false, &e2, 0);
+        answer_create_waiters(sb, &e2);
+        msb_end(sb, NULL, "store failure", NULL, NULL);
         goto out;
     }
     msb_start_watching(sb, c->rec.deadline_ms, false);
@@ -695,9 +763,10 @@ static void create_finish(struct create_work *c)
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
         free(out);
         c->cb(c->ctx, NULL, false, &e2, 0);
-        goto out;
+    } else {
+        c->cb(c->ctx, out, false, NULL, 0);
     }
-    c->cb(c->ctx, out, false, NULL, 0);
+    answer_create_waiters(sb, NULL);
 out:
     wr_sandbox_rec_fini(&c->rec);
     wr__start_spec_fini(&c->ss);
@@ -722,6 +791,50 @@ static bool warm_fits(const struct wr_manager *m, const struct wr_create_req *re
            req->n_volumes == 0 && req->context_dir == NULL && req->disk_bytes == 0 &&
            json_object_size(env) == 0 && rec->cpu_millis == m->cfg.default_cpu_millis &&
            rec->memory_bytes == m->cfg.default_memory_bytes;
+}
+
+/* A create with an idempotency key: 1 if an earlier create with the key answers it (now, or
+ * once that one is made: it waits), 0 if it goes ahead (no create had the key, or that one's
+ * sandbox ended in error and the key now goes to this one), -1 with err. */
+static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
+                       wr_manager_create_cb cb, void *ctx, struct wr_err *err)
+{
+    struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
+    struct wr_msb *sb;
+
+    if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, err) < 0) {
+        free(rec);
+        return err->kind == WR_ENOTFOUND ? 0 : -1;
+    }
+    if (strcmp(rec->state, "error") == 0) {
+        /* It never came up, or broke: a retry wants a sandbox that works. */
+        log_info("sandbox %s: in error (%s); its idempotency key goes to a new create", rec->id,
+                 rec->reason ? rec->reason : "no reason");
+        if (wr_store_sandbox_release_idem(m->cfg.store, rec->id, err) < 0) {
+            wr_sandbox_rec_fini(rec);
+            free(rec);
+            return -1;
+        }
+        wr_sandbox_rec_fini(rec);
+        free(rec);
+        return 0;
+    }
+    sb = table_get(m, rec->id);
+    if (strcmp(rec->state, "creating") == 0 && sb != NULL && sb->busy && !sb->alive) {
+        /* Still being made (the client lost the first answer): the same answer, once there.
+         * (Stripe answers such a repeat 409 and leaves the retrying to the client; a create
+         * takes milliseconds, so waiting is kinder.) */
+        struct wr_create_waiter *cw = xcalloc(1, sizeof(*cw));
+        cw->cb = cb;
+        cw->ctx = ctx;
+        cw->next = sb->create_waiters;
+        sb->create_waiters = cw;
+        wr_sandbox_rec_fini(rec);
+        free(rec);
+        return 1;
+    }
+    cb(ctx, rec, true, NULL, 0);
+    return 1;
 }
 
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
@@ -764,15 +877,13 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         }
     }
     if (req->idem_key != NULL) {
-        struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
-        if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, &err) == 0) {
+        int r = idem_lookup(m, req, cb, ctx, &err);
+        if (r < 0)
+            goto fail;
+        if (r > 0) {
             wr_image_fini(&img);
-            cb(ctx, rec, true, NULL, 0);
             return;
         }
-        free(rec);
-        if (err.kind != WR_ENOTFOUND)
-            goto fail;
     }
     if (m->count >= m->cfg.max_sandboxes) {
         wr_image_fini(&img);
@@ -847,6 +958,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         cb(ctx, NULL, false, &err, 0);
         return;
     }
+    wr_runtime_crash_point(m->cfg.rt, "recorded");
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     c->sb->store_layers = uses_store_layers(c->rec.image_json);
@@ -912,11 +1024,51 @@ struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const cha
     return sb;
 }
 
+/* The delete of a sandbox that is only a record (stopped, error): what may be left of it on the
+ * host goes first (an earlier daemon may have let a half-made one run on), then the record. */
+struct forget_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    char *id;
+    char *home;
+    struct wr_err err;
+    int rc;
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+};
+
+static void forget_run(uv_work_t *w)
+{
+    struct forget_work *f = w->data;
+    f->rc = wr__sandbox_teardown(f->m, f->id, NULL, false, f->home, &f->err);
+}
+
+static void forget_done(uv_work_t *w, int status)
+{
+    struct forget_work *f = w->data;
+    struct wr_manager *m = f->m;
+    struct wr_err err;
+
+    if (f->rc < 0)
+        log_warn("sandbox %s: teardown: %s", f->id, f->err.msg);
+    /* Another delete of it may have finished first: gone is gone. */
+    if (!m->closing && wr_store_sandbox_delete(m->cfg.store, f->id, &err) < 0 &&
+        err.kind != WR_ENOTFOUND)
+        f->cb(f->ctx, &err);
+    else
+        f->cb(f->ctx, NULL);
+    free(f->id);
+    free(f->home);
+    free(f);
+    wr__work_done(m);
+}
+
 void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
                        void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
     struct wr_msb *sb = table_get(m, id);
     struct wr_sandbox_rec rec;
+    struct forget_work *f;
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
@@ -930,11 +1082,7 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
             sb->delete_waiters = dw;
             return;
         }
-        if (!sb->alive && !(sb->on_disk && !sb->busy)) {
-            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is being created", id);
-            cb(ctx, &err);
-            return;
-        }
+        /* One being created, paused or resumed ends once that work is done. */
         msb_end(sb, NULL, "deleted", cb, ctx);
         return;
     }
@@ -943,12 +1091,15 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
         cb(ctx, &err);
         return;
     }
+    f = xcalloc(1, sizeof(*f));
+    f->m = m;
+    f->id = xstrdup(rec.id);
+    f->home = wr_images_home(m->cfg.images, rec.id);
+    f->cb = cb;
+    f->ctx = ctx;
+    f->w.data = f;
     wr_sandbox_rec_fini(&rec);
-    if (wr_store_sandbox_delete(m->cfg.store, id, &err) < 0) {
-        cb(ctx, &err);
-        return;
-    }
-    cb(ctx, NULL);
+    wr__queue_work(m, &f->w, forget_run, forget_done);
 }
 
 int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
@@ -1191,7 +1342,8 @@ struct disk_work {
 static void disk_pause_run(uv_work_t *w)
 {
     struct disk_work *d = w->data;
-    d->rc = wr_sandbox_destroy(d->rt_sb, &d->err);
+    d->rc = wr__sandbox_teardown(d->sb->m, d->sb->id, d->rt_sb, false, NULL, &d->err);
+    wr_runtime_crash_point(d->sb->m->cfg.rt, "disk-paused");
 }
 
 static void disk_pause_done(uv_work_t *w, int status)
@@ -1207,15 +1359,13 @@ static void disk_pause_done(uv_work_t *w, int status)
     wr__procs_free(sb);
     account(sb, true);
     if (m->closing) {
-        /* The record still says running: the next start finds its init gone and ends it. */
+        /* The record says paused to disk already: the next start keeps it so. */
         wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
         if (d->cb != NULL)
             d->cb(d->ctx, NULL, &err);
         msb_let_go(sb);
     } else if (!wr__run_pending_end(sb)) {
-        if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0 ||
-            wr_store_sandbox_set_paused(m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
-                                        &err) < 0)
+        if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0)
             log_error("sandbox %s: store: %s", sb->id, err.msg);
         log_info("sandbox %s: paused to disk (%" PRId64 " ms left)", sb->id, sb->remaining_ms);
         answer(d->cb, d->ctx, m->cfg.store, sb->id);
@@ -1241,6 +1391,12 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
         sb->remaining_ms = 0;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s was paused to disk: its processes ended", sb->id);
     msb_stop_watching(sb, &why);
+    /* Recorded before its processes end: a daemon killed meanwhile leaves a sandbox paused to
+     * disk with its files (the next start ends what still runs), never one that reads as
+     * running with its init gone, which the next start would end, files and all. */
+    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
+                                    &why) < 0)
+        log_error("sandbox %s: store: %s", sb->id, why.msg);
     d->sb = sb;
     d->rt_sb = sb->rt;
     sb->rt = NULL;
@@ -1557,17 +1713,79 @@ const char *wr_manager_cgroup_version(const struct wr_manager *m)
 
 /* ---- open, reconcile, close ----------------------------------------------------------------- */
 
+/* How long a restarted daemon waits for the warren-init of a create it did not finish to
+ * answer (the child got "go", so it is one or becomes one in a few milliseconds). */
+#define HALF_MADE_HELLO_MS 5000
+
+/* A sandbox of the store that cannot be taken back: what is left of it on the host goes, by
+ * the teardown of every end (rt_sb: a handle on it, or NULL), and its record says why (state
+ * NULL: the record goes too). */
+static void reconcile_end(struct wr_manager *m, const struct wr_sandbox_rec *r,
+                          struct wr_sandbox *rt_sb, const char *state, const char *reason)
+{
+    _cleanup_free_ char *home = wr_images_home(m->cfg.images, r->id);
+    struct wr_err err;
+
+    log_warn("sandbox %s: %s", r->id, reason);
+    if (wr__sandbox_teardown(m, r->id, rt_sb, true, home, &err) < 0)
+        log_warn("sandbox %s: teardown: %s", r->id, err.msg);
+    if (state == NULL)
+        (void)wr_store_sandbox_delete(m->cfg.store, r->id, NULL);
+    else
+        (void)wr_store_sandbox_set_state(m->cfg.store, r->id, state, reason, NULL);
+}
+
+/* The sandbox of a create that the previous daemon did not finish: its record says creating
+ * and names no process. Once the child got "go" it became warren-init by itself: found in its
+ * cgroup and answering, it is the create's sandbox, running from now on with the create's
+ * deadline (a retry with the create's idempotency key gets it). Anything less (no child yet,
+ * one still waiting for "go", one that failed) is torn down. */
+static struct wr_sandbox *take_back_half_made(struct wr_manager *m, struct wr_sandbox_rec *r)
+{
+    struct wr_sandbox *rt_sb = NULL;
+    struct wr_err err;
+
+    if (wr_sandbox_adopt(m->cfg.rt, r->id, 0, 0, &rt_sb, &err) < 0 ||
+        wr_sandbox_hello(rt_sb, HALF_MADE_HELLO_MS, &err) < 0 ||
+        wr_store_sandbox_set_runtime(m->cfg.store, r->id, wr_sandbox_pid(rt_sb),
+                                     wr_sandbox_uid_base(rt_sb), &err) < 0 ||
+        wr_store_sandbox_set_state(m->cfg.store, r->id, "running", NULL, &err) < 0) {
+        log_info("sandbox %s: half made: %s", r->id, err.msg);
+        reconcile_end(m, r, rt_sb, "error",
+                      "the daemon restarted while the sandbox was being created");
+        return NULL;
+    }
+    log_info("sandbox %s: the daemon restarted while it was being created; its warren-init "
+             "answers: running",
+             r->id);
+    r->init_pid = wr_sandbox_pid(rt_sb);
+    free(r->state);
+    r->state = xstrdup("running");
+    return rt_sb;
+}
+
 /* Take back one sandbox found in the store. */
 static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
 {
     struct wr_sandbox *rt_sb = NULL;
     struct wr_msb *sb;
     struct wr_err err;
-    const char *reason = NULL;
 
+    if (strncmp(r->template_name, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) ==
+        0) {
+        /* Only its build, gone with the daemon that ran it, had a use for it. */
+        reconcile_end(m, r, NULL, NULL, "the daemon restarted during the build that made it");
+        return;
+    }
     if (strcmp(r->state, "paused") == 0 && r->paused_mode != NULL &&
         strcmp(r->paused_mode, "disk") == 0) {
-        /* Its files wait in its home; resume starts it. */
+        /* Its files wait in its home; resume starts it. A resume the daemon died in may have
+         * started a warren-init on them already: it goes (nobody heard of it), the files
+         * stay. */
+        if (wr__sandbox_teardown(m, r->id, NULL, false, NULL, &err) < 0)
+            log_warn("sandbox %s: a resume cut short: %s", r->id, err.msg);
+        if (r->init_pid != 0)
+            (void)wr_store_sandbox_set_runtime(m->cfg.store, r->id, 0, 0, NULL);
         sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
         sb->store_layers = uses_store_layers(r->image_json);
         sb->paused = true;
@@ -1580,30 +1798,11 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         return;
     }
     if (strcmp(r->state, "creating") == 0) {
-        reason = "the daemon restarted while the sandbox was being created";
+        if ((rt_sb = take_back_half_made(m, r)) == NULL)
+            return;
     } else if (r->init_pid <= 0 || wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid,
                                                     (uid_t)r->uid_base, &rt_sb, &err) < 0) {
-        reason = "the sandbox ended while the daemon was down";
-    }
-    if (reason != NULL) {
-        /* Whatever is left of it (a cgroup, a run directory, a still-running init of a half
-         * create) goes; the record stays, stopped, with the reason. */
-        if (r->init_pid > 0 && rt_sb == NULL &&
-            wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid, (uid_t)r->uid_base, &rt_sb,
-                             NULL) == 0)
-            (void)wr_sandbox_destroy(rt_sb, NULL);
-        else
-            (void)wr_sandbox_cleanup(m->cfg.rt, r->id, NULL);
-        {
-            _cleanup_free_ char *home = wr_images_home(m->cfg.images, r->id);
-            struct wr_err e2;
-            if (wr_layer_remove(home, &e2) < 0)
-                log_warn("sandbox %s: %s", r->id, e2.msg);
-        }
-        log_warn("sandbox %s: %s", r->id, reason);
-        (void)wr_store_sandbox_set_state(m->cfg.store, r->id,
-                                         strcmp(r->state, "creating") == 0 ? "error" : "stopped",
-                                         reason, NULL);
+        reconcile_end(m, r, NULL, "stopped", "the sandbox ended while the daemon was down");
         return;
     }
     sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
@@ -1675,6 +1874,12 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     free(recs);
     wr__volumes_sweep(m);
     wr__warm_open(m);
+    /* Run directories that no record or warm marker names (their teardown failed once). */
+    {
+        struct wr_err e2;
+        if (wr_runtime_sweep(m->cfg.rt, &e2) < 0)
+            log_warn("sweep: %s", e2.msg);
+    }
     m->sampler = xcalloc(1, sizeof(*m->sampler));
     uv_timer_init(m->loop, m->sampler);
     m->sampler->data = m;

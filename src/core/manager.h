@@ -11,8 +11,10 @@
  * connection per running sandbox. A paused sandbox is frozen in memory (cgroup freezer): its
  * deadline clock stops, and nothing is sent to its agent until it is resumed. On open it
  * reconciles with the store: sandboxes whose warren-init still runs are adopted again (paused
- * ones stay frozen, their agent connected at resume), the others are marked stopped with a
- * reason. It knows no HTTP.
+ * ones stay frozen, their agent connected at resume; one whose create was cut short if its
+ * warren-init answers), the others are torn down completely and marked stopped (or error, for
+ * a create cut short) with a reason; a build's step sandboxes go with their records. It knows
+ * no HTTP.
  *
  * All functions run on the loop thread. */
 #pragma once
@@ -91,14 +93,19 @@ struct wr_create_req {
 #define WR_BUILD_CONTEXT "/tmp/.warren-build-context"
 
 /* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
- * existed: an idempotency key matched an earlier create. retry_after_s: set with WR_ELIMIT. */
+ * existed: an idempotency key matched an earlier create. retry_after_s: set with WR_ELIMIT.
+ * With an idempotency key: the earlier create's sandbox, in its state now (one still being
+ * made: once it is, or that create's error); one in error releases the key and a new sandbox
+ * is made for it. */
 typedef void (*wr_manager_create_cb)(void *ctx, struct wr_sandbox_rec *rec, bool existed,
                                      const struct wr_err *err, unsigned retry_after_s);
 /* Start creating; cb is always called (possibly before this returns, for early errors). */
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                        wr_manager_create_cb cb, void *ctx);
 
-/* Kill and forget a sandbox of team (NULL: any). cb(ctx, err) when it is gone. */
+/* Kill and forget a sandbox of team (NULL: any), in any state: everything it holds on the host
+ * goes, then its record. One being created, paused or resumed goes once that is done (a create
+ * it interrupts fails with WR_ECONFLICT). cb(ctx, err) when it is gone. */
 void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
                        void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
 

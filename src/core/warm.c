@@ -89,9 +89,7 @@ static void warm_remove(struct wr_manager *m, const char *id, struct wr_sandbox 
     _cleanup_free_ char *marker = marker_path(m, id);
     struct wr_err err;
 
-    if (rt != NULL ? wr_sandbox_destroy(rt, &err) < 0 : wr_sandbox_reap(m->cfg.rt, id, &err) < 0)
-        log_warn("warm sandbox %s: %s", id, err.msg);
-    if (wr_layer_remove(home, &err) < 0)
+    if (wr__sandbox_teardown(m, id, rt, false, home, &err) < 0)
         log_warn("warm sandbox %s: %s", id, err.msg);
     (void)unlink(marker);
 }

@@ -386,6 +386,7 @@ int main(int argc, char **argv)
     rcfg.cgroup_mode = o.cgroup_mode;
     rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
     rcfg.fault = getenv("WARREN_FAULT"); /* tests only: see wr_runtime_config.fault */
+    rcfg.crash = getenv("WARREN_CRASH"); /* tests only: see wr_runtime_config.crash */
     rcfg.zygote = true;                  /* before any thread exists: the zygote is forked here */
     {
         uint64_t v;

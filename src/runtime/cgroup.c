@@ -814,7 +814,8 @@ out:
     return 0;
 }
 
-int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err)
+int wr_cgroup_procs(struct wr_cgroup *cg, void (*fn)(pid_t pid, void *arg), void *arg,
+                    struct wr_err *err)
 {
     char path[NAME_MAX + 32];
     int n = -ENOENT;
@@ -822,13 +823,18 @@ int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err)
     snprintf(path, sizeof(path), "%s/cgroup.procs", cg->name);
     for (int c = 0; c < CTL_N; c++) {
         if (cg->d->fd[c] >= 0) {
-            n = procs_foreach(cg->d->fd[c], path, NULL, NULL);
+            n = procs_foreach(cg->d->fd[c], path, fn, arg);
             break;
         }
     }
     if (n < 0)
         return wr_err_set(err, WR_ESYS, -n, "cgroup `%s`: read cgroup.procs", cg->name);
     return n;
+}
+
+int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err)
+{
+    return wr_cgroup_procs(cg, NULL, NULL, err);
 }
 
 int wr_cgroup_memory(struct wr_cgroup *cg, uint64_t *usage, uint64_t *oom_kills, struct wr_err *err)

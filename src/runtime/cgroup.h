@@ -52,6 +52,10 @@ int wr_cgroup_freeze(struct wr_cgroup *cg, bool frozen, struct wr_err *err);
  * thawing first so the kill is delivered). */
 int wr_cgroup_kill(struct wr_cgroup *cg, struct wr_err *err);
 
+/* Call fn(pid, arg) for each process in the cgroup; returns how many, or -1 with err. */
+int wr_cgroup_procs(struct wr_cgroup *cg, void (*fn)(pid_t pid, void *arg), void *arg,
+                    struct wr_err *err);
+
 /* Number of processes in the cgroup, or -1 with err. */
 int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err);
 

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -104,6 +106,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     rt->zygote_fd = -1;
     rt->pool = xcalloc(WR__POOL_MAX, sizeof(*rt->pool));
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
+    rt->crash = cfg->crash ? xstrdup(cfg->crash) : NULL;
     rt->pool_taken = cfg->pool_taken;
     rt->pool_taken_arg = cfg->pool_taken_arg;
     rt->init_main = cfg->init_main;
@@ -172,7 +175,17 @@ void wr_runtime_close(struct wr_runtime *rt)
     free(rt->sandboxes_dir);
     free(rt->stage_dir);
     free(rt->fault);
+    free(rt->crash);
     free(rt);
+}
+
+void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step)
+{
+    if (rt->crash == NULL || strcmp(rt->crash, step) != 0)
+        return;
+    log_warn("WARREN_CRASH=%s: killing this process", step);
+    (void)kill(getpid(), SIGKILL);
+    abort(); /* not reached: SIGKILL cannot be caught */
 }
 
 const char *wr_runtime_cgroup_version(const struct wr_runtime *rt)

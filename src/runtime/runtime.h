@@ -29,6 +29,15 @@ struct wr_runtime_config {
      * "volumes", "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
      * half-built sandbox is torn down completely. NULL in production. */
     const char *fault;
+    /* Testing only: SIGKILL this whole process when a create reaches this step: "cloned" (the
+     * child waits for "go", outside any cgroup), "attached" (in its cgroups, still waiting),
+     * "go" (sent: the child becomes warren-init on its own), "hello" (warren-init answered;
+     * the create is about to return), or a step of the caller's (wr_runtime_crash_point; the
+     * daemon's: "recorded", a create's record is stored; "disk-paused", a pause to disk ended
+     * the sandbox's processes). It
+     * shows what a daemon killed with -9 at that point leaves, and what its restart does with
+     * it. NULL in production. */
+    const char *crash;
     /* Clone sandboxes from a small helper process started now, warren-zygote (a daemon with
      * threads and a big address space); false: from the caller (warren run). */
     bool zygote;
@@ -61,6 +70,10 @@ void wr_runtime_close(struct wr_runtime *rt);
  * clone sandbox children for `parent` on request over fd, until fd closes or parent dies. */
 __attribute__((noreturn)) void wr_runtime_zygote_main(const struct wr_runtime_config *cfg, int fd,
                                                       pid_t parent);
+
+/* Testing only: if wr_runtime_config.crash names step, SIGKILL the calling process (every
+ * thread of it) at once. */
+void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step);
 
 /* "v1" or "v2": the cgroup interface in use. */
 const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);
@@ -152,9 +165,16 @@ const char *wr_sandbox_id(const struct wr_sandbox *sb);
  * warren-init (host pid `pid`) still runs, holding the run directory's and the id range's locks.
  * Checks that pid is that sandbox's warren-init (its cgroup) and opens a pidfd on it. The
  * returned handle has no control connection (ctl_fd -1): connect to wr_sandbox_ctl_path.
- * WR_ENOTFOUND if the process or the sandbox's run directory is gone. */
+ * pid 0: not known (its creator died before it could tell anyone): the process of the
+ * sandbox's cgroup that is PID 1 of its own pid namespace, with the id range it maps (uid_base
+ * is then ignored); wr_sandbox_hello says whether it became warren-init. WR_ENOTFOUND if the
+ * process or the sandbox's run directory is gone. */
 int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid_base,
                      struct wr_sandbox **out, struct wr_err *err);
+
+/* Whether the sandbox's warren-init answers: a new connection to its control socket, HELLO,
+ * an answer within timeout_ms, then closed. WR_ENOTFOUND if nobody listens. */
+int wr_sandbox_hello(struct wr_sandbox *sb, int timeout_ms, struct wr_err *err);
 
 /* A pidfd of warren-init: readable once it has exited (and with it every process of the
  * sandbox). Owned by the handle. */
@@ -164,9 +184,9 @@ int wr_sandbox_pidfd(const struct wr_sandbox *sb);
  * run directory. Refuses (WR_ECONFLICT) while the sandbox still runs. */
 int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err);
 
-/* Kill a sandbox that nobody holds a handle for and no record names (one its creator made
- * ahead of use, then died): every process in its cgroup, then wr_sandbox_cleanup. What is
- * already gone is not an error. */
+/* Kill a sandbox that nobody holds a handle for (its creator died while making it, or made it
+ * ahead of use): every process in its cgroup, then wr_sandbox_cleanup, which frees its id range
+ * with the last process. What is already gone is not an error. */
 int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err);
 
 /* Kill every process of the sandbox, wait for them, remove its cgroups, run directory and

@@ -31,6 +31,7 @@ struct wr_runtime {
     struct wr_cgroup_driver *cg;
     struct wr_seccomp seccomp;
     char *fault; /* see wr_runtime_config.fault */
+    char *crash; /* see wr_runtime_config.crash */
     void (*pool_taken)(void *arg);
     void *pool_taken_arg;
     void (*init_main)(int argc, char **argv); /* see wr_runtime_config.init_main */

@@ -31,6 +31,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <grp.h>
 #include <sys/file.h>
@@ -833,6 +834,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     sync_parent = w.sync;
     userns_fd = w.userns_fd;
     sb->timing.cloned = sb->timing.mapped = now_ns();
+    wr_runtime_crash_point(rt, "cloned");
 
     /* 4. Cgroups with the limits, then the idmapped overlay. */
     {
@@ -868,6 +870,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         wr_err_set(err, WR_ESYS, EIO, "injected fault (attach)");
         goto fail;
     }
+    wr_runtime_crash_point(rt, "attached");
     sb->timing.cgroup = now_ns();
 
     /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
@@ -886,6 +889,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go_fds[2] = conn_child;
     go_fds[3] = sb->dir_lock;
     (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
+    wr_runtime_crash_point(rt, "go");
     close_vol_fds(vol_fds);
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
@@ -913,6 +917,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     }
     if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
         goto fail;
+    wr_runtime_crash_point(rt, "hello");
     sb->timing.ready = now_ns();
     wr_buf_fini(&argv);
     *out = sb;
@@ -927,6 +932,60 @@ fail:
     return -1;
 }
 
+/* A sandbox's first process is PID 1 of a pid namespace one below ours: NSpid reads "<pid> 1".
+ * (A process in a pid namespace the sandbox made itself would have more fields.) */
+static bool is_ns_init(pid_t pid)
+{
+    char path[64], buf[4096];
+    const char *p;
+    int fields = 0;
+    bool one = false;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), NULL) < 0 ||
+        (p = strstr(buf, "\nNSpid:")) == NULL)
+        return false;
+    for (p += strlen("\nNSpid:"); *p != '\0' && *p != '\n';) {
+        char *end;
+        long v;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0' || *p == '\n')
+            break;
+        v = strtol(p, &end, 10);
+        if (end == p)
+            return false;
+        fields++;
+        one = v == 1;
+        p = end;
+    }
+    return fields == 2 && one;
+}
+
+static void find_ns_init(pid_t pid, void *arg)
+{
+    pid_t *found = arg;
+    if (*found <= 0 && is_ns_init(pid))
+        *found = pid;
+}
+
+/* The first host id that process pid's user namespace maps 0 to. */
+static int read_uid_base(pid_t pid, uid_t *out, struct wr_err *err)
+{
+    char path[64], buf[256];
+    unsigned inside, outside, count;
+
+    snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+    if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), err) < 0)
+        return -1;
+    if (sscanf(buf, "%u %u %u", &inside, &outside, &count) != 3 || inside != 0 ||
+        count != WR_UID_RANGE)
+        return wr_err_set(err, WR_ENOTFOUND, 0, "pid %d does not map a sandbox's id range",
+                          (int)pid);
+    *out = outside;
+    return 0;
+}
+
 int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid_base,
                      struct wr_sandbox **out, struct wr_err *err)
 {
@@ -939,12 +998,25 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     sb = xcalloc(1, sizeof(*sb));
     sb->rt = rt;
     sb->id = xstrdup(id);
-    sb->ctl_fd = sb->dir_lock = sb->uid_lock = -1;
-    sb->pid = pid;
-    sb->uid_base = uid_base;
+    sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
     sb->adopted = true;
     sb->dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
+    if (wr_cgroup_lookup(rt->cg, id, &sb->cg, err) < 0)
+        goto fail;
+    if (pid <= 0) {
+        /* A create cut short: the child is the one process there that heads a pid namespace. */
+        if (wr_cgroup_procs(sb->cg, find_ns_init, &pid, err) < 0)
+            goto fail;
+        if (pid <= 0) {
+            wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: no warren-init in its cgroup", id);
+            goto fail;
+        }
+        if (read_uid_base(pid, &uid_base, err) < 0)
+            goto fail;
+    }
+    sb->pid = pid;
+    sb->uid_base = uid_base;
     sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (sb->pidfd < 0 || stat(sb->dir, &st) < 0) {
         wr_err_set(err, WR_ENOTFOUND, errno, "sandbox %s: warren-init (pid %d) is gone", id,
@@ -958,8 +1030,6 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
         wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: pid %d is not its warren-init", id, (int)pid);
         goto fail;
     }
-    if (wr_cgroup_lookup(rt->cg, id, &sb->cg, err) < 0)
-        goto fail;
     *out = sb;
     return 0;
 fail:
@@ -968,6 +1038,25 @@ fail:
     sb->dir = NULL; /* nothing of the sandbox is removed on a failed adopt */
     sandbox_free(sb);
     return -1;
+}
+
+int wr_sandbox_hello(struct wr_sandbox *sb, int timeout_ms, struct wr_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -1;
+
+    if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
+        return wr_err_set(err, WR_EINVAL, 0, "socket path `%s` too long", sb->ctl_path);
+    strcpy(sa.sun_path, sb->ctl_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return wr_err_sys(err, "socket");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return wr_err_set(err, errno == ECONNREFUSED || errno == ENOENT ? WR_ENOTFOUND : WR_ESYS,
+                          errno, "sandbox %s: connect to warren-init", sb->id);
+    if (wr__ctl_hello(fd, timeout_ms, NULL, err) < 0)
+        return wr_err_wrap(err, "sandbox %s", sb->id);
+    return 0;
 }
 
 int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err)
@@ -993,6 +1082,7 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
 int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err)
 {
     struct wr_cgroup *cg = NULL;
+    struct wr_err e2;
     int rc;
 
     if (!valid_id(id))
@@ -1006,13 +1096,15 @@ int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err)
     /* The run directory's lock closes with the last process's files, just before it is
      * reaped (by whoever inherited it): wait for that, briefly. */
     for (int i = 0;; i++) {
-        rc = wr_sandbox_cleanup(rt, id, err);
-        if (rc == 0 || err->kind != WR_ECONFLICT || i == 200)
+        rc = wr_sandbox_cleanup(rt, id, &e2);
+        if (rc == 0 || e2.kind != WR_ECONFLICT || i == 200)
             break;
         usleep(10 * 1000);
     }
-    if (rc < 0 && err->kind == WR_ESYS && err->sys_errno == ENOENT)
+    if (rc < 0 && e2.kind == WR_ESYS && e2.sys_errno == ENOENT)
         return 0; /* nothing was left */
+    if (rc < 0 && err != NULL)
+        *err = e2;
     return rc;
 }
 

@@ -245,6 +245,17 @@ int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t ini
     return change_one(s, st, "set runtime of sandbox", id, err);
 }
 
+int wr_store_sandbox_release_idem(struct wr_store *s, const char *id, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
+        s, WR_ST_SB_RELEASE_IDEM, "UPDATE sandboxes SET idem_key = NULL WHERE id = ?1", err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, id);
+    return change_one(s, st, "release the idempotency key of sandbox", id, err);
+}
+
 int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
@@ -336,7 +347,7 @@ static char *json_pair_array(const char *const *k, const char *const *v, size_t 
 #define SB_LIST_SQL(team_pred)                                                                     \
     "SELECT " SB_COLS " FROM sandboxes"                                                            \
     " WHERE " team_pred " AND seq > ?2"                                                            \
-    " AND CASE WHEN ?3 IS NULL THEN state <> 'stopped'"                                            \
+    " AND CASE WHEN ?3 IS NULL THEN state NOT IN ('stopped', 'error')"                             \
     "          ELSE state IN (SELECT value FROM json_each(?3)) END"                                \
     " AND NOT EXISTS (SELECT 1 FROM json_each(?4) AS f WHERE NOT EXISTS ("                         \
     "     SELECT 1 FROM json_each(sandboxes.metadata_json) AS m"                                   \

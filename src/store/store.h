@@ -101,11 +101,13 @@ int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t de
                                   struct wr_err *err);
 int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t init_pid,
                                  int64_t uid_base, struct wr_err *err);
+/* Forget the record's idempotency key, so that a new create can take it. */
+int wr_store_sandbox_release_idem(struct wr_store *s, const char *id, struct wr_err *err);
 int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *err);
 
 struct wr_sandbox_filter {
     const char *team;             /* NULL: every team */
-    const char *const *states;    /* NULL-terminated; NULL: every state but "stopped" */
+    const char *const *states;    /* NULL-terminated; NULL: all but "stopped" and "error" */
     const char *const *meta_keys; /* n_meta pairs: metadata[key] == value (string values) */
     const char *const *meta_values;
     size_t n_meta;

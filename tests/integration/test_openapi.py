@@ -422,7 +422,7 @@ def test_sandbox_operations(daemon):
         assert got["state"] == "stopped" and got["reason"] == "timeout"
         page = api(daemon, "GET", "/v1/sandboxes", query={"state": "stopped"}).json()
         assert sid in [s["id"] for s in page["sandboxes"]]
-        page = api(daemon, "GET", "/v1/sandboxes").json()  # default: all but stopped
+        page = api(daemon, "GET", "/v1/sandboxes").json()  # default: all but stopped and error
         assert sid not in [s["id"] for s in page["sandboxes"]]
         param = [p for p in operation("/v1/sandboxes", "get")["parameters"] if p["name"] == "state"]
         for state, listed in [("running,stopped", True), ("running", False)]:

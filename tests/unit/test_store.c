@@ -549,6 +549,22 @@ static void test_sandboxes(struct wr_store *s)
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_get_idem(s, "team-c", "idem-1", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
        "get_idem of another team is not found");
+    ok(insert(s, "sb-r1", "team-r", "idem-r", NULL, "error", &err) == 0 &&
+           wr_store_sandbox_release_idem(s, "sb-r1", &err) == 0 &&
+           wr_store_sandbox_get_idem(s, "team-r", "idem-r", &got, &err) < 0 &&
+           err.kind == WR_ENOTFOUND,
+       "a released idem key names no sandbox");
+    ok(insert(s, "sb-r2", "team-r", "idem-r", NULL, "running", &err) == 0 &&
+           wr_store_sandbox_get_idem(s, "team-r", "idem-r", &got, &err) == 0 &&
+           streq(got.id, "sb-r2"),
+       "a new sandbox takes a released key");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_get(s, NULL, "sb-r1", &got, &err) == 0 && got.idem_key == NULL &&
+           streq(got.state, "error"),
+       "the old record stays, without its key");
+    wr_sandbox_rec_fini(&got);
+    ok(wr_store_sandbox_release_idem(s, "sb-none", &err) < 0 && err.kind == WR_ENOTFOUND,
+       "release on an unknown id is not found");
 
     ok(wr_store_sandbox_set_state(s, "sb-1", "error", "oom", &err) == 0 &&
            wr_store_sandbox_set_deadline(s, "sb-1", 42, &err) == 0 &&
@@ -663,11 +679,14 @@ static void test_list_filters(struct wr_store *s)
     fails += insert(s, "l-other", "lf2", NULL, "{\"env\":\"prod\"}", "running", &err);
     ok(fails == 0, "insert filter rows");
 
-    ok(ids_are(s, &f, "l-run,l-pause,l-err,l-odd,l-num"), "default: all but stopped, seq order");
+    ok(ids_are(s, &f, "l-run,l-pause,l-odd,l-num"),
+       "default: all but stopped and error, seq order");
     f.states = running;
     ok(ids_are(s, &f, "l-run,l-num"), "state running");
     f.states = stopped;
     ok(ids_are(s, &f, "l-stop"), "explicit stopped");
+    f.states = (const char *[]){"error", NULL};
+    ok(ids_are(s, &f, "l-err"), "explicit error");
     f.states = live;
     ok(ids_are(s, &f, "l-run,l-pause,l-num"), "two states");
     f.states = none;

@@ -156,9 +156,9 @@ class Sandbox:
     ) -> Iterator[SandboxInfo]:
         """The team's sandboxes, oldest first, fetched page by page as you iterate.
 
-        ``state``: one state or several (default on the server: all but ``stopped``);
-        ``metadata``: keep sandboxes having all these labels; ``limit``: stop after this many;
-        ``page_size``: sandboxes per request (1-1000).
+        ``state``: one state or several (default on the server: all but ``stopped`` and
+        ``error``); ``metadata``: keep sandboxes having all these labels; ``limit``: stop after
+        this many; ``page_size``: sandboxes per request (1-1000).
         """
         query: builtins.list[tuple[str, Any]] = []
         if state is not None:
