@@ -219,6 +219,25 @@ static int set_nonblock(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Make a started process the OOM killer's choice before init: its oom_score_adj goes to the
+ * maximum, 1000, inherited by what it starts. Lowering it again stops at 0 (going below takes
+ * CAP_SYS_RESOURCE on the host), where it ties with init. Written after the exec, because until
+ * then the child shares init's memory and init is non-dumpable, so their /proc files belong to
+ * the host's root, which neither can write; a process that forks at once may leave a child at
+ * 0, which is no protection for it but none against init either. */
+static void oom_prefer(pid_t pid)
+{
+    char path[48];
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "1000", 4) != 4)
+        log_debug("oom_score_adj of pid %d: %s", (int)pid, strerror(errno));
+    if (fd >= 0)
+        (void)close(fd);
+}
+
 static char **argv_copy(char **argv)
 {
     size_t n = 0;
@@ -305,6 +324,8 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
         report_failure(c, id, &pl.rep, &pl, pl.cwd ? pl.cwd : "");
         goto out;
     }
+
+    oom_prefer(pid);
 
     struct init_proc *pr = xcalloc(1, sizeof(*pr));
     pr->pid = pid;

@@ -5,13 +5,14 @@
  *   ------                                   -----
  *   lock run dir, take a uid range
  *   control socket (listening) + socketpair
- *   clone3 ─────────────────────────────────▶ hostname, lo up (caps in its userns already),
- *   write uid_map/gid_map                    fds 3..8, bounding set; wait on the sync socket
+ *   clone3, as the range's root ────────────▶ lo up (caps in its userns already), bounding
+ *   write uid_map/gid_map                    set, rlimits; wait on the sync socket
  *   cgroups with limits
  *   build idmapped overlay (detached)
  *   idmapped clones of the volumes (detached)
  *   attach the child to the cgroups
- *   send "go" + overlay, volume fds ────────▶ setresuid(0), unshare(cgroup ns)
+ *   send "go" + overlay, volume fds ────────▶ hostname, fds 3..8, setresuid(0),
+ *                                            unshare(cgroup ns)
  *                                            attach overlay, /proc /sys /dev /tmp, volumes,
  *                                            masks, pivot
  *                                            stdio = /dev/null, seccomp (sets no_new_privs)
@@ -31,8 +32,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <linux/securebits.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -53,11 +56,20 @@
 #include "caps.h"
 #include "mount.h"
 #include "net.h"
+#include "rlimit.h"
 #include "seccomp.h"
 #include "uidpool.h"
 
 #define HELLO_TIMEOUT_MS 10000
 #define CHILD_FD_BASE    100 /* fds are parked here while 3..8 are filled */
+
+/* tmpfs pages are charged to the sandbox's memory cgroup but belong to no process, so a tmpfs
+ * larger than the memory limit fills the cgroup and the OOM killer then picks a process that
+ * holds none of it. Each tmpfs of a sandbox is capped at a share of its memory limit, and a
+ * writer gets ENOSPC first: the writable layer when it is a tmpfs (`warren run`; /tmp is on it)
+ * at half, /dev/shm at a quarter, and at most 64 MiB (Docker's size). */
+#define UPPER_TMPFS_BYTES (1ull << 30)
+#define SHM_BYTES         (64ull << 20)
 
 struct child_report {
     int err; /* positive errno */
@@ -101,7 +113,7 @@ struct child_args {
 #define GO_NFDS     4
 #define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS)
 struct go_msg {
-    uint64_t tmp_bytes;
+    uint64_t shm_bytes; /* size of /dev/shm */
     uint32_t argv_len;
     uint8_t ephemeral;
     uint8_t allow_setuid;
@@ -114,6 +126,12 @@ struct go_msg {
 static bool fault_at(const struct wr_runtime *rt, const char *step)
 {
     return rt->fault != NULL && strcmp(rt->fault, step) == 0;
+}
+
+/* want, or memory / div if that is smaller (memory 0: no limit). */
+static uint64_t fit_memory(uint64_t want, uint64_t memory, unsigned div)
+{
+    return memory != 0 && memory / div < want ? memory / div : want;
 }
 
 static uint64_t now_ns(void)
@@ -269,6 +287,9 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     ret = wr_caps_limit(wr_caps_sandbox_mask());
     if (ret < 0)
         child_fail(sync_fd, "limit capabilities", -ret);
+    ret = wr_rlimits_apply();
+    if (ret < 0)
+        child_fail(sync_fd, "set resource limits", -ret);
     if (a->fault == FAULT_EARLY)
         child_fail(sync_fd, "injected fault (child-early)", EIO);
 
@@ -310,8 +331,9 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (syscall(SYS_close_range, 10 + (unsigned)vols.n, ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
-    /* Until now we were still host root with no mapping in our own namespace (P6 in
-     * research/idmapped-overlay.md). From here on kuid is the range's first id. */
+    /* Until now our ids were the creator's (real uid host root, effective uid the range's
+     * root, see clone_as_owner), unmapped in our own namespace (P6 in
+     * research/idmapped-overlay.md). From here on every id is the range's first. */
     /* Raw system calls: glibc's wrappers would try to apply the change to every thread of the
      * process that cloned us (the daemon's), whose list the child still carries. */
     if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
@@ -323,7 +345,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.tmp_bytes, &step);
+    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.shm_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
@@ -523,6 +545,45 @@ static void warm_close(struct wr__warm *w)
     w->pidfd = w->sync = w->uid_lock = w->userns_fd = -1;
 }
 
+/* clone3 with the effective uid set to `owner` (the range's root) for the call. A user
+ * namespace's owner is its creator's effective uid, and the kernel charges every per-user count
+ * of the namespace (inotify instances and watches, fanotify groups and marks, user and other
+ * namespaces, message-queue bytes, pending signals, locked memory) up the tree to its owner in
+ * the parent: made by host root, all sandboxes and host root would share one count. The thread
+ * keeps its capabilities across the change (SECBIT_NO_SETUID_FIXUP), so the other namespaces of
+ * the same clone3 are made with them; the change is undone at once. Credentials are per thread
+ * (raw system calls: glibc's wrappers would apply them to every thread), and a change of
+ * effective uid resets the thread's parent-death signal and the process's dumpable flag, which
+ * are put back. Returns what clone3 returns (0 in the child). */
+static long clone_as_owner(struct clone_args *ca, uid_t owner)
+{
+    int bits = prctl(PR_GET_SECUREBITS), dumpable = prctl(PR_GET_DUMPABLE), pdeath = 0, e;
+    long pid;
+
+    if (bits < 0 || prctl(PR_GET_PDEATHSIG, &pdeath) < 0 ||
+        prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP) < 0)
+        return -1;
+    if (syscall(SYS_setresuid, -1, owner, -1) < 0) {
+        e = errno;
+        (void)prctl(PR_SET_SECUREBITS, bits);
+        errno = e;
+        return -1;
+    }
+    pid = syscall(SYS_clone3, ca, sizeof(*ca));
+    if (pid == 0)
+        return 0;
+    e = errno;
+    /* Back to root: allowed, root being the real and saved uid. */
+    if (syscall(SYS_setresuid, -1, 0, -1) < 0 || prctl(PR_SET_SECUREBITS, bits) < 0)
+        abort(); /* a creator left as another user must not go on */
+    if (dumpable >= 0)
+        (void)prctl(PR_SET_DUMPABLE, dumpable);
+    if (pdeath != 0)
+        (void)prctl(PR_SET_PDEATHSIG, pdeath);
+    errno = e;
+    return pid;
+}
+
 /* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
  * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
  * maps, and the user namespace's fd. On failure nothing is left. */
@@ -564,7 +625,7 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
             .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        long pid = clone_as_owner(&ca, w->uid_base);
 
         if (pid < 0) {
             int e = errno;
@@ -585,6 +646,14 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
     }
     if (write_id_maps(w->pid, w->uid_base, err) < 0)
         goto fail;
+    /* A creator the OOM killer treats specially (systemd's OOMScoreAdjust=, say) must not pass
+     * that on: the sandbox starts from 0 (with CAP_SYS_RESOURCE this also resets the minimum
+     * its processes may lower themselves to). */
+    if (rt->oom_adj_inherited) {
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)w->pid);
+        if (wr_write_fileat(AT_FDCWD, path, "0", false, err) < 0)
+            goto fail;
+    }
     snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)w->pid);
     w->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (w->userns_fd < 0) {
@@ -846,7 +915,9 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
             goto fail;
         }
     }
-    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
+    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir,
+                        fit_memory(spec->tmpfs_bytes ? spec->tmpfs_bytes : UPPER_TMPFS_BYTES,
+                                   spec->memory_bytes, 2),
                         sb->uid_base, &overlay_fd, &spent, err) < 0)
         goto fail;
     sb->timing.overlay = now_ns();
@@ -873,7 +944,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
      * child failed already (its report waits in the socket), sending fails: the report below
      * says why. */
-    go.tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30);
+    go.shm_bytes = fit_memory(SHM_BYTES, spec->memory_bytes, 4);
     go.argv_len = (uint32_t)argv.len;
     go.ephemeral = spec->ephemeral;
     go.allow_setuid = spec->allow_setuid;
