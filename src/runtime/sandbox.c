@@ -60,6 +60,8 @@
 #include "seccomp.h"
 #include "uidpool.h"
 
+#define WR_STR_(x)       #x
+#define WR_STR(x)        WR_STR_(x)
 #define HELLO_TIMEOUT_MS 10000
 #define CHILD_FD_BASE    100 /* fds are parked here while 3..8 are filled */
 
@@ -106,11 +108,13 @@ struct child_args {
 
 /* "go": the sandbox's own parameters, followed by warren-init's argv as NUL-separated strings;
  * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
- * connection and the run directory's lock, then one idmapped mount per volume (n_mounts, their
- * targets in mount_targets). */
+ * connection, the run directory's lock and the child's own /proc/<pid>/oom_score_adj (which it
+ * cannot open itself, see src/init/spawn.c), then one idmapped mount per volume (n_mounts,
+ * their targets in mount_targets). */
 #define GO_MAX_ARGV 65536
 #define GO_MAX_ARGS 2048
-#define GO_NFDS     4
+#define GO_NFDS     5
+#define INIT_OOM_FD 9 /* where warren-init gets the oom_score_adj fd (--oom-fd) */
 #define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS)
 struct go_msg {
     uint64_t shm_bytes; /* size of /dev/shm */
@@ -226,9 +230,9 @@ static int park_fd(int fd)
 }
 
 /* Become warren-init without an exec (wr_runtime_config.init_main): leave the process as exec
- * would have left it, then run init's body. fds 3..6 are init's; 7 and up are close-on-exec
- * and closed here, the sync socket (8) among them, which tells the parent that init has
- * started, as an exec would. */
+ * would have left it, then run init's body. fds 3..6 and 9 are init's; 7, 8 and 10 up are
+ * close-on-exec and closed here, the sync socket (8) among them, which tells the parent that
+ * init has started, as an exec would. */
 static __attribute__((noreturn)) void child_become_init(const struct wr_runtime *rt)
 {
     static char *no_env[] = {NULL};
@@ -254,7 +258,7 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
                (rt->cmdline_len < sizeof(title) ? rt->cmdline_len : sizeof(title)) - 1);
     }
     environ = no_env;
-    if (syscall(SYS_close_range, 7U, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, 7U, 8U, 0) < 0 || syscall(SYS_close_range, 10U, ~0U, 0) < 0)
         _exit(127);
     while (go_argv[argc] != NULL)
         argc++;
@@ -265,7 +269,7 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
-    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, vol_fds[WR_MAX_MOUNTS];
+    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, vol_fds[WR_MAX_MOUNTS];
     const char *vol_targets[WR_MAX_MOUNTS];
     struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
     const char *step = "setup";
@@ -306,10 +310,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     listen_fd = park_fd(fds[1]);
     conn_fd = park_fd(fds[2]);
     dir_lock = park_fd(fds[3]);
+    oom_fd = park_fd(fds[4]);
     uid_lock = park_fd(a->uid_lock);
     init_fd = park_fd(a->init_fd);
-    if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
-        init_fd < 0)
+    if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || oom_fd < 0 ||
+        uid_lock < 0 || init_fd < 0)
         _exit(127);
     vols.n = go_buf.m.n_mounts;
     for (size_t i = 0; i < vols.n; i++) {
@@ -328,7 +333,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
             child_fail(sync_fd, "arrange fds", errno);
         vol_fds[i] = 10 + (int)i;
     }
-    if (syscall(SYS_close_range, 10 + (unsigned)vols.n, ~0U, 0) < 0)
+    /* The oom_score_adj fd waits after the volumes until fd 9 (the overlay) is free. */
+    if (dup3(oom_fd, 10 + (int)vols.n, O_CLOEXEC) < 0)
+        child_fail(sync_fd, "arrange fds", errno);
+    oom_fd = 10 + (int)vols.n;
+    if (syscall(SYS_close_range, 11 + (unsigned)vols.n, ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now our ids were the creator's (real uid host root, effective uid the range's
@@ -349,6 +358,9 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
+    if (dup2(oom_fd, INIT_OOM_FD) < 0) /* not close-on-exec: warren-init's, exec'd or not */
+        child_fail(sync_fd, "arrange fds", errno);
+    close(oom_fd);
     if (a->fault == FAULT_ROOTFS)
         child_fail(sync_fd, "injected fault (child-rootfs)", EIO);
 
@@ -502,6 +514,8 @@ static int init_argv(const struct wr_sandbox_spec *spec, struct wr_buf *b, struc
     size_t n = 0;
 
     append_arg(b, "warren-init");
+    append_arg(b, "--oom-fd");
+    append_arg(b, WR_STR(INIT_OOM_FD));
     if (spec->ephemeral)
         append_arg(b, "--ephemeral");
     for (const char *const *e = spec->env; e && *e; e++, n++) {
@@ -805,7 +819,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
 {
     struct wr_sandbox *sb;
     _cleanup_close_ int listen_fd = -1, sync_parent = -1, conn_child = -1;
-    _cleanup_close_ int userns_fd = -1, overlay_fd = -1;
+    _cleanup_close_ int userns_fd = -1, overlay_fd = -1, oom_fd = -1;
     struct wr_rootfs_spent spent = {.n = 0};
     struct wr__warm w;
     struct wr_buf argv;
@@ -901,6 +915,15 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     sb->uid_base = w.uid_base;
     sync_parent = w.sync;
     userns_fd = w.userns_fd;
+    {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)sb->pid);
+        oom_fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (oom_fd < 0) {
+            wr_err_sys(err, "open `%s`", path);
+            goto fail;
+        }
+    }
     sb->timing.cloned = sb->timing.mapped = now_ns();
 
     /* 4. Cgroups with the limits, then the idmapped overlay. */
@@ -956,11 +979,13 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go_fds[1] = listen_fd;
     go_fds[2] = conn_child;
     go_fds[3] = sb->dir_lock;
+    go_fds[4] = oom_fd;
     (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
     close_vol_fds(vol_fds);
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
     close(steal_fd(&conn_child));
+    close(steal_fd(&oom_fd));
     wr_rootfs_spent_close(&spent); /* the RCU waits overlap the child's setup */
     /* A child that failed before reading the go message exits with it unread: the kernel then
      * reports ECONNRESET once (and clears it) even though the child's report is queued. */
