@@ -565,7 +565,7 @@ static void warm_close(struct wr__warm *w)
  * namespaces, message-queue bytes, pending signals, locked memory) up the tree to its owner in
  * the parent: made by host root, all sandboxes and host root would share one count. The thread
  * keeps its capabilities across the change (SECBIT_NO_SETUID_FIXUP), so the other namespaces of
- * the same clone3 are made with them; the change is undone at once. Credentials are per thread
+ * the same clone3 are made with them; the uid is changed back at once. Credentials are per thread
  * (raw system calls: glibc's wrappers would apply them to every thread), and a change of
  * effective uid resets the thread's parent-death signal and the process's dumpable flag, which
  * are put back. Returns what clone3 returns (0 in the child). */
@@ -574,21 +574,20 @@ static long clone_as_owner(struct clone_args *ca, uid_t owner)
     int bits = prctl(PR_GET_SECUREBITS), dumpable = prctl(PR_GET_DUMPABLE), pdeath = 0, e;
     long pid;
 
+    /* The bit stays set on this thread afterwards (it only keeps capabilities across uid
+     * changes): setting it costs a change of credentials each time. */
     if (bits < 0 || prctl(PR_GET_PDEATHSIG, &pdeath) < 0 ||
-        prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP) < 0)
+        (!(bits & SECBIT_NO_SETUID_FIXUP) &&
+         prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP) < 0))
         return -1;
-    if (syscall(SYS_setresuid, -1, owner, -1) < 0) {
-        e = errno;
-        (void)prctl(PR_SET_SECUREBITS, bits);
-        errno = e;
+    if (syscall(SYS_setresuid, -1, owner, -1) < 0)
         return -1;
-    }
     pid = syscall(SYS_clone3, ca, sizeof(*ca));
     if (pid == 0)
         return 0;
     e = errno;
     /* Back to root: allowed, root being the real and saved uid. */
-    if (syscall(SYS_setresuid, -1, 0, -1) < 0 || prctl(PR_SET_SECUREBITS, bits) < 0)
+    if (syscall(SYS_setresuid, -1, 0, -1) < 0)
         abort(); /* a creator left as another user must not go on */
     if (dumpable >= 0)
         (void)prctl(PR_SET_DUMPABLE, dumpable);
