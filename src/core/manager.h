@@ -89,8 +89,9 @@ struct wr_create_req {
     /* Internal (builds): a host directory mounted read-only at WR_BUILD_CONTEXT. */
     const char *context_dir;
 };
-/* Under /tmp, a tmpfs of its own: the mount point is not captured into the step's layer. */
-#define WR_BUILD_CONTEXT "/tmp/.warren-build-context"
+/* Under /dev/shm, a tmpfs of the sandbox's own: the mount point is not captured into the step's
+ * layer (/tmp is the writable layer's). */
+#define WR_BUILD_CONTEXT "/dev/shm/.warren-build-context"
 
 /* Called with the sandbox's record (owned by the callee after the call: fini it) or an error.
  * existed: an idempotency key matched an earlier create. retry_after_s: set with WR_ELIMIT.

@@ -52,6 +52,9 @@ struct init_config {
     size_t nenv;
     char *cwd;  /* NULL: the user's home */
     char *user; /* NULL: root */
+    /* --oom-fd: init's own /proc/self/oom_score_adj, opened for it by the host (init cannot
+     * open it: its /proc files belong to the host's root), or -1. */
+    int oom_fd;
 };
 
 extern struct init_config init_cfg;

@@ -92,7 +92,7 @@ static void usage_exit(const char *what)
 {
     fprintf(stderr,
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
-            "[--cwd DIR] [--user NAME|UID]\n",
+            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD]\n",
             what);
     _exit(2);
 }
@@ -102,12 +102,24 @@ static void parse_args(int argc, char **argv)
     bool have_path = false;
 
     init_cfg.env = xcalloc(1, sizeof(char *));
+    init_cfg.oom_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
 
         if (strcmp(a, "--ephemeral") == 0) {
             init_cfg.ephemeral = true;
+            continue;
+        }
+        if (strcmp(a, "--oom-fd") == 0) {
+            char *end;
+            long fd;
+            if (i + 1 >= argc)
+                usage_exit("option needs a value");
+            fd = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || fd < 3 || fd > 1023)
+                usage_exit("--oom-fd needs a file descriptor");
+            init_cfg.oom_fd = (int)fd;
             continue;
         }
         if (strcmp(a, "--env") == 0 || strcmp(a, "--cwd") == 0 || strcmp(a, "--user") == 0) {

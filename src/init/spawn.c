@@ -219,6 +219,18 @@ static int set_nonblock(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Every process init starts is the OOM killer's choice before init: init raises its own
+ * oom_score_adj to the maximum, 1000, for the clone (a child inherits it, and what it starts
+ * inherits it from it), and goes back to 0 once the child has exec'd. A process may lower
+ * its score again only down to 0 (below takes CAP_SYS_RESOURCE on the host), where it ties
+ * with init. Through the fd the host opened: init's /proc files belong to the host's root, and
+ * so do the child's until its exec (they share init's memory, which is non-dumpable). */
+static void oom_score(const char *value)
+{
+    if (init_cfg.oom_fd >= 0 && write(init_cfg.oom_fd, value, strlen(value)) < 0)
+        log_debug("oom_score_adj %s: %s", value, strerror(errno));
+}
+
 static char **argv_copy(char **argv)
 {
     size_t n = 0;
@@ -286,8 +298,10 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     }
     /* Returns once the child has exec'd or exited: init's loop waits only for the few syscalls
      * before exec, and the exec itself. */
+    oom_score("1000");
     pid =
         clone(child_run, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &pl);
+    oom_score("0");
     environ = saved_environ;
     if (pid < 0) {
         init_conn_errorf(c, id, errno, "spawn: clone");

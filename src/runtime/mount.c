@@ -18,6 +18,9 @@
 #include "../util/cleanup.h"
 #include "../util/xalloc.h"
 
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
 /* glibc 2.36 has these in <sys/mount.h>; spell them through syscall() so older headers work. */
 static int sys_open_tree(int dfd, const char *path, unsigned flags)
 {
@@ -272,6 +275,10 @@ int wr_mount_target_check(const char *t, struct wr_err *err)
             break;
         p = e + 1;
     }
+    /* Strictly below /dev/shm is fine: a tmpfs of the sandbox's own, whose mount points are in
+     * no layer (the build context of a template build is mounted there). */
+    if (strncmp(t, "/dev/shm/", 9) == 0)
+        return 0;
     for (size_t i = 0; i < WR_ARRAY_SIZE(banned); i++) {
         size_t b = strlen(banned[i]);
         if (strncmp(t, banned[i], b) == 0 && (t[b] == '\0' || t[b] == '/'))
@@ -479,7 +486,7 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
 }
 
 int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t tmp_bytes, const char **step)
+                    uint64_t shm_bytes, const char **step)
 {
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
     static const struct {
@@ -521,19 +528,27 @@ int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const
         if (bind_dev(devs[i], step) < 0)
             return -errno;
     TRY(mkdir("dev/pts", 0755), "mkdir /dev/pts");
+    /* Terminals are counted host-wide (kernel.pty.max, the host's own instance reserving
+     * kernel.pty.reserve of them): max= keeps one sandbox from taking them all. */
     TRY(mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=0620"),
+              "newinstance,ptmxmode=0666,mode=0620,max=" STR(WR_PTYS_MAX)),
         "mount /dev/pts");
     TRY(symlink("pts/ptmx", "dev/ptmx"), "link /dev/ptmx");
     TRY(mkdir("dev/shm", 01777), "mkdir /dev/shm");
-    tmpfs_opts(opts, sizeof(opts), tmp_bytes, "1777");
+    tmpfs_opts(opts, sizeof(opts), shm_bytes, "1777");
     TRY(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /dev/shm");
     TRY(symlink("/proc/self/fd", "dev/fd"), "link /dev/fd");
     TRY(symlink("/proc/self/fd/0", "dev/stdin"), "link /dev/stdin");
     TRY(symlink("/proc/self/fd/1", "dev/stdout"), "link /dev/stdout");
     TRY(symlink("/proc/self/fd/2", "dev/stderr"), "link /dev/stderr");
 
-    TRY(mount_at("tmpfs", "tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts, 01777), "mount /tmp");
+    /* /tmp is the writable layer's, as in Docker: a disk fills or hits its limit, and it is
+     * kept by snapshots, forks and pause to disk. A tmpfs would be charged to the memory limit
+     * without belonging to any process (its writer would not be the OOM killer's choice). */
+    if (mkdir("tmp", 01777) == 0)
+        TRY(chmod("tmp", 01777), "chmod /tmp"); /* mkdir applied the umask */
+    else if (errno != EEXIST)
+        TRY(-1, "create /tmp");
 
     /* Volumes go on top of everything else of the root (so /tmp/x works), and their fds are
      * closed at once: nothing started in the sandbox can hold one (pitfall P2). */

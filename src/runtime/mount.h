@@ -2,7 +2,7 @@
 /* The sandbox's root filesystem: an overlay whose lower layers are the image's directories,
  * each idmapped to the sandbox's user namespace, and whose upper layer is private. The parent
  * builds the overlay as a detached mount (it never appears in the host's mount table) and hands
- * its fd to the child, which attaches it, adds /proc, /sys, /dev, /tmp and the masks, and
+ * its fd to the child, which attaches it, adds /proc, /sys, /dev and the masks, and
  * pivots into it. See docs/design/isolation.md. */
 #pragma once
 
@@ -53,10 +53,12 @@ struct wr_rootfs_mounts {
 };
 
 /* Child side, after setresuid(0) in the new user namespace: attach overlay_fd at stage (an
- * existing empty directory), mount /proc, /sys (read-only), /dev, /dev/pts, /dev/shm, /tmp,
- * attach each of `mounts` at its target (creating the mount point in the writable layer,
- * never through a symbolic link) and close its fd, mask the usual paths, pivot_root into it
- * and detach the old root. tmp_bytes bounds /tmp and /dev/shm. Async-signal-safe; returns 0,
- * or -errno with *step naming what failed. */
+ * existing empty directory), mount /proc, /sys (read-only), /dev, /dev/pts (its own instance,
+ * at most WR_PTYS_MAX terminals), /dev/shm (a tmpfs of shm_bytes), create /tmp (mode 1777) in
+ * the writable layer if the image lacks it, attach each of `mounts` at its target (creating
+ * the mount point, never through a symbolic link) and close its fd, mask the usual paths,
+ * pivot_root into it and detach the old root. Async-signal-safe; returns 0, or -errno with
+ * *step naming what failed. */
+#define WR_PTYS_MAX 1024
 int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t tmp_bytes, const char **step);
+                    uint64_t shm_bytes, const char **step);

@@ -144,6 +144,12 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     if (wr_seccomp_load(rt->run_dir, &rt->seccomp, err) < 0)
         goto fail;
     (void)wr_sysctl_raise_limits(NULL);
+    {
+        char adj[16] = "";
+        rt->oom_adj_inherited =
+            wr_read_fileat(AT_FDCWD, "/proc/self/oom_score_adj", adj, sizeof(adj), NULL) < 0 ||
+            strtol(adj, NULL, 10) != 0;
+    }
     if (cfg->zygote && wr__zygote_start(rt, cfg, err) < 0)
         goto fail;
     log_info("runtime open: run_dir=%s cgroup=%s", run_dir, wr_runtime_cgroup_version(rt));

@@ -101,7 +101,8 @@ struct wr_mount_spec {
 
 /* Whether target is a path a mount may be attached at: absolute, at most WR_MOUNT_TARGET_MAX
  * bytes, no empty, `.` or `..` component, no trailing slash, not `/` and not /proc, /sys,
- * /dev or below them. Returns 0, or -1 with WR_EINVAL and a message naming the path. */
+ * /dev or below them, except strictly below /dev/shm (a tmpfs of the sandbox: its mount points
+ * are in no layer). Returns 0, or -1 with WR_EINVAL and a message naming the path. */
 int wr_mount_target_check(const char *target, struct wr_err *err);
 
 /* Whether a list of mounts can be made together: at most WR_MAX_MOUNTS, every target valid,
@@ -119,9 +120,11 @@ struct wr_sandbox_spec {
     const char *cwd;        /* default working directory; NULL: "/" */
     const char *user;       /* default user (name or uid); NULL: root */
 
-    /* The writable layer: a directory that outlives the sandbox (its upper/ and work/ hold
-     * sandbox-side ids, so any uid range can use it later; see layer.h), or NULL for a private
-     * tmpfs of tmpfs_bytes (0: 1 GiB) that vanishes with it. */
+    /* The writable layer (it holds /tmp too): a directory that outlives the sandbox (its
+     * upper/ and work/ hold sandbox-side ids, so any uid range can use it later; see layer.h),
+     * or NULL for a private tmpfs of tmpfs_bytes (0: 1 GiB), at most half of memory_bytes,
+     * that vanishes with it. /dev/shm is a tmpfs of 64 MiB, at most a quarter of
+     * memory_bytes. */
     const char *upper_dir;
     uint64_t tmpfs_bytes;
 

@@ -45,7 +45,8 @@ struct wr_runtime {
     /* the zygote (zygote.c), when wr_runtime_config.zygote asked for one */
     int zygote_fd;
     pid_t zygote_pid;
-    bool in_zygote; /* this process is the zygote */
+    bool in_zygote;         /* this process is the zygote */
+    bool oom_adj_inherited; /* this process's oom_score_adj is not 0: reset it in each child */
     pthread_mutex_t zygote_lock;
 };
 

@@ -5,13 +5,14 @@
  *   ------                                   -----
  *   lock run dir, take a uid range
  *   control socket (listening) + socketpair
- *   clone3 ─────────────────────────────────▶ hostname, lo up (caps in its userns already),
- *   write uid_map/gid_map                    fds 3..8, bounding set; wait on the sync socket
+ *   clone3, as the range's root ────────────▶ lo up (caps in its userns already), bounding
+ *   write uid_map/gid_map                    set, rlimits; wait on the sync socket
  *   cgroups with limits
  *   build idmapped overlay (detached)
  *   idmapped clones of the volumes (detached)
  *   attach the child to the cgroups
- *   send "go" + overlay, volume fds ────────▶ setresuid(0), unshare(cgroup ns)
+ *   send "go" + overlay, volume fds ────────▶ hostname, fds 3..8, setresuid(0),
+ *                                            unshare(cgroup ns)
  *                                            attach overlay, /proc /sys /dev /tmp, volumes,
  *                                            masks, pivot
  *                                            stdio = /dev/null, seccomp (sets no_new_privs)
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
+#include <linux/securebits.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -54,11 +56,22 @@
 #include "caps.h"
 #include "mount.h"
 #include "net.h"
+#include "rlimit.h"
 #include "seccomp.h"
 #include "uidpool.h"
 
+#define WR_STR_(x)       #x
+#define WR_STR(x)        WR_STR_(x)
 #define HELLO_TIMEOUT_MS 10000
 #define CHILD_FD_BASE    100 /* fds are parked here while 3..8 are filled */
+
+/* tmpfs pages are charged to the sandbox's memory cgroup but belong to no process, so a tmpfs
+ * larger than the memory limit fills the cgroup and the OOM killer then picks a process that
+ * holds none of it. Each tmpfs of a sandbox is capped at a share of its memory limit, and a
+ * writer gets ENOSPC first: the writable layer when it is a tmpfs (`warren run`; /tmp is on it)
+ * at half, /dev/shm at a quarter, and at most 64 MiB (Docker's size). */
+#define UPPER_TMPFS_BYTES (1ull << 30)
+#define SHM_BYTES         (64ull << 20)
 
 struct child_report {
     int err; /* positive errno */
@@ -95,14 +108,16 @@ struct child_args {
 
 /* "go": the sandbox's own parameters, followed by warren-init's argv as NUL-separated strings;
  * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
- * connection and the run directory's lock, then one idmapped mount per volume (n_mounts, their
- * targets in mount_targets). */
+ * connection, the run directory's lock and the child's own /proc/<pid>/oom_score_adj (which it
+ * cannot open itself, see src/init/spawn.c), then one idmapped mount per volume (n_mounts,
+ * their targets in mount_targets). */
 #define GO_MAX_ARGV 65536
 #define GO_MAX_ARGS 2048
-#define GO_NFDS     4
+#define GO_NFDS     5
+#define INIT_OOM_FD 9 /* where warren-init gets the oom_score_adj fd (--oom-fd) */
 #define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS)
 struct go_msg {
-    uint64_t tmp_bytes;
+    uint64_t shm_bytes; /* size of /dev/shm */
     uint32_t argv_len;
     uint8_t ephemeral;
     uint8_t allow_setuid;
@@ -115,6 +130,12 @@ struct go_msg {
 static bool fault_at(const struct wr_runtime *rt, const char *step)
 {
     return rt->fault != NULL && strcmp(rt->fault, step) == 0;
+}
+
+/* want, or memory / div if that is smaller (memory 0: no limit). */
+static uint64_t fit_memory(uint64_t want, uint64_t memory, unsigned div)
+{
+    return memory != 0 && memory / div < want ? memory / div : want;
 }
 
 static uint64_t now_ns(void)
@@ -209,9 +230,9 @@ static int park_fd(int fd)
 }
 
 /* Become warren-init without an exec (wr_runtime_config.init_main): leave the process as exec
- * would have left it, then run init's body. fds 3..6 are init's; 7 and up are close-on-exec
- * and closed here, the sync socket (8) among them, which tells the parent that init has
- * started, as an exec would. */
+ * would have left it, then run init's body. fds 3..6 and 9 are init's; 7, 8 and 10 up are
+ * close-on-exec and closed here, the sync socket (8) among them, which tells the parent that
+ * init has started, as an exec would. */
 static __attribute__((noreturn)) void child_become_init(const struct wr_runtime *rt)
 {
     static char *no_env[] = {NULL};
@@ -237,7 +258,7 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
                (rt->cmdline_len < sizeof(title) ? rt->cmdline_len : sizeof(title)) - 1);
     }
     environ = no_env;
-    if (syscall(SYS_close_range, 7U, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, 7U, 8U, 0) < 0 || syscall(SYS_close_range, 10U, ~0U, 0) < 0)
         _exit(127);
     while (go_argv[argc] != NULL)
         argc++;
@@ -248,7 +269,7 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
-    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, vol_fds[WR_MAX_MOUNTS];
+    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, vol_fds[WR_MAX_MOUNTS];
     const char *vol_targets[WR_MAX_MOUNTS];
     struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
     const char *step = "setup";
@@ -270,6 +291,9 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     ret = wr_caps_limit(wr_caps_sandbox_mask());
     if (ret < 0)
         child_fail(sync_fd, "limit capabilities", -ret);
+    ret = wr_rlimits_apply();
+    if (ret < 0)
+        child_fail(sync_fd, "set resource limits", -ret);
     if (a->fault == FAULT_EARLY)
         child_fail(sync_fd, "injected fault (child-early)", EIO);
 
@@ -286,10 +310,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     listen_fd = park_fd(fds[1]);
     conn_fd = park_fd(fds[2]);
     dir_lock = park_fd(fds[3]);
+    oom_fd = park_fd(fds[4]);
     uid_lock = park_fd(a->uid_lock);
     init_fd = park_fd(a->init_fd);
-    if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || uid_lock < 0 ||
-        init_fd < 0)
+    if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || oom_fd < 0 ||
+        uid_lock < 0 || init_fd < 0)
         _exit(127);
     vols.n = go_buf.m.n_mounts;
     for (size_t i = 0; i < vols.n; i++) {
@@ -308,11 +333,16 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
             child_fail(sync_fd, "arrange fds", errno);
         vol_fds[i] = 10 + (int)i;
     }
-    if (syscall(SYS_close_range, 10 + (unsigned)vols.n, ~0U, 0) < 0)
+    /* The oom_score_adj fd waits after the volumes until fd 9 (the overlay) is free. */
+    if (dup3(oom_fd, 10 + (int)vols.n, O_CLOEXEC) < 0)
+        child_fail(sync_fd, "arrange fds", errno);
+    oom_fd = 10 + (int)vols.n;
+    if (syscall(SYS_close_range, 11 + (unsigned)vols.n, ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
-    /* Until now we were still host root with no mapping in our own namespace (P6 in
-     * research/idmapped-overlay.md). From here on kuid is the range's first id. */
+    /* Until now our ids were the creator's (real uid host root, effective uid the range's
+     * root, see clone_as_owner), unmapped in our own namespace (P6 in
+     * research/idmapped-overlay.md). From here on every id is the range's first. */
     /* Raw system calls: glibc's wrappers would try to apply the change to every thread of the
      * process that cloned us (the daemon's), whose list the child still carries. */
     if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
@@ -324,10 +354,13 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.tmp_bytes, &step);
+    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.shm_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
+    if (dup2(oom_fd, INIT_OOM_FD) < 0) /* not close-on-exec: warren-init's, exec'd or not */
+        child_fail(sync_fd, "arrange fds", errno);
+    close(oom_fd);
     if (a->fault == FAULT_ROOTFS)
         child_fail(sync_fd, "injected fault (child-rootfs)", EIO);
 
@@ -481,6 +514,8 @@ static int init_argv(const struct wr_sandbox_spec *spec, struct wr_buf *b, struc
     size_t n = 0;
 
     append_arg(b, "warren-init");
+    append_arg(b, "--oom-fd");
+    append_arg(b, WR_STR(INIT_OOM_FD));
     if (spec->ephemeral)
         append_arg(b, "--ephemeral");
     for (const char *const *e = spec->env; e && *e; e++, n++) {
@@ -524,6 +559,44 @@ static void warm_close(struct wr__warm *w)
     w->pidfd = w->sync = w->uid_lock = w->userns_fd = -1;
 }
 
+/* clone3 with the effective uid set to `owner` (the range's root) for the call. A user
+ * namespace's owner is its creator's effective uid, and the kernel charges every per-user count
+ * of the namespace (inotify instances and watches, fanotify groups and marks, user and other
+ * namespaces, message-queue bytes, pending signals, locked memory) up the tree to its owner in
+ * the parent: made by host root, all sandboxes and host root would share one count. The thread
+ * keeps its capabilities across the change (SECBIT_NO_SETUID_FIXUP), so the other namespaces of
+ * the same clone3 are made with them; the uid is changed back at once. Credentials are per thread
+ * (raw system calls: glibc's wrappers would apply them to every thread), and a change of
+ * effective uid resets the thread's parent-death signal and the process's dumpable flag, which
+ * are put back. Returns what clone3 returns (0 in the child). */
+static long clone_as_owner(struct clone_args *ca, uid_t owner)
+{
+    int bits = prctl(PR_GET_SECUREBITS), dumpable = prctl(PR_GET_DUMPABLE), pdeath = 0, e;
+    long pid;
+
+    /* The bit stays set on this thread afterwards (it only keeps capabilities across uid
+     * changes): setting it costs a change of credentials each time. */
+    if (bits < 0 || prctl(PR_GET_PDEATHSIG, &pdeath) < 0 ||
+        (!(bits & SECBIT_NO_SETUID_FIXUP) &&
+         prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP) < 0))
+        return -1;
+    if (syscall(SYS_setresuid, -1, owner, -1) < 0)
+        return -1;
+    pid = syscall(SYS_clone3, ca, sizeof(*ca));
+    if (pid == 0)
+        return 0;
+    e = errno;
+    /* Back to root: allowed, root being the real and saved uid. */
+    if (syscall(SYS_setresuid, -1, 0, -1) < 0)
+        abort(); /* a creator left as another user must not go on */
+    if (dumpable >= 0)
+        (void)prctl(PR_SET_DUMPABLE, dumpable);
+    if (pdeath != 0)
+        (void)prctl(PR_SET_PDEATHSIG, pdeath);
+    errno = e;
+    return pid;
+}
+
 /* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
  * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
  * maps, and the user namespace's fd. On failure nothing is left. */
@@ -565,7 +638,7 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
             .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
-        long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+        long pid = clone_as_owner(&ca, w->uid_base);
 
         if (pid < 0) {
             int e = errno;
@@ -586,6 +659,14 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
     }
     if (write_id_maps(w->pid, w->uid_base, err) < 0)
         goto fail;
+    /* A creator the OOM killer treats specially (systemd's OOMScoreAdjust=, say) must not pass
+     * that on: the sandbox starts from 0 (with CAP_SYS_RESOURCE this also resets the minimum
+     * its processes may lower themselves to). */
+    if (rt->oom_adj_inherited) {
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)w->pid);
+        if (wr_write_fileat(AT_FDCWD, path, "0", false, err) < 0)
+            goto fail;
+    }
     snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)w->pid);
     w->userns_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (w->userns_fd < 0) {
@@ -737,7 +818,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
 {
     struct wr_sandbox *sb;
     _cleanup_close_ int listen_fd = -1, sync_parent = -1, conn_child = -1;
-    _cleanup_close_ int userns_fd = -1, overlay_fd = -1;
+    _cleanup_close_ int userns_fd = -1, overlay_fd = -1, oom_fd = -1;
     struct wr_rootfs_spent spent = {.n = 0};
     struct wr__warm w;
     struct wr_buf argv;
@@ -833,6 +914,15 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     sb->uid_base = w.uid_base;
     sync_parent = w.sync;
     userns_fd = w.userns_fd;
+    {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)sb->pid);
+        oom_fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (oom_fd < 0) {
+            wr_err_sys(err, "open `%s`", path);
+            goto fail;
+        }
+    }
     sb->timing.cloned = sb->timing.mapped = now_ns();
     wr_runtime_crash_point(rt, "cloned");
 
@@ -848,7 +938,9 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
             goto fail;
         }
     }
-    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir, spec->tmpfs_bytes,
+    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir,
+                        fit_memory(spec->tmpfs_bytes ? spec->tmpfs_bytes : UPPER_TMPFS_BYTES,
+                                   spec->memory_bytes, 2),
                         sb->uid_base, &overlay_fd, &spent, err) < 0)
         goto fail;
     sb->timing.overlay = now_ns();
@@ -876,7 +968,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
      * child failed already (its report waits in the socket), sending fails: the report below
      * says why. */
-    go.tmp_bytes = spec->tmpfs_bytes ? spec->tmpfs_bytes : (1ull << 30);
+    go.shm_bytes = fit_memory(SHM_BYTES, spec->memory_bytes, 4);
     go.argv_len = (uint32_t)argv.len;
     go.ephemeral = spec->ephemeral;
     go.allow_setuid = spec->allow_setuid;
@@ -888,12 +980,14 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     go_fds[1] = listen_fd;
     go_fds[2] = conn_child;
     go_fds[3] = sb->dir_lock;
+    go_fds[4] = oom_fd;
     (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
     wr_runtime_crash_point(rt, "go");
     close_vol_fds(vol_fds);
     close(steal_fd(&overlay_fd));
     close(steal_fd(&listen_fd));
     close(steal_fd(&conn_child));
+    close(steal_fd(&oom_fd));
     wr_rootfs_spent_close(&spent); /* the RCU waits overlap the child's setup */
     /* A child that failed before reading the go message exits with it unread: the kernel then
      * reports ECONNRESET once (and clears it) even though the child's report is queued. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Raise host-wide kernel limits that many sandboxes share (numbers from
- * /work/shared/research/perf-namespaces.md: 128 inotify instances break file watchers after
- * about 100 sandboxes; pid_max 32768 is the next cap). Never lowers a value. */
+/* Raise host-wide kernel limits that many sandboxes share, where what they count is bounded per
+ * sandbox some other way (docs/design/isolation.md, "Shared kernel counters"). Never lowers a
+ * value. */
 #include "sysctl.h"
 
 #include <fcntl.h>
@@ -12,18 +12,31 @@
 #include "../util/fs.h"
 #include "../util/log.h"
 
+#define UNBOUNDED 9223372036854775807ull /* LONG_MAX: what systemd sets fs.file-max to */
+
 static const struct {
     const char *path;
     const char *name;
     uint64_t min;
 } limits[] = {
     /* 4194304 is PID_MAX_LIMIT on 64-bit. Since 6.14 pid_max is per pid namespace: run this
-     * in the initial one. */
+     * in the initial one. A sandbox's share is its pids cgroup. */
     {"/proc/sys/kernel/pid_max", "kernel.pid_max", 4194304},
-    /* Charged per user of the initial user namespace, so shared by every sandbox whose root
-     * maps to the same host uid. */
+    /* Counted for everyone (root too), and sized by default to an eighth of memory in kernel
+     * stacks; each sandbox's tasks are bounded by its pids cgroup and their stacks are charged
+     * to its memory cgroup, so pid_max is the real cap. */
+    {"/proc/sys/kernel/threads-max", "kernel.threads-max", 4194304},
+    /* Per user: charged to the (host) owner of each sandbox's user namespace, its range's root,
+     * so these are each sandbox's own limits. */
     {"/proc/sys/fs/inotify/max_user_instances", "fs.inotify.max_user_instances", 8192},
     {"/proc/sys/fs/inotify/max_user_watches", "fs.inotify.max_user_watches", 1048576},
+    /* Global counts of objects charged to the memory cgroup of whoever made them (struct file,
+     * aio rings, ttys): once one sandbox reached the host's count, every process without
+     * CAP_SYS_ADMIN on the host (all other sandboxes) got ENFILE, EAGAIN or ENOSPC. Each
+     * sandbox's memory limit bounds them instead (and for terminals its devpts max=). */
+    {"/proc/sys/fs/file-max", "fs.file-max", UNBOUNDED},
+    {"/proc/sys/fs/aio-max-nr", "fs.aio-max-nr", UNBOUNDED},
+    {"/proc/sys/kernel/pty/max", "kernel.pty.max", 1048576}, /* the kernel's maximum */
 };
 
 int wr_sysctl_raise_limits(struct wr_err *err)

@@ -30,6 +30,7 @@
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "rlimit.h"
 #include "runtime_int.h"
 #include "uidpool.h"
 
@@ -86,6 +87,10 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
     (void)prctl(PR_SET_NAME, "warren-zygote");
     signal(SIGPIPE, SIG_IGN);
     wr__close_all_but(keep, 3);
+    /* A user namespace takes its sandbox-wide caps on locked memory, message queues and pending
+     * signals from its creator: make them the sandbox's, not whatever the daemon has. */
+    if (wr_rlimits_apply() < 0)
+        _exit(1);
     rt->zygote_fd = -1; /* in here, spawn for real */
     rt->in_zygote = true;
     for (;;) {

@@ -87,8 +87,9 @@ def homes(d):
 
 
 def pool_pids(include_warm=False):
-    """Host pids of processes whose uid is in the test pool's range (but those of warm
-    sandboxes, unless include_warm)."""
+    """Host pids of processes whose real uid is in the test pool's range (but those of warm
+    sandboxes, unless include_warm). A pre-cloned child (`warrend --pool`) waiting for its
+    sandbox has only its effective uid there (its user namespace's owner) and is not counted."""
     lo, hi = UID_BASE, UID_BASE + UID_SLOTS * 65536
     warm = set() if include_warm else warm_ids()
     found = []
@@ -100,7 +101,7 @@ def pool_pids(include_warm=False):
                 for line in f:
                     if line.startswith("Uid:"):
                         uids = [int(x) for x in line.split()[1:]]
-                        if any(lo <= u < hi for u in uids):
+                        if lo <= uids[0] < hi:
                             found.append(int(d))
                         break
             if warm and found and found[-1] == int(d):

@@ -186,7 +186,8 @@ def test_copy_from_a_context(daemon, client):
     sid = create(client, "copied")
     r = sh(client, sid, "cat /app/main.py /etc/myconf/a.ini /etc/myconf/sub/b.ini /renamed.py; "
                         "stat -c '%u %n' /app/main.py /home/user/data.txt; "
-                        "test -e /tmp/.warren-build-context && echo context-visible")
+                        "test -e /tmp/.warren-build-context && echo context-visible; "
+                        "test -e /dev/shm/.warren-build-context && echo context-visible")
     assert r["stdout"] == ("print('hi')\na=1\nb=2\nprint('hi')\n0 /app/main.py\n"
                            "1000 /home/user/data.txt\n"), r
     client.request("DELETE", "/v1/sandboxes/" + sid)

@@ -18,6 +18,11 @@
  *   warren-probe sleep SECS
  *   warren-probe hold-file PATH    create PATH ("probe") and sleep forever
  *   warren-probe find-file PATH    print found (exit 0) or absent (exit 1)
+ *   warren-probe inotify-fill SECS take every inotify instance and watch allowed, hold them
+ *   warren-probe inotify-one PATH  one inotify instance watching PATH (ok, or the errno)
+ *   warren-probe pty-fill SECS     open terminals until the limit, hold them
+ *   warren-probe pty-open N        open N terminals (exit 0 if all opened)
+ *   warren-probe memfd-hog MB      write MB MiB into an unmapped memfd (expects to be killed)
  *
  * The rule for a syscall the sandbox must refuse: a denial (EPERM, EACCES, ENOSYS, EROFS) holds;
  * success, or any other error, escapes: an EINVAL or ENOENT means the call got past the
@@ -48,7 +53,9 @@
 #include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/inotify.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -1391,6 +1398,50 @@ struct attempt {
     void (*fn)(const struct opts *);
 };
 
+/* Write text to path; returns 0 or the errno. */
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC), e = 0;
+    if (fd < 0)
+        return errno;
+    if (write(fd, text, strlen(text)) < 0)
+        e = errno;
+    close(fd);
+    return e;
+}
+
+/* oom_immunity: nothing in a sandbox may make itself (or PID 1) exempt from, or less likely than
+ * PID 1 to be picked by, the OOM killer: lowering oom_score_adj below 0 takes CAP_SYS_RESOURCE
+ * on the host, and PID 1's files are out of reach. */
+static void attempt_oom(const struct opts *o)
+{
+    static const struct {
+        const char *file, *value;
+    } tries[] = {
+        {"/proc/self/oom_score_adj", "-1000"},
+        {"/proc/self/oom_score_adj", "-1"},
+        {"/proc/self/oom_adj", "-17"},
+        {"/proc/self/oom_adj", "-1"},
+    };
+    char buf[64], path[64], what[96];
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+        int e = write_text(tries[i].file, tries[i].value);
+        snprintf(what, sizeof what, "%s=%s", tries[i].file, tries[i].value);
+        must_deny(what, e ? -1 : 0, e);
+    }
+    if (first_line("/proc/self/oom_score_adj", buf, sizeof buf) == NULL ||
+        strtol(buf, NULL, 10) < 0)
+        leak("oom_score_adj=%s", buf);
+    else
+        note("oom_score_adj=%s", buf);
+    snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)o->init_pid);
+    {
+        int e = write_text(path, "1000");
+        snprintf(what, sizeof what, "%s=1000", path);
+        must_deny(what, e ? -1 : 0, e);
+    }
+}
+
 static const struct attempt attempts[] = {
     {"host_pids", attempt_host_pids},
     {"proc_root", attempt_proc_root},
@@ -1410,6 +1461,7 @@ static const struct attempt attempts[] = {
     {"caps", attempt_caps},
     {"uid", attempt_uid},
     {"volume_ro", attempt_volume_ro},
+    {"oom_immunity", attempt_oom},
 };
 
 /* Run one attempt in a child of its own (own process group, killed as a whole on timeout) and
@@ -1500,7 +1552,9 @@ static void usage(void)
         "                           [--layer-file PATH] [--other-pid PID] [--host-cgroup PATH]...\n"
         "                           [--init-pid PID] [--volume PATH] [--only ATTEMPT]\n"
         "       warren-probe info | forkbomb [N] | memhog MB | sleep SECS\n"
-        "       warren-probe hold-file PATH | find-file PATH\n");
+        "       warren-probe hold-file PATH | find-file PATH\n"
+        "       warren-probe inotify-fill SECS | inotify-one PATH | pty-fill SECS | pty-open N\n"
+        "       warren-probe memfd-hog MB\n");
 }
 
 static int cmd_escape(int argc, char **argv)
@@ -1674,6 +1728,149 @@ static void sleep_seconds(long secs)
         ts = rem;
 }
 
+/* Let this process open as many files as its hard limit allows. */
+static void raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0) {
+        r.rlim_cur = r.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &r);
+    }
+}
+
+/* Print a line and make sure it left (the tests wait for it). */
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+#define INOTIFY_PER_FILE                                                                           \
+    64 /* instances watching one file: the kernel's list of an inode's marks                       \
+        * is walked on every add, so long lists make the fill quadratic */
+
+/* Take every inotify instance, then every watch, this sandbox may have: instances until
+ * inotify_init1 fails, then files of a fresh directory, each watched by INOTIFY_PER_FILE
+ * instances in turn, until inotify_add_watch fails. Prints what it got and why it stopped,
+ * holds it all for secs seconds (so others can try meanwhile), then exits. Exit 0 when both
+ * stopped at a limit of the kernel's (EMFILE for instances, ENOSPC for watches). */
+static int cmd_inotify_fill(long secs)
+{
+    static int fds[1 << 16];
+    char dir[64], name[24], buf[32];
+    long n = 0, watches = 0, files;
+    int ierr = 0, werr = 0;
+
+    raise_nofile();
+    if (first_line("/proc/sys/fs/inotify/max_user_watches", buf, sizeof buf) == NULL) {
+        fprintf(stderr, "warren-probe: max_user_watches: %s\n", strerror(errno));
+        return 2;
+    }
+    files = strtol(buf, NULL, 10) / INOTIFY_PER_FILE + 2;
+    snprintf(dir, sizeof dir, "/tmp/warren-probe-inotify-%d", (int)getpid());
+    if (mkdir(dir, 0700) < 0 || chdir(dir) < 0) {
+        fprintf(stderr, "warren-probe: %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    for (long i = 0; i < files; i++) {
+        snprintf(name, sizeof name, "%ld", i);
+        int fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            fprintf(stderr, "warren-probe: %s/%s: %s\n", dir, name, strerror(errno));
+            return 2;
+        }
+        close(fd);
+    }
+    while (n < (long)(sizeof fds / sizeof fds[0])) {
+        int fd = inotify_init1(IN_CLOEXEC);
+        if (fd < 0) {
+            ierr = errno;
+            break;
+        }
+        fds[n++] = fd;
+    }
+    for (long f = 0; n > 0 && f < files && werr == 0; f++) {
+        snprintf(name, sizeof name, "%ld", f);
+        for (long j = 0; j < INOTIFY_PER_FILE; j++) {
+            if (inotify_add_watch(fds[(f * INOTIFY_PER_FILE + j) % n], name, IN_MODIFY) < 0) {
+                werr = errno;
+                break;
+            }
+            watches++;
+        }
+    }
+    say("instances=%ld errno=%s watches=%ld errno=%s\n", n, ename(ierr), watches, ename(werr));
+    say("holding\n");
+    sleep_seconds(secs);
+    return ierr == EMFILE && werr == ENOSPC ? 0 : 1;
+}
+
+/* One inotify instance with one watch on path: prints ok or the errno of the call that failed. */
+static int cmd_inotify_one(const char *path)
+{
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0) {
+        printf("inotify_init1=%s\n", ename(errno));
+        return 1;
+    }
+    if (inotify_add_watch(fd, path, IN_MODIFY) < 0) {
+        printf("inotify_add_watch=%s\n", ename(errno));
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
+
+/* Open terminals (/dev/ptmx) until that fails; print how many and why; hold them secs seconds.
+ * Exit 0 when it stopped at the kernel's limit (ENOSPC). With secs 0 and a count given, open
+ * just that many (a check that terminals still work). */
+static int cmd_pty_fill(long secs, long want)
+{
+    long n = 0;
+    int err = 0;
+
+    raise_nofile();
+    while (want == 0 || n < want) {
+        int fd = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        n++;
+    }
+    say("ptys=%ld errno=%s\n", n, ename(err));
+    say("holding\n");
+    sleep_seconds(secs);
+    return want ? (n == want ? 0 : 1) : (err == ENOSPC ? 0 : 1);
+}
+
+/* Write mb MiB into a memfd that nothing maps: memory charged to the sandbox that is in no
+ * process's RSS, the case where the OOM killer's choice by size alone would be PID 1. */
+static int cmd_memfd_hog(long mb)
+{
+    static char chunk[1 << 20];
+    int fd = (int)syscall(SYS_memfd_create, "warren-probe", 0U);
+
+    if (fd < 0) {
+        fprintf(stderr, "warren-probe: memfd_create: %s\n", strerror(errno));
+        return 2;
+    }
+    memset(chunk, 'x', sizeof chunk);
+    for (long i = 1; i <= mb; i++) {
+        if (!write_all(fd, chunk, sizeof chunk)) {
+            say("write failed at %ld MiB: %s\n", i, ename(errno));
+            return 3;
+        }
+        if (i % 64 == 0)
+            say("written=%ld\n", i);
+    }
+    say("done\n");
+    return 0;
+}
+
 static int cmd_hold_file(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -1725,6 +1922,16 @@ int main(int argc, char **argv)
         sleep_seconds(v);
         return 0;
     }
+    if (strcmp(cmd, "inotify-fill") == 0 && argc == 3 && parse_long(argv[2], 0, 3600, &v))
+        return cmd_inotify_fill(v);
+    if (strcmp(cmd, "inotify-one") == 0 && argc == 3)
+        return cmd_inotify_one(argv[2]);
+    if (strcmp(cmd, "pty-fill") == 0 && argc == 3 && parse_long(argv[2], 0, 3600, &v))
+        return cmd_pty_fill(v, 0);
+    if (strcmp(cmd, "pty-open") == 0 && argc == 3 && parse_long(argv[2], 1, 65536, &v))
+        return cmd_pty_fill(0, v);
+    if (strcmp(cmd, "memfd-hog") == 0 && argc == 3 && parse_long(argv[2], 1, 1 << 20, &v))
+        return cmd_memfd_hog(v);
     if (strcmp(cmd, "hold-file") == 0 && argc == 3)
         return cmd_hold_file(argv[2]);
     if (strcmp(cmd, "find-file") == 0 && argc == 3)
