@@ -403,7 +403,7 @@ NOOP_STEPS = """\
 FROM base
 WORKDIR /usr
 RUN true
-RUN echo scratch > /tmp/scratch
+RUN echo scratch > /dev/shm/scratch
 RUN echo same > /f
 RUN echo same > /f
 WORKDIR /root
@@ -411,7 +411,7 @@ WORKDIR /root
 
 
 def test_steps_that_change_nothing_add_no_layer(daemon, client):
-    """A WORKDIR that exists, a RUN that writes nothing (or only /tmp) and a step that makes
+    """A WORKDIR that exists, a RUN that writes nothing (or only /dev/shm) and a step that makes
     again a layer the stack has add nothing: the image starts (issue #14, item 13: an empty
     layer twice in a stack made overlayfs refuse to mount it)."""
     status, ev = build(client, "noop", NOOP_STEPS)
