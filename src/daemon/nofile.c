@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* RLIMIT_NOFILE: Debian starts services with a soft limit of 1024 (for select(2), which nothing
- * here uses) and a hard limit of 524288 or more. The daemon raises its own limit only after the
+/* RLIMIT_NOFILE: systemd starts services with a soft limit of 1024 (for select(2), which
+ * nothing here uses) and a hard limit of 524288. The daemon raises its own limit only after the
  * zygote is forked, so that sandboxes keep the inherited one. */
 #include "nofile.h"
 

@@ -5,8 +5,8 @@
 
 #include <stdint.h>
 
-/* Measured (docs/operations.md): a running sandbox holds 5 of the daemon's fds (its agent
- * connection, its pidfd, its id range's lock, its cgroup directories). */
+/* Measured (docs/operations.md): a running sandbox holds 5 of the daemon's fds: two sockets to
+ * its warren-init, its pidfd, its run directory's lock and its id range's lock. */
 #define WR_FDS_PER_SANDBOX 5
 /* A TCP connection, and the agent connection of the one download, upload or watch it may be
  * serving. */
