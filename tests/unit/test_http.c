@@ -1636,7 +1636,7 @@ static void test_timeouts(void)
     /* An interactive body: the client pauses for longer than the body timeout. */
     c = client_new(connect_from(20));
     send_str(c->fd, "POST /interactive HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
-    usleep(2 * L_BODY_MS * 1000);
+    usleep((L_BODY_MS + 500) * 1000);
     send_str(c->fd, "2\r\nde\r\n0\r\n\r\n");
     ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "5") == 0,
        "timeout: an interactive body may pause");
@@ -1658,13 +1658,13 @@ static void test_timeouts(void)
              "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
     ok(read_resp(c, &r) == 0 && r.status == 101, "timeout: websocket upgraded");
-    usleep(2 * L_IDLE_MS * 1000);
+    usleep((L_IDLE_MS + 300) * 1000); /* longer than every timeout */
     uint8_t frame[64], payload[64];
     size_t n, fl = ws_frame(frame, true, 1, "still", 5);
     bool masked;
     send_all(c->fd, frame, fl);
     ok(ws_read(c, payload, &n, &masked) == 1 && n == 5 && memcmp(payload, "still", 5) == 0,
-       "timeout: a websocket quiet for 3 s still works");
+       "timeout: a websocket quiet for longer than every timeout still works");
     client_free(c);
     resp_reset(&r);
 }
