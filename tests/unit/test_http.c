@@ -268,51 +268,64 @@ static void h_gate(struct wr_http_req *req)
 }
 
 /* /late answers after 1.5 s, longer than the limits server's head and body timeouts. */
+struct late {
+    uv_timer_t t; /* first: the handle is the allocation */
+    struct wr_http_req *req;
+};
+
+static void handle_free(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void late_fire(uv_timer_t *t)
 {
-    struct wr_http_req *req = t->data;
+    struct late *l = (struct late *)t;
 
-    if (req)
-        wr_http_respond(req, 200, "text/plain", "late", 4);
-    uv_close((uv_handle_t *)t, up_free);
+    if (l->req) {
+        wr_http_req_set_data(l->req, NULL, NULL);
+        wr_http_respond(l->req, 200, "text/plain", "late", 4);
+    }
+    uv_close((uv_handle_t *)t, handle_free);
 }
 
 static void late_close(struct wr_http_req *req, void *data, bool aborted)
 {
-    ((uv_timer_t *)data)->data = NULL;
+    ((struct late *)data)->req = NULL;
 }
 
 static void h_late(struct wr_http_req *req)
 {
-    uv_timer_t *t = xcalloc(1, sizeof(*t));
+    struct late *l = xcalloc(1, sizeof(*l));
 
-    uv_timer_init(uv_default_loop(), t);
-    t->data = req;
-    wr_http_req_set_data(req, t, late_close);
-    uv_timer_start(t, late_fire, 1500, 0);
+    uv_timer_init(uv_default_loop(), &l->t);
+    l->req = req;
+    wr_http_req_set_data(req, l, late_close);
+    uv_timer_start(&l->t, late_fire, 1500, 0);
 }
 
 /* /ticker streams 8 chunks 250 ms apart: a slow producer, not a slow client. */
 struct ticker {
-    uv_timer_t t;
+    uv_timer_t t; /* first: the handle is the allocation */
     struct wr_http_req *req;
     int left;
 };
 
 static void tick(uv_timer_t *t)
 {
-    struct ticker *k = t->data;
+    struct ticker *k = (struct ticker *)t;
 
     if (k->req == NULL) {
-        uv_close((uv_handle_t *)t, up_free);
+        uv_close((uv_handle_t *)t, handle_free);
         return;
     }
     wr_http_resp_write(k->req, "tick\n", 5);
     if (--k->left > 0)
         return;
+    wr_http_req_set_data(k->req, NULL, NULL); /* the timer goes first */
     wr_http_resp_end(k->req);
     uv_timer_stop(t);
-    uv_close((uv_handle_t *)t, up_free);
+    uv_close((uv_handle_t *)t, handle_free);
     k->req = NULL;
 }
 
@@ -328,7 +341,6 @@ static void h_ticker(struct wr_http_req *req)
     k->req = req;
     k->left = 8;
     uv_timer_init(uv_default_loop(), &k->t);
-    k->t.data = k;
     wr_http_req_set_data(req, k, ticker_close);
     wr_http_resp_start(req, 200, "text/plain", -1);
     uv_timer_start(&k->t, tick, 250, 250);
@@ -1205,6 +1217,7 @@ static void test_strict_framing(void)
     ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":5"),
        "strict: a 1000-byte chunk extension is still accepted");
     free(big);
+    resp_reset(&r);
     client_free(c);
 }
 
