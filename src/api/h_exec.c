@@ -1068,6 +1068,7 @@ void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_calle
         uv_timer_init(wr_msb_loop(sb), &s->retry);
         s->retry.data = s;
         wr_http_req_set_data(req, s, stdin_closed);
+        wr_http_req_interactive_body(req); /* a terminal's input: silence is normal */
         wr_http_req_stream_body(req, stdin_data, stdin_end);
         return;
     }

@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <llhttp.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <wslay/wslay.h>
@@ -26,6 +28,7 @@
 #include "../util/log.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
+#include "peers.h"
 
 #define IN_CAP            (64 * 1024) /* per-connection input buffer, allocated while in use */
 #define URL_MAX           (8 * 1024)
@@ -37,6 +40,15 @@
 #define BACKLOG           4096
 #define DEFAULT_MAX_HDR   (64 * 1024)
 #define DEFAULT_IDLE_MS   60000
+#define DEFAULT_HEAD_MS   20000
+#define DEFAULT_BODY_MS   30000
+#define DEFAULT_CONNS     4096
+#define DEFAULT_PER_PEER  1024
+#define DEFAULT_UNAUTH    4096 /* at most, and half of max_conns: bounds heads held in memory */
+#define CHUNK_EXT_MAX     1024 /* extension bytes on one chunk's size line; beyond: 400 */
+#define REJECT_SLACK      64   /* connections past max_conns still answered 503; then: closed */
+#define RETRY_AFTER       "1"
+#define LIMIT_LOG_MS      10000 /* a cap that is hit is logged at most this often */
 #define REQUEST_ID_MAX    64
 #define WS_GUID           "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define JSON_CONTENT_TYPE "application/json"
@@ -158,6 +170,7 @@ struct wr_http_req {
     void (*on_drain)(struct wr_http_req *req);
     bool drain_armed;
     bool numeric_errors; /* wr_http_respond_error writes the status as `code` (E2B's shape) */
+    bool interactive;    /* wr_http_req_interactive_body: no body timeout */
 };
 
 struct wr_ws {
@@ -169,10 +182,22 @@ struct wr_ws {
     bool in_recv;
 };
 
+/* Where a connection is, for its timeout and the caps: just accepted (not yet admitted),
+ * sending a request head (from the connection, or from the first byte of a keep-alive request),
+ * idle between requests, with a request being handled (or answered by the server itself), or
+ * lingering after its last answer. */
+enum conn_phase { PH_NEW, PH_HEAD, PH_IDLE, PH_ACTIVE, PH_LINGER };
+
+struct conn_list {
+    struct conn *first, *last; /* oldest first */
+    uint32_t n;
+};
+
 struct conn {
     struct wr_http_server *srv;
-    struct conn *prev, *next; /* srv->conns */
-    struct conn *kick_next;   /* srv->kicked */
+    struct conn *prev, *next;   /* srv->conns */
+    struct conn *lprev, *lnext; /* srv->heads, idles or lingers, by phase (TCP only) */
+    struct conn *kick_next;     /* srv->kicked */
     bool kicked;
     union {
         uv_handle_t h;
@@ -184,8 +209,19 @@ struct conn {
     uv_shutdown_t shut;
     int open_handles;
     bool is_unix, reading, read_eof, closing, want_close, parse_dead, lingering, parser_paused;
+    bool counted;   /* TCP: in srv->tcp_conns and srv->peers */
+    bool owes_body; /* TCP: in srv->body_conns, its request's body still arriving */
+    struct wr_peer_key peer;
+    enum conn_phase phase;
+    /* Loop times (ms): phase entered, last input, WebSocket close started, and the deadline the
+     * timer is armed for (0: none). */
+    uint64_t phase_at, rx_at, ws_close_at, armed;
+    bool body_clock; /* the body timeout is counting (body_waiting) */
     llhttp_t parser;
-    char *in; /* IN_CAP bytes while there is unparsed input, else NULL */
+    const char *parse_base; /* the input llhttp_execute was given */
+    bool lf_ws;             /* the input before it ended in a line end and blanks (after_lf) */
+    size_t ext_bytes;       /* chunk extension bytes on the current size line */
+    char *in;               /* IN_CAP bytes while there is unparsed input, else NULL */
     size_t in_off, in_len;
     struct wr_http_req *cur; /* the one request being parsed or handled */
     struct sbuf hfield, hvalue;
@@ -196,12 +232,25 @@ struct conn {
     struct wr_ws *ws;
 };
 
+enum limit_kind { LIM_PEER, LIM_CONNS, LIM_UNAUTH, LIM_BODIES, LIM_FDS, LIM_KINDS };
+
 struct wr_http_server {
     uv_loop_t *loop;
     wr_http_handler_fn handler;
     void *ctx;
     size_t max_header_bytes;
-    unsigned idle_ms;
+    unsigned idle_ms, head_ms, body_ms;
+    uint32_t max_conns, max_per_peer, max_unauth, max_body;
+    uint32_t tcp_conns;  /* TCP connections open (their fds), turned away ones too */
+    uint32_t body_conns; /* TCP connections whose request body is still arriving */
+    /* TCP connections in PH_HEAD (unauthenticated), PH_IDLE and PH_LINGER */
+    struct conn_list heads, idles, lingers;
+    struct wr_peers *peers;
+    int spare_fd; /* given up to accept-and-close when out of fds */
+    struct {
+        uint64_t at;
+        unsigned n;
+    } limit_log[LIM_KINDS];
     uv_pipe_t unix_l;
     uv_tcp_t tcp_l;
     bool has_unix, has_tcp, stopping;
@@ -227,6 +276,12 @@ static llhttp_settings_t parser_settings;
 static void conn_process(struct conn *c);
 static void conn_close(struct conn *c);
 static void conn_update_read(struct conn *c);
+static void conn_arm(struct conn *c);
+static void conn_set_phase(struct conn *c, enum conn_phase ph);
+static void conn_owe_body(struct conn *c, bool owes);
+static bool conn_admit_body(struct conn *c);
+static void conn_uncount(struct conn *c);
+static void conn_fail(struct conn *c, int status, const char *msg);
 static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg);
 static void srv_handle_closed(struct wr_http_server *srv);
 static void on_kick_idle(uv_idle_t *h);
@@ -300,6 +355,8 @@ static const char *reason_phrase(int status)
         return "Service Unavailable";
     case 504:
         return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
     case 507:
         return "Insufficient Storage";
     default:
@@ -511,6 +568,8 @@ static void on_kick_idle(uv_idle_t *h)
     struct wr_http_server *srv = h->data;
     struct conn *list = srv->kicked;
 
+    if (srv->spare_fd < 0)
+        srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* see srv_out_of_fds */
     srv->kicked = NULL;
     /* Close callbacks (the only place a conn is freed) cannot run while this loop runs, so every
      * conn on the detached list stays valid. */
@@ -659,6 +718,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     c->in_len += (size_t)nread;
+    c->rx_at = uv_now(c->srv->loop);
     conn_process(c);
 }
 
@@ -691,22 +751,107 @@ static void conn_update_read(struct conn *c)
         (void)uv_read_stop(&c->io.s);
         c->reading = false;
     }
+    conn_arm(c);
+}
+
+/* ---- timeouts ------------------------------------------------------------------------------ */
+
+/* True while the server reads a request body that the client owes: not while the handler has
+ * not asked for it, has paused it (backpressure: the stall is ours), or called it interactive. */
+static bool body_waiting(const struct conn *c)
+{
+    const struct wr_http_req *r = c->cur;
+
+    if (c->phase != PH_ACTIVE || c->ws || !c->reading || c->parse_dead || r == NULL)
+        return false;
+    if (!r->dispatched || r->no_body || r->body_done || r->interactive || r->mode == BODY_NONE)
+        return false;
+    return !(r->mode == BODY_STREAM && r->body_paused);
+}
+
+/* Start or stop the body clock as body_waiting says. */
+static void body_clock_update(struct conn *c, uint64_t now)
+{
+    bool waiting = body_waiting(c);
+
+    if (waiting && !c->body_clock)
+        c->rx_at = now; /* the client owes bytes from now on */
+    c->body_clock = waiting;
+}
+
+/* When the connection times out, in loop time; 0 if it cannot. Only the client's silence
+ * counts: a request whose response is being produced has no deadline. */
+static uint64_t conn_deadline(const struct conn *c)
+{
+    const struct wr_http_server *srv = c->srv;
+
+    if (c->ws)
+        return c->ws_close_at ? c->ws_close_at + WS_CLOSE_MS : 0;
+    switch (c->phase) {
+    case PH_NEW:
+        return 0;
+    case PH_HEAD:
+        return c->phase_at + srv->head_ms;
+    case PH_IDLE:
+        return c->phase_at + srv->idle_ms;
+    case PH_ACTIVE:
+        return c->body_clock ? c->rx_at + srv->body_ms : 0;
+    case PH_LINGER:
+        return c->phase_at + LINGER_MS;
+    }
+    return 0;
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* Arm the timer for the connection's deadline. The timer is only moved earlier: one that fires
+ * before the deadline (input arrived meanwhile) re-arms itself, so a read costs no timer call. */
+static void conn_arm(struct conn *c)
+{
+    uint64_t now = uv_now(c->srv->loop);
+    uint64_t d;
+
+    if (c->closing)
+        return;
+    body_clock_update(c, now);
+    d = conn_deadline(c);
+    if (d == 0 || (c->armed != 0 && c->armed <= d))
+        return;
+    c->armed = d;
+    (void)uv_timer_start(&c->timer, on_timer, d > now ? d - now : 0, 0);
+}
+
+/* A deadline passed. A request whose body stalled is answered 408 if its response has not
+ * started; everything else (a head not sent in time, an idle keep-alive connection, a linger or
+ * a WebSocket close handshake that ran out) just closes. */
+static void conn_timed_out(struct conn *c)
+{
+    struct wr_http_req *r = c->cur;
+
+    if (!c->lingering && !c->ws && c->phase == PH_ACTIVE && r && !r->resp_started) {
+        log_debug("http: req=%s: request body stalled for %u ms", r->id, c->srv->body_ms);
+        conn_fail(c, 408, "the request body stalled: nothing arrived for too long");
+        return;
+    }
+    conn_close(c);
 }
 
 static void on_timer(uv_timer_t *t)
 {
     struct conn *c = t->data;
+    uint64_t now = uv_now(c->srv->loop);
+    uint64_t d;
 
-    /* Idle keep-alive, a request whose headers did not arrive in time, a linger that ran out, or
-     * a WebSocket close handshake the peer did not finish. */
-    if (c->lingering || c->ws || !c->cur || !c->cur->dispatched)
-        conn_close(c);
-}
-
-static void conn_timer(struct conn *c, unsigned ms)
-{
-    if (!c->closing)
-        (void)uv_timer_start(&c->timer, on_timer, ms, 0);
+    c->armed = 0;
+    body_clock_update(c, now);
+    d = conn_deadline(c);
+    if (d == 0)
+        return;
+    if (now < d) {
+        conn_arm(c);
+        return;
+    }
+    conn_timed_out(c);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -730,7 +875,7 @@ static void conn_linger(struct conn *c)
         conn_close(c);
         return;
     }
-    conn_timer(c, LINGER_MS);
+    conn_set_phase(c, PH_LINGER);
     conn_update_read(c);
 }
 
@@ -832,6 +977,8 @@ static int on_message_begin(llhttp_t *p)
 
     if (c->cur == NULL)
         c->cur = req_new(c);
+    if (c->phase == PH_IDLE)
+        conn_set_phase(c, PH_HEAD); /* the head deadline runs from its first byte */
     c->hdr_bytes = 0;
     sbuf_reset(&c->hfield);
     sbuf_reset(&c->hvalue);
@@ -856,10 +1003,27 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
     return hdr_count(p, n);
 }
 
+/* True if only blanks stand between the last line end of the input and `at` (a pointer into the
+ * input llhttp_execute was given), looking back into earlier input through c->lf_ws. */
+static bool after_lf(const struct conn *c, const char *at)
+{
+    const char *q = at;
+
+    while (q > c->parse_base && (q[-1] == ' ' || q[-1] == '\t'))
+        q--;
+    return q > c->parse_base ? q[-1] == '\n' : c->lf_ws;
+}
+
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
     struct conn *c = p->data;
 
+    /* A value piece that starts a line is a continuation line (obs-fold, RFC 9112 5.2): llhttp
+     * joins it to the value (skipping the line end if the value was empty), a proxy may not.
+     * A value's first piece follows its colon, a piece split off by a read follows the end of
+     * the read before. */
+    if (n > 0 && after_lf(c, at))
+        return parse_fail(p, 400, "a header line starts with whitespace (obs-fold)");
     sbuf_add(&c->hvalue, at, n);
     return hdr_count(p, n);
 }
@@ -874,9 +1038,17 @@ static int on_header_value_complete(llhttp_t *p)
 
     while (vl > 0 && (val[vl - 1] == ' ' || val[vl - 1] == '\t'))
         vl--;
+    if (c->hfield.len == 0)
+        return parse_fail(p, 400, "a header has an empty name");
+    /* Trailer fields are not merged into the headers (RFC 9110 6.5.1): the handler read those
+     * before the body, and a proxy may pass trailers it would have stripped as headers. */
+    if (c->cur->headers_done)
+        goto out;
     /* Repeated headers are joined with ", " (RFC 9110 5.3). */
     for (size_t i = 0; i < h->n; i++) {
         if (strcasecmp(h->v[i].name, name) == 0) {
+            if (strcasecmp(name, "Host") == 0)
+                return parse_fail(p, 400, "more than one Host header");
             char *joined = xasprintf("%s, %.*s", h->v[i].value, (int)vl, val);
             free(h->v[i].value);
             h->v[i].value = joined;
@@ -888,6 +1060,47 @@ out:
     sbuf_reset(&c->hfield);
     sbuf_reset(&c->hvalue);
     return hdr_count(p, 4); /* ": " and CRLF */
+}
+
+/* Chunk extensions are parsed and dropped; only their size is bounded (llhttp has no bound). */
+static int on_chunk_extension(llhttp_t *p, const char *at, size_t n)
+{
+    struct conn *c = p->data;
+
+    c->ext_bytes += n + 1; /* and its ';' or '=' */
+    if (c->ext_bytes > CHUNK_EXT_MAX)
+        return parse_fail(p, 400, "chunk extensions are too long");
+    return 0;
+}
+
+static int on_chunk_header(llhttp_t *p)
+{
+    struct conn *c = p->data;
+
+    c->ext_bytes = 0;
+    return 0;
+}
+
+/* What llhttp lets through and a proxy in front could frame differently: a version other than
+ * HTTP/1.0 and 1.1, and a transfer coding other than chunked alone (llhttp takes "gzip, chunked"
+ * and Transfer-Encoding in HTTP/1.0, RFC 9112 6.1). Returns 0 or a parse_fail. */
+static int check_framing(llhttp_t *p, const struct wr_http_req *r)
+{
+    const char *te;
+    size_t n;
+
+    if (p->http_major != 1 || p->http_minor > 1)
+        return parse_fail(p, 505, "only HTTP/1.0 and HTTP/1.1 are served");
+    if (!(p->flags & F_TRANSFER_ENCODING))
+        return 0;
+    if (p->http_minor == 0)
+        return parse_fail(p, 400, "Transfer-Encoding in an HTTP/1.0 request");
+    te = kvs_get(&r->headers, "Transfer-Encoding", true);
+    te = te ? te + strspn(te, " \t") : "";
+    n = strcspn(te, " \t");
+    if (n != 7 || strncasecmp(te, "chunked", 7) != 0 || te[n + strspn(te + n, " \t")] != '\0')
+        return parse_fail(p, 501, "the only transfer coding served is chunked");
+    return 0;
 }
 
 static int on_headers_complete(llhttp_t *p)
@@ -909,6 +1122,8 @@ static int on_headers_complete(llhttp_t *p)
         snprintf(r->id, sizeof(r->id), "%s", rid);
     else
         request_id_generate(c->srv, r->id);
+    if (check_framing(p, r) != 0)
+        return -1;
     if (parse_target(r, &msg) < 0) {
         c->err_status = 400;
         c->err_msg = msg;
@@ -957,6 +1172,7 @@ static int on_message_complete(llhttp_t *p)
 
     if (c->cur)
         c->cur->body_done = true;
+    conn_owe_body(c, false);
     /* Pipelined requests wait until this one is finished. */
     return HPE_PAUSED;
 }
@@ -966,9 +1182,11 @@ static void conn_fail(struct conn *c, int status, const char *msg)
 {
     struct wr_http_req *r = c->cur;
     /* As docs/openapi.yaml says: 413 is `too_large`, like the handlers' own 413s. */
-    const char *code = status == 400   ? "invalid"
-                       : status == 413 ? "too_large"
-                                       : wr_err_kind_name(WR_ELIMIT);
+    const char *code = status == 400                    ? "invalid"
+                       : status == 408                  ? "timeout"
+                       : status == 413                  ? "too_large"
+                       : status == 501 || status == 505 ? wr_err_kind_name(WR_EUNSUPPORTED)
+                                                        : wr_err_kind_name(WR_ELIMIT);
 
     c->parse_dead = true;
     c->want_close = true;
@@ -978,16 +1196,17 @@ static void conn_fail(struct conn *c, int status, const char *msg)
     }
     if (r->id[0] == '\0')
         request_id_generate(c->srv, r->id);
-    if (!r->dispatched) {
+    if (!r->dispatched)
         r->dispatched = r->headers_done = r->internal = true; /* no handler to tell */
-        uv_timer_stop(&c->timer);
-    }
+    conn_set_phase(c, PH_ACTIVE);
     if (r->resp_started) {
         /* The handler's response is under way and cannot be replaced. */
         conn_close(c);
         return;
     }
     r->server_answered = true;
+    if (status == 503)
+        wr_http_resp_header(r, "Retry-After", RETRY_AFTER);
     resp_error(r, status, code, msg);
 }
 
@@ -1004,17 +1223,22 @@ static void conn_parse(struct conn *c)
         c->parser_paused = false;
     }
     c->err_status = 0;
+    c->parse_base = start;
     e = llhttp_execute(&c->parser, start, n);
     if (c->closing)
         return;
     switch (e) {
     case HPE_OK:
+        c->lf_ws = after_lf(c, start + n);
         c->in_off = c->in_len;
         return;
-    case HPE_PAUSED:
-        c->in_off += (size_t)(llhttp_get_error_pos(&c->parser) - start);
+    case HPE_PAUSED: {
+        const char *stop = llhttp_get_error_pos(&c->parser);
+        c->lf_ws = after_lf(c, stop);
+        c->in_off += (size_t)(stop - start);
         c->parser_paused = true;
         return;
+    }
     case HPE_PAUSED_UPGRADE:
         /* The bytes after an upgrade request belong to another protocol; only
          * wr_http_ws_accept takes them, and without it the connection closes. */
@@ -1072,8 +1296,10 @@ static void conn_process(struct conn *c)
             break;
         }
         if (r && r->headers_done && !r->dispatched) {
+            if (!conn_admit_body(c))
+                continue;
             r->dispatched = true;
-            uv_timer_stop(&c->timer);
+            conn_set_phase(c, PH_ACTIVE);
             c->srv->handler(r, c->srv->ctx);
             continue;
         }
@@ -1093,7 +1319,7 @@ static void conn_process(struct conn *c)
                 conn_linger(c);
                 break;
             }
-            conn_timer(c, c->srv->idle_ms);
+            conn_set_phase(c, PH_IDLE);
             continue;
         }
         if (!parse_allowed(c))
@@ -1162,6 +1388,7 @@ static void conn_close(struct conn *c)
 {
     if (c->closing)
         return;
+    conn_uncount(c); /* uv_close closes the fd at once */
     c->closing = true;
     conn_unkick(c);
     if (c->reading)
@@ -1171,12 +1398,226 @@ static void conn_close(struct conn *c)
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
 
+/* ---- caps ------------------------------------------------------------------------------- */
+
+/* Log a cap that was hit, at most once per LIMIT_LOG_MS, with the count since the last line. */
+static void srv_note_limit(struct wr_http_server *srv, enum limit_kind k, const char *what)
+{
+    uint64_t now = uv_now(srv->loop);
+
+    srv->limit_log[k].n++;
+    if (srv->limit_log[k].at != 0 && now - srv->limit_log[k].at < LIMIT_LOG_MS)
+        return;
+    log_warn("http: %s (%u times since the last report)", what, srv->limit_log[k].n);
+    srv->limit_log[k].at = now;
+    srv->limit_log[k].n = 0;
+}
+
+static struct conn_list *phase_list(struct conn *c)
+{
+    if (!c->counted)
+        return NULL;
+    switch (c->phase) {
+    case PH_HEAD:
+        return &c->srv->heads;
+    case PH_IDLE:
+        return &c->srv->idles;
+    case PH_LINGER:
+        return &c->srv->lingers;
+    case PH_NEW:
+    case PH_ACTIVE:
+        break;
+    }
+    return NULL;
+}
+
+static void list_del(struct conn_list *l, struct conn *c)
+{
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        l->first = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    else
+        l->last = c->lprev;
+    c->lprev = c->lnext = NULL;
+    l->n--;
+}
+
+static void list_add(struct conn_list *l, struct conn *c)
+{
+    c->lprev = l->last;
+    c->lnext = NULL;
+    if (l->last)
+        l->last->lnext = c;
+    else
+        l->first = c;
+    l->last = c;
+    l->n++;
+}
+
+/* Free one connection slot: close the oldest idle keep-alive connection, or else the oldest one
+ * lingering after its answer, or else the oldest one still sending its head. Returns false if
+ * there is none. */
+static bool srv_shed(struct wr_http_server *srv)
+{
+    struct conn *victim = srv->idles.first     ? srv->idles.first
+                          : srv->lingers.first ? srv->lingers.first
+                                               : srv->heads.first;
+
+    if (victim == NULL)
+        return false;
+    conn_close(victim);
+    return true;
+}
+
+static void conn_set_phase(struct conn *c, enum conn_phase ph)
+{
+    struct wr_http_server *srv = c->srv;
+    struct conn_list *l;
+
+    if (c->closing)
+        return;
+    if ((l = phase_list(c)) != NULL)
+        list_del(l, c);
+    c->phase = ph;
+    c->phase_at = uv_now(srv->loop);
+    if ((l = phase_list(c)) != NULL)
+        list_add(l, c);
+    if (ph == PH_HEAD && srv->heads.n > srv->max_unauth) {
+        srv_note_limit(srv, LIM_UNAUTH,
+                       "too many connections sending their request head: "
+                       "closed the oldest");
+        conn_close(srv->heads.first);
+    }
+    conn_arm(c);
+}
+
+/* The client owes a request body on c, or no longer does. */
+static void conn_owe_body(struct conn *c, bool owes)
+{
+    if (!c->counted || c->owes_body == owes)
+        return;
+    c->owes_body = owes;
+    if (owes)
+        c->srv->body_conns++;
+    else
+        c->srv->body_conns--;
+}
+
+static void conn_uncount(struct conn *c)
+{
+    struct conn_list *l = phase_list(c);
+
+    if (!c->counted)
+        return;
+    conn_owe_body(c, false);
+    if (l)
+        list_del(l, c);
+    wr_peers_del(c->srv->peers, &c->peer);
+    c->srv->tcp_conns--;
+    c->counted = false;
+}
+
+/* A request whose body is to come takes one of max_body places, or is answered 503 by the
+ * server: requests sending bodies slowly cannot take every connection. Returns false if it was
+ * answered. */
+static bool conn_admit_body(struct conn *c)
+{
+    struct wr_http_server *srv = c->srv;
+
+    if (c->cur->no_body || !c->counted)
+        return true;
+    if (srv->body_conns >= srv->max_body) {
+        srv_note_limit(srv, LIM_BODIES, "too many requests sending a body: answered 503");
+        conn_fail(c, 503, "too many requests are sending a body: retry later");
+        return false;
+    }
+    conn_owe_body(c, true);
+    return true;
+}
+
+/* Answer a new connection 503 and close it (lingering, so that the client reads the answer);
+ * past REJECT_SLACK such connections, close it without one. Returns -1. */
+static int conn_turn_away(struct conn *c, enum limit_kind k, const char *why)
+{
+    struct wr_http_server *srv = c->srv;
+
+    srv_note_limit(srv, k, why);
+    if (srv->tcp_conns > (uint64_t)srv->max_conns + REJECT_SLACK) {
+        conn_close(c);
+        return -1;
+    }
+    conn_fail(c, 503, why);
+    conn_update_read(c); /* reads and drops the request while the answer goes out */
+    return -1;
+}
+
+/* Count a new TCP connection against the caps. Returns 0, or -1 if it was turned away. */
+static int conn_admit(struct conn *c)
+{
+    struct wr_http_server *srv = c->srv;
+    struct sockaddr_storage ss = {0};
+    int len = sizeof(ss);
+
+    if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) < 0)
+        ss.ss_family = AF_UNSPEC;
+    wr_peer_key_of((struct sockaddr *)&ss, &c->peer);
+    c->counted = true;
+    srv->tcp_conns++;
+    if (wr_peers_add(srv->peers, &c->peer) > srv->max_per_peer)
+        return conn_turn_away(c, LIM_PEER, "too many connections from this client");
+    if (srv->tcp_conns > srv->max_conns && !srv_shed(srv))
+        return conn_turn_away(c, LIM_CONNS, "the server is at its connection limit");
+    if (srv->tcp_conns > srv->max_conns)
+        srv_note_limit(srv, LIM_CONNS,
+                       "at the connection limit: closed the oldest idle, answered or "
+                       "unfinished connection");
+    return 0;
+}
+
+/* accept failed for want of file descriptors. libuv then closes its own spare fd, accepts and
+ * closes what is pending, and takes the spare back; without that spare (another thread took the
+ * fd it freed) it calls here, and its accept loop goes on calling accept, which fails with
+ * EMFILE even with nothing pending, until it sees EAGAIN: that needs a free fd. So close a spare
+ * of ours (or, without one, the oldest idle connection, or any TCP connection), accept and close
+ * what is pending, and leave the fd free: the spare is taken back on the next loop iteration
+ * (on_kick_idle). */
+static void srv_out_of_fds(struct wr_http_server *srv, uv_stream_t *listener)
+{
+    uv_os_fd_t lfd;
+    int fd;
+
+    srv_note_limit(srv, LIM_FDS, "out of file descriptors: closing new connections");
+    if (uv_fileno((uv_handle_t *)listener, &lfd) < 0)
+        return;
+    if (srv->spare_fd < 0 && !srv_shed(srv)) {
+        struct conn *any = srv->conns;
+        while (any && (any->closing || any->is_unix))
+            any = any->next;
+        if (any)
+            conn_close(any);
+    }
+    if (srv->spare_fd >= 0)
+        (void)close(srv->spare_fd);
+    srv->spare_fd = -1;
+    while ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0 || errno == EINTR)
+        if (fd >= 0)
+            (void)close(fd);
+    (void)uv_idle_start(&srv->kick_idle, on_kick_idle);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct wr_http_server *srv = server->data;
     struct conn *c;
     int rc;
 
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        srv_out_of_fds(srv, server);
+        return;
+    }
     if (status < 0) {
         log_warn("http: accept: %s", uv_strerror(status));
         return;
@@ -1210,9 +1651,12 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    if (!c->is_unix)
+    if (!c->is_unix) {
         (void)uv_tcp_nodelay(&c->io.tcp, 1);
-    conn_timer(c, srv->idle_ms);
+        if (conn_admit(c) < 0)
+            return;
+    }
+    conn_set_phase(c, PH_HEAD);
     conn_update_read(c);
 }
 
@@ -1225,6 +1669,9 @@ static void srv_handle_closed(struct wr_http_server *srv)
     void (*done)(void *) = srv->done;
     void *arg = srv->done_arg;
     free(srv->unix_path);
+    wr_peers_free(srv->peers);
+    if (srv->spare_fd >= 0)
+        (void)close(srv->spare_fd);
     free(srv);
     if (done)
         done(arg);
@@ -1248,6 +1695,9 @@ static void settings_init(void)
     parser_settings.on_header_value = on_header_value;
     parser_settings.on_header_value_complete = on_header_value_complete;
     parser_settings.on_headers_complete = on_headers_complete;
+    parser_settings.on_chunk_extension_name = on_chunk_extension;
+    parser_settings.on_chunk_extension_value = on_chunk_extension;
+    parser_settings.on_chunk_header = on_chunk_header;
     parser_settings.on_body = on_body;
     parser_settings.on_message_complete = on_message_complete;
     done = true;
@@ -1335,6 +1785,18 @@ int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server
     srv->ctx = cfg->ctx;
     srv->max_header_bytes = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HDR;
     srv->idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : DEFAULT_IDLE_MS;
+    srv->head_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : DEFAULT_HEAD_MS;
+    srv->body_ms = cfg->body_timeout_ms ? cfg->body_timeout_ms : DEFAULT_BODY_MS;
+    srv->max_conns = cfg->max_conns ? cfg->max_conns : DEFAULT_CONNS;
+    srv->max_per_peer = cfg->max_conns_per_client ? cfg->max_conns_per_client : DEFAULT_PER_PEER;
+    srv->max_unauth = cfg->max_unauthenticated;
+    if (srv->max_unauth == 0)
+        srv->max_unauth = srv->max_conns / 2 < DEFAULT_UNAUTH ? srv->max_conns / 2 : DEFAULT_UNAUTH;
+    srv->max_body = cfg->max_body_conns ? cfg->max_body_conns : srv->max_conns / 2;
+    srv->max_unauth = srv->max_unauth ? srv->max_unauth : 1; /* max_conns 1 */
+    srv->max_body = srv->max_body ? srv->max_body : 1;
+    srv->peers = wr_peers_new();
+    srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (getrandom(&srv->id_seed, sizeof(srv->id_seed), 0) != sizeof(srv->id_seed))
         srv->id_seed = (uint64_t)uv_hrtime() ^ ((uint64_t)getpid() << 32);
     (void)uv_idle_init(srv->loop, &srv->kick_idle);
@@ -1491,6 +1953,12 @@ void wr_http_req_resume_body(struct wr_http_req *req)
         return;
     req->body_paused = false;
     conn_kick(req->c);
+}
+
+void wr_http_req_interactive_body(struct wr_http_req *req)
+{
+    req->interactive = true;
+    conn_arm(req->c);
 }
 
 /* ---- responses ----------------------------------------------------------------------------- */
@@ -1773,7 +2241,7 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
     req->resp_started = req->resp_ended = true;
     c->ws = ws;
     c->parse_dead = false;
-    uv_timer_stop(&c->timer);
+    conn_arm(c);
     conn_kick(c);
     return ws;
 }
@@ -1803,6 +2271,8 @@ void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason)
     if (rl > 123)
         rl = 123;
     (void)wslay_event_queue_close(ws->ctx, code, (const uint8_t *)reason, rl);
-    conn_timer(c, WS_CLOSE_MS);
+    if (c->ws_close_at == 0)
+        c->ws_close_at = uv_now(c->srv->loop);
+    conn_arm(c);
     conn_kick(c);
 }

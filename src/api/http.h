@@ -23,13 +23,32 @@ struct wr_ws;
 
 typedef void (*wr_http_handler_fn)(struct wr_http_req *req, void *ctx);
 
+/* No cap, for the cap fields below. */
+#define WR_HTTP_UNLIMITED UINT32_MAX
+
+/* Every number left 0 takes its default. Timeouts count only the client's silence: a request
+ * whose response the server is still producing (a stream, a long poll, a WebSocket) has none. */
 struct wr_http_config {
     uv_loop_t *loop;
-    const char *unix_path;    /* NULL: no unix listener; the file is replaced, mode 0600 */
-    const char *tcp_host;     /* NULL: no TCP listener */
-    int tcp_port;             /* 0: an ephemeral port (see wr_http_server_tcp_port) */
-    size_t max_header_bytes;  /* request line + headers; default 64 KiB; beyond: 431 */
-    unsigned idle_timeout_ms; /* keep-alive connection idle timeout; default 60 s */
+    const char *unix_path;      /* NULL: no unix listener; the file is replaced, mode 0600 */
+    const char *tcp_host;       /* NULL: no TCP listener */
+    int tcp_port;               /* 0: an ephemeral port (see wr_http_server_tcp_port) */
+    size_t max_header_bytes;    /* request line + headers; default 64 KiB; beyond: 431 */
+    unsigned idle_timeout_ms;   /* keep-alive connection idle timeout; default 60 s */
+    unsigned header_timeout_ms; /* to send a request line and headers, from the connection or
+                                 * the request's first byte; default 20 s; then: close */
+    unsigned body_timeout_ms;   /* a request body being read that brings no byte for this long:
+                                 * 408 and close; default 30 s */
+    /* Caps on TCP connections (the unix socket has none). Past max_conns a new connection
+     * closes the oldest idle keep-alive connection, or else the oldest one lingering after its
+     * last answer, or else the oldest one still sending its request head, or else is answered
+     * 503 (Retry-After) and closed. */
+    uint32_t max_conns;            /* default 4096 */
+    uint32_t max_conns_per_client; /* from one client (peers.h); beyond: 503; default 1024 */
+    uint32_t max_unauthenticated;  /* still sending their request head; beyond: the oldest of
+                                    * them is closed; default max_conns / 2, at most 4096 */
+    uint32_t max_body_conns;       /* with a request body still arriving; beyond: 503; default
+                                    * max_conns / 2 */
     wr_http_handler_fn handler;
     void *ctx;
 };
@@ -79,6 +98,9 @@ void wr_http_req_stream_body(struct wr_http_req *req,
                              void (*on_end)(struct wr_http_req *req));
 void wr_http_req_pause_body(struct wr_http_req *req);
 void wr_http_req_resume_body(struct wr_http_req *req);
+/* The body is interactive input (a terminal's stdin): the client may be silent for as long as it
+ * likes, so the body timeout does not apply to it. */
+void wr_http_req_interactive_body(struct wr_http_req *req);
 
 /* ---- responses --------------------------------------------------------------------------- */
 

@@ -24,6 +24,7 @@
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../util/xalloc.h"
+#include "nofile.h"
 
 #define WARREN_VERSION "0.1.0"
 
@@ -40,6 +41,9 @@ struct options {
     uint32_t pool;
     uint32_t warm;
     uint64_t disk_reserve;
+    /* The HTTP server's (0: its default, or computed from RLIMIT_NOFILE for max_conns). */
+    uint32_t header_timeout, body_timeout, keepalive_timeout; /* seconds */
+    uint32_t max_conns, max_conns_per_client, max_unauthenticated, max_body_conns;
 };
 
 static void usage(FILE *f)
@@ -62,7 +66,30 @@ static void usage(FILE *f)
            "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
            "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
-           "  --log-level LEVEL      debug, info, warn, error (info)\n");
+           "  --log-level LEVEL      debug, info, warn, error (info)\n\n"
+           "TCP connections (docs/operations.md):\n"
+           "  --header-timeout SECS  to send a request line and headers (20)\n"
+           "  --body-timeout SECS    a request body that sends nothing this long: 408 (30)\n"
+           "  --keepalive-timeout SECS  an idle connection is closed (60)\n"
+           "  --max-connections N    at most (what RLIMIT_NOFILE holds beside the sandboxes)\n"
+           "  --max-connections-per-client N  from one address or IPv6 /64 (1024; 0: no cap)\n"
+           "  --max-unauthenticated N  still sending their request head; the oldest is closed\n"
+           "                         (half of --max-connections, at most 4096)\n"
+           "  --max-body-connections N  with a request body arriving; beyond: 503\n"
+           "                         (half of --max-connections)\n");
+}
+
+/* An option's number, min..max, into *out. */
+static int opt_uint(const char *arg, uint64_t min, uint64_t max, uint32_t *out, struct wr_err *err)
+{
+    uint64_t v;
+
+    if (wr_parse_uint(arg, max, &v, err) < 0)
+        return -1;
+    if (v < min)
+        return wr_err_set(err, WR_EINVAL, 0, "must be at least %llu", (unsigned long long)min);
+    *out = (uint32_t)v;
+    return 0;
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -81,7 +108,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_LOG,
         O_POOL,
         O_WARM,
-        O_RESERVE
+        O_RESERVE,
+        O_HEADTO,
+        O_BODYTO,
+        O_KEEPTO,
+        O_MAXCONN,
+        O_MAXPEER,
+        O_MAXUNAUTH,
+        O_MAXBODY
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -98,11 +132,17 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"pool", required_argument, NULL, O_POOL},
         {"warm", required_argument, NULL, O_WARM},
         {"disk-reserve", required_argument, NULL, O_RESERVE},
+        {"header-timeout", required_argument, NULL, O_HEADTO},
+        {"body-timeout", required_argument, NULL, O_BODYTO},
+        {"keepalive-timeout", required_argument, NULL, O_KEEPTO},
+        {"max-connections", required_argument, NULL, O_MAXCONN},
+        {"max-connections-per-client", required_argument, NULL, O_MAXPEER},
+        {"max-unauthenticated", required_argument, NULL, O_MAXUNAUTH},
+        {"max-body-connections", required_argument, NULL, O_MAXBODY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct wr_err err;
-    uint64_t v;
     int c;
 
     opterr = 0;
@@ -121,23 +161,20 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->listen = optarg;
             break;
         case O_MAXSB:
-            if (wr_parse_uint(optarg, 1000000, &v, &err) < 0 || v == 0)
+            if (opt_uint(optarg, 1, 1000000, &o->max_sandboxes, &err) < 0)
                 goto bad;
-            o->max_sandboxes = (uint32_t)v;
             break;
         case O_MAXMEM:
             if (wr_parse_size(optarg, &o->max_memory, &err) < 0)
                 goto bad;
             break;
         case O_DEFTO:
-            if (wr_parse_uint(optarg, 86400 * 365, &v, &err) < 0 || v == 0)
+            if (opt_uint(optarg, 1, 86400 * 365, &o->default_timeout, &err) < 0)
                 goto bad;
-            o->default_timeout = (uint32_t)v;
             break;
         case O_MAXTO:
-            if (wr_parse_uint(optarg, 86400 * 365, &v, &err) < 0 || v == 0)
+            if (opt_uint(optarg, 1, 86400 * 365, &o->max_timeout, &err) < 0)
                 goto bad;
-            o->max_timeout = (uint32_t)v;
             break;
         case O_CGROUP:
             o->cgroup_mode = optarg;
@@ -149,14 +186,42 @@ static int parse_options(int argc, char **argv, struct options *o)
             wr_log_set_level(optarg);
             break;
         case O_POOL:
-            if (wr_parse_uint(optarg, 64, &v, &err) < 0)
+            if (opt_uint(optarg, 0, 64, &o->pool, &err) < 0)
                 goto bad;
-            o->pool = (uint32_t)v;
             break;
         case O_WARM:
-            if (wr_parse_uint(optarg, 64, &v, &err) < 0)
+            if (opt_uint(optarg, 0, 64, &o->warm, &err) < 0)
                 goto bad;
-            o->warm = (uint32_t)v;
+            break;
+        case O_HEADTO:
+            if (opt_uint(optarg, 1, 86400, &o->header_timeout, &err) < 0)
+                goto bad;
+            break;
+        case O_BODYTO:
+            if (opt_uint(optarg, 1, 86400, &o->body_timeout, &err) < 0)
+                goto bad;
+            break;
+        case O_KEEPTO:
+            if (opt_uint(optarg, 1, 86400, &o->keepalive_timeout, &err) < 0)
+                goto bad;
+            break;
+        case O_MAXCONN:
+            if (opt_uint(optarg, 1, UINT32_MAX - 1, &o->max_conns, &err) < 0)
+                goto bad;
+            break;
+        case O_MAXPEER:
+            if (opt_uint(optarg, 0, UINT32_MAX - 1, &o->max_conns_per_client, &err) < 0)
+                goto bad;
+            if (o->max_conns_per_client == 0)
+                o->max_conns_per_client = WR_HTTP_UNLIMITED;
+            break;
+        case O_MAXUNAUTH:
+            if (opt_uint(optarg, 1, UINT32_MAX - 1, &o->max_unauthenticated, &err) < 0)
+                goto bad;
+            break;
+        case O_MAXBODY:
+            if (opt_uint(optarg, 1, UINT32_MAX - 1, &o->max_body_conns, &err) < 0)
+                goto bad;
             break;
         case O_RESERVE:
             if (wr_parse_size(optarg, &o->disk_reserve, &err) < 0)
@@ -207,6 +272,34 @@ static int bootstrap_admin(struct wr_store *store, const char *state_dir, struct
     free(secret);
     log_info("first start: the admin API key is in %s (mode 0600)", path);
     return 0;
+}
+
+/* Raise RLIMIT_NOFILE (after the zygote is forked: sandboxes keep the inherited limit), and
+ * size the TCP connection cap so that the sandboxes and the reserve keep their fds. Says so when
+ * the limit cannot hold --max-sandboxes. */
+static void size_fds(struct options *o)
+{
+    uint64_t sandboxes = (uint64_t)o->max_sandboxes + o->warm + o->pool;
+    uint64_t fit;
+    struct wr_nofile nf = {.soft = 1024, .hard = 1024};
+
+    if (wr_nofile_raise(&nf) < 0)
+        log_warn("fds: cannot raise RLIMIT_NOFILE: %s", strerror(errno));
+    else if (nf.soft != nf.soft_was || nf.hard != nf.hard_was)
+        log_info("fds: RLIMIT_NOFILE raised from %llu:%llu to %llu:%llu",
+                 (unsigned long long)nf.soft_was, (unsigned long long)nf.hard_was,
+                 (unsigned long long)nf.soft, (unsigned long long)nf.hard);
+    if (o->max_conns == 0)
+        o->max_conns = wr_nofile_tcp_conns(nf.soft, sandboxes);
+    fit = wr_nofile_sandboxes(nf.soft, o->max_conns);
+    if (fit < sandboxes)
+        log_warn("fds: RLIMIT_NOFILE %llu holds about %llu sandboxes at %d fds each beside %u TCP "
+                 "connections, fewer than --max-sandboxes %u (+ warm and pool); raise the hard "
+                 "limit (LimitNOFILE= in a systemd unit) or lower --max-sandboxes",
+                 (unsigned long long)nf.soft, (unsigned long long)fit, WR_FDS_PER_SANDBOX,
+                 o->max_conns, o->max_sandboxes);
+    log_info("fds: limit %llu; TCP connections at most %u; room for %llu sandboxes",
+             (unsigned long long)nf.soft, o->max_conns, (unsigned long long)fit);
 }
 
 static uv_signal_t sigterm, sigint;
@@ -318,6 +411,7 @@ int main(int argc, char **argv)
         .pool = 4,
         .warm = 2,
         .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
+        .max_sandboxes = 1000,
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
@@ -411,6 +505,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
+    size_fds(&o);
     if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
         wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
@@ -456,6 +551,13 @@ int main(int argc, char **argv)
             .unix_path = o.socket_path[0] ? o.socket_path : NULL,
             .tcp_host = host,
             .tcp_port = port,
+            .header_timeout_ms = o.header_timeout * 1000,
+            .body_timeout_ms = o.body_timeout * 1000,
+            .idle_timeout_ms = o.keepalive_timeout * 1000,
+            .max_conns = o.max_conns,
+            .max_conns_per_client = o.max_conns_per_client,
+            .max_unauthenticated = o.max_unauthenticated,
+            .max_body_conns = o.max_body_conns,
             .handler = wr_api_handle,
             .ctx = &api,
         };

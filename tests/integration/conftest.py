@@ -196,8 +196,9 @@ WARREND = os.path.join(BUILD, "warrend")
 class Daemon:
     """A real warrend on a temporary state directory, a unix socket and a loopback port."""
 
-    def __init__(self, *extra_args, state_dir=None, env=None, binary=None):
+    def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=()):
         self.binary = binary or WARREND
+        self.prefix = list(prefix)  # a command that runs warrend, e.g. prlimit
         self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
         self.env = dict(ENV, **(env or {}))
         self.state = os.path.join(self.dir, "state")
@@ -213,7 +214,7 @@ class Daemon:
     def start(self):
         self.log = open(os.path.join(self.dir, "warrend.log"), "ab")
         self.proc = subprocess.Popen(
-            [self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
+            [*self.prefix, self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
              "--run-dir", RUN_DIR, *self.extra],
             stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         LIVE_DAEMONS.add(self)

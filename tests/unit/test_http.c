@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <llhttp.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "../../src/api/http.h"
+#include "../../src/api/peers.h"
 #include "../../src/util/cleanup.h"
 #include "../../src/util/xalloc.h"
 #include "tap.h"
@@ -31,8 +33,18 @@
 #define BUF_MAX      (1 * MIB)
 #define MAX_HDR      (16 * 1024)
 #define IDLE_MS      1000
+#define HEAD_MS      3000
 #define N_CONCURRENT 1000
 #define HIGH_WATER   MIB
+
+/* The second server, TCP only, with small timeouts and caps (test_limits and after). */
+#define L_HEAD_MS    800
+#define L_IDLE_MS    1500
+#define L_BODY_MS    1000
+#define L_MAX_CONNS  8
+#define L_PER_CLIENT 4
+#define L_UNAUTH     4    /* not below the bursts of connections the tests open */
+#define L_SINK_PAUSE 2000 /* /slowsink holds its body back longer than L_BODY_MS */
 
 /* ---- shared state (written on the loop thread, read by the test thread) -------------------- */
 
@@ -87,6 +99,7 @@ struct upload {
     uint64_t bytes, pieces, pauses;
     uint32_t sum;
     bool paused;
+    bool hold; /* /slowsink: pause on the first piece */
 };
 
 static void up_free(uv_handle_t *h)
@@ -254,6 +267,132 @@ static void h_gate(struct wr_http_req *req)
                 wr_http_respond(gate[i], 200, "text/plain", "gate", 4);
 }
 
+/* /late answers after 1.5 s, longer than the limits server's head and body timeouts. */
+struct late {
+    uv_timer_t t; /* first: the handle is the allocation */
+    struct wr_http_req *req;
+};
+
+static void handle_free(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void late_fire(uv_timer_t *t)
+{
+    struct late *l = (struct late *)t;
+
+    if (l->req) {
+        wr_http_req_set_data(l->req, NULL, NULL);
+        wr_http_respond(l->req, 200, "text/plain", "late", 4);
+    }
+    uv_close((uv_handle_t *)t, handle_free);
+}
+
+static void late_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    ((struct late *)data)->req = NULL;
+}
+
+static void h_late(struct wr_http_req *req)
+{
+    struct late *l = xcalloc(1, sizeof(*l));
+
+    uv_timer_init(uv_default_loop(), &l->t);
+    l->req = req;
+    wr_http_req_set_data(req, l, late_close);
+    uv_timer_start(&l->t, late_fire, 1500, 0);
+}
+
+/* /ticker streams 8 chunks 250 ms apart: a slow producer, not a slow client. */
+struct ticker {
+    uv_timer_t t; /* first: the handle is the allocation */
+    struct wr_http_req *req;
+    int left;
+};
+
+static void tick(uv_timer_t *t)
+{
+    struct ticker *k = (struct ticker *)t;
+
+    if (k->req == NULL) {
+        uv_close((uv_handle_t *)t, handle_free);
+        return;
+    }
+    wr_http_resp_write(k->req, "tick\n", 5);
+    if (--k->left > 0)
+        return;
+    wr_http_req_set_data(k->req, NULL, NULL); /* the timer goes first */
+    wr_http_resp_end(k->req);
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, handle_free);
+    k->req = NULL;
+}
+
+static void ticker_close(struct wr_http_req *req, void *data, bool aborted)
+{
+    ((struct ticker *)data)->req = NULL;
+}
+
+static void h_ticker(struct wr_http_req *req)
+{
+    struct ticker *k = xcalloc(1, sizeof(*k));
+
+    k->req = req;
+    k->left = 8;
+    uv_timer_init(uv_default_loop(), &k->t);
+    wr_http_req_set_data(req, k, ticker_close);
+    wr_http_resp_start(req, 200, "text/plain", -1);
+    uv_timer_start(&k->t, tick, 250, 250);
+}
+
+/* /slowsink and /interactive stream a body and answer its size: /slowsink pauses it for
+ * L_SINK_PAUSE on the first piece (server-side backpressure), /interactive declares it
+ * interactive (the client pauses). */
+static void sink_data(struct wr_http_req *req, const char *p, size_t n)
+{
+    struct upload *u = wr_http_req_data(req);
+
+    u->bytes += n;
+    if (u->hold) {
+        u->hold = false;
+        u->paused = true;
+        wr_http_req_pause_body(req);
+        uv_timer_start(&u->t, up_resume, L_SINK_PAUSE, 0);
+    }
+}
+
+static void sink_end(struct wr_http_req *req)
+{
+    struct upload *u = wr_http_req_data(req);
+    char n[32];
+    int l = snprintf(n, sizeof(n), "%llu", (unsigned long long)u->bytes);
+
+    wr_http_respond(req, 200, "text/plain", n, (size_t)l);
+}
+
+static void h_sink(struct wr_http_req *req, bool interactive)
+{
+    struct upload *u = xcalloc(1, sizeof(*u));
+
+    u->req = req;
+    u->hold = !interactive;
+    uv_timer_init(uv_default_loop(), &u->t);
+    u->t.data = u;
+    wr_http_req_set_data(req, u, up_close);
+    if (interactive)
+        wr_http_req_interactive_body(req);
+    wr_http_req_stream_body(req, sink_data, sink_end);
+}
+
+/* /trailer reads the body, then answers the X-Test header as it stands. */
+static void trailer_done(struct wr_http_req *req, const char *body, size_t len)
+{
+    const char *v = wr_http_req_header(req, "X-Test");
+
+    wr_http_respond(req, 200, "text/plain", v ? v : "(none)", v ? strlen(v) : 6);
+}
+
 static void ws_msg(struct wr_ws *ws, int opcode, const uint8_t *p, size_t n, void *ctx)
 {
     INC(g_ws_messages);
@@ -291,6 +430,14 @@ static void handler(struct wr_http_req *req, void *ctx)
         wr_http_req_set_data(req, NULL, hang_close);
     } else if (strcmp(path, "/gate") == 0) {
         h_gate(req);
+    } else if (strcmp(path, "/late") == 0) {
+        h_late(req);
+    } else if (strcmp(path, "/ticker") == 0) {
+        h_ticker(req);
+    } else if (strcmp(path, "/slowsink") == 0 || strcmp(path, "/interactive") == 0) {
+        h_sink(req, path[1] == 'i');
+    } else if (strcmp(path, "/trailer") == 0) {
+        wr_http_req_read_body(req, BUF_MAX, trailer_done);
     } else if (strcmp(path, "/ws") == 0) {
         struct wr_ws_callbacks cbs = {.on_message = ws_msg, .on_close = ws_gone};
         (void)wr_http_ws_accept(req, &cbs, NULL);
@@ -301,11 +448,11 @@ static void handler(struct wr_http_req *req, void *ctx)
 
 /* ---- the loop thread ----------------------------------------------------------------------- */
 
-static struct wr_http_server *srv;
+static struct wr_http_server *srv, *lsrv;
 static uv_async_t stop_async;
 static pthread_t loop_thread;
 static char sock_dir[32], sock_path[64];
-static int tcp_port, g_stopped;
+static int tcp_port, ltcp_port, g_stopped;
 
 static void *loop_main(void *arg)
 {
@@ -320,6 +467,7 @@ static void on_stopped(void *arg)
 
 static void on_stop_async(uv_async_t *a)
 {
+    wr_http_server_stop(lsrv, NULL, NULL);
     wr_http_server_stop(srv, on_stopped, NULL);
     uv_close((uv_handle_t *)a, NULL);
 }
@@ -334,6 +482,18 @@ static int server_up(void)
         .tcp_port = 0,
         .max_header_bytes = MAX_HDR,
         .idle_timeout_ms = IDLE_MS,
+        .header_timeout_ms = HEAD_MS,
+        .handler = handler,
+    };
+    struct wr_http_config lcfg = {
+        .loop = uv_default_loop(),
+        .tcp_host = "127.0.0.1",
+        .idle_timeout_ms = L_IDLE_MS,
+        .header_timeout_ms = L_HEAD_MS,
+        .body_timeout_ms = L_BODY_MS,
+        .max_conns = L_MAX_CONNS,
+        .max_conns_per_client = L_PER_CLIENT,
+        .max_unauthenticated = L_UNAUTH,
         .handler = handler,
     };
 
@@ -348,6 +508,11 @@ static int server_up(void)
         return -1;
     }
     tcp_port = wr_http_server_tcp_port(srv);
+    if (wr_http_server_start(&lcfg, &lsrv, &err) < 0) {
+        printf("# limits server start: %s\n", err.msg);
+        return -1;
+    }
+    ltcp_port = wr_http_server_tcp_port(lsrv);
     uv_async_init(uv_default_loop(), &stop_async, on_stop_async);
     return pthread_create(&loop_thread, NULL, loop_main, NULL) == 0 ? 0 : -1;
 }
@@ -379,6 +544,28 @@ static int connect_tcp(bool nonblock)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
         close(fd);
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* A blocking TCP connection to the limits server from 127.0.0.<from> (every 127/8 address is
+ * this host: distinct sources are distinct clients). */
+static int connect_from(int from)
+{
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ltcp_port)};
+    struct timeval tv = {.tv_sec = 10};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)from - 1);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -921,12 +1108,149 @@ static void test_bad_requests(void)
     ok(read_resp(c, &r) == 0 && r.status == 400, "400: Content-Length with chunked (smuggling)");
     client_free(c);
 
-    /* Idle connections are closed after the timeout. */
+    /* A connection that sends nothing is closed after the head timeout; one idle after a
+     * request, after the keep-alive timeout. */
     c = client_new(connect_unix());
     double t0 = now_s();
-    ok(at_eof(c) && now_s() - t0 < IDLE_MS / 1000.0 + 2, "idle connection closed after timeout");
+    ok(at_eof(c) && now_s() - t0 >= HEAD_MS / 1000.0 - 0.05 && now_s() - t0 < HEAD_MS / 1000.0 + 5,
+       "silent connection closed after the head timeout (%.2f s)", now_s() - t0);
+    client_free(c);
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /hello HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "keep-alive: answered");
+    t0 = now_s();
+    ok(at_eof(c) && now_s() - t0 >= IDLE_MS / 1000.0 - 0.05 && now_s() - t0 < IDLE_MS / 1000.0 + 5,
+       "idle keep-alive connection closed after the idle timeout (%.2f s)", now_s() - t0);
     client_free(c);
     resp_reset(&r);
+}
+
+/* Send req (n bytes, in two writes split at `split` if non-zero) on a new unix connection and
+ * expect the server's own error `status`, then the connection closing. */
+static void expect_rejected(const char *name, const char *req, size_t n, size_t split, int status)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    bool got;
+
+    if (split) {
+        send_all(c->fd, req, split);
+        usleep(50000); /* so that the server reads the rest separately */
+        send_all(c->fd, req + split, n - split);
+    } else {
+        send_all(c->fd, req, n);
+    }
+    got = read_resp(c, &r) == 0;
+    ok(got && r.status == status && hdr(&r, "Connection") &&
+           strcmp(hdr(&r, "Connection"), "close") == 0 && at_eof(c),
+       "strict: %s: %d and close (got %d)", name, status, got ? r.status : -1);
+    resp_reset(&r);
+    client_free(c);
+}
+
+#define REJECT(name, lit, status) expect_rejected(name, lit, sizeof(lit) - 1, 0, status)
+
+/* Framing that llhttp's lax parser accepts and a proxy in front may read differently (request
+ * smuggling): each gets the server's 400 (or 501/505) and a close. */
+static void test_strict_framing(void)
+{
+    REJECT("chunk data not followed by CRLF",
+           "POST /buffer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "5\r\nhelloXX3\r\nabc\r\n0\r\n\r\n",
+           400);
+    REJECT("chunk data followed by a bare CR",
+           "POST /buffer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+           "5\r\nhello\rX0\r\n\r\n",
+           400);
+    REJECT("whitespace before the colon", "GET /echo HTTP/1.1\r\nHost : x\r\n\r\n", 400);
+    REJECT("tab before the colon", "GET /echo HTTP/1.1\r\nHost\t: x\r\n\r\n", 400);
+    REJECT("space in a header name", "GET /echo HTTP/1.1\r\nHost: t\r\nX Y: z\r\n\r\n", 400);
+    REJECT("obs-fold", "GET /echo HTTP/1.1\r\nHost: t\r\nX-Test: a\r\n b\r\n\r\n", 400);
+    REJECT("obs-fold with a tab", "GET /echo HTTP/1.1\r\nHost: t\r\nX-Test: a\r\n\tb\r\n\r\n", 400);
+    REJECT("obs-fold of an empty value", "GET /echo HTTP/1.1\r\nX-Test:\r\n b\r\n\r\n", 400);
+    static const char fold[] = "GET /echo HTTP/1.1\r\nHost: t\r\nX-Test: a\r\n b\r\n\r\n";
+    expect_rejected("obs-fold in a second read", fold, sizeof(fold) - 1, strstr(fold, " b") - fold,
+                    400);
+    REJECT("obs-fold in a trailer",
+           "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n 2\r\n\r\n",
+           400);
+    REJECT("two Content-Length",
+           "POST /buffer HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", 400);
+    REJECT("a Content-Length list", "POST /buffer HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\nabc",
+           400);
+    REJECT("Transfer-Encoding and Content-Length",
+           "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+           "0\r\n\r\n",
+           400);
+    REJECT("a coding before chunked",
+           "POST /buffer HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501);
+    REJECT("chunked not last", "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+           400);
+    REJECT("Transfer-Encoding in HTTP/1.0",
+           "POST /buffer HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400);
+    REJECT("bare LF line ends", "GET /hello HTTP/1.1\nHost: t\n\n", 400);
+    REJECT("bare LF after a header", "GET /hello HTTP/1.1\r\nHost: t\nX: y\r\n\r\n", 400);
+    REJECT("bare CR in a header", "GET /hello HTTP/1.1\r\nHost: t\rX: y\r\n\r\n", 400);
+    REJECT("bare LF in a chunk size line",
+           "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n", 400);
+    REJECT("an empty header name", "GET /hello HTTP/1.1\r\n: x\r\n\r\n", 400);
+    REJECT("two Host headers", "GET /hello HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400);
+    REJECT("HTTP/2.0 over HTTP/1 framing", "GET /hello HTTP/2.0\r\nHost: t\r\n\r\n", 505);
+    REJECT("HTTP/0.9", "GET /hello\r\n\r\n", 505);
+    REJECT("raw non-ASCII in the target", "GET /caf\xc3\xa9 HTTP/1.1\r\n\r\n", 400);
+
+    /* A 16 MiB chunk extension: refused after CHUNK_EXT_MAX bytes, not buffered or skipped. */
+    size_t ext = 16 * MIB;
+    static const char head[] = "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;";
+    static const char tail[] = "\r\nhello\r\n0\r\n\r\n";
+    char *big = xmalloc(sizeof(head) + ext + sizeof(tail));
+    memcpy(big, head, sizeof(head) - 1);
+    memset(big + sizeof(head) - 1, 'e', ext);
+    memcpy(big + sizeof(head) - 1 + ext, tail, sizeof(tail));
+    expect_rejected("16 MiB chunk extension", big, sizeof(head) - 1 + ext + sizeof(tail) - 1, 0,
+                    400);
+    big[sizeof(head) - 1 + 1000] = '\0';
+    strcat(big + sizeof(head) - 1 + 1000, tail);
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    send_str(c->fd, big);
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":5"),
+       "strict: a 1000-byte chunk extension is still accepted");
+    free(big);
+    resp_reset(&r);
+    client_free(c);
+}
+
+/* What must keep working: chunked bodies with extensions and trailers, pipelined behind each
+ * other; trailers stay out of the headers; a header value split across reads. */
+static void test_strict_valid(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "3;name=value\r\nabc\r\n4;q=\"x y\"\r\ndefg\r\n0\r\nX-Trailer: t\r\n\r\n"
+                    "POST /trailer HTTP/1.1\r\nHost: t\r\nX-Test: head\r\n"
+                    "Transfer-Encoding:  Chunked \r\n\r\n1\r\na\r\n0\r\nX-Test: trailer\r\n\r\n"
+                    "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":7"),
+       "valid: chunked body with extensions and a trailer");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "head") == 0,
+       "valid: pipelined; a trailer is not merged into the headers");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "hello") == 0,
+       "valid: third pipelined request");
+    send_str(c->fd, "GET /echo HTTP/1.1\r\nHost: t\r\nX-Test: hel");
+    usleep(50000);
+    send_str(c->fd, "lo\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"x\":\"hello\""),
+       "valid: a header value split across reads is not a fold");
+    send_str(c->fd, "GET /echo HTTP/1.1\r\nHost: t\r\nX-Test: a\r\n");
+    usleep(50000);
+    send_str(c->fd, "X-Multi: b\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"multi\":\"b\""),
+       "valid: a header line in a second read");
+    resp_reset(&r);
+    client_free(c);
 }
 
 static void test_request_ids(void)
@@ -1250,6 +1574,356 @@ static void test_concurrent(void)
     is_int(good, N_CONCURRENT, "concurrency: 1000 connections each answered");
 }
 
+/* ---- the limits server: timeouts ---------------------------------------------------------- */
+
+/* Seconds until the server closes c (reading and dropping anything it sends), or -1 after 10 s. */
+static double secs_to_eof(struct client *c, double t0)
+{
+    char b[4096];
+
+    for (;;) {
+        ssize_t n = recv(c->fd, b, sizeof(b), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return now_s() - t0;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static void test_timeouts(void)
+{
+    struct client *c;
+    struct resp r = {0};
+    double t0, t;
+
+    /* A head trickled a byte every 200 ms: the deadline is not moved by input. */
+    c = client_new(connect_from(20));
+    t0 = now_s();
+    send_str(c->fd, "GET /hello HTTP/1.1\r\nX-Slow: ");
+    for (int i = 0; i < 20 && send_str(c->fd, "a") == 0; i++)
+        usleep(200000);
+    t = secs_to_eof(c, t0);
+    ok(t >= L_HEAD_MS / 1000.0 - 0.05 && t < L_HEAD_MS / 1000.0 + 3,
+       "timeout: a trickled head is cut at the head deadline (%.2f s)", t);
+    client_free(c);
+
+    /* A body that stalls: 408, then close. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nContent-Length: 100\r\n\r\n0123456789");
+    t0 = now_s();
+    ok(read_resp(c, &r) == 0 && r.status == 408, "timeout: stalled body answered 408");
+    t = now_s() - t0;
+    ok(t >= L_BODY_MS / 1000.0 - 0.05 && t < L_BODY_MS / 1000.0 + 3,
+       "timeout: after the body timeout (%.2f s)", t);
+    json_t *j = body_json(&r);
+    is_str(json_string_value(json_object_get(j, "code")), "timeout", "timeout: 408 code");
+    json_decref(j);
+    ok(at_eof(c), "timeout: connection closed after the 408");
+    client_free(c);
+
+    /* A chunked body that stops after its first chunk. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 408, "timeout: stalled chunked body answered 408");
+    client_free(c);
+
+    /* A slow body that keeps coming (a byte every 150 ms for 2.25 s) is not cut. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "POST /buffer HTTP/1.1\r\nContent-Length: 15\r\n\r\n");
+    for (int i = 0; i < 15; i++) {
+        usleep(150000);
+        send_str(c->fd, "x");
+    }
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strstr(r.body, "\"len\":15"),
+       "timeout: a body that makes progress is not cut");
+    client_free(c);
+
+    /* The server holding a body back (backpressure) for longer than the body timeout. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "POST /slowsink HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "11") == 0,
+       "timeout: a body paused by the server does not time out");
+    client_free(c);
+
+    /* An interactive body: the client pauses for longer than the body timeout. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "POST /interactive HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n");
+    usleep((L_BODY_MS + 500) * 1000);
+    send_str(c->fd, "2\r\nde\r\n0\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "5") == 0,
+       "timeout: an interactive body may pause");
+    client_free(c);
+
+    /* Slow producers: a late answer and a slow stream outlast every timeout. */
+    c = client_new(connect_from(20));
+    send_str(c->fd, "GET /late HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && strcmp(r.body, "late") == 0,
+       "timeout: a response that takes 1.5 s is waited for");
+    send_str(c->fd, "GET /ticker HTTP/1.1\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && r.blen == 40,
+       "timeout: a 2 s stream of small chunks is not cut");
+    client_free(c);
+
+    /* A WebSocket quiet for longer than every timeout. */
+    c = client_new(connect_from(20));
+    send_str(c->fd,
+             "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 101, "timeout: websocket upgraded");
+    usleep((L_IDLE_MS + 300) * 1000); /* longer than every timeout */
+    uint8_t frame[64], payload[64];
+    size_t n, fl = ws_frame(frame, true, 1, "still", 5);
+    bool masked;
+    send_all(c->fd, frame, fl);
+    ok(ws_read(c, payload, &n, &masked) == 1 && n == 5 && memcmp(payload, "still", 5) == 0,
+       "timeout: a websocket quiet for longer than every timeout still works");
+    client_free(c);
+    resp_reset(&r);
+}
+
+/* ---- the limits server: caps ------------------------------------------------------------- */
+
+/* A keep-alive connection from 127.0.0.<from> that has had one request answered. */
+static struct client *idle_conn(int from)
+{
+    struct client *c = client_new(connect_from(from));
+    struct resp r = {0};
+
+    if (c->fd < 0 || send_str(c->fd, "GET /hello HTTP/1.1\r\n\r\n") < 0 || read_resp(c, &r) < 0 ||
+        r.status != 200) {
+        resp_reset(&r);
+        client_free(c);
+        return NULL;
+    }
+    resp_reset(&r);
+    return c;
+}
+
+/* req on a new connection from `from` is turned away: 503, Retry-After, close. */
+static bool turned_away_req(int from, const char *req)
+{
+    struct client *c = client_new(connect_from(from));
+    struct resp r = {0};
+    bool yes;
+
+    send_str(c->fd, req);
+    yes = read_resp(c, &r) == 0 && r.status == 503 && hdr(&r, "Retry-After") &&
+          strcmp(hdr(&r, "Retry-After"), "1") == 0 && at_eof(c);
+    resp_reset(&r);
+    client_free(c);
+    return yes;
+}
+
+static bool turned_away(int from)
+{
+    return turned_away_req(from, "GET /hello HTTP/1.1\r\n\r\n");
+}
+
+/* A connection from `from` with a /ticker stream under way (its head read): busy for 2 s. */
+static struct client *busy_conn(int from)
+{
+    struct client *c = client_new(connect_from(from));
+    size_t got = 0;
+
+    if (c->fd < 0 || send_str(c->fd, "GET /ticker HTTP/1.1\r\n\r\n") < 0)
+        goto fail;
+    while (got < sizeof(c->buf) - 1) {
+        ssize_t n = recv(c->fd, c->buf + got, sizeof(c->buf) - 1 - got, 0);
+        if (n <= 0)
+            goto fail;
+        got += (size_t)n;
+        c->buf[got] = '\0';
+        if (strstr(c->buf, "\r\n\r\n")) {
+            c->len = got; /* read_resp parses it from here */
+            return c;
+        }
+    }
+fail:
+    client_free(c);
+    return NULL;
+}
+
+static bool answers(int from)
+{
+    struct client *c = idle_conn(from);
+
+    client_free(c);
+    return c != NULL;
+}
+
+static void test_caps(void)
+{
+    struct client *held[L_MAX_CONNS + 1] = {0};
+    int got = 0;
+
+    /* Per client: L_PER_CLIENT connections from 127.0.0.30, then 503; others still served. */
+    for (int i = 0; i < L_PER_CLIENT; i++)
+        got += (held[i] = idle_conn(30)) != NULL;
+    is_int(got, L_PER_CLIENT, "caps: connections up to the per-client cap served");
+    ok(turned_away(30), "caps: one more from the same client: 503 with Retry-After, closed");
+    ok(answers(31), "caps: another client is served meanwhile");
+    client_free(held[0]);
+    held[0] = NULL;
+    usleep(100000);
+    ok(answers(30), "caps: a closed connection gives its slot back");
+    for (int i = 0; i < L_PER_CLIENT; i++)
+        client_free(held[i]), held[i] = NULL;
+
+    /* Unauthenticated: L_UNAUTH connections that have not sent a head, then a new one closes
+     * the oldest. */
+    for (int i = 0; i < L_UNAUTH; i++)
+        held[i] = client_new(connect_from(40 + i));
+    usleep(100000);
+    struct client *fresh = client_new(connect_from(40 + L_UNAUTH));
+    ok(at_eof(held[0]), "caps: past the unauthenticated cap the oldest is closed");
+    struct resp r = {0};
+    send_str(fresh->fd, "GET /hello HTTP/1.1\r\n\r\n");
+    ok(read_resp(fresh, &r) == 0 && r.status == 200, "caps: and the new one is served");
+    client_free(fresh);
+    for (int i = 0; i < L_UNAUTH; i++)
+        client_free(held[i]), held[i] = NULL;
+    usleep(100000);
+
+    /* Global: L_MAX_CONNS connections from distinct clients, one idle and the others busy with
+     * a response under way: a new connection closes the idle one. Then all busy: 503. */
+    got = 0;
+    held[0] = idle_conn(50);
+    for (int i = 1; i < L_MAX_CONNS; i++)
+        got += (held[i] = busy_conn(50 + i)) != NULL;
+    is_int(got, L_MAX_CONNS - 1, "caps: busy connections up to the cap");
+    struct client *extra = busy_conn(60);
+    ok(held[0] && at_eof(held[0]), "caps: at the connection cap the idle connection is closed");
+    ok(extra != NULL, "caps: and the new connection is served");
+    ok(turned_away(61), "caps: all connections busy: 503");
+    int streams = 0;
+    for (int i = 1; i < L_MAX_CONNS; i++)
+        streams += held[i] && read_resp(held[i], &r) == 0 && r.status == 200 && r.blen == 40;
+    streams += extra && read_resp(extra, &r) == 0 && r.status == 200 && r.blen == 40;
+    is_int(streams, L_MAX_CONNS, "caps: the busy responses were not disturbed");
+    client_free(extra);
+    for (int i = 0; i < L_MAX_CONNS; i++)
+        client_free(held[i]), held[i] = NULL;
+    usleep(100000);
+    got = 0;
+    for (int i = 0; i < L_MAX_CONNS; i++)
+        got += (held[i] = idle_conn(70 + i)) != NULL;
+    is_int(got, L_MAX_CONNS, "caps: every slot came back");
+    for (int i = 0; i < L_MAX_CONNS; i++)
+        client_free(held[i]), held[i] = NULL;
+    usleep(100000);
+
+    /* Bodies: half the connections may be sending a request body; one more gets 503. The
+     * held bodies are interactive (no timeout); until the server has read all their heads a
+     * new body may still get in, and completes at once. */
+    for (int i = 0; i < L_MAX_CONNS / 2; i++) {
+        held[i] = client_new(connect_from(80 + i));
+        send_str(held[i]->fd, "POST /interactive HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc");
+    }
+    bool refused = false;
+    for (int i = 0; i < 100 && !refused; i++) {
+        usleep(50000);
+        refused = turned_away_req(90, "POST /buffer HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc");
+    }
+    ok(refused, "caps: past the connections sending a body: 503");
+    ok(answers(91), "caps: a request without a body is served meanwhile");
+    for (int i = 0; i < L_MAX_CONNS / 2; i++)
+        client_free(held[i]), held[i] = NULL;
+    usleep(100000);
+    ok(answers(92), "caps: the slots of bodies come back");
+    resp_reset(&r);
+}
+
+static void test_peer_keys(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    struct sockaddr_in6 b = {.sin6_family = AF_INET6}, m = {.sin6_family = AF_INET6};
+    struct wr_peer_key ka, kb, kb2, km;
+    struct wr_peers *t = wr_peers_new();
+
+    inet_pton(AF_INET, "192.0.2.7", &a.sin_addr);
+    inet_pton(AF_INET6, "::ffff:192.0.2.7", &m.sin6_addr);
+    wr_peer_key_of((struct sockaddr *)&a, &ka);
+    wr_peer_key_of((struct sockaddr *)&m, &km);
+    ok(memcmp(&ka, &km, sizeof(ka)) == 0, "peers: a v4-mapped address is its IPv4 client");
+    inet_pton(AF_INET6, "2001:db8:1:2::1", &b.sin6_addr);
+    wr_peer_key_of((struct sockaddr *)&b, &kb);
+    inet_pton(AF_INET6, "2001:db8:1:2:ffff::9", &b.sin6_addr);
+    wr_peer_key_of((struct sockaddr *)&b, &kb2);
+    ok(memcmp(&kb, &kb2, sizeof(kb)) == 0, "peers: one IPv6 /64 is one client");
+    inet_pton(AF_INET6, "2001:db8:1:3::1", &b.sin6_addr);
+    wr_peer_key_of((struct sockaddr *)&b, &kb2);
+    ok(memcmp(&kb, &kb2, sizeof(kb)) != 0, "peers: another /64 is another client");
+    /* Counts, across growth of the table. */
+    bool counts = wr_peers_add(t, &ka) == 1 && wr_peers_add(t, &ka) == 2;
+    for (uint32_t i = 0; i < 5000; i++) {
+        struct wr_peer_key k = {0};
+        memcpy(k.b, &i, sizeof(i));
+        counts = counts && wr_peers_add(t, &k) == 1;
+    }
+    counts = counts && wr_peers_add(t, &ka) == 3 && wr_peers_size(t) == 5001;
+    for (uint32_t i = 0; i < 5000; i++) {
+        struct wr_peer_key k = {0};
+        memcpy(k.b, &i, sizeof(i));
+        wr_peers_del(t, &k);
+    }
+    wr_peers_del(t, &ka);
+    counts = counts && wr_peers_size(t) == 1 && wr_peers_add(t, &ka) == 3;
+    ok(counts, "peers: counts per client, entries gone at zero");
+    wr_peers_free(t);
+}
+
+/* Out of file descriptors with libuv's own spare gone (another thread took the fd it freed):
+ * libuv's accept loop calls back at once, for ever, unless the callback frees fds. */
+static void test_out_of_fds(void)
+{
+    struct client *probe = client_new(connect_unix());
+    struct resp r = {0};
+    int clients[3], fillers[256], nfill = 0, fd;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ltcp_port)};
+    struct timeval tv = {.tv_sec = 5};
+    struct rlimit old, low;
+    char b;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(probe->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (int i = 0; i < 3; i++)
+        clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* The loop thread is idle: nothing else touches the field now. */
+    if (uv_default_loop()->emfile_fd >= 0) {
+        close(uv_default_loop()->emfile_fd);
+        uv_default_loop()->emfile_fd = -1;
+    }
+    /* A limit just above the fds in use, then take the rest. */
+    fd = open("/dev/null", O_RDONLY);
+    getrlimit(RLIMIT_NOFILE, &old);
+    low = old;
+    low.rlim_cur = (rlim_t)fd + 64;
+    close(fd);
+    setrlimit(RLIMIT_NOFILE, &low);
+    while (nfill < (int)WR_ARRAY_SIZE(fillers) && (fd = open("/dev/null", O_RDONLY)) >= 0)
+        fillers[nfill++] = fd;
+    ok(errno == EMFILE, "out of fds: the process has none left (%d taken)", nfill);
+    int closed = 0;
+    for (int i = 0; i < 3; i++) {
+        setsockopt(clients[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        if (connect(clients[i], (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            recv(clients[i], &b, 1, 0) <= 0 && errno != EAGAIN)
+            closed++;
+    }
+    is_int(closed, 3, "out of fds: new connections are closed at once");
+    send_str(probe->fd, "GET /hello HTTP/1.1\r\n\r\n");
+    ok(read_resp(probe, &r) == 0 && r.status == 200, "out of fds: the loop still serves");
+    while (nfill > 0)
+        close(fillers[--nfill]);
+    for (int i = 0; i < 3; i++)
+        close(clients[i]);
+    setrlimit(RLIMIT_NOFILE, &old);
+    ok(answers(93), "out of fds: served again once fds are free");
+    resp_reset(&r);
+    client_free(probe);
+}
+
 static void test_stop(void)
 {
     /* A request in flight when the server stops sees on_close(aborted). */
@@ -1289,11 +1963,17 @@ int main(void)
     test_request_ids();
     test_buffered_body();
     test_bad_requests();
+    test_strict_framing();
+    test_strict_valid();
     test_upload_stream();
     test_download();
     test_disconnects();
     test_websocket();
     test_concurrent();
+    test_timeouts();
+    test_caps();
+    test_peer_keys();
+    test_out_of_fds();
     test_stop();
     return done();
 }
