@@ -69,7 +69,6 @@ struct upload {
     bool blocked;     /* waiting for warren-init (the body is paused meanwhile) */
     bool body_paused; /* wr_http_req_pause_body is in effect */
     bool body_done, done;
-    int64_t body_left; /* of a declared Content-Length; -1 if chunked or absent */
 };
 
 static void upload_free(struct upload *u)
@@ -507,9 +506,7 @@ static void pump(struct upload *u)
             break; /* no progress: wait for more body, or for warren-init */
     }
     if (u->blocked) {
-        /* Once a Content-Length body is all in, pausing would only hold back its end (the server
-         * parses that from no further input, not while paused); nothing more can come. */
-        if (!u->body_paused && !u->body_done && u->body_left != 0) {
+        if (!u->body_paused && !u->body_done) {
             u->body_paused = true;
             wr_http_req_pause_body(u->req);
         }
@@ -538,8 +535,6 @@ static void body_data(struct wr_http_req *req, const char *p, size_t n)
 
     if (u->done)
         return;
-    if (u->body_left > 0)
-        u->body_left -= (int64_t)n < u->body_left ? (int64_t)n : u->body_left;
     wr_buf_append(&u->in, p, n);
     pump(u);
 }
@@ -631,7 +626,6 @@ static void upload_start(struct e2b_envd *ev, struct wr_http_req *req)
     wr_buf_init(&u->in);
     wr_buf_init(&u->plain);
     wr_buf_init(&u->hdrs);
-    u->body_left = wr_http_req_content_length(req);
     wr_http_req_set_data(req, u, upload_closed);
     if (upload_setup(u, req, &err) < 0) {
         upload_fail(u, &err);

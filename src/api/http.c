@@ -1325,10 +1325,12 @@ static void conn_process(struct conn *c)
         if (!parse_allowed(c))
             break;
         /* A request without a body completes without further input, but llhttp only says so
-         * when it runs. */
+         * when it runs; so does one whose body was paused at its last byte (llhttp still owes
+         * on_message_complete after a resume). */
         bool empty = c->in == NULL || c->in_off == c->in_len;
         bool bodyless = r && r->headers_done && r->no_body && !r->body_done;
-        if (empty && !bodyless)
+        bool resumed = c->parser_paused && r && r->headers_done && !r->body_done;
+        if (empty && !bodyless && !resumed)
             break;
         conn_parse(c);
         if (empty && c->cur == r && !r->body_done)

@@ -917,6 +917,22 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A body with a Content-Length that arrives whole in one read: /upload pauses on its only piece,
+ * which holds the last byte, and resumes 500 ms later. llhttp owes on_message_complete then,
+ * with no input left to parse (a hang before: on_end never came). */
+static void test_upload_paused_at_its_last_byte(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+
+    send_str(c->fd, "POST /upload HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "a body paused at its last byte ends (200)");
+    ok(r.body != NULL && strstr(r.body, "\"bytes\":5") != NULL, "and all 5 bytes arrived: %s",
+       r.body ? r.body : "(none)");
+    free(r.body);
+    client_free(c);
+}
+
 /* Send a chunked body; while the server has paused on the first piece, count how much the
  * socket accepts: with reading really stopped only the kernel buffers fill. */
 static void test_upload_stream(void)
@@ -1966,6 +1982,7 @@ int main(void)
     test_strict_framing();
     test_strict_valid();
     test_upload_stream();
+    test_upload_paused_at_its_last_byte();
     test_download();
     test_disconnects();
     test_websocket();
