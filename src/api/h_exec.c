@@ -9,6 +9,7 @@
 
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
@@ -20,36 +21,6 @@
 
 /* ---- output encoding ---------------------------------------------------------------------------
  */
-
-/* Length of the valid UTF-8 sequence at p (1-4), 0 if invalid, -1 if truncated at the end. */
-static int utf8_seq(const uint8_t *p, size_t n)
-{
-    uint8_t c = p[0];
-    int len;
-    uint32_t cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4, cp = c & 0x07;
-    else
-        return 0;
-    for (int i = 1; i < len; i++) {
-        if ((size_t)i >= n)
-            return -1;
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
@@ -66,7 +37,7 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
         size_t t = *ncarry;
         while (t < 4 && i < n)
             tmp[t++] = p[i++];
-        l = utf8_seq(tmp, t);
+        l = wr_utf8_seq(tmp, t);
         if (l > 0) {
             wr_buf_append(out, tmp, (size_t)l);
             i -= t - (size_t)l;
@@ -82,7 +53,7 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
         }
     }
     while (i < n) {
-        int l = utf8_seq(p + i, n - i);
+        int l = wr_utf8_seq(p + i, n - i);
         if (l > 0) {
             wr_buf_append(out, p + i, (size_t)l);
             i += (size_t)l;
