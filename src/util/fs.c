@@ -130,7 +130,10 @@ static int du_visit(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
 
 int wr_disk_usage_at(int dfd, const char *name, uint64_t *bytes, struct wr_err *err)
 {
-    const struct wr_walk w = {.flags = WR_WALK_MISSING_OK, .visit = du_visit, .ctx = bytes};
+    const struct wr_walk w = {.flags = WR_WALK_MISSING_OK,
+                              .max_entries = WR_WALK_LIVE_ENTRIES,
+                              .visit = du_visit,
+                              .ctx = bytes};
 
     *bytes = 0;
     return wr_walk_at(dfd, name, &w, err);

@@ -35,5 +35,5 @@ int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err);
 /* Disk space used by dirfd/name and everything below it (allocated blocks, in bytes), without
  * following symbolic links or crossing mount points; a file with several links counts once per
  * link. Returns 0 (*bytes 0 when it does not exist) or -1 with err: WR_EINVAL for a tree deeper
- * than WR_WALK_MAX_DEPTH (walk.h). */
+ * than WR_WALK_MAX_DEPTH, WR_ELIMIT past WR_WALK_LIVE_ENTRIES entries (walk.h). */
 int wr_disk_usage_at(int dfd, const char *name, uint64_t *bytes, struct wr_err *err);

@@ -80,7 +80,8 @@ static size_t path_add(struct walker *k, size_t len, const char *name)
 
 static int cmp_names(const void *a, const void *b, void *names)
 {
-    return strcmp((const char *)names + *(const size_t *)a, (const char *)names + *(const size_t *)b);
+    return strcmp((const char *)names + *(const size_t *)a,
+                  (const char *)names + *(const size_t *)b);
 }
 
 /* Read every name of f's directory (on a dup of its fd: f->fd stays for the *at calls) and sort
@@ -367,7 +368,7 @@ int wr_walk_at(int dfd, const char *name, const struct wr_walk *w, struct wr_err
     const char *prefix = w->prefix != NULL ? w->prefix : name;
     int r;
 
-    k.max_depth = w->max_depth       ? w->max_depth
+    k.max_depth = w->max_depth                ? w->max_depth
                   : w->flags & WR_WALK_REMOVE ? WR_WALK_REMOVE_DEPTH
                                               : WR_WALK_MAX_DEPTH;
     k.path_len = strlen(prefix);

@@ -52,10 +52,10 @@ struct wr_walk_ent {
     const char *name; /* the entry's name in dirfd (for the top: the name given) */
     const char *path; /* the prefix, then "/" and the entry's path below the top */
     size_t path_len;
-    struct stat st;   /* the entry's own (a directory's: of the fd opened) */
-    int fd;           /* a directory: open O_RDONLY, owned by the walk; anything else: -1 */
-    unsigned depth;   /* the top is 0 */
-    bool crossed;     /* a directory on another device than its parent (WR_WALK_CROSS) */
+    struct stat st; /* the entry's own (a directory's: of the fd opened) */
+    int fd;         /* a directory: open O_RDONLY, owned by the walk; anything else: -1 */
+    unsigned depth; /* the top is 0 */
+    bool crossed;   /* a directory on another device than its parent (WR_WALK_CROSS) */
 };
 
 /* What visit() returns for a directory not to be entered. */
@@ -63,9 +63,9 @@ struct wr_walk_ent {
 
 struct wr_walk {
     unsigned flags;
-    unsigned max_depth; /* 0: WR_WALK_MAX_DEPTH, or WR_WALK_REMOVE_DEPTH with WR_WALK_REMOVE */
+    unsigned max_depth;   /* 0: WR_WALK_MAX_DEPTH, or WR_WALK_REMOVE_DEPTH with WR_WALK_REMOVE */
     uint64_t max_entries; /* entries visited before WR_ELIMIT; 0: no limit */
-    const char *prefix; /* what paths start with; NULL: the top's name */
+    const char *prefix;   /* what paths start with; NULL: the top's name */
     /* Every entry, a directory before its entries: 0 to go on, WR_WALK_SKIP (a directory) not
      * to enter it, -1 with err to stop the walk. */
     int (*visit)(const struct wr_walk_ent *e, void *ctx, struct wr_err *err);

@@ -23,7 +23,9 @@
  *       relative to open directories so that its paths may exceed PATH_MAX: deep (N nested
  *       directories, names of LEN bytes), wide (N empty files, names padded to LEN bytes),
  *       links (N files with a second hard link each, in a sibling directory), fanout (one file
- *       linked from N directories). Prints "made N".
+ *       linked from N directories). Prints "made N". `tree check DIR N [LEN]` walks down the
+ *       deep shape instead and prints "found N" if its bottom file is there (exit 1 if not);
+ *       `tree dirs DIR N [LEN]` makes N empty directories in DIR.
  *
  * The rule for a syscall the sandbox must refuse: a denial (EPERM, EACCES, ENOSYS, EROFS) holds;
  * success, or any other error, escapes: an EINVAL or ENOENT means the call got past the
@@ -1507,7 +1509,7 @@ static void usage(void)
         "                           [--init-pid PID] [--volume PATH] [--only ATTEMPT]\n"
         "       warren-probe info | forkbomb [N] | memhog MB | sleep SECS\n"
         "       warren-probe hold-file PATH | find-file PATH\n"
-        "       warren-probe tree deep|wide|links|fanout DIR N [LEN]\n");
+        "       warren-probe tree deep|wide|dirs|links|fanout|check DIR N [LEN]\n");
 }
 
 static int cmd_escape(int argc, char **argv)
@@ -1735,11 +1737,26 @@ static int tree_file(int dfd, const char *name)
 static int cmd_tree(const char *kind, const char *dir, long n, long len)
 {
     char name[256], other[264];
-    if (mkdir(dir, 0755) < 0)
+    bool check = strcmp(kind, "check") == 0;
+    if (!check && mkdir(dir, 0755) < 0)
         return tree_fail("mkdir", 0);
     int top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = top;
     if (top < 0)
         return tree_fail("open", 0);
+    if (check) {
+        for (long i = 0; i < n; i++) {
+            int next = openat(fd, tree_name(name, 0, len), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            if (next < 0)
+                return tree_fail("open", i);
+            if (fd != top)
+                close(fd);
+            fd = next;
+        }
+        if (faccessat(fd, "bottom", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+            return tree_fail("bottom", n);
+        printf("found %ld\n", n);
+        return 0;
+    }
     if (strcmp(kind, "deep") == 0) {
         for (long i = 0; i < n; i++) {
             tree_name(name, 0, len);
@@ -1752,9 +1769,10 @@ static int cmd_tree(const char *kind, const char *dir, long n, long len)
         }
         if (tree_file(fd, "bottom") < 0)
             return tree_fail("create", n);
-    } else if (strcmp(kind, "wide") == 0) {
+    } else if (strcmp(kind, "wide") == 0 || strcmp(kind, "dirs") == 0) {
         for (long i = 0; i < n; i++)
-            if (tree_file(fd, tree_name(name, i, len)) < 0)
+            if ((kind[0] == 'w' ? tree_file(fd, tree_name(name, i, len))
+                                : mkdirat(fd, tree_name(name, i, len), 0755)) < 0)
                 return tree_fail("create", i);
     } else if (strcmp(kind, "links") == 0 || strcmp(kind, "fanout") == 0) {
         bool fanout = kind[0] == 'f';

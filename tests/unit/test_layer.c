@@ -188,8 +188,8 @@ static void deep_walks(unsigned depth, const char *name, bool fits, const char *
                strstr(err.msg, "deeper than 1024") && !exists(copy),
            "%s: copy refused, nothing left: %s", what, err.msg);
         err = (struct wr_err){0};
-        ok(wr_layer_usage(fs, &bytes, &err) < 0 && err.kind == WR_EINVAL,
-           "%s: usage refused: %s", what, err.msg);
+        ok(wr_layer_usage(fs, &bytes, &err) < 0 && err.kind == WR_EINVAL, "%s: usage refused: %s",
+           what, err.msg);
     }
     is_int(open_fds(), fds, "no fd left open by the walks");
     err = (struct wr_err){0};
@@ -273,8 +273,8 @@ static void test_wide_and_linked(void)
         char a[128], b[128];
         snprintf(a, sizeof(a), "%s/fs/a/%d", copy, i);
         snprintf(b, sizeof(b), "%s/fs/b/%d", copy, i);
-        same += lstat(a, &sa) == 0 && lstat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
-                sa.st_nlink == 2;
+        same +=
+            lstat(a, &sa) == 0 && lstat(b, &sb) == 0 && sa.st_ino == sb.st_ino && sa.st_nlink == 2;
     }
     is_int(same, (N + 96) / 97, "every copied pair is one inode with two links");
     {

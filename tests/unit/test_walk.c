@@ -56,11 +56,8 @@ static void test_sorted_order(void)
 {
     struct seen s = {0};
     struct wr_err err = {0};
-    const struct wr_walk w = {.flags = WR_WALK_SORTED,
-                              .prefix = ".",
-                              .visit = record,
-                              .leave = record_leave,
-                              .ctx = &s};
+    const struct wr_walk w = {
+        .flags = WR_WALK_SORTED, .prefix = ".", .visit = record, .leave = record_leave, .ctx = &s};
     int d = open(dir, O_RDONLY | O_DIRECTORY);
 
     ok(d >= 0 && mkdirat(d, "s", 0755) == 0 && mkdirat(d, "s/b", 0755) == 0 &&
@@ -89,8 +86,7 @@ static void test_mount_points_are_refused(void)
     ok(wr_walk_at(d, "m", &w, &err) < 0 && err.kind == WR_ECONFLICT && strstr(err.msg, "mount"),
        "a walk stops at it: %s", err.msg);
     err = (struct wr_err){0};
-    ok(wr_rm_rf_at(d, "m", &err) < 0 && err.kind == WR_ECONFLICT, "rm -rf refuses it: %s",
-       err.msg);
+    ok(wr_rm_rf_at(d, "m", &err) < 0 && err.kind == WR_ECONFLICT, "rm -rf refuses it: %s", err.msg);
     ok(fstatat(d, "m/sub/mnt/inside", &st, 0) == 0, "nothing on it was removed");
     err = (struct wr_err){0};
     ok(wr_walk_at(d, "m/sub/mnt", &w, &err) < 0 && err.kind == WR_ECONFLICT,
@@ -150,11 +146,8 @@ static void test_depth(void)
     ok(s.deepest == 3, "it went no deeper than 3");
     err = (struct wr_err){0};
     s = (struct seen){0};
-    w = (struct wr_walk){.flags = WR_WALK_REMOVE,
-                         .max_depth = 2,
-                         .visit = rm_visit,
-                         .leave = rm_leave,
-                         .ctx = &s};
+    w = (struct wr_walk){
+        .flags = WR_WALK_REMOVE, .max_depth = 2, .visit = rm_visit, .leave = rm_leave, .ctx = &s};
     ok(wr_walk_at(d, "t", &w, &err) == 0, "a removal of max_depth 2 finishes: %s", err.msg);
     ok(faccessat(d, "t", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "nothing is left");
     is_int(s.deepest, 3, "no directory deeper than 2 was entered (files at 3)");
@@ -189,8 +182,7 @@ static void test_renamed_while_walked(void)
     ok(wr_walk_at(ctx.d, "r", &w, &err) == 0, "walk: %s", err.msg);
     is_str(ctx.s.buf, "r/;r/a/;r/a/inner/;r/a/inner/f;",
            "the moved directory is walked through its fd");
-    ok(wr_rm_rf_at(ctx.d, "r", &err) == 0 && wr_rm_rf_at(ctx.d, "elsewhere", &err) == 0,
-       "removed");
+    ok(wr_rm_rf_at(ctx.d, "r", &err) == 0 && wr_rm_rf_at(ctx.d, "elsewhere", &err) == 0, "removed");
     close(ctx.d);
     free(p);
 }
