@@ -946,6 +946,9 @@ COVERED_ELSEWHERE = {
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
     ("/v1/templates/pull", "post", 422),
+    # A tree deeper than the walks go (1024 directories): test_walks.py makes one.
+    ("/v1/sandboxes/{id}/disk", "get", 400),
+    ("/v1/volumes/{name}", "get", 400),
 }
 
 
