@@ -30,8 +30,8 @@ HOST_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now $(SAN_FLAGS) $(LDFLAGS)
 STATIC_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
 STATIC_LDFLAGS := -static $(LDFLAGS)
 
-UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c
-UTIL_SRC    += src/util/utf8.c
+UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c \
+               src/util/utf8.c src/util/walk.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CORE_SRC    := $(wildcard src/core/*.c)

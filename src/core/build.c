@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"
+#include "../util/walk.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "dockerfile.h"
@@ -535,6 +537,20 @@ static bool path_escapes(const char *p)
     return false;
 }
 
+/* Whether dir/p is a path libarchive writes without changing the working directory (past
+ * PATH_MAX it chdir()s down the path, which would move every thread of the daemon) and that the
+ * context's digest walks (at most WR_WALK_MAX_DEPTH directories deep). */
+static bool path_fits(const char *dir, const char *p)
+{
+    unsigned slashes = 0;
+
+    if (strlen(dir) + 1 + strlen(p) >= PATH_MAX)
+        return false;
+    for (const char *c = p; *c; c++)
+        slashes += *c == '/';
+    return slashes <= WR_WALK_MAX_DEPTH;
+}
+
 /* Unpack the tar (optionally compressed) at tar into dir, an existing directory given by its
  * real path (the entries are written at dir/<name>): nothing outside dir (no absolute paths,
  * no `..`, nothing through a symlink), no device nodes, owned by root. The daemon writes it as
@@ -569,6 +585,13 @@ static int extract_context(const struct wr_space *space, const char *tar, const 
                              "the build context holds `%s`: only files, directories and links "
                              "inside it are allowed",
                              path ? path : "(no name)");
+            goto out;
+        }
+        if (!path_fits(dir, path) || (link != NULL && !path_fits(dir, link))) {
+            ret = wr_err_set(err, WR_EINVAL, 0,
+                             "the build context holds a path longer than %zu bytes or deeper "
+                             "than %u directories: `%.200s`",
+                             (size_t)PATH_MAX - 2 - strlen(dir), WR_WALK_MAX_DEPTH, path);
             goto out;
         }
         full = xasprintf("%s/%s", dir, path);

@@ -234,10 +234,17 @@ static int add_tree(struct init_fswatch *fw, const char *start, bool synth)
                     rc = -1;
                 }
             }
-            if (strlen(child) < WR_MAX_PATH && is_subdir(fw, dirfd(d), de))
-                push(&todo, &ntodo, &captodo, child);
-            else
+            if (strlen(child) >= WR_MAX_PATH || !is_subdir(fw, dirfd(d), de)) {
                 free(child);
+            } else if (fw->n + ntodo >= INIT_WATCH_MAX_DIRS) {
+                /* Past the limit already: a directory of a million subdirectories must not
+                 * make PID 1 hold a million paths first. */
+                free(child);
+                saved = EMFILE;
+                rc = -1;
+            } else {
+                push(&todo, &ntodo, &captodo, child);
+            }
         }
         if (d != NULL)
             (void)closedir(d);

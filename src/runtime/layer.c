@@ -23,6 +23,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fs.h"
+#include "../util/walk.h"
 #include "../util/xalloc.h"
 
 #ifndef XFS_SUPER_MAGIC
@@ -175,12 +176,23 @@ static bool private_xattr(const char *name)
     return rest != NULL && strcmp(rest, "opaque") != 0;
 }
 
-/* Names of the extended attributes of the entry at /proc/self/fd-relative path, sorted. */
-static int list_xattrs(const char *path, char **names, size_t *n, struct wr_err *err)
+/* The name under which the xattr calls reach the inode open at fd, whatever the fd: the f*xattr
+ * calls refuse O_PATH fds (symlinks, device nodes are opened so), and the *xattrat ones are from
+ * Linux 6.13. The magic link leads to the inode itself, never through a path. */
+static void fd_path(char buf[32], int fd)
 {
-    ssize_t len = llistxattr(path, NULL, 0);
+    snprintf(buf, 32, "/proc/self/fd/%d", fd);
+}
+
+/* Names of the extended attributes of the inode open at fd, NUL-separated; *n of them. */
+static int list_xattrs(int fd, const char *path, char **names, size_t *n, struct wr_err *err)
+{
+    char at[32];
+    ssize_t len;
     char *buf;
 
+    fd_path(at, fd);
+    len = listxattr(at, NULL, 0);
     *names = NULL;
     *n = 0;
     if (len < 0) {
@@ -191,7 +203,7 @@ static int list_xattrs(const char *path, char **names, size_t *n, struct wr_err 
     if (len == 0)
         return 0;
     buf = xmalloc((size_t)len + 1);
-    len = llistxattr(path, buf, (size_t)len);
+    len = listxattr(at, buf, (size_t)len);
     if (len < 0) {
         free(buf);
         return wr_err_sys(err, "list xattrs of `%s`", path);
@@ -203,59 +215,108 @@ static int list_xattrs(const char *path, char **names, size_t *n, struct wr_err 
     return 0;
 }
 
-static int copy_xattrs(const char *src, const char *dst, struct wr_err *err)
+/* The value of the xattr name of the inode open at fd, in a new buffer; *len its size. */
+static char *get_xattr(int fd, const char *name, ssize_t *len, const char *path, struct wr_err *err)
+{
+    char at[32];
+    char *v;
+
+    fd_path(at, fd);
+    *len = getxattr(at, name, NULL, 0);
+    if (*len < 0) {
+        wr_err_sys(err, "get xattr %s of `%s`", name, path);
+        return NULL;
+    }
+    v = xmalloc((size_t)*len + 1);
+    *len = getxattr(at, name, v, (size_t)*len);
+    if (*len < 0) {
+        wr_err_sys(err, "get xattr %s of `%s`", name, path);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static int copy_xattrs(int src, int dst, const char *path, struct wr_err *err)
 {
     _cleanup_free_ char *names = NULL;
+    char at[32];
     size_t n;
     char *p;
 
-    if (list_xattrs(src, &names, &n, err) < 0)
+    if (list_xattrs(src, path, &names, &n, err) < 0)
         return -1;
+    fd_path(at, dst);
     p = names;
     for (size_t i = 0; i < n; i++, p += strlen(p) + 1) {
         if (private_xattr(p))
             continue;
-        ssize_t vlen = lgetxattr(src, p, NULL, 0);
-        if (vlen < 0)
-            return wr_err_sys(err, "get xattr %s of `%s`", p, src);
-        _cleanup_free_ char *v = xmalloc((size_t)vlen + 1);
-        vlen = lgetxattr(src, p, v, (size_t)vlen);
-        if (vlen < 0)
-            return wr_err_sys(err, "get xattr %s of `%s`", p, src);
-        if (lsetxattr(dst, p, v, (size_t)vlen, 0) < 0)
-            return wr_err_sys(err, "set xattr %s on `%s`", p, dst);
+        ssize_t vlen;
+        _cleanup_free_ char *v = get_xattr(src, p, &vlen, path, err);
+        if (v == NULL)
+            return -1;
+        if (setxattr(at, p, v, (size_t)vlen, 0) < 0)
+            return wr_err_sys(err, "copy `%s`: set xattr %s", path, p);
     }
     return 0;
 }
 
-struct link_seen {
-    dev_t dev;
-    ino_t ino;
-    char *dst;
-};
+/* The target of the symlink open (O_PATH) at fd, whose lstat said size bytes. */
+static char *read_link(int fd, off_t size, const char *path, struct wr_err *err)
+{
+    size_t cap = size > 0 ? (size_t)size + 1 : 256;
+
+    for (;;) {
+        char *buf = xmalloc(cap);
+        ssize_t n = readlinkat(fd, "", buf, cap);
+        if (n < 0) {
+            free(buf);
+            wr_err_sys(err, "readlink `%s`", path);
+            return NULL;
+        }
+        if ((size_t)n < cap) {
+            buf[n] = '\0';
+            return buf;
+        }
+        free(buf);
+        cap *= 2; /* grew since the lstat */
+    }
+}
+
+/* Open the entry e of a walk for reading what it holds: a regular file for its bytes
+ * (O_NONBLOCK: a FIFO put in its place does not hang us), anything else O_PATH; a directory is
+ * the walk's own fd (not to be closed). Checks that it is still the inode e->st describes. */
+static int open_entry(const struct wr_walk_ent *e, struct wr_err *err)
+{
+    int flags = S_ISREG(e->st.st_mode) ? O_RDONLY | O_NONBLOCK | O_NOCTTY : O_PATH;
+    struct stat st;
+    int fd;
+
+    if (e->fd >= 0)
+        return e->fd;
+    fd = openat(e->dirfd, e->name, flags | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return wr_err_sys(err, "open `%s`", e->path);
+    if (fstat(fd, &st) < 0 || st.st_ino != e->st.st_ino || st.st_dev != e->st.st_dev ||
+        (st.st_mode & S_IFMT) != (e->st.st_mode & S_IFMT)) {
+        (void)close(fd);
+        return wr_err_set(err, WR_ECONFLICT, 0, "`%s` changed while it was read", e->path);
+    }
+    return fd;
+}
 
 struct copier {
     bool reflink;
-    struct link_seen *links;
-    size_t nlinks, caplinks;
+    int top_dfd; /* where the copy's top is made, as top_name */
+    const char *top_name;
+    int *dst; /* the copy of each directory the walk is in, by depth */
+    size_t ndst;
+    int stage; /* .links beside the copy: a link to the first copy of each inode that has
+                  several, named by its number, so that later ones link to it in
+                  constant time whatever its path */
+    uint64_t nstaged;
+    struct wr_inodes links;
 };
-
-static const char *seen_link(struct copier *c, const struct stat *st)
-{
-    for (size_t i = 0; i < c->nlinks; i++)
-        if (c->links[i].dev == st->st_dev && c->links[i].ino == st->st_ino)
-            return c->links[i].dst;
-    return NULL;
-}
-
-static void remember_link(struct copier *c, const struct stat *st, const char *dst)
-{
-    if (c->nlinks == c->caplinks) {
-        c->caplinks = c->caplinks ? 2 * c->caplinks : 16;
-        c->links = xrealloc(c->links, c->caplinks * sizeof(*c->links));
-    }
-    c->links[c->nlinks++] = (struct link_seen){st->st_dev, st->st_ino, xstrdup(dst)};
-}
 
 static int copy_data(struct copier *c, int in, int out, off_t size, const char *src,
                      struct wr_err *err)
@@ -276,105 +337,159 @@ static int copy_data(struct copier *c, int in, int out, off_t size, const char *
     return 0;
 }
 
-static int set_meta(const char *dst, const struct stat *st, struct wr_err *err)
+/* Owner, mode and times of the copy name in dfd (ours: nobody else can swap it), or of the
+ * directory dfd itself when name is NULL. */
+static int set_meta(int dfd, const char *name, const struct stat *st, const char *path,
+                    struct wr_err *err)
 {
     struct timespec ts[2] = {st->st_atim, st->st_mtim};
+    bool self = name == NULL;
 
-    if (lchown(dst, st->st_uid, st->st_gid) < 0)
-        return wr_err_sys(err, "chown `%s`", dst);
-    if (!S_ISLNK(st->st_mode) && chmod(dst, st->st_mode & 07777) < 0)
-        return wr_err_sys(err, "chmod `%s`", dst);
-    if (utimensat(AT_FDCWD, dst, ts, AT_SYMLINK_NOFOLLOW) < 0)
-        return wr_err_sys(err, "set times of `%s`", dst);
+    if ((self ? fchown(dfd, st->st_uid, st->st_gid)
+              : fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW)) < 0)
+        return wr_err_sys(err, "copy `%s`: chown", path);
+    if (!S_ISLNK(st->st_mode) &&
+        (self ? fchmod(dfd, st->st_mode & 07777) : fchmodat(dfd, name, st->st_mode & 07777, 0)) < 0)
+        return wr_err_sys(err, "copy `%s`: chmod", path);
+    if ((self ? futimens(dfd, ts) : utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW)) < 0)
+        return wr_err_sys(err, "copy `%s`: set times", path);
     return 0;
 }
 
-static int copy_entry(struct copier *c, const char *src, const char *dst, const struct stat *st,
-                      struct wr_err *err);
-
-static int copy_dir(struct copier *c, const char *src, const char *dst, const struct stat *st,
-                    struct wr_err *err)
+static int copy_dir_enter(struct copier *c, const struct wr_walk_ent *e, struct wr_err *err)
 {
-    _cleanup_closedir_ DIR *d = NULL;
+    int pfd = e->depth > 0 ? c->dst[e->depth - 1] : c->top_dfd;
+    const char *name = e->depth > 0 ? e->name : c->top_name;
 
-    if (mkdir(dst, 0700) < 0)
-        return wr_err_sys(err, "mkdir `%s`", dst);
-    d = opendir(src);
-    if (d == NULL)
-        return wr_err_sys(err, "open `%s`", src);
-    for (struct dirent *de; (errno = 0, de = readdir(d)) != NULL;) {
-        struct stat cst;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        _cleanup_free_ char *s = xasprintf("%s/%s", src, de->d_name);
-        _cleanup_free_ char *t = xasprintf("%s/%s", dst, de->d_name);
-        if (lstat(s, &cst) < 0)
-            return wr_err_sys(err, "stat `%s`", s);
-        if (copy_entry(c, s, t, &cst, err) < 0)
-            return -1;
+    if (e->depth >= c->ndst) {
+        size_t was = c->ndst;
+        c->ndst = 2 * e->depth + 16;
+        c->dst = xrealloc(c->dst, c->ndst * sizeof(int));
+        for (size_t i = was; i < c->ndst; i++)
+            c->dst[i] = -1;
     }
-    if (errno != 0)
-        return wr_err_sys(err, "read `%s`", src);
-    if (copy_xattrs(src, dst, err) < 0)
-        return -1;
-    return set_meta(dst, st, err);
+    if (mkdirat(pfd, name, 0700) < 0)
+        return wr_err_sys(err, "copy `%s`: mkdir", e->path);
+    c->dst[e->depth] = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (c->dst[e->depth] < 0)
+        return wr_err_sys(err, "copy `%s`: open the copy", e->path);
+    return 0;
 }
 
-static int copy_entry(struct copier *c, const char *src, const char *dst, const struct stat *st,
-                      struct wr_err *err)
+/* A later link to an inode copied already (its number in *first). */
+static int copy_link(struct copier *c, const struct wr_walk_ent *e, uint64_t first,
+                     struct wr_err *err)
 {
-    if (S_ISDIR(st->st_mode))
-        return copy_dir(c, src, dst, st, err);
-    if (st->st_nlink > 1) {
-        const char *first = seen_link(c, st);
-        if (first != NULL) {
-            if (link(first, dst) < 0)
-                return wr_err_sys(err, "link `%s`", dst);
-            return 0;
-        }
-        remember_link(c, st, dst);
+    char staged[24];
+
+    snprintf(staged, sizeof(staged), "%" PRIu64, first);
+    if (linkat(c->stage, staged, c->dst[e->depth - 1], e->name, 0) < 0)
+        return wr_err_sys(err, "copy `%s`: link", e->path);
+    return 0;
+}
+
+/* Keep the copy just made of an inode with several links at .links/<number>. */
+static int stage_link(struct copier *c, const struct wr_walk_ent *e, struct wr_err *err)
+{
+    char staged[24];
+
+    if (c->stage < 0) {
+        if (mkdirat(c->top_dfd, ".links", 0700) < 0 ||
+            (c->stage = openat(c->top_dfd, ".links", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+            return wr_err_sys(err, "copy: make .links");
     }
+    snprintf(staged, sizeof(staged), "%" PRIu64, c->nstaged++);
+    if (linkat(c->dst[e->depth - 1], e->name, c->stage, staged, 0) < 0)
+        return wr_err_sys(err, "copy `%s`: link", e->path);
+    return 0;
+}
+
+/* Anything but a directory. */
+static int copy_other(struct copier *c, const struct wr_walk_ent *e, struct wr_err *err)
+{
+    const struct stat *st = &e->st;
+    int pfd = c->dst[e->depth - 1];
+    _cleanup_close_ int in = -1, out = -1;
+    uint64_t first;
+    bool staged = false;
+
+    if (st->st_nlink > 1) {
+        if (!wr_inodes_add(&c->links, st, c->nstaged, &first))
+            return copy_link(c, e, first, err);
+        staged = true;
+    }
+    if ((in = open_entry(e, err)) < 0)
+        return -1;
     if (S_ISREG(st->st_mode)) {
-        _cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int out = -1;
-        if (in < 0)
-            return wr_err_sys(err, "open `%s`", src);
-        out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        out = openat(pfd, e->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (out < 0)
-            return wr_err_sys(err, "create `%s`", dst);
-        if (copy_data(c, in, out, st->st_size, src, err) < 0)
+            return wr_err_sys(err, "copy `%s`: create", e->path);
+        if (copy_data(c, in, out, st->st_size, e->path, err) < 0)
             return -1;
     } else if (S_ISLNK(st->st_mode)) {
-        char target[PATH_MAX + 1];
-        ssize_t n = readlink(src, target, PATH_MAX);
-        if (n < 0)
-            return wr_err_sys(err, "readlink `%s`", src);
-        target[n] = '\0';
-        if (symlink(target, dst) < 0)
-            return wr_err_sys(err, "symlink `%s`", dst);
-    } else if (mknod(dst, st->st_mode & S_IFMT, st->st_rdev) < 0) {
+        _cleanup_free_ char *target = read_link(in, st->st_size, e->path, err);
+        if (target == NULL)
+            return -1;
+        if (symlinkat(target, pfd, e->name) < 0)
+            return wr_err_sys(err, "copy `%s`: symlink", e->path);
+    } else if (mknodat(pfd, e->name, st->st_mode & S_IFMT, st->st_rdev) < 0) {
         /* character and block devices (an overlay whiteout is 0:0), fifos, sockets */
-        return wr_err_sys(err, "mknod `%s`", dst);
+        return wr_err_sys(err, "copy `%s`: mknod", e->path);
     }
-    if (copy_xattrs(src, dst, err) < 0)
+    if (out < 0 && (out = openat(pfd, e->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return wr_err_sys(err, "copy `%s`: open the copy", e->path);
+    if (copy_xattrs(in, out, e->path, err) < 0 || set_meta(pfd, e->name, st, e->path, err) < 0)
         return -1;
-    return set_meta(dst, st, err);
+    return staged ? stage_link(c, e, err) : 0;
 }
 
-static int copy_tree(const char *src, const char *dst, bool reflink, struct wr_err *err)
+static int copy_visit(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
 {
-    struct copier c = {.reflink = reflink};
-    struct stat st;
-    int r;
+    if (S_ISDIR(e->st.st_mode))
+        return copy_dir_enter(ctx, e, err);
+    if (e->depth == 0)
+        return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a directory", e->path);
+    return copy_other(ctx, e, err);
+}
 
-    if (lstat(src, &st) < 0)
-        return wr_err_sys(err, "stat `%s`", src);
-    if (!S_ISDIR(st.st_mode))
-        return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a directory", src);
-    r = copy_dir(&c, src, dst, &st, err);
-    for (size_t i = 0; i < c.nlinks; i++)
-        free(c.links[i].dst);
-    free(c.links);
+/* A directory's xattrs, owner, mode and times, once its entries are in. */
+static int copy_leave(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
+    struct copier *c = ctx;
+    int fd = c->dst[e->depth];
+    int r = -1;
+
+    if (copy_xattrs(e->fd, fd, e->path, err) == 0 && set_meta(fd, NULL, &e->st, e->path, err) == 0)
+        r = 0;
+    (void)close(fd);
+    c->dst[e->depth] = -1;
+    return r;
+}
+
+/* Copy the tree at src into dfd/name (which must not exist); .links in dfd is made and removed
+ * on the way. */
+static int copy_tree(const char *src, int dfd, const char *name, bool reflink, struct wr_err *err)
+{
+    struct copier c = {.reflink = reflink, .top_dfd = dfd, .top_name = name, .stage = -1};
+    const struct wr_walk w = {.prefix = ".", .visit = copy_visit, .leave = copy_leave, .ctx = &c};
+    int r = wr_walk_at(AT_FDCWD, src, &w, err);
+
+    for (size_t i = 0; i < c.ndst; i++)
+        if (c.dst[i] >= 0)
+            (void)close(c.dst[i]);
+    for (uint64_t i = 0; i < c.nstaged; i++) {
+        char staged[24];
+        snprintf(staged, sizeof(staged), "%" PRIu64, i);
+        if (unlinkat(c.stage, staged, 0) < 0 && r == 0)
+            r = wr_err_sys(err, "copy: remove .links/%s", staged);
+    }
+    if (c.stage >= 0) {
+        (void)close(c.stage);
+        if (unlinkat(dfd, ".links", AT_REMOVEDIR) < 0 && r == 0)
+            r = wr_err_sys(err, "copy: remove .links");
+    }
+    free(c.dst);
+    wr_inodes_fini(&c.links);
     return r;
 }
 
@@ -392,11 +507,14 @@ void wr_layer_presync(const char *home, const struct wr_fs_info *info)
 int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info *info,
                        struct wr_err *err)
 {
-    _cleanup_free_ char *fs = xasprintf("%s/fs", dst);
+    _cleanup_close_ int dfd = -1;
 
     if (mkdir(dst, 0700) < 0)
         return wr_err_sys(err, "mkdir `%s`", dst);
-    if (copy_tree(src, fs, info->reflink, err) < 0) {
+    dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || copy_tree(src, dfd, "fs", info->reflink, err) < 0) {
+        if (dfd < 0)
+            wr_err_sys(err, "open `%s`", dst);
         wr_err_wrap(err, "copy `%s`", src);
         (void)wr_layer_remove(dst, NULL);
         return -1;
@@ -452,6 +570,20 @@ int wr_layer_capture_finish(const char *dst, struct wr_err *err)
 
 /* ---- digest ------------------------------------------------------------------------------- */
 
+/* The walk is sorted (strcmp order of each directory's names) and its paths start with ".", so
+ * the bytes hashed are those of the recursive walk the layer store started with: ".", "./a",
+ * "./a/b" for each entry, its header, its xattrs, then its content, link target, or entries and
+ * "end". Layers are keyed by this digest: any change re-keys them (tests/unit/test_layer.c pins
+ * one). */
+
+struct digester {
+    EVP_MD_CTX *h;
+    uint64_t *bytes;
+    char *buf; /* DIGEST_BUF bytes */
+};
+
+#define DIGEST_BUF 65536
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -462,14 +594,14 @@ static void h_str(EVP_MD_CTX *h, const char *s)
     EVP_DigestUpdate(h, s, strlen(s) + 1);
 }
 
-static int digest_xattrs(EVP_MD_CTX *h, const char *path, struct wr_err *err)
+static int digest_xattrs(EVP_MD_CTX *h, int fd, const char *path, struct wr_err *err)
 {
     _cleanup_free_ char *names = NULL;
     _cleanup_free_ char **v = NULL;
     size_t n, m = 0;
     char *p;
 
-    if (list_xattrs(path, &names, &n, err) < 0)
+    if (list_xattrs(fd, path, &names, &n, err) < 0)
         return -1;
     v = xcalloc(n + 1, sizeof(char *));
     p = names;
@@ -478,14 +610,11 @@ static int digest_xattrs(EVP_MD_CTX *h, const char *path, struct wr_err *err)
             v[m++] = p;
     qsort(v, m, sizeof(char *), cmp_str);
     for (size_t i = 0; i < m; i++) {
-        ssize_t len = lgetxattr(path, v[i], NULL, 0);
-        if (len < 0)
-            return wr_err_sys(err, "get xattr %s of `%s`", v[i], path);
-        _cleanup_free_ char *val = xmalloc((size_t)len + 1);
-        len = lgetxattr(path, v[i], val, (size_t)len);
-        if (len < 0)
-            return wr_err_sys(err, "get xattr %s of `%s`", v[i], path);
+        ssize_t len;
+        _cleanup_free_ char *val = get_xattr(fd, v[i], &len, path, err);
         char hdr[64];
+        if (val == NULL)
+            return -1;
         snprintf(hdr, sizeof(hdr), "x%zd", len);
         h_str(h, hdr);
         h_str(h, v[i]);
@@ -494,94 +623,83 @@ static int digest_xattrs(EVP_MD_CTX *h, const char *path, struct wr_err *err)
     return 0;
 }
 
-static int digest_entry(EVP_MD_CTX *h, const char *path, const char *rel, uint64_t *bytes,
-                        struct wr_err *err)
+static int digest_content(struct digester *d, int fd, const struct wr_walk_ent *e,
+                          struct wr_err *err)
 {
-    struct stat st;
-    char hdr[160];
+    char hdr[32];
+    ssize_t n;
 
-    if (lstat(path, &st) < 0)
-        return wr_err_sys(err, "stat `%s`", path);
-    snprintf(hdr, sizeof(hdr), "%o %u %u %u:%u", (unsigned)st.st_mode, (unsigned)st.st_uid,
-             (unsigned)st.st_gid, major(st.st_rdev), minor(st.st_rdev));
-    h_str(h, rel);
-    h_str(h, hdr);
-    if (digest_xattrs(h, path, err) < 0)
-        return -1;
-
-    if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        char buf[65536];
-        ssize_t n;
-        if (fd < 0)
-            return wr_err_sys(err, "open `%s`", path);
-        snprintf(hdr, sizeof(hdr), "%" PRIu64, (uint64_t)st.st_size);
-        h_str(h, hdr);
-        while ((n = read(fd, buf, sizeof(buf))) != 0) {
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                return wr_err_sys(err, "read `%s`", path);
-            }
-            EVP_DigestUpdate(h, buf, (size_t)n);
-        }
-        *bytes += (uint64_t)st.st_size;
-    } else if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX + 1];
-        ssize_t n = readlink(path, target, PATH_MAX);
-        if (n < 0)
-            return wr_err_sys(err, "readlink `%s`", path);
-        target[n] = '\0';
-        h_str(h, target);
-    } else if (S_ISDIR(st.st_mode)) {
-        _cleanup_closedir_ DIR *d = opendir(path);
-        char **names = NULL;
-        size_t n = 0, cap = 0;
-        int r = 0;
-        if (d == NULL)
-            return wr_err_sys(err, "open `%s`", path);
-        for (struct dirent *de; (errno = 0, de = readdir(d)) != NULL;) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+    snprintf(hdr, sizeof(hdr), "%" PRIu64, (uint64_t)e->st.st_size);
+    h_str(d->h, hdr);
+    while ((n = read(fd, d->buf, DIGEST_BUF)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
                 continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 32;
-                names = xrealloc(names, cap * sizeof(char *));
-            }
-            names[n++] = xstrdup(de->d_name);
+            return wr_err_sys(err, "read `%s`", e->path);
         }
-        if (n > 1) /* qsort of NULL is undefined, even for 0 items */
-            qsort(names, n, sizeof(char *), cmp_str);
-        for (size_t i = 0; i < n; i++) {
-            if (r == 0) {
-                _cleanup_free_ char *cp = xasprintf("%s/%s", path, names[i]);
-                _cleanup_free_ char *cr = xasprintf("%s/%s", rel, names[i]);
-                r = digest_entry(h, cp, cr, bytes, err);
-            }
-            free(names[i]);
-        }
-        free(names);
-        h_str(h, "end");
-        return r;
+        EVP_DigestUpdate(d->h, d->buf, (size_t)n);
     }
+    *d->bytes += (uint64_t)e->st.st_size;
+    return 0;
+}
+
+static int digest_visit(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
+    struct digester *d = ctx;
+    const struct stat *st = &e->st;
+    char hdr[160];
+    int fd, r;
+
+    snprintf(hdr, sizeof(hdr), "%o %u %u %u:%u", (unsigned)st->st_mode, (unsigned)st->st_uid,
+             (unsigned)st->st_gid, major(st->st_rdev), minor(st->st_rdev));
+    h_str(d->h, e->path);
+    h_str(d->h, hdr);
+    if ((fd = open_entry(e, err)) < 0)
+        return -1;
+    r = digest_xattrs(d->h, fd, e->path, err);
+    if (r == 0 && S_ISREG(st->st_mode)) {
+        r = digest_content(d, fd, e, err);
+    } else if (r == 0 && S_ISLNK(st->st_mode)) {
+        char *target = read_link(fd, st->st_size, e->path, err);
+        if (target == NULL)
+            r = -1;
+        else
+            h_str(d->h, target);
+        free(target);
+    }
+    if (fd != e->fd)
+        (void)close(fd);
+    return r;
+}
+
+static int digest_leave(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
+    h_str(((struct digester *)ctx)->h, "end");
     return 0;
 }
 
 int wr_layer_digest(const char *dir, char digest[72], uint64_t *bytes, struct wr_err *err)
 {
     _cleanup_free_ char *fs = xasprintf("%s/fs", dir);
-    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    _cleanup_free_ char *buf = xmalloc(DIGEST_BUF);
+    struct digester d = {.h = EVP_MD_CTX_new(), .bytes = bytes, .buf = buf};
+    const struct wr_walk w = {.flags = WR_WALK_SORTED,
+                              .prefix = ".",
+                              .visit = digest_visit,
+                              .leave = digest_leave,
+                              .ctx = &d};
     unsigned char md[32];
     unsigned int mdlen = 0;
     int r;
 
-    if (h == NULL)
+    if (d.h == NULL)
         return wr_err_set(err, WR_EINTERNAL, 0, "out of memory for a digest");
     *bytes = 0;
-    EVP_DigestInit_ex(h, EVP_sha256(), NULL);
-    h_str(h, "warren-layer-v1");
-    r = digest_entry(h, fs, ".", bytes, err);
-    EVP_DigestFinal_ex(h, md, &mdlen);
-    EVP_MD_CTX_free(h);
+    EVP_DigestInit_ex(d.h, EVP_sha256(), NULL);
+    h_str(d.h, "warren-layer-v1");
+    r = wr_walk_at(AT_FDCWD, fs, &w, err);
+    EVP_DigestFinal_ex(d.h, md, &mdlen);
+    EVP_MD_CTX_free(d.h);
     if (r < 0)
         return wr_err_wrap(err, "digest `%s`", dir);
     strcpy(digest, "sha256:");
@@ -620,72 +738,66 @@ int wr_layer_unseal(const char *dir, struct wr_err *err)
 
 /* ---- removal ------------------------------------------------------------------------------- */
 
-static int remove_subvolume(int pfd, const char *name, const char *path, struct wr_err *err);
-
-/* rm -rf of the entries of dir fd, deleting nested subvolumes as subvolumes. */
-static int remove_children(int fd, const char *path, struct wr_err *err)
+/* Delete the subvolume name in dfd: in constant time, whatever it holds, unless it holds
+ * subvolumes of its own (ENOTEMPTY). -1 with errno. */
+static int destroy_subvolume(int dfd, const char *name)
 {
-    struct stat top;
-    DIR *d;
-    int dup_fd = dup(fd), r = 0;
+    struct btrfs_ioctl_vol_args args = {0};
 
-    if (dup_fd < 0 || fstat(fd, &top) < 0)
-        return wr_err_sys(err, "open `%s`", path);
-    d = fdopendir(dup_fd);
-    if (d == NULL) {
-        close(dup_fd);
-        return wr_err_sys(err, "open `%s`", path);
+    if (strlen(name) >= sizeof(args.name)) {
+        errno = ENAMETOOLONG;
+        return -1;
     }
-    for (struct dirent *de; r == 0 && (errno = 0, de = readdir(d)) != NULL;) {
-        struct stat st;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            r = wr_err_sys(err, "stat `%s/%s`", path, de->d_name);
-        } else if (S_ISDIR(st.st_mode) && st.st_dev != top.st_dev &&
-                   st.st_ino == BTRFS_FIRST_SUBVOL_INO) {
-            _cleanup_free_ char *sub = xasprintf("%s/%s", path, de->d_name);
-            r = remove_subvolume(fd, de->d_name, sub, err);
-        } else if (S_ISDIR(st.st_mode)) {
-            _cleanup_free_ char *sub = xasprintf("%s/%s", path, de->d_name);
-            _cleanup_close_ int cfd =
-                openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (cfd < 0)
-                r = wr_err_sys(err, "open `%s`", sub);
-            else if ((r = remove_children(cfd, sub, err)) == 0 &&
-                     unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0)
-                r = wr_err_sys(err, "rmdir `%s`", sub);
-        } else if (unlinkat(fd, de->d_name, 0) < 0) {
-            r = wr_err_sys(err, "unlink `%s/%s`", path, de->d_name);
-        }
-    }
-    closedir(d);
-    return r;
+    strcpy(args.name, name);
+    return ioctl(dfd, BTRFS_IOC_SNAP_DESTROY, &args);
 }
 
-static int remove_subvolume(int pfd, const char *name, const char *path, struct wr_err *err)
+static bool remove_as_subvolume(const struct wr_walk_ent *e)
 {
-    _cleanup_close_ int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct btrfs_ioctl_vol_args args = {0};
+    return e->crossed || (e->depth == 0 && is_subvolume(e->fd));
+}
+
+static int remove_visit(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
     uint64_t flags = 0;
 
-    if (fd < 0)
-        return wr_err_sys(err, "open `%s`", path);
-    /* Writable again, so that nested subvolumes can be removed from it. */
-    (void)ioctl(fd, BTRFS_IOC_SUBVOL_SETFLAGS, &flags);
-    if (remove_children(fd, path, err) < 0)
-        return -1;
-    if (set_name(args.name, sizeof(args.name), name, err) < 0)
-        return -1;
-    if (ioctl(pfd, BTRFS_IOC_SNAP_DESTROY, &args) < 0)
-        return wr_err_sys(err, "delete subvolume `%s`", path);
+    if (!S_ISDIR(e->st.st_mode)) {
+        if (unlinkat(e->dirfd, e->name, 0) < 0 && errno != ENOENT)
+            return wr_err_sys(err, "unlink `%s`", e->path);
+        return 0;
+    }
+    if (e->crossed && !is_subvolume(e->fd))
+        return wr_err_set(err, WR_ECONFLICT, 0, "`%s` is on another filesystem", e->path);
+    if (!remove_as_subvolume(e))
+        return 0;
+    /* Writable again (a sealed layer), so that what it holds can be removed from it. */
+    (void)ioctl(e->fd, BTRFS_IOC_SUBVOL_SETFLAGS, &flags);
+    if (destroy_subvolume(e->dirfd, e->name) == 0)
+        return WR_WALK_SKIP;
+    if (errno != ENOTEMPTY)
+        return wr_err_sys(err, "delete subvolume `%s`", e->path);
+    return 0; /* its subvolumes first */
+}
+
+static int remove_leave(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
+    if (remove_as_subvolume(e)) {
+        if (destroy_subvolume(e->dirfd, e->name) < 0 && errno != ENOENT)
+            return wr_err_sys(err, "delete subvolume `%s`", e->path);
+    } else if (unlinkat(e->dirfd, e->name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+        return wr_err_sys(err, "rmdir `%s`", e->path);
+    }
     return 0;
 }
 
 int wr_layer_remove(const char *dir, struct wr_err *err)
 {
+    const struct wr_walk w = {.flags = WR_WALK_REMOVE | WR_WALK_CROSS | WR_WALK_MISSING_OK,
+                              .prefix = dir,
+                              .visit = remove_visit,
+                              .leave = remove_leave};
     _cleanup_free_ char *base = NULL;
-    _cleanup_close_ int pfd = -1, fd = -1;
+    _cleanup_close_ int pfd = -1;
     struct stat st;
 
     if (lstat(dir, &st) < 0) {
@@ -696,61 +808,37 @@ int wr_layer_remove(const char *dir, struct wr_err *err)
     pfd = open_parent(dir, &base, err);
     if (pfd < 0)
         return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        if (unlinkat(pfd, base, 0) < 0)
-            return wr_err_sys(err, "unlink `%s`", dir);
-        return 0;
-    }
-    fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return wr_err_sys(err, "open `%s`", dir);
-    if (is_subvolume(fd))
-        return remove_subvolume(pfd, base, dir, err);
-    if (remove_children(fd, dir, err) < 0)
-        return -1;
-    if (unlinkat(pfd, base, AT_REMOVEDIR) < 0)
-        return wr_err_sys(err, "rmdir `%s`", dir);
-    return 0;
+    return wr_walk_at(pfd, base, &w, err);
 }
 
 /* ---- usage --------------------------------------------------------------------------------- */
 
-static int usage_of(const char *path, struct copier *seen, uint64_t *bytes, struct wr_err *err)
-{
-    struct stat st;
+struct usage {
+    struct wr_inodes seen; /* inodes with several links */
+    uint64_t *bytes;
+};
 
-    if (lstat(path, &st) < 0)
-        return wr_err_sys(err, "stat `%s`", path);
-    if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) {
-        if (seen_link(seen, &st) != NULL)
-            return 0;
-        remember_link(seen, &st, "");
-    }
-    *bytes += (uint64_t)st.st_blocks * 512;
-    if (S_ISDIR(st.st_mode)) {
-        _cleanup_closedir_ DIR *d = opendir(path);
-        if (d == NULL)
-            return wr_err_sys(err, "open `%s`", path);
-        for (struct dirent *de; (errno = 0, de = readdir(d)) != NULL;) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            _cleanup_free_ char *c = xasprintf("%s/%s", path, de->d_name);
-            if (usage_of(c, seen, bytes, err) < 0)
-                return -1;
-        }
-    }
+static int usage_visit(const struct wr_walk_ent *e, void *ctx, struct wr_err *err)
+{
+    struct usage *u = ctx;
+
+    if (e->st.st_nlink > 1 && !S_ISDIR(e->st.st_mode) && !wr_inodes_add(&u->seen, &e->st, 0, NULL))
+        return 0;
+    *u->bytes += (uint64_t)e->st.st_blocks * 512;
     return 0;
 }
 
 int wr_layer_usage(const char *dir, uint64_t *bytes, struct wr_err *err)
 {
-    struct copier seen = {0};
+    struct usage u = {.bytes = bytes};
+    const struct wr_walk w = {
+        .prefix = ".", .max_entries = WR_WALK_LIVE_ENTRIES, .visit = usage_visit, .ctx = &u};
     int r;
 
     *bytes = 0;
-    r = usage_of(dir, &seen, bytes, err);
-    for (size_t i = 0; i < seen.nlinks; i++)
-        free(seen.links[i].dst);
-    free(seen.links);
-    return r;
+    r = wr_walk_at(AT_FDCWD, dir, &w, err);
+    wr_inodes_fini(&u.seen);
+    if (r < 0)
+        return wr_err_wrap(err, "disk use of `%s`", dir);
+    return 0;
 }

@@ -9,6 +9,11 @@
  * each file's extents (FICLONE) where the filesystem can (XFS with reflink, btrfs) and copying
  * the bytes otherwise. wr_fs_probe says which path is active.
  *
+ * Trees are walked with src/util/walk.h, whatever the sandbox made of them: no recursion, one fd
+ * per level, nothing followed, mount points refused. Digests, copies and usage enter at most
+ * WR_WALK_MAX_DEPTH (1024) levels and fail past them with WR_EINVAL naming the limit and the
+ * path; removal goes all the way down whatever the depth.
+ *
  * All functions block on disk I/O: run them on worker threads. They are thread-safe for
  * different paths. */
 #pragma once
@@ -65,7 +70,8 @@ int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info
 /* The content digest of the layer at dir ("sha256:" + 64 hex; 72 bytes with the NUL): a SHA-256
  * over its tree in name order, covering each entry's name, type, mode, owner, device number,
  * link target, content and extended attributes (not times). *bytes gets the apparent size of its
- * files. Equal trees give equal digests, whatever their path or filesystem. */
+ * files. Equal trees give equal digests, whatever their path or filesystem. WR_EINVAL past 1024
+ * levels or for a directory with more than WR_WALK_MAX_NAMES bytes of names. */
 int wr_layer_digest(const char *dir, char digest[72], uint64_t *bytes, struct wr_err *err);
 
 /* Make a captured layer read-only where the filesystem can (a btrfs subvolume's ro flag). */
@@ -74,9 +80,11 @@ int wr_layer_seal(const char *dir, struct wr_err *err);
 /* Undo wr_layer_seal (a read-only subvolume cannot be renamed, e.g. out of the store). */
 int wr_layer_unseal(const char *dir, struct wr_err *err);
 
-/* Remove a layer directory or a home: subvolumes are deleted as subvolumes (nested ones too),
- * other trees recursively. 0 also when it does not exist. */
+/* Remove a layer directory or a home: subvolumes are deleted as subvolumes (whole, unless they
+ * hold subvolumes of their own, which go first), other trees entry by entry, whatever their
+ * depth. 0 also when it does not exist. */
 int wr_layer_remove(const char *dir, struct wr_err *err);
 
-/* Bytes in use by the tree at dir (allocated blocks, each hard-linked inode once). */
+/* Bytes in use by the tree at dir (allocated blocks, each hard-linked inode once). The tree may
+ * be a running sandbox's: WR_ELIMIT past WR_WALK_LIVE_ENTRIES entries. */
 int wr_layer_usage(const char *dir, uint64_t *bytes, struct wr_err *err);

@@ -23,14 +23,17 @@ int wr_write_all(int fd, const void *p, size_t n);
 /* read(2) exactly n bytes. Returns n, fewer at end of file, or -1 (errno set). */
 ssize_t wr_read_all(int fd, void *p, size_t n);
 
-/* mkdir -p with mode for every created component. Returns 0 or -1 with err. */
+/* mkdir -p with mode for every created component (path shorter than PATH_MAX). Returns 0 or -1
+ * with err. */
 int wr_mkdir_p(const char *path, mode_t mode, struct wr_err *err);
 
-/* rm -rf below dirfd/name without following symlinks and without crossing mount points.
+/* rm -rf below dirfd/name without following symlinks and without crossing mount points (a
+ * mount point inside fails it, WR_ECONFLICT): a bounded walk (walk.h) that no depth stops.
  * Returns 0 (also when it did not exist) or -1 with err. */
 int wr_rm_rf_at(int dfd, const char *name, struct wr_err *err);
 
 /* Disk space used by dirfd/name and everything below it (allocated blocks, in bytes), without
  * following symbolic links or crossing mount points; a file with several links counts once per
- * link. Returns 0 (*bytes 0 when it does not exist) or -1 with err. */
+ * link. Returns 0 (*bytes 0 when it does not exist) or -1 with err: WR_EINVAL for a tree deeper
+ * than WR_WALK_MAX_DEPTH, WR_ELIMIT past WR_WALK_LIVE_ENTRIES entries (walk.h). */
 int wr_disk_usage_at(int dfd, const char *name, uint64_t *bytes, struct wr_err *err);

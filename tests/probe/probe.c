@@ -23,6 +23,14 @@
  *   warren-probe pty-fill SECS     open terminals until the limit, hold them
  *   warren-probe pty-open N        open N terminals (exit 0 if all opened)
  *   warren-probe memfd-hog MB      write MB MiB into an unmapped memfd (expects to be killed)
+ *   warren-probe tree KIND DIR N [LEN]
+ *       Make DIR (it must not exist) and in it a tree of one shape, with openat() and friends
+ *       relative to open directories so that its paths may exceed PATH_MAX: deep (N nested
+ *       directories, names of LEN bytes), wide (N empty files, names padded to LEN bytes),
+ *       links (N files with a second hard link each, in a sibling directory), fanout (one file
+ *       linked from N directories). Prints "made N". `tree check DIR N [LEN]` walks down the
+ *       deep shape instead and prints "found N" if its bottom file is there (exit 1 if not);
+ *       `tree dirs DIR N [LEN]` makes N empty directories in DIR.
  *
  * The rule for a syscall the sandbox must refuse: a denial (EPERM, EACCES, ENOSYS, EROFS) holds;
  * success, or any other error, escapes: an EINVAL or ENOENT means the call got past the
@@ -1554,7 +1562,8 @@ static void usage(void)
         "       warren-probe info | forkbomb [N] | memhog MB | sleep SECS\n"
         "       warren-probe hold-file PATH | find-file PATH\n"
         "       warren-probe inotify-fill SECS | inotify-one PATH | pty-fill SECS | pty-open N\n"
-        "       warren-probe memfd-hog MB\n");
+        "       warren-probe memfd-hog MB\n"
+        "       warren-probe tree deep|wide|dirs|links|fanout|check DIR N [LEN]\n");
 }
 
 static int cmd_escape(int argc, char **argv)
@@ -1896,6 +1905,102 @@ static int cmd_find_file(const char *path)
     return found ? 0 : 1;
 }
 
+/* A name of len bytes (1 to 255) that ends in the decimal i, padded in front with 'd'. */
+static const char *tree_name(char buf[256], long i, long len)
+{
+    char num[32];
+    int n = snprintf(num, sizeof num, "%ld", i);
+    long pad = len > n ? len - n : 0;
+    memset(buf, 'd', (size_t)pad);
+    memcpy(buf + pad, num, (size_t)n + 1);
+    return buf;
+}
+
+static int tree_fail(const char *what, long i)
+{
+    fprintf(stderr, "warren-probe: tree: %s at %ld: %s\n", what, i, strerror(errno));
+    return 1;
+}
+
+static int tree_file(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+static int cmd_tree(const char *kind, const char *dir, long n, long len)
+{
+    char name[256], other[264];
+    bool check = strcmp(kind, "check") == 0;
+    if (!check && mkdir(dir, 0755) < 0)
+        return tree_fail("mkdir", 0);
+    int top = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = top;
+    if (top < 0)
+        return tree_fail("open", 0);
+    if (check) {
+        for (long i = 0; i < n; i++) {
+            int next = openat(fd, tree_name(name, 0, len), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+            if (next < 0)
+                return tree_fail("open", i);
+            if (fd != top)
+                close(fd);
+            fd = next;
+        }
+        if (faccessat(fd, "bottom", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+            return tree_fail("bottom", n);
+        printf("found %ld\n", n);
+        return 0;
+    }
+    if (strcmp(kind, "deep") == 0) {
+        for (long i = 0; i < n; i++) {
+            tree_name(name, 0, len);
+            int next = mkdirat(fd, name, 0755) == 0 ? openat(fd, name, O_RDONLY | O_DIRECTORY) : -1;
+            if (next < 0)
+                return tree_fail("mkdir", i);
+            if (fd != top)
+                close(fd);
+            fd = next;
+        }
+        if (tree_file(fd, "bottom") < 0)
+            return tree_fail("create", n);
+    } else if (strcmp(kind, "wide") == 0 || strcmp(kind, "dirs") == 0) {
+        for (long i = 0; i < n; i++)
+            if ((kind[0] == 'w' ? tree_file(fd, tree_name(name, i, len))
+                                : mkdirat(fd, tree_name(name, i, len), 0755)) < 0)
+                return tree_fail("create", i);
+    } else if (strcmp(kind, "links") == 0 || strcmp(kind, "fanout") == 0) {
+        bool fanout = kind[0] == 'f';
+        if (mkdirat(top, "a", 0755) < 0 || (fanout ? 0 : mkdirat(top, "b", 0755)) < 0 ||
+            (fanout && tree_file(top, "a/file") < 0))
+            return tree_fail("mkdir", 0);
+        for (long i = 0; i < n; i++) {
+            tree_name(name, i, len);
+            if (fanout) {
+                snprintf(other, sizeof other, "%s/file", name);
+                if (mkdirat(top, name, 0755) < 0 || linkat(top, "a/file", top, other, 0) < 0)
+                    return tree_fail("link", i);
+                continue;
+            }
+            char a[260], b[260];
+            snprintf(a, sizeof a, "a/%s", name);
+            snprintf(b, sizeof b, "b/%s", name);
+            if (tree_file(top, a) < 0 || linkat(top, a, top, b, 0) < 0)
+                return tree_fail("link", i);
+        }
+    } else {
+        usage();
+        return 2;
+    }
+    if (fd != top)
+        close(fd);
+    close(top);
+    printf("made %ld\n", n);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long v;
@@ -1936,6 +2041,15 @@ int main(int argc, char **argv)
         return cmd_hold_file(argv[2]);
     if (strcmp(cmd, "find-file") == 0 && argc == 3)
         return cmd_find_file(argv[2]);
+    if (strcmp(cmd, "tree") == 0 && (argc == 5 || argc == 6) &&
+        parse_long(argv[4], 1, 100000000, &v)) {
+        long len = 1;
+        if (argc == 6 && !parse_long(argv[5], 1, 255, &len)) {
+            usage();
+            return 2;
+        }
+        return cmd_tree(argv[2], argv[3], v, len);
+    }
     usage();
     return 2;
 }
