@@ -337,10 +337,12 @@ static int copy_data(struct copier *c, int in, int out, off_t size, const char *
     return 0;
 }
 
-/* Owner, mode and times of the copy name in dfd (ours: nobody else can swap it), or of the
- * directory dfd itself when name is NULL. */
-static int set_meta(int dfd, const char *name, const struct stat *st, const char *path,
-                    struct wr_err *err)
+/* Owner, mode, extended attributes (from src to dst, the copy's fd) and times of the copy name
+ * in dfd (ours: nobody else can swap it), or of the directory dfd itself when name is NULL. The
+ * xattrs come after the chown, which clears security.capability (and after the chmod, which
+ * the chown's clearing of setuid makes necessary). */
+static int set_meta(int dfd, const char *name, const struct stat *st, int src, int dst,
+                    const char *path, struct wr_err *err)
 {
     struct timespec ts[2] = {st->st_atim, st->st_mtim};
     bool self = name == NULL;
@@ -351,6 +353,8 @@ static int set_meta(int dfd, const char *name, const struct stat *st, const char
     if (!S_ISLNK(st->st_mode) &&
         (self ? fchmod(dfd, st->st_mode & 07777) : fchmodat(dfd, name, st->st_mode & 07777, 0)) < 0)
         return wr_err_sys(err, "copy `%s`: chmod", path);
+    if (copy_xattrs(src, dst, path, err) < 0)
+        return -1;
     if ((self ? futimens(dfd, ts) : utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW)) < 0)
         return wr_err_sys(err, "copy `%s`: set times", path);
     return 0;
@@ -438,7 +442,7 @@ static int copy_other(struct copier *c, const struct wr_walk_ent *e, struct wr_e
     }
     if (out < 0 && (out = openat(pfd, e->name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return wr_err_sys(err, "copy `%s`: open the copy", e->path);
-    if (copy_xattrs(in, out, e->path, err) < 0 || set_meta(pfd, e->name, st, e->path, err) < 0)
+    if (set_meta(pfd, e->name, st, in, out, e->path, err) < 0)
         return -1;
     return staged ? stage_link(c, e, err) : 0;
 }
@@ -459,7 +463,7 @@ static int copy_leave(const struct wr_walk_ent *e, void *ctx, struct wr_err *err
     int fd = c->dst[e->depth];
     int r = -1;
 
-    if (copy_xattrs(e->fd, fd, e->path, err) == 0 && set_meta(fd, NULL, &e->st, e->path, err) == 0)
+    if (set_meta(fd, NULL, &e->st, e->fd, fd, e->path, err) == 0)
         r = 0;
     (void)close(fd);
     c->dst[e->depth] = -1;

@@ -297,6 +297,43 @@ static void test_wide_and_linked(void)
     free(copy);
 }
 
+/* A file's capabilities and setuid bit survive a copy: the chown, which clears both, comes before
+ * the xattrs and the mode. */
+static void test_copy_keeps_file_caps_and_setuid(void)
+{
+    /* security.capability v2, effective: CAP_NET_RAW (13) permitted */
+    const uint32_t cap[5] = {0x02000001, 1u << 13, 0, 0, 0};
+    char *top = in("caps"), *src = in("caps/fs"), *copy = in("caps-copy"),
+         *f = in("caps-copy/fs/ping");
+    struct wr_fs_info info = {0};
+    struct wr_err err = {0};
+    uint32_t got[5] = {0};
+    struct stat st;
+    int d = open(dir, O_RDONLY | O_DIRECTORY);
+    int fd = -1;
+
+    ok(d >= 0 && mkdirat(d, "caps", 0700) == 0 && mkdirat(d, "caps/fs", 0755) == 0 &&
+           mkfile(d, "caps/fs/ping", "x", 1, 0755) == 0 &&
+           fchownat(d, "caps/fs/ping", 1000, 1000, 0) == 0 &&
+           (fd = openat(d, "caps/fs/ping", O_RDONLY | O_CLOEXEC)) >= 0 &&
+           fsetxattr(fd, "security.capability", cap, sizeof(cap), 0) == 0 && fchmod(fd, 04755) == 0,
+       "made a setuid file with capabilities: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    ok(wr_layer_copy_tree(src, copy, &info, &err) == 0, "copy: %s", err.msg);
+    ok(lgetxattr(f, "security.capability", got, sizeof(got)) == sizeof(cap) &&
+           memcmp(got, cap, sizeof(cap)) == 0,
+       "the copy keeps security.capability");
+    ok(lstat(f, &st) == 0 && (st.st_mode & 07777) == 04755 && st.st_uid == 1000,
+       "and its owner and setuid mode");
+    ok(wr_layer_remove(copy, &err) == 0 && wr_layer_remove(top, &err) == 0, "removed");
+    close(d);
+    free(top);
+    free(src);
+    free(copy);
+    free(f);
+}
+
 /* FIFOs, sockets and device nodes are digested and copied without being opened for reading (a
  * FIFO would hang the walk). */
 static void test_special_files(void)
@@ -378,6 +415,7 @@ int main(void)
     TIMED(test_digest_is_pinned);
     TIMED(test_copy_keeps_what_the_digest_covers);
     TIMED(test_special_files);
+    TIMED(test_copy_keeps_file_caps_and_setuid);
     dir = mem;
     TIMED(test_deep_trees);
     TIMED(test_remove_with_few_fds);
