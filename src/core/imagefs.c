@@ -17,6 +17,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/fs.h"
+#include "../util/parse.h"
 #include "../util/xalloc.h"
 
 #define ID_FILE_MAX (1u << 20)
@@ -104,17 +105,6 @@ char *wr_images_read_file(char *const *layers, size_t n, const char *path, size_
 
 /* ---- users -------------------------------------------------------------------------------- */
 
-static bool parse_id(const char *s, unsigned long *out)
-{
-    char *end;
-
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    *out = strtoul(s, &end, 10);
-    return errno == 0 && *end == '\0' && *out < UINT32_MAX;
-}
-
 /* In text (an /etc/passwd or an /etc/group), the entry named name (NULL: the one whose third
  * field is id): *id3 gets its third field (the uid, or the group's gid), *id4 (if not NULL) its
  * fourth as a number (passwd's primary gid; 0 if it is not one). */
@@ -134,13 +124,13 @@ static bool find_entry(const char *text, const char *name, unsigned long id, uns
                 *p = '\0';
                 f[k++] = p + 1;
             }
-        if (l[0] == '#' || k < 3 || !parse_id(f[2], &v3))
+        if (l[0] == '#' || k < 3 || !wr_parse_id(f[2], &v3))
             continue;
         if (name != NULL ? strcmp(f[0], name) != 0 : v3 != id)
             continue;
         *id3 = v3;
         if (id4 != NULL)
-            *id4 = k >= 4 && parse_id(f[3], &v4) ? v4 : 0;
+            *id4 = k >= 4 && wr_parse_id(f[3], &v4) ? v4 : 0;
         return true;
     }
     return false;
@@ -160,7 +150,7 @@ int wr_images_user_ids(char *const *layers, size_t n, const char *spec, uid_t *u
     if (user[0] == '\0')
         return 0; /* no user: root, as warren-init runs it */
     passwd = wr_images_read_file(layers, n, "etc/passwd", ID_FILE_MAX);
-    if (parse_id(user, &id)) {
+    if (wr_parse_id(user, &id)) {
         /* A number: its passwd entry's group if it has one, else 0 (as warren-init does). */
         if (passwd == NULL || !find_entry(passwd, NULL, id, &v, &g))
             g = 0;
@@ -168,7 +158,7 @@ int wr_images_user_ids(char *const *layers, size_t n, const char *spec, uid_t *u
         return wr_err_set(err, WR_ENOTFOUND, 0, "user `%s` is not in the image's /etc/passwd",
                           user);
     }
-    if (group != NULL && group[0] != '\0' && !parse_id(group, &g)) {
+    if (group != NULL && group[0] != '\0' && !wr_parse_id(group, &g)) {
         _cleanup_free_ char *groups = wr_images_read_file(layers, n, "etc/group", ID_FILE_MAX);
         if (groups == NULL || !find_entry(groups, group, 0, &g, NULL))
             return wr_err_set(err, WR_ENOTFOUND, 0, "group `%s` is not in the image's /etc/group",

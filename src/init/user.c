@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../util/cleanup.h"
+#include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "init.h"
 
@@ -19,18 +20,6 @@
 
 static gid_t *saved_groups;
 static int nsaved_groups;
-
-/* Parse a decimal id; false if s is not entirely digits or out of range. */
-static bool parse_id(const char *s, unsigned long *out)
-{
-    char *end;
-
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    *out = strtoul(s, &end, 10);
-    return errno == 0 && *end == '\0' && *out < UINT32_MAX;
-}
 
 /* The sandbox's /etc/passwd and /etc/group, read whole with no stdio: the first command in a
  * new sandbox resolves its user here, and on this path every page of code or buffer touched for
@@ -108,8 +97,8 @@ static bool passwd_line(char *line, void *arg)
     unsigned long uid, gid;
 
     /* name:password:uid:gid:gecos:home:shell */
-    if (line[0] == '#' || split_fields(line, f, 7) < 7 || !parse_id(f[2], &uid) ||
-        !parse_id(f[3], &gid))
+    if (line[0] == '#' || split_fields(line, f, 7) < 7 || !wr_parse_id(f[2], &uid) ||
+        !wr_parse_id(f[3], &gid))
         return false;
     if (q->name != NULL ? strcmp(f[0], q->name) != 0 : uid != q->uid)
         return false;
@@ -145,7 +134,7 @@ static bool group_line(char *line, void *arg)
     unsigned long gid;
 
     /* name:password:gid:member,member,... */
-    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !parse_id(f[2], &gid))
+    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !wr_parse_id(f[2], &gid))
         return false;
     if (strcmp(f[0], q->name) != 0)
         return false;
@@ -180,7 +169,7 @@ static bool member_line(char *line, void *arg)
     char *f[4], *save = NULL;
     unsigned long gid;
 
-    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !parse_id(f[2], &gid))
+    if (line[0] == '#' || split_fields(line, f, 4) < 4 || !wr_parse_id(f[2], &gid))
         return false;
     for (char *m = strtok_r(f[3], ",", &save); m != NULL; m = strtok_r(NULL, ",", &save))
         if (strcmp(m, q->u->name) == 0)
@@ -218,7 +207,7 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
         }
         if (user[0] == '\0')
             return wr_err_set(err, WR_EINVAL, 0, "empty user");
-        if (parse_id(user, &id)) {
+        if (wr_parse_id(user, &id)) {
             if (!passwd_find(NULL, (uid_t)id, u)) {
                 u->uid = (uid_t)id;
                 u->gid = 0;
@@ -240,7 +229,7 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
 
     if (group != NULL) {
         gid_t g;
-        if (parse_id(group, &id))
+        if (wr_parse_id(group, &id))
             u->gid = (gid_t)id;
         else if (group_find(group, &g))
             u->gid = g;

@@ -91,3 +91,13 @@ bad:
     return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a whole number from 0 to %llu", s ? s : "",
                       (unsigned long long)max);
 }
+
+bool wr_parse_id(const char *s, unsigned long *out)
+{
+    uint64_t v;
+
+    if (wr_parse_uint(s, UINT32_MAX - 1, &v, NULL) < 0)
+        return false;
+    *out = (unsigned long)v;
+    return true;
+}

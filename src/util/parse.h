@@ -3,6 +3,7 @@
  * daemon. Each returns 0, or -1 with a WR_EINVAL err that names the bad value. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -15,3 +16,7 @@ int wr_parse_cpus(const char *s, uint32_t *millis, struct wr_err *err);
 
 /* A non-negative decimal integer no greater than max. */
 int wr_parse_uint(const char *s, uint64_t max, uint64_t *out, struct wr_err *err);
+
+/* A uid or gid as /etc/passwd and /etc/group write them: digits only, below 2^32 - 1 (which is
+ * (uid_t)-1, no id). false if s is not one. */
+bool wr_parse_id(const char *s, unsigned long *out);
