@@ -54,8 +54,10 @@ static int capture_as_tenant(const char *home, const char *dst, const struct wr_
     wr_creds_tenant_end(&saved);
     /* The directory made under the tenant's fsid belongs to the store (its fs/ has the
      * sandbox's own owner, copied). */
-    if (rc == 0 && lchown(dst, 0, 0) < 0)
+    if (rc == 0 && lchown(dst, 0, 0) < 0) {
         rc = wr_err_sys(err, "chown `%s`", dst);
+        (void)wr_layer_remove(dst, NULL);
+    }
     return rc;
 }
 
