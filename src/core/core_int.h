@@ -44,22 +44,39 @@ struct wr_delete_waiter {
     struct wr_delete_waiter *next;
 };
 
+/* A managed sandbox's state. manager.c's msb_set_state is the one place it changes, and allows
+ * only these transitions:
+ *   CREATING → RUNNING, or (taken back after a restart) PAUSED, ON_DISK; ENDING
+ *   RUNNING  → PAUSED, ON_DISK, ENDING
+ *   PAUSED   → RUNNING, ENDING
+ *   ON_DISK  → RUNNING, ENDING
+ * A worker's work on it (busy) runs within a state: the create in CREATING, a freeze or thaw in
+ * PAUSED, a pause to disk and a resume from it in ON_DISK, a snapshot in RUNNING or PAUSED, the
+ * destroy in ENDING. An end asked for meanwhile waits in pending_end. */
+enum msb_state {
+    MSB_CREATING, /* a worker starts it; not watched yet */
+    MSB_RUNNING,  /* watched, its deadline armed: requests may use it */
+    /* Frozen, or being frozen or thawed: watched, its clock stopped, and nothing may be sent to
+     * its agent (a frozen warren-init does not read, so a request would wait for the thaw, or
+     * time out wrongly). */
+    MSB_PAUSED,
+    MSB_ON_DISK, /* paused to disk, or going there or back: no processes (rt NULL), its files kept
+                  */
+    MSB_ENDING,  /* being destroyed (or let go at shutdown): no longer watched */
+};
+
 struct wr_msb {
     struct wr_manager *m;
     struct wr_msb *hnext; /* hash chain */
     char *id;
     char *team;
     int refs;
-    bool alive;   /* running and managed: requests may use it */
-    bool ending;  /* being destroyed */
-    bool stopped; /* ending, and its record already says stopped (deadline, init died) */
-    bool adopted; /* taken back after a daemon restart */
-    bool polling;
-    /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init
-     * does not read, so a request would wait for the thaw, or time out wrongly). */
-    bool paused;
-    bool busy;         /* a create, freeze, thaw or destroy of it runs on a worker */
-    bool on_disk;      /* paused to disk: no processes (rt NULL), files in its home */
+    enum msb_state state;
+    bool busy;         /* a worker works on it (see enum msb_state) */
+    bool stopped;      /* ENDING, and its record already says stopped (deadline, init died) */
+    bool adopted;      /* taken back after a daemon restart */
+    bool polling;      /* pidfd_poll is open */
+    bool counted;      /* counts in m->count and m->committed (not while on disk) */
     bool store_layers; /* its image has layers of the store (its end may free some) */
     struct wr_delete_waiter *delete_waiters;
     struct wr_create_waiter *create_waiters; /* while being created */
@@ -67,14 +84,17 @@ struct wr_msb {
     struct wr_usage_sample usage[WR_USAGE_SAMPLES];
     unsigned usage_head, usage_n;
     uint32_t cpu_millis;
-    bool on_timeout_pause; /* the deadline pauses instead of killing */
-    uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
-    int64_t deadline_ms;   /* wall clock, while running */
-    int64_t remaining_ms;  /* the deadline's time left, while paused */
-    /* An end asked for while busy, run when the worker is done (final_state NULL: delete). */
+    enum wr_sb_on_timeout on_timeout; /* what its deadline does */
+    uint32_t timeout_s;               /* the create timeout, for a resume after a deadline pause */
+    int64_t deadline_ms;              /* wall clock, while running */
+    int64_t remaining_ms;             /* the deadline's time left, while paused */
+    /* An end asked for while busy, run when the worker is done (forget: the record goes, else
+     * it says final_state). */
     struct {
         bool due;
-        char *final_state, *reason;
+        bool forget;
+        enum wr_sb_state final_state;
+        char *reason;
         void (*cb)(void *ctx, const struct wr_err *err);
         void *ctx;
     } pending_end;
@@ -91,6 +111,22 @@ struct wr_msb {
     struct wr_proc **procs;
     size_t nprocs, capprocs;
 };
+
+/* Watched (RUNNING or PAUSED): its handles are open, requests may hold it. */
+static inline bool wr__msb_watched(const struct wr_msb *sb)
+{
+    return sb->state == MSB_RUNNING || sb->state == MSB_PAUSED;
+}
+/* Paused, in memory or on disk: nothing may be sent to its agent, its clock is stopped. */
+static inline bool wr__msb_paused(const struct wr_msb *sb)
+{
+    return sb->state == MSB_PAUSED || sb->state == MSB_ON_DISK;
+}
+/* Being destroyed, or to be once its worker is done. */
+static inline bool wr__msb_ending(const struct wr_msb *sb)
+{
+    return sb->state == MSB_ENDING || sb->pending_end.due;
+}
 
 int64_t wr__core_now_ms(void);
 /* Run work on the loop's pool; the done callback ends with wr__work_done (m may be freed). */

@@ -87,6 +87,7 @@ static void table_put(struct wr_manager *m, struct wr_msb *sb)
     unsigned b = bucket_of(sb->id);
     sb->hnext = m->buckets[b];
     m->buckets[b] = sb;
+    sb->counted = true;
     m->count++;
     m->committed += sb->memory_bytes;
 }
@@ -96,7 +97,7 @@ static void table_del(struct wr_manager *m, struct wr_msb *sb)
     for (struct wr_msb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
         if (*pp == sb) {
             *pp = sb->hnext;
-            if (!sb->on_disk) {
+            if (sb->counted) {
                 m->count--;
                 m->committed -= sb->memory_bytes;
             }
@@ -106,23 +107,50 @@ static void table_del(struct wr_manager *m, struct wr_msb *sb)
 
 /* A sandbox paused to disk holds no memory and no processes: it does not count against the
  * host's limits until it is resumed. */
-static void account(struct wr_msb *sb, bool on_disk)
+static void account(struct wr_msb *sb, bool counted)
 {
     struct wr_manager *m = sb->m;
 
-    if (sb->on_disk == on_disk)
+    if (sb->counted == counted)
         return;
-    sb->on_disk = on_disk;
-    if (on_disk) {
-        m->count--;
-        m->committed -= sb->memory_bytes;
-    } else {
+    sb->counted = counted;
+    if (counted) {
         m->count++;
         m->committed += sb->memory_bytes;
+    } else {
+        m->count--;
+        m->committed -= sb->memory_bytes;
     }
 }
 
 /* ---- a managed sandbox's life ---------------------------------------------------------------- */
+
+static const char *msb_state_name(enum msb_state s)
+{
+    static const char *const names[] = {"creating", "running", "paused", "on disk", "ending"};
+    return names[s];
+}
+
+/* The one place a managed sandbox changes state; enum msb_state (core_int.h) lists the allowed
+ * transitions. Another is a bug of the manager's: it aborts. */
+static void msb_set_state(struct wr_msb *sb, enum msb_state to)
+{
+#define B(s) (1u << (s))
+    static const unsigned allowed[] = {
+        [MSB_CREATING] = B(MSB_RUNNING) | B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
+        [MSB_RUNNING] = B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
+        [MSB_PAUSED] = B(MSB_RUNNING) | B(MSB_ENDING),
+        [MSB_ON_DISK] = B(MSB_RUNNING) | B(MSB_ENDING),
+        [MSB_ENDING] = 0,
+    };
+#undef B
+    if (!(allowed[sb->state] & (1u << to))) {
+        log_error("sandbox %s: no transition from %s to %s", sb->id, msb_state_name(sb->state),
+                  msb_state_name(to));
+        abort();
+    }
+    sb->state = to;
+}
 
 /* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
 static void msb_handle_closed(uv_handle_t *h)
@@ -148,7 +176,7 @@ void wr_msb_unref(struct wr_msb *sb)
 
 bool wr_msb_alive(const struct wr_msb *sb)
 {
-    return sb->alive;
+    return wr__msb_watched(sb);
 }
 
 const char *wr_msb_id(const struct wr_msb *sb)
@@ -195,6 +223,7 @@ static struct wr_msb *msb_new(struct wr_manager *m, const char *id, const char *
     sb->memory_bytes = memory_bytes;
     sb->cpu_millis = cpu_millis;
     sb->refs = 1; /* the table's */
+    sb->state = MSB_CREATING;
     return sb;
 }
 
@@ -224,19 +253,21 @@ static void arm_deadline(struct wr_msb *sb)
     uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
 }
 
-/* The sandbox runs (or is paused): watch its end; unless paused, arm its deadline and connect
- * its agent (a frozen warren-init could not answer the HELLO: resume connects it). */
-static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool connect_by_path)
+/* The sandbox runs (to RUNNING) or is paused (to PAUSED): watch its end; unless paused, arm its
+ * deadline and connect its agent (a frozen warren-init could not answer the HELLO: resume
+ * connects it). */
+static void msb_start_watching(struct wr_msb *sb, enum msb_state to, int64_t deadline_ms,
+                               bool connect_by_path)
 {
     struct wr_manager *m = sb->m;
 
-    sb->alive = true;
+    msb_set_state(sb, to);
     sb->deadline_ms = deadline_ms;
     uv_timer_init(m->loop, &sb->deadline);
     sb->deadline.data = sb;
     sb->open_handles++;
     wr_msb_ref(sb);
-    if (!sb->paused)
+    if (to == MSB_RUNNING)
         arm_deadline(sb);
 
     if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
@@ -246,7 +277,7 @@ static void msb_start_watching(struct wr_msb *sb, int64_t deadline_ms, bool conn
         uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
         sb->polling = true;
     }
-    if (!sb->paused)
+    if (to == MSB_RUNNING)
         msb_connect(sb, connect_by_path);
 }
 
@@ -270,12 +301,15 @@ static void resume_answer(struct wr_msb *sb, const struct wr_err *err)
     }
 }
 
-/* Stop everything that refers to the sandbox on the loop; its processes hear on_lost. */
-static void msb_stop_watching(struct wr_msb *sb, const struct wr_err *why)
+/* The sandbox goes to `to` (ON_DISK or ENDING): stop everything that refers to it on the loop;
+ * its processes hear on_lost. */
+static void msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr_err *why)
 {
-    if (!sb->alive)
+    bool watched = wr__msb_watched(sb);
+
+    msb_set_state(sb, to);
+    if (!watched)
         return;
-    sb->alive = false;
     resume_answer(sb, why);
     wr__procs_lost(sb, why);
     if (sb->agent != NULL) {
@@ -298,7 +332,8 @@ struct destroy_work {
     uv_work_t w;
     struct wr_msb *sb;
     struct wr_sandbox *rt_sb;
-    char *final_state; /* NULL: remove the record */
+    bool forget;                  /* the record goes */
+    enum wr_sb_state final_state; /* else: what it says */
     char *reason;
     bool thaw;
     char *home; /* the writable layer, removed after the processes are gone */
@@ -349,7 +384,7 @@ static void destroy_done(uv_work_t *w, int status)
     if (d->rc < 0)
         log_warn("sandbox %s: teardown: %s", d->sb->id, d->err.msg);
     if (!m->closing) {
-        if (d->final_state == NULL) {
+        if (d->forget) {
             if (wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0)
                 log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
         } else if (wr_store_sandbox_set_state(m->cfg.store, d->sb->id, d->final_state, d->reason,
@@ -365,7 +400,7 @@ static void destroy_done(uv_work_t *w, int status)
         struct wr_delete_waiter *dw = d->sb->delete_waiters;
         struct wr_err *e = NULL;
         d->sb->delete_waiters = dw->next;
-        if (!m->closing && d->final_state != NULL &&
+        if (!m->closing && !d->forget &&
             wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0 && e2.kind != WR_ENOTFOUND)
             e = &e2;
         dw->cb(dw->ctx, e);
@@ -378,52 +413,53 @@ static void destroy_done(uv_work_t *w, int status)
     wr_msb_unref(d->sb); /* the table's reference: d->sb may be gone from here */
     if (collect)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
-    free(d->final_state);
     free(d->reason);
     free(d->home);
     free(d);
     wr__work_done(m);
 }
 
-/* End a sandbox: stop watching it, destroy it on a worker, then record its end. */
-static void msb_end_now(struct wr_msb *sb, const char *final_state, const char *reason,
-                        void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+/* End a sandbox: stop watching it, destroy it on a worker, then record its end (forget: the
+ * record goes, else it says final_state). */
+static void msb_end_now(struct wr_msb *sb, bool forget, enum wr_sb_state final_state,
+                        const char *reason, void (*cb)(void *ctx, const struct wr_err *err),
+                        void *ctx)
 {
     struct destroy_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
 
-    sb->ending = true;
+    d->thaw = sb->state == MSB_PAUSED;
     sb->busy = true;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
-    msb_stop_watching(sb, &why);
+    msb_stop_watching(sb, MSB_ENDING, &why);
     d->sb = sb;
     d->rt_sb = sb->rt;
     sb->rt = NULL;
-    d->final_state = final_state ? xstrdup(final_state) : NULL;
+    d->forget = forget;
+    d->final_state = final_state;
     d->reason = reason ? xstrdup(reason) : NULL;
     d->cb = cb;
     d->ctx = ctx;
-    d->thaw = sb->paused;
     d->home = wr_images_home(sb->m->cfg.images, sb->id);
     d->w.data = d;
-    if (!sb->m->closing && final_state != NULL) {
-        (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, "stopped", reason, NULL);
+    if (!sb->m->closing && !forget) {
+        (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, WR_SB_STOPPED, reason, NULL);
         sb->stopped = true;
     }
     wr__queue_work(sb->m, &d->w, destroy_run, destroy_done);
 }
 
-/* End a sandbox, or, while a worker freezes or thaws it, once that is done. */
-static void msb_end(struct wr_msb *sb, const char *final_state, const char *reason,
-                    void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+/* End a sandbox, or, while a worker works on it, once that is done. */
+static void msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state,
+                    const char *reason, void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
     if (!sb->busy) {
-        msb_end_now(sb, final_state, reason, cb, ctx);
+        msb_end_now(sb, forget, final_state, reason, cb, ctx);
         return;
     }
-    sb->ending = true;
     sb->pending_end.due = true;
-    sb->pending_end.final_state = final_state ? xstrdup(final_state) : NULL;
+    sb->pending_end.forget = forget;
+    sb->pending_end.final_state = final_state;
     sb->pending_end.reason = reason ? xstrdup(reason) : NULL;
     sb->pending_end.cb = cb;
     sb->pending_end.ctx = ctx;
@@ -432,14 +468,14 @@ static void msb_end(struct wr_msb *sb, const char *final_state, const char *reas
 /* After a freeze or thaw: run the end that was asked for meanwhile, if any. */
 bool wr__run_pending_end(struct wr_msb *sb)
 {
-    char *final_state = sb->pending_end.final_state, *reason = sb->pending_end.reason;
+    char *reason = sb->pending_end.reason;
 
     if (!sb->pending_end.due)
         return false;
     sb->pending_end.due = false;
-    sb->pending_end.final_state = sb->pending_end.reason = NULL;
-    msb_end_now(sb, final_state, reason, sb->pending_end.cb, sb->pending_end.ctx);
-    free(final_state);
+    sb->pending_end.reason = NULL;
+    msb_end_now(sb, sb->pending_end.forget, sb->pending_end.final_state, reason, sb->pending_end.cb,
+                sb->pending_end.ctx);
     free(reason);
     return true;
 }
@@ -451,24 +487,25 @@ static void on_deadline(uv_timer_t *t)
 {
     struct wr_msb *sb = t->data;
 
-    if (sb->ending || sb->paused)
+    if (wr__msb_ending(sb) || sb->state != MSB_RUNNING)
         return;
-    if (sb->on_timeout_pause) {
+    if (sb->on_timeout == WR_SB_TIMEOUT_PAUSE) {
         /* Resumed, it gets its whole timeout again. */
         log_info("sandbox %s: deadline reached: pausing", sb->id);
         pause_start(sb, "timeout", (int64_t)sb->timeout_s * 1000, NULL, NULL);
         return;
     }
     log_info("sandbox %s: deadline reached", sb->id);
-    msb_end(sb, "stopped", "timeout", NULL, NULL);
+    msb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
 }
 
 static void on_pidfd(uv_poll_t *p, int status, int events)
 {
     struct wr_msb *sb = p->data;
     log_warn("sandbox %s: warren-init exited", sb->id);
-    if (!sb->ending)
-        msb_end(sb, "stopped", "the sandbox's init process exited unexpectedly", NULL, NULL);
+    if (!wr__msb_ending(sb))
+        msb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly", NULL,
+                NULL);
 }
 
 static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
@@ -490,15 +527,16 @@ static void on_agent_lost(uv_timer_t *t)
 {
     struct wr_msb *sb = t->data;
 
-    if (!sb->ending)
-        msb_end(sb, "error", "the connection to the sandbox's init process broke", NULL, NULL);
+    if (!wr__msb_ending(sb))
+        msb_end(sb, false, WR_SB_ERROR, "the connection to the sandbox's init process broke", NULL,
+                NULL);
 }
 
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx)
 {
     struct wr_msb *sb = ctx;
 
-    if (sb->agent != a || sb->ending)
+    if (sb->agent != a || wr__msb_ending(sb))
         return;
     log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
     sb->agent = NULL;
@@ -703,9 +741,8 @@ static void answer_pending_deletes(struct wr_msb *sb)
         sb->pending_end.due = false;
         if (sb->pending_end.cb != NULL)
             sb->pending_end.cb(sb->pending_end.ctx, NULL);
-        free(sb->pending_end.final_state);
         free(sb->pending_end.reason);
-        sb->pending_end.final_state = sb->pending_end.reason = NULL;
+        sb->pending_end.reason = NULL;
     }
     while (sb->delete_waiters != NULL) {
         struct wr_delete_waiter *dw = sb->delete_waiters;
@@ -750,14 +787,14 @@ static void create_finish(struct create_work *c)
     }
     if (wr_store_sandbox_set_runtime(m->cfg.store, c->rec.id, wr_sandbox_pid(c->rt_sb),
                                      wr_sandbox_uid_base(c->rt_sb), &e2) < 0 ||
-        wr_store_sandbox_set_state(m->cfg.store, c->rec.id, "running", NULL, &e2) < 0) {
+        wr_store_sandbox_set_state(m->cfg.store, c->rec.id, WR_SB_RUNNING, NULL, &e2) < 0) {
         log_error("sandbox %s: store: %s", c->rec.id, e2.msg);
         c->cb(c->ctx, NULL, false, &e2, 0);
         answer_create_waiters(sb, &e2);
-        msb_end(sb, NULL, "store failure", NULL, NULL);
+        msb_end(sb, true, WR_SB_STOPPED, "store failure", NULL, NULL);
         goto out;
     }
-    msb_start_watching(sb, c->rec.deadline_ms, false);
+    msb_start_watching(sb, MSB_RUNNING, c->rec.deadline_ms, false);
     sample(sb); /* the anchor of the first CPU share */
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
@@ -806,7 +843,7 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
         free(rec);
         return err->kind == WR_ENOTFOUND ? 0 : -1;
     }
-    if (strcmp(rec->state, "error") == 0) {
+    if (rec->state == WR_SB_ERROR) {
         /* It never came up, or broke: a retry wants a sandbox that works. */
         log_info("sandbox %s: in error (%s); its idempotency key goes to a new create", rec->id,
                  rec->reason ? rec->reason : "no reason");
@@ -820,7 +857,7 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
         return 0;
     }
     sb = table_get(m, rec->id);
-    if (strcmp(rec->state, "creating") == 0 && sb != NULL && sb->busy && !sb->alive) {
+    if (rec->state == WR_SB_CREATING && sb != NULL && sb->state == MSB_CREATING) {
         /* Still being made (the client lost the first answer): the same answer, once there.
          * (Stripe answers such a repeat 409 and leaves the retrying to the client; a create
          * takes milliseconds, so waiting is kinder.) */
@@ -921,7 +958,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.id = xstrdup(id);
     c->rec.team = xstrdup(req->team);
     c->rec.template_name = xstrdup(img.name);
-    c->rec.state = xstrdup("creating");
+    c->rec.state = WR_SB_CREATING;
     c->rec.cpu_millis = req->cpu_millis ? req->cpu_millis : m->cfg.default_cpu_millis;
     c->rec.memory_bytes = memory;
     c->rec.created_ms = wr__core_now_ms();
@@ -929,7 +966,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.metadata_json = xstrdup(req->metadata_json ? req->metadata_json : "{}");
     c->rec.env_json = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
     c->rec.idem_key = req->idem_key ? xstrdup(req->idem_key) : NULL;
-    c->rec.on_timeout = xstrdup(req->on_timeout_pause ? "pause" : "kill");
+    c->rec.on_timeout = req->on_timeout;
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
@@ -962,7 +999,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
     c->sb = msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     c->sb->store_layers = uses_store_layers(c->rec.image_json);
-    c->sb->on_timeout_pause = req->on_timeout_pause;
+    c->sb->on_timeout = req->on_timeout;
     c->sb->timeout_s = timeout_s;
     c->sb->busy = true;
     table_put(m, c->sb);
@@ -995,8 +1032,9 @@ struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id
     if (sb == NULL || (team != NULL && strcmp(sb->team, team) != 0)) {
         /* A stopped sandbox is still known (with its reason) until deleted. */
         if (sb == NULL && wr_store_sandbox_get(m->cfg.store, team, id, &rec, NULL) == 0) {
-            wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is %s%s%s", id, rec.state,
-                       rec.reason ? ": " : "", rec.reason ? rec.reason : "");
+            wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is %s%s%s", id,
+                       wr_sb_state_name(rec.state), rec.reason ? ": " : "",
+                       rec.reason ? rec.reason : "");
             wr_sandbox_rec_fini(&rec);
             return NULL;
         }
@@ -1013,11 +1051,11 @@ struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const cha
 
     if (sb == NULL)
         return NULL;
-    if (!sb->alive || sb->ending) {
+    if (!wr__msb_watched(sb) || wr__msb_ending(sb)) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
         return NULL;
     }
-    if (sb->paused) {
+    if (sb->state == MSB_PAUSED) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is paused", id);
         return NULL;
     }
@@ -1072,7 +1110,7 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
-        if (sb->ending) {
+        if (wr__msb_ending(sb)) {
             /* It is ending already (its deadline, its init's death, another delete): forget
              * it once it is gone. */
             struct wr_delete_waiter *dw = xcalloc(1, sizeof(*dw));
@@ -1083,7 +1121,7 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
             return;
         }
         /* One being created, paused or resumed ends once that work is done. */
-        msb_end(sb, NULL, "deleted", cb, ctx);
+        msb_end(sb, true, WR_SB_STOPPED, "deleted", cb, ctx);
         return;
     }
     /* Not in memory: a stopped sandbox's record, or nothing. */
@@ -1108,6 +1146,12 @@ int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
     return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
 }
 
+int wr_manager_list(struct wr_manager *m, const struct wr_sandbox_filter *f,
+                    struct wr_sandbox_rec **out, size_t *n, struct wr_err *err)
+{
+    return wr_store_sandbox_list(m->cfg.store, f, out, n, err);
+}
+
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
                            uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
 {
@@ -1118,13 +1162,14 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
         return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
                           m->cfg.max_timeout_s);
     sb = wr__lookup(m, team, id, err);
-    if (sb != NULL && sb->paused && !sb->busy && !sb->ending) {
+    if (sb != NULL && wr__msb_paused(sb) && !sb->busy && !wr__msb_ending(sb)) {
         /* The clock is stopped: set the time it will have when resumed. */
         if (wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err) < 0)
             return -1;
         if (wr_store_sandbox_set_paused(m->cfg.store, id,
-                                        rec->paused_mode ? rec->paused_mode : "memory", rec->reason,
-                                        (int64_t)timeout_s * 1000, err) < 0) {
+                                        rec->paused_mode != WR_SB_PAUSED_NONE ? rec->paused_mode
+                                                                              : WR_SB_PAUSED_MEMORY,
+                                        rec->reason, (int64_t)timeout_s * 1000, err) < 0) {
             wr_sandbox_rec_fini(rec);
             return -1;
         }
@@ -1156,7 +1201,7 @@ int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char
     if (sb == NULL)
         return -1;
     if (timeout_s == 0 ||
-        (sb->paused ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
+        (wr__msb_paused(sb) ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
         return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
     return wr_manager_set_timeout(m, team, id, timeout_s, rec, err);
 }
@@ -1188,7 +1233,7 @@ static void msb_let_go(struct wr_msb *sb)
     struct wr_err why;
 
     wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
-    msb_stop_watching(sb, &why);
+    msb_stop_watching(sb, MSB_ENDING, &why);
     wr__procs_free(sb);
     if (sb->rt != NULL)
         wr_sandbox_release(sb->rt);
@@ -1197,7 +1242,6 @@ static void msb_let_go(struct wr_msb *sb)
         sb->pending_end.due = false;
         if (sb->pending_end.cb != NULL)
             sb->pending_end.cb(sb->pending_end.ctx, &why);
-        free(sb->pending_end.final_state);
         free(sb->pending_end.reason);
     }
     while (sb->delete_waiters != NULL) {
@@ -1252,10 +1296,10 @@ static void freeze_done(uv_work_t *w, int status)
         log_warn("sandbox %s: %s", sb->id, f->err.msg);
         if (f->frozen) {
             /* The runtime thawed it again: it runs on, with its clocks. */
-            sb->paused = false;
+            msb_set_state(sb, MSB_RUNNING);
             wr__procs_resume(sb);
             if (timeout_pause)
-                msb_end(sb, "stopped", "timeout", NULL, NULL);
+                msb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
             else
                 arm_deadline(sb);
         }
@@ -1264,14 +1308,14 @@ static void freeze_done(uv_work_t *w, int status)
         goto out;
     }
     if (f->frozen) {
-        if (wr_store_sandbox_set_paused(m->cfg.store, sb->id, "memory", f->reason, sb->remaining_ms,
-                                        &err) < 0)
+        if (wr_store_sandbox_set_paused(m->cfg.store, sb->id, WR_SB_PAUSED_MEMORY, f->reason,
+                                        sb->remaining_ms, &err) < 0)
             log_error("sandbox %s: store: %s", sb->id, err.msg);
         log_info("sandbox %s: paused (%" PRId64 " ms left)", sb->id, sb->remaining_ms);
         answer(f->cb, f->ctx, m->cfg.store, sb->id);
         goto out;
     }
-    sb->paused = false;
+    msb_set_state(sb, MSB_RUNNING);
     sb->deadline_ms =
         wr__core_now_ms() + (f->timeout_s ? (int64_t)f->timeout_s * 1000 : sb->remaining_ms);
     if (wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
@@ -1319,7 +1363,7 @@ static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uin
 static void pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
                         wr_manager_state_cb cb, void *ctx)
 {
-    sb->paused = true;
+    msb_set_state(sb, MSB_PAUSED);
     sb->remaining_ms = remaining_ms > 0 ? remaining_ms : 0;
     uv_timer_stop(&sb->deadline);
     wr__procs_pause(sb);
@@ -1357,7 +1401,7 @@ static void disk_pause_done(uv_work_t *w, int status)
     if (d->rc < 0)
         log_warn("sandbox %s: pause to disk: %s", sb->id, d->err.msg);
     wr__procs_free(sb);
-    account(sb, true);
+    account(sb, false);
     if (m->closing) {
         /* The record says paused to disk already: the next start keeps it so. */
         wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
@@ -1385,17 +1429,16 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
     struct disk_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
 
-    sb->paused = true;
     sb->remaining_ms = sb->deadline_ms - wr__core_now_ms();
     if (sb->remaining_ms < 0)
         sb->remaining_ms = 0;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s was paused to disk: its processes ended", sb->id);
-    msb_stop_watching(sb, &why);
+    msb_stop_watching(sb, MSB_ON_DISK, &why);
     /* Recorded before its processes end: a daemon killed meanwhile leaves a sandbox paused to
      * disk with its files (the next start ends what still runs), never one that reads as
      * running with its init gone, which the next start would end, files and all. */
-    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, "disk", NULL, sb->remaining_ms,
-                                    &why) < 0)
+    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, WR_SB_PAUSED_DISK, NULL,
+                                    sb->remaining_ms, &why) < 0)
         log_error("sandbox %s: store: %s", sb->id, why.msg);
     d->sb = sb;
     d->rt_sb = sb->rt;
@@ -1437,14 +1480,13 @@ static void disk_resume_done(uv_work_t *w, int status)
         goto out;
     }
     sb->rt = d->rt_sb;
-    sb->paused = false;
-    account(sb, false);
+    account(sb, true);
     sb->deadline_ms = wr__core_now_ms() + sb->remaining_ms;
     if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, wr_sandbox_pid(sb->rt),
                                      wr_sandbox_uid_base(sb->rt), &err) < 0 ||
         wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
-    msb_start_watching(sb, sb->deadline_ms, false);
+    msb_start_watching(sb, MSB_RUNNING, sb->deadline_ms, false);
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
     answer(d->cb, d->ctx, m->cfg.store, sb->id);
 out:
@@ -1501,11 +1543,11 @@ static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_
 int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
 {
     /* A sandbox that reads as stopped says so, also while its teardown finishes. */
-    if (sb->ending && sb->stopped)
+    if (sb->state == MSB_ENDING && sb->stopped)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is stopped", sb->id);
-    if (sb->ending)
+    if (wr__msb_ending(sb))
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
-    if (!sb->alive && !sb->on_disk)
+    if (sb->state == MSB_CREATING)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", sb->id);
     if (sb->busy)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being paused or resumed", sb->id);
@@ -1513,7 +1555,7 @@ int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
 }
 
 void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
-                      enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx)
+                      enum wr_sb_paused_mode mode, wr_manager_state_cb cb, void *ctx)
 {
     struct wr_err err;
     struct wr_msb *sb = wr__lookup(m, team, id, &err);
@@ -1526,12 +1568,12 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
         cb(ctx, NULL, &err);
         return;
     }
-    if (sb->paused) {
+    if (wr__msb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is already paused", id);
         cb(ctx, NULL, &err);
         return;
     }
-    if (mode == WR_PAUSE_DISK)
+    if (mode == WR_SB_PAUSED_DISK)
         disk_pause_start(sb, cb, ctx);
     else
         pause_start(sb, NULL, sb->deadline_ms - wr__core_now_ms(), cb, ctx);
@@ -1556,12 +1598,12 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         cb(ctx, NULL, &err);
         return;
     }
-    if (!sb->paused) {
+    if (!wr__msb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is not paused", id);
         cb(ctx, NULL, &err);
         return;
     }
-    if (sb->on_disk)
+    if (sb->state == MSB_ON_DISK)
         disk_resume_start(sb, timeout_s, cb, ctx);
     else
         freeze_start(sb, false, NULL, timeout_s, cb, ctx);
@@ -1575,7 +1617,7 @@ static void sample(struct wr_msb *sb)
     struct wr_err err;
     struct wr_usage_sample *s;
 
-    if (!sb->alive || sb->paused || sb->ending || sb->rt == NULL ||
+    if (sb->state != MSB_RUNNING || wr__msb_ending(sb) || sb->rt == NULL ||
         wr_sandbox_usage(sb->rt, &u, &err) < 0)
         return;
     s = &sb->usage[sb->usage_head];
@@ -1676,8 +1718,9 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
         cb(ctx, 0, 0, NULL, &err);
         return;
     }
-    if (sb == NULL || sb->ending) {
-        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id, rec.state);
+    if (sb == NULL || wr__msb_ending(sb)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id,
+                   wr_sb_state_name(rec.state));
         wr_sandbox_rec_fini(&rec);
         cb(ctx, 0, 0, NULL, &err);
         return;
@@ -1718,10 +1761,11 @@ const char *wr_manager_cgroup_version(const struct wr_manager *m)
 #define HALF_MADE_HELLO_MS 5000
 
 /* A sandbox of the store that cannot be taken back: what is left of it on the host goes, by
- * the teardown of every end (rt_sb: a handle on it, or NULL), and its record says why (state
- * NULL: the record goes too). */
+ * the teardown of every end (rt_sb: a handle on it, or NULL), and its record says why (forget:
+ * the record goes too). */
 static void reconcile_end(struct wr_manager *m, const struct wr_sandbox_rec *r,
-                          struct wr_sandbox *rt_sb, const char *state, const char *reason)
+                          struct wr_sandbox *rt_sb, bool forget, enum wr_sb_state state,
+                          const char *reason)
 {
     _cleanup_free_ char *home = wr_images_home(m->cfg.images, r->id);
     struct wr_err err;
@@ -1729,7 +1773,7 @@ static void reconcile_end(struct wr_manager *m, const struct wr_sandbox_rec *r,
     log_warn("sandbox %s: %s", r->id, reason);
     if (wr__sandbox_teardown(m, r->id, rt_sb, true, home, &err) < 0)
         log_warn("sandbox %s: teardown: %s", r->id, err.msg);
-    if (state == NULL)
+    if (forget)
         (void)wr_store_sandbox_delete(m->cfg.store, r->id, NULL);
     else
         (void)wr_store_sandbox_set_state(m->cfg.store, r->id, state, reason, NULL);
@@ -1749,9 +1793,9 @@ static struct wr_sandbox *take_back_half_made(struct wr_manager *m, struct wr_sa
         wr_sandbox_hello(rt_sb, HALF_MADE_HELLO_MS, &err) < 0 ||
         wr_store_sandbox_set_runtime(m->cfg.store, r->id, wr_sandbox_pid(rt_sb),
                                      wr_sandbox_uid_base(rt_sb), &err) < 0 ||
-        wr_store_sandbox_set_state(m->cfg.store, r->id, "running", NULL, &err) < 0) {
+        wr_store_sandbox_set_state(m->cfg.store, r->id, WR_SB_RUNNING, NULL, &err) < 0) {
         log_info("sandbox %s: half made: %s", r->id, err.msg);
-        reconcile_end(m, r, rt_sb, "error",
+        reconcile_end(m, r, rt_sb, false, WR_SB_ERROR,
                       "the daemon restarted while the sandbox was being created");
         return NULL;
     }
@@ -1759,14 +1803,14 @@ static struct wr_sandbox *take_back_half_made(struct wr_manager *m, struct wr_sa
              "answers: running",
              r->id);
     r->init_pid = wr_sandbox_pid(rt_sb);
-    free(r->state);
-    r->state = xstrdup("running");
+    r->state = WR_SB_RUNNING;
     return rt_sb;
 }
 
 /* Take back one sandbox found in the store. */
 static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
 {
+    enum msb_state to = MSB_RUNNING;
     struct wr_sandbox *rt_sb = NULL;
     struct wr_msb *sb;
     struct wr_err err;
@@ -1774,11 +1818,11 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     if (strncmp(r->template_name, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) ==
         0) {
         /* Only its build, gone with the daemon that ran it, had a use for it. */
-        reconcile_end(m, r, NULL, NULL, "the daemon restarted during the build that made it");
+        reconcile_end(m, r, NULL, true, WR_SB_STOPPED,
+                      "the daemon restarted during the build that made it");
         return;
     }
-    if (strcmp(r->state, "paused") == 0 && r->paused_mode != NULL &&
-        strcmp(r->paused_mode, "disk") == 0) {
+    if (r->state == WR_SB_PAUSED && r->paused_mode == WR_SB_PAUSED_DISK) {
         /* Its files wait in its home; resume starts it. A resume the daemon died in may have
          * started a warren-init on them already: it goes (nobody heard of it), the files
          * stay. */
@@ -1788,38 +1832,39 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
             (void)wr_store_sandbox_set_runtime(m->cfg.store, r->id, 0, 0, NULL);
         sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
         sb->store_layers = uses_store_layers(r->image_json);
-        sb->paused = true;
+        msb_set_state(sb, MSB_ON_DISK);
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
-        sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
+        sb->on_timeout = r->on_timeout;
         sb->timeout_s = r->timeout_s;
         table_put(m, sb);
-        account(sb, true);
+        account(sb, false);
         log_info("sandbox %s: paused to disk", r->id);
         return;
     }
-    if (strcmp(r->state, "creating") == 0) {
+    if (r->state == WR_SB_CREATING) {
         if ((rt_sb = take_back_half_made(m, r)) == NULL)
             return;
     } else if (r->init_pid <= 0 || wr_sandbox_adopt(m->cfg.rt, r->id, (pid_t)r->init_pid,
                                                     (uid_t)r->uid_base, &rt_sb, &err) < 0) {
-        reconcile_end(m, r, NULL, "stopped", "the sandbox ended while the daemon was down");
+        reconcile_end(m, r, NULL, false, WR_SB_STOPPED,
+                      "the sandbox ended while the daemon was down");
         return;
     }
     sb = msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
     sb->store_layers = uses_store_layers(r->image_json);
     sb->rt = rt_sb;
     sb->adopted = true;
-    sb->on_timeout_pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
+    sb->on_timeout = r->on_timeout;
     sb->timeout_s = r->timeout_s;
     /* Make the freezer agree with the record: a daemon that died between a freeze (or thaw) and
      * its record left them apart. Freezing a frozen cgroup, or thawing a thawed one, is a
      * no-op. */
-    if (strcmp(r->state, "paused") == 0) {
-        sb->paused = true;
+    if (r->state == WR_SB_PAUSED) {
+        to = MSB_PAUSED;
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
         if (wr_sandbox_freeze(rt_sb, true, &err) < 0) {
             log_warn("sandbox %s: keep it paused: %s; it runs", r->id, err.msg);
-            sb->paused = false;
+            to = MSB_RUNNING;
             r->deadline_ms = wr__core_now_ms() + sb->remaining_ms;
             (void)wr_store_sandbox_set_resumed(m->cfg.store, r->id, r->deadline_ms, NULL);
         }
@@ -1827,19 +1872,18 @@ static void reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         log_warn("sandbox %s: thaw: %s", r->id, err.msg);
     }
     table_put(m, sb);
-    log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id, sb->paused ? ", paused" : "",
-             r->init_pid);
+    log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id,
+             to == MSB_PAUSED ? ", paused" : "", r->init_pid);
     /* A deadline that passed while the daemon was down fires at once; a paused sandbox's clock
      * stays stopped, and its agent is connected when it is resumed. */
-    msb_start_watching(sb, r->deadline_ms, true);
+    msb_start_watching(sb, to, r->deadline_ms, true);
 }
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
                     struct wr_err *err)
 {
-    static const char *const live[] = {"creating", "running", "paused", NULL};
     struct wr_manager *m = xcalloc(1, sizeof(*m));
-    struct wr_sandbox_filter f = {.states = live};
+    struct wr_sandbox_filter f = {.states = WR_SB_LIVE};
     struct wr_sandbox_rec *recs = NULL;
     struct sysinfo si;
     size_t n = 0;
@@ -1891,7 +1935,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         bool pending = false;
         for (unsigned b = 0; b < NBUCKETS && !pending; b++)
             for (struct wr_msb *sb = m->buckets[b]; sb != NULL && !pending; sb = sb->hnext)
-                pending = sb->alive && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
+                pending = wr__msb_watched(sb) && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
         if (!pending)
             break;
         uv_run(m->loop, UV_RUN_ONCE);
