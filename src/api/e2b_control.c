@@ -664,8 +664,8 @@ static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const ch
         wr_http_respond_error(req, 400, "invalid", "`nextToken` is not valid");
         return;
     }
-    if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandboxID"),
-                            &recs, &n, &err) < 0) {
+    if (wr_images_list(api->images, team, "snapshot", wr_http_req_query(req, "sandboxID"), &recs,
+                       &n, &err) < 0) {
         api_error(req, &err);
         return;
     }

@@ -1739,16 +1739,6 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
     wr__queue_work(m, &d->w, disk_use_run, disk_use_done);
 }
 
-uint64_t wr_manager_count(const struct wr_manager *m)
-{
-    return m->count;
-}
-
-uint64_t wr_manager_committed_memory(const struct wr_manager *m)
-{
-    return m->committed;
-}
-
 const char *wr_manager_cgroup_version(const struct wr_manager *m)
 {
     return wr_runtime_cgroup_version(m->cfg.rt);

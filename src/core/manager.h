@@ -250,6 +250,9 @@ uv_loop_t *wr_msb_loop(const struct wr_msb *sb);
 /* Whether name can name a volume: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-`. */
 bool wr_volume_name_valid(const char *name);
 
+/* Volumes of a team (NULL: every team), by name (see wr_store_volume_list). */
+int wr_manager_volume_list(struct wr_manager *m, const char *team, struct wr_volume_rec **out,
+                           size_t *n, struct wr_err *err);
 /* Make an empty volume of team: a new directory, then its record (*rec, fini it). WR_EINVAL for
  * a bad name, WR_ECONFLICT if the team has one of that name. */
 int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,
@@ -289,8 +292,6 @@ typedef void (*wr_manager_disk_cb)(void *ctx, uint64_t used, uint64_t limit, con
 void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
                      void *ctx);
 
-uint64_t wr_manager_count(const struct wr_manager *m);
-uint64_t wr_manager_committed_memory(const struct wr_manager *m);
 const char *wr_manager_cgroup_version(const struct wr_manager *m);
 
 /* ---- processes (src/core/procs.c) ---------------------------------------------------------- */
