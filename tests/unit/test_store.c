@@ -1011,6 +1011,31 @@ static void test_volumes(struct wr_store *s)
     ok(wr_store_sandbox_delete(s, "vol-user", &err) == 0, "clean up");
 }
 
+/* The enums' names are the SQL column's and the API's: each parses back to itself. */
+static void test_state_names(void)
+{
+    enum wr_sb_state st;
+    enum wr_sb_on_timeout t;
+    enum wr_sb_paused_mode pm;
+    bool round = true;
+
+    for (unsigned i = 0; i < WR_SB_NSTATES; i++)
+        round &= wr_sb_state_parse(wr_sb_state_name((enum wr_sb_state)i), &st) == 0 && st == i;
+    ok(round && streq(wr_sb_state_name(WR_SB_PAUSED), "paused"), "state names round-trip");
+    ok(wr_sb_state_parse("it's", &st) < 0 && wr_sb_state_parse(NULL, &st) < 0 &&
+           wr_sb_state_name((enum wr_sb_state)WR_SB_NSTATES) == NULL,
+       "an unknown state is none");
+    ok(wr_sb_on_timeout_parse("pause", &t) == 0 && t == WR_SB_TIMEOUT_PAUSE &&
+           streq(wr_sb_on_timeout_name(WR_SB_TIMEOUT_KILL), "kill") &&
+           wr_sb_on_timeout_parse("explode", &t) < 0,
+       "timeout policies: kill, pause");
+    ok(wr_sb_paused_mode_parse("disk", &pm) == 0 && pm == WR_SB_PAUSED_DISK &&
+           streq(wr_sb_paused_mode_name(WR_SB_PAUSED_MEMORY), "memory") &&
+           wr_sb_paused_mode_name(WR_SB_PAUSED_NONE) == NULL &&
+           wr_sb_paused_mode_parse("", &pm) < 0,
+       "paused modes: memory, disk; none has no name");
+}
+
 int main(void)
 {
     struct wr_store *s = NULL;
@@ -1023,6 +1048,7 @@ int main(void)
         return 1;
     }
     umask(022);
+    test_state_names();
     test_open();
     test_migrate();
     test_migrate_2();
