@@ -4,7 +4,6 @@
 #pragma once
 
 #include "../core/manager.h"
-#include "../store/store.h"
 #include "http.h"
 
 struct wr_images;
@@ -15,7 +14,6 @@ struct wr_api {
     struct wr_manager *mgr;
     struct wr_images *images;
     struct wr_space *space; /* the state filesystem's space (core/space.h), or NULL */
-    struct wr_store *store;
     uv_loop_t *loop;
     const char *version;
     struct wr_e2b *e2b; /* the E2B-compatible API's state (wr_api_e2b_open), or NULL: off */

@@ -28,10 +28,16 @@ static int64_t now_ms(void)
 /* E2B knows two states: a sandbox being created already counts as running. */
 static const char *e2b_state(const struct wr_sandbox_rec *r)
 {
-    if (strcmp(r->state, "paused") == 0)
+    switch (r->state) {
+    case WR_SB_PAUSED:
         return "paused";
-    if (strcmp(r->state, "running") == 0 || strcmp(r->state, "creating") == 0)
+    case WR_SB_CREATING:
+    case WR_SB_RUNNING:
         return "running";
+    case WR_SB_STOPPED:
+    case WR_SB_ERROR:
+        break;
+    }
     return NULL;
 }
 
@@ -67,7 +73,7 @@ static json_t *volume_mounts_json(const char *stored)
 static json_t *listed_json(struct wr_api *api, const struct wr_sandbox_rec *r, bool detail)
 {
     char started[32], end[32];
-    bool paused = strcmp(r->state, "paused") == 0 && r->remaining_ms >= 0;
+    bool paused = r->state == WR_SB_PAUSED && r->remaining_ms >= 0;
     json_t *meta = json_loads(r->metadata_json ? r->metadata_json : "{}", 0, NULL);
     json_t *j;
 
@@ -86,14 +92,13 @@ static json_t *listed_json(struct wr_api *api, const struct wr_sandbox_rec *r, b
     json_object_set_new(j, "volumeMounts", volume_mounts_json(r->volumes_json));
     if (detail) {
         char token[E2B_TOKEN_HEX + 1];
-        bool pause = r->on_timeout != NULL && strcmp(r->on_timeout, "pause") == 0;
         e2b_token(api, r->id, token);
         json_object_set_new(j, "envdAccessToken", json_string(token));
         json_object_set_new(j, "domain", json_null());
         json_object_set_new(j, "allowInternetAccess", json_true());
-        json_object_set_new(
-            j, "lifecycle",
-            json_pack("{s:s,s:b}", "onTimeout", pause ? "pause" : "kill", "autoResume", 0));
+        json_object_set_new(j, "lifecycle",
+                            json_pack("{s:s,s:b}", "onTimeout",
+                                      wr_sb_on_timeout_name(r->on_timeout), "autoResume", 0));
     }
     return j;
 }
@@ -144,8 +149,9 @@ static int get_visible(struct wr_api *api, struct wr_http_req *req, const char *
         return -1;
     }
     if (e2b_state(rec) == NULL) {
-        wr_http_respond_error(req, 404, "not_found", "sandbox `%s` is %s%s%s", id, rec->state,
-                              rec->reason ? ": " : "", rec->reason ? rec->reason : "");
+        wr_http_respond_error(req, 404, "not_found", "sandbox `%s` is %s%s%s", id,
+                              wr_sb_state_name(rec->state), rec->reason ? ": " : "",
+                              rec->reason ? rec->reason : "");
         wr_sandbox_rec_fini(rec);
         return -1;
     }
@@ -338,7 +344,7 @@ static void create(struct op_ctx *o, json_t *j)
         wr_http_respond_error(req, 400, "invalid", "`autoPause` must be a boolean");
         goto fail;
     }
-    cr.on_timeout_pause = json_is_true(v);
+    cr.on_timeout = json_is_true(v) ? WR_SB_TIMEOUT_PAUSE : WR_SB_TIMEOUT_KILL;
     /* E2B's volumeMounts [{name, path}] name volumes of the team (made with /v1/volumes). */
     if (api_volume_list(req, j, "volumeMounts", vols, &cr.n_volumes) < 0)
         goto fail;
@@ -466,7 +472,8 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
         }
         op_wait(o);
         wr_manager_pause(o->api->mgr, team, o->id,
-                         json_is_false(v) ? WR_PAUSE_DISK : WR_PAUSE_MEMORY, state_changed, o);
+                         json_is_false(v) ? WR_SB_PAUSED_DISK : WR_SB_PAUSED_MEMORY, state_changed,
+                         o);
         break;
     case OP_SNAPSHOT:
         v = json_object_get(j, "name");
@@ -550,7 +557,6 @@ static bool form_decode(char *s)
 static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who, bool v2)
 {
     const char *keys[16], *vals[16];
-    const char *states[4] = {NULL};
     struct wr_sandbox_filter f = {.team = who->team};
     struct wr_sandbox_rec *recs = NULL;
     _cleanup_free_ char *mbuf = NULL, *sbuf = NULL;
@@ -596,17 +602,16 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
                 return;
             }
         }
-        size_t ns = 0;
         if (running)
-            states[ns++] = "running", states[ns++] = "creating";
+            f.states |= WR_SB_BIT(WR_SB_RUNNING) | WR_SB_BIT(WR_SB_CREATING);
         if (paused)
-            states[ns++] = "paused";
+            f.states |= WR_SB_BIT(WR_SB_PAUSED);
+        /* 0 here: a `state` that names none matches nothing. */
     } else if (v2) {
-        states[0] = "running", states[1] = "creating", states[2] = "paused";
+        f.states = WR_SB_LIVE;
     } else {
-        states[0] = "running", states[1] = "creating";
+        f.states = WR_SB_BIT(WR_SB_RUNNING) | WR_SB_BIT(WR_SB_CREATING);
     }
-    f.states = states;
     if ((q = wr_http_req_query(req, "limit")) != NULL &&
         (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
         wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
@@ -619,7 +624,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     f.after_seq = (int64_t)cursor;
     f.limit = (size_t)limit + 1; /* one more tells whether there is a next page */
-    if (wr_store_sandbox_list(api->store, &f, &recs, &n, &err) < 0) {
+    if (f.states != 0 && wr_manager_list(api->mgr, &f, &recs, &n, &err) < 0) {
         api_error(req, &err);
         return;
     }
@@ -659,8 +664,8 @@ static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const ch
         wr_http_respond_error(req, 400, "invalid", "`nextToken` is not valid");
         return;
     }
-    if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandboxID"),
-                            &recs, &n, &err) < 0) {
+    if (wr_images_list(api->images, team, "snapshot", wr_http_req_query(req, "sandboxID"), &recs,
+                       &n, &err) < 0) {
         api_error(req, &err);
         return;
     }

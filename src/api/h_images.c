@@ -22,9 +22,7 @@ static json_int_t n_layers(const char *layers_json)
 /* Live sandboxes of team (NULL: of every team) started from `name`. */
 static json_int_t users_of(struct wr_api *api, const char *team, const char *name)
 {
-    int64_t n = 0;
-    (void)wr_store_image_users(api->store, team, name, &n, NULL);
-    return (json_int_t)n;
+    return (json_int_t)wr_images_users(api->images, team, name);
 }
 
 /* Whose sandboxes count in a template's in_use: a team's template's own team's; a shared
@@ -102,8 +100,8 @@ static void list_templates(struct wr_api *api, struct wr_http_req *req, const st
     struct wr_err err;
     json_t *arr, *seen;
 
-    if (wr_store_image_list(api->store, who->admin ? NULL : who->team, "template", NULL, &recs, &n,
-                            &err) < 0) {
+    if (wr_images_list(api->images, who->admin ? NULL : who->team, "template", NULL, &recs, &n,
+                       &err) < 0) {
         api_error(req, &err);
         return;
     }
@@ -225,8 +223,8 @@ void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_
                                   "/v1/sandboxes/{id}/snapshots)");
             return;
         }
-        if (wr_store_image_list(api->store, team, "snapshot", wr_http_req_query(req, "sandbox_id"),
-                                &recs, &n, &err) < 0) {
+        if (wr_images_list(api->images, team, "snapshot", wr_http_req_query(req, "sandbox_id"),
+                           &recs, &n, &err) < 0) {
             api_error(req, &err);
             return;
         }
@@ -245,7 +243,7 @@ void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_
         return;
     }
     if (strcmp(method, "GET") == 0) {
-        if (wr_store_image_get(api->store, team, rt->seg[1], &rec, &err) < 0) {
+        if (wr_images_get(api->images, team, rt->seg[1], &rec, &err) < 0) {
             api_error(req, &err);
             return;
         }

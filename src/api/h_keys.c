@@ -3,6 +3,7 @@
  * lists and revokes its team's keys. */
 #include <string.h>
 
+#include "../core/keys.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
@@ -68,8 +69,8 @@ static void create_key(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "`admin` must be a boolean");
         goto out;
     }
-    if (wr_store_key_create(api->store, team, name ? name : "",
-                            json_is_true(json_object_get(j, "admin")), &secret, &ki, &err) < 0) {
+    if (wr_keys_create(api->mgr, team, name ? name : "", json_is_true(json_object_get(j, "admin")),
+                       &secret, &ki, &err) < 0) {
         api_error(req, &err);
         goto out;
     }
@@ -92,7 +93,7 @@ void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_calle
 
     if (rt->nseg == 1 && strcmp(method, "GET") == 0) {
         json_t *arr;
-        if (wr_store_key_list(api->store, who->admin ? NULL : who->team, &keys, &n, &err) < 0) {
+        if (wr_keys_list(api->mgr, who->admin ? NULL : who->team, &keys, &n, &err) < 0) {
             api_error(req, &err);
             return;
         }
@@ -118,7 +119,7 @@ void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_calle
         return;
     }
     if (rt->nseg == 2 && strcmp(method, "DELETE") == 0) {
-        if (wr_store_key_delete(api->store, who->admin ? NULL : who->team, rt->seg[1], &err) < 0)
+        if (wr_keys_delete(api->mgr, who->admin ? NULL : who->team, rt->seg[1], &err) < 0)
             api_error(req, &err);
         else
             wr_http_respond(req, 204, NULL, NULL, 0);

@@ -42,7 +42,7 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
 {
     char created[32], expires[32];
     json_t *meta = json_loads(r->metadata_json ? r->metadata_json : "{}", 0, NULL);
-    bool paused = r->remaining_ms >= 0 && r->state != NULL && strcmp(r->state, "paused") == 0;
+    bool paused = r->remaining_ms >= 0 && r->state == WR_SB_PAUSED;
     json_t *j;
 
     api_time(r->created_ms, created);
@@ -53,12 +53,12 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
         meta = json_object();
     }
     j = json_pack("{s:s,s:s,s:s,s:o?,s:f,s:I,s:s,s:s,s:o,s:s,s:I,s:s?}", "id", r->id, "template",
-                  r->template_name, "state", r->state, "reason",
+                  r->template_name, "state", wr_sb_state_name(r->state), "reason",
                   r->reason ? api_json_message(r->reason) : NULL, "cpus", r->cpu_millis / 1000.0,
                   "memory_mb", (json_int_t)(r->memory_bytes >> 20), "created_at", created,
                   "expires_at", expires, "metadata", meta, "on_timeout",
-                  r->on_timeout ? r->on_timeout : "kill", "timeout", (json_int_t)r->timeout_s,
-                  "paused_mode", paused ? r->paused_mode : NULL);
+                  wr_sb_on_timeout_name(r->on_timeout), "timeout", (json_int_t)r->timeout_s,
+                  "paused_mode", paused ? wr_sb_paused_mode_name(r->paused_mode) : NULL);
     json_object_set_new(j, "remaining_ms",
                         paused ? json_integer((json_int_t)r->remaining_ms) : json_null());
     json_object_set_new(j, "volumes", volumes_json(r->volumes_json));
@@ -266,11 +266,10 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
     }
     if ((v = json_object_get(j, "on_timeout")) != NULL && !json_is_null(v)) {
         const char *p = json_string_value(v);
-        if (p == NULL || (strcmp(p, "kill") != 0 && strcmp(p, "pause") != 0)) {
+        if (wr_sb_on_timeout_parse(p, &cr.on_timeout) < 0) {
             wr_http_respond_error(req, 400, "invalid", "`on_timeout` must be kill or pause");
             goto out;
         }
-        cr.on_timeout_pause = strcmp(p, "pause") == 0;
     }
     if (api_string_map(req, j, "env", &env) < 0 || api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
@@ -303,9 +302,9 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
 {
     const char *metas[16];
     const char *keys[16], *vals[16];
-    const char *states[8] = {NULL};
     char *mbuf[16] = {NULL};
     char statebuf[128];
+    bool none = false;
     struct wr_sandbox_filter f = {.team = who->admin && wr_http_req_query(req, "all") ? NULL
                                                                                       : who->team};
     struct wr_sandbox_rec *recs = NULL;
@@ -337,21 +336,19 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     f.meta_values = vals;
     f.n_meta = nm;
     if ((q = wr_http_req_query(req, "state")) != NULL) {
-        static const char *const valid[] = {"creating", "running", "paused", "stopped", "error"};
         size_t ns = 0;
         char *save = NULL;
         snprintf(statebuf, sizeof(statebuf), "%s", q);
         for (char *s = strtok_r(statebuf, ",", &save); s != NULL; s = strtok_r(NULL, ",", &save)) {
-            bool ok = false;
-            for (size_t i = 0; i < 5; i++)
-                ok |= strcmp(s, valid[i]) == 0;
-            if (!ok || ns == 7) {
+            enum wr_sb_state st;
+            if (wr_sb_state_parse(s, &st) < 0 || ns == 7) {
                 wr_http_respond_error(req, 400, "invalid", "unknown state `%s`", s);
                 goto out;
             }
-            states[ns++] = s;
+            ns++;
+            f.states |= WR_SB_BIT(st);
         }
-        f.states = states;
+        none = f.states == 0; /* a `state` that names none matches nothing */
     }
     if ((q = wr_http_req_query(req, "limit")) != NULL &&
         (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
@@ -365,7 +362,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     f.after_seq = (int64_t)cursor;
     f.limit = (size_t)limit + 1; /* one more tells whether there is a next page */
-    if (wr_store_sandbox_list(api->store, &f, &recs, &n, &err) < 0) {
+    if (!none && wr_manager_list(api->mgr, &f, &recs, &n, &err) < 0) {
         api_error(req, &err);
         goto out;
     }
@@ -506,7 +503,7 @@ static void pause_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {"mode", NULL};
     struct body_ctx *bc = take_body_ctx(req);
-    enum wr_pause_mode mode = WR_PAUSE_MEMORY;
+    enum wr_sb_paused_mode mode = WR_SB_PAUSED_MEMORY;
     json_t *j, *v;
 
     j = api_parse_object(req, body, len);
@@ -516,12 +513,10 @@ static void pause_body(struct wr_http_req *req, const char *body, size_t len)
         goto out;
     if ((v = json_object_get(j, "mode")) != NULL && !json_is_null(v)) {
         const char *m = json_string_value(v);
-        if (m == NULL || (strcmp(m, "memory") != 0 && strcmp(m, "disk") != 0)) {
+        if (wr_sb_paused_mode_parse(m, &mode) < 0) {
             wr_http_respond_error(req, 400, "invalid", "`mode` must be memory or disk");
             goto out;
         }
-        if (strcmp(m, "disk") == 0)
-            mode = WR_PAUSE_DISK;
     }
     wr_manager_pause(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, mode, state_done,
                      state_ctx_new(req));
@@ -549,7 +544,7 @@ static void resume_body(struct wr_http_req *req, const char *body, size_t len)
         struct wr_sandbox_rec rec;
         /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
         if (wr_manager_get(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, &rec, NULL) == 0) {
-            s->kept = !(rec.paused_mode != NULL && strcmp(rec.paused_mode, "disk") == 0);
+            s->kept = rec.paused_mode != WR_SB_PAUSED_DISK;
             wr_sandbox_rec_fini(&rec);
         }
         wr_manager_resume(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, timeout_s,

@@ -72,7 +72,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const char *team)
     size_t n = 0;
     json_t *arr;
 
-    if (wr_store_volume_list(api->store, team, &recs, &n, &err) < 0) {
+    if (wr_manager_volume_list(api->mgr, team, &recs, &n, &err) < 0) {
         api_error(req, &err);
         return;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/keys.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/utf8.h"
@@ -250,7 +251,7 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
                               "an API key is required (Authorization: Bearer <key>)");
         return -1;
     }
-    if (wr_store_key_lookup(api->store, key, &ki, &err) < 0) {
+    if (wr_keys_lookup(api->mgr, key, &ki, &err) < 0) {
         if (err.kind == WR_ENOTFOUND)
             wr_http_respond_error(req, 401, "unauthorized", "the API key is not valid");
         else

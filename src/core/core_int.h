@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals shared by src/core/manager.c, procs.c and volumes.c. */
+/* Internals shared by the files of src/core/ that make up the manager: manager.c, lifecycle.c,
+ * create.c, pause.c, usage.c, reconcile.c, procs.c, volumes.c, warm.c, snapshot.c. */
 #pragma once
 
 #include "../runtime/runtime.h"
@@ -44,22 +45,39 @@ struct wr_delete_waiter {
     struct wr_delete_waiter *next;
 };
 
+/* A managed sandbox's state. wr__msb_set_state (lifecycle.c) is the one place it changes; it allows
+ * only these transitions:
+ *   CREATING → RUNNING, or (taken back after a restart) PAUSED, ON_DISK; ENDING
+ *   RUNNING  → PAUSED, ON_DISK, ENDING
+ *   PAUSED   → RUNNING, ENDING
+ *   ON_DISK  → RUNNING, ENDING
+ * A worker's work on it (busy) runs within a state: the create in CREATING, a freeze or thaw in
+ * PAUSED, a pause to disk and a resume from it in ON_DISK, a snapshot in RUNNING or PAUSED, the
+ * destroy in ENDING. An end asked for meanwhile waits in pending_end. */
+enum msb_state {
+    MSB_CREATING, /* a worker starts it; not watched yet */
+    MSB_RUNNING,  /* watched, its deadline armed: requests may use it */
+    /* Frozen, or being frozen or thawed: watched, its clock stopped, and nothing may be sent to
+     * its agent (a frozen warren-init does not read, so a request would wait for the thaw, or
+     * time out wrongly). */
+    MSB_PAUSED,
+    MSB_ON_DISK, /* paused to disk, or going there or back: no processes (rt NULL), its files kept
+                  */
+    MSB_ENDING,  /* being destroyed (or let go at shutdown): no longer watched */
+};
+
 struct wr_msb {
     struct wr_manager *m;
     struct wr_msb *hnext; /* hash chain */
     char *id;
     char *team;
     int refs;
-    bool alive;   /* running and managed: requests may use it */
-    bool ending;  /* being destroyed */
-    bool stopped; /* ending, and its record already says stopped (deadline, init died) */
-    bool adopted; /* taken back after a daemon restart */
-    bool polling;
-    /* Frozen, or being frozen or thawed: nothing may be sent to its agent (a frozen warren-init
-     * does not read, so a request would wait for the thaw, or time out wrongly). */
-    bool paused;
-    bool busy;         /* a create, freeze, thaw or destroy of it runs on a worker */
-    bool on_disk;      /* paused to disk: no processes (rt NULL), files in its home */
+    enum msb_state state;
+    bool busy;         /* a worker works on it (see enum msb_state) */
+    bool stopped;      /* ENDING, and its record already says stopped (deadline, init died) */
+    bool adopted;      /* taken back after a daemon restart */
+    bool polling;      /* pidfd_poll is open */
+    bool counted;      /* counts in m->count and m->committed (not while on disk) */
     bool store_layers; /* its image has layers of the store (its end may free some) */
     struct wr_delete_waiter *delete_waiters;
     struct wr_create_waiter *create_waiters; /* while being created */
@@ -67,14 +85,17 @@ struct wr_msb {
     struct wr_usage_sample usage[WR_USAGE_SAMPLES];
     unsigned usage_head, usage_n;
     uint32_t cpu_millis;
-    bool on_timeout_pause; /* the deadline pauses instead of killing */
-    uint32_t timeout_s;    /* the create timeout, for a resume after a deadline pause */
-    int64_t deadline_ms;   /* wall clock, while running */
-    int64_t remaining_ms;  /* the deadline's time left, while paused */
-    /* An end asked for while busy, run when the worker is done (final_state NULL: delete). */
+    enum wr_sb_on_timeout on_timeout; /* what its deadline does */
+    uint32_t timeout_s;               /* the create timeout, for a resume after a deadline pause */
+    int64_t deadline_ms;              /* wall clock, while running */
+    int64_t remaining_ms;             /* the deadline's time left, while paused */
+    /* An end asked for while busy, run when the worker is done (forget: the record goes, else
+     * it says final_state). */
     struct {
         bool due;
-        char *final_state, *reason;
+        bool forget;
+        enum wr_sb_state final_state;
+        char *reason;
         void (*cb)(void *ctx, const struct wr_err *err);
         void *ctx;
     } pending_end;
@@ -91,6 +112,22 @@ struct wr_msb {
     struct wr_proc **procs;
     size_t nprocs, capprocs;
 };
+
+/* Watched (RUNNING or PAUSED): its handles are open, requests may hold it. */
+static inline bool wr__msb_watched(const struct wr_msb *sb)
+{
+    return sb->state == MSB_RUNNING || sb->state == MSB_PAUSED;
+}
+/* Paused, in memory or on disk: nothing may be sent to its agent, its clock is stopped. */
+static inline bool wr__msb_paused(const struct wr_msb *sb)
+{
+    return sb->state == MSB_PAUSED || sb->state == MSB_ON_DISK;
+}
+/* Being destroyed, or to be once its worker is done. */
+static inline bool wr__msb_ending(const struct wr_msb *sb)
+{
+    return sb->state == MSB_ENDING || sb->pending_end.due;
+}
 
 int64_t wr__core_now_ms(void);
 /* Run work on the loop's pool; the done callback ends with wr__work_done (m may be freed). */
@@ -116,8 +153,58 @@ void wr__procs_resume(struct wr_msb *sb);
 
 /* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
-/* What a sandbox starts from: its image's layers and config with the record's env on top, its
- * home, volumes and limits. */
+/* The table of sandboxes in memory, by id: get, put (the sandbox counts against the host's
+ * limits from then on) and delete (it no longer counts). */
+struct wr_msb *wr__table_get(struct wr_manager *m, const char *id);
+void wr__table_put(struct wr_manager *m, struct wr_msb *sb);
+void wr__table_del(struct wr_manager *m, struct wr_msb *sb);
+/* Whether the sandbox counts in m->count and m->committed: not while it is paused to disk (it
+ * holds no memory and no processes). */
+void wr__account(struct wr_msb *sb, bool counted);
+
+/* lifecycle.c: a managed sandbox's life. */
+/* The one place a managed sandbox changes state (enum msb_state lists the allowed transitions;
+ * another aborts). */
+void wr__msb_set_state(struct wr_msb *sb, enum msb_state to);
+/* A new sandbox of the table, CREATING, with the table's reference. */
+struct wr_msb *wr__msb_new(struct wr_manager *m, const char *id, const char *team,
+                           uint64_t memory_bytes, uint32_t cpu_millis);
+/* Whether an image_json refers to layers of the store (its end may leave layers to collect). */
+bool wr__uses_store_layers(const char *image_json);
+/* Open its control agent: on its connected socket, or by path (after a restart). */
+void wr__msb_connect(struct wr_msb *sb, bool by_path);
+/* Start its deadline timer for the time left until sb->deadline_ms. */
+void wr__arm_deadline(struct wr_msb *sb);
+/* To RUNNING or PAUSED: watch its end; when RUNNING, arm its deadline and connect its agent. */
+void wr__msb_start_watching(struct wr_msb *sb, enum msb_state to, int64_t deadline_ms,
+                            bool connect_by_path);
+/* To ON_DISK or ENDING: stop everything that refers to it on the loop; its processes hear why. */
+void wr__msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr_err *why);
+/* Answer a resume that waits for the agent (resume_cb), if any: err, or the record. */
+void wr__resume_answer(struct wr_msb *sb, const struct wr_err *err);
+/* End a sandbox (forget: the record goes, else it says final_state), or, while a worker works
+ * on it, once that is done; cb (or NULL) hears when it is gone. */
+void wr__msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state, const char *reason,
+                 void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
+/* Let go of a sandbox without killing it (the daemon stops; sandboxes outlive it). */
+void wr__msb_let_go(struct wr_msb *sb);
+
+/* pause.c: from now on nothing is sent to the agent and no clock of the sandbox runs; freeze it
+ * on a worker, recording remaining_ms and reason (NULL: none). cb (or NULL) hears the end. */
+void wr__pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
+                     wr_manager_state_cb cb, void *ctx);
+
+/* usage.c: take a usage sample of a running sandbox; the sampler's timer callback (all of them)
+ * and its close callback (frees the handle). */
+void wr__sample(struct wr_msb *sb);
+void wr__on_sample(uv_timer_t *t);
+void wr__sampler_closed(uv_handle_t *h);
+
+/* reconcile.c: take back one sandbox found in the store at open (adopt it, or end what is left
+ * of it). */
+void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r);
+/* create.c: what a sandbox starts from: its image's layers and config with the record's env on top,
+ * its home, volumes and limits. */
 struct start_spec {
     char *id;
     char **layers; /* bottom first */
@@ -141,9 +228,9 @@ void wr__start_spec_fini(struct start_spec *ss);
  * sandbox. On failure a new home is removed again. */
 int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
                       struct wr_err *err);
-/* Everything a sandbox holds on the host goes: its processes (through rt_sb, thawed first if
- * thaw; with no handle, every process left in its cgroup), its cgroups, run directory and id
- * range, and its writable layer at home (NULL: kept). The one teardown of every end: a delete,
+/* lifecycle.c: everything a sandbox holds on the host goes: its processes (through rt_sb, thawed
+ * first if thaw; with no handle, every process left in its cgroup), its cgroups, run directory and
+ * id range, and its writable layer at home (NULL: kept). The one teardown of every end: a delete,
  * a deadline, a dead init, what a killed daemon left, a warm sandbox. What is already gone is
  * not an error. Blocking: a worker, or the loop at open and close. */
 int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox *rt_sb, bool thaw,
@@ -151,7 +238,7 @@ int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox
 /* The template name recorded for a build's step sandboxes: this prefix and the template's
  * name (build.c). No template name has a colon. */
 #define WR_BUILD_TEMPLATE_PREFIX "build:"
-/* 20 random characters of [a-z0-9]. */
+/* manager.c: 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
 
 /* warm.c: sandboxes of the default template started ahead of creates (see there).

@@ -224,6 +224,25 @@ int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, s
     return wr_err_set(err, WR_ENOTFOUND, 0, "template `%s` does not exist", ref);
 }
 
+int wr_images_list(struct wr_images *im, const char *team, const char *kind, const char *source,
+                   struct wr_image_rec **out, size_t *n, struct wr_err *err)
+{
+    return wr_store_image_list(im->store, team, kind, source, out, n, err);
+}
+
+int wr_images_get(struct wr_images *im, const char *team, const char *ref, struct wr_image_rec *r,
+                  struct wr_err *err)
+{
+    return wr_store_image_get(im->store, team, ref, r, err);
+}
+
+int64_t wr_images_users(struct wr_images *im, const char *team, const char *name)
+{
+    int64_t n = 0;
+    (void)wr_store_image_users(im->store, team, name, &n, NULL);
+    return n;
+}
+
 bool wr_images_shared_name(struct wr_images *im, const char *name, bool *dir)
 {
     struct wr_image_rec rec;

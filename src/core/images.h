@@ -69,6 +69,13 @@ int wr_images_resolve(struct wr_images *im, const char *team, const char *ref, s
                       struct wr_err *err);
 
 /* Whether name is a shared template's: a directory template (*dir set) or one an admin shared. */
+/* The store's images, for the API (see wr_store_image_list, _get and _users in store/store.h). */
+int wr_images_list(struct wr_images *im, const char *team, const char *kind, const char *source,
+                   struct wr_image_rec **out, size_t *n, struct wr_err *err);
+int wr_images_get(struct wr_images *im, const char *team, const char *ref, struct wr_image_rec *r,
+                  struct wr_err *err);
+/* Number of live sandboxes of team (NULL: any) started from image `name`; 0 on a failure. */
+int64_t wr_images_users(struct wr_images *im, const char *team, const char *name);
 bool wr_images_shared_name(struct wr_images *im, const char *name, bool *dir);
 
 /* A name about to be given to a new image. */

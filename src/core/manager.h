@@ -70,14 +70,14 @@ struct wr_volume_mount {
 
 struct wr_create_req {
     const char *team;
-    const char *template_name; /* NULL: "base" */
-    uint32_t cpu_millis;       /* 0: default */
-    uint64_t memory_bytes;     /* 0: default */
-    uint32_t timeout_s;        /* 0: default */
-    const char *env_json;      /* JSON object of strings, or NULL */
-    const char *metadata_json; /* JSON object of strings, or NULL */
-    const char *idem_key;      /* or NULL */
-    bool on_timeout_pause;     /* at the deadline, pause (in memory) instead of killing */
+    const char *template_name;             /* NULL: "base" */
+    uint32_t cpu_millis;                   /* 0: default */
+    uint64_t memory_bytes;                 /* 0: default */
+    uint32_t timeout_s;                    /* 0: default */
+    const char *env_json;                  /* JSON object of strings, or NULL */
+    const char *metadata_json;             /* JSON object of strings, or NULL */
+    const char *idem_key;                  /* or NULL */
+    enum wr_sb_on_timeout on_timeout;      /* at the deadline: kill, or pause (in memory) */
     const struct wr_volume_mount *volumes; /* of the team; at most WR_MAX_VOLUMES */
     /* A disk limit for its writable layer (0: none); WR_EUNSUPPORTED where the state
      * directory's filesystem cannot enforce one. */
@@ -113,6 +113,10 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
 /* Records from the store (team NULL: any). */
 int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
                    struct wr_sandbox_rec *rec, struct wr_err *err);
+/* The records that match f, in seq order (see wr_store_sandbox_list): *out is an array of *n
+ * records (fini each, free the array). */
+int wr_manager_list(struct wr_manager *m, const struct wr_sandbox_filter *f,
+                    struct wr_sandbox_rec **out, size_t *n, struct wr_err *err);
 /* Deadline = now + timeout_s (bounded by the maximum) for a running sandbox; for a paused one,
  * the time it will have left when resumed. Returns the updated record. */
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
@@ -124,20 +128,18 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
 int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char *id,
                               uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err);
 
-/* How a pause keeps the sandbox: in memory (frozen; its processes go on at resume), or on disk
- * (its files are kept, its processes end and its memory is freed; resume starts a fresh
- * warren-init on the same files, and it does not count against the host's limits meanwhile). */
-enum wr_pause_mode { WR_PAUSE_MEMORY, WR_PAUSE_DISK };
-
 /* Called with the sandbox's record after the change (valid during the call), or an error. */
 typedef void (*wr_manager_state_cb)(void *ctx, const struct wr_sandbox_rec *rec,
                                     const struct wr_err *err);
 /* Pause a running sandbox of team (NULL: any): freeze every process, stop the deadline clock
- * (keeping its time left) and its API processes' exec timeouts. WR_ENOTFOUND; WR_ECONFLICT if it
- * is not running (already paused, being created, paused, resumed or deleted, stopped). cb is
- * always called, possibly before this returns. */
+ * (keeping its time left) and its API processes' exec timeouts. `mode` says how the pause keeps
+ * it: in memory (frozen; its processes go on at resume), or on disk (its files are kept, its
+ * processes end and its memory is freed; resume starts a fresh warren-init on the same files,
+ * and it does not count against the host's limits meanwhile); NONE is memory. WR_ENOTFOUND;
+ * WR_ECONFLICT if it is not running (already paused, being created, paused, resumed or deleted,
+ * stopped). cb is always called, possibly before this returns. */
 void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
-                      enum wr_pause_mode mode, wr_manager_state_cb cb, void *ctx);
+                      enum wr_sb_paused_mode mode, wr_manager_state_cb cb, void *ctx);
 /* Resume a paused sandbox: thaw it; deadline = now + timeout_s, or (timeout_s 0) + the time it
  * had left (a sandbox paused by its deadline has its create timeout again). WR_ECONFLICT if it
  * is not paused; WR_EINVAL for a timeout above the maximum; WR_ELIMIT if a sandbox paused to
@@ -248,6 +250,9 @@ uv_loop_t *wr_msb_loop(const struct wr_msb *sb);
 /* Whether name can name a volume: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-`. */
 bool wr_volume_name_valid(const char *name);
 
+/* Volumes of a team (NULL: every team), by name (see wr_store_volume_list). */
+int wr_manager_volume_list(struct wr_manager *m, const char *team, struct wr_volume_rec **out,
+                           size_t *n, struct wr_err *err);
 /* Make an empty volume of team: a new directory, then its record (*rec, fini it). WR_EINVAL for
  * a bad name, WR_ECONFLICT if the team has one of that name. */
 int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,
@@ -287,8 +292,6 @@ typedef void (*wr_manager_disk_cb)(void *ctx, uint64_t used, uint64_t limit, con
 void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
                      void *ctx);
 
-uint64_t wr_manager_count(const struct wr_manager *m);
-uint64_t wr_manager_committed_memory(const struct wr_manager *m);
 const char *wr_manager_cgroup_version(const struct wr_manager *m);
 
 /* ---- processes (src/core/procs.c) ---------------------------------------------------------- */

@@ -137,7 +137,7 @@ static void on_timeout(uv_timer_t *t)
 {
     struct wr_proc *p = t->data;
     p->timer_on = false;
-    if (p->running && p->sb->paused) {
+    if (p->running && wr__msb_paused(p->sb)) {
         p->timer_paused = true; /* kill it at the thaw */
         p->timer_left_ms = 0;
         return;
@@ -161,7 +161,7 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
     p->os_pid = pid;
     p->running = true;
     table_add(p->sb, p);
-    if (p->timeout_ms > 0 && p->sb->paused) {
+    if (p->timeout_ms > 0 && wr__msb_paused(p->sb)) {
         /* The answer was on its way when the sandbox froze: the clock starts at the thaw. */
         p->timer_paused = true;
         p->timer_left_ms = p->timeout_ms;
@@ -250,7 +250,7 @@ void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout
     struct wr_proc *p;
     struct wr_err err;
 
-    if (sb->paused) {
+    if (wr__msb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is paused", sb->id);
         cb(ctx, NULL, &err);
         return;
@@ -375,9 +375,9 @@ static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t
     size_t start;
 
     /* A frozen warren-init would answer only after the thaw: refuse rather than hang. */
-    if (p->sb->paused || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+    if (wr__msb_paused(p->sb) || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is %s", p->sb->id,
-                   p->sb->paused ? "paused" : "not running");
+                   wr__msb_paused(p->sb) ? "paused" : "not running");
         if (cb != NULL)
             cb(ctx, &err);
         return;
@@ -546,7 +546,7 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
     }
     if (h->type != WR_MSG_PROC || wr_proc_info_decode(pl, h->len, &pi, &derr) < 0)
         return;
-    if (wr_msb_proc(sb, pi.proc_id) == NULL && sb->alive) {
+    if (wr_msb_proc(sb, pi.proc_id) == NULL && wr__msb_watched(sb)) {
         p = proc_new(sb);
         p->id = pi.proc_id;
         p->os_pid = pi.pid;

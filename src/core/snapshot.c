@@ -186,7 +186,7 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     wr_sandbox_rec_fini(&rec);
     s->m = m;
     s->sb = sb;
-    s->rt_sb = sb->paused ? NULL : sb->rt; /* paused: frozen or without processes already */
+    s->rt_sb = wr__msb_paused(sb) ? NULL : sb->rt; /* paused: frozen or without processes already */
     s->home = wr_images_home(m->cfg.images, sb->id);
     s->tmp = wr_images_tmp(m->cfg.images);
     s->img.id = wr_images_new_id("snap-");
@@ -213,7 +213,7 @@ struct fork_op {
     char *team, *parent;
     uint32_t count, timeout_s, cpu_millis;
     uint64_t memory_bytes, disk_bytes;
-    bool on_timeout_pause;
+    enum wr_sb_on_timeout on_timeout;
     char *metadata_json;
     char *template_name; /* the parent's, shown as the copies' template */
     char *snap_id;
@@ -293,7 +293,7 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
             .disk_bytes = f->disk_bytes,
             .timeout_s = f->timeout_s,
             .metadata_json = f->metadata_json,
-            .on_timeout_pause = f->on_timeout_pause,
+            .on_timeout = f->on_timeout,
         };
         wr_manager_create(f->m, &req, fork_child_done, f);
     }
@@ -335,7 +335,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->cpu_millis = rec.cpu_millis;
     f->memory_bytes = rec.memory_bytes;
     f->disk_bytes = rec.disk_bytes;
-    f->on_timeout_pause = rec.on_timeout != NULL && strcmp(rec.on_timeout, "pause") == 0;
+    f->on_timeout = rec.on_timeout;
     f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
     f->template_name = xstrdup(rec.template_name);
     f->recs = xcalloc(req->count, sizeof(*f->recs));

@@ -176,6 +176,12 @@ void wr__volumes_give(struct wr_manager *m, const struct start_spec *ss)
     }
 }
 
+int wr_manager_volume_list(struct wr_manager *m, const char *team, struct wr_volume_rec **out,
+                           size_t *n, struct wr_err *err)
+{
+    return wr_store_volume_list(m->cfg.store, team, out, n, err);
+}
+
 int wr_manager_volume_create(struct wr_manager *m, const char *team, const char *name,
                              struct wr_volume_rec *rec, struct wr_err *err)
 {

@@ -535,7 +535,6 @@ int main(int argc, char **argv)
         .mgr = manager,
         .images = images,
         .space = space,
-        .store = store,
         .loop = loop,
         .version = WARREN_VERSION,
     };

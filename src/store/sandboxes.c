@@ -21,24 +21,28 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
     free(r->id);
     free(r->team);
     free(r->template_name);
-    free(r->state);
     free(r->reason);
     free(r->metadata_json);
     free(r->env_json);
     free(r->idem_key);
-    free(r->on_timeout);
-    free(r->paused_mode);
     free(r->image_json);
     free(r->volumes_json);
     memset(r, 0, sizeof(*r));
 }
 
+/* The state, on_timeout and paused_mode columns hold the names of the enums; the schema's
+ * CHECKs and the setters below write nothing else. A name that is none reads as error, kill
+ * and none. */
 static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
 {
+    const char *name;
+
     r->id = wr__col_text(st, 0);
     r->team = wr__col_text(st, 1);
     r->template_name = wr__col_text(st, 2);
-    r->state = wr__col_text(st, 3);
+    name = (const char *)sqlite3_column_text(st, 3);
+    if (wr_sb_state_parse(name, &r->state) < 0)
+        r->state = WR_SB_ERROR;
     r->reason = wr__col_text(st, 4);
     r->cpu_millis = (uint32_t)sqlite3_column_int64(st, 5);
     /* Stored as a signed 64-bit integer; the cast back restores values above INT64_MAX. */
@@ -51,9 +55,11 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
     r->init_pid = sqlite3_column_int64(st, 12);
     r->uid_base = sqlite3_column_int64(st, 13);
     r->seq = sqlite3_column_int64(st, 14);
-    r->on_timeout = wr__col_text(st, 15);
+    if (wr_sb_on_timeout_parse((const char *)sqlite3_column_text(st, 15), &r->on_timeout) < 0)
+        r->on_timeout = WR_SB_TIMEOUT_KILL;
     r->timeout_s = (uint32_t)sqlite3_column_int64(st, 16);
-    r->paused_mode = wr__col_text(st, 17);
+    if (wr_sb_paused_mode_parse((const char *)sqlite3_column_text(st, 17), &r->paused_mode) < 0)
+        r->paused_mode = WR_SB_PAUSED_NONE;
     r->remaining_ms =
         sqlite3_column_type(st, 18) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 18);
     r->image_json = wr__col_text(st, 19);
@@ -80,7 +86,7 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_text(st, 1, r->id);
     wr__bind_text(st, 2, r->team);
     wr__bind_text(st, 3, r->template_name);
-    wr__bind_text(st, 4, r->state);
+    wr__bind_text(st, 4, wr_sb_state_name(r->state));
     wr__bind_text(st, 5, r->reason);
     wr__bind_int64(st, 6, r->cpu_millis);
     wr__bind_int64(st, 7, (int64_t)r->memory_bytes);
@@ -91,7 +97,7 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_text(st, 12, r->idem_key);
     wr__bind_int64(st, 13, r->init_pid);
     wr__bind_int64(st, 14, r->uid_base);
-    wr__bind_text(st, 15, r->on_timeout ? r->on_timeout : "kill");
+    wr__bind_text(st, 15, wr_sb_on_timeout_name(r->on_timeout));
     wr__bind_int64(st, 16, r->timeout_s);
     wr__bind_text(st, 17, r->image_json ? r->image_json : "{}");
     wr__bind_text(st, 18, r->volumes_json ? r->volumes_json : "[]");
@@ -161,7 +167,7 @@ static int change_one(struct wr_store *s, sqlite3_stmt *st, const char *what, co
     return 0;
 }
 
-int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
+int wr_store_sandbox_set_state(struct wr_store *s, const char *id, enum wr_sb_state state,
                                const char *reason, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
@@ -174,17 +180,17 @@ int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *s
     if (st == NULL)
         return -1;
     wr__bind_text(st, 1, id);
-    wr__bind_text(st, 2, state);
+    wr__bind_text(st, 2, wr_sb_state_name(state));
     wr__bind_text(st, 3, reason);
     return change_one(s, st, "set state of sandbox", id, err);
 }
 
-int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, const char *mode,
+int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, enum wr_sb_paused_mode mode,
                                 const char *reason, int64_t remaining_ms, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
 
-    if (mode == NULL || remaining_ms < 0)
+    if (wr_sb_paused_mode_name(mode) == NULL || remaining_ms < 0)
         return wr_err_set(err, WR_EINVAL, 0, "pause sandbox %s: no mode or negative time left",
                           id ? id : "(null)");
     st = wr__stmt(s, WR_ST_SB_SET_PAUSED,
@@ -195,7 +201,7 @@ int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, const char *
     if (st == NULL)
         return -1;
     wr__bind_text(st, 1, id);
-    wr__bind_text(st, 2, mode);
+    wr__bind_text(st, 2, wr_sb_paused_mode_name(mode));
     wr__bind_text(st, 3, reason);
     wr__bind_int64(st, 4, remaining_ms);
     return change_one(s, st, "pause sandbox", id, err);
@@ -295,20 +301,24 @@ static char *put_json_string(char *p, const char *s)
     return p;
 }
 
-/* ["s1","s2",...] for a NULL-terminated list. */
-static char *json_string_array(const char *const *v)
+/* ["s1","s2",...] for the names of a set of WR_SB_BIT()s. */
+static char *json_state_array(unsigned states)
 {
     size_t need = 3;
     char *out, *p;
+    bool first = true;
 
-    for (size_t i = 0; v[i] != NULL; i++)
-        need += 6 * strlen(v[i]) + 3;
+    for (unsigned i = 0; i < WR_SB_NSTATES; i++)
+        need += strlen(wr_sb_state_name((enum wr_sb_state)i)) + 3;
     p = out = xmalloc(need);
     *p++ = '[';
-    for (size_t i = 0; v[i] != NULL; i++) {
-        if (i > 0)
+    for (unsigned i = 0; i < WR_SB_NSTATES; i++) {
+        if (!(states & WR_SB_BIT(i)))
+            continue;
+        if (!first)
             *p++ = ',';
-        p = put_json_string(p, v[i]);
+        first = false;
+        p = put_json_string(p, wr_sb_state_name((enum wr_sb_state)i));
     }
     *p++ = ']';
     *p = '\0';
@@ -373,8 +383,8 @@ int wr_store_sandbox_list(struct wr_store *s, const struct wr_sandbox_filter *f,
         st = wr__stmt(s, WR_ST_SB_LIST_ALL, SB_LIST_SQL("?1 IS NULL"), err);
     if (st == NULL)
         return -1;
-    if (f->states != NULL)
-        states = json_string_array(f->states);
+    if (f->states != 0)
+        states = json_state_array(f->states);
     if (f->n_meta > 0)
         meta = json_pair_array(f->meta_keys, f->meta_values, f->n_meta);
     wr__bind_text(st, 1, f->team);

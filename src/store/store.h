@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../util/err.h"
 
@@ -47,11 +48,80 @@ int wr_store_key_count(struct wr_store *s, int64_t *n, struct wr_err *err);
 
 /* ---- sandboxes ------------------------------------------------------------------------------ */
 
+/* A sandbox record's state (docs/architecture.md): creating → running ⇄ paused → stopped, and
+ * error. The names are the SQL column's and the API's. */
+enum wr_sb_state {
+    WR_SB_CREATING,
+    WR_SB_RUNNING,
+    WR_SB_PAUSED,
+    WR_SB_STOPPED,
+    WR_SB_ERROR,
+};
+#define WR_SB_NSTATES 5
+#define WR_SB_BIT(s)  (1u << (s))
+#define WR_SB_LIVE    (WR_SB_BIT(WR_SB_CREATING) | WR_SB_BIT(WR_SB_RUNNING) | WR_SB_BIT(WR_SB_PAUSED))
+/* What a sandbox's deadline does. */
+enum wr_sb_on_timeout {
+    WR_SB_TIMEOUT_KILL,
+    WR_SB_TIMEOUT_PAUSE,
+};
+/* Where a paused sandbox is kept: NONE unless paused. */
+enum wr_sb_paused_mode {
+    WR_SB_PAUSED_NONE,
+    WR_SB_PAUSED_MEMORY,
+    WR_SB_PAUSED_DISK,
+};
+
+/* The names ("creating", ..., "kill", "pause", "memory", "disk"; NULL for WR_SB_PAUSED_NONE and
+ * values out of range), and their parsers: 0 with *out set, or -1 for a name that is none. */
+static inline const char *wr_sb_state_name(enum wr_sb_state s)
+{
+    static const char *const names[] = {"creating", "running", "paused", "stopped", "error"};
+    return (unsigned)s < WR_SB_NSTATES ? names[s] : NULL;
+}
+static inline int wr_sb_state_parse(const char *name, enum wr_sb_state *out)
+{
+    for (unsigned i = 0; name != NULL && i < WR_SB_NSTATES; i++)
+        if (strcmp(name, wr_sb_state_name((enum wr_sb_state)i)) == 0) {
+            *out = (enum wr_sb_state)i;
+            return 0;
+        }
+    return -1;
+}
+static inline const char *wr_sb_on_timeout_name(enum wr_sb_on_timeout t)
+{
+    return t == WR_SB_TIMEOUT_PAUSE ? "pause" : t == WR_SB_TIMEOUT_KILL ? "kill" : NULL;
+}
+static inline int wr_sb_on_timeout_parse(const char *name, enum wr_sb_on_timeout *out)
+{
+    if (name != NULL && strcmp(name, "kill") == 0)
+        *out = WR_SB_TIMEOUT_KILL;
+    else if (name != NULL && strcmp(name, "pause") == 0)
+        *out = WR_SB_TIMEOUT_PAUSE;
+    else
+        return -1;
+    return 0;
+}
+static inline const char *wr_sb_paused_mode_name(enum wr_sb_paused_mode m)
+{
+    return m == WR_SB_PAUSED_MEMORY ? "memory" : m == WR_SB_PAUSED_DISK ? "disk" : NULL;
+}
+static inline int wr_sb_paused_mode_parse(const char *name, enum wr_sb_paused_mode *out)
+{
+    if (name != NULL && strcmp(name, "memory") == 0)
+        *out = WR_SB_PAUSED_MEMORY;
+    else if (name != NULL && strcmp(name, "disk") == 0)
+        *out = WR_SB_PAUSED_DISK;
+    else
+        return -1;
+    return 0;
+}
+
 struct wr_sandbox_rec {
     char *id;
     char *team;
     char *template_name;
-    char *state;  /* creating, running, paused, stopped, error */
+    enum wr_sb_state state;
     char *reason; /* NULL unless stopped or error */
     uint32_t cpu_millis;
     uint64_t memory_bytes;
@@ -62,10 +132,10 @@ struct wr_sandbox_rec {
     char *idem_key;      /* Idempotency-Key, or NULL */
     int64_t init_pid;    /* host pid of warren-init, 0 if none */
     int64_t uid_base;
-    int64_t seq;          /* insertion order, for stable pagination */
-    char *on_timeout;     /* what the deadline does: "kill" or "pause" (NULL at insert: kill) */
-    uint32_t timeout_s;   /* the timeout given at create */
-    char *paused_mode;    /* "memory" or "disk" while paused, else NULL */
+    int64_t seq;                        /* insertion order, for stable pagination */
+    enum wr_sb_on_timeout on_timeout;   /* what the deadline does */
+    uint32_t timeout_s;                 /* the timeout given at create */
+    enum wr_sb_paused_mode paused_mode; /* while paused; else NONE */
     int64_t remaining_ms; /* while paused: the stopped deadline clock's time left; else -1 */
     /* The image it runs: {"layers": [refs, bottom first], "config": {...}} (see images.h in
      * src/core); "{}" for sandboxes made before layers were recorded. */
@@ -77,7 +147,7 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
 /* Insert a new sandbox (r->seq is assigned; seqs are never reused). NULL metadata_json or
  * env_json store "{}", NULL volumes_json "[]". WR_ECONFLICT if the id, or the (team, idem_key)
- * pair, exists; WR_EINVAL if id, team, template_name or state is NULL or a JSON column is not an
+ * pair, exists; WR_EINVAL if id, team or template_name is NULL or a JSON column is not an
  * object. */
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err);
 /* Get by id; team NULL: any team, else WR_ENOTFOUND for another team's sandbox. */
@@ -88,13 +158,14 @@ int wr_store_sandbox_get_idem(struct wr_store *s, const char *team, const char *
                               struct wr_sandbox_rec *r, struct wr_err *err);
 /* Updates and delete by id (any team: check ownership with _get first). WR_ENOTFOUND if there
  * is no such sandbox. */
-/* Any state but "paused" also clears paused_mode and remaining_ms. */
-int wr_store_sandbox_set_state(struct wr_store *s, const char *id, const char *state,
+/* Any state but paused also clears paused_mode and remaining_ms. */
+int wr_store_sandbox_set_state(struct wr_store *s, const char *id, enum wr_sb_state state,
                                const char *reason, struct wr_err *err);
-/* State "paused" in `mode`, with reason (NULL: none) and the deadline's time left. */
-int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, const char *mode,
+/* State paused in `mode` (WR_EINVAL for NONE), with reason (NULL: none) and the deadline's time
+ * left. */
+int wr_store_sandbox_set_paused(struct wr_store *s, const char *id, enum wr_sb_paused_mode mode,
                                 const char *reason, int64_t remaining_ms, struct wr_err *err);
-/* State "running" again with a new deadline; clears reason, paused_mode and remaining_ms. */
+/* State running again with a new deadline; clears reason, paused_mode and remaining_ms. */
 int wr_store_sandbox_set_resumed(struct wr_store *s, const char *id, int64_t deadline_ms,
                                  struct wr_err *err);
 int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t deadline_ms,
@@ -107,7 +178,7 @@ int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *e
 
 struct wr_sandbox_filter {
     const char *team;             /* NULL: every team */
-    const char *const *states;    /* NULL-terminated; NULL: all but "stopped" and "error" */
+    unsigned states;              /* WR_SB_BIT()s of the states; 0: all but stopped and error */
     const char *const *meta_keys; /* n_meta pairs: metadata[key] == value (string values) */
     const char *const *meta_values;
     size_t n_meta;

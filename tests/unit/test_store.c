@@ -65,7 +65,7 @@ static struct wr_sandbox_rec rec(const char *id, const char *team, const char *i
         .id = (char *)id,
         .team = (char *)team,
         .template_name = (char *)"base",
-        .state = (char *)state,
+        .state = WR_SB_ERROR,
         .cpu_millis = 500,
         .memory_bytes = 256u << 20,
         .created_ms = 1700000000000,
@@ -74,6 +74,8 @@ static struct wr_sandbox_rec rec(const char *id, const char *team, const char *i
         .env_json = (char *)"{\"A\":\"1\"}",
         .idem_key = (char *)idem,
     };
+    if (wr_sb_state_parse(state, &r.state) < 0)
+        abort();
     return r;
 }
 
@@ -281,12 +283,12 @@ static void test_migrate_2(void)
         free(path);
         return;
     }
-    ok(wr_store_sandbox_get(s, NULL, "old-1", &got, &err) == 0 && streq(got.state, "running") &&
+    ok(wr_store_sandbox_get(s, NULL, "old-1", &got, &err) == 0 && got.state == WR_SB_RUNNING &&
            got.init_pid == 77 && got.uid_base == 88 && got.deadline_ms == 301000,
        "a running row survives");
-    is_str(got.on_timeout, "kill", "old rows are killed at their deadline");
+    is_int(got.on_timeout, WR_SB_TIMEOUT_KILL, "old rows are killed at their deadline");
     is_int(got.timeout_s, 300, "timeout from created and deadline");
-    ok(got.paused_mode == NULL && got.remaining_ms == -1, "not paused");
+    ok(got.paused_mode == WR_SB_PAUSED_NONE && got.remaining_ms == -1, "not paused");
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_get(s, NULL, "old-2", &got, &err) == 0 && got.timeout_s == 1,
        "a sub-second span rounds up to 1 s (got %u)", got.timeout_s);
@@ -508,7 +510,7 @@ static void test_sandboxes(struct wr_store *s)
     is_str(got.id, "sb-1", "id");
     is_str(got.team, "team-a", "team");
     is_str(got.template_name, "base", "template");
-    is_str(got.state, "creating", "state");
+    is_int(got.state, WR_SB_CREATING, "state");
     ok(got.reason == NULL, "reason NULL");
     ok(got.cpu_millis == 500 && got.memory_bytes == (1ull << 63) + 5, "cpu and memory round-trip");
     ok(got.created_ms == 1700000000000 && got.deadline_ms == 1700000300000, "times round-trip");
@@ -560,26 +562,27 @@ static void test_sandboxes(struct wr_store *s)
        "a new sandbox takes a released key");
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_get(s, NULL, "sb-r1", &got, &err) == 0 && got.idem_key == NULL &&
-           streq(got.state, "error"),
+           got.state == WR_SB_ERROR,
        "the old record stays, without its key");
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_release_idem(s, "sb-none", &err) < 0 && err.kind == WR_ENOTFOUND,
        "release on an unknown id is not found");
 
-    ok(wr_store_sandbox_set_state(s, "sb-1", "error", "oom", &err) == 0 &&
+    ok(wr_store_sandbox_set_state(s, "sb-1", WR_SB_ERROR, "oom", &err) == 0 &&
            wr_store_sandbox_set_deadline(s, "sb-1", 42, &err) == 0 &&
            wr_store_sandbox_set_runtime(s, "sb-1", 4242, 200000, &err) == 0,
        "set state, deadline, runtime");
-    ok(wr_store_sandbox_get(s, NULL, "sb-1", &got, &err) == 0 && streq(got.state, "error") &&
+    ok(wr_store_sandbox_get(s, NULL, "sb-1", &got, &err) == 0 && got.state == WR_SB_ERROR &&
            got.reason && streq(got.reason, "oom") && got.deadline_ms == 42 &&
            got.init_pid == 4242 && got.uid_base == 200000,
        "updates read back");
     wr_sandbox_rec_fini(&got);
-    ok(wr_store_sandbox_set_state(s, "sb-1", "running", NULL, &err) == 0 &&
+    ok(wr_store_sandbox_set_state(s, "sb-1", WR_SB_RUNNING, NULL, &err) == 0 &&
            wr_store_sandbox_get(s, NULL, "sb-1", &got, &err) == 0 && got.reason == NULL,
        "reason cleared");
     wr_sandbox_rec_fini(&got);
-    ok(wr_store_sandbox_set_state(s, "nope", "running", NULL, &err) < 0 && err.kind == WR_ENOTFOUND,
+    ok(wr_store_sandbox_set_state(s, "nope", WR_SB_RUNNING, NULL, &err) < 0 &&
+           err.kind == WR_ENOTFOUND,
        "set_state of unknown id");
     ok(wr_store_sandbox_set_deadline(s, "nope", 1, &err) < 0 && err.kind == WR_ENOTFOUND,
        "set_deadline of unknown id");
@@ -589,62 +592,59 @@ static void test_sandboxes(struct wr_store *s)
     /* Pause and resume, and the timeout policy. */
     {
         struct wr_sandbox_rec p = rec("sb-p", "team-a", NULL, NULL, "running");
-        p.on_timeout = (char *)"pause";
+        p.on_timeout = WR_SB_TIMEOUT_PAUSE;
         p.timeout_s = 300;
         ok(wr_store_sandbox_insert(s, &p, &err) == 0, "insert with on_timeout pause");
     }
-    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.on_timeout, "pause") &&
-           got.timeout_s == 300 && got.paused_mode == NULL && got.remaining_ms == -1,
+    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 &&
+           got.on_timeout == WR_SB_TIMEOUT_PAUSE && got.timeout_s == 300 &&
+           got.paused_mode == WR_SB_PAUSED_NONE && got.remaining_ms == -1,
        "policy and timeout read back; not paused");
     wr_sandbox_rec_fini(&got);
-    ok(wr_store_sandbox_get(s, NULL, "sb-5", &got, &err) == 0 && streq(got.on_timeout, "kill"),
+    ok(wr_store_sandbox_get(s, NULL, "sb-5", &got, &err) == 0 &&
+           got.on_timeout == WR_SB_TIMEOUT_KILL,
        "on_timeout defaults to kill");
     wr_sandbox_rec_fini(&got);
-    {
-        struct wr_sandbox_rec p = rec("sb-bad", "team-a", NULL, NULL, "running");
-        p.on_timeout = (char *)"explode";
-        ok(wr_store_sandbox_insert(s, &p, &err) < 0 && err.kind == WR_EINVAL,
-           "an unknown policy is invalid: %s", err.msg);
-    }
-    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", "timeout", 12345, &err) == 0, "set paused");
-    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.state, "paused") &&
-           streq(got.paused_mode, "memory") && streq(got.reason, "timeout") &&
+    ok(wr_store_sandbox_set_paused(s, "sb-p", WR_SB_PAUSED_MEMORY, "timeout", 12345, &err) == 0,
+       "set paused");
+    ok(wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.state == WR_SB_PAUSED &&
+           got.paused_mode == WR_SB_PAUSED_MEMORY && streq(got.reason, "timeout") &&
            got.remaining_ms == 12345,
        "paused: mode, reason and time left read back");
     wr_sandbox_rec_fini(&got);
     {
-        const char *paused[] = {"paused", NULL};
-        struct wr_sandbox_filter f = {.team = "team-a", .states = paused};
+        struct wr_sandbox_filter f = {.team = "team-a", .states = WR_SB_BIT(WR_SB_PAUSED)};
         ok(ids_are(s, &f, "sb-p"), "state filter finds the paused one");
         char *ids;
-        f.states = NULL;
+        f.states = 0;
         ids = list_ids(s, &f);
         ok(strstr(ids, "sb-p") != NULL, "paused is listed by default");
         free(ids);
     }
-    ok(wr_store_sandbox_set_state(s, "sb-p", "paused", "again", &err) == 0 &&
+    ok(wr_store_sandbox_set_state(s, "sb-p", WR_SB_PAUSED, "again", &err) == 0 &&
            wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.remaining_ms == 12345 &&
-           streq(got.paused_mode, "memory"),
+           got.paused_mode == WR_SB_PAUSED_MEMORY,
        "set_state to paused keeps the time left");
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_set_resumed(s, "sb-p", 99, &err) == 0 &&
-           wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && streq(got.state, "running") &&
-           got.reason == NULL && got.paused_mode == NULL && got.remaining_ms == -1 &&
+           wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.state == WR_SB_RUNNING &&
+           got.reason == NULL && got.paused_mode == WR_SB_PAUSED_NONE && got.remaining_ms == -1 &&
            got.deadline_ms == 99,
        "resumed: running, new deadline, pause fields cleared");
     wr_sandbox_rec_fini(&got);
-    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", NULL, 0, &err) == 0 &&
-           wr_store_sandbox_set_state(s, "sb-p", "stopped", "deleted", &err) == 0 &&
+    ok(wr_store_sandbox_set_paused(s, "sb-p", WR_SB_PAUSED_MEMORY, NULL, 0, &err) == 0 &&
+           wr_store_sandbox_set_state(s, "sb-p", WR_SB_STOPPED, "deleted", &err) == 0 &&
            wr_store_sandbox_get(s, NULL, "sb-p", &got, &err) == 0 && got.remaining_ms == -1 &&
-           got.paused_mode == NULL && got.reason != NULL,
+           got.paused_mode == WR_SB_PAUSED_NONE && got.reason != NULL,
        "stopping a paused sandbox clears its pause fields");
     wr_sandbox_rec_fini(&got);
-    ok(wr_store_sandbox_set_paused(s, "sb-p", NULL, NULL, 1, &err) < 0 && err.kind == WR_EINVAL,
+    ok(wr_store_sandbox_set_paused(s, "sb-p", WR_SB_PAUSED_NONE, NULL, 1, &err) < 0 &&
+           err.kind == WR_EINVAL,
        "pause needs a mode");
-    ok(wr_store_sandbox_set_paused(s, "sb-p", "memory", NULL, -5, &err) < 0 &&
+    ok(wr_store_sandbox_set_paused(s, "sb-p", WR_SB_PAUSED_MEMORY, NULL, -5, &err) < 0 &&
            err.kind == WR_EINVAL,
        "and a time left >= 0");
-    ok(wr_store_sandbox_set_paused(s, "nope", "memory", NULL, 1, &err) < 0 &&
+    ok(wr_store_sandbox_set_paused(s, "nope", WR_SB_PAUSED_MEMORY, NULL, 1, &err) < 0 &&
            err.kind == WR_ENOTFOUND,
        "pause of unknown id");
     ok(wr_store_sandbox_set_resumed(s, "nope", 1, &err) < 0 && err.kind == WR_ENOTFOUND,
@@ -662,9 +662,8 @@ static void test_sandboxes(struct wr_store *s)
 static void test_list_filters(struct wr_store *s)
 {
     struct wr_err err;
-    const char *running[] = {"running", NULL}, *stopped[] = {"stopped", NULL};
-    const char *live[] = {"running", "paused", NULL}, *none[] = {NULL};
-    const char *odd[] = {"it's", "a\"b", NULL};
+    const unsigned running = WR_SB_BIT(WR_SB_RUNNING), stopped = WR_SB_BIT(WR_SB_STOPPED);
+    const unsigned live = WR_SB_BIT(WR_SB_RUNNING) | WR_SB_BIT(WR_SB_PAUSED);
     struct wr_sandbox_filter f = {.team = "lf"};
     int fails = 0;
 
@@ -674,7 +673,7 @@ static void test_list_filters(struct wr_store *s)
     fails += insert(s, "l-stop", "lf", NULL, "{\"q\\\"k\":\"v\\\"al\"}", "stopped", &err);
     fails += insert(s, "l-err", "lf", NULL, "{\"ключ\":\"日本\",\"env\":\"dev\"}", "error", &err);
     fails += insert(s, "l-odd", "lf", NULL, "{\"$.x[0]\":\"y\",\"n\":\"1\",\"nl\\nk\":\"\\\\\"}",
-                    "it's", &err);
+                    "creating", &err);
     fails += insert(s, "l-num", "lf", NULL, "{\"n\":1}", "running", &err);
     fails += insert(s, "l-other", "lf2", NULL, "{\"env\":\"prod\"}", "running", &err);
     ok(fails == 0, "insert filter rows");
@@ -685,31 +684,29 @@ static void test_list_filters(struct wr_store *s)
     ok(ids_are(s, &f, "l-run,l-num"), "state running");
     f.states = stopped;
     ok(ids_are(s, &f, "l-stop"), "explicit stopped");
-    f.states = (const char *[]){"error", NULL};
+    f.states = WR_SB_BIT(WR_SB_ERROR);
     ok(ids_are(s, &f, "l-err"), "explicit error");
     f.states = live;
     ok(ids_are(s, &f, "l-run,l-pause,l-num"), "two states");
-    f.states = none;
-    ok(ids_are(s, &f, ""), "empty state list matches nothing");
-    f.states = odd;
-    ok(ids_are(s, &f, "l-odd"), "states with quotes are bound, not spliced");
+    f.states = WR_SB_BIT(WR_SB_CREATING);
+    ok(ids_are(s, &f, "l-odd"), "explicit creating");
     {
         const char *ks[] = {"env"}, *vs[] = {"prod"};
         struct wr_sandbox_filter g = {
             .states = running, .meta_keys = ks, .meta_values = vs, .n_meta = 1};
         ok(ids_are(s, &g, "l-run,l-other"), "team NULL lists every team");
     }
-    f.states = NULL;
+    f.states = 0;
 
 #define META(k, v, want, name)                                                                     \
     do {                                                                                           \
         const char *ks_[] = {k}, *vs_[] = {v};                                                     \
-        struct wr_sandbox_filter g_ = {                                                            \
-            .team = "lf",                                                                          \
-            .states = (const char *[]){"running", "paused", "stopped", "error", "it's", NULL},     \
-            .meta_keys = ks_,                                                                      \
-            .meta_values = vs_,                                                                    \
-            .n_meta = 1};                                                                          \
+        struct wr_sandbox_filter g_ = {.team = "lf",                                               \
+                                       .states = WR_SB_LIVE | WR_SB_BIT(WR_SB_STOPPED) |           \
+                                                 WR_SB_BIT(WR_SB_ERROR),                           \
+                                       .meta_keys = ks_,                                           \
+                                       .meta_values = vs_,                                         \
+                                       .n_meta = 1};                                               \
         ok(ids_are(s, &g_, want), "metadata filter: %s", name);                                    \
     } while (0)
     META("a.b", "x", "l-run", "a dotted key is one key");
@@ -973,7 +970,7 @@ static void test_volumes(struct wr_store *s)
     struct wr_sandbox_rec sb = {.id = "vol-user",
                                 .team = "team-a",
                                 .template_name = "base",
-                                .state = "running",
+                                .state = WR_SB_RUNNING,
                                 .volumes_json = "[{\"id\":\"vol00000000000000001\",\"name\":"
                                                 "\"data\",\"path\":\"/d\",\"readonly\":false}]"};
     struct wr_err err;
@@ -999,10 +996,10 @@ static void test_volumes(struct wr_store *s)
     ok(wr_store_volume_delete(s, "team-a", "data", &got, &err) < 0 && err.kind == WR_ECONFLICT &&
            strstr(err.msg, "vol-user") != NULL,
        "delete in use is refused, naming the sandbox: %s", err.msg);
-    ok(wr_store_sandbox_set_paused(s, "vol-user", "memory", NULL, 10, &err) == 0 &&
+    ok(wr_store_sandbox_set_paused(s, "vol-user", WR_SB_PAUSED_MEMORY, NULL, 10, &err) == 0 &&
            wr_store_volume_delete(s, "team-a", "data", &got, &err) < 0 && err.kind == WR_ECONFLICT,
        "and while it is paused");
-    ok(wr_store_sandbox_set_state(s, "vol-user", "stopped", "x", &err) == 0 &&
+    ok(wr_store_sandbox_set_state(s, "vol-user", WR_SB_STOPPED, "x", &err) == 0 &&
            wr_store_volume_delete(s, "team-a", "data", &got, &err) == 0 &&
            strcmp(got.id, "vol00000000000000001") == 0,
        "a stopped sandbox does not hold it");
@@ -1012,6 +1009,31 @@ static void test_volumes(struct wr_store *s)
     ok(wr_store_volume_delete(s, "team-b", "data", &got, &err) == 0, "the other team's goes too");
     wr_volume_rec_fini(&got);
     ok(wr_store_sandbox_delete(s, "vol-user", &err) == 0, "clean up");
+}
+
+/* The enums' names are the SQL column's and the API's: each parses back to itself. */
+static void test_state_names(void)
+{
+    enum wr_sb_state st;
+    enum wr_sb_on_timeout t;
+    enum wr_sb_paused_mode pm;
+    bool round = true;
+
+    for (unsigned i = 0; i < WR_SB_NSTATES; i++)
+        round &= wr_sb_state_parse(wr_sb_state_name((enum wr_sb_state)i), &st) == 0 && st == i;
+    ok(round && streq(wr_sb_state_name(WR_SB_PAUSED), "paused"), "state names round-trip");
+    ok(wr_sb_state_parse("it's", &st) < 0 && wr_sb_state_parse(NULL, &st) < 0 &&
+           wr_sb_state_name((enum wr_sb_state)WR_SB_NSTATES) == NULL,
+       "an unknown state is none");
+    ok(wr_sb_on_timeout_parse("pause", &t) == 0 && t == WR_SB_TIMEOUT_PAUSE &&
+           streq(wr_sb_on_timeout_name(WR_SB_TIMEOUT_KILL), "kill") &&
+           wr_sb_on_timeout_parse("explode", &t) < 0,
+       "timeout policies: kill, pause");
+    ok(wr_sb_paused_mode_parse("disk", &pm) == 0 && pm == WR_SB_PAUSED_DISK &&
+           streq(wr_sb_paused_mode_name(WR_SB_PAUSED_MEMORY), "memory") &&
+           wr_sb_paused_mode_name(WR_SB_PAUSED_NONE) == NULL &&
+           wr_sb_paused_mode_parse("", &pm) < 0,
+       "paused modes: memory, disk; none has no name");
 }
 
 int main(void)
@@ -1026,6 +1048,7 @@ int main(void)
         return 1;
     }
     umask(022);
+    test_state_names();
     test_open();
     test_migrate();
     test_migrate_2();

@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Creating a sandbox: its start spec, the start on a worker, idempotency and the host's limits
+ * (see manager.h). */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/layer.h"
+#include "../runtime/quota.h"
+#include "space.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+#include "images.h"
+
+/* ---- creating -------------------------------------------------------------------------------- */
+
+static void free_strv(char **v)
+{
+    for (char **p = v; p && *p; p++)
+        free(*p);
+    free(v);
+}
+
+void wr__start_spec_fini(struct start_spec *ss)
+{
+    free(ss->id);
+    for (size_t i = 0; i < ss->n_layers; i++)
+        free(ss->layers[i]);
+    free(ss->layers);
+    free_strv(ss->env);
+    free(ss->cwd);
+    free(ss->user);
+    free(ss->home);
+    wr__mounts_free(ss->mounts, ss->n_mounts);
+    memset(ss, 0, sizeof(*ss));
+}
+
+/* The project id of a sandbox's project quota: its seq, unique and never reused, with the high
+ * bit set to keep apart from projects an administrator numbers by hand. */
+static uint32_t project_of(int64_t seq)
+{
+    return 0x80000000u | (uint32_t)(seq & 0x7fffffff);
+}
+
+/* The start spec of a sandbox record: its image's layers and config, its env on top. */
+int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
+                      struct wr_err *err)
+{
+    json_t *img = json_loads(rec->image_json ? rec->image_json : "{}", 0, NULL);
+    json_t *cfg = json_object_get(img, "config"), *env = json_object(), *renv, *v;
+    const char *k, *str;
+    size_t n = 0;
+
+    memset(ss, 0, sizeof(*ss));
+    if (!json_is_array(json_object_get(img, "layers"))) {
+        json_decref(img);
+        json_decref(env);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` was made before images were recorded",
+                          rec->id);
+    }
+    if (wr_images_layer_paths(m->cfg.images, json_object_get(img, "layers"), &ss->layers,
+                              &ss->n_layers, err) < 0) {
+        json_decref(img);
+        json_decref(env);
+        return -1;
+    }
+    if (json_is_object(json_object_get(cfg, "env")))
+        json_object_update(env, json_object_get(cfg, "env"));
+    renv = json_loads(rec->env_json ? rec->env_json : "{}", 0, NULL);
+    if (json_is_object(renv))
+        json_object_update(env, renv);
+    json_decref(renv);
+    ss->env = xcalloc(json_object_size(env) + 1, sizeof(char *));
+    json_object_foreach(env, k, v)
+    {
+        if (json_is_string(v))
+            ss->env[n++] = xasprintf("%s=%s", k, json_string_value(v));
+    }
+    json_decref(env);
+    if ((str = json_string_value(json_object_get(cfg, "cwd"))) != NULL)
+        ss->cwd = xstrdup(str);
+    if ((str = json_string_value(json_object_get(cfg, "user"))) != NULL)
+        ss->user = xstrdup(str);
+    ss->allow_setuid = json_is_true(json_object_get(cfg, "setuid"));
+    json_decref(img);
+    ss->id = xstrdup(rec->id);
+    if (wr__mounts_of(m, rec->volumes_json, &ss->mounts, &ss->n_mounts, err) < 0) {
+        wr__start_spec_fini(ss);
+        return -1;
+    }
+    wr__volumes_give(m, ss);
+    ss->home = wr_images_home(m->cfg.images, rec->id);
+    ss->memory_bytes = rec->memory_bytes;
+    ss->disk_bytes = rec->disk_bytes;
+    ss->project = project_of(rec->seq);
+    ss->cpu_millis = rec->cpu_millis;
+    ss->pids_max = m->cfg.pids_max;
+    return 0;
+}
+
+/* Worker: make the writable layer (unless it holds a paused sandbox's files) and start. On
+ * failure a new home is removed again. */
+int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct wr_sandbox **out,
+                      struct wr_err *err)
+{
+    struct wr_sandbox_spec spec = {
+        .id = ss->id,
+        .layers = (const char *const *)ss->layers,
+        .n_layers = ss->n_layers,
+        .env = (const char *const *)ss->env,
+        .cwd = ss->cwd,
+        .user = ss->user,
+        .upper_dir = ss->home,
+        .memory_bytes = ss->memory_bytes,
+        .cpu_millis = ss->cpu_millis,
+        .pids_max = ss->pids_max,
+        .allow_setuid = ss->allow_setuid,
+        .mounts = ss->mounts,
+        .n_mounts = ss->n_mounts,
+    };
+
+    if (!ss->home_exists && wr_layer_home_create(ss->home, wr_images_fs(m->cfg.images), err) < 0)
+        return wr_err_wrap(err, "writable layer");
+    if (!ss->home_exists && ss->disk_bytes > 0 &&
+        wr_quota_limit(ss->home, ss->disk_bytes, ss->project, err) < 0) {
+        (void)wr_layer_remove(ss->home, NULL);
+        return wr_err_wrap(err, "disk limit");
+    }
+    if (wr_sandbox_create(m->cfg.rt, &spec, out, err) < 0) {
+        if (!ss->home_exists)
+            (void)wr_layer_remove(ss->home, NULL);
+        return -1;
+    }
+    if (wr_log_min <= WR_LOG_DEBUG) {
+        const struct wr_sandbox_timing *t = wr_sandbox_timing(*out);
+        log_debug("sandbox %s: cloned %.3f ms, overlay %.3f, cgroups %.3f, init ready %.3f", ss->id,
+                  (double)(t->cloned - t->start) / 1e6, (double)(t->overlay - t->mapped) / 1e6,
+                  (double)(t->cgroup - t->overlay) / 1e6, (double)(t->ready - t->cgroup) / 1e6);
+    }
+    return 0;
+}
+
+/* A build's context, read-only at WR_BUILD_CONTEXT (never recorded: a build's sandboxes are
+ * not paused or kept). */
+static int add_context_mount(struct start_spec *ss, const char *dir, struct wr_err *err)
+{
+    if (dir == NULL)
+        return 0;
+    if (ss->n_mounts >= WR_MAX_MOUNTS)
+        return wr_err_set(err, WR_EINVAL, 0, "too many mounts");
+    ss->mounts = xrealloc(ss->mounts, (ss->n_mounts + 1) * sizeof(*ss->mounts));
+    ss->mounts[ss->n_mounts++] = (struct wr_mount_spec){
+        .host_dir = xstrdup(dir), .target = xstrdup(WR_BUILD_CONTEXT), .readonly = true};
+    return 0;
+}
+
+struct create_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct wr_msb *sb;
+    struct wr_sandbox_rec rec;
+    struct start_spec ss;
+    struct wr_sandbox *rt_sb;
+    struct wr_err err;
+    int rc;
+    wr_manager_create_cb cb;
+    void *ctx;
+};
+
+static void create_run(uv_work_t *w)
+{
+    struct create_work *c = w->data;
+    c->rc = wr__start_sandbox(c->m, &c->ss, &c->rt_sb, &c->err);
+}
+
+/* Answer the creates that wait with the key of sb's (rec, a record of sb, or err). */
+static void answer_create_waiters(struct wr_msb *sb, const struct wr_err *err)
+{
+    while (sb->create_waiters != NULL) {
+        struct wr_create_waiter *cw = sb->create_waiters;
+        struct wr_sandbox_rec *rec = NULL;
+        struct wr_err e2;
+        const struct wr_err *e = err;
+
+        sb->create_waiters = cw->next;
+        if (e == NULL) {
+            rec = xmalloc(sizeof(*rec));
+            if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, rec, &e2) < 0) {
+                free(rec);
+                rec = NULL;
+                e = &e2;
+            }
+        }
+        cw->cb(cw->ctx, rec, rec != NULL, e, 0);
+        free(cw);
+    }
+}
+
+/* A sandbox whose create failed is gone: deletes asked for meanwhile are done. */
+static void answer_pending_deletes(struct wr_msb *sb)
+{
+    if (sb->pending_end.due) {
+        sb->pending_end.due = false;
+        if (sb->pending_end.cb != NULL)
+            sb->pending_end.cb(sb->pending_end.ctx, NULL);
+        free(sb->pending_end.reason);
+        sb->pending_end.reason = NULL;
+    }
+    while (sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = sb->delete_waiters;
+        sb->delete_waiters = dw->next;
+        dw->cb(dw->ctx, NULL);
+        free(dw);
+    }
+}
+
+/* The create's sandbox is started (c->rc 0, c->rt_sb) or not: record it and answer (the creates
+ * that wait with its key too). A delete asked for meanwhile ends it now, through the normal
+ * end, and the create fails. Frees c. */
+static void create_finish(struct create_work *c)
+{
+    struct wr_manager *m = c->m;
+    struct wr_msb *sb = c->sb;
+    struct wr_err e2;
+    struct wr_sandbox_rec *out = NULL;
+
+    sb->busy = false;
+    if (c->rc == 0 && m->closing) {
+        /* The daemon is stopping: a sandbox nobody was told about is not kept. */
+        (void)wr__sandbox_teardown(m, c->rec.id, c->rt_sb, false, c->ss.home, NULL);
+        c->rc = wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
+    }
+    if (c->rc < 0) {
+        (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
+        wr__table_del(m, sb);
+        c->cb(c->ctx, NULL, false, &c->err, 0);
+        answer_create_waiters(sb, &c->err);
+        answer_pending_deletes(sb);
+        wr_msb_unref(sb);
+        goto out;
+    }
+    sb->rt = c->rt_sb;
+    if (sb->pending_end.due) {
+        wr_err_set(&e2, WR_ECONFLICT, 0, "sandbox `%s` was deleted while being created", sb->id);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+        answer_create_waiters(sb, &e2);
+        (void)wr__run_pending_end(sb);
+        goto out;
+    }
+    if (wr_store_sandbox_set_runtime(m->cfg.store, c->rec.id, wr_sandbox_pid(c->rt_sb),
+                                     wr_sandbox_uid_base(c->rt_sb), &e2) < 0 ||
+        wr_store_sandbox_set_state(m->cfg.store, c->rec.id, WR_SB_RUNNING, NULL, &e2) < 0) {
+        log_error("sandbox %s: store: %s", c->rec.id, e2.msg);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+        answer_create_waiters(sb, &e2);
+        wr__msb_end(sb, true, WR_SB_STOPPED, "store failure", NULL, NULL);
+        goto out;
+    }
+    wr__msb_start_watching(sb, MSB_RUNNING, c->rec.deadline_ms, false);
+    wr__sample(sb); /* the anchor of the first CPU share */
+    out = xmalloc(sizeof(*out));
+    if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
+        free(out);
+        c->cb(c->ctx, NULL, false, &e2, 0);
+    } else {
+        c->cb(c->ctx, out, false, NULL, 0);
+    }
+    answer_create_waiters(sb, NULL);
+out:
+    wr_sandbox_rec_fini(&c->rec);
+    wr__start_spec_fini(&c->ss);
+    free(c);
+}
+
+static void create_done(uv_work_t *w, int status)
+{
+    struct create_work *c = w->data;
+    struct wr_manager *m = c->m;
+
+    create_finish(c);
+    wr__work_done(m);
+}
+
+/* A warm sandbox fits a create that asks for the default template, limits and nothing of its
+ * own to be mounted or set (warm.c). */
+static bool warm_fits(const struct wr_manager *m, const struct wr_create_req *req,
+                      const struct wr_sandbox_rec *rec, json_t *env)
+{
+    return m->warm != NULL && req->image_json == NULL && strcmp(rec->template_name, "base") == 0 &&
+           req->n_volumes == 0 && req->context_dir == NULL && req->disk_bytes == 0 &&
+           json_object_size(env) == 0 && rec->cpu_millis == m->cfg.default_cpu_millis &&
+           rec->memory_bytes == m->cfg.default_memory_bytes;
+}
+
+/* A create with an idempotency key: 1 if an earlier create with the key answers it (now, or
+ * once that one is made: it waits), 0 if it goes ahead (no create had the key, or that one's
+ * sandbox ended in error and the key now goes to this one), -1 with err. */
+static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
+                       wr_manager_create_cb cb, void *ctx, struct wr_err *err)
+{
+    struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
+    struct wr_msb *sb;
+
+    if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, err) < 0) {
+        free(rec);
+        return err->kind == WR_ENOTFOUND ? 0 : -1;
+    }
+    if (rec->state == WR_SB_ERROR) {
+        /* It never came up, or broke: a retry wants a sandbox that works. */
+        log_info("sandbox %s: in error (%s); its idempotency key goes to a new create", rec->id,
+                 rec->reason ? rec->reason : "no reason");
+        if (wr_store_sandbox_release_idem(m->cfg.store, rec->id, err) < 0) {
+            wr_sandbox_rec_fini(rec);
+            free(rec);
+            return -1;
+        }
+        wr_sandbox_rec_fini(rec);
+        free(rec);
+        return 0;
+    }
+    sb = wr__table_get(m, rec->id);
+    if (rec->state == WR_SB_CREATING && sb != NULL && sb->state == MSB_CREATING) {
+        /* Still being made (the client lost the first answer): the same answer, once there.
+         * (Stripe answers such a repeat 409 and leaves the retrying to the client; a create
+         * takes milliseconds, so waiting is kinder.) */
+        struct wr_create_waiter *cw = xcalloc(1, sizeof(*cw));
+        cw->cb = cb;
+        cw->ctx = ctx;
+        cw->next = sb->create_waiters;
+        sb->create_waiters = cw;
+        wr_sandbox_rec_fini(rec);
+        free(rec);
+        return 1;
+    }
+    cb(ctx, rec, true, NULL, 0);
+    return 1;
+}
+
+void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
+                       wr_manager_create_cb cb, void *ctx)
+{
+    const char *tname = req->template_name ? req->template_name : "base";
+    uint32_t timeout_s = req->timeout_s ? req->timeout_s : m->cfg.default_timeout_s;
+    uint64_t memory = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
+    struct wr_image img = {0};
+    struct create_work *c;
+    struct wr_sandbox *warm = NULL;
+    json_t *env, *image;
+    struct wr_err err;
+    char id[21];
+
+    if (timeout_s > m->cfg.max_timeout_s) {
+        wr_err_set(&err, WR_EINVAL, 0, "timeout %u s is above the maximum of %u s", timeout_s,
+                   m->cfg.max_timeout_s);
+        goto fail;
+    }
+    if (req->image_json != NULL) {
+        json_t *j = json_loads(req->image_json, 0, NULL);
+        img.layers = json_incref(json_object_get(j, "layers"));
+        img.config = json_incref(json_object_get(j, "config"));
+        img.name = xstrdup(tname);
+        json_decref(j);
+        if (!json_is_array(img.layers) || !json_is_object(img.config)) {
+            wr_err_set(&err, WR_EINTERNAL, 0, "create: a malformed image");
+            goto fail;
+        }
+    } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
+        goto fail;
+    }
+    if (req->disk_bytes > 0) {
+        const char *why;
+        if (wr_images_quota_method(m->cfg.images, &why) == NULL) {
+            wr_err_set(&err, WR_EUNSUPPORTED, 0, "a disk limit cannot be enforced on this host: %s",
+                       why);
+            goto fail;
+        }
+    }
+    if (req->idem_key != NULL) {
+        int r = idem_lookup(m, req, cb, ctx, &err);
+        if (r < 0)
+            goto fail;
+        if (r > 0) {
+            wr_image_fini(&img);
+            return;
+        }
+    }
+    if (m->count >= m->cfg.max_sandboxes) {
+        wr_image_fini(&img);
+        wr_err_set(&err, WR_ELIMIT, 0, "the host runs its maximum of %u sandboxes",
+                   m->cfg.max_sandboxes);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
+    if (wr_space_admit(m->cfg.space, "create", 0, &err) < 0) {
+        wr_image_fini(&img);
+        cb(ctx, NULL, false, &err, 0);
+        return;
+    }
+    if (m->committed + memory > m->cfg.max_memory_bytes) {
+        uint64_t have = m->cfg.max_memory_bytes - m->committed;
+        wr_image_fini(&img);
+        wr_err_set(&err, WR_ELIMIT, 0,
+                   "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
+                   memory >> 20, have >> 20);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
+
+    c = xcalloc(1, sizeof(*c));
+    c->m = m;
+    c->cb = cb;
+    c->ctx = ctx;
+    wr__core_new_id(id);
+    env = req->env_json != NULL ? json_loads(req->env_json, 0, NULL) : NULL;
+    if (!json_is_object(env)) {
+        json_decref(env);
+        env = json_object();
+    }
+    image = json_pack("{sOsO}", "layers", img.layers, "config", img.config);
+    c->rec.id = xstrdup(id);
+    c->rec.team = xstrdup(req->team);
+    c->rec.template_name = xstrdup(img.name);
+    c->rec.state = WR_SB_CREATING;
+    c->rec.cpu_millis = req->cpu_millis ? req->cpu_millis : m->cfg.default_cpu_millis;
+    c->rec.memory_bytes = memory;
+    c->rec.created_ms = wr__core_now_ms();
+    c->rec.deadline_ms = c->rec.created_ms + (int64_t)timeout_s * 1000;
+    c->rec.metadata_json = xstrdup(req->metadata_json ? req->metadata_json : "{}");
+    c->rec.env_json = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
+    c->rec.idem_key = req->idem_key ? xstrdup(req->idem_key) : NULL;
+    c->rec.on_timeout = req->on_timeout;
+    c->rec.timeout_s = timeout_s;
+    c->rec.image_json = json_dumps(image, JSON_COMPACT);
+    c->rec.disk_bytes = req->disk_bytes;
+    if (warm_fits(m, req, &c->rec, env) &&
+        (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
+        free(c->rec.id);
+        c->rec.id = xstrdup(id);
+    }
+    json_decref(env);
+    json_decref(image);
+    wr_image_fini(&img);
+
+    /* Volumes are resolved and recorded on the loop, in the same turn as the insert: a volume
+     * delete (also on the loop) either finds this sandbox using it or ran before and made this
+     * fail. */
+    if (wr__volumes_resolve(m, req->team, req->volumes, req->n_volumes, &c->rec.volumes_json,
+                            &err) < 0 ||
+        wr__start_spec_of(m, &c->rec, &c->ss, &err) < 0 ||
+        add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
+        wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
+        if (warm != NULL)
+            wr__warm_drop(m, id, warm);
+        wr_sandbox_rec_fini(&c->rec);
+        wr__start_spec_fini(&c->ss);
+        free(c);
+        cb(ctx, NULL, false, &err, 0);
+        return;
+    }
+    wr_runtime_crash_point(m->cfg.rt, "recorded");
+    c->ss.project = project_of(c->rec.seq); /* known once inserted */
+    c->sb = wr__msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
+    c->sb->store_layers = wr__uses_store_layers(c->rec.image_json);
+    c->sb->on_timeout = req->on_timeout;
+    c->sb->timeout_s = timeout_s;
+    c->sb->busy = true;
+    wr__table_put(m, c->sb);
+    if (warm != NULL) {
+        /* Started already: recorded and answered in this turn of the loop. */
+        wr__warm_recorded(m, id);
+        c->rt_sb = warm;
+        c->rc = 0;
+        create_finish(c);
+        return;
+    }
+    c->w.data = c;
+    wr__queue_work(m, &c->w, create_run, create_done);
+    return;
+fail:
+    wr_image_fini(&img);
+    cb(ctx, NULL, false, &err, 0);
+}

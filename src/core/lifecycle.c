@@ -1,0 +1,662 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A managed sandbox's life: its state, its watching (deadline, pidfd, agent), its end and
+ * destroy, delete, lookups and timeouts (see manager.h, core_int.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../runtime/layer.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+#include "images.h"
+
+/* ---- a managed sandbox's life ---------------------------------------------------------------- */
+
+static const char *msb_state_name(enum msb_state s)
+{
+    static const char *const names[] = {"creating", "running", "paused", "on disk", "ending"};
+    return names[s];
+}
+
+/* The one place a managed sandbox changes state; enum msb_state (core_int.h) lists the allowed
+ * transitions. Another is a bug of the manager's: it aborts. */
+void wr__msb_set_state(struct wr_msb *sb, enum msb_state to)
+{
+#define B(s) (1u << (s))
+    static const unsigned allowed[] = {
+        [MSB_CREATING] = B(MSB_RUNNING) | B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
+        [MSB_RUNNING] = B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
+        [MSB_PAUSED] = B(MSB_RUNNING) | B(MSB_ENDING),
+        [MSB_ON_DISK] = B(MSB_RUNNING) | B(MSB_ENDING),
+        [MSB_ENDING] = 0,
+    };
+#undef B
+    if (!(allowed[sb->state] & (1u << to))) {
+        log_error("sandbox %s: no transition from %s to %s", sb->id, msb_state_name(sb->state),
+                  msb_state_name(to));
+        abort();
+    }
+    sb->state = to;
+}
+
+/* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
+static void msb_handle_closed(uv_handle_t *h)
+{
+    struct wr_msb *sb = h->data;
+    sb->open_handles--;
+    wr_msb_unref(sb);
+}
+
+void wr_msb_ref(struct wr_msb *sb)
+{
+    sb->refs++;
+}
+
+void wr_msb_unref(struct wr_msb *sb)
+{
+    if (--sb->refs > 0)
+        return;
+    free(sb->id);
+    free(sb->team);
+    free(sb);
+}
+
+bool wr_msb_alive(const struct wr_msb *sb)
+{
+    return wr__msb_watched(sb);
+}
+
+const char *wr_msb_id(const struct wr_msb *sb)
+{
+    return sb->id;
+}
+
+struct wr_agent *wr_msb_agent(struct wr_msb *sb)
+{
+    return sb->agent;
+}
+
+const char *wr_msb_ctl_path(const struct wr_msb *sb)
+{
+    return sb->rt != NULL ? wr_sandbox_ctl_path(sb->rt) : NULL;
+}
+
+uv_loop_t *wr_msb_loop(const struct wr_msb *sb)
+{
+    return sb->m->loop;
+}
+
+static void on_deadline(uv_timer_t *t);
+static void on_agent_lost(uv_timer_t *t);
+static void on_pidfd(uv_poll_t *p, int status, int events);
+static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
+static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx);
+
+/* Whether an image_json refers to layers of the store (not only directory templates): only the
+ * end of such a sandbox can leave layers to collect. */
+bool wr__uses_store_layers(const char *image_json)
+{
+    return image_json != NULL && strstr(image_json, "\"sha256:") != NULL;
+}
+
+struct wr_msb *wr__msb_new(struct wr_manager *m, const char *id, const char *team,
+                           uint64_t memory_bytes, uint32_t cpu_millis)
+{
+    struct wr_msb *sb = xcalloc(1, sizeof(*sb));
+
+    sb->m = m;
+    sb->id = xstrdup(id);
+    sb->team = xstrdup(team);
+    sb->memory_bytes = memory_bytes;
+    sb->cpu_millis = cpu_millis;
+    sb->refs = 1; /* the table's */
+    sb->state = MSB_CREATING;
+    return sb;
+}
+
+/* Open the sandbox's control agent: on its connected socket, or by path (after a restart). */
+void wr__msb_connect(struct wr_msb *sb, bool by_path)
+{
+    struct wr_agent_config ac = {.loop = sb->m->loop,
+                                 .fd = -1,
+                                 .on_ready = agent_ready,
+                                 .on_close = agent_closed,
+                                 .ctx = sb};
+    struct wr_err err;
+
+    if (by_path)
+        ac.path = wr_sandbox_ctl_path(sb->rt);
+    else
+        ac.fd = dup(wr_sandbox_ctl_fd(sb->rt));
+    if (wr_agent_open(&ac, &sb->agent, &err) < 0) {
+        log_warn("sandbox %s: agent: %s", sb->id, err.msg);
+        sb->agent = NULL;
+    }
+}
+
+void wr__arm_deadline(struct wr_msb *sb)
+{
+    int64_t left = sb->deadline_ms - wr__core_now_ms();
+    uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
+}
+
+/* The sandbox runs (to RUNNING) or is paused (to PAUSED): watch its end; unless paused, arm its
+ * deadline and connect its agent (a frozen warren-init could not answer the HELLO: resume
+ * connects it). */
+void wr__msb_start_watching(struct wr_msb *sb, enum msb_state to, int64_t deadline_ms,
+                            bool connect_by_path)
+{
+    struct wr_manager *m = sb->m;
+
+    wr__msb_set_state(sb, to);
+    sb->deadline_ms = deadline_ms;
+    uv_timer_init(m->loop, &sb->deadline);
+    sb->deadline.data = sb;
+    sb->open_handles++;
+    wr_msb_ref(sb);
+    if (to == MSB_RUNNING)
+        wr__arm_deadline(sb);
+
+    if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
+        sb->pidfd_poll.data = sb;
+        sb->open_handles++;
+        wr_msb_ref(sb);
+        uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
+        sb->polling = true;
+    }
+    if (to == MSB_RUNNING)
+        wr__msb_connect(sb, connect_by_path);
+}
+
+/* Answer a resume that waits for the agent (see resume_cb). */
+void wr__resume_answer(struct wr_msb *sb, const struct wr_err *err)
+{
+    wr_manager_state_cb cb = sb->resume_cb;
+    struct wr_sandbox_rec rec;
+    struct wr_err e2;
+
+    if (cb == NULL)
+        return;
+    sb->resume_cb = NULL;
+    if (err != NULL) {
+        cb(sb->resume_ctx, NULL, err);
+    } else if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, &rec, &e2) < 0) {
+        cb(sb->resume_ctx, NULL, &e2);
+    } else {
+        cb(sb->resume_ctx, &rec, NULL);
+        wr_sandbox_rec_fini(&rec);
+    }
+}
+
+/* The sandbox goes to `to` (ON_DISK or ENDING): stop everything that refers to it on the loop;
+ * its processes hear on_lost. */
+void wr__msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr_err *why)
+{
+    bool watched = wr__msb_watched(sb);
+
+    wr__msb_set_state(sb, to);
+    if (!watched)
+        return;
+    wr__resume_answer(sb, why);
+    wr__procs_lost(sb, why);
+    if (sb->agent != NULL) {
+        wr_agent_close(sb->agent);
+        sb->agent = NULL;
+    }
+    uv_timer_stop(&sb->deadline);
+    uv_close((uv_handle_t *)&sb->deadline, msb_handle_closed);
+    if (sb->polling) {
+        uv_poll_stop(&sb->pidfd_poll);
+        uv_close((uv_handle_t *)&sb->pidfd_poll, msb_handle_closed);
+        sb->polling = false;
+    }
+}
+
+/* ---- destroying, on a worker thread -----------------------------------------------------------
+ */
+
+struct destroy_work {
+    uv_work_t w;
+    struct wr_msb *sb;
+    struct wr_sandbox *rt_sb;
+    bool forget;                  /* the record goes */
+    enum wr_sb_state final_state; /* else: what it says */
+    char *reason;
+    bool thaw;
+    char *home; /* the writable layer, removed after the processes are gone */
+    struct wr_err err;
+    int rc;
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+};
+
+int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox *rt_sb, bool thaw,
+                         const char *home, struct wr_err *err)
+{
+    struct wr_err e2;
+    int rc;
+
+    if (rt_sb != NULL) {
+        /* Destroy kills warren-init through its pidfd and waits for it; a task frozen by the v1
+         * freezer does not act on SIGKILL until thawed. */
+        if (thaw && wr_sandbox_freeze(rt_sb, false, &e2) < 0)
+            log_warn("sandbox %s: thaw before destroy: %s", id, e2.msg);
+        rc = wr_sandbox_destroy(rt_sb, err);
+    } else {
+        /* No handle (paused to disk, half-made, a record only): whatever runs in its cgroup. */
+        rc = wr_sandbox_reap(m->cfg.rt, id, err);
+    }
+    if (home != NULL && wr_layer_remove(home, &e2) < 0) {
+        log_warn("sandbox %s: remove writable layer: %s", id, e2.msg);
+        if (rc == 0 && err != NULL)
+            *err = e2;
+        rc = -1;
+    }
+    return rc;
+}
+
+static void destroy_run(uv_work_t *w)
+{
+    struct destroy_work *d = w->data;
+    d->rc = wr__sandbox_teardown(d->sb->m, d->sb->id, d->rt_sb, d->thaw, d->home, &d->err);
+}
+
+static void destroy_done(uv_work_t *w, int status)
+{
+    struct destroy_work *d = w->data;
+    struct wr_manager *m = d->sb->m;
+    struct wr_err e2;
+    bool collect;
+
+    if (d->rc < 0)
+        log_warn("sandbox %s: teardown: %s", d->sb->id, d->err.msg);
+    if (!m->closing) {
+        if (d->forget) {
+            if (wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0)
+                log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
+        } else if (wr_store_sandbox_set_state(m->cfg.store, d->sb->id, d->final_state, d->reason,
+                                              &e2) < 0) {
+            log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
+        }
+    }
+    wr__table_del(m, d->sb);
+    if (d->cb != NULL)
+        d->cb(d->ctx, NULL);
+    /* Deletes asked for while it ended (a deadline, say) forget the record now. */
+    while (d->sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = d->sb->delete_waiters;
+        struct wr_err *e = NULL;
+        d->sb->delete_waiters = dw->next;
+        if (!m->closing && !d->forget &&
+            wr_store_sandbox_delete(m->cfg.store, d->sb->id, &e2) < 0 && e2.kind != WR_ENOTFOUND)
+            e = &e2;
+        dw->cb(dw->ctx, e);
+        free(dw);
+    }
+    /* Its processes hold references on it: they go with it (their subscribers heard of the
+     * end when it stopped being watched). */
+    wr__procs_free(d->sb);
+    collect = !m->closing && d->sb->store_layers;
+    wr_msb_unref(d->sb); /* the table's reference: d->sb may be gone from here */
+    if (collect)
+        wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
+    free(d->reason);
+    free(d->home);
+    free(d);
+    wr__work_done(m);
+}
+
+/* End a sandbox: stop watching it, destroy it on a worker, then record its end (forget: the
+ * record goes, else it says final_state). */
+static void msb_end_now(struct wr_msb *sb, bool forget, enum wr_sb_state final_state,
+                        const char *reason, void (*cb)(void *ctx, const struct wr_err *err),
+                        void *ctx)
+{
+    struct destroy_work *d = xcalloc(1, sizeof(*d));
+    struct wr_err why;
+
+    d->thaw = sb->state == MSB_PAUSED;
+    sb->busy = true;
+    wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
+    wr__msb_stop_watching(sb, MSB_ENDING, &why);
+    d->sb = sb;
+    d->rt_sb = sb->rt;
+    sb->rt = NULL;
+    d->forget = forget;
+    d->final_state = final_state;
+    d->reason = reason ? xstrdup(reason) : NULL;
+    d->cb = cb;
+    d->ctx = ctx;
+    d->home = wr_images_home(sb->m->cfg.images, sb->id);
+    d->w.data = d;
+    if (!sb->m->closing && !forget) {
+        (void)wr_store_sandbox_set_state(sb->m->cfg.store, sb->id, WR_SB_STOPPED, reason, NULL);
+        sb->stopped = true;
+    }
+    wr__queue_work(sb->m, &d->w, destroy_run, destroy_done);
+}
+
+/* End a sandbox, or, while a worker works on it, once that is done. */
+void wr__msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state, const char *reason,
+                 void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    if (!sb->busy) {
+        msb_end_now(sb, forget, final_state, reason, cb, ctx);
+        return;
+    }
+    sb->pending_end.due = true;
+    sb->pending_end.forget = forget;
+    sb->pending_end.final_state = final_state;
+    sb->pending_end.reason = reason ? xstrdup(reason) : NULL;
+    sb->pending_end.cb = cb;
+    sb->pending_end.ctx = ctx;
+}
+
+/* After a freeze or thaw: run the end that was asked for meanwhile, if any. */
+bool wr__run_pending_end(struct wr_msb *sb)
+{
+    char *reason = sb->pending_end.reason;
+
+    if (!sb->pending_end.due)
+        return false;
+    sb->pending_end.due = false;
+    sb->pending_end.reason = NULL;
+    msb_end_now(sb, sb->pending_end.forget, sb->pending_end.final_state, reason, sb->pending_end.cb,
+                sb->pending_end.ctx);
+    free(reason);
+    return true;
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    struct wr_msb *sb = t->data;
+
+    if (wr__msb_ending(sb) || sb->state != MSB_RUNNING)
+        return;
+    if (sb->on_timeout == WR_SB_TIMEOUT_PAUSE) {
+        /* Resumed, it gets its whole timeout again. */
+        log_info("sandbox %s: deadline reached: pausing", sb->id);
+        wr__pause_start(sb, "timeout", (int64_t)sb->timeout_s * 1000, NULL, NULL);
+        return;
+    }
+    log_info("sandbox %s: deadline reached", sb->id);
+    wr__msb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
+}
+
+static void on_pidfd(uv_poll_t *p, int status, int events)
+{
+    struct wr_msb *sb = p->data;
+    log_warn("sandbox %s: warren-init exited", sb->id);
+    if (!wr__msb_ending(sb))
+        wr__msb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
+                    NULL, NULL);
+}
+
+static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct wr_msb *sb = ctx;
+
+    if (err != NULL) {
+        log_warn("sandbox %s: agent: %s", sb->id, err->msg);
+        wr__resume_answer(sb, NULL); /* it runs, though its agent failed: the record says so */
+        return;
+    }
+    if (sb->adopted)
+        wr__procs_adopt(sb);
+    wr__resume_answer(sb, NULL);
+}
+
+/* The agent connection broke while warren-init looked alive. */
+static void on_agent_lost(uv_timer_t *t)
+{
+    struct wr_msb *sb = t->data;
+
+    if (!wr__msb_ending(sb))
+        wr__msb_end(sb, false, WR_SB_ERROR, "the connection to the sandbox's init process broke",
+                    NULL, NULL);
+}
+
+static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx)
+{
+    struct wr_msb *sb = ctx;
+
+    if (sb->agent != a || wr__msb_ending(sb))
+        return;
+    log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
+    sb->agent = NULL;
+    wr_agent_close(a);
+    /* When warren-init dies, its socket closes before its pidfd says so (the pid namespace is
+     * still being torn down): give the pidfd a moment to report the real reason. Otherwise the
+     * connection broke under a live init, a misbehaving (hostile) agent: the sandbox cannot be
+     * driven any more and ends in error. */
+    uv_timer_start(&sb->deadline, on_agent_lost, 2000, 0);
+}
+
+/* Why a sandbox cannot change state now, or 0. */
+int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
+{
+    /* A sandbox that reads as stopped says so, also while its teardown finishes. */
+    if (sb->state == MSB_ENDING && sb->stopped)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is stopped", sb->id);
+    if (wr__msb_ending(sb))
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
+    if (sb->state == MSB_CREATING)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", sb->id);
+    if (sb->busy)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being paused or resumed", sb->id);
+    return 0;
+}
+
+/* Let go of a sandbox without killing it (the daemon stops; sandboxes outlive it). */
+void wr__msb_let_go(struct wr_msb *sb)
+{
+    struct wr_err why;
+
+    wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
+    wr__msb_stop_watching(sb, MSB_ENDING, &why);
+    wr__procs_free(sb);
+    if (sb->rt != NULL)
+        wr_sandbox_release(sb->rt);
+    sb->rt = NULL;
+    if (sb->pending_end.due) {
+        sb->pending_end.due = false;
+        if (sb->pending_end.cb != NULL)
+            sb->pending_end.cb(sb->pending_end.ctx, &why);
+        free(sb->pending_end.reason);
+    }
+    while (sb->delete_waiters != NULL) {
+        struct wr_delete_waiter *dw = sb->delete_waiters;
+        sb->delete_waiters = dw->next;
+        dw->cb(dw->ctx, &why);
+        free(dw);
+    }
+    wr_msb_unref(sb);
+}
+
+/* ---- the rest of the API -------------------------------------------------------------------- */
+
+/* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
+ * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
+struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                          struct wr_err *err)
+{
+    struct wr_msb *sb = wr__table_get(m, id);
+    struct wr_sandbox_rec rec;
+
+    if (sb == NULL || (team != NULL && strcmp(sb->team, team) != 0)) {
+        /* A stopped sandbox is still known (with its reason) until deleted. */
+        if (sb == NULL && wr_store_sandbox_get(m->cfg.store, team, id, &rec, NULL) == 0) {
+            wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is %s%s%s", id,
+                       wr_sb_state_name(rec.state), rec.reason ? ": " : "",
+                       rec.reason ? rec.reason : "");
+            wr_sandbox_rec_fini(&rec);
+            return NULL;
+        }
+        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox `%s` not found", id);
+        return NULL;
+    }
+    return sb;
+}
+
+struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                               struct wr_err *err)
+{
+    struct wr_msb *sb = wr__lookup(m, team, id, err);
+
+    if (sb == NULL)
+        return NULL;
+    if (!wr__msb_watched(sb) || wr__msb_ending(sb)) {
+        wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
+        return NULL;
+    }
+    if (sb->state == MSB_PAUSED) {
+        wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is paused", id);
+        return NULL;
+    }
+    return sb;
+}
+
+/* The delete of a sandbox that is only a record (stopped, error): what may be left of it on the
+ * host goes first (an earlier daemon may have let a half-made one run on), then the record. */
+struct forget_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    char *id;
+    char *home;
+    struct wr_err err;
+    int rc;
+    void (*cb)(void *ctx, const struct wr_err *err);
+    void *ctx;
+};
+
+static void forget_run(uv_work_t *w)
+{
+    struct forget_work *f = w->data;
+    f->rc = wr__sandbox_teardown(f->m, f->id, NULL, false, f->home, &f->err);
+}
+
+static void forget_done(uv_work_t *w, int status)
+{
+    struct forget_work *f = w->data;
+    struct wr_manager *m = f->m;
+    struct wr_err err;
+
+    if (f->rc < 0)
+        log_warn("sandbox %s: teardown: %s", f->id, f->err.msg);
+    /* Another delete of it may have finished first: gone is gone. */
+    if (!m->closing && wr_store_sandbox_delete(m->cfg.store, f->id, &err) < 0 &&
+        err.kind != WR_ENOTFOUND)
+        f->cb(f->ctx, &err);
+    else
+        f->cb(f->ctx, NULL);
+    free(f->id);
+    free(f->home);
+    free(f);
+    wr__work_done(m);
+}
+
+void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
+                       void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+{
+    struct wr_msb *sb = wr__table_get(m, id);
+    struct wr_sandbox_rec rec;
+    struct forget_work *f;
+    struct wr_err err;
+
+    if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
+        if (wr__msb_ending(sb)) {
+            /* It is ending already (its deadline, its init's death, another delete): forget
+             * it once it is gone. */
+            struct wr_delete_waiter *dw = xcalloc(1, sizeof(*dw));
+            dw->cb = cb;
+            dw->ctx = ctx;
+            dw->next = sb->delete_waiters;
+            sb->delete_waiters = dw;
+            return;
+        }
+        /* One being created, paused or resumed ends once that work is done. */
+        wr__msb_end(sb, true, WR_SB_STOPPED, "deleted", cb, ctx);
+        return;
+    }
+    /* Not in memory: a stopped sandbox's record, or nothing. */
+    if (wr_store_sandbox_get(m->cfg.store, team, id, &rec, &err) < 0) {
+        cb(ctx, &err);
+        return;
+    }
+    f = xcalloc(1, sizeof(*f));
+    f->m = m;
+    f->id = xstrdup(rec.id);
+    f->home = wr_images_home(m->cfg.images, rec.id);
+    f->cb = cb;
+    f->ctx = ctx;
+    f->w.data = f;
+    wr_sandbox_rec_fini(&rec);
+    wr__queue_work(m, &f->w, forget_run, forget_done);
+}
+
+int wr_manager_get(struct wr_manager *m, const char *team, const char *id,
+                   struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+}
+
+int wr_manager_list(struct wr_manager *m, const struct wr_sandbox_filter *f,
+                    struct wr_sandbox_rec **out, size_t *n, struct wr_err *err)
+{
+    return wr_store_sandbox_list(m->cfg.store, f, out, n, err);
+}
+
+int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
+                           uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    struct wr_msb *sb;
+    int64_t deadline;
+
+    if (timeout_s == 0 || timeout_s > m->cfg.max_timeout_s)
+        return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
+                          m->cfg.max_timeout_s);
+    sb = wr__lookup(m, team, id, err);
+    if (sb != NULL && wr__msb_paused(sb) && !sb->busy && !wr__msb_ending(sb)) {
+        /* The clock is stopped: set the time it will have when resumed. */
+        if (wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err) < 0)
+            return -1;
+        if (wr_store_sandbox_set_paused(m->cfg.store, id,
+                                        rec->paused_mode != WR_SB_PAUSED_NONE ? rec->paused_mode
+                                                                              : WR_SB_PAUSED_MEMORY,
+                                        rec->reason, (int64_t)timeout_s * 1000, err) < 0) {
+            wr_sandbox_rec_fini(rec);
+            return -1;
+        }
+        wr_sandbox_rec_fini(rec);
+        sb->remaining_ms = (int64_t)timeout_s * 1000;
+        return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+    }
+    sb = wr_manager_find(m, team, id, err);
+    if (sb == NULL)
+        return -1;
+    deadline = wr__core_now_ms() + (int64_t)timeout_s * 1000;
+    if (wr_store_sandbox_set_deadline(m->cfg.store, id, deadline, err) < 0)
+        return -1;
+    sb->deadline_ms = deadline;
+    uv_timer_start(&sb->deadline, on_deadline, (uint64_t)timeout_s * 1000, 0);
+    return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+}
+
+int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char *id,
+                              uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
+{
+    struct wr_msb *sb;
+    int64_t want = (int64_t)timeout_s * 1000;
+
+    if (timeout_s > m->cfg.max_timeout_s)
+        return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
+                          m->cfg.max_timeout_s);
+    sb = wr__lookup(m, team, id, err);
+    if (sb == NULL)
+        return -1;
+    if (timeout_s == 0 ||
+        (wr__msb_paused(sb) ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
+        return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
+    return wr_manager_set_timeout(m, team, id, timeout_s, rec, err);
+}
