@@ -15,6 +15,17 @@ endif
 
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O2 $(WARN) -fstack-protector-strong \
                -fstack-clash-protection -MMD -MP
+# Test builds (TESTING=1: test.sh exports it) compile in the fault hooks the integration tests
+# drive (WARREN_FAULT, WARREN_CRASH: src/runtime/runtime.h); other builds ignore those
+# variables. Every object depends on $(CONFIG_STAMP), whose name carries the setting, so a build
+# made with the other setting is rebuilt in full: `./run.sh` after `./test.sh` never ships the
+# hooks.
+TESTING   ?= 0
+ifeq ($(TESTING),1)
+BASE_CFLAGS += -DWR_TESTING
+endif
+CONFIG_STAMP = $(BUILD)/.config-testing-$(TESTING)
+
 ifeq ($(SAN),1)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
@@ -80,11 +91,16 @@ IMAGE      := $(BUILD)/images/busybox
 
 all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
 
-$(BUILD)/host/%.o: %.c
+$(CONFIG_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(BUILD)/.config-testing-*
+	@touch $@
+
+$(BUILD)/host/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) -c -o $@ $<
 
-$(BUILD)/static/%.o: %.c
+$(BUILD)/static/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(STATIC_CFLAGS) -c -o $@ $<
 

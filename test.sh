@@ -4,6 +4,8 @@
 set -eu
 cd "$(dirname "$0")"
 sh scripts/deps.sh test
+# A test build: the fault hooks the integration tests drive are compiled in (Makefile: TESTING).
+export TESTING=1
 make -s -j"$(nproc)" all
 make -s format-check check-layers
 # The base template (Debian) for tests/integration/test_base_template.py: built once, reused

@@ -448,7 +448,6 @@ int cmd_run(int argc, char **argv)
     char id[32];
     unsigned char rnd[6];
     int status = WR_EXIT_ERROR;
-    uint64_t v;
 
     if (parse_opts(argc, argv, &o) < 0) {
         free(o.layers);
@@ -468,15 +467,8 @@ int cmd_run(int argc, char **argv)
     cfg.run_dir = getenv("WARREN_RUN_DIR");
     cfg.init_path = getenv("WARREN_INIT");
     cfg.cgroup_mode = getenv("WARREN_CGROUP");
-    cfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
     cfg.cgroup_v2_root = getenv("WARREN_CGROUP_V2_ROOT");
-    cfg.fault = getenv("WARREN_FAULT"); /* tests only: see wr_runtime_config.fault */
-    if (getenv("WARREN_UID_BASE") &&
-        wr_parse_uint(getenv("WARREN_UID_BASE"), UINT32_MAX, &v, &err) == 0)
-        cfg.uid_base = (uint32_t)v;
-    if (getenv("WARREN_UID_SLOTS") &&
-        wr_parse_uint(getenv("WARREN_UID_SLOTS"), 65535, &v, &err) == 0)
-        cfg.uid_slots = (uint32_t)v;
+    wr_runtime_config_from_env(&cfg);
 
     if (wr_runtime_open(&cfg, &rt, &err) < 0) {
         cli_errorf("run: %s", err.msg);

@@ -16,6 +16,7 @@
 #include "../api/api.h"
 #include "../core/images.h"
 #include "../core/manager.h"
+#include "../core/pool.h"
 #include "../core/space.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
@@ -303,76 +304,6 @@ static void size_fds(struct options *o)
 }
 
 static uv_signal_t sigterm, sigint;
-/* Keep pre-cloned sandbox children ready, on a worker thread, so creates skip cloning. A
- * refill runs at start and POOL_DELAY_MS after a create took a child (the runtime's pool_taken,
- * from any thread, wakes the loop through pool_kick); one that failed (limits, a full id pool)
- * is retried after POOL_RETRY_MS. An idle daemon does not wake up for the pool.
- *
- * Why the delay: a refill at once runs beside the create that took the child, and they contend
- * for the kernel's global locks (namespace_sem, rtnl, cgroup_mutex), even with the refill at
- * nice 19; measured with bench/run-api.sh, create → first output was 5-10% slower than with
- * the refill left for later. */
-#define POOL_DELAY_MS 20
-#define POOL_RETRY_MS 1000
-static uv_async_t pool_kick;
-static uv_timer_t pool_timer;
-static uv_work_t pool_work;
-static bool pool_busy, pool_again, pool_failed, pool_stopping;
-static struct wr_runtime *pool_rt;
-static uint32_t pool_size;
-
-static void pool_done(uv_work_t *w, int status);
-static void on_pool_timer(uv_timer_t *t);
-
-static void pool_run(uv_work_t *w)
-{
-    struct wr_err err;
-
-    pool_failed = wr_runtime_prewarm(pool_rt, pool_size, &err) < 0;
-    if (pool_failed)
-        log_warn("pool: %s", err.msg);
-}
-
-static void pool_refill(uv_loop_t *loop)
-{
-    if (pool_stopping)
-        return;
-    if (pool_busy) {
-        pool_again = true;
-        return;
-    }
-    pool_busy = true;
-    pool_again = false;
-    uv_queue_work(loop, &pool_work, pool_run, pool_done);
-}
-
-static void pool_done(uv_work_t *w, int status)
-{
-    pool_busy = false;
-    if (pool_stopping)
-        return;
-    if (pool_failed)
-        uv_timer_start(&pool_timer, on_pool_timer, POOL_RETRY_MS, 0);
-    else if (pool_again)
-        uv_timer_start(&pool_timer, on_pool_timer, POOL_DELAY_MS, 0);
-}
-
-static void on_pool_timer(uv_timer_t *t)
-{
-    pool_refill(t->loop);
-}
-
-static void on_pool_kick(uv_async_t *a)
-{
-    if (!pool_stopping && !uv_is_active((uv_handle_t *)&pool_timer))
-        uv_timer_start(&pool_timer, on_pool_timer, POOL_DELAY_MS, 0);
-}
-
-/* wr_runtime_config.pool_taken: any thread. */
-static void pool_taken(void *arg)
-{
-    (void)uv_async_send(&pool_kick);
-}
 static struct wr_http_server *server;
 static struct wr_manager *manager;
 
@@ -384,18 +315,17 @@ static void server_stopped(void *arg)
 {
     uv_close((uv_handle_t *)&sigterm, handle_closed);
     uv_close((uv_handle_t *)&sigint, handle_closed);
-    uv_close((uv_handle_t *)&pool_timer, handle_closed);
 }
 
 static struct wr_api *the_api;
+static struct wr_pool *pool;
 
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
-    pool_stopping = true;
-    uv_timer_stop(&pool_timer);
+    wr_pool_stop(pool);
     wr_api_e2b_close(the_api);
     wr_manager_close(manager);
     manager = NULL;
@@ -478,28 +408,16 @@ int main(int argc, char **argv)
     rcfg.run_dir = o.run_dir;
     rcfg.init_path = o.init_path;
     rcfg.cgroup_mode = o.cgroup_mode;
-    rcfg.cgroup_parent = getenv("WARREN_CGROUP_PARENT");
-    rcfg.fault = getenv("WARREN_FAULT"); /* tests only: see wr_runtime_config.fault */
-    rcfg.crash = getenv("WARREN_CRASH"); /* tests only: see wr_runtime_config.crash */
-    rcfg.zygote = true;                  /* before any thread exists: the zygote is forked here */
-    {
-        uint64_t v;
-        if (getenv("WARREN_UID_BASE") &&
-            wr_parse_uint(getenv("WARREN_UID_BASE"), UINT32_MAX, &v, &err) == 0)
-            rcfg.uid_base = (uint32_t)v;
-        if (getenv("WARREN_UID_SLOTS") &&
-            wr_parse_uint(getenv("WARREN_UID_SLOTS"), 65535, &v, &err) == 0)
-            rcfg.uid_slots = (uint32_t)v;
-    }
+    wr_runtime_config_from_env(&rcfg);
+#ifdef WR_TESTING
+    rcfg.crash = getenv("WARREN_CRASH"); /* see wr_runtime_config.crash */
+#endif
+    rcfg.zygote = true; /* before any thread exists: the zygote is forked here */
     loop = uv_default_loop();
-    /* pool_kick is never closed: a create still on a worker thread while the daemon stops may
-     * send to it. Unreferenced, it does not keep the loop running. */
-    uv_async_init(loop, &pool_kick, on_pool_kick);
-    uv_unref((uv_handle_t *)&pool_kick);
-    uv_timer_init(loop, &pool_timer);
+    pool = wr_pool_new(loop);
     if (o.pool > 0) {
-        rcfg.pool_taken = pool_taken;
-        rcfg.pool_taken_arg = NULL;
+        rcfg.pool_taken = wr_pool_taken;
+        rcfg.pool_taken_arg = pool;
     }
     if (wr_runtime_open(&rcfg, &rt, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
@@ -570,10 +488,7 @@ int main(int argc, char **argv)
     uv_signal_init(loop, &sigint);
     uv_signal_start(&sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&sigint, on_stop_signal, SIGINT);
-    pool_rt = rt;
-    pool_size = o.pool;
-    if (o.pool > 0)
-        pool_refill(loop);
+    wr_pool_start(pool, rt, o.pool);
 
     /* The line tests and scripts wait for. */
     printf("warrend ready version=%s cgroup=%s unix=%s tcp=%s:%d\n", WARREN_VERSION,

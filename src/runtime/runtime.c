@@ -19,6 +19,7 @@
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "sysctl.h"
 #include "uidpool.h"
@@ -185,8 +186,26 @@ void wr_runtime_close(struct wr_runtime *rt)
     free(rt);
 }
 
+void wr_runtime_config_from_env(struct wr_runtime_config *cfg)
+{
+    const char *s;
+    uint64_t v;
+
+    cfg->cgroup_parent = getenv("WARREN_CGROUP_PARENT");
+    if ((s = getenv("WARREN_UID_BASE")) != NULL && wr_parse_uint(s, UINT32_MAX, &v, NULL) == 0)
+        cfg->uid_base = (uint32_t)v;
+    if ((s = getenv("WARREN_UID_SLOTS")) != NULL && wr_parse_uint(s, 65535, &v, NULL) == 0)
+        cfg->uid_slots = (uint32_t)v;
+#ifdef WR_TESTING
+    cfg->fault = getenv("WARREN_FAULT");
+#endif
+}
+
 void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step)
 {
+#ifndef WR_TESTING
+    return;
+#endif
     if (rt->crash == NULL || strcmp(rt->crash, step) != 0)
         return;
     log_warn("WARREN_CRASH=%s: killing this process", step);

@@ -25,18 +25,18 @@ struct wr_runtime_config {
     const char *cgroup_mode;    /* "auto" (default), "v1" or "v2" */
     const char *cgroup_parent;  /* cgroup under which sandboxes are made; default "warren" */
     const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
-    /* Testing only: make every create fail at this step ("uids", "maps", "cgroup", "overlay",
-     * "volumes", "attach", "child-early", "child-rootfs", "child-exec", "hello"), to show that a
-     * half-built sandbox is torn down completely. NULL in production. */
+    /* Test builds only (-DWR_TESTING; ignored otherwise): make every create fail at this step
+     * ("uids", "maps", "cgroup", "overlay", "volumes", "attach", "child-early", "child-rootfs",
+     * "child-exec", "hello"), to show that a half-built sandbox is torn down completely. NULL in
+     * production. */
     const char *fault;
-    /* Testing only: SIGKILL this whole process when a create reaches this step: "cloned" (the
-     * child waits for "go", outside any cgroup), "attached" (in its cgroups, still waiting),
-     * "go" (sent: the child becomes warren-init on its own), "hello" (warren-init answered;
-     * the create is about to return), or a step of the caller's (wr_runtime_crash_point; the
-     * daemon's: "recorded", a create's record is stored; "disk-paused", a pause to disk ended
-     * the sandbox's processes). It
-     * shows what a daemon killed with -9 at that point leaves, and what its restart does with
-     * it. NULL in production. */
+    /* Test builds only (-DWR_TESTING; ignored otherwise): SIGKILL this whole process when a create
+     * reaches this step: "cloned" (the child waits for "go", outside any cgroup), "attached" (in
+     * its cgroups, still waiting), "go" (sent: the child becomes warren-init on its own), "hello"
+     * (warren-init answered; the create is about to return), or a step of the caller's
+     * (wr_runtime_crash_point; the daemon's: "recorded", a create's record is stored;
+     * "disk-paused", a pause to disk ended the sandbox's processes). It shows what a daemon killed
+     * with -9 at that point leaves, and what its restart does with it. NULL in production. */
     const char *crash;
     /* Clone sandboxes from a small helper process started now, warren-zygote (a daemon with
      * threads and a big address space); false: from the caller (warren run). */
@@ -59,6 +59,12 @@ struct wr_runtime_config {
     void (*init_main)(int argc, char **argv);
 };
 
+/* The settings every caller of the runtime takes from the environment: WARREN_CGROUP_PARENT,
+ * WARREN_UID_BASE and WARREN_UID_SLOTS (values that do not parse are ignored) and, in test
+ * builds only (-DWR_TESTING, `make TESTING=1`), WARREN_FAULT. Strings point into the
+ * environment. */
+void wr_runtime_config_from_env(struct wr_runtime_config *cfg);
+
 /* Open the runtime: detect the cgroup version, raise host limits that are too low for many
  * sandboxes (kernel.pid_max, inotify), compile the seccomp filter once, open warren-init.
  * Returns 0 and *out, or -1 with err. */
@@ -71,7 +77,7 @@ void wr_runtime_close(struct wr_runtime *rt);
 __attribute__((noreturn)) void wr_runtime_zygote_main(const struct wr_runtime_config *cfg, int fd,
                                                       pid_t parent);
 
-/* Testing only: if wr_runtime_config.crash names step, SIGKILL the calling process (every
+/* Test builds only: if wr_runtime_config.crash names step, SIGKILL the calling process (every
  * thread of it) at once. */
 void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step);
 

@@ -129,6 +129,9 @@ struct go_msg {
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
 static bool fault_at(const struct wr_runtime *rt, const char *step)
 {
+#ifndef WR_TESTING
+    return false;
+#endif
     return rt->fault != NULL && strcmp(rt->fault, step) == 0;
 }
 
@@ -813,23 +816,31 @@ static void close_vol_fds(int *fds)
         }
 }
 
-int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
-                      struct wr_sandbox **out, struct wr_err *err)
-{
+/* A create in progress: what its steps make and hand on, until the sandbox is whole. */
+struct create {
+    struct wr_runtime *rt;
+    const struct wr_sandbox_spec *spec;
+    const char *hostname;
     struct wr_sandbox *sb;
-    _cleanup_close_ int listen_fd = -1, sync_parent = -1, conn_child = -1;
-    _cleanup_close_ int userns_fd = -1, overlay_fd = -1, oom_fd = -1;
-    struct wr_rootfs_spent spent = {.n = 0};
-    struct wr__warm w;
-    struct wr_buf argv;
-    struct go_msg go = {0};
-    struct child_report rep;
-    int ctl[2], go_fds[GO_MAX_FDS], *vol_fds = go_fds + GO_NFDS;
-    ssize_t n;
-    const char *hostname = spec->hostname ? spec->hostname : spec->id;
+    struct wr_buf argv; /* warren-init's */
+    int listen_fd, sync_parent, conn_child, userns_fd, overlay_fd, oom_fd;
+    int go_fds[GO_MAX_FDS], *vol_fds; /* vol_fds: the volumes' mounts, within go_fds */
+    struct wr_rootfs_spent spent;
+};
 
-    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
-        vol_fds[i] = -1;
+/* Testing hook: fail the create at `step` with kind and errnum if wr_runtime_config.fault names
+ * it. Returns -1 (err set) if so, else 0. */
+static int inject(const struct wr_runtime *rt, const char *step, enum wr_err_kind kind, int errnum,
+                  struct wr_err *err)
+{
+    if (!fault_at(rt, step))
+        return 0;
+    return wr_err_set(err, kind, errnum, "injected fault (%s)", step);
+}
+
+static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, struct wr_err *err)
+{
+    struct go_msg go;
 
     if (!valid_id(spec->id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
@@ -852,178 +863,245 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
             return wr_err_set(err, WR_EINVAL, errno, "volume directory `%s` is not a directory",
                               spec->mounts[i].host_dir);
     }
-    wr_buf_init(&argv);
-    if (init_argv(spec, &argv, err) < 0) {
-        wr_buf_fini(&argv);
-        return -1;
-    }
+    return 0;
+}
 
-    sb = xcalloc(1, sizeof(*sb));
+/* The sandbox and its run directory, whose lock is held for the sandbox's whole life, by us and
+ * by warren-init, so a sweep can tell a crashed sandbox from a live one. A run directory that
+ * exists is a conflict. NULL (err set, nothing left) on failure. */
+static struct wr_sandbox *sandbox_new(struct wr_runtime *rt, const char *id, struct wr_err *err)
+{
+    struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
+    char *dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
+    _cleanup_free_ char *lock = NULL;
+
     sb->rt = rt;
-    sb->id = xstrdup(spec->id);
+    sb->id = xstrdup(id);
     sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
     sb->timing.start = now_ns();
-
-    /* 1. The run directory and its lock: held for the sandbox's whole life, by us and by
-     * warren-init, so a sweep can tell a crashed sandbox from a live one. */
-    {
-        char *dir = xasprintf("%s/%s", rt->sandboxes_dir, spec->id);
-        if (mkdir(dir, 0700) < 0) {
-            int e = errno;
-            free(dir);
-            wr_err_set(err, e == EEXIST ? WR_ECONFLICT : WR_ESYS, e, "sandbox `%s` run directory",
-                       spec->id);
-            sandbox_free(sb);
-            wr_buf_fini(&argv);
-            return -1;
-        }
-        sb->dir = dir;
+    if (mkdir(dir, 0700) < 0) {
+        int e = errno;
+        free(dir);
+        wr_err_set(err, e == EEXIST ? WR_ECONFLICT : WR_ESYS, e, "sandbox `%s` run directory", id);
+        sandbox_free(sb);
+        return NULL;
     }
-    {
-        _cleanup_free_ char *lock = xasprintf("%s/lock", sb->dir);
-        sb->dir_lock = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (sb->dir_lock < 0 || flock(sb->dir_lock, LOCK_EX | LOCK_NB) < 0) {
-            wr_err_sys(err, "lock `%s`", lock);
-            goto fail;
-        }
+    sb->dir = dir;
+    lock = xasprintf("%s/lock", sb->dir);
+    sb->dir_lock = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (sb->dir_lock < 0 || flock(sb->dir_lock, LOCK_EX | LOCK_NB) < 0) {
+        wr_err_sys(err, "lock `%s`", lock);
+        wr_err_wrap(err, "create sandbox %s", id);
+        (void)teardown(sb, NULL);
+        return NULL;
     }
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
+    return sb;
+}
 
-    /* 2. The control socket warren-init will serve, and the creator's first connection. */
-    listen_fd = listen_unix(sb->ctl_path, err);
-    if (listen_fd < 0)
-        goto fail;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0) {
-        wr_err_sys(err, "socketpair");
-        goto fail;
-    }
-    sb->ctl_fd = ctl[0];
-    conn_child = ctl[1];
+/* The control socket warren-init will serve, and the creator's first connection. */
+static int control_socket(struct create *c, struct wr_err *err)
+{
+    int ctl[2];
 
-    /* 3. A child in its namespaces with its own id range: pre-cloned if the pool has one (an
-     * ephemeral sandbox's child must be ours: its parent-death signal follows its creator). */
-    if (spec->ephemeral || !warm_take(rt, &w)) {
-        if (warm_spawn(rt, &w, err) < 0)
-            goto fail;
+    c->listen_fd = listen_unix(c->sb->ctl_path, err);
+    if (c->listen_fd < 0)
+        return -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) < 0)
+        return wr_err_sys(err, "socketpair");
+    c->sb->ctl_fd = ctl[0];
+    c->conn_child = ctl[1];
+    return 0;
+}
+
+/* A child in its namespaces with its own id range: pre-cloned if the pool has one (an
+ * ephemeral sandbox's child must be ours: its parent-death signal follows its creator). */
+static int take_child(struct create *c, struct wr_err *err)
+{
+    struct wr_sandbox *sb = c->sb;
+    struct wr__warm w;
+    char path[64];
+
+    if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
+        if (warm_spawn(c->rt, &w, err) < 0)
+            return -1;
     }
-    if (!spec->ephemeral && rt->pool_taken != NULL)
-        rt->pool_taken(rt->pool_taken_arg); /* taken, or found empty: time to refill */
+    if (!c->spec->ephemeral && c->rt->pool_taken != NULL)
+        c->rt->pool_taken(c->rt->pool_taken_arg); /* taken, or found empty: time to refill */
     sb->pid = w.pid;
     sb->pidfd = w.pidfd;
     sb->uid_lock = w.uid_lock;
     sb->uid_base = w.uid_base;
-    sync_parent = w.sync;
-    userns_fd = w.userns_fd;
-    {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)sb->pid);
-        oom_fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (oom_fd < 0) {
-            wr_err_sys(err, "open `%s`", path);
-            goto fail;
-        }
-    }
+    c->sync_parent = w.sync;
+    c->userns_fd = w.userns_fd;
+    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)sb->pid);
+    c->oom_fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (c->oom_fd < 0)
+        return wr_err_sys(err, "open `%s`", path);
     sb->timing.cloned = sb->timing.mapped = now_ns();
-    wr_runtime_crash_point(rt, "cloned");
+    wr_runtime_crash_point(c->rt, "cloned");
+    return 0;
+}
 
-    /* 4. Cgroups with the limits, then the idmapped overlay. */
-    {
-        struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
-                                       .cpu_millis = spec->cpu_millis,
-                                       .pids_max = spec->pids_max};
-        if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0)
-            goto fail;
-        if (fault_at(rt, "cgroup")) {
-            wr_err_set(err, WR_ESYS, EIO, "injected fault (cgroup)");
-            goto fail;
-        }
-    }
-    if (wr_rootfs_build(spec->layers, spec->n_layers, userns_fd, spec->upper_dir,
+/* The cgroups, with the limits. */
+static int make_cgroup(struct create *c, struct wr_err *err)
+{
+    struct wr_cgroup_limits lim = {.memory_bytes = c->spec->memory_bytes,
+                                   .cpu_millis = c->spec->cpu_millis,
+                                   .pids_max = c->spec->pids_max};
+
+    if (wr_cgroup_create(c->rt->cg, c->spec->id, &lim, &c->sb->cg, err) < 0)
+        return -1;
+    return inject(c->rt, "cgroup", WR_ESYS, EIO, err);
+}
+
+/* The idmapped overlay of the root, then the volumes' idmapped mounts. */
+static int build_rootfs(struct create *c, struct wr_err *err)
+{
+    const struct wr_sandbox_spec *spec = c->spec;
+
+    if (wr_rootfs_build(spec->layers, spec->n_layers, c->userns_fd, spec->upper_dir,
                         fit_memory(spec->tmpfs_bytes ? spec->tmpfs_bytes : UPPER_TMPFS_BYTES,
                                    spec->memory_bytes, 2),
-                        sb->uid_base, &overlay_fd, &spent, err) < 0)
-        goto fail;
-    sb->timing.overlay = now_ns();
-    if (fault_at(rt, "overlay")) {
-        wr_err_set(err, WR_ESYS, EIO, "injected fault (overlay)");
-        goto fail;
-    }
-    if (wr_mounts_build(spec->mounts, spec->n_mounts, userns_fd, vol_fds, err) < 0)
-        goto fail;
-    if (fault_at(rt, "volumes")) {
-        wr_err_set(err, WR_ESYS, EIO, "injected fault (volumes)");
-        goto fail;
-    }
+                        c->sb->uid_base, &c->overlay_fd, &c->spent, err) < 0)
+        return -1;
+    c->sb->timing.overlay = now_ns();
+    if (inject(c->rt, "overlay", WR_ESYS, EIO, err) < 0 ||
+        wr_mounts_build(spec->mounts, spec->n_mounts, c->userns_fd, c->vol_fds, err) < 0)
+        return -1;
+    return inject(c->rt, "volumes", WR_ESYS, EIO, err);
+}
 
-    /* 5. Into the cgroups before it runs anything of the sandbox. */
-    if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
-        goto fail;
-    if (fault_at(rt, "attach")) {
-        wr_err_set(err, WR_ESYS, EIO, "injected fault (attach)");
-        goto fail;
-    }
-    wr_runtime_crash_point(rt, "attached");
-    sb->timing.cgroup = now_ns();
+/* Into the cgroups before the child runs anything of the sandbox. */
+static int attach_cgroup(struct create *c, struct wr_err *err)
+{
+    if (wr_cgroup_attach(c->sb->cg, c->sb->pid, err) < 0 ||
+        inject(c->rt, "attach", WR_ESYS, EIO, err) < 0)
+        return -1;
+    wr_runtime_crash_point(c->rt, "attached");
+    c->sb->timing.cgroup = now_ns();
+    return 0;
+}
 
-    /* 6. Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the
-     * child failed already (its report waits in the socket), sending fails: the report below
-     * says why. */
+/* Go, then wait: a report means a step failed, EOF means warren-init was exec'd. If the child
+ * failed already (its report waits in the socket), sending fails: the report says why. */
+static int start_init(struct create *c, struct wr_err *err)
+{
+    const struct wr_sandbox_spec *spec = c->spec;
+    struct go_msg go = {0};
+    struct child_report rep;
+    ssize_t n;
+
     go.shm_bytes = fit_memory(SHM_BYTES, spec->memory_bytes, 4);
-    go.argv_len = (uint32_t)argv.len;
+    go.argv_len = (uint32_t)c->argv.len;
     go.ephemeral = spec->ephemeral;
     go.allow_setuid = spec->allow_setuid;
-    memcpy(go.hostname, hostname, strlen(hostname) + 1);
+    memcpy(go.hostname, c->hostname, strlen(c->hostname) + 1);
     go.n_mounts = (uint8_t)spec->n_mounts;
     for (size_t i = 0; i < spec->n_mounts; i++)
         memcpy(go.mount_targets[i], spec->mounts[i].target, strlen(spec->mounts[i].target) + 1);
-    go_fds[0] = overlay_fd;
-    go_fds[1] = listen_fd;
-    go_fds[2] = conn_child;
-    go_fds[3] = sb->dir_lock;
-    go_fds[4] = oom_fd;
-    (void)send_go(sync_parent, &go, (const char *)argv.data, go_fds);
-    wr_runtime_crash_point(rt, "go");
-    close_vol_fds(vol_fds);
-    close(steal_fd(&overlay_fd));
-    close(steal_fd(&listen_fd));
-    close(steal_fd(&conn_child));
-    close(steal_fd(&oom_fd));
-    wr_rootfs_spent_close(&spent); /* the RCU waits overlap the child's setup */
+    c->go_fds[0] = c->overlay_fd;
+    c->go_fds[1] = c->listen_fd;
+    c->go_fds[2] = c->conn_child;
+    c->go_fds[3] = c->sb->dir_lock;
+    c->go_fds[4] = c->oom_fd;
+    (void)send_go(c->sync_parent, &go, (const char *)c->argv.data, c->go_fds);
+    wr_runtime_crash_point(c->rt, "go");
+    close_vol_fds(c->vol_fds);
+    close(steal_fd(&c->overlay_fd));
+    close(steal_fd(&c->listen_fd));
+    close(steal_fd(&c->conn_child));
+    close(steal_fd(&c->oom_fd));
+    wr_rootfs_spent_close(&c->spent); /* the RCU waits overlap the child's setup */
     /* A child that failed before reading the go message exits with it unread: the kernel then
      * reports ECONNRESET once (and clears it) even though the child's report is queued. */
     do {
-        n = read(sync_parent, &rep, sizeof(rep));
+        n = read(c->sync_parent, &rep, sizeof(rep));
     } while (n < 0 && errno == EINTR);
     if (n < 0 && errno == ECONNRESET)
-        n = read(sync_parent, &rep, sizeof(rep));
+        n = read(c->sync_parent, &rep, sizeof(rep));
     if (n == (ssize_t)sizeof(rep)) {
         rep.step[sizeof(rep.step) - 1] = '\0';
-        wr_err_set(err, rep.err == EPERM || rep.err == EACCES ? WR_EUNSUPPORTED : WR_ESYS, rep.err,
-                   "sandbox setup: %s", rep.step);
-        goto fail;
+        return wr_err_set(err, rep.err == EPERM || rep.err == EACCES ? WR_EUNSUPPORTED : WR_ESYS,
+                          rep.err, "sandbox setup: %s", rep.step);
     } else if (n != 0) {
-        wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "sandbox setup: bad report");
-        goto fail;
+        return wr_err_set(err, WR_EINTERNAL, n < 0 ? errno : 0, "sandbox setup: bad report");
     }
-    if (fault_at(rt, "hello")) {
-        wr_err_set(err, WR_EPROTO, 0, "injected fault (hello)");
-        goto fail;
-    }
-    if (wr__ctl_hello(sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
-        goto fail;
-    wr_runtime_crash_point(rt, "hello");
-    sb->timing.ready = now_ns();
-    wr_buf_fini(&argv);
-    *out = sb;
     return 0;
+}
 
-fail:
-    close_vol_fds(vol_fds);
-    wr_rootfs_spent_close(&spent);
-    wr_buf_fini(&argv);
-    wr_err_wrap(err, "create sandbox %s", spec->id);
-    (void)teardown(sb, NULL);
-    return -1;
+/* warren-init's hello on the creator's connection: the sandbox is ready. */
+static int await_hello(struct create *c, struct wr_err *err)
+{
+    if (inject(c->rt, "hello", WR_EPROTO, 0, err) < 0 ||
+        wr__ctl_hello(c->sb->ctl_fd, HELLO_TIMEOUT_MS, NULL, err) < 0)
+        return -1;
+    wr_runtime_crash_point(c->rt, "hello");
+    c->sb->timing.ready = now_ns();
+    return 0;
+}
+
+/* A sandbox's making, step by step. A step that fails undoes nothing itself: teardown undoes
+ * every step that was done. */
+static int (*const create_steps[])(struct create *c, struct wr_err *err) = {
+    control_socket, /* the control socket warren-init will serve */
+    take_child,     /* a child in its namespaces, pre-cloned or cloned now */
+    make_cgroup,    /* its cgroups with the limits */
+    build_rootfs,   /* the idmapped overlay and the volumes */
+    attach_cgroup,  /* the child into its cgroups */
+    start_init,     /* "go": the child sets up and becomes warren-init */
+    await_hello,    /* warren-init answers */
+};
+
+static void create_fini(struct create *c)
+{
+    int *fds[] = {&c->listen_fd, &c->sync_parent, &c->conn_child,
+                  &c->userns_fd, &c->overlay_fd,  &c->oom_fd};
+
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (*fds[i] >= 0)
+            close(steal_fd(fds[i]));
+    close_vol_fds(c->vol_fds);
+    wr_rootfs_spent_close(&c->spent);
+    wr_buf_fini(&c->argv);
+}
+
+int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                      struct wr_sandbox **out, struct wr_err *err)
+{
+    struct create c = {
+        .rt = rt,
+        .spec = spec,
+        .hostname = spec->hostname ? spec->hostname : spec->id,
+        .listen_fd = -1,
+        .sync_parent = -1,
+        .conn_child = -1,
+        .userns_fd = -1,
+        .overlay_fd = -1,
+        .oom_fd = -1,
+        .spent = {.n = 0},
+    };
+
+    c.vol_fds = c.go_fds + GO_NFDS;
+    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
+        c.vol_fds[i] = -1;
+    wr_buf_init(&c.argv);
+    if (check_spec(spec, c.hostname, err) < 0 || init_argv(spec, &c.argv, err) < 0 ||
+        (c.sb = sandbox_new(rt, spec->id, err)) == NULL) {
+        wr_buf_fini(&c.argv);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(create_steps) / sizeof(create_steps[0]); i++) {
+        if (create_steps[i](&c, err) < 0) {
+            create_fini(&c);
+            wr_err_wrap(err, "create sandbox %s", spec->id);
+            (void)teardown(c.sb, NULL);
+            return -1;
+        }
+    }
+    create_fini(&c);
+    *out = c.sb;
+    return 0;
 }
 
 /* A sandbox's first process is PID 1 of a pid namespace one below ours: NSpid reads "<pid> 1".
