@@ -9,10 +9,22 @@
 
 /* The codes of the Connect protocol (connectrpc.com/docs/protocol#error-codes). */
 static const char *const connect_codes[] = {
-    "canceled",          "unknown",   "invalid_argument",    "deadline_exceeded",
-    "not_found",         "already_exists", "permission_denied", "resource_exhausted",
-    "failed_precondition", "aborted", "out_of_range",        "unimplemented",
-    "internal",          "unavailable", "data_loss",         "unauthenticated",
+    "canceled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+    "unauthenticated",
 };
 
 static int is_connect_code(const char *c)
@@ -77,12 +89,24 @@ static void classifier(void)
         int errnum;
         enum wr_err_kind kind;
     } want[] = {
-        {ENOENT, WR_ENOTFOUND},   {ESRCH, WR_ENOTFOUND},    {EEXIST, WR_ECONFLICT},
-        {ENOTEMPTY, WR_ECONFLICT}, {EBUSY, WR_ECONFLICT},   {EISDIR, WR_ECONFLICT},
-        {ENOTDIR, WR_ECONFLICT},  {ENOTTY, WR_ECONFLICT},   {EXDEV, WR_ECONFLICT},
-        {EACCES, WR_EFORBIDDEN},  {EPERM, WR_EFORBIDDEN},   {EINVAL, WR_EINVAL},
-        {ENAMETOOLONG, WR_EINVAL}, {ELOOP, WR_EINVAL},      {ENOSPC, WR_ENOSPACE},
-        {EDQUOT, WR_ENOSPACE},    {EIO, WR_ESYS},           {ECONNRESET, WR_ESYS},
+        {ENOENT, WR_ENOTFOUND},
+        {ESRCH, WR_ENOTFOUND},
+        {EEXIST, WR_ECONFLICT},
+        {ENOTEMPTY, WR_ECONFLICT},
+        {EBUSY, WR_ECONFLICT},
+        {EISDIR, WR_ECONFLICT},
+        {ENOTDIR, WR_ECONFLICT},
+        {ENOTTY, WR_ECONFLICT},
+        {EXDEV, WR_ECONFLICT},
+        {EACCES, WR_EFORBIDDEN},
+        {EPERM, WR_EFORBIDDEN},
+        {EINVAL, WR_EINVAL},
+        {ENAMETOOLONG, WR_EINVAL},
+        {ELOOP, WR_EINVAL},
+        {ENOSPC, WR_ENOSPACE},
+        {EDQUOT, WR_ENOSPACE},
+        {EIO, WR_ESYS},
+        {ECONNRESET, WR_ESYS},
         {0, WR_ESYS},
     };
     struct wr_err e;
