@@ -36,12 +36,15 @@ struct wr_http_req *api_pending_end(struct api_pending *p);
 /* A delete's callback (ctx: an api_pending): 204, or the error. */
 void api_pending_deleted(void *ctx, const struct wr_err *err);
 
-/* Map an error kind to an HTTP status and answer with it. */
+/* Answer err with its class's HTTP status and code (util/err.h: an errno of the sandbox's own
+ * keeps its meaning, ENOENT is 404 `not_found`, ENOSPC 507 `no_space`). */
 void api_error(struct wr_http_req *req, const struct wr_err *err);
-/* The HTTP status and the JSON error code api_error answers err with (an errno of the sandbox's
- * own keeps its meaning: ENOENT is 404, ENOSPC 507 `no_space`). */
+/* The HTTP status and the JSON error code api_error answers err with. */
 int api_error_status(const struct wr_err *err, const char **code);
-int api_status_of(enum wr_err_kind kind);
+/* Answer an error of `kind` made here, with the table's status and code (util/err.h) and the
+ * formatted message. */
+void api_fail(struct wr_http_req *req, enum wr_err_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* JSON of a sandbox record. */
 json_t *api_sandbox_json(const struct wr_sandbox_rec *r);

@@ -2,7 +2,6 @@
 /* The Connect protocol (connectrpc.com/docs/protocol) with the JSON codec, as envd's clients
  * speak it: unary calls are a bare JSON body and answer; server streams are envelopes
  * (flags:u8, length:u32 big-endian, payload) closed by an end-stream envelope (flag 0x02). */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,55 +47,6 @@ int connect_http_status(const char *code)
     return 500;
 }
 
-const char *connect_code_of(const struct wr_err *err)
-{
-    switch (err->sys_errno) {
-    case ENOENT:
-    case ESRCH:
-        return "not_found";
-    case EEXIST:
-        return "already_exists";
-    case EACCES:
-    case EPERM:
-        return "permission_denied";
-    case ENOTDIR:
-    case EISDIR:
-    case EINVAL:
-    case ENAMETOOLONG:
-    case ELOOP:
-    case ENOTEMPTY:
-    case EXDEV:
-        return "invalid_argument";
-    case ENOSPC:
-    case EDQUOT:
-        return "resource_exhausted";
-    default:
-        break;
-    }
-    switch (err->kind) {
-    case WR_EINVAL:
-        return "invalid_argument";
-    case WR_ENOTFOUND:
-        return "not_found";
-    case WR_ECONFLICT:
-        return "failed_precondition";
-    case WR_ELIMIT:
-        return "resource_exhausted";
-    case WR_EUNSUPPORTED:
-        return "unimplemented";
-    case WR_EPROTO:
-        return "unavailable";
-    case WR_EBADDATA:
-    case WR_ETOOBIG: /* not resource_exhausted: the SDKs take that for a rate limit, to retry */
-        return "invalid_argument";
-    case WR_EOK:
-    case WR_ESYS:
-    case WR_EINTERNAL:
-        break;
-    }
-    return "internal";
-}
-
 void connect_unary_ok(struct wr_http_req *req, json_t *msg)
 {
     char *s = json_dumps(msg, JSON_COMPACT);
@@ -137,7 +87,7 @@ void connect_unary_error(struct wr_http_req *req, const char *code, const char *
 
 void connect_unary_err(struct wr_http_req *req, const struct wr_err *err)
 {
-    unary_error(req, connect_code_of(err), err->msg);
+    unary_error(req, wr_err_connect_code(err), err->msg);
 }
 
 void connect_stream_start(struct wr_http_req *req)
@@ -198,7 +148,7 @@ void connect_stream_end(struct wr_http_req *req, const char *code, const char *f
 
 void connect_stream_end_err(struct wr_http_req *req, const struct wr_err *err)
 {
-    stream_end(req, connect_code_of(err), err->msg);
+    stream_end(req, wr_err_connect_code(err), err->msg);
 }
 
 static void decode_error(struct wr_http_req *req, bool streaming, const char *code, const char *msg)

@@ -294,7 +294,7 @@ static void forked(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struc
                     arr, json_pack("{s:o}", "sandbox", sandbox_json(o->api, &recs[i])));
             for (size_t i = 0; i < nerrs; i++)
                 json_array_append_new(arr, json_pack("{s:{s:i,s:o}}", "error", "code",
-                                                     api_status_of(errs[i].kind), "message",
+                                                     wr_err_kind_status(errs[i].kind), "message",
                                                      api_json_message(errs[i].msg)));
             wr_http_respond_json(req, 201, arr);
         }

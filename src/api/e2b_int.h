@@ -25,9 +25,6 @@
 
 /* The HTTP status of a Connect error code ("not_found" -> 404, ...); 500 if unknown. */
 int connect_http_status(const char *code);
-/* The Connect code for a Warren error: the errno warren-init reported first (ENOENT ->
- * not_found, EEXIST -> already_exists, ...), then the kind. */
-const char *connect_code_of(const struct wr_err *err);
 
 /* Unary answers: 200 application/json with msg (reference taken), or the error's status with
  * {"code": code, "message": ...}. */

@@ -4,7 +4,6 @@
  * Processes are the sandbox's API processes (core/procs.c); E2B's pid is Warren's process id.
  * A process started here is forgotten (released) once it has ended and its end was streamed,
  * as envd forgets its processes. */
-#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -359,13 +358,7 @@ static void started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
         return;
     }
     if (err != NULL) {
-        struct wr_err e2 = *err;
-        /* A command or working directory that cannot be used is the caller's mistake. */
-        if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
-            e2.sys_errno == ENOTDIR)
-            connect_stream_end(s->req, "invalid_argument", "%s", e2.msg);
-        else
-            connect_stream_end_err(s->req, &e2);
+        connect_stream_end_err(s->req, err);
         return;
     }
     if (s->api->e2b != NULL) {

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Commands: /v1/sandboxes/{id}/exec, /processes/..., /terminal (WebSocket). */
-#include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -294,14 +293,7 @@ static void exec_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
         return;
     }
     if (err != NULL) {
-        struct wr_err e2 = *err;
-        /* A command that cannot be found or run is the caller's mistake. */
-        if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
-            e2.sys_errno == ENOTDIR)
-            e2.kind = WR_EINVAL;
-        wr_http_respond_error(e->req, e2.kind == WR_EINVAL ? 400 : api_status_of(e2.kind),
-                              e2.kind == WR_EINVAL ? "invalid" : wr_err_kind_name(e2.kind), "%s",
-                              e2.msg);
+        api_error(e->req, err);
         return;
     }
     if (e->mode == MODE_BACKGROUND) {

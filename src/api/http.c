@@ -1182,11 +1182,12 @@ static void conn_fail(struct conn *c, int status, const char *msg)
 {
     struct wr_http_req *r = c->cur;
     /* As docs/openapi.yaml says: 413 is `too_large`, like the handlers' own 413s. */
-    const char *code = status == 400                    ? "invalid"
-                       : status == 408                  ? "timeout"
-                       : status == 413                  ? "too_large"
-                       : status == 501 || status == 505 ? wr_err_kind_name(WR_EUNSUPPORTED)
-                                                        : wr_err_kind_name(WR_ELIMIT);
+    enum wr_err_kind kind = status == 400                    ? WR_EINVAL
+                            : status == 408                  ? WR_ETIMEOUT
+                            : status == 413                  ? WR_ETOOBIG
+                            : status == 501 || status == 505 ? WR_EUNSUPPORTED
+                                                             : WR_ELIMIT;
+    const char *code = wr_err_kind_name(kind);
 
     c->parse_dead = true;
     c->want_close = true;

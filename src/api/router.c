@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Routing and auth of the native API, and the helpers every handler uses. */
 #include <ctype.h>
-#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,33 +12,6 @@
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
-
-int api_status_of(enum wr_err_kind kind)
-{
-    switch (kind) {
-    case WR_EINVAL:
-        return 400;
-    case WR_ENOTFOUND:
-        return 404;
-    case WR_ECONFLICT:
-        return 409;
-    case WR_ELIMIT:
-        return 503;
-    case WR_EUNSUPPORTED:
-        return 501;
-    case WR_EPROTO:
-        return 502;
-    case WR_EBADDATA:
-        return 422;
-    case WR_ETOOBIG:
-        return 413;
-    case WR_EOK:
-    case WR_ESYS:
-    case WR_EINTERNAL:
-        break;
-    }
-    return 500;
-}
 
 struct api_pending {
     struct wr_http_req *req; /* NULL once the client left */
@@ -82,49 +56,10 @@ void api_pending_deleted(void *ctx, const struct wr_err *err)
 
 int api_error_status(const struct wr_err *err, const char **code)
 {
-    int status = api_status_of(err->kind);
+    enum wr_err_kind kind = wr_err_class(err);
 
-    /* An error of the sandbox's own filesystem or processes, reported by warren-init, keeps
-     * its meaning: a missing file is a 404, not a 500. */
-    if (err->kind == WR_ESYS || err->kind == WR_EINTERNAL) {
-        switch (err->sys_errno) {
-        case ENOENT:
-        case ESRCH:
-            status = 404;
-            break;
-        case EEXIST:
-        case ENOTEMPTY:
-        case EBUSY:
-        case EISDIR:
-        case ENOTDIR:
-        case ENOTTY: /* resizing a process that has no terminal */
-        case EXDEV:  /* a move across filesystems of the sandbox */
-            status = 409;
-            break;
-        case EACCES:
-        case EPERM:
-            status = 403;
-            break;
-        case EINVAL:
-        case ENAMETOOLONG:
-        case ELOOP:
-            status = 400;
-            break;
-        case ENOSPC:
-        case EDQUOT:
-            status = 507;
-            break;
-        default:
-            break;
-        }
-    }
-    *code = status == 404   ? "not_found"
-            : status == 409 ? "conflict"
-            : status == 403 ? "forbidden"
-            : status == 400 ? "invalid"
-            : status == 507 ? "no_space"
-                            : wr_err_kind_name(err->kind);
-    return status;
+    *code = wr_err_kind_name(kind);
+    return wr_err_kind_status(kind);
 }
 
 void api_error(struct wr_http_req *req, const struct wr_err *err)
@@ -133,6 +68,17 @@ void api_error(struct wr_http_req *req, const struct wr_err *err)
     int status = api_error_status(err, &code);
 
     wr_http_respond_error(req, status, code, "%s", err->msg);
+}
+
+void api_fail(struct wr_http_req *req, enum wr_err_kind kind, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    wr_http_respond_error(req, wr_err_kind_status(kind), wr_err_kind_name(kind), "%s", msg);
 }
 
 json_t *api_json_text(const char *s)

@@ -424,22 +424,6 @@ static void stop_reading(struct wr_agent *a)
     a->reading = false;
 }
 
-/* init's errno as an error kind, as docs/design/protocol.md maps them. */
-static enum wr_err_kind errno_kind(int errnum)
-{
-    switch (errnum) {
-    case ENOENT:
-        return WR_ENOTFOUND;
-    case EEXIST:
-        return WR_ECONFLICT;
-    case EINVAL:
-    case EPROTO:
-        return WR_EINVAL;
-    default:
-        return WR_ESYS;
-    }
-}
-
 /* Decode an ERROR into *e. The message was written by the sandbox: control bytes are replaced
  * so it cannot forge log lines, and it is only ever an argument, never a format. */
 static int decode_error(const struct wr_frame_hdr *h, const uint8_t *p, struct wr_err *e,
@@ -453,7 +437,9 @@ static int decode_error(const struct wr_frame_hdr *h, const uint8_t *p, struct w
     for (char *c = msg; *c != '\0'; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';
-    wr_err_set(e, errno_kind(errnum), 0, "warren-init: %s",
+    /* EPROTO: the request did not decode (docs/design/protocol.md), the daemon's mistake or
+     * the caller's input; other errnos as util/err.h classifies them. */
+    wr_err_set(e, errnum == EPROTO ? WR_EINVAL : wr_err_kind_of_errno(errnum), 0, "warren-init: %s",
                msg[0] != '\0' ? msg : strerror(errnum));
     e->sys_errno = errnum;
     return 0;

@@ -153,7 +153,13 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
     struct wr_proc *p = ctx;
 
     if (err != NULL) {
-        p->start_cb(p->start_ctx, NULL, err);
+        struct wr_err e2 = *err;
+        /* A command or working directory that cannot be found or run is the caller's mistake,
+         * whichever API asked: 400 `invalid`, Connect `invalid_argument`. */
+        if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
+            e2.sys_errno == ENOTDIR)
+            e2.kind = WR_EINVAL;
+        p->start_cb(p->start_ctx, NULL, &e2);
         proc_free(p);
         return;
     }

@@ -301,6 +301,22 @@ def test_unary_errors(daemon, sbx):
     assert st == 400 and json.loads(b)["code"] == "invalid_argument"
 
 
+def test_errno_answers_agree_with_the_native_api(daemon, sbx):
+    # A move onto a non-empty directory (ENOTEMPTY) and one across filesystems (EXDEV) are a
+    # conflict natively (409) and failed_precondition over Connect, not the caller's bad argument.
+    sid = sbx["sandboxID"]
+    for d in ("/tmp/agree/a", "/tmp/agree/b/c", "/tmp/agree/d"):
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/MakeDir", {"path": d})
+        assert st == 200, b
+    for src, dst in (("/tmp/agree/a", "/tmp/agree/b"), ("/tmp/agree/d", "/dev/shm/d")):
+        st, _, b = native(daemon, "POST", f"/v1/sandboxes/{sid}/files/move",
+                          json.dumps({"from": src, "to": dst}).encode())
+        assert st == 409 and json.loads(b)["code"] == "conflict", (src, dst, b)
+        st, _, b = unary(daemon, sbx, "filesystem.Filesystem/Move",
+                         {"source": src, "destination": dst})
+        assert st == 400 and json.loads(b)["code"] == "failed_precondition", (src, dst, b)
+
+
 def test_stream_envelopes(daemon, sbx):
     body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "echo hi; echo err >&2; exit 3"]}})
     st, hd, b = stream(daemon, sbx, "process.Process/Start", body)
