@@ -1005,6 +1005,12 @@ void wr_file_req_encode(struct wr_buf *b, uint16_t type, uint32_t id, const stru
 {
     size_t start = wr_msg_begin(b, type, 0, id);
 
+    wr_file_req_put(b, type, r);
+    (void)wr_msg_end(b, start);
+}
+
+void wr_file_req_put(struct wr_buf *b, uint16_t type, const struct wr_file_req *r)
+{
     wr_msg_put_str(b, WR_TAG_PATH, r->path);
     if (r->user != NULL)
         wr_msg_put_str(b, WR_TAG_USER, r->user);
@@ -1050,7 +1056,6 @@ void wr_file_req_encode(struct wr_buf *b, uint16_t type, uint32_t id, const stru
     default:
         break;
     }
-    (void)wr_msg_end(b, start);
 }
 
 /* The type-specific tags a file request of `type` carries (beside PATH, USER, UID, GID). */

@@ -335,6 +335,8 @@ struct wr_file_req {
 void wr_file_req_init(struct wr_file_req *r);
 /* Append request `id` of `type` with r's fields for that type. */
 void wr_file_req_encode(struct wr_buf *b, uint16_t type, uint32_t id, const struct wr_file_req *r);
+/* Only the fields, into a frame begun with wr_msg_begin (or wr_agent_begin). */
+void wr_file_req_put(struct wr_buf *b, uint16_t type, const struct wr_file_req *r);
 /* Decode a request of `type` into *r (strings owned by r; free with wr_file_req_fini). -1 with err
  * on bad input: no absolute PATH (or DEST for RENAME, MODE for CHMOD), a duplicate field, a value
  * out of range, strings too long or containing NUL. Fields of other types are skipped. */
