@@ -501,8 +501,8 @@ static void watch_event(void *ctx, const struct wr_watch_event *ev)
 
     if (x->req == NULL || x->finished)
         return;
-    o = json_pack("{s:s,s:o}", "type", ev->op >= 1 && ev->op <= 5 ? names[ev->op] : "other",
-                  "name", api_json_text(ev->name));
+    o = json_pack("{s:s,s:o}", "type", ev->op >= 1 && ev->op <= 5 ? names[ev->op] : "other", "name",
+                  api_json_text(ev->name));
     s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (s != NULL) {
         wr_http_resp_write(x->req, s, strlen(s));

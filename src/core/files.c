@@ -146,8 +146,8 @@ static struct wr_agent *ctl_agent(struct wr_msb *sb)
     return wr_msb_alive(sb) ? wr_msb_agent(sb) : NULL;
 }
 
-int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb,
-                     void *ctx, struct wr_err *err)
+int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb, void *ctx,
+                     struct wr_err *err)
 {
     struct fop *o = fop_new(WR_MSG_FILE_STAT, NULL, ctx);
 
@@ -166,8 +166,8 @@ int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
     return fop_send(ctl_agent(sb), o, r, err) == 0 ? -1 : 0;
 }
 
-static int simple(struct wr_msb *sb, uint16_t type, const struct wr_file_req *r,
-                  wr_file_done_cb cb, void *ctx, struct wr_err *err)
+static int simple(struct wr_msb *sb, uint16_t type, const struct wr_file_req *r, wr_file_done_cb cb,
+                  void *ctx, struct wr_err *err)
 {
     struct fop *o = fop_new(type, NULL, ctx);
 
@@ -175,8 +175,8 @@ static int simple(struct wr_msb *sb, uint16_t type, const struct wr_file_req *r,
     return fop_send(ctl_agent(sb), o, r, err) == 0 ? -1 : 0;
 }
 
-int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                      void *ctx, struct wr_err *err)
+int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb, void *ctx,
+                      struct wr_err *err)
 {
     return simple(sb, WR_MSG_FILE_MKDIR, r, cb, ctx, err);
 }

@@ -34,8 +34,8 @@ typedef void (*wr_file_done_cb)(void *ctx, const struct wr_err *err);
  * running, or its agent is reconnecting), or the request did not encode. */
 
 /* FILE_STAT (r->nofollow: of a symlink itself). */
-int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb,
-                     void *ctx, struct wr_err *err);
+int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb, void *ctx,
+                     struct wr_err *err);
 /* FILE_LIST to r->depth (0: 1): on_entry for each entry (st->name relative to r->path), then
  * on_done. */
 int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
@@ -43,8 +43,8 @@ int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
                      void *ctx, struct wr_err *err);
 /* FILE_MKDIR (r->mode if has_mode, r->parents), FILE_REMOVE (r->recursive), FILE_RENAME to
  * r->dest. */
-int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                      void *ctx, struct wr_err *err);
+int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb, void *ctx,
+                      struct wr_err *err);
 int wr_msb_file_remove(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
                        void *ctx, struct wr_err *err);
 int wr_msb_file_rename(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
