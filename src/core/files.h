@@ -9,8 +9,9 @@
  * one cannot hold up anything else.
  *
  * Callbacks: results (stats, events, data) are valid during the call. An operation that returns
- * 0 gets its final callback (cb or on_done) exactly once, never before the call returns; one that
- * returns -1 (err set) gets none. All calls on the loop thread. */
+ * 0 gets its final callback (cb or on_done) exactly once, never before the call returns (none
+ * once its connection is closed with wr_fconn_close); one that returns -1 (err set) gets none. All
+ * calls on the loop thread. */
 #pragma once
 
 #include <stdbool.h>
