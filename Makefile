@@ -226,6 +226,9 @@ check-layers:
 	    { echo "check-layers: api/ or store/ reaches runtime/"; exit 1; }
 	@! grep -nE '#include "\.\./store/|\bwr_store_[a-z_]+\(' $$(git ls-files 'src/api/*') || \
 	    { echo "check-layers: api/ reaches store/ (go through core/)"; exit 1; }
+	@! grep -nE '\b(WR_MSG_|WR_TAG_|wr_msg_|wr_agent_)|#include "\.\./(proto/proto|core/agent)\.h"' \
+	    $$(git ls-files 'src/api/*') || \
+	    { echo "check-layers: api/ speaks warren-init's protocol (core/files.h and core/manager.h do)"; exit 1; }
 	@! grep -nE '#include "\.\./(api|store|core)/|uv\.h|sqlite3\.h|jansson\.h' $$(git ls-files 'src/runtime/*') || \
 	    { echo "check-layers: runtime/ knows HTTP, SQL or the daemon"; exit 1; }
 	@! grep -nE '#include "\.\./(api|store|core|runtime)/|uv\.h|sqlite3\.h' $$(git ls-files 'src/image/*') || \

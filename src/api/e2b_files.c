@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <zlib.h>
 
+#include "../core/files.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -27,7 +28,6 @@
 #define MAX_INFLATED (1ull << 30) /* what a gzip body may inflate to: past it, 413 */
 #define MAX_HEADERS  (16u << 10)  /* of one part */
 #define WINDOW       (256u << 10) /* inflated bytes held at a time */
-#define AGENT_HIGH   WR_AGENT_HIGH_WATER
 
 enum mp_state {
     MP_PREAMBLE, /* before the first delimiter */
@@ -46,8 +46,7 @@ enum file_state {
 
 struct upload {
     struct wr_http_req *req; /* NULL once the client left */
-    struct wr_msb *sb;       /* referenced */
-    struct wr_agent *agent;
+    struct wr_fconn *fc;
     char *user;
     char *qpath; /* ?path=: the destination of every file, or NULL (multipart: the filename) */
     bool multipart, gzip;
@@ -63,7 +62,6 @@ struct upload {
     struct wr_buf hdrs; /* the current part's headers */
     bool part_is_file;
     enum file_state fs;
-    uint32_t req_id;
     char *paths[MAX_FILES]; /* written, or being written (the last) */
     size_t nfiles;
     bool blocked;     /* waiting for warren-init (the body is paused meanwhile) */
@@ -73,11 +71,7 @@ struct upload {
 
 static void upload_free(struct upload *u)
 {
-    if (u->agent != NULL) {
-        struct wr_agent *a = u->agent;
-        u->agent = NULL;
-        wr_agent_close(a);
-    }
+    wr_fconn_close(u->fc);
     for (size_t i = 0; i < u->nfiles; i++)
         free(u->paths[i]);
     if (u->z_ready)
@@ -85,7 +79,6 @@ static void upload_free(struct upload *u)
     wr_buf_fini(&u->in);
     wr_buf_fini(&u->plain);
     wr_buf_fini(&u->hdrs);
-    wr_msb_unref(u->sb);
     free(u->delim);
     free(u->qpath);
     free(u->user);
@@ -96,7 +89,8 @@ static void upload_closed(struct wr_http_req *req, void *data, bool aborted)
 {
     struct upload *u = data;
 
-    /* Closing the agent abandons a write in progress: warren-init removes its temporary file. */
+    /* Closing the connection abandons a write in progress: warren-init removes its temporary
+     * file. */
     u->req = NULL;
     u->done = true;
     upload_free(u);
@@ -109,11 +103,8 @@ static int upload_fail(struct upload *u, const struct wr_err *err)
     if (u->done || u->req == NULL)
         return -1;
     u->done = true;
-    if (u->agent != NULL) {
-        struct wr_agent *a = u->agent;
-        u->agent = NULL;
-        wr_agent_close(a);
-    }
+    wr_fconn_close(u->fc);
+    u->fc = NULL;
     if (u->body_paused) {
         u->body_paused = false;
         wr_http_req_resume_body(u->req);
@@ -156,8 +147,18 @@ static void pump(struct upload *u);
 
 /* ---- one file at a time, to warren-init ---------------------------------------------------- */
 
-static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                        const struct wr_err *err)
+static void file_opened(void *ctx)
+{
+    struct upload *u = ctx;
+
+    if (u->done)
+        return;
+    if (u->fs == F_OPENING)
+        u->fs = F_OPEN; /* ready for the data */
+    pump(u);
+}
+
+static void file_written(void *ctx, const struct wr_err *err)
 {
     struct upload *u = ctx;
 
@@ -167,22 +168,17 @@ static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
         upload_fail(u, err);
         return;
     }
-    if (!final) {
-        if (h->type == WR_MSG_OK && u->fs == F_OPENING)
-            u->fs = F_OPEN; /* ready for the data */
-    } else {
-        u->fs = F_NONE; /* written */
-    }
+    u->fs = F_NONE;
     pump(u);
 }
 
 /* Start writing the next file, to `dest` as the user sees it. */
 static int file_open(struct upload *u, const char *dest)
 {
+    static const struct wr_file_write_cbs cbs = {file_opened, file_written};
     _cleanup_free_ char *abs = e2b_abs_path(u->user, dest);
-    struct wr_buf *b;
+    struct wr_file_req r;
     struct wr_err err;
-    size_t start;
 
     if (abs == NULL)
         return upload_failf(u, WR_EINVAL,
@@ -197,14 +193,13 @@ static int file_open(struct upload *u, const char *dest)
                                 abs);
     if (u->nfiles == MAX_FILES)
         return upload_failf(u, WR_ETOOBIG, "at most %d files in one upload", MAX_FILES);
-    b = wr_agent_begin(u->agent, WR_MSG_FILE_WRITE, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, abs);
-    if (u->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, u->user);
-    wr_msg_put_u64(b, WR_TAG_MODE, 0644);
-    wr_msg_put_u64(b, WR_TAG_FLAGS, WR_WRITE_ATOMIC | WR_WRITE_MKDIRS);
-    u->req_id = wr_agent_end(u->agent, start, write_reply, u, &err);
-    if (u->req_id == 0)
+    wr_file_req_init(&r);
+    r.path = abs;
+    r.user = u->user;
+    r.mode = 0644;
+    r.has_mode = true;
+    r.flags = WR_WRITE_ATOMIC | WR_WRITE_MKDIRS;
+    if (wr_fconn_write(u->fc, &r, &cbs, u, &err) < 0)
         return upload_fail(u, &err);
     u->paths[u->nfiles++] = steal_pointer(&abs);
     u->fs = F_OPENING;
@@ -214,7 +209,7 @@ static int file_open(struct upload *u, const char *dest)
 /* Can the current file take bytes now? If not, the upload waits for warren-init. */
 static bool file_ready(struct upload *u)
 {
-    if (u->fs == F_OPEN && wr_agent_pending(u->agent) < AGENT_HIGH)
+    if (u->fs == F_OPEN && !wr_fconn_full(u->fc))
         return true;
     u->blocked = true;
     return false;
@@ -222,13 +217,12 @@ static bool file_ready(struct upload *u)
 
 static void file_data(struct upload *u, const uint8_t *p, size_t n)
 {
-    if (n > 0)
-        wr_agent_data(u->agent, u->req_id, p, n);
+    wr_fconn_write_data(u->fc, p, n);
 }
 
 static void file_end(struct upload *u)
 {
-    wr_agent_data_end(u->agent, u->req_id);
+    wr_fconn_write_end(u->fc);
     u->fs = F_CLOSING;
     u->blocked = true;
 }
@@ -547,12 +541,12 @@ static void body_end(struct wr_http_req *req)
     pump(u);
 }
 
-static void drained(struct wr_agent *a, void *ctx)
+static void drained(void *ctx)
 {
     pump(ctx);
 }
 
-static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void conn_ready(void *ctx, const struct wr_err *err)
 {
     struct upload *u = ctx;
 
@@ -562,18 +556,12 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
         upload_fail(u, err);
         return;
     }
-    wr_agent_on_drain(a, drained, u);
     wr_http_req_stream_body(u->req, body_data, body_end);
 }
 
-static void agent_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void conn_lost(void *ctx, const struct wr_err *err)
 {
-    struct upload *u = ctx;
-    struct wr_err e2;
-
-    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s", err ? ": " : "",
-               err ? err->msg : "");
-    upload_fail(u, &e2);
+    upload_fail(ctx, err);
 }
 
 /* What the request says of its body: 0, or -1 with err. */
@@ -610,18 +598,11 @@ static int upload_setup(struct upload *u, struct wr_http_req *req, struct wr_err
 
 static void upload_start(struct e2b_envd *ev, struct wr_http_req *req)
 {
+    static const struct wr_fconn_cbs cbs = {conn_ready, conn_lost, drained};
     struct upload *u = xcalloc(1, sizeof(*u));
-    struct wr_agent_config ac = {.loop = wr_msb_loop(ev->sb),
-                                 .fd = -1,
-                                 .path = wr_msb_ctl_path(ev->sb),
-                                 .on_ready = agent_ready,
-                                 .on_close = agent_lost,
-                                 .ctx = u};
     struct wr_err err;
 
     u->req = req;
-    u->sb = ev->sb;
-    wr_msb_ref(ev->sb);
     u->user = ev->user ? xstrdup(ev->user) : NULL;
     wr_buf_init(&u->in);
     wr_buf_init(&u->plain);
@@ -631,13 +612,8 @@ static void upload_start(struct e2b_envd *ev, struct wr_http_req *req)
         upload_fail(u, &err);
         return;
     }
-    if (!wr_msb_alive(u->sb) || ac.path == NULL) {
-        wr_err_set(&err, WR_ECONFLICT, 0, "the sandbox is not running");
-        upload_fail(u, &err);
-        return;
-    }
-    if (wr_agent_open(&ac, &u->agent, &err) < 0) {
-        u->agent = NULL;
+    if (wr_msb_fconn_open(ev->sb, &cbs, u, &u->fc, &err) < 0) {
+        u->fc = NULL;
         upload_fail(u, &err);
     }
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/files.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -131,45 +132,41 @@ static void fsop_answer(struct fsop *o, json_t *msg)
     o->req = NULL;
 }
 
-static void fsop_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                       const struct wr_err *err);
+static void fsop_entry(void *ctx, const struct wr_stat *st);
+static void fsop_stat(void *ctx, const struct wr_stat *st, const struct wr_err *err);
+static void fsop_done(void *ctx, const struct wr_err *err);
 
 /* Send the request of the current step. Returns -1 (answered) if it could not be sent. */
 static int fsop_send(struct fsop *o)
 {
-    struct wr_agent *a = wr_msb_agent(o->sb);
-    const char *path = o->kind == FS_MOVE && o->step == STEP_POSTSTAT ? o->dest : o->path;
-    uint16_t type = WR_MSG_FILE_STAT;
-    struct wr_buf *b;
+    struct wr_file_req r;
     struct wr_err err;
-    size_t start;
+    int rc;
 
-    if (!wr_msb_alive(o->sb) || a == NULL || !wr_agent_is_ready(a)) {
-        wr_err_set(&err, WR_EPROTO, 0, "the sandbox's agent is not connected");
-        fsop_answer_err(o, &err);
-        return -1;
+    wr_file_req_init(&r);
+    r.path = o->kind == FS_MOVE && o->step == STEP_POSTSTAT ? o->dest : o->path;
+    r.user = o->user;
+    if (o->step != STEP_OP || o->kind == FS_STAT) {
+        r.nofollow = true;
+        rc = wr_msb_file_stat(o->sb, &r, fsop_stat, o, &err);
+    } else if (o->kind == FS_LIST) {
+        r.depth = o->depth;
+        rc = wr_msb_file_list(o->sb, &r, fsop_entry, fsop_done, o, &err);
+    } else if (o->kind == FS_MKDIR) {
+        r.parents = true;
+        r.mode = 0755;
+        r.has_mode = true;
+        rc = wr_msb_file_mkdir(o->sb, &r, fsop_done, o, &err);
+    } else if (o->kind == FS_MOVE) {
+        r.dest = o->dest;
+        rc = wr_msb_file_rename(o->sb, &r, fsop_done, o, &err);
+    } else {
+        r.recursive = true;
+        rc = wr_msb_file_remove(o->sb, &r, fsop_done, o, &err);
     }
-    if (o->step == STEP_OP)
-        type = o->kind == FS_LIST     ? WR_MSG_FILE_LIST
-               : o->kind == FS_MKDIR  ? WR_MSG_FILE_MKDIR
-               : o->kind == FS_MOVE   ? WR_MSG_FILE_RENAME
-               : o->kind == FS_REMOVE ? WR_MSG_FILE_REMOVE
-                                      : WR_MSG_FILE_STAT;
-    b = wr_agent_begin(a, type, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, path);
-    if (o->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, o->user);
-    if (type == WR_MSG_FILE_STAT)
-        wr_msg_put_u64(b, WR_TAG_NOFOLLOW, 1);
-    else if (type == WR_MSG_FILE_LIST)
-        wr_msg_put_u64(b, WR_TAG_DEPTH, o->depth);
-    else if (type == WR_MSG_FILE_MKDIR)
-        wr_msg_put_u64(b, WR_TAG_PARENTS, 1), wr_msg_put_u64(b, WR_TAG_MODE, 0755);
-    else if (type == WR_MSG_FILE_RENAME)
-        wr_msg_put_str(b, WR_TAG_DEST, o->dest);
-    else if (type == WR_MSG_FILE_REMOVE)
-        wr_msg_put_u64(b, WR_TAG_RECURSIVE, 1);
-    if (wr_agent_end(a, start, fsop_reply, o, &err) == 0) {
+    if (rc < 0) {
+        if (err.kind == WR_ECONFLICT)
+            err.kind = WR_EPROTO; /* not connected: unavailable */
         fsop_answer_err(o, &err);
         return -1;
     }
@@ -228,27 +225,26 @@ done:
     fsop_free(o);
 }
 
-static void fsop_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                       const struct wr_err *err)
+/* The entry of a stat, or of a listed directory. */
+static void fsop_entry(void *ctx, const struct wr_stat *st)
 {
     struct fsop *o = ctx;
     const char *dir = o->kind == FS_MOVE && o->step == STEP_POSTSTAT ? o->dest : o->path;
-    struct wr_stat st;
-    struct wr_err derr;
 
-    if (err == NULL && h != NULL && h->type == WR_MSG_STAT &&
-        wr_stat_decode(p, h->len, &st, &derr) == 0) {
-        if (o->kind == FS_LIST && o->step == STEP_OP) {
-            if (json_array_size(o->result) < MAX_LIST_ENTRIES)
-                json_array_append_new(o->result, entry_json(&st, dir));
-        } else {
-            json_decref(o->result);
-            o->result = entry_json(&st, dir);
-        }
-        wr_stat_fini(&st);
+    if (o->kind == FS_LIST && o->step == STEP_OP) {
+        if (json_array_size(o->result) < MAX_LIST_ENTRIES)
+            json_array_append_new(o->result, entry_json(st, dir));
+    } else {
+        json_decref(o->result);
+        o->result = entry_json(st, dir);
     }
-    if (!final)
-        return;
+}
+
+/* The current step ended. */
+static void fsop_done(void *ctx, const struct wr_err *err)
+{
+    struct fsop *o = ctx;
+
     if (err != NULL) {
         if (o->step == STEP_PRESTAT && err->sys_errno == ENOENT) {
             o->exists = false;
@@ -263,6 +259,13 @@ static void fsop_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p
         o->exists = true;
     }
     fsop_next(o);
+}
+
+static void fsop_stat(void *ctx, const struct wr_stat *st, const struct wr_err *err)
+{
+    if (st != NULL)
+        fsop_entry(ctx, st);
+    fsop_done(ctx, err);
 }
 
 static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
@@ -338,7 +341,7 @@ struct e2b_watcher {
     struct wr_e2b *e2b;
     struct wr_http_req *req; /* WatchDir's request; NULL once over, and for a polled watch */
     struct wr_msb *sb;
-    struct wr_agent *agent;
+    struct wr_fconn *fc;
     uv_timer_t keepalive;
     char id[32];
     char sb_id[72];
@@ -363,14 +366,10 @@ static void watcher_freed(uv_handle_t *h)
 
 static void watcher_free(struct e2b_watcher *w)
 {
-    /* Closing the agent calls back the pending watch with an error: nothing to report now. */
     w->ended = true;
     w->create_req = NULL;
-    if (w->agent != NULL) {
-        struct wr_agent *a = w->agent;
-        w->agent = NULL;
-        wr_agent_close(a);
-    }
+    wr_fconn_close(w->fc);
+    w->fc = NULL;
     uv_timer_stop(&w->keepalive);
     uv_close((uv_handle_t *)&w->keepalive, watcher_freed);
 }
@@ -434,77 +433,70 @@ static void watch_fail(struct e2b_watcher *w, const struct wr_err *err)
         connect_stream_end_err(w->req, err);
 }
 
-static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                        const struct wr_err *err)
+static void watch_on(void *ctx)
 {
     struct e2b_watcher *w = ctx;
-    struct wr_watch_event we;
-    struct wr_err derr;
+
+    if (w->ended || w->watching)
+        return;
+    w->watching = true;
+    if (w->polled)
+        create_answer(w, NULL);
+    else if (w->req != NULL)
+        connect_stream_msg(w->req, json_pack("{s:{}}", "start"));
+}
+
+static void watch_event(void *ctx, const struct wr_watch_event *we)
+{
+    struct e2b_watcher *w = ctx;
+    json_t *fe;
 
     if (w->ended)
         return;
-    if (final) {
-        struct wr_err e2;
-        if (err == NULL)
-            wr_err_set(&e2, WR_ECONFLICT, 0, "the watch of `%s` ended", w->path);
-        watch_fail(w, err ? err : &e2);
-        return;
+    fe = json_pack("{s:o,s:s}", "name", api_json_text(we->name), "type", event_type(we->op));
+    if (w->polled) {
+        if (json_array_size(w->events) < MAX_WATCH_EVENTS)
+            json_array_append(w->events, fe);
+        json_decref(fe);
+    } else if (w->req != NULL) {
+        connect_stream_msg(w->req, json_pack("{s:o}", "filesystem", fe));
+    } else {
+        json_decref(fe);
     }
-    if (h->type == WR_MSG_OK && !w->watching) {
-        w->watching = true;
-        if (w->polled) {
-            create_answer(w, NULL);
-        } else if (w->req != NULL) {
-            connect_stream_msg(w->req, json_pack("{s:{}}", "start"));
-        }
-        return;
-    }
-    if (h->type != WR_MSG_WATCH_EVENT || wr_watch_event_decode(p, h->len, &we, &derr) < 0)
-        return;
-    {
-        json_t *fe =
-            json_pack("{s:o,s:s}", "name", api_json_text(we.name), "type", event_type(we.op));
-        if (w->polled) {
-            if (json_array_size(w->events) < MAX_WATCH_EVENTS)
-                json_array_append(w->events, fe);
-            json_decref(fe);
-        } else if (w->req != NULL) {
-            connect_stream_msg(w->req, json_pack("{s:o}", "filesystem", fe));
-        } else {
-            json_decref(fe);
-        }
-    }
-    wr_watch_event_fini(&we);
 }
 
-static void watch_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void watch_done(void *ctx, const struct wr_err *err)
 {
     struct e2b_watcher *w = ctx;
-    struct wr_buf *b;
     struct wr_err e2;
-    size_t start;
+
+    if (err == NULL)
+        wr_err_set(&e2, WR_ECONFLICT, 0, "the watch of `%s` ended", w->path);
+    watch_fail(w, err ? err : &e2);
+}
+
+static void watch_ready(void *ctx, const struct wr_err *err)
+{
+    static const struct wr_file_watch_cbs cbs = {watch_on, watch_event, watch_done};
+    struct e2b_watcher *w = ctx;
+    struct wr_file_req r;
+    struct wr_err e2;
 
     if (err != NULL) {
         watch_fail(w, err);
         return;
     }
-    b = wr_agent_begin(a, WR_MSG_FILE_WATCH, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, w->path);
-    if (w->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, w->user);
-    wr_msg_put_u64(b, WR_TAG_RECURSIVE, w->recursive);
-    if (wr_agent_end(a, start, watch_reply, w, &e2) == 0)
+    wr_file_req_init(&r);
+    r.path = w->path;
+    r.user = w->user;
+    r.recursive = w->recursive;
+    if (wr_fconn_watch(w->fc, &r, &cbs, w, &e2) < 0)
         watch_fail(w, &e2);
 }
 
-static void watch_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void watch_lost(void *ctx, const struct wr_err *err)
 {
-    struct e2b_watcher *w = ctx;
-    struct wr_err e2;
-
-    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the watch's connection%s%s",
-               err ? ": " : "", err ? err->msg : "");
-    watch_fail(w, &e2);
+    watch_fail(ctx, err);
 }
 
 static void on_keepalive(uv_timer_t *t)
@@ -529,15 +521,11 @@ static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *re
                                      bool polled)
 {
     struct e2b_watcher *w;
-    struct wr_agent_config ac = {.loop = wr_msb_loop(ev->sb),
-                                 .fd = -1,
-                                 .path = wr_msb_ctl_path(ev->sb),
-                                 .on_ready = watch_ready,
-                                 .on_close = watch_lost};
+    static const struct wr_fconn_cbs cbs = {.on_ready = watch_ready, .on_lost = watch_lost};
     char *path = e2b_abs_path(ev->user, e2b_str(j, "path", NULL));
     struct wr_err err;
 
-    if (path == NULL || ac.path == NULL) {
+    if (path == NULL) {
         if (polled)
             connect_unary_error(req, "invalid_argument", "`path` must be a path");
         else
@@ -555,7 +543,6 @@ static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *re
     snprintf(w->sb_id, sizeof(w->sb_id), "%s", wr_msb_id(ev->sb));
     uv_timer_init(wr_msb_loop(ev->sb), &w->keepalive);
     w->keepalive.data = w;
-    ac.ctx = w;
     if (polled) {
         w->events = json_array();
         w->e2b = ev->api->e2b;
@@ -567,8 +554,8 @@ static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *re
         w->req = req;
         wr_http_req_set_data(req, w, watchdir_closed);
     }
-    if (wr_agent_open(&ac, &w->agent, &err) < 0) {
-        w->agent = NULL;
+    if (wr_msb_fconn_open(ev->sb, &cbs, w, &w->fc, &err) < 0) {
+        w->fc = NULL;
         watch_fail(w, &err);
         return NULL;
     }

@@ -16,7 +16,6 @@
 #include "../core/images.h"
 #include "../core/manager.h"
 #include "../core/space.h"
-#include "../proto/proto.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"

@@ -633,9 +633,8 @@ static void stdin_closed(struct wr_http_req *req, void *data, bool aborted)
 static void stdin_resume(uv_timer_t *t)
 {
     struct stdin_st *s = t->data;
-    struct wr_agent *a = wr_msb_agent(s->sb);
 
-    if (a != NULL && wr_agent_pending(a) > STDIN_HIGH) {
+    if (wr_msb_pending(s->sb) > STDIN_HIGH) {
         uv_timer_start(&s->retry, stdin_resume, 20, 0);
         return;
     }
@@ -647,14 +646,13 @@ static void stdin_data(struct wr_http_req *req, const char *p, size_t n)
 {
     struct stdin_st *s = wr_http_req_data(req);
     struct wr_proc *proc = wr_msb_alive(s->sb) ? wr_msb_proc(s->sb, s->pid) : NULL;
-    struct wr_agent *a = wr_msb_agent(s->sb);
 
     if (proc == NULL)
         return;
     for (size_t off = 0; off < n; off += WR_CHUNK_SIZE)
         wr_proc_stdin(proc, p + off, n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
     /* Backpressure towards the client: stop reading its body while warren-init is behind. */
-    if (a != NULL && wr_agent_pending(a) > STDIN_HIGH && !s->paused) {
+    if (wr_msb_pending(s->sb) > STDIN_HIGH && !s->paused) {
         s->paused = true;
         wr_http_req_pause_body(req);
         uv_timer_start(&s->retry, stdin_resume, 20, 0);

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/files.h"
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
-#define RESP_HIGH  (1u << 20)
-#define AGENT_HIGH (1u << 20)
+#define RESP_HIGH (1u << 20)
 
 static const char *type_name(enum wr_file_type t)
 {
@@ -92,30 +92,29 @@ static void op_closed(struct wr_http_req *req, void *data, bool aborted)
     o->req = NULL;
 }
 
-static void op_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                     const struct wr_err *err)
+static struct op_st *op_new(struct wr_http_req *req, const char *path, int kind)
+{
+    struct op_st *o = xcalloc(1, sizeof(*o));
+
+    o->req = req;
+    o->path = xstrdup(path);
+    o->kind = kind;
+    o->entries = kind == OP_LIST ? json_array() : NULL;
+    return o;
+}
+
+static void op_free(struct op_st *o)
+{
+    json_decref(o->entries);
+    free(o->path);
+    free(o);
+}
+
+/* The operation ended: answer (unless the client left) and free o. */
+static void op_done(void *ctx, const struct wr_err *err)
 {
     struct op_st *o = ctx;
-    struct wr_stat st;
-    struct wr_err derr;
 
-    /* FILE_STAT's answer is one STAT frame (final); FILE_LIST's are STATs then OK. */
-    if (err == NULL && h != NULL && h->type == WR_MSG_STAT) {
-        if (o->req == NULL || wr_stat_decode(p, h->len, &st, &derr) < 0)
-            goto done;
-        if (o->kind == OP_STAT && st.name == NULL) {
-            json_decref(o->entries);
-            o->entries = file_json(&st, o->path);
-        } else if (o->kind == OP_LIST && json_array_size(o->entries) < 100000) {
-            json_array_append_new(o->entries, file_json(&st, o->path));
-        }
-        wr_stat_fini(&st);
-    done:
-        if (!final)
-            return;
-    }
-    if (!final)
-        return;
     if (o->req != NULL) {
         wr_http_req_set_data(o->req, NULL, NULL);
         if (err != NULL)
@@ -129,45 +128,69 @@ static void op_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, 
         else
             wr_http_respond(o->req, 204, NULL, NULL, 0);
     }
-    json_decref(o->entries);
-    free(o->path);
-    free(o);
+    op_free(o);
 }
 
-/* Start a request on the control connection; the caller adds fields to *b, then op_send. */
-static struct op_st *op_begin(struct wr_http_req *req, struct wr_msb *sb, uint16_t type,
-                              const char *path, int kind, struct wr_buf **b, size_t *start)
+static void op_entry(void *ctx, const struct wr_stat *st)
 {
-    struct op_st *o;
+    struct op_st *o = ctx;
 
-    if (wr_msb_agent(sb) == NULL || !wr_agent_is_ready(wr_msb_agent(sb))) {
-        wr_http_respond_error(req, 409, "conflict", "the sandbox's agent is not connected");
-        return NULL;
+    if (o->req != NULL && json_array_size(o->entries) < 100000)
+        json_array_append_new(o->entries, file_json(st, o->path));
+}
+
+static void op_stat(void *ctx, const struct wr_stat *st, const struct wr_err *err)
+{
+    struct op_st *o = ctx;
+
+    if (st != NULL && o->req != NULL)
+        o->entries = file_json(st, o->path);
+    op_done(o, err);
+}
+
+/* rc: what the core call that started o returned; -1 answers its error. */
+static void op_started(struct wr_http_req *req, struct op_st *o, int rc, const struct wr_err *err)
+{
+    if (rc < 0) {
+        api_error(req, err);
+        op_free(o);
+        return;
     }
-    o = xcalloc(1, sizeof(*o));
-    o->req = req;
-    o->path = xstrdup(path);
-    o->kind = kind;
-    o->entries = kind == OP_LIST ? json_array() : NULL;
-    *b = wr_agent_begin(wr_msb_agent(sb), type, start);
-    wr_msg_put_str(*b, WR_TAG_PATH, path);
-    if (wr_http_req_query(req, "user") != NULL)
-        wr_msg_put_str(*b, WR_TAG_USER, wr_http_req_query(req, "user"));
-    return o;
+    wr_http_req_set_data(req, o, op_closed);
 }
 
-static void op_send(struct wr_http_req *req, struct wr_msb *sb, struct op_st *o, size_t start)
+static void file_remove(struct wr_http_req *req, struct wr_msb *sb, const char *path)
 {
+    struct op_st *o = op_new(req, path, OP_EMPTY);
+    struct wr_file_req r;
     struct wr_err err;
 
-    wr_http_req_set_data(req, o, op_closed);
-    if (wr_agent_end(wr_msb_agent(sb), start, op_reply, o, &err) == 0) {
-        wr_http_req_set_data(req, NULL, NULL);
-        api_error(req, &err);
-        json_decref(o->entries);
-        free(o->path);
-        free(o);
+    wr_file_req_init(&r);
+    r.path = (char *)path;
+    r.user = (char *)wr_http_req_query(req, "user");
+    r.recursive = bool_param(req, "recursive", false);
+    op_started(req, o, wr_msb_file_remove(sb, &r, op_done, o, &err), &err);
+}
+
+static void file_stat_list(struct wr_http_req *req, struct wr_msb *sb, const char *path, bool list)
+{
+    struct op_st *o = op_new(req, path, list ? OP_LIST : OP_STAT);
+    const char *d = wr_http_req_query(req, "depth");
+    struct wr_file_req r;
+    struct wr_err err;
+
+    wr_file_req_init(&r);
+    r.path = (char *)path;
+    r.user = (char *)wr_http_req_query(req, "user");
+    if (!list) {
+        r.nofollow = true;
+        op_started(req, o, wr_msb_file_stat(sb, &r, op_stat, o, &err), &err);
+        return;
     }
+    r.depth = 1;
+    if (d != NULL && (wr_parse_uint(d, 16, &r.depth, &err) < 0 || r.depth == 0))
+        r.depth = 1;
+    op_started(req, o, wr_msb_file_list(sb, &r, op_entry, op_done, o, &err), &err);
 }
 
 /* mkdir and move take JSON bodies. */
@@ -189,10 +212,11 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     struct wr_msb *sb = bo->sb;
     bool move = bo->move;
     const char *path, *user, *to = NULL;
+    struct wr_file_req r;
+    struct wr_err err;
     struct op_st *o;
-    struct wr_buf *b;
-    size_t start;
     json_t *j, *v;
+    int rc;
 
     wr_msb_ref(sb);
     wr_http_req_set_data(req, NULL, NULL);
@@ -214,30 +238,29 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 409, "conflict", "the sandbox is not running");
         goto out;
     }
-    o = op_begin(req, sb, move ? WR_MSG_FILE_RENAME : WR_MSG_FILE_MKDIR, path,
-                 move ? OP_EMPTY : OP_CREATED, &b, &start);
-    if (o == NULL)
-        goto out;
-    if (user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, user);
+    wr_file_req_init(&r);
+    r.path = (char *)path;
+    /* the body's user, else the query's */
+    r.user = (char *)(user != NULL ? user : wr_http_req_query(req, "user"));
+    o = op_new(req, path, move ? OP_EMPTY : OP_CREATED);
     if (move) {
-        wr_msg_put_str(b, WR_TAG_DEST, to);
+        r.dest = (char *)to;
+        rc = wr_msb_file_rename(sb, &r, op_done, o, &err);
     } else {
         uint64_t mode = 0755;
-        struct wr_err perr;
         v = json_object_get(j, "parents");
-        wr_msg_put_u64(b, WR_TAG_PARENTS, v == NULL || json_is_true(v));
+        r.parents = v == NULL || json_is_true(v);
         if (json_is_string(json_object_get(j, "mode"))) {
             char *end;
             mode = strtoull(json_string_value(json_object_get(j, "mode")), &end, 8);
-            if (*end != '\0' || mode > 07777) {
-                (void)perr;
+            if (*end != '\0' || mode > 07777)
                 mode = 0755;
-            }
         }
-        wr_msg_put_u64(b, WR_TAG_MODE, mode);
+        r.mode = (uint32_t)mode;
+        r.has_mode = true;
+        rc = wr_msb_file_mkdir(sb, &r, op_done, o, &err);
     }
-    op_send(req, sb, o, start);
+    op_started(req, o, rc, &err);
 out:
     json_decref(j);
     wr_msb_unref(sb);
@@ -250,9 +273,7 @@ enum xfer_kind { XFER_READ, XFER_WRITE, XFER_WATCH };
 struct xfer {
     enum xfer_kind kind;
     struct wr_http_req *req; /* NULL once the HTTP side is over */
-    struct wr_msb *sb;
-    struct wr_agent *agent;
-    uint32_t req_id;
+    struct wr_fconn *fc;
     char *path, *user;
     /* read */
     uint64_t offset;
@@ -269,12 +290,7 @@ struct xfer {
 
 static void xfer_free(struct xfer *x)
 {
-    if (x->agent != NULL) {
-        struct wr_agent *a = x->agent;
-        x->agent = NULL;
-        wr_agent_close(a);
-    }
-    wr_msb_unref(x->sb);
+    wr_fconn_close(x->fc);
     free(x->path);
     free(x->user);
     free(x);
@@ -300,86 +316,93 @@ static void xfer_fail(struct xfer *x, const struct wr_err *err)
         wr_http_resp_end(x->req); /* the client sees a short body */
 }
 
+/* The request of x on its path, as its user. */
+static void xfer_file_req(const struct xfer *x, struct wr_file_req *r)
+{
+    wr_file_req_init(r);
+    r->path = x->path;
+    r->user = x->user;
+}
+
 static void read_drained(struct wr_http_req *req)
 {
     struct xfer *x = wr_http_req_data(req);
-    if (x != NULL && x->agent != NULL)
-        wr_agent_resume(x->agent);
+    if (x != NULL && x->fc != NULL)
+        wr_fconn_resume(x->fc);
 }
 
-static void read_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                       const struct wr_err *err)
+static void read_stat(void *ctx, const struct wr_stat *st)
 {
     struct xfer *x = ctx;
-    struct wr_stat st;
-    struct wr_err derr;
+    uint64_t size = st->size, first, last;
+
+    if (x->req == NULL || x->finished || x->started)
+        return;
+    if (!x->ranged) {
+        x->started = true;
+        wr_http_resp_start(x->req, 200, "application/octet-stream", (int64_t)size);
+        if (size == 0) {
+            x->finished = true;
+            wr_http_resp_end(x->req);
+        }
+        return;
+    }
+    first = x->offset;
+    last = x->length < 0 ? size - 1 : x->offset + (uint64_t)x->length - 1;
+    if (size == 0 || first >= size) {
+        char cr[64];
+        snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+        wr_http_resp_header(x->req, "Content-Range", cr);
+        wr_http_respond_error(x->req, 416, "invalid",
+                              "the range is beyond the file (%" PRIu64 " bytes)", size);
+        x->finished = true;
+        return;
+    }
+    if (last >= size)
+        last = size - 1;
+    {
+        char cr[96];
+        snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, first, last, size);
+        wr_http_resp_header(x->req, "Content-Range", cr);
+    }
+    x->started = true;
+    wr_http_resp_start(x->req, 206, "application/octet-stream", (int64_t)(last - first + 1));
+}
+
+static void read_data(void *ctx, const uint8_t *p, size_t n)
+{
+    struct xfer *x = ctx;
+
+    if (x->req == NULL || x->finished || !x->started)
+        return;
+    if (wr_http_resp_write(x->req, p, n) > RESP_HIGH) {
+        wr_fconn_pause(x->fc);
+        wr_http_resp_on_drain(x->req, read_drained);
+    }
+}
+
+static void read_done(void *ctx, const struct wr_err *err)
+{
+    struct xfer *x = ctx;
 
     if (x->req == NULL || x->finished)
         return;
-    if (final) {
-        if (err != NULL) {
-            xfer_fail(x, err);
-            return;
-        }
-        if (!x->started) {
-            /* Nothing was sent: a ranged read past the end. */
-            wr_http_respond_error(x->req, 416, "invalid", "the range is beyond the file");
-            x->finished = true;
-            return;
-        }
+    if (err != NULL) {
+        xfer_fail(x, err);
+        return;
+    }
+    if (!x->started) {
+        /* Nothing was sent: a ranged read past the end. */
+        wr_http_respond_error(x->req, 416, "invalid", "the range is beyond the file");
         x->finished = true;
-        wr_http_resp_end(x->req);
         return;
     }
-    if (h->type == WR_MSG_STAT && !x->started) {
-        uint64_t size, first, last;
-        if (wr_stat_decode(p, h->len, &st, &derr) < 0) {
-            xfer_fail(x, &derr);
-            return;
-        }
-        size = st.size;
-        wr_stat_fini(&st);
-        if (!x->ranged) {
-            x->started = true;
-            wr_http_resp_start(x->req, 200, "application/octet-stream", (int64_t)size);
-            if (size == 0) {
-                x->finished = true;
-                wr_http_resp_end(x->req);
-            }
-            return;
-        }
-        first = x->offset;
-        last = x->length < 0 ? size - 1 : x->offset + (uint64_t)x->length - 1;
-        if (size == 0 || first >= size) {
-            char cr[64];
-            snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
-            wr_http_resp_header(x->req, "Content-Range", cr);
-            wr_http_respond_error(x->req, 416, "invalid",
-                                  "the range is beyond the file (%" PRIu64 " bytes)", size);
-            x->finished = true;
-            return;
-        }
-        if (last >= size)
-            last = size - 1;
-        {
-            char cr[96];
-            snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, first, last, size);
-            wr_http_resp_header(x->req, "Content-Range", cr);
-        }
-        x->started = true;
-        wr_http_resp_start(x->req, 206, "application/octet-stream", (int64_t)(last - first + 1));
-        return;
-    }
-    if (h->type == WR_MSG_DATA && x->started) {
-        if (wr_http_resp_write(x->req, p, h->len) > RESP_HIGH) {
-            wr_agent_pause(x->agent);
-            wr_http_resp_on_drain(x->req, read_drained);
-        }
-    }
+    x->finished = true;
+    wr_http_resp_end(x->req);
 }
 
 /* The upload's body, piece by piece, to warren-init with backpressure both ways. */
-static void write_agent_drained(struct wr_agent *a, void *ctx)
+static void xfer_drained(void *ctx)
 {
     struct xfer *x = ctx;
     if (x->req != NULL && x->body_paused) {
@@ -392,12 +415,10 @@ static void write_body_data(struct wr_http_req *req, const char *p, size_t n)
 {
     struct xfer *x = wr_http_req_data(req);
 
-    if (x->write_failed || x->agent == NULL)
+    if (x->write_failed || x->fc == NULL)
         return;
-    for (size_t off = 0; off < n; off += WR_CHUNK_SIZE)
-        wr_agent_data(x->agent, x->req_id, p + off,
-                      n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
-    if (wr_agent_pending(x->agent) > AGENT_HIGH && !x->body_paused) {
+    wr_fconn_write_data(x->fc, p, n);
+    if (wr_fconn_full(x->fc) && !x->body_paused) {
         x->body_paused = true;
         wr_http_req_pause_body(req);
     }
@@ -408,52 +429,43 @@ static void write_body_end(struct wr_http_req *req)
     struct xfer *x = wr_http_req_data(req);
 
     x->body_done = true;
-    if (!x->write_failed && x->agent != NULL)
-        wr_agent_data_end(x->agent, x->req_id);
+    if (!x->write_failed && x->fc != NULL)
+        wr_fconn_write_end(x->fc);
 }
 
-static void write_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                             const struct wr_err *err)
+static void write_stat(void *ctx, const struct wr_stat *st, const struct wr_err *err)
 {
     struct xfer *x = ctx;
-    struct wr_stat st;
-    struct wr_err derr;
 
     if (x->req == NULL || x->finished)
         return;
-    if (err == NULL && h != NULL && h->type == WR_MSG_STAT &&
-        wr_stat_decode(p, h->len, &st, &derr) == 0) {
-        x->finished = true;
-        wr_http_respond_json(x->req, 201, file_json(&st, x->path));
-        wr_stat_fini(&st);
+    if (err != NULL) {
+        xfer_fail(x, err);
         return;
     }
-    if (final && !x->finished) {
-        struct wr_err e2;
-        if (err == NULL)
-            wr_err_set(&e2, WR_EPROTO, 0, "no stat of the written file");
-        xfer_fail(x, err ? err : &e2);
+    x->finished = true;
+    wr_http_respond_json(x->req, 201, file_json(st, x->path));
+}
+
+static void write_open(void *ctx)
+{
+    struct xfer *x = ctx;
+
+    /* warren-init is ready for the data. */
+    if (x->req != NULL && !x->ready) {
+        x->ready = true;
+        wr_http_req_stream_body(x->req, write_body_data, write_body_end);
     }
 }
 
-static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                        const struct wr_err *err)
+static void write_done(void *ctx, const struct wr_err *err)
 {
     struct xfer *x = ctx;
-    struct wr_buf *b;
+    struct wr_file_req r;
     struct wr_err e2;
-    size_t start;
 
     if (x->req == NULL)
         return;
-    if (!final) {
-        /* The first OK: warren-init is ready for the data. */
-        if (h->type == WR_MSG_OK && !x->ready) {
-            x->ready = true;
-            wr_http_req_stream_body(x->req, write_body_data, write_body_end);
-        }
-        return;
-    }
     if (err != NULL) {
         x->write_failed = true;
         if (x->body_paused) {
@@ -463,64 +475,109 @@ static void write_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *
         xfer_fail(x, err);
         return;
     }
-    /* The final OK: written. Answer with the file's stat. */
-    b = wr_agent_begin(x->agent, WR_MSG_FILE_STAT, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, x->path);
-    if (x->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, x->user);
-    if (wr_agent_end(x->agent, start, write_stat_reply, x, &e2) == 0)
+    /* Written. Answer with the file's stat. */
+    xfer_file_req(x, &r);
+    if (wr_fconn_stat(x->fc, &r, write_stat, x, &e2) < 0)
         xfer_fail(x, &e2);
 }
 
-static void watch_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                        const struct wr_err *err)
+static void watch_on(void *ctx)
 {
     struct xfer *x = ctx;
-    struct wr_watch_event ev;
-    struct wr_err derr;
+
+    if (x->req == NULL || x->finished || x->started)
+        return;
+    /* The watch is set: stream its events from now on. */
+    x->started = true;
+    wr_http_resp_start(x->req, 200, "application/x-ndjson", -1);
+}
+
+static void watch_event(void *ctx, const struct wr_watch_event *ev)
+{
+    static const char *const names[] = {"", "create", "write", "remove", "rename", "chmod"};
+    struct xfer *x = ctx;
+    json_t *o;
+    char *s;
 
     if (x->req == NULL || x->finished)
         return;
-    if (final) {
-        if (err != NULL) {
-            xfer_fail(x, err);
-            return;
-        }
-        x->finished = true;
-        wr_http_resp_end(x->req);
-        return;
+    o = json_pack("{s:s,s:o}", "type", ev->op >= 1 && ev->op <= 5 ? names[ev->op] : "other", "name",
+                  api_json_text(ev->name));
+    s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    if (s != NULL) {
+        wr_http_resp_write(x->req, s, strlen(s));
+        wr_http_resp_write(x->req, "\n", 1);
     }
-    if (h->type == WR_MSG_OK && !x->started) {
-        /* The watch is set: stream its events from now on. */
-        x->started = true;
-        wr_http_resp_start(x->req, 200, "application/x-ndjson", -1);
-        return;
-    }
-    if (h->type == WR_MSG_WATCH_EVENT && wr_watch_event_decode(p, h->len, &ev, &derr) == 0) {
-        static const char *const names[] = {"", "create", "write", "remove", "rename", "chmod"};
-        json_t *o =
-            json_pack("{s:s,s:o}", "type", ev.op >= 1 && ev.op <= 5 ? names[ev.op] : "other",
-                      "name", api_json_text(ev.name));
-        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (s != NULL) {
-            wr_http_resp_write(x->req, s, strlen(s));
-            wr_http_resp_write(x->req, "\n", 1);
-        }
-        free(s);
-        json_decref(o);
-        wr_watch_event_fini(&ev);
-    }
+    free(s);
+    json_decref(o);
 }
 
-static void xfer_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void watch_done(void *ctx, const struct wr_err *err)
 {
     struct xfer *x = ctx;
-    struct wr_buf *b;
+
+    if (x->req == NULL || x->finished)
+        return;
+    if (err != NULL) {
+        xfer_fail(x, err);
+        return;
+    }
+    x->finished = true;
+    wr_http_resp_end(x->req);
+}
+
+/* Send x's request on its connection. */
+static void xfer_send(struct xfer *x)
+{
+    static const struct wr_file_read_cbs rd = {read_stat, read_data, read_done};
+    static const struct wr_file_write_cbs wr = {write_open, write_done};
+    static const struct wr_file_watch_cbs wa = {watch_on, watch_event, watch_done};
+    struct wr_file_req r;
+    struct wr_err err;
+    int rc;
+
+    xfer_file_req(x, &r);
+    if (x->kind == XFER_READ) {
+        r.offset = x->offset;
+        r.length = x->length < 0 ? UINT64_MAX : (uint64_t)x->length;
+        rc = wr_fconn_read(x->fc, &r, &rd, x, &err);
+    } else if (x->kind == XFER_WRITE) {
+        r.mode = (uint32_t)x->mode;
+        r.has_mode = true;
+        r.flags = WR_WRITE_ATOMIC | (x->parents ? WR_WRITE_MKDIRS : 0);
+        rc = wr_fconn_write(x->fc, &r, &wr, x, &err);
+    } else {
+        r.recursive = x->recursive;
+        rc = wr_fconn_watch(x->fc, &r, &wa, x, &err);
+    }
+    if (rc < 0)
+        xfer_fail(x, &err);
+}
+
+/* A suffix range needs the size first. */
+static void suffix_stat(void *ctx, const struct wr_stat *st, const struct wr_err *err)
+{
+    struct xfer *x = ctx;
+    uint64_t n;
+
+    if (x->req == NULL || x->finished)
+        return;
+    if (err != NULL) {
+        xfer_fail(x, err);
+        return;
+    }
+    n = (uint64_t)x->suffix < st->size ? (uint64_t)x->suffix : st->size;
+    x->offset = st->size - n;
+    x->length = (int64_t)n;
+    x->suffix = 0;
+    xfer_send(x);
+}
+
+static void xfer_ready(void *ctx, const struct wr_err *err)
+{
+    struct xfer *x = ctx;
+    struct wr_file_req r;
     struct wr_err e2;
-    size_t start;
-    uint16_t type = x->kind == XFER_READ    ? WR_MSG_FILE_READ
-                    : x->kind == XFER_WRITE ? WR_MSG_FILE_WRITE
-                                            : WR_MSG_FILE_WATCH;
 
     if (x->req == NULL)
         return;
@@ -528,69 +585,37 @@ static void xfer_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
         xfer_fail(x, err);
         return;
     }
-    b = wr_agent_begin(a, type, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, x->path);
-    if (x->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, x->user);
-    if (x->kind == XFER_READ) {
-        if (x->offset > 0)
-            wr_msg_put_u64(b, WR_TAG_OFFSET, x->offset);
-        if (x->length >= 0)
-            wr_msg_put_u64(b, WR_TAG_LENGTH, (uint64_t)x->length);
-    } else if (x->kind == XFER_WRITE) {
-        wr_msg_put_u64(b, WR_TAG_MODE, x->mode);
-        wr_msg_put_u64(b, WR_TAG_FLAGS, WR_WRITE_ATOMIC | (x->parents ? WR_WRITE_MKDIRS : 0));
-    } else {
-        wr_msg_put_u64(b, WR_TAG_RECURSIVE, x->recursive);
+    if (x->suffix == 0) {
+        xfer_send(x);
+        return;
     }
-    x->req_id = wr_agent_end(a, start,
-                             x->kind == XFER_READ    ? read_reply
-                             : x->kind == XFER_WRITE ? write_reply
-                                                     : watch_reply,
-                             x, &e2);
-    if (x->req_id == 0)
+    xfer_file_req(x, &r);
+    if (wr_fconn_stat(x->fc, &r, suffix_stat, x, &e2) < 0)
         xfer_fail(x, &e2);
 }
 
-static void xfer_lost(struct wr_agent *a, const struct wr_err *err, void *ctx)
+static void xfer_lost(void *ctx, const struct wr_err *err)
 {
     struct xfer *x = ctx;
-    struct wr_err e2;
 
     if (x->req == NULL || x->finished)
         return;
-    wr_err_set(&e2, WR_EPROTO, 0, "the sandbox's agent closed the connection%s%s", err ? ": " : "",
-               err ? err->msg : "");
-    xfer_fail(x, &e2);
+    xfer_fail(x, err);
 }
-
-static void suffix_ready(struct wr_agent *a, const struct wr_err *err, void *ctx);
 
 static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *x, const char *user)
 {
-    struct wr_agent_config ac = {.loop = wr_msb_loop(sb),
-                                 .fd = -1,
-                                 .path = wr_msb_ctl_path(sb),
-                                 /* a suffix range needs the file's size first */
-                                 .on_ready = x->suffix > 0 ? suffix_ready : xfer_ready,
-                                 .on_close = xfer_lost,
-                                 .ctx = x};
+    static const struct wr_fconn_cbs cbs = {xfer_ready, xfer_lost, xfer_drained};
     struct wr_err err;
 
     x->req = req;
-    x->sb = sb;
-    wr_msb_ref(sb);
     if (user != NULL)
         x->user = xstrdup(user);
     wr_http_req_set_data(req, x, xfer_closed);
-    if (ac.path == NULL || wr_agent_open(&ac, &x->agent, &err) < 0) {
-        if (ac.path == NULL)
-            wr_err_set(&err, WR_ECONFLICT, 0, "the sandbox is not running");
-        x->agent = NULL;
+    if (wr_msb_fconn_open(sb, &cbs, x, &x->fc, &err) < 0) {
+        x->fc = NULL;
         xfer_fail(x, &err);
     }
-    if (x->kind == XFER_WRITE && x->agent != NULL)
-        wr_agent_on_drain(x->agent, write_agent_drained, x);
 }
 
 /* "bytes=a-b", "bytes=a-", "bytes=-n" (one range only). */
@@ -624,52 +649,6 @@ static int parse_range(const char *h, struct xfer *x)
     return 0;
 }
 
-/* A suffix range needs the size first. */
-static void suffix_stat_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
-                              const struct wr_err *err)
-{
-    struct xfer *x = ctx;
-    struct wr_stat st;
-    struct wr_err derr;
-
-    if (x->req == NULL || x->finished)
-        return;
-    if (err != NULL) {
-        xfer_fail(x, err);
-        return;
-    }
-    if (h != NULL && h->type == WR_MSG_STAT && wr_stat_decode(p, h->len, &st, &derr) == 0) {
-        uint64_t n = (uint64_t)x->suffix < st.size ? (uint64_t)x->suffix : st.size;
-        x->offset = st.size - n;
-        x->length = (int64_t)n;
-        x->suffix = 0;
-        wr_stat_fini(&st);
-        if (final)
-            xfer_ready(x->agent, NULL, x);
-    }
-}
-
-static void suffix_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
-{
-    struct xfer *x = ctx;
-    struct wr_buf *b;
-    struct wr_err e2;
-    size_t start;
-
-    if (x->req == NULL)
-        return;
-    if (err != NULL) {
-        xfer_fail(x, err);
-        return;
-    }
-    b = wr_agent_begin(a, WR_MSG_FILE_STAT, &start);
-    wr_msg_put_str(b, WR_TAG_PATH, x->path);
-    if (x->user != NULL)
-        wr_msg_put_str(b, WR_TAG_USER, x->user);
-    if (wr_agent_end(a, start, suffix_stat_reply, x, &e2) == 0)
-        xfer_fail(x, &e2);
-}
-
 void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
                        const char *user)
 {
@@ -687,9 +666,6 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
     const char *method = wr_http_req_method(req);
     const char *sub = rt->nseg > 3 ? rt->seg[3] : NULL;
     const char *path;
-    struct op_st *o;
-    struct wr_buf *b;
-    size_t start;
 
     if (rt->nseg > 4)
         goto notfound;
@@ -736,11 +712,7 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
             return;
         }
         if (strcmp(method, "DELETE") == 0) {
-            o = op_begin(req, sb, WR_MSG_FILE_REMOVE, path, OP_EMPTY, &b, &start);
-            if (o == NULL)
-                return;
-            wr_msg_put_u64(b, WR_TAG_RECURSIVE, bool_param(req, "recursive", false));
-            op_send(req, sb, o, start);
+            file_remove(req, sb, path);
             return;
         }
         wr_http_respond_error(req, 405, "method_not_allowed", "use GET, PUT or DELETE");
@@ -761,21 +733,7 @@ void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_call
             xfer_start(req, sb, x, wr_http_req_query(req, "user"));
             return;
         }
-        o = op_begin(req, sb, strcmp(sub, "stat") == 0 ? WR_MSG_FILE_STAT : WR_MSG_FILE_LIST, path,
-                     strcmp(sub, "stat") == 0 ? OP_STAT : OP_LIST, &b, &start);
-        if (o == NULL)
-            return;
-        if (strcmp(sub, "stat") == 0) {
-            wr_msg_put_u64(b, WR_TAG_NOFOLLOW, 1);
-        } else {
-            const char *d = wr_http_req_query(req, "depth");
-            uint64_t depth = 1;
-            struct wr_err err;
-            if (d != NULL && (wr_parse_uint(d, 16, &depth, &err) < 0 || depth == 0))
-                depth = 1;
-            wr_msg_put_u64(b, WR_TAG_DEPTH, depth);
-        }
-        op_send(req, sb, o, start);
+        file_stat_list(req, sb, path, strcmp(sub, "list") == 0);
         return;
     }
     if (strcmp(sub, "mkdir") == 0 || strcmp(sub, "move") == 0) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "../runtime/runtime.h"
+#include "agent.h"
 #include "manager.h"
 
 struct wr_sandbox;

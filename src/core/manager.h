@@ -26,8 +26,8 @@
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "../util/err.h"
-#include "agent.h"
 
+struct wr_agent;
 struct wr_runtime;
 struct wr_space;
 struct wr_manager;
@@ -334,6 +334,9 @@ bool wr_proc_running(const struct wr_proc *p);
 const struct wr_exit *wr_proc_exit(const struct wr_proc *p);
 
 void wr_proc_stdin(struct wr_proc *p, const void *data, size_t n);
+/* Bytes queued to the sandbox's control connection and not yet written (0 without one): what a
+ * writer of stdin paces itself by. */
+size_t wr_msb_pending(struct wr_msb *sb);
 /* Requests answered through cb(ctx, err) (err NULL on success). */
 void wr_proc_stdin_close(struct wr_proc *p, void (*cb)(void *ctx, const struct wr_err *err),
                          void *ctx);

@@ -349,6 +349,11 @@ const struct wr_exit *wr_proc_exit(const struct wr_proc *p)
     return p->running ? NULL : &p->ex;
 }
 
+size_t wr_msb_pending(struct wr_msb *sb)
+{
+    return sb->agent != NULL ? wr_agent_pending(sb->agent) : 0;
+}
+
 void wr_proc_stdin(struct wr_proc *p, const void *data, size_t n)
 {
     if (p->running && p->sb->agent != NULL)

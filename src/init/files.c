@@ -84,7 +84,7 @@ char *init_files_readlink(int dirfd, const char *path)
 
 /* ---- read -------------------------------------------------------------------------------- */
 
-static void file_read(struct init_conn *c, uint32_t id, const struct init_req *r,
+static void file_read(struct init_conn *c, uint32_t id, const struct wr_file_req *r,
                       const struct init_user *u)
 {
     _cleanup_close_ int fd = -1;
@@ -120,8 +120,8 @@ static void file_read(struct init_conn *c, uint32_t id, const struct init_req *r
     j = xcalloc(1, sizeof(*j));
     j->id = id;
     j->fd = steal_fd(&fd);
-    j->offset = r->num[WR_TAG_OFFSET];
-    j->remaining = init_req_has(r, WR_TAG_LENGTH) ? r->num[WR_TAG_LENGTH] : UINT64_MAX;
+    j->offset = r->offset;
+    j->remaining = r->length;
     init_files_add_job(c, j);
 }
 
@@ -227,14 +227,14 @@ static int open_tmp(const char *dir, const char *base, mode_t mode, char **out)
     return -1;
 }
 
-static void file_write(struct init_conn *c, uint32_t id, const struct init_req *r,
+static void file_write(struct init_conn *c, uint32_t id, const struct wr_file_req *r,
                        const struct init_user *u)
 {
-    uint64_t flags = r->num[WR_TAG_FLAGS];
+    uint64_t flags = r->flags;
     bool atomic = flags & WR_WRITE_ATOMIC, excl = flags & WR_WRITE_EXCL;
     bool append = flags & WR_WRITE_APPEND;
-    bool mode_given = init_req_has(r, WR_TAG_MODE);
-    mode_t mode = mode_given ? (mode_t)(r->num[WR_TAG_MODE] & 07777) : 0644;
+    bool mode_given = r->has_mode;
+    mode_t mode = mode_given ? (mode_t)r->mode : 0644;
     _cleanup_free_ char *dir = NULL;
     _cleanup_free_ char *tmp = NULL;
     const char *base;
@@ -382,9 +382,9 @@ static void write_end(struct init_conn *c, uint32_t id)
 
 /* ---- small operations -------------------------------------------------------------------- */
 
-static void file_stat(struct init_conn *c, uint32_t id, const struct init_req *r)
+static void file_stat(struct init_conn *c, uint32_t id, const struct wr_file_req *r)
 {
-    bool nofollow = r->num[WR_TAG_NOFOLLOW] != 0;
+    bool nofollow = r->nofollow;
     _cleanup_free_ char *link = NULL;
     struct stat st;
 
@@ -397,12 +397,12 @@ static void file_stat(struct init_conn *c, uint32_t id, const struct init_req *r
     init_files_stat_reply(c, id, NULL, &st, link);
 }
 
-static void file_mkdir(struct init_conn *c, uint32_t id, const struct init_req *r)
+static void file_mkdir(struct init_conn *c, uint32_t id, const struct wr_file_req *r)
 {
-    mode_t mode = init_req_has(r, WR_TAG_MODE) ? (mode_t)(r->num[WR_TAG_MODE] & 07777) : 0755;
+    mode_t mode = r->has_mode ? (mode_t)r->mode : 0755;
     struct stat st;
 
-    if (r->num[WR_TAG_PARENTS] != 0) {
+    if (r->parents) {
         struct wr_err err = {0};
         if (wr_mkdir_p(r->path, mode, &err) < 0) {
             init_files_reply_err(c, id, &err);
@@ -423,7 +423,7 @@ static void file_mkdir(struct init_conn *c, uint32_t id, const struct init_req *
     wr_msg_ok(&c->out, id);
 }
 
-static void file_remove(struct init_conn *c, uint32_t id, const struct init_req *r)
+static void file_remove(struct init_conn *c, uint32_t id, const struct wr_file_req *r)
 {
     struct stat st;
 
@@ -431,7 +431,7 @@ static void file_remove(struct init_conn *c, uint32_t id, const struct init_req 
         init_conn_errorf(c, id, errno, "remove `%s`", r->path);
         return;
     }
-    if (r->num[WR_TAG_RECURSIVE] != 0) {
+    if (r->recursive) {
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int dfd = -1;
         struct wr_err err = {0};
@@ -460,12 +460,9 @@ static void file_remove(struct init_conn *c, uint32_t id, const struct init_req 
     wr_msg_ok(&c->out, id);
 }
 
-static void file_rename(struct init_conn *c, uint32_t id, const struct init_req *r)
+/* DEST is absolute (wr_file_req_decode). */
+static void file_rename(struct init_conn *c, uint32_t id, const struct wr_file_req *r)
 {
-    if (r->dest == NULL || r->dest[0] != '/') {
-        init_conn_errorf(c, id, EINVAL, "rename `%s`: DEST must be an absolute path", r->path);
-        return;
-    }
     if (rename(r->path, r->dest) < 0) {
         init_conn_errorf(c, id, errno, "rename `%s` to `%s`", r->path, r->dest);
         return;
@@ -473,13 +470,10 @@ static void file_rename(struct init_conn *c, uint32_t id, const struct init_req 
     wr_msg_ok(&c->out, id);
 }
 
-static void file_chmod(struct init_conn *c, uint32_t id, const struct init_req *r)
+/* MODE is there (wr_file_req_decode). */
+static void file_chmod(struct init_conn *c, uint32_t id, const struct wr_file_req *r)
 {
-    if (!init_req_has(r, WR_TAG_MODE)) {
-        init_conn_errorf(c, id, EINVAL, "chmod `%s`: missing MODE", r->path);
-        return;
-    }
-    if (chmod(r->path, (mode_t)(r->num[WR_TAG_MODE] & 07777)) < 0) {
+    if (chmod(r->path, (mode_t)r->mode) < 0) {
         init_conn_errorf(c, id, errno, "chmod `%s`", r->path);
         return;
     }
@@ -489,26 +483,19 @@ static void file_chmod(struct init_conn *c, uint32_t id, const struct init_req *
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 int init_path_req(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p,
-                  struct init_req *r, struct init_user *u)
+                  struct wr_file_req *r, struct init_user *u)
 {
     struct wr_err err = {0};
 
     memset(u, 0, sizeof(*u));
-    if (init_req_parse(p, h->len, r, &err) < 0) {
+    if (wr_file_req_decode(h->type, p, h->len, r, &err) < 0) {
         init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
         return -1;
     }
-    if (r->path == NULL || r->path[0] != '/') {
-        init_conn_errorf(c, h->id, EINVAL, "PATH must be an absolute path");
-        init_req_fini(r);
-        return -1;
-    }
-    if (init_user_resolve(r->user, init_req_has(r, WR_TAG_UID) ? (int64_t)r->num[WR_TAG_UID] : -1,
-                          init_req_has(r, WR_TAG_GID) ? (int64_t)r->num[WR_TAG_GID] : -1, u,
-                          &err) < 0) {
+    if (init_user_resolve(r->user, r->uid, r->gid, u, &err) < 0) {
         init_conn_errorf(c, h->id, EINVAL, "%s", err.msg);
         init_user_fini(u);
-        init_req_fini(r);
+        wr_file_req_fini(r);
         return -1;
     }
     return 0;
@@ -516,7 +503,7 @@ int init_path_req(struct init_conn *c, const struct wr_frame_hdr *h, const uint8
 
 void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
 {
-    struct init_req r;
+    struct wr_file_req r;
     struct init_user u = {0};
 
     if (h->type == WR_MSG_DATA) {
@@ -577,7 +564,7 @@ void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const 
     init_fs_leave();
 out:
     init_user_fini(&u);
-    init_req_fini(&r);
+    wr_file_req_fini(&r);
 }
 
 /* ---- jobs -------------------------------------------------------------------------------- */

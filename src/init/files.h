@@ -32,7 +32,7 @@ void init_files_add_job(struct init_conn *c, struct init_job *j);
 bool init_files_read_step(struct init_conn *c, struct init_job *j);
 bool init_files_list_step(struct init_conn *c, struct init_job *j);
 /* Start a FILE_LIST (replies ERROR at once if the directory cannot be opened). */
-void init_files_list(struct init_conn *c, uint32_t id, const struct init_req *r,
+void init_files_list(struct init_conn *c, uint32_t id, const struct wr_file_req *r,
                      const struct init_user *u);
 /* Release a listing's directories and user (no-op for reads). */
 void init_files_list_fini(struct init_job *j);

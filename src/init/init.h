@@ -132,7 +132,8 @@ void init_conn_errorf(struct init_conn *c, uint32_t id, int errnum, const char *
  * masks, free closed connections. Called at the end of each loop iteration. */
 void init_conns_pump(void);
 
-/* The request fields warren-init reads, parsed from a TLV payload once. */
+/* The fields of a process request (STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, RELEASE), parsed from a
+ * TLV payload once. */
 struct init_req {
     uint64_t has; /* bit `tag` set when that tag was present (tags < 64) */
     uint64_t num[64];
@@ -144,11 +145,12 @@ struct init_req {
 /* Parse p[0..n). Returns 0, or -1 with err on a malformed field. Free with init_req_fini. */
 int init_req_parse(const uint8_t *p, size_t n, struct init_req *r, struct wr_err *err);
 void init_req_fini(struct init_req *r);
-/* The start of every file-system request: parse the fields, require an absolute PATH, resolve
- * the user it runs as (USER, UID/GID, else the default). On failure the ERROR is queued on c and
- * -1 returned with nothing to free; on success free r and u with init_req_fini/init_user_fini. */
+/* The start of every file-system request: decode it (wr_file_req_decode: an absolute PATH and
+ * the type's fields), resolve the user it runs as (USER, UID/GID, else the default). On failure
+ * the ERROR is queued on c and -1 returned with nothing to free; on success free r and u with
+ * wr_file_req_fini/init_user_fini. */
 int init_path_req(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p,
-                  struct init_req *r, struct init_user *u);
+                  struct wr_file_req *r, struct init_user *u);
 static inline bool init_req_has(const struct init_req *r, unsigned tag)
 {
     return tag < 64 && (r->has & (1ull << tag)) != 0;

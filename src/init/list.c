@@ -14,10 +14,10 @@
 #include "files.h"
 #include "init.h"
 
-void init_files_list(struct init_conn *c, uint32_t id, const struct init_req *r,
+void init_files_list(struct init_conn *c, uint32_t id, const struct wr_file_req *r,
                      const struct init_user *u)
 {
-    uint64_t depth = init_req_has(r, WR_TAG_DEPTH) ? r->num[WR_TAG_DEPTH] : 1;
+    uint64_t depth = r->depth;
     struct init_job *j;
     DIR *d;
     int fd;

@@ -397,7 +397,7 @@ static void fswatch_free(struct init_fswatch *fw)
     free(fw);
 }
 
-static void watch_start(struct init_conn *c, uint32_t id, const struct init_req *r,
+static void watch_start(struct init_conn *c, uint32_t id, const struct wr_file_req *r,
                         const struct init_user *u)
 {
     struct init_fswatch *fw;
@@ -418,7 +418,7 @@ static void watch_start(struct init_conn *c, uint32_t id, const struct init_req 
     fw = xcalloc(1, sizeof(*fw));
     fw->c = c;
     fw->id = id;
-    fw->recursive = r->num[WR_TAG_RECURSIVE] != 0;
+    fw->recursive = r->recursive;
     fw->root = xstrdup(r->path);
     init_user_copy(&fw->user, u);
     fw->w.cb = on_inotify;
@@ -478,7 +478,7 @@ static void watch_cancel(struct init_conn *c, uint32_t id)
 
 void init_fswatch_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
 {
-    struct init_req r;
+    struct wr_file_req r;
     struct init_user u = {0};
 
     if (h->type == WR_MSG_CANCEL) {
@@ -489,7 +489,7 @@ void init_fswatch_request(struct init_conn *c, const struct wr_frame_hdr *h, con
         return;
     watch_start(c, h->id, &r, &u);
     init_user_fini(&u);
-    init_req_fini(&r);
+    wr_file_req_fini(&r);
 }
 
 void init_fswatch_pump(struct init_conn *c)

@@ -399,6 +399,22 @@ static const char *tag_name(uint16_t tag)
         return "mtime_ns";
     case WR_TAG_LINK:
         return "link";
+    case WR_TAG_DEST:
+        return "dest";
+    case WR_TAG_FLAGS:
+        return "flags";
+    case WR_TAG_OFFSET:
+        return "offset";
+    case WR_TAG_LENGTH:
+        return "length";
+    case WR_TAG_DEPTH:
+        return "depth";
+    case WR_TAG_RECURSIVE:
+        return "recursive";
+    case WR_TAG_PARENTS:
+        return "parents";
+    case WR_TAG_NOFOLLOW:
+        return "nofollow";
     default:
         return "field";
     }
@@ -974,6 +990,188 @@ void wr_watch_event_fini(struct wr_watch_event *ev)
 {
     free(ev->name);
     memset(ev, 0, sizeof(*ev));
+}
+
+/* ---- file requests ------------------------------------------------------------------------ */
+
+void wr_file_req_init(struct wr_file_req *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->uid = r->gid = -1;
+    r->length = UINT64_MAX;
+}
+
+void wr_file_req_encode(struct wr_buf *b, uint16_t type, uint32_t id, const struct wr_file_req *r)
+{
+    size_t start = wr_msg_begin(b, type, 0, id);
+
+    wr_file_req_put(b, type, r);
+    (void)wr_msg_end(b, start);
+}
+
+void wr_file_req_put(struct wr_buf *b, uint16_t type, const struct wr_file_req *r)
+{
+    wr_msg_put_str(b, WR_TAG_PATH, r->path);
+    if (r->user != NULL)
+        wr_msg_put_str(b, WR_TAG_USER, r->user);
+    if (r->uid >= 0)
+        wr_msg_put_i64(b, WR_TAG_UID, r->uid);
+    if (r->gid >= 0)
+        wr_msg_put_i64(b, WR_TAG_GID, r->gid);
+    switch (type) {
+    case WR_MSG_FILE_READ:
+        if (r->offset > 0)
+            wr_msg_put_u64(b, WR_TAG_OFFSET, r->offset);
+        if (r->length != UINT64_MAX)
+            wr_msg_put_u64(b, WR_TAG_LENGTH, r->length);
+        break;
+    case WR_MSG_FILE_WRITE:
+        if (r->has_mode)
+            wr_msg_put_u64(b, WR_TAG_MODE, r->mode);
+        wr_msg_put_u64(b, WR_TAG_FLAGS, r->flags);
+        break;
+    case WR_MSG_FILE_STAT:
+        if (r->nofollow)
+            wr_msg_put_u64(b, WR_TAG_NOFOLLOW, 1);
+        break;
+    case WR_MSG_FILE_LIST:
+        if (r->depth > 0)
+            wr_msg_put_u64(b, WR_TAG_DEPTH, r->depth);
+        break;
+    case WR_MSG_FILE_MKDIR:
+        wr_msg_put_u64(b, WR_TAG_PARENTS, r->parents);
+        if (r->has_mode)
+            wr_msg_put_u64(b, WR_TAG_MODE, r->mode);
+        break;
+    case WR_MSG_FILE_REMOVE:
+    case WR_MSG_FILE_WATCH:
+        wr_msg_put_u64(b, WR_TAG_RECURSIVE, r->recursive);
+        break;
+    case WR_MSG_FILE_RENAME:
+        wr_msg_put_str(b, WR_TAG_DEST, r->dest);
+        break;
+    case WR_MSG_FILE_CHMOD:
+        wr_msg_put_u64(b, WR_TAG_MODE, r->mode);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The type-specific tags a file request of `type` carries (beside PATH, USER, UID, GID). */
+static bool file_req_tag(uint16_t type, uint16_t tag)
+{
+    switch (tag) {
+    case WR_TAG_OFFSET:
+    case WR_TAG_LENGTH:
+        return type == WR_MSG_FILE_READ;
+    case WR_TAG_FLAGS:
+        return type == WR_MSG_FILE_WRITE;
+    case WR_TAG_MODE:
+        return type == WR_MSG_FILE_WRITE || type == WR_MSG_FILE_MKDIR || type == WR_MSG_FILE_CHMOD;
+    case WR_TAG_NOFOLLOW:
+        return type == WR_MSG_FILE_STAT;
+    case WR_TAG_DEPTH:
+        return type == WR_MSG_FILE_LIST;
+    case WR_TAG_PARENTS:
+        return type == WR_MSG_FILE_MKDIR;
+    case WR_TAG_RECURSIVE:
+        return type == WR_MSG_FILE_REMOVE || type == WR_MSG_FILE_WATCH;
+    case WR_TAG_DEST:
+        return type == WR_MSG_FILE_RENAME;
+    default:
+        return true;
+    }
+}
+
+static int file_req_field(const struct wr_field *f, struct seen *seen, struct wr_file_req *r,
+                          struct wr_err *err)
+{
+    static const char msg[] = "file request";
+    uint64_t v;
+
+    switch (f->tag) {
+    case WR_TAG_PATH:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_str(f, WR_MAX_PATH, msg, &r->path, err);
+    case WR_TAG_DEST:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_str(f, WR_MAX_PATH, msg, &r->dest, err);
+    case WR_TAG_USER:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_str(f, WR_MAX_STR, msg, &r->user, err);
+    case WR_TAG_UID:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_id(f, msg, &r->uid, err);
+    case WR_TAG_GID:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_id(f, msg, &r->gid, err);
+    case WR_TAG_OFFSET:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_u64(f, UINT64_MAX, msg, &r->offset, err);
+    case WR_TAG_LENGTH:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_u64(f, UINT64_MAX, msg, &r->length, err);
+    case WR_TAG_FLAGS:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_u64(f, UINT64_MAX, msg, &r->flags, err);
+    case WR_TAG_DEPTH:
+        return once(seen, msg, f->tag, err) < 0 ? -1
+                                                : field_u64(f, UINT64_MAX, msg, &r->depth, err);
+    case WR_TAG_MODE:
+        if (once(seen, msg, f->tag, err) < 0 || field_u64(f, 07777, msg, &v, err) < 0)
+            return -1;
+        r->mode = (uint32_t)v;
+        r->has_mode = true;
+        return 0;
+    case WR_TAG_NOFOLLOW:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_bool(f, msg, &r->nofollow, err);
+    case WR_TAG_PARENTS:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_bool(f, msg, &r->parents, err);
+    case WR_TAG_RECURSIVE:
+        return once(seen, msg, f->tag, err) < 0 ? -1 : field_bool(f, msg, &r->recursive, err);
+    default:
+        return 0;
+    }
+}
+
+static int file_req_fields(uint16_t type, const uint8_t *p, size_t n, struct wr_file_req *r,
+                           struct wr_err *err)
+{
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    struct seen seen = {0};
+    int rc;
+
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1)
+        if (file_req_tag(type, f.tag) && file_req_field(&f, &seen, r, err) < 0)
+            return -1;
+    if (rc < 0)
+        return truncated("file request", err);
+    if (r->path == NULL || r->path[0] != '/')
+        return wr_err_set(err, WR_EPROTO, 0, "PATH must be an absolute path");
+    if (type == WR_MSG_FILE_RENAME && (r->dest == NULL || r->dest[0] != '/'))
+        return wr_err_set(err, WR_EPROTO, 0, "rename `%s`: DEST must be an absolute path", r->path);
+    if (type == WR_MSG_FILE_CHMOD && !r->has_mode)
+        return wr_err_set(err, WR_EPROTO, 0, "chmod `%s`: missing MODE", r->path);
+    return 0;
+}
+
+int wr_file_req_decode(uint16_t type, const uint8_t *p, size_t n, struct wr_file_req *r,
+                       struct wr_err *err)
+{
+    wr_file_req_init(r);
+    if (file_req_fields(type, p, n, r, err) < 0) {
+        wr_file_req_fini(r);
+        return -1;
+    }
+    return 0;
+}
+
+void wr_file_req_fini(struct wr_file_req *r)
+{
+    free(r->path);
+    free(r->dest);
+    free(r->user);
+    wr_file_req_init(r);
 }
 
 /* ---- ERROR --------------------------------------------------------------------------------- */

@@ -312,6 +312,38 @@ int wr_watch_event_decode(const uint8_t *p, size_t n, struct wr_watch_event *ev,
                           struct wr_err *err);
 void wr_watch_event_fini(struct wr_watch_event *ev);
 
+/* A file request: FILE_READ, FILE_WRITE, FILE_STAT, FILE_LIST, FILE_MKDIR, FILE_REMOVE,
+ * FILE_RENAME, FILE_CHMOD or FILE_WATCH (the `type`). Each type carries PATH, the user fields and
+ * its own fields below; the others are neither sent nor read for it. */
+struct wr_file_req {
+    char *path;       /* absolute, inside the sandbox */
+    char *user;       /* NULL: uid/gid, or the image's user */
+    int64_t uid, gid; /* -1: not given */
+    char *dest;       /* RENAME: absolute */
+    uint64_t offset;  /* READ */
+    uint64_t length;  /* READ; UINT64_MAX: to the end */
+    uint64_t flags;   /* WRITE: WR_WRITE_* */
+    uint64_t depth;   /* LIST; 0: not given (1) */
+    uint32_t mode;    /* WRITE, MKDIR, CHMOD (required there); valid with has_mode */
+    bool has_mode;
+    bool nofollow;  /* STAT */
+    bool parents;   /* MKDIR */
+    bool recursive; /* REMOVE, WATCH */
+};
+
+/* Initialise *r: everything unset (uid/gid -1, length UINT64_MAX). */
+void wr_file_req_init(struct wr_file_req *r);
+/* Append request `id` of `type` with r's fields for that type. */
+void wr_file_req_encode(struct wr_buf *b, uint16_t type, uint32_t id, const struct wr_file_req *r);
+/* Only the fields, into a frame begun with wr_msg_begin (or wr_agent_begin). */
+void wr_file_req_put(struct wr_buf *b, uint16_t type, const struct wr_file_req *r);
+/* Decode a request of `type` into *r (strings owned by r; free with wr_file_req_fini). -1 with err
+ * on bad input: no absolute PATH (or DEST for RENAME, MODE for CHMOD), a duplicate field, a value
+ * out of range, strings too long or containing NUL. Fields of other types are skipped. */
+int wr_file_req_decode(uint16_t type, const uint8_t *p, size_t n, struct wr_file_req *r,
+                       struct wr_err *err);
+void wr_file_req_fini(struct wr_file_req *r);
+
 /* ERROR reply. message is copied into msg (truncated, NUL-terminated). */
 int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,
                     struct wr_err *err);

@@ -114,6 +114,46 @@ static void watch_event_roundtrip(const struct wr_watch_event *ev)
     wr_buf_fini(&b);
 }
 
+static void file_req_roundtrip(uint16_t type, const struct wr_file_req *r)
+{
+    struct wr_buf b;
+    struct wr_file_req t;
+    struct wr_err err;
+
+    wr_buf_init(&b);
+    wr_file_req_encode(&b, type, 1, r);
+    check(wr_file_req_decode(type, b.data + WR_FRAME_HDR_SIZE, b.len - WR_FRAME_HDR_SIZE, &t,
+                             &err) == 0);
+    check(strcmp(r->path, t.path) == 0 && (r->user == NULL) == (t.user == NULL) &&
+          r->uid == t.uid && r->gid == t.gid && r->offset == t.offset && r->length == t.length &&
+          r->flags == t.flags && r->depth == t.depth && r->has_mode == t.has_mode &&
+          r->mode == t.mode && r->nofollow == t.nofollow && r->parents == t.parents &&
+          r->recursive == t.recursive && (r->dest == NULL) == (t.dest == NULL));
+    wr_file_req_fini(&t);
+    wr_buf_fini(&b);
+}
+
+/* Every file request type's decoder over one payload. */
+static void decode_file_reqs(const uint8_t *p, size_t n)
+{
+    struct wr_file_req r;
+    struct wr_err err;
+
+    for (uint16_t type = WR_MSG_FILE_READ; type <= WR_MSG_FILE_WATCH; type++) {
+        if (type == WR_MSG_DATA || type == WR_MSG_DATA_END || type == WR_MSG_STAT)
+            continue;
+        if (wr_file_req_decode(type, p, n, &r, &err) == 0) {
+            check(r.path != NULL && r.path[0] == '/' && strlen(r.path) <= WR_MAX_PATH &&
+                  r.mode <= 07777 && r.uid >= -1 && r.gid >= -1);
+            check(type != WR_MSG_FILE_RENAME || (r.dest != NULL && r.dest[0] == '/'));
+            file_req_roundtrip(type, &r);
+            wr_file_req_fini(&r);
+        } else {
+            check(err.kind == WR_EPROTO && r.path == NULL && r.dest == NULL && r.user == NULL);
+        }
+    }
+}
+
 /* Run every decoder over one payload. */
 static void decode_all(const uint8_t *p, size_t n)
 {
@@ -166,6 +206,7 @@ static void decode_all(const uint8_t *p, size_t n)
     } else {
         check(err.kind == WR_EPROTO && we.name == NULL);
     }
+    decode_file_reqs(p, n);
     (void)wr_exit_decode(p, n, &ex, &err);
     if (wr_error_decode(p, n, &errnum, msg, sizeof(msg), &err) == 0)
         check(strlen(msg) < sizeof(msg) && errnum >= 0);

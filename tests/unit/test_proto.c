@@ -373,6 +373,110 @@ static void test_stat(void)
     wr_buf_fini(&b);
 }
 
+/* Every FILE_* request round-trips with the fields of its type, and a cut anywhere fails. */
+static void test_file_req(void)
+{
+    static const uint16_t types[] = {WR_MSG_FILE_READ,   WR_MSG_FILE_WRITE, WR_MSG_FILE_STAT,
+                                     WR_MSG_FILE_LIST,   WR_MSG_FILE_MKDIR, WR_MSG_FILE_REMOVE,
+                                     WR_MSG_FILE_RENAME, WR_MSG_FILE_CHMOD, WR_MSG_FILE_WATCH};
+    struct wr_file_req in, out;
+    struct wr_err err = {0};
+    struct wr_buf b;
+    int rc;
+
+    wr_file_req_init(&in);
+    in.path = "/home/user/a b";
+    in.user = "user";
+    in.uid = 1000;
+    in.dest = "/tmp/x";
+    in.offset = 5;
+    in.length = 7;
+    in.flags = WR_WRITE_ATOMIC | WR_WRITE_MKDIRS;
+    in.depth = 3;
+    in.mode = 0750;
+    in.has_mode = true;
+    in.nofollow = in.parents = in.recursive = true;
+    wr_buf_init(&b);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        uint16_t t = types[i];
+        wr_file_req_encode(&b, t, 40 + (uint32_t)i, &in);
+        ok(b.data[4] == t && b.data[8] == 40 + i, "file req: type and id");
+        rc = wr_file_req_decode(t, b.data + 12, b.len - 12, &out, &err);
+        is_int(rc, 0, "file req: decodes");
+        if (rc == 0) {
+            is_str(out.path, in.path, "file req: path");
+            is_str(out.user, "user", "file req: user");
+            ok(out.uid == 1000 && out.gid == -1, "file req: uid, no gid");
+            ok((out.dest != NULL) == (t == WR_MSG_FILE_RENAME), "file req: dest only for RENAME");
+            ok(t == WR_MSG_FILE_READ ? out.offset == 5 && out.length == 7
+                                     : out.offset == 0 && out.length == UINT64_MAX,
+               "file req: range only for READ");
+            ok(out.has_mode == (t == WR_MSG_FILE_WRITE || t == WR_MSG_FILE_MKDIR ||
+                                t == WR_MSG_FILE_CHMOD) &&
+                   (!out.has_mode || out.mode == 0750),
+               "file req: mode for WRITE, MKDIR, CHMOD");
+            ok(out.flags == (t == WR_MSG_FILE_WRITE ? in.flags : 0), "file req: flags");
+            ok(out.depth == (t == WR_MSG_FILE_LIST ? 3 : 0), "file req: depth");
+            ok(out.nofollow == (t == WR_MSG_FILE_STAT) && out.parents == (t == WR_MSG_FILE_MKDIR) &&
+                   out.recursive == (t == WR_MSG_FILE_REMOVE || t == WR_MSG_FILE_WATCH),
+               "file req: booleans");
+            wr_file_req_fini(&out);
+            ok(out.path == NULL && out.uid == -1, "file req: fini resets");
+        }
+        for (size_t cut = 12; cut < b.len; cut++)
+            if (wr_file_req_decode(t, b.data + 12, cut - 12, &out, &err) == 0) {
+                /* a cut between fields leaves a shorter, valid request only if PATH is in */
+                ok(out.path != NULL, "file req: a cut decodes only with its path");
+                wr_file_req_fini(&out);
+            } else if (err.kind != WR_EPROTO || out.path != NULL) {
+                ok(0, "file req: a cut fails as EPROTO with nothing left");
+            }
+        wr_buf_fini(&b);
+    }
+
+    /* required fields and bounds */
+    wr_file_req_init(&in);
+    in.path = "relative";
+    wr_file_req_encode(&b, WR_MSG_FILE_STAT, 1, &in);
+    is_int(wr_file_req_decode(WR_MSG_FILE_STAT, b.data + 12, b.len - 12, &out, &err), -1,
+           "file req: relative path rejected");
+    wr_buf_fini(&b);
+    in.path = "/a";
+    wr_file_req_encode(&b, WR_MSG_FILE_CHMOD, 1, &in);
+    b.len -= 14; /* the MODE field */
+    is_int(wr_file_req_decode(WR_MSG_FILE_CHMOD, b.data + 12, b.len - 12, &out, &err), -1,
+           "file req: CHMOD without MODE rejected");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_PATH, "/a");
+    wr_msg_put_str(&b, WR_TAG_DEST, "b");
+    is_int(wr_file_req_decode(WR_MSG_FILE_RENAME, b.data, b.len, &out, &err), -1,
+           "file req: relative DEST rejected");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_PATH, "/a");
+    wr_msg_put_str(&b, WR_TAG_PATH, "/b");
+    is_int(wr_file_req_decode(WR_MSG_FILE_STAT, b.data, b.len, &out, &err), -1,
+           "file req: duplicate PATH rejected");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_PATH, "/a");
+    wr_msg_put_u64(&b, WR_TAG_MODE, 010000);
+    is_int(wr_file_req_decode(WR_MSG_FILE_MKDIR, b.data, b.len, &out, &err), -1,
+           "file req: mode > 07777 rejected");
+    rc = wr_file_req_decode(WR_MSG_FILE_STAT, b.data, b.len, &out, &err);
+    ok(rc == 0 && !out.has_mode, "file req: a field of another type is skipped");
+    if (rc == 0)
+        wr_file_req_fini(&out);
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_PATH, "/a");
+    wr_msg_put_i64(&b, WR_TAG_UID, 1ll << 32);
+    is_int(wr_file_req_decode(WR_MSG_FILE_LIST, b.data, b.len, &out, &err), -1,
+           "file req: 33-bit uid rejected");
+    wr_buf_fini(&b);
+    wr_msg_put_bytes(&b, WR_TAG_PATH, "/a\0b", 4);
+    is_int(wr_file_req_decode(WR_MSG_FILE_READ, b.data, b.len, &out, &err), -1,
+           "file req: NUL in path rejected");
+    wr_buf_fini(&b);
+}
+
 static void test_exit_error(void)
 {
     struct wr_buf b;
@@ -874,6 +978,7 @@ int main(void)
     test_spawn();
     test_proc_info();
     test_stat();
+    test_file_req();
     test_exit_error();
     test_reader();
     test_tlv();
