@@ -55,6 +55,8 @@ json_t *api_proc_json(struct wr_proc *p);
 json_t *api_json_text(const char *s);
 /* The same for a message meant for people (an error's): invalid bytes become \xNN. */
 json_t *api_json_message(const char *s);
+/* Bytes as a JSON string of their base64 (standard, padded). Never NULL. */
+json_t *api_json_b64(const uint8_t *p, size_t n);
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */

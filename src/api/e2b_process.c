@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/strv.h"
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 
@@ -231,7 +233,7 @@ static bool ps_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, siz
 
     if (s->req == NULL || s->ended)
         return false;
-    ps_event(s, json_pack("{s:{s:o}}", "data", key, e2b_b64_json(p, n)));
+    ps_event(s, json_pack("{s:{s:o}}", "data", key, api_json_b64(p, n)));
     if (wr_http_resp_pending(s->req) > STREAM_HIGH) {
         wr_http_resp_on_drain(s->req, ps_drained);
         return true;
@@ -388,13 +390,6 @@ static char **strv_new(size_t n)
     return xcalloc(n + 1, sizeof(char *));
 }
 
-static void strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 static void start(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
     json_t *proc = json_object_get(j, "process");
@@ -495,8 +490,8 @@ static void start(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
     s->spawn_pending = true;
     wr_msb_spawn(ev->sb, &sp, timeout_ms, started, s);
 out:
-    strv_free(argv);
-    strv_free(env);
+    wr_strv_free(argv);
+    wr_strv_free(env);
 }
 
 static void connect_proc(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
@@ -606,7 +601,7 @@ static void unary(struct e2b_envd *ev, struct wr_http_req *req, const char *meth
             return;
         }
         wr_buf_init(&b);
-        if (e2b_b64_decode(data, strlen(data), &b) < 0) {
+        if (wr_b64_decode_buf(data, strlen(data), WR_B64_LENIENT, &b) < 0) {
             wr_buf_fini(&b);
             connect_unary_error(req, "invalid_argument", "the input is not base64");
             return;

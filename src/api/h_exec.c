@@ -2,12 +2,13 @@
 /* Commands: /v1/sandboxes/{id}/exec, /processes/..., /terminal (WebSocket). */
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
 #include "../util/log.h"
+#include "../util/strv.h"
 #include "../util/parse.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
@@ -70,32 +71,6 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
         wr_buf_append(out, "\xef\xbf\xbd", 3);
         *ncarry = 0;
     }
-}
-
-static json_t *b64_json(const uint8_t *p, size_t n)
-{
-    char *enc = xmalloc(4 * ((n + 2) / 3) + 1);
-    int len = EVP_EncodeBlock((unsigned char *)enc, p, (int)n);
-    json_t *j = json_stringn(enc, (size_t)len);
-    free(enc);
-    return j;
-}
-
-static int b64_decode(const char *s, size_t n, struct wr_buf *out)
-{
-    size_t pad = 0;
-    int len;
-
-    if (n % 4 != 0)
-        return -1;
-    wr_buf_reserve(out, n / 4 * 3 + 1);
-    len = EVP_DecodeBlock(out->data + out->len, (const unsigned char *)s, (int)n);
-    if (len < 0)
-        return -1;
-    while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
-        pad++;
-    out->len += (size_t)len - pad;
-    return 0;
 }
 
 /* ---- processes as JSON ------------------------------------------------------------------------
@@ -187,7 +162,7 @@ static json_t *data_json(struct exec_st *e, int idx, const uint8_t *p, size_t n,
     json_t *j;
 
     if (e->b64)
-        return b64_json(p, n);
+        return api_json_b64(p, n);
     wr_buf_init(&tmp);
     api_utf8_append(&tmp, e->carry[idx], &e->ncarry[idx], p, n, final);
     j = json_stringn((const char *)tmp.data, tmp.len);
@@ -353,13 +328,6 @@ static char **json_strv(json_t *arr)
     return v;
 }
 
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 static void exec_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {
@@ -477,7 +445,8 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
         }
         e->has_stdin = true;
         if (enc != NULL && strcmp(enc, "base64") == 0) {
-            if (b64_decode(json_string_value(v), json_string_length(v), &e->stdin_data) < 0) {
+            if (wr_b64_decode_buf(json_string_value(v), json_string_length(v), WR_B64_STRICT,
+                                  &e->stdin_data) < 0) {
                 wr_http_respond_error(req, 400, "invalid", "`stdin` is not valid base64");
                 goto out;
             }
@@ -509,8 +478,8 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
     e->spawn_pending = true;
     wr_msb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
 out:
-    free_strv(argv);
-    free_strv(env);
+    wr_strv_free(argv);
+    wr_strv_free(env);
     json_decref(j);
 }
 

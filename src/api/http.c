@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/utf8.h"
@@ -2172,7 +2173,7 @@ static bool ws_key_valid(const char *key)
     /* 16 random bytes in base64: 22 characters and "==". */
     if (key == NULL || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
         return false;
-    return EVP_DecodeBlock(raw, (const unsigned char *)key, 24) == 18;
+    return wr_b64_decode(key, 24, WR_B64_STRICT, raw) == 16;
 }
 
 static void ws_accept_value(const char *key, char out[64])
@@ -2183,7 +2184,7 @@ static void ws_accept_value(const char *key, char out[64])
     int n = snprintf(buf, sizeof(buf), "%s" WS_GUID, key);
 
     (void)EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha1(), NULL);
-    (void)EVP_EncodeBlock((unsigned char *)out, md, (int)mdlen);
+    (void)wr_b64_encode(md, mdlen, out);
 }
 
 struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_callbacks *cbs,

@@ -29,6 +29,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/parse.h"
@@ -195,45 +196,6 @@ struct events {
     void (*on_open)(struct events *ev); /* the stream is established (attach) */
 };
 
-static int b64val(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
-
-/* Decode base64 (padding optional) into out, which has room for n / 4 * 3 + 3 bytes. Returns
- * the length, or -1 if s is not base64. */
-static ssize_t b64_decode(const char *s, size_t n, unsigned char *out)
-{
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (unsigned char)(acc >> bits);
-        }
-    }
-    return (ssize_t)o;
-}
-
 static int exit_status_of(const json_t *j, bool *timed_out)
 {
     const json_t *sig = json_object_get(j, "signal");
@@ -260,8 +222,8 @@ static int on_event(struct events *ev, const char *line, size_t len, struct wr_e
     if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
         const char *data = json_string_value(json_object_get(j, "data"));
         size_t n = json_string_length(json_object_get(j, "data"));
-        _cleanup_free_ unsigned char *bytes = xmalloc(n / 4 * 3 + 3);
-        ssize_t m = data ? b64_decode(data, n, bytes) : -1;
+        _cleanup_free_ uint8_t *bytes = xmalloc(WR_B64_DECODED_MAX(n));
+        ssize_t m = data ? wr_b64_decode(data, n, WR_B64_LENIENT, bytes) : -1;
         if (m < 0)
             r = wr_err_set(err, WR_EPROTO, 0, "%s event: data is not base64", type);
         else if (m > 0 &&
@@ -452,23 +414,6 @@ static char *stdin_inline(size_t *n)
     return buf;
 }
 
-static char *b64_encode(const unsigned char *p, size_t n)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        *o++ = tbl[v >> 18];
-        *o++ = tbl[(v >> 12) & 63];
-        *o++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        *o++ = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
-}
-
 static json_t *exec_body(const struct exec_opts *o, const char *mode)
 {
     json_t *b = json_object();
@@ -519,7 +464,8 @@ static int exec_stream(const struct exec_opts *o, struct cli_http *c, const char
     struct wr_err err;
 
     if (!o->no_stdin && (in = stdin_inline(&in_len)) != NULL) {
-        in64 = b64_encode((unsigned char *)in, in_len);
+        in64 = xmalloc(WR_B64_ENCODED_LEN(in_len) + 1);
+        (void)wr_b64_encode(in, in_len, in64);
         json_object_set_new(body, "stdin", json_string(in64));
         json_object_set_new(body, "stdin_encoding", json_string("base64"));
     }

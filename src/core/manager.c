@@ -21,6 +21,7 @@
 #include "../runtime/runtime.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/strv.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
@@ -514,20 +515,13 @@ static void sample(struct wr_msb *sb);
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 void wr__start_spec_fini(struct start_spec *ss)
 {
     free(ss->id);
     for (size_t i = 0; i < ss->n_layers; i++)
         free(ss->layers[i]);
     free(ss->layers);
-    free_strv(ss->env);
+    wr_strv_free(ss->env);
     free(ss->cwd);
     free(ss->user);
     free(ss->home);

@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../util/buf.h" /* struct wr_buf: frames are built into one */
 #include "../util/err.h"
 
 #define WR_PROTO_VERSION     1
@@ -157,20 +158,6 @@ struct wr_frame_hdr {
 };
 
 /* ---- encoding ---------------------------------------------------------------------------- */
-
-/* A growable byte buffer that frames are built into (and queued from). */
-struct wr_buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-};
-
-void wr_buf_init(struct wr_buf *b);
-void wr_buf_fini(struct wr_buf *b);
-void wr_buf_reserve(struct wr_buf *b, size_t extra);
-void wr_buf_append(struct wr_buf *b, const void *p, size_t n);
-/* Drop the first n bytes (after they were written out). */
-void wr_buf_consume(struct wr_buf *b, size_t n);
 
 /* Start a TLV frame at the end of `b`; fields follow; wr_msg_end() patches the length.
  * Returns the offset of the frame, to pass to wr_msg_end(). */
