@@ -223,7 +223,7 @@ static void ps_drained(struct wr_http_req *req)
 
 static struct pstream *ps_of(struct wr_proc_sub *sub)
 {
-    return (struct pstream *)((char *)sub - offsetof(struct pstream, sub));
+    return container_of(sub, struct pstream, sub);
 }
 
 static bool ps_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)

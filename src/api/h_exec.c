@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "../util/b64.h"
+#include "../util/cleanup.h"
 #include "../util/log.h"
-#include "../util/strv.h"
 #include "../util/parse.h"
+#include "../util/strv.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
@@ -179,7 +180,7 @@ static void on_stream_drain(struct wr_http_req *req)
 
 static bool exec_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
     int idx = (stream & WR_FLAG_STDERR) ? 1 : 0;
 
     if (e->req == NULL)
@@ -213,7 +214,7 @@ static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
 
 static void exec_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
     struct wr_http_req *req = e->req;
 
     if (req == NULL || e->done)
@@ -237,7 +238,7 @@ static void exec_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void exec_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
 
     if (e->req == NULL || e->done)
         return;
@@ -515,7 +516,7 @@ static bool wait_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, s
 
 static void wait_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    struct wait_st *w = container_of(sub, struct wait_st, sub);
     if (w->done)
         return;
     w->done = true;
@@ -524,7 +525,7 @@ static void wait_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void wait_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    struct wait_st *w = container_of(sub, struct wait_st, sub);
     if (w->done)
         return;
     w->done = true;
@@ -777,7 +778,7 @@ static void term_free(struct term_st *t)
 
 static bool term_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
 
     /* A terminal's reader is a person: a client this far behind is gone. */
     if (t->ws != NULL && wr_ws_send(t->ws, 2, p, n) > WS_HIGH)
@@ -787,7 +788,7 @@ static bool term_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, s
 
 static void term_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
     json_t *o;
     char *s;
 
@@ -804,7 +805,7 @@ static void term_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void term_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
     t->ended = true;
     if (t->ws != NULL)
         wr_ws_close(t->ws, 1011, "sandbox gone");
