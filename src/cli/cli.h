@@ -45,6 +45,13 @@ int cli_template_oci(int argc, char **argv);
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- tty.c ---------------------------------------------------------------------------------- */
+
+/* Put stdin, if it is a terminal, in raw mode until cli_tty_restore (also run at exit). */
+void cli_tty_raw(void);
+/* Give stdin back the settings cli_tty_raw found; a no-op if it changed none. */
+void cli_tty_restore(void);
+
 /* ---- common.c ------------------------------------------------------------------------------- */
 
 struct cli_http;

@@ -26,7 +26,6 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "../util/b64.h"
@@ -61,29 +60,6 @@ static bool shared_tty;
 
 /* ---- the local terminal --------------------------------------------------------------------- */
 
-static struct termios saved_tio;
-static bool tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-    tio_saved = false;
-}
-
-static void raw_tty(void)
-{
-    struct termios t;
-
-    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tio) < 0)
-        return;
-    tio_saved = true;
-    atexit(restore_tty);
-    t = saved_tio;
-    cfmakeraw(&t);
-    (void)tcsetattr(STDIN_FILENO, TCSANOW, &t);
-}
-
 static bool term_size(unsigned *rows, unsigned *cols)
 {
     struct winsize ws;
@@ -100,7 +76,7 @@ static bool term_size(unsigned *rows, unsigned *cols)
 /* Print an error, first putting the terminal back so the line is readable. */
 static void exec_errorf(const char *verb, const struct wr_err *err)
 {
-    restore_tty();
+    cli_tty_restore();
     cli_errorf("%s: %s", verb, err->msg);
 }
 
@@ -175,7 +151,7 @@ static void *signal_thread(void *arg)
         /* A command that ignores the signal must not trap the user: the third interrupt
          * gives up waiting (the command goes on running in the sandbox). */
         if (sig == SIGINT && ++interrupts >= 3) {
-            restore_tty();
+            cli_tty_restore();
             cli_errorf("exec: interrupted; the command may still be running");
             _exit(128 + SIGINT);
         }
@@ -350,7 +326,7 @@ static void *stdin_thread(void *arg)
 fail:
     cli_http_resp_fini(&resp);
     cli_http_close(c);
-    restore_tty();
+    cli_tty_restore();
     cli_errorf("exec: stdin: %s", err.msg);
     return NULL;
 }
@@ -448,7 +424,7 @@ static json_t *exec_body(const struct exec_opts *o, const char *mode)
 
 static int finish(const struct exec_opts *o, struct events *ev)
 {
-    restore_tty();
+    cli_tty_restore();
     if (ev->timed_out)
         cli_errorf("%s: timed out after %llu s", o->verb, (unsigned long long)o->timeout);
     return ev->status;
@@ -486,7 +462,7 @@ static int exec_stream(const struct exec_opts *o, struct cli_http *c, const char
         return WR_EXIT_ERROR;
     }
     if (!ev.exited) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("%s: the output stream ended without the command's exit", o->verb);
         return WR_EXIT_ERROR;
     }
@@ -516,7 +492,7 @@ static int exec_background(const struct exec_opts *o, struct cli_http *c, const 
     }
     set_pid(ev.pid);
     if (o->tty)
-        raw_tty();
+        cli_tty_raw();
 
     /* attach takes its own encoding; the exec request's does not carry over. */
     attach = xasprintf("/v1/sandboxes/%s/processes/%lld/attach?encoding=base64", o->id, ev.pid);

@@ -19,7 +19,6 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "../init/entry.h"
@@ -294,28 +293,6 @@ static int on_frame(struct session *s, const struct wr_frame_hdr *h, const uint8
     }
 }
 
-static struct termios saved_tio;
-static bool tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-}
-
-static void raw_tty(void)
-{
-    struct termios t;
-
-    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tio) < 0)
-        return;
-    tio_saved = true;
-    atexit(restore_tty);
-    t = saved_tio;
-    cfmakeraw(&t);
-    (void)tcsetattr(STDIN_FILENO, TCSANOW, &t);
-}
-
 /* Drive the command to its end. Returns the exit status for warren run. */
 static int session_run(struct session *s, const struct run_opts *o, struct wr_err *err)
 {
@@ -401,7 +378,7 @@ static int session_run(struct session *s, const struct run_opts *o, struct wr_er
         send_frame_flush(s);
     }
     if (s->spawn_errno != 0) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: %s", s->spawn_msg[0] ? s->spawn_msg : strerror(s->spawn_errno));
         if (s->spawn_errno == ENOENT)
             return WR_EXIT_NOTFOUND;
@@ -410,7 +387,7 @@ static int session_run(struct session *s, const struct run_opts *o, struct wr_er
         return WR_EXIT_ERROR;
     }
     if (s->timed_out) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: timed out after %llu s", (unsigned long long)o->timeout_s);
         return WR_EXIT_TIMEOUT;
     }
@@ -513,14 +490,14 @@ int cmd_run(int argc, char **argv)
     wr_buf_init(&s.out);
     wr_reader_init(&s.in);
     if (o.tty)
-        raw_tty();
+        cli_tty_raw();
     status = session_run(&s, &o, &err);
     if (status < 0) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: %s", err.msg);
         status = WR_EXIT_ERROR;
     }
-    restore_tty();
+    cli_tty_restore();
     wr_buf_fini(&s.out);
     wr_reader_fini(&s.in);
 out:
