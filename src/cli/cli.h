@@ -105,11 +105,11 @@ int cli_output_arg(const char *verb, const char *arg, bool *json);
 /* Print j on stdout as indented JSON and a newline. */
 void cli_print_json(const json_t *j);
 
-struct cli_buf;
+struct wr_buf;
 /* NDJSON as it arrives: call on_line(ctx, line, n, err) for each complete non-empty line of the
  * piece data, keeping an unfinished line in *partial for the next piece (at most 64 MiB). A
  * negative on_line stops. Returns 0, or -1 with err. */
-int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
+int cli_ndjson_feed(struct wr_buf *partial, const char *data, size_t len,
                     int (*on_line)(void *ctx, const char *line, size_t n, struct wr_err *err),
                     void *ctx, struct wr_err *err);
 

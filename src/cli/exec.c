@@ -165,7 +165,7 @@ static void *signal_thread(void *arg)
 
 struct events {
     const char *verb;
-    struct cli_buf line;
+    struct wr_buf line;
     bool exited, timed_out, stdin_started;
     int status; /* the exit status to pass on */
     long long pid;
@@ -258,9 +258,10 @@ static int run_stream(struct cli_http *c, struct cli_http_req *req, struct event
     if (r == 0 && (resp.status < 200 || resp.status > 299))
         r = cli_http_error(&resp, err);
     else if (r == 0 && ev->line.len > 0 && !ev->exited)
-        r = on_event(ev, ev->line.p, ev->line.len, err); /* a last line without newline */
+        r = on_event(ev, wr_buf_str(&ev->line), ev->line.len,
+                     err); /* a last line without newline */
     cli_http_resp_fini(&resp);
-    cli_buf_fini(&ev->line);
+    wr_buf_fini(&ev->line);
     return r;
 }
 
