@@ -39,7 +39,7 @@ struct run_opts {
     const char *rootfs;
     const char **layers; /* extra layers on top of rootfs */
     size_t n_layers;
-    const char **env;
+    char **env; /* NULL-terminated, the optargs of --env */
     size_t n_env;
     const char *user, *cwd, *hostname;
     uint64_t memory;
@@ -209,21 +209,17 @@ static void send_frame_flush(struct session *s)
 
 static void send_spawn(struct session *s, const struct run_opts *o)
 {
-    struct winsize ws = {.ws_row = 24, .ws_col = 80};
-    char **env = xcalloc(o->n_env + 1, sizeof(char *));
-    struct wr_spawn sp = {.argv = o->cmd, .env = env, .uid = -1, .gid = -1, .pty = o->tty};
+    struct winsize ws;
+    struct wr_spawn sp = {.argv = o->cmd, .env = o->env, .uid = -1, .gid = -1, .pty = o->tty};
 
-    for (size_t i = 0; i < o->n_env; i++)
-        env[i] = (char *)o->env[i];
     if (o->tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
         sp.rows = ws.ws_row;
         sp.cols = ws.ws_col;
     } else if (o->tty) {
-        sp.rows = 24;
-        sp.cols = 80;
+        sp.rows = WR_TTY_ROWS_DEFAULT;
+        sp.cols = WR_TTY_COLS_DEFAULT;
     }
     wr_spawn_encode(&s->out, SPAWN_REQ, &sp);
-    free(env);
 }
 
 static void send_u64_req(struct session *s, uint16_t type, uint32_t id, uint16_t tag, uint64_t v)

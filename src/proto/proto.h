@@ -226,7 +226,11 @@ int wr_field_strdup(const struct wr_field *f, size_t max, char **out);
 /* ---- typed messages ------------------------------------------------------------------------ */
 
 /* SPAWN. argv and env are NULL-terminated arrays. uid/gid of -1 mean "use `user`, or the image's
- * default user"; rows/cols matter only with pty. */
+ * default user"; rows/cols matter only with pty, and 0 means the default size. The struct owns
+ * its strings when wr_spawn_decode or a builder filled it (wr_spawn_fini frees them); the encoder
+ * only reads it, so a caller may point it at arrays it keeps itself. */
+#define WR_TTY_ROWS_DEFAULT 24
+#define WR_TTY_COLS_DEFAULT 80
 struct wr_spawn {
     char **argv;
     char **env;
