@@ -13,7 +13,6 @@
 #include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
-#include "../util/strv.h"
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 

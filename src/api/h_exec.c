@@ -11,7 +11,6 @@
 #include "../util/json_cleanup.h"
 #include "../util/log.h"
 #include "../util/parse.h"
-#include "../util/strv.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
