@@ -10,9 +10,9 @@
 #include "../util/xalloc.h"
 #include "e2b_int.h"
 
-#define TTY_DIM_MAX   65535
-#define TTY_SIZE_MSG  "`rows` and `cols` must be 1 to 65535"
-#define LOGIN_SHELL   "exec \"${SHELL:-/bin/sh}\" -l" /* SHELL: set by warren-init from passwd */
+#define TTY_DIM_MAX  65535
+#define TTY_SIZE_MSG "`rows` and `cols` must be 1 to 65535"
+#define LOGIN_SHELL  "exec \"${SHELL:-/bin/sh}\" -l" /* SHELL: set by warren-init from passwd */
 
 static void spawn_init(struct wr_spawn *sp)
 {
@@ -45,8 +45,8 @@ static int set_argv(struct wr_spawn *sp, const char *argv0, json_t *arr, const c
     sp->argv = xcalloc(k + json_array_size(arr) + 1, sizeof(char *));
     if (argv0 != NULL)
         sp->argv[0] = xstrdup(argv0);
-    json_array_foreach(arr, i, a)
-        sp->argv[k + i] = xstrdup(json_string_value(a));
+    for (i = 0; i < json_array_size(arr); i++)
+        sp->argv[k + i] = xstrdup(json_string_value(json_array_get(arr, i)));
     return 0;
 }
 
