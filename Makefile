@@ -42,6 +42,7 @@ STATIC_CFLAGS  := $(BASE_CFLAGS) $(CFLAGS)
 STATIC_LDFLAGS := -static $(LDFLAGS)
 
 UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c \
+               src/util/buf.c src/util/b64.c src/util/strv.c \
                src/util/utf8.c src/util/walk.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
@@ -233,6 +234,8 @@ check-layers:
 	    { echo "check-layers: runtime/ knows HTTP, SQL or the daemon"; exit 1; }
 	@! grep -nE '#include "\.\./(api|store|core|runtime)/|uv\.h|sqlite3\.h' $$(git ls-files 'src/image/*') || \
 	    { echo "check-layers: image/ knows the HTTP server, SQL or the daemon"; exit 1; }
+	@! grep -nE 'jansson\.h|json_cleanup\.h' $$(git ls-files 'src/util/*.c' 'src/proto/*' 'src/runtime/*' 'src/init/*') || \
+	    { echo "check-layers: util/, proto/, runtime/ or init/ needs jansson"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

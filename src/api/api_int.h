@@ -58,6 +58,25 @@ json_t *api_proc_json(struct wr_proc *p);
 json_t *api_json_text(const char *s);
 /* The same for a message meant for people (an error's): invalid bytes become \xNN. */
 json_t *api_json_message(const char *s);
+/* Bytes as a JSON string of their base64 (standard, padded). Never NULL. */
+json_t *api_json_b64(const uint8_t *p, size_t n);
+
+/* ---- spawn requests (spawn_req.c) ---------------------------------------------------------- */
+
+/* The three doors to a command. Each leaves *sp owning its strings, also on failure, so the
+ * caller always frees it with wr_spawn_fini. -1 is a bad request: err is WR_EINVAL with a
+ * message naming the field, for the caller to answer in its own protocol. */
+
+/* Fill *sp from the native exec body j (an object of known keys): cmd, env, cwd, user, pty, rows,
+ * cols. A bad rows or cols is refused, as a terminal's is. */
+int api_spawn_from_exec(json_t *j, struct wr_spawn *sp, struct wr_err *err);
+/* Fill *sp from an E2B process.Start request j for the envd user `user` (NULL: the template's),
+ * whose relative or empty cwd is resolved against the user's home. A bad pty size keeps the
+ * default, as envd does. */
+int api_spawn_from_e2b(json_t *j, const char *user, struct wr_spawn *sp, struct wr_err *err);
+/* Fill *sp from a terminal's query: cmd (default: the user's login shell), user, cwd, rows,
+ * cols; always a pty. */
+int api_spawn_from_terminal(struct wr_http_req *req, struct wr_spawn *sp, struct wr_err *err);
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"
@@ -120,8 +121,7 @@ static bool signature_ok(const struct wr_api *api, struct wr_http_req *req, cons
     msg = exp ? xasprintf("%s:%s:%s:%s:%s", path, op, user ? user : "", token, exp)
               : xasprintf("%s:%s:%s:%s", path, op, user ? user : "", token);
     EVP_Digest(msg, strlen(msg), digest, NULL, EVP_sha256(), NULL);
-    EVP_EncodeBlock((unsigned char *)b64, digest, sizeof(digest));
-    n = strlen(b64);
+    n = wr_b64_encode(digest, sizeof(digest), b64);
     while (n > 0 && b64[n - 1] == '=')
         n--;
     return strlen(sig + 3) == n && CRYPTO_memcmp(sig + 3, b64, n) == 0;
@@ -136,49 +136,6 @@ const char *e2b_str(json_t *obj, const char *camel, const char *snake)
     if (v == NULL && snake != NULL)
         v = json_object_get(obj, snake);
     return json_string_value(v);
-}
-
-json_t *e2b_b64_json(const uint8_t *p, size_t n)
-{
-    char *enc = xmalloc(4 * ((n + 2) / 3) + 1);
-    int len = EVP_EncodeBlock((unsigned char *)enc, p, (int)n);
-    json_t *j = json_stringn(enc, (size_t)len);
-
-    free(enc);
-    return j;
-}
-
-int e2b_b64_decode(const char *s, size_t n, struct wr_buf *out)
-{
-    _cleanup_free_ char *t = xmalloc(n + 4);
-    size_t m = 0, pad = 0;
-    int len;
-
-    /* Normalise URL-safe and unpadded input to the standard alphabet, padded. */
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '-')
-            c = '+';
-        else if (c == '_')
-            c = '/';
-        else if (c == '=')
-            break;
-        else if (!isalnum((unsigned char)c) && c != '+' && c != '/')
-            return -1;
-        t[m++] = c;
-    }
-    if (m % 4 == 1)
-        return -1;
-    while (m % 4 != 0)
-        t[m++] = '=', pad++;
-    if (m == 0)
-        return 0;
-    wr_buf_reserve(out, m / 4 * 3 + 1);
-    len = EVP_DecodeBlock(out->data + out->len, (const unsigned char *)t, (int)m);
-    if (len < 0)
-        return -1;
-    out->len += (size_t)len - pad;
-    return 0;
 }
 
 static const char *home_of(const char *user)
@@ -217,7 +174,8 @@ static const char *basic_user(struct wr_http_req *req, char *buf, size_t size)
         return NULL;
     h += 6;
     wr_buf_init(&out);
-    if (e2b_b64_decode(h, strlen(h), &out) < 0 || out.len == 0 || out.len >= size) {
+    if (wr_b64_decode_buf(h, strlen(h), WR_B64_LENIENT, &out) < 0 || out.len == 0 ||
+        out.len >= size) {
         wr_buf_fini(&out);
         return NULL;
     }

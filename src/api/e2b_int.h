@@ -76,10 +76,6 @@ char *e2b_abs_path(const char *user, const char *path);
 /* A JSON string member, or NULL (also when it is not a string). Accepts camelCase and
  * snake_case names: pass both (snake may be NULL). */
 const char *e2b_str(json_t *obj, const char *camel, const char *snake);
-/* base64 of bytes (standard, padded), as a JSON string. */
-json_t *e2b_b64_json(const uint8_t *p, size_t n);
-/* Decode standard or URL-safe base64, padded or not. Returns 0, or -1 if it is not base64. */
-int e2b_b64_decode(const char *s, size_t n, struct wr_buf *out);
 
 /* The period of keepalive messages on a stream: Keepalive-Ping-Interval (seconds, 1 to 3600),
  * else envd's 50 s. */

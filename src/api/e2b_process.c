@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -220,7 +221,7 @@ static void ps_drained(struct wr_http_req *req)
 
 static struct pstream *ps_of(struct wr_proc_sub *sub)
 {
-    return (struct pstream *)((char *)sub - offsetof(struct pstream, sub));
+    return container_of(sub, struct pstream, sub);
 }
 
 static bool ps_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
@@ -230,7 +231,7 @@ static bool ps_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, siz
 
     if (s->req == NULL || s->ended)
         return false;
-    ps_event(s, json_pack("{s:{s:o}}", "data", key, e2b_b64_json(p, n)));
+    ps_event(s, json_pack("{s:{s:o}}", "data", key, api_json_b64(p, n)));
     if (wr_http_resp_pending(s->req) > STREAM_HIGH) {
         wr_http_resp_on_drain(s->req, ps_drained);
         return true;
@@ -376,120 +377,44 @@ static void started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
     ps_attach(s, proc, true);
 }
 
-static char **strv_new(size_t n)
-{
-    return xcalloc(n + 1, sizeof(char *));
-}
-
-static void strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 static void start(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
     json_t *proc = json_object_get(j, "process");
     json_t *args = json_object_get(proc, "args");
     json_t *envs = json_object_get(proc, "envs");
-    json_t *pty = json_object_get(j, "pty");
     json_t *stdin_v = json_object_get(j, "stdin");
-    const char *cmd = json_string_value(json_object_get(proc, "cmd"));
-    const char *cwd = json_string_value(json_object_get(proc, "cwd"));
     const char *tag = json_string_value(json_object_get(j, "tag"));
     const char *timeout_h = wr_http_req_header(req, "Connect-Timeout-Ms");
-    struct wr_spawn sp = {.uid = -1, .gid = -1, .rows = 24, .cols = 80};
-    _cleanup_free_ char *abs_cwd = NULL;
-    char **argv = NULL, **env = NULL;
     uint64_t timeout_ms = 0;
+    struct wr_spawn sp;
+    struct wr_err err;
     struct pstream *s;
-    size_t i;
 
-    if (cmd == NULL || cmd[0] == '\0') {
-        connect_stream_end(req, "invalid_argument", "`process.cmd` must be a non-empty string");
-        return;
-    }
-    if ((args != NULL && !json_is_array(args) && !json_is_null(args)) ||
-        json_array_size(args) >= WR_MAX_ARGS) {
-        connect_stream_end(req, "invalid_argument", "`process.args` must be an array of strings");
-        return;
-    }
-    if (envs != NULL && !json_is_null(envs) &&
-        (!json_is_object(envs) || json_object_size(envs) >= WR_MAX_ARGS)) {
-        connect_stream_end(req, "invalid_argument", "`process.envs` must be an object of strings");
-        return;
+    if (api_spawn_from_e2b(j, ev->user, &sp, &err) < 0) {
+        connect_stream_end(req, "invalid_argument", "%s", err.msg);
+        goto out;
     }
     if (timeout_h != NULL) {
         char *end;
         timeout_ms = strtoull(timeout_h, &end, 10);
         if (*timeout_h == '\0' || *end != '\0' || timeout_ms > MAX_CONNECT_MS) {
             connect_stream_end(req, "invalid_argument", "Connect-Timeout-Ms is not valid");
-            return;
-        }
-    }
-    argv = strv_new(json_array_size(args) + 1);
-    argv[0] = xstrdup(cmd);
-    for (i = 0; i < json_array_size(args); i++) {
-        const char *a = json_string_value(json_array_get(args, i));
-        if (a == NULL) {
-            connect_stream_end(req, "invalid_argument", "`process.args[%zu]` must be a string", i);
             goto out;
         }
-        argv[i + 1] = xstrdup(a);
     }
-    if (json_is_object(envs)) {
-        const char *k;
-        json_t *v;
-        i = 0;
-        env = strv_new(json_object_size(envs));
-        json_object_foreach(envs, k, v)
-        {
-            if (!json_is_string(v) || k[0] == '\0' || strchr(k, '=') != NULL) {
-                connect_stream_end(req, "invalid_argument", "`process.envs.%s` is not valid", k);
-                goto out;
-            }
-            env[i++] = xasprintf("%s=%s", k, json_string_value(v));
-        }
-    }
-    if (cwd != NULL && cwd[0] != '\0') {
-        abs_cwd = e2b_abs_path(ev->user, cwd);
-        if (abs_cwd == NULL) {
-            connect_stream_end(req, "invalid_argument", "`process.cwd` is not valid");
-            goto out;
-        }
-    } else if (ev->user != NULL) {
-        /* envd starts in the user's home; the template's cwd is its default user's. */
-        abs_cwd = e2b_abs_path(ev->user, "~");
-    }
-    if (pty != NULL && !json_is_null(pty)) {
-        json_t *size = json_object_get(pty, "size");
-        json_t *c = json_object_get(size, "cols"), *r = json_object_get(size, "rows");
-        sp.pty = true;
-        if (json_is_integer(c) && json_integer_value(c) > 0 && json_integer_value(c) < 65536)
-            sp.cols = (uint16_t)json_integer_value(c);
-        if (json_is_integer(r) && json_integer_value(r) > 0 && json_integer_value(r) < 65536)
-            sp.rows = (uint16_t)json_integer_value(r);
-    }
-    sp.argv = argv;
-    sp.env = env;
-    sp.cwd = abs_cwd;
-    sp.user = (char *)ev->user;
-
     prune(ev->api, ev->sb);
     s = ps_new(ev, req);
     s->close_stdin = !sp.pty && !json_is_true(stdin_v);
     s->tag = tag ? xstrdup(tag) : NULL;
-    s->config = json_pack("{s:s,s:o,s:o}", "cmd", cmd, "args",
+    s->config = json_pack("{s:s,s:o,s:o}", "cmd", sp.argv[0], "args",
                           json_is_array(args) ? json_incref(args) : json_array(), "envs",
                           json_is_object(envs) ? json_incref(envs) : json_object());
-    if (abs_cwd != NULL)
-        json_object_set_new(s->config, "cwd", json_string(abs_cwd));
+    if (sp.cwd != NULL)
+        json_object_set_new(s->config, "cwd", json_string(sp.cwd));
     s->spawn_pending = true;
     wr_msb_spawn(ev->sb, &sp, timeout_ms, started, s);
 out:
-    strv_free(argv);
-    strv_free(env);
+    wr_spawn_fini(&sp);
 }
 
 static void connect_proc(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
@@ -599,7 +524,7 @@ static void unary(struct e2b_envd *ev, struct wr_http_req *req, const char *meth
             return;
         }
         wr_buf_init(&b);
-        if (e2b_b64_decode(data, strlen(data), &b) < 0) {
+        if (wr_b64_decode_buf(data, strlen(data), WR_B64_LENIENT, &b) < 0) {
             wr_buf_fini(&b);
             connect_unary_error(req, "invalid_argument", "the input is not base64");
             return;

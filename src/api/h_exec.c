@@ -1,22 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Commands: /v1/sandboxes/{id}/exec, /processes/..., /terminal (WebSocket). */
 #include <inttypes.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/b64.h"
+#include "../util/cleanup.h"
+#include "../util/json_cleanup.h"
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
-#define MAX_EXEC_BODY   (16u << 20)
-#define DEFAULT_MAX_OUT (10u << 20)
-#define STREAM_HIGH     (1u << 20) /* response bytes queued before the process is slowed */
-#define STDIN_HIGH      (4u << 20)
-#define WS_HIGH         (8u << 20)
+#define MAX_EXEC_BODY      (16u << 20)
+#define DEFAULT_MAX_OUT    (10u << 20)
+#define EXEC_TIMEOUT_MAX_S (86400 * 365) /* the longest `timeout` a command may ask for */
+#define EXEC_OUTPUT_MAX    (1ll << 30)   /* the most `max_output` a command may keep */
+#define STREAM_HIGH        (1u << 20)    /* response bytes queued before the process is slowed */
+#define STDIN_HIGH         (4u << 20)
+#define WS_HIGH            (8u << 20)
 
 /* ---- output encoding ---------------------------------------------------------------------------
  */
@@ -69,32 +73,6 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
         wr_buf_append(out, "\xef\xbf\xbd", 3);
         *ncarry = 0;
     }
-}
-
-static json_t *b64_json(const uint8_t *p, size_t n)
-{
-    char *enc = xmalloc(4 * ((n + 2) / 3) + 1);
-    int len = EVP_EncodeBlock((unsigned char *)enc, p, (int)n);
-    json_t *j = json_stringn(enc, (size_t)len);
-    free(enc);
-    return j;
-}
-
-static int b64_decode(const char *s, size_t n, struct wr_buf *out)
-{
-    size_t pad = 0;
-    int len;
-
-    if (n % 4 != 0)
-        return -1;
-    wr_buf_reserve(out, n / 4 * 3 + 1);
-    len = EVP_DecodeBlock(out->data + out->len, (const unsigned char *)s, (int)n);
-    if (len < 0)
-        return -1;
-    while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
-        pad++;
-    out->len += (size_t)len - pad;
-    return 0;
 }
 
 /* ---- processes as JSON ------------------------------------------------------------------------
@@ -186,7 +164,7 @@ static json_t *data_json(struct exec_st *e, int idx, const uint8_t *p, size_t n,
     json_t *j;
 
     if (e->b64)
-        return b64_json(p, n);
+        return api_json_b64(p, n);
     wr_buf_init(&tmp);
     api_utf8_append(&tmp, e->carry[idx], &e->ncarry[idx], p, n, final);
     j = json_stringn((const char *)tmp.data, tmp.len);
@@ -203,7 +181,7 @@ static void on_stream_drain(struct wr_http_req *req)
 
 static bool exec_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
     int idx = (stream & WR_FLAG_STDERR) ? 1 : 0;
 
     if (e->req == NULL)
@@ -237,7 +215,7 @@ static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
 
 static void exec_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
     struct wr_http_req *req = e->req;
 
     if (req == NULL || e->done)
@@ -261,7 +239,7 @@ static void exec_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void exec_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct exec_st *e = (struct exec_st *)((char *)sub - offsetof(struct exec_st, sub));
+    struct exec_st *e = container_of(sub, struct exec_st, sub);
 
     if (e->req == NULL || e->done)
         return;
@@ -336,20 +314,32 @@ static struct exec_st *exec_new(struct wr_api *api, struct wr_http_req *req, str
     return e;
 }
 
-static char **json_strv(json_t *arr)
+/* The request's stdin and stdin_encoding into e. Returns 0, or -1 having answered 400. */
+static int exec_stdin(struct wr_http_req *req, struct exec_st *e, json_t *j)
 {
-    size_t n = json_array_size(arr);
-    char **v = xcalloc(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        v[i] = xstrdup(json_string_value(json_array_get(arr, i)));
-    return v;
-}
+    json_t *v;
 
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
+    if ((v = json_object_get(j, "stdin")) != NULL && !json_is_null(v)) {
+        const char *enc = json_string_value(json_object_get(j, "stdin_encoding"));
+        if (!json_is_string(v)) {
+            wr_http_respond_error(req, 400, "invalid", "`stdin` must be a string");
+            return -1;
+        }
+        e->has_stdin = true;
+        if (enc != NULL && strcmp(enc, "base64") == 0) {
+            if (wr_b64_decode_buf(json_string_value(v), json_string_length(v), WR_B64_STRICT,
+                                  &e->stdin_data) < 0) {
+                wr_http_respond_error(req, 400, "invalid", "`stdin` is not valid base64");
+                return -1;
+            }
+        } else if (enc != NULL && strcmp(enc, "utf8") != 0) {
+            wr_http_respond_error(req, 400, "invalid", "`stdin_encoding` is utf8 or base64");
+            return -1;
+        } else {
+            wr_buf_append(&e->stdin_data, json_string_value(v), json_string_length(v));
+        }
+    }
+    return 0;
 }
 
 static void exec_body(struct wr_http_req *req, const char *body, size_t len)
@@ -358,75 +348,23 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
         "cmd",  "env", "cwd",  "user", "timeout",  "stdin",      "stdin_encoding",
         "mode", "pty", "rows", "cols", "encoding", "max_output", NULL};
     struct exec_st *e = wr_http_req_data(req);
-    struct wr_spawn sp = {.uid = -1, .gid = -1};
-    char **argv = NULL, **env = NULL;
+    _cleanup_json_ json_t *j = NULL;
+    struct wr_spawn sp;
     uint64_t timeout_ms = 0;
-    json_t *j, *cmd, *v;
+    struct wr_err err;
+    json_t *v;
     const char *s;
 
     j = api_parse_object(req, body, len);
-    if (j == NULL)
+    if (j == NULL || api_only_keys(req, j, allowed) < 0)
         return;
-    if (api_only_keys(req, j, allowed) < 0)
+    if (api_spawn_from_exec(j, &sp, &err) < 0) {
+        wr_http_respond_error(req, 400, "invalid", "%s", err.msg);
         goto out;
-    cmd = json_object_get(j, "cmd");
-    if (json_is_string(cmd)) {
-        argv = xcalloc(4, sizeof(char *));
-        argv[0] = xstrdup("/bin/sh");
-        argv[1] = xstrdup("-c");
-        argv[2] = xstrdup(json_string_value(cmd));
-    } else if (json_is_array(cmd) && json_array_size(cmd) > 0 &&
-               json_array_size(cmd) <= WR_MAX_ARGS) {
-        size_t i;
-        json_t *a;
-        json_array_foreach(cmd, i, a)
-        {
-            if (!json_is_string(a) || memchr(json_string_value(a), '\0', json_string_length(a))) {
-                wr_http_respond_error(req, 400, "invalid", "`cmd[%zu]` must be a string", i);
-                goto out;
-            }
-        }
-        argv = json_strv(cmd);
-    } else {
-        wr_http_respond_error(req, 400, "invalid",
-                              "`cmd` must be a non-empty array of strings or a shell string");
-        goto out;
-    }
-    if ((v = json_object_get(j, "env")) != NULL && !json_is_null(v)) {
-        const char *k;
-        json_t *ev;
-        size_t i = 0;
-        if (!json_is_object(v) || json_object_size(v) > WR_MAX_ARGS) {
-            wr_http_respond_error(req, 400, "invalid", "`env` must be an object of strings");
-            goto out;
-        }
-        env = xcalloc(json_object_size(v) + 1, sizeof(char *));
-        json_object_foreach(v, k, ev)
-        {
-            if (!json_is_string(ev) || k[0] == '\0' || strchr(k, '=') != NULL) {
-                wr_http_respond_error(req, 400, "invalid", "`env.%s` is not valid", k);
-                goto out;
-            }
-            env[i++] = xasprintf("%s=%s", k, json_string_value(ev));
-        }
-    }
-    if ((v = json_object_get(j, "cwd")) != NULL && !json_is_null(v)) {
-        if (!json_is_string(v) || json_string_value(v)[0] != '/') {
-            wr_http_respond_error(req, 400, "invalid", "`cwd` must be an absolute path");
-            goto out;
-        }
-        sp.cwd = (char *)json_string_value(v);
-    }
-    if ((v = json_object_get(j, "user")) != NULL && !json_is_null(v)) {
-        if (!json_is_string(v) || json_string_length(v) == 0) {
-            wr_http_respond_error(req, 400, "invalid", "`user` must be a user name or uid");
-            goto out;
-        }
-        sp.user = (char *)json_string_value(v);
     }
     if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > 86400 * 365) {
+            json_integer_value(v) > EXEC_TIMEOUT_MAX_S) {
             wr_http_respond_error(req, 400, "invalid", "`timeout` must be seconds >= 0");
             goto out;
         }
@@ -455,55 +393,18 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
     }
     if ((v = json_object_get(j, "max_output")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > (1ll << 30)) {
+            json_integer_value(v) > EXEC_OUTPUT_MAX) {
             wr_http_respond_error(req, 400, "invalid", "`max_output` must be 0 to 1 GiB");
             goto out;
         }
         e->max_output = (size_t)json_integer_value(v);
     }
-    if ((v = json_object_get(j, "stdin")) != NULL && !json_is_null(v)) {
-        const char *enc = json_string_value(json_object_get(j, "stdin_encoding"));
-        if (!json_is_string(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`stdin` must be a string");
-            goto out;
-        }
-        e->has_stdin = true;
-        if (enc != NULL && strcmp(enc, "base64") == 0) {
-            if (b64_decode(json_string_value(v), json_string_length(v), &e->stdin_data) < 0) {
-                wr_http_respond_error(req, 400, "invalid", "`stdin` is not valid base64");
-                goto out;
-            }
-        } else if (enc != NULL && strcmp(enc, "utf8") != 0) {
-            wr_http_respond_error(req, 400, "invalid", "`stdin_encoding` is utf8 or base64");
-            goto out;
-        } else {
-            wr_buf_append(&e->stdin_data, json_string_value(v), json_string_length(v));
-        }
-    }
-    if ((v = json_object_get(j, "pty")) != NULL && !json_is_null(v)) {
-        if (!json_is_boolean(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`pty` must be a boolean");
-            goto out;
-        }
-        sp.pty = json_is_true(v);
-    }
-    sp.rows = 24;
-    sp.cols = 80;
-    if ((v = json_object_get(j, "rows")) != NULL && json_is_integer(v) &&
-        json_integer_value(v) > 0 && json_integer_value(v) < 65536)
-        sp.rows = (uint16_t)json_integer_value(v);
-    if ((v = json_object_get(j, "cols")) != NULL && json_is_integer(v) &&
-        json_integer_value(v) > 0 && json_integer_value(v) < 65536)
-        sp.cols = (uint16_t)json_integer_value(v);
-
-    sp.argv = argv;
-    sp.env = env;
+    if (exec_stdin(req, e, j) < 0)
+        goto out;
     e->spawn_pending = true;
     wr_msb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
 out:
-    free_strv(argv);
-    free_strv(env);
-    json_decref(j);
+    wr_spawn_fini(&sp);
 }
 
 /* ---- attach and wait ------------------------------------------------------------------------ */
@@ -538,7 +439,7 @@ static bool wait_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, s
 
 static void wait_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    struct wait_st *w = container_of(sub, struct wait_st, sub);
     if (w->done)
         return;
     w->done = true;
@@ -547,7 +448,7 @@ static void wait_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void wait_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct wait_st *w = (struct wait_st *)((char *)sub - offsetof(struct wait_st, sub));
+    struct wait_st *w = container_of(sub, struct wait_st, sub);
     if (w->done)
         return;
     w->done = true;
@@ -798,7 +699,7 @@ static void term_free(struct term_st *t)
 
 static bool term_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
 
     /* A terminal's reader is a person: a client this far behind is gone. */
     if (t->ws != NULL && wr_ws_send(t->ws, 2, p, n) > WS_HIGH)
@@ -808,7 +709,7 @@ static bool term_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, s
 
 static void term_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
     json_t *o;
     char *s;
 
@@ -825,7 +726,7 @@ static void term_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void term_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct term_st *t = (struct term_st *)((char *)sub - offsetof(struct term_st, sub));
+    struct term_st *t = container_of(sub, struct term_st, sub);
     t->ended = true;
     if (t->ws != NULL)
         wr_ws_close(t->ws, 1011, "sandbox gone");
@@ -901,27 +802,13 @@ static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
 static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
 {
     static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
-    const char *cmd = wr_http_req_query(req, "cmd");
-    const char *user = wr_http_req_query(req, "user");
-    const char *cwd = wr_http_req_query(req, "cwd");
-    const char *q;
-    uint64_t rows = 24, cols = 80;
+    struct wr_spawn sp;
     struct wr_err err;
     struct term_st *t;
-    /* The user's login shell (warren-init sets SHELL from the sandbox's /etc/passwd). */
-    char *argv[4] = {"/bin/sh", "-c", "exec \"${SHELL:-/bin/sh}\" -l", NULL};
-    struct wr_spawn sp = {.uid = -1, .gid = -1, .pty = true};
 
-    if (((q = wr_http_req_query(req, "rows")) &&
-         (wr_parse_uint(q, 65535, &rows, &err) < 0 || rows == 0)) ||
-        ((q = wr_http_req_query(req, "cols")) &&
-         (wr_parse_uint(q, 65535, &cols, &err) < 0 || cols == 0))) {
-        wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
-        return;
-    }
-    if (cwd != NULL && cwd[0] != '/') {
-        wr_http_respond_error(req, 400, "invalid", "`cwd` must be an absolute path");
-        return;
+    if (api_spawn_from_terminal(req, &sp, &err) < 0) {
+        wr_http_respond_error(req, 400, "invalid", "%s", err.msg);
+        goto out;
     }
     t = xcalloc(1, sizeof(*t));
     wr_buf_init(&t->early);
@@ -931,17 +818,12 @@ static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
     if (t->ws == NULL) {
         wr_msb_unref(sb);
         free(t);
-        return;
+        goto out;
     }
-    if (cmd != NULL)
-        argv[2] = (char *)cmd;
-    sp.argv = argv;
-    sp.user = (char *)user;
-    sp.cwd = (char *)cwd;
-    sp.rows = (uint16_t)rows;
-    sp.cols = (uint16_t)cols;
     t->spawn_pending = true;
     wr_msb_spawn(sb, &sp, 0, term_started, t);
+out:
+    wr_spawn_fini(&sp);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */

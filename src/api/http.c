@@ -24,6 +24,8 @@
 #include <unistd.h>
 #include <wslay/wslay.h>
 
+#include "../util/b64.h"
+#include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/utf8.h"
@@ -52,62 +54,6 @@
 #define REQUEST_ID_MAX    64
 #define WS_GUID           "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define JSON_CONTENT_TYPE "application/json"
-
-/* ---- small growable strings -------------------------------------------------------------- */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-/* Append n bytes, keeping the buffer NUL-terminated. */
-static void sbuf_add(struct sbuf *b, const void *p, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sbuf_adds(struct sbuf *b, const char *s)
-{
-    sbuf_add(b, s, strlen(s));
-}
-
-static void __attribute__((format(printf, 2, 3))) sbuf_addf(struct sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof(tmp)) {
-        sbuf_add(b, tmp, (size_t)n);
-        return;
-    }
-    _cleanup_free_ char *big = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    (void)vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sbuf_add(b, big, (size_t)n);
-}
-
-static void sbuf_reset(struct sbuf *b)
-{
-    free(b->p);
-    *b = (struct sbuf){0};
-}
 
 /* Name/value lists for headers and query parameters. */
 struct kv {
@@ -147,7 +93,7 @@ struct conn;
 struct wr_http_req {
     struct conn *c;
     const char *method;
-    struct sbuf url;
+    struct wr_buf url;
     char *path;
     struct kvs query, headers;
     char id[REQUEST_ID_MAX + 1];
@@ -158,13 +104,13 @@ struct wr_http_req {
     bool internal;        /* made by the server for an error; the handler never saw it */
     enum body_mode mode;
     size_t body_max, discarded;
-    struct sbuf body;
+    struct wr_buf body;
     void (*read_cb)(struct wr_http_req *req, const char *body, size_t len);
     void (*on_data)(struct wr_http_req *req, const char *p, size_t n);
     void (*on_end)(struct wr_http_req *req);
     void *data;
     void (*on_close)(struct wr_http_req *req, void *data, bool aborted);
-    struct sbuf resp_hdrs;
+    struct wr_buf resp_hdrs;
     bool resp_started, resp_ended, resp_chunked;
     int64_t resp_left; /* fixed-length responses: body bytes still owed */
     void (*on_drain)(struct wr_http_req *req);
@@ -224,7 +170,7 @@ struct conn {
     char *in;               /* IN_CAP bytes while there is unparsed input, else NULL */
     size_t in_off, in_len;
     struct wr_http_req *cur; /* the one request being parsed or handled */
-    struct sbuf hfield, hvalue;
+    struct wr_buf hfield, hvalue;
     size_t hdr_bytes;
     int err_status; /* set by a parser callback that rejects the request */
     const char *err_msg;
@@ -408,7 +354,7 @@ static char *pct_decode(const char *s, size_t n, bool plus)
  * must accept). Returns -1 with *msg set if the target is malformed. */
 static int parse_target(struct wr_http_req *r, const char **msg)
 {
-    const char *p = r->url.p ? r->url.p : "";
+    const char *p = wr_buf_str(&r->url);
     size_t plen;
 
     if (strncasecmp(p, "http://", 7) == 0 || strncasecmp(p, "https://", 8) == 0) {
@@ -518,12 +464,12 @@ static void req_free(struct wr_http_req *r)
 {
     if (r == NULL)
         return;
-    sbuf_reset(&r->url);
+    wr_buf_fini(&r->url);
     free(r->path);
     kvs_free(&r->query);
     kvs_free(&r->headers);
-    sbuf_reset(&r->body);
-    sbuf_reset(&r->resp_hdrs);
+    wr_buf_fini(&r->body);
+    wr_buf_fini(&r->resp_hdrs);
     free(r);
 }
 
@@ -980,8 +926,8 @@ static int on_message_begin(llhttp_t *p)
     if (c->phase == PH_IDLE)
         conn_set_phase(c, PH_HEAD); /* the head deadline runs from its first byte */
     c->hdr_bytes = 0;
-    sbuf_reset(&c->hfield);
-    sbuf_reset(&c->hvalue);
+    wr_buf_fini(&c->hfield);
+    wr_buf_fini(&c->hvalue);
     return 0;
 }
 
@@ -991,7 +937,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
 
     if (c->cur->url.len + n > URL_MAX)
         return parse_fail(p, 414, "request target is too long");
-    sbuf_add(&c->cur->url, at, n);
+    wr_buf_append(&c->cur->url, at, n);
     return hdr_count(p, n);
 }
 
@@ -999,7 +945,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
     struct conn *c = p->data;
 
-    sbuf_add(&c->hfield, at, n);
+    wr_buf_append(&c->hfield, at, n);
     return hdr_count(p, n);
 }
 
@@ -1024,7 +970,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
      * the read before. */
     if (n > 0 && after_lf(c, at))
         return parse_fail(p, 400, "a header line starts with whitespace (obs-fold)");
-    sbuf_add(&c->hvalue, at, n);
+    wr_buf_append(&c->hvalue, at, n);
     return hdr_count(p, n);
 }
 
@@ -1032,8 +978,8 @@ static int on_header_value_complete(llhttp_t *p)
 {
     struct conn *c = p->data;
     struct kvs *h = &c->cur->headers;
-    const char *name = c->hfield.p ? c->hfield.p : "";
-    const char *val = c->hvalue.p ? c->hvalue.p : "";
+    const char *name = wr_buf_str(&c->hfield);
+    const char *val = wr_buf_str(&c->hvalue);
     size_t vl = c->hvalue.len;
 
     while (vl > 0 && (val[vl - 1] == ' ' || val[vl - 1] == '\t'))
@@ -1057,8 +1003,8 @@ static int on_header_value_complete(llhttp_t *p)
     }
     kvs_push(h, xstrdup(name), xstrndup(val, vl));
 out:
-    sbuf_reset(&c->hfield);
-    sbuf_reset(&c->hvalue);
+    wr_buf_fini(&c->hfield);
+    wr_buf_fini(&c->hvalue);
     return hdr_count(p, 4); /* ": " and CRLF */
 }
 
@@ -1144,7 +1090,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     case BODY_BUFFER:
         if (r->body.len + n > r->body_max)
             return parse_fail(p, 413, "request body is too large");
-        sbuf_add(&r->body, at, n);
+        wr_buf_append(&r->body, at, n);
         return 0;
     case BODY_STREAM:
         if (r->on_data && !r->closed)
@@ -1308,7 +1254,7 @@ static void conn_process(struct conn *c)
             (r->mode == BODY_BUFFER || r->mode == BODY_STREAM)) {
             r->end_delivered = true;
             if (r->mode == BODY_BUFFER && r->read_cb)
-                r->read_cb(r, r->body.p ? r->body.p : "", r->body.len);
+                r->read_cb(r, wr_buf_str(&r->body), r->body.len);
             else if (r->mode == BODY_STREAM && r->on_end)
                 r->on_end(r);
             continue;
@@ -1365,8 +1311,8 @@ static void conn_free(struct conn *c)
         req_finish(c, r, !req_done(c, r));
     }
     free(c->in);
-    sbuf_reset(&c->hfield);
-    sbuf_reset(&c->hvalue);
+    wr_buf_fini(&c->hfield);
+    wr_buf_fini(&c->hvalue);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -1985,11 +1931,11 @@ void wr_http_resp_header(struct wr_http_req *req, const char *name, const char *
     if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
         strcasecmp(name, "Connection") == 0 || strcasecmp(name, "X-Request-Id") == 0)
         return;
-    sbuf_addf(&req->resp_hdrs, "%s: %s\r\n", name, value);
+    wr_buf_printf(&req->resp_hdrs, "%s: %s\r\n", name, value);
 }
 
 /* Decide keep-alive and build the status line and headers. clen < 0 means chunked. */
-static void resp_head(struct wr_http_req *r, struct sbuf *h, int status, const char *ct,
+static void resp_head(struct wr_http_req *r, struct wr_buf *h, int status, const char *ct,
                       int64_t clen)
 {
     struct conn *c = r->c;
@@ -2000,24 +1946,23 @@ static void resp_head(struct wr_http_req *r, struct sbuf *h, int status, const c
         c->want_close = true;
     if (status < 100 || status > 999)
         status = 500;
-    sbuf_addf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
-    sbuf_addf(h, "X-Request-Id: %s\r\n", r->id);
+    wr_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
+    wr_buf_printf(h, "X-Request-Id: %s\r\n", r->id);
     if (status == 204 || status == 304) {
         /* RFC 9110 8.6, 15.3.5: no body, so no Content-Length and no type. */
     } else if (clen == 0 && (ct == NULL || *ct == '\0')) {
-        sbuf_adds(h, "Content-Length: 0\r\n");
+        wr_buf_puts(h, "Content-Length: 0\r\n");
     } else {
-        sbuf_addf(h, "Content-Type: %s\r\n",
-                  ct && *ct && !strpbrk(ct, "\r\n") ? ct : "application/octet-stream");
+        wr_buf_printf(h, "Content-Type: %s\r\n",
+                      ct && *ct && !strpbrk(ct, "\r\n") ? ct : "application/octet-stream");
         if (clen >= 0)
-            sbuf_addf(h, "Content-Length: %lld\r\n", (long long)clen);
+            wr_buf_printf(h, "Content-Length: %lld\r\n", (long long)clen);
         else
-            sbuf_adds(h, "Transfer-Encoding: chunked\r\n");
+            wr_buf_puts(h, "Transfer-Encoding: chunked\r\n");
     }
-    sbuf_adds(h, keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
-    if (r->resp_hdrs.p)
-        sbuf_add(h, r->resp_hdrs.p, r->resp_hdrs.len);
-    sbuf_adds(h, "\r\n");
+    wr_buf_puts(h, keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+    wr_buf_append(h, r->resp_hdrs.data, r->resp_hdrs.len);
+    wr_buf_puts(h, "\r\n");
     r->resp_started = true;
 }
 
@@ -2040,13 +1985,13 @@ static bool resp_can_start(const struct wr_http_req *r)
 void wr_http_respond(struct wr_http_req *req, int status, const char *content_type,
                      const void *body, size_t len)
 {
-    struct sbuf h = {0};
+    struct wr_buf h = {0};
 
     if (!resp_can_start(req))
         return;
     resp_head(req, &h, status, content_type, (int64_t)len);
-    conn_write3(req->c, h.p, h.len, body, len, NULL, 0);
-    sbuf_reset(&h);
+    conn_write3(req->c, h.data, h.len, body, len, NULL, 0);
+    wr_buf_fini(&h);
     resp_ended(req);
 }
 
@@ -2097,15 +2042,15 @@ void wr_http_respond_error(struct wr_http_req *req, int status, const char *code
 void wr_http_resp_start(struct wr_http_req *req, int status, const char *content_type,
                         int64_t content_length)
 {
-    struct sbuf h = {0};
+    struct wr_buf h = {0};
 
     if (!resp_can_start(req))
         return;
     resp_head(req, &h, status, content_type, content_length);
     req->resp_chunked = content_length < 0;
     req->resp_left = content_length;
-    conn_write3(req->c, h.p, h.len, NULL, 0, NULL, 0);
-    sbuf_reset(&h);
+    conn_write3(req->c, h.data, h.len, NULL, 0, NULL, 0);
+    wr_buf_fini(&h);
 }
 
 /* Queue body bytes of a streamed response. Bytes beyond a fixed Content-Length are dropped. */
@@ -2173,7 +2118,7 @@ static bool ws_key_valid(const char *key)
     /* 16 random bytes in base64: 22 characters and "==". */
     if (key == NULL || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
         return false;
-    return EVP_DecodeBlock(raw, (const unsigned char *)key, 24) == 18;
+    return wr_b64_decode(key, 24, WR_B64_STRICT, raw) == 16;
 }
 
 static void ws_accept_value(const char *key, char out[64])
@@ -2184,7 +2129,7 @@ static void ws_accept_value(const char *key, char out[64])
     int n = snprintf(buf, sizeof(buf), "%s" WS_GUID, key);
 
     (void)EVP_Digest(buf, (size_t)n, md, &mdlen, EVP_sha1(), NULL);
-    (void)EVP_EncodeBlock((unsigned char *)out, md, (int)mdlen);
+    (void)wr_b64_encode(md, mdlen, out);
 }
 
 struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_callbacks *cbs,
@@ -2198,7 +2143,7 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
         .send_callback = ws_send_cb,
         .on_msg_recv_callback = ws_msg_cb,
     };
-    struct sbuf h = {0};
+    struct wr_buf h = {0};
     char accept[64];
     struct wr_ws *ws;
 
@@ -2233,14 +2178,13 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
 
     ws_accept_value(key, accept);
     /* 101 has no body, so no Content-Type or framing headers (RFC 9110 15.2). */
-    sbuf_adds(&h, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                  "Connection: Upgrade\r\n");
-    sbuf_addf(&h, "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n", accept, req->id);
-    if (req->resp_hdrs.p)
-        sbuf_add(&h, req->resp_hdrs.p, req->resp_hdrs.len);
-    sbuf_adds(&h, "\r\n");
-    conn_write3(c, h.p, h.len, NULL, 0, NULL, 0);
-    sbuf_reset(&h);
+    wr_buf_puts(&h, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\n");
+    wr_buf_printf(&h, "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n", accept, req->id);
+    wr_buf_append(&h, req->resp_hdrs.data, req->resp_hdrs.len);
+    wr_buf_puts(&h, "\r\n");
+    conn_write3(c, h.data, h.len, NULL, 0, NULL, 0);
+    wr_buf_fini(&h);
     req->resp_started = req->resp_ended = true;
     c->ws = ws;
     c->parse_dead = false;

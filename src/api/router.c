@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "../core/keys.h"
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/utf8.h"
@@ -85,6 +86,14 @@ json_t *api_json_text(const char *s)
 {
     _cleanup_free_ char *t = wr_utf8_fix(s ? s : "", WR_UTF8_REPLACE);
     return json_string(t);
+}
+
+json_t *api_json_b64(const uint8_t *p, size_t n)
+{
+    _cleanup_free_ char *enc = xmalloc(WR_B64_ENCODED_LEN(n) + 1);
+    size_t len = wr_b64_encode(p, n, enc);
+
+    return json_stringn(enc, len);
 }
 
 json_t *api_json_message(const char *s)

@@ -35,7 +35,7 @@ extern char **environ;
 
 struct build_events {
     bool json;
-    struct cli_buf line;
+    struct wr_buf line;
     bool mid_line; /* stdout output so far did not end with a newline */
     /* the end */
     bool done, failed;
@@ -51,7 +51,7 @@ struct build_events {
 
 static void events_fini(struct build_events *ev)
 {
-    cli_buf_fini(&ev->line);
+    wr_buf_fini(&ev->line);
     free(ev->tpl_name);
     free(ev->fail_msg);
     for (size_t i = 0; i < ev->nsteps; i++)
@@ -449,7 +449,7 @@ static int run_build(const struct build_args *a, const char *target, const char 
         cli_errorf(VERB ": %s", err.msg);
         goto out;
     }
-    if (ev.line.len > 0 && on_event(&ev, ev.line.p, ev.line.len, &err) < 0) {
+    if (ev.line.len > 0 && on_event(&ev, wr_buf_str(&ev.line), ev.line.len, &err) < 0) {
         cli_errorf(VERB ": %s", err.msg);
         goto out;
     }
@@ -483,7 +483,7 @@ int cli_template_build(int argc, char **argv)
 {
     struct build_args a = {0};
     _cleanup_free_ char *df = NULL, *dfdir = NULL, *ctx = NULL, *name = NULL, *tmp = NULL;
-    struct cli_buf target = {0};
+    struct wr_buf target = {0};
     const char *dfpath, *extra = NULL;
     bool empty_ctx = false;
     struct stat st;
@@ -547,16 +547,16 @@ int cli_template_build(int argc, char **argv)
             return CLI_EXIT_FAIL;
         }
     }
-    cli_buf_adds(&target, "/v1/templates/build?name=");
+    wr_buf_puts(&target, "/v1/templates/build?name=");
     cli_buf_add_escaped(&target, name);
-    cli_buf_adds(&target, "&dockerfile=");
+    wr_buf_puts(&target, "&dockerfile=");
     cli_buf_add_escaped(&target, dfpath);
     if (a.replace)
-        cli_buf_adds(&target, "&replace=true");
+        wr_buf_puts(&target, "&replace=true");
     if (a.shared)
-        cli_buf_adds(&target, "&shared=true");
-    rc = run_build(&a, target.p, ctx, dfdir, extra);
-    cli_buf_fini(&target);
+        wr_buf_puts(&target, "&shared=true");
+    rc = run_build(&a, wr_buf_str(&target), ctx, dfdir, extra);
+    wr_buf_fini(&target);
     if (empty_ctx)
         (void)rmdir(ctx);
     return rc;

@@ -45,6 +45,13 @@ int cli_template_oci(int argc, char **argv);
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- tty.c ---------------------------------------------------------------------------------- */
+
+/* Put stdin, if it is a terminal, in raw mode until cli_tty_restore (also run at exit). */
+void cli_tty_raw(void);
+/* Give stdin back the settings cli_tty_raw found; a no-op if it changed none. */
+void cli_tty_restore(void);
+
 /* ---- common.c ------------------------------------------------------------------------------- */
 
 struct cli_http;
@@ -98,11 +105,11 @@ int cli_output_arg(const char *verb, const char *arg, bool *json);
 /* Print j on stdout as indented JSON and a newline. */
 void cli_print_json(const json_t *j);
 
-struct cli_buf;
+struct wr_buf;
 /* NDJSON as it arrives: call on_line(ctx, line, n, err) for each complete non-empty line of the
  * piece data, keeping an unfinished line in *partial for the next piece (at most 64 MiB). A
  * negative on_line stops. Returns 0, or -1 with err. */
-int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
+int cli_ndjson_feed(struct wr_buf *partial, const char *data, size_t len,
                     int (*on_line)(void *ctx, const char *line, size_t n, struct wr_err *err),
                     void *ctx, struct wr_err *err);
 

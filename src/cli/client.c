@@ -43,7 +43,7 @@ struct cli_http {
     llhttp_t parser;
     const struct cli_http_req *req;
     struct cli_http_resp *resp;
-    struct cli_buf field, value;
+    struct wr_buf field, value;
     bool done, got_bytes;
     struct wr_err *cb_err;
     int cb_failed;
@@ -51,49 +51,7 @@ struct cli_http {
 
 /* ---- strings -------------------------------------------------------------------------------- */
 
-static void buf_reserve(struct cli_buf *b, size_t more)
-{
-    if (b->len + more + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 128;
-    while (cap < b->len + more + 1)
-        cap *= 2;
-    b->p = xrealloc(b->p, cap);
-    b->cap = cap;
-}
-
-void cli_buf_add(struct cli_buf *b, const void *data, size_t n)
-{
-    buf_reserve(b, n);
-    if (n)
-        memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void cli_buf_adds(struct cli_buf *b, const char *s)
-{
-    cli_buf_add(b, s, strlen(s));
-}
-
-void cli_buf_addf(struct cli_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    buf_reserve(b, (size_t)n);
-    va_start(ap, fmt);
-    (void)vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void cli_buf_add_escaped(struct cli_buf *b, const char *s)
+void cli_buf_add_escaped(struct wr_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
 
@@ -101,19 +59,12 @@ void cli_buf_add_escaped(struct cli_buf *b, const char *s)
         unsigned char ch = (unsigned char)*s;
         if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
             ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/') {
-            cli_buf_add(b, s, 1);
+            wr_buf_append(b, s, 1);
         } else {
             char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            cli_buf_add(b, e, 3);
+            wr_buf_append(b, e, 3);
         }
     }
-}
-
-void cli_buf_fini(struct cli_buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
 }
 
 /* ---- connecting ----------------------------------------------------------------------------- */
@@ -288,8 +239,8 @@ void cli_http_close(struct cli_http *c)
     free(c->port);
     free(c->host_hdr);
     free(c->auth);
-    cli_buf_fini(&c->field);
-    cli_buf_fini(&c->value);
+    wr_buf_fini(&c->field);
+    wr_buf_fini(&c->value);
     free(c);
 }
 
@@ -339,49 +290,49 @@ static int send_bytes(struct cli_http *c, const void *p, size_t len)
 
 static int send_head(struct cli_http *c, const struct cli_http_req *req)
 {
-    struct cli_buf h = {0};
+    struct wr_buf h = {0};
     int r;
 
-    cli_buf_addf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: warren\r\nAccept: %s\r\n",
-                 req->method, req->target, c->host_hdr,
-                 req->accept ? req->accept : "application/json");
+    wr_buf_printf(&h, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: warren\r\nAccept: %s\r\n",
+                  req->method, req->target, c->host_hdr,
+                  req->accept ? req->accept : "application/json");
     if (c->auth)
-        cli_buf_addf(&h, "Authorization: %s\r\n", c->auth);
+        wr_buf_printf(&h, "Authorization: %s\r\n", c->auth);
     if (c->request_id)
-        cli_buf_addf(&h, "X-Request-Id: %s\r\n", c->request_id);
+        wr_buf_printf(&h, "X-Request-Id: %s\r\n", c->request_id);
     if (req->content_type && req->body_kind != CLI_BODY_NONE)
-        cli_buf_addf(&h, "Content-Type: %s\r\n", req->content_type);
+        wr_buf_printf(&h, "Content-Type: %s\r\n", req->content_type);
     for (const char *const *x = req->extra; x && *x; x++)
-        cli_buf_addf(&h, "%s\r\n", *x);
+        wr_buf_printf(&h, "%s\r\n", *x);
     switch (req->body_kind) {
     case CLI_BODY_NONE:
         if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
             strcmp(req->method, "DELETE") != 0)
-            cli_buf_adds(&h, "Content-Length: 0\r\n");
+            wr_buf_puts(&h, "Content-Length: 0\r\n");
         break;
     case CLI_BODY_MEM:
-        cli_buf_addf(&h, "Content-Length: %zu\r\n", req->body_len);
+        wr_buf_printf(&h, "Content-Length: %zu\r\n", req->body_len);
         break;
     case CLI_BODY_FD:
         if (req->body_fd_len >= 0)
-            cli_buf_addf(&h, "Content-Length: %lld\r\n", (long long)req->body_fd_len);
+            wr_buf_printf(&h, "Content-Length: %lld\r\n", (long long)req->body_fd_len);
         else
-            cli_buf_adds(&h, "Transfer-Encoding: chunked\r\n");
+            wr_buf_puts(&h, "Transfer-Encoding: chunked\r\n");
         break;
     case CLI_BODY_STREAM:
-        cli_buf_adds(&h, "Transfer-Encoding: chunked\r\n");
+        wr_buf_puts(&h, "Transfer-Encoding: chunked\r\n");
         break;
     }
-    cli_buf_adds(&h, "\r\n");
+    wr_buf_puts(&h, "\r\n");
     if (req->body_kind == CLI_BODY_MEM && req->body_len > 0 && req->body_len <= 16384) {
-        cli_buf_add(&h, req->body, req->body_len); /* one write for a small request */
-        r = send_bytes(c, h.p, h.len);
+        wr_buf_append(&h, req->body, req->body_len); /* one write for a small request */
+        r = send_bytes(c, h.data, h.len);
     } else {
-        r = send_bytes(c, h.p, h.len);
+        r = send_bytes(c, h.data, h.len);
         if (r == 0 && req->body_kind == CLI_BODY_MEM && req->body_len > 0)
             r = send_bytes(c, req->body, req->body_len);
     }
-    cli_buf_fini(&h);
+    wr_buf_fini(&h);
     return r;
 }
 
@@ -460,13 +411,13 @@ static struct cli_http *of(llhttp_t *p)
 
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
-    cli_buf_add(&of(p)->field, at, len);
+    wr_buf_append(&of(p)->field, at, len);
     return 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-    cli_buf_add(&of(p)->value, at, len);
+    wr_buf_append(&of(p)->value, at, len);
     return 0;
 }
 
@@ -477,8 +428,8 @@ static int on_header_value_complete(llhttp_t *p)
 
     if (r->n_headers < HEADERS_MAX && c->field.len > 0) {
         r->headers = xrealloc(r->headers, (r->n_headers + 1) * sizeof(*r->headers));
-        r->headers[r->n_headers].name = xstrdup(c->field.p);
-        r->headers[r->n_headers].value = xstrdup(c->value.len ? c->value.p : "");
+        r->headers[r->n_headers].name = xstrdup(wr_buf_str(&c->field));
+        r->headers[r->n_headers].value = xstrdup(c->value.len ? wr_buf_str(&c->value) : "");
         r->n_headers++;
     }
     c->field.len = c->value.len = 0;

@@ -10,21 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../util/buf.h"
 #include "../util/err.h"
 
-/* A growable string; `p` is always NUL-terminated once anything was added. */
-struct cli_buf {
-    char *p;
-    size_t len, cap;
-};
-
-void cli_buf_add(struct cli_buf *b, const void *data, size_t n);
-void cli_buf_adds(struct cli_buf *b, const char *s);
-void cli_buf_addf(struct cli_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append s percent-encoded for a query component (RFC 3986 unreserved characters pass). */
-void cli_buf_add_escaped(struct cli_buf *b, const char *s);
-/* Free the storage and reset to empty. */
-void cli_buf_fini(struct cli_buf *b);
+void cli_buf_add_escaped(struct wr_buf *b, const char *s);
 
 struct cli_http;
 

@@ -175,7 +175,7 @@ int cli_output_arg(const char *verb, const char *arg, bool *json)
 
 #define NDJSON_LINE_MAX (64u << 20)
 
-int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
+int cli_ndjson_feed(struct wr_buf *partial, const char *data, size_t len,
                     int (*on_line)(void *ctx, const char *line, size_t n, struct wr_err *err),
                     void *ctx, struct wr_err *err)
 {
@@ -185,8 +185,8 @@ int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
         size_t n = (size_t)(nl - data);
         int r = 0;
         if (partial->len > 0) {
-            cli_buf_add(partial, data, n);
-            r = on_line(ctx, partial->p, partial->len, err);
+            wr_buf_append(partial, data, n);
+            r = on_line(ctx, wr_buf_str(partial), partial->len, err);
             partial->len = 0;
         } else if (n > 0) {
             r = on_line(ctx, data, n, err);
@@ -198,7 +198,7 @@ int cli_ndjson_feed(struct cli_buf *partial, const char *data, size_t len,
     }
     if (partial->len + len > NDJSON_LINE_MAX)
         return wr_err_set(err, WR_EPROTO, 0, "event line longer than %u bytes", NDJSON_LINE_MAX);
-    cli_buf_add(partial, data, len);
+    wr_buf_append(partial, data, len);
     return 0;
 }
 

@@ -40,11 +40,11 @@ static bool parse_remote(const char *arg, struct remote *r)
 
 static char *files_target(const char *id, const char *endpoint, const char *path)
 {
-    struct cli_buf b = {0};
+    struct wr_buf b = {0};
 
-    cli_buf_addf(&b, "/v1/sandboxes/%s/%s?path=", id, endpoint);
+    wr_buf_printf(&b, "/v1/sandboxes/%s/%s?path=", id, endpoint);
     cli_buf_add_escaped(&b, path);
-    return b.p;
+    return wr_buf_steal_str(&b);
 }
 
 static const char *base_name(const char *path)

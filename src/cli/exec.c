@@ -26,9 +26,9 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <termios.h>
 #include <unistd.h>
 
+#include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/parse.h"
@@ -60,29 +60,6 @@ static bool shared_tty;
 
 /* ---- the local terminal --------------------------------------------------------------------- */
 
-static struct termios saved_tio;
-static bool tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-    tio_saved = false;
-}
-
-static void raw_tty(void)
-{
-    struct termios t;
-
-    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tio) < 0)
-        return;
-    tio_saved = true;
-    atexit(restore_tty);
-    t = saved_tio;
-    cfmakeraw(&t);
-    (void)tcsetattr(STDIN_FILENO, TCSANOW, &t);
-}
-
 static bool term_size(unsigned *rows, unsigned *cols)
 {
     struct winsize ws;
@@ -99,7 +76,7 @@ static bool term_size(unsigned *rows, unsigned *cols)
 /* Print an error, first putting the terminal back so the line is readable. */
 static void exec_errorf(const char *verb, const struct wr_err *err)
 {
-    restore_tty();
+    cli_tty_restore();
     cli_errorf("%s: %s", verb, err->msg);
 }
 
@@ -174,7 +151,7 @@ static void *signal_thread(void *arg)
         /* A command that ignores the signal must not trap the user: the third interrupt
          * gives up waiting (the command goes on running in the sandbox). */
         if (sig == SIGINT && ++interrupts >= 3) {
-            restore_tty();
+            cli_tty_restore();
             cli_errorf("exec: interrupted; the command may still be running");
             _exit(128 + SIGINT);
         }
@@ -188,51 +165,12 @@ static void *signal_thread(void *arg)
 
 struct events {
     const char *verb;
-    struct cli_buf line;
+    struct wr_buf line;
     bool exited, timed_out, stdin_started;
     int status; /* the exit status to pass on */
     long long pid;
     void (*on_open)(struct events *ev); /* the stream is established (attach) */
 };
-
-static int b64val(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
-
-/* Decode base64 (padding optional) into out, which has room for n / 4 * 3 + 3 bytes. Returns
- * the length, or -1 if s is not base64. */
-static ssize_t b64_decode(const char *s, size_t n, unsigned char *out)
-{
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[o++] = (unsigned char)(acc >> bits);
-        }
-    }
-    return (ssize_t)o;
-}
 
 static int exit_status_of(const json_t *j, bool *timed_out)
 {
@@ -260,8 +198,8 @@ static int on_event(struct events *ev, const char *line, size_t len, struct wr_e
     if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
         const char *data = json_string_value(json_object_get(j, "data"));
         size_t n = json_string_length(json_object_get(j, "data"));
-        _cleanup_free_ unsigned char *bytes = xmalloc(n / 4 * 3 + 3);
-        ssize_t m = data ? b64_decode(data, n, bytes) : -1;
+        _cleanup_free_ uint8_t *bytes = xmalloc(WR_B64_DECODED_MAX(n));
+        ssize_t m = data ? wr_b64_decode(data, n, WR_B64_LENIENT, bytes) : -1;
         if (m < 0)
             r = wr_err_set(err, WR_EPROTO, 0, "%s event: data is not base64", type);
         else if (m > 0 &&
@@ -320,9 +258,10 @@ static int run_stream(struct cli_http *c, struct cli_http_req *req, struct event
     if (r == 0 && (resp.status < 200 || resp.status > 299))
         r = cli_http_error(&resp, err);
     else if (r == 0 && ev->line.len > 0 && !ev->exited)
-        r = on_event(ev, ev->line.p, ev->line.len, err); /* a last line without newline */
+        r = on_event(ev, wr_buf_str(&ev->line), ev->line.len,
+                     err); /* a last line without newline */
     cli_http_resp_fini(&resp);
-    cli_buf_fini(&ev->line);
+    wr_buf_fini(&ev->line);
     return r;
 }
 
@@ -388,7 +327,7 @@ static void *stdin_thread(void *arg)
 fail:
     cli_http_resp_fini(&resp);
     cli_http_close(c);
-    restore_tty();
+    cli_tty_restore();
     cli_errorf("exec: stdin: %s", err.msg);
     return NULL;
 }
@@ -452,23 +391,6 @@ static char *stdin_inline(size_t *n)
     return buf;
 }
 
-static char *b64_encode(const unsigned char *p, size_t n)
-{
-    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
-                     (i + 2 < n ? p[i + 2] : 0);
-        *o++ = tbl[v >> 18];
-        *o++ = tbl[(v >> 12) & 63];
-        *o++ = i + 1 < n ? tbl[(v >> 6) & 63] : '=';
-        *o++ = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
-}
-
 static json_t *exec_body(const struct exec_opts *o, const char *mode)
 {
     json_t *b = json_object();
@@ -503,7 +425,7 @@ static json_t *exec_body(const struct exec_opts *o, const char *mode)
 
 static int finish(const struct exec_opts *o, struct events *ev)
 {
-    restore_tty();
+    cli_tty_restore();
     if (ev->timed_out)
         cli_errorf("%s: timed out after %llu s", o->verb, (unsigned long long)o->timeout);
     return ev->status;
@@ -519,7 +441,8 @@ static int exec_stream(const struct exec_opts *o, struct cli_http *c, const char
     struct wr_err err;
 
     if (!o->no_stdin && (in = stdin_inline(&in_len)) != NULL) {
-        in64 = b64_encode((unsigned char *)in, in_len);
+        in64 = xmalloc(WR_B64_ENCODED_LEN(in_len) + 1);
+        (void)wr_b64_encode(in, in_len, in64);
         json_object_set_new(body, "stdin", json_string(in64));
         json_object_set_new(body, "stdin_encoding", json_string("base64"));
     }
@@ -540,7 +463,7 @@ static int exec_stream(const struct exec_opts *o, struct cli_http *c, const char
         return WR_EXIT_ERROR;
     }
     if (!ev.exited) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("%s: the output stream ended without the command's exit", o->verb);
         return WR_EXIT_ERROR;
     }
@@ -570,7 +493,7 @@ static int exec_background(const struct exec_opts *o, struct cli_http *c, const 
     }
     set_pid(ev.pid);
     if (o->tty)
-        raw_tty();
+        cli_tty_raw();
 
     /* attach takes its own encoding; the exec request's does not carry over. */
     attach = xasprintf("/v1/sandboxes/%s/processes/%lld/attach?encoding=base64", o->id, ev.pid);

@@ -17,7 +17,7 @@
 #define MAX_FORK      100
 
 /* Append s percent-encoded as one path segment (unlike cli_buf_add_escaped, '/' is encoded). */
-static void add_segment(struct cli_buf *b, const char *s)
+static void add_segment(struct wr_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
 
@@ -25,10 +25,10 @@ static void add_segment(struct cli_buf *b, const char *s)
         unsigned char ch = (unsigned char)*s;
         if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
             ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-            cli_buf_add(b, s, 1);
+            wr_buf_append(b, s, 1);
         } else {
             char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            cli_buf_add(b, e, 3);
+            wr_buf_append(b, e, 3);
         }
     }
 }
@@ -36,12 +36,12 @@ static void add_segment(struct cli_buf *b, const char *s)
 /* "/v1/<collection>/<name, encoded><suffix>", owned by the caller. */
 static char *target_of(const char *collection, const char *name, const char *suffix)
 {
-    struct cli_buf b = {0};
+    struct wr_buf b = {0};
 
-    cli_buf_addf(&b, "/v1/%s/", collection);
+    wr_buf_printf(&b, "/v1/%s/", collection);
     add_segment(&b, name);
-    cli_buf_adds(&b, suffix);
-    return b.p;
+    wr_buf_puts(&b, suffix);
+    return wr_buf_steal_str(&b);
 }
 
 /* A name or id given on the command line: not empty, at most 128 bytes (the server says what
@@ -437,7 +437,7 @@ static int snapshot_ls(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_buf target = {0};
+    struct wr_buf target = {0};
     struct cli_http *http = NULL;
     json_t *doc = NULL, *list, *s;
     const char *sandbox = NULL;
@@ -475,12 +475,12 @@ static int snapshot_ls(int argc, char **argv)
     rc = CLI_EXIT_FAIL;
     if ((http = cli_connect_or_complain("snapshot ls")) == NULL)
         goto out;
-    cli_buf_adds(&target, "/v1/snapshots");
+    wr_buf_puts(&target, "/v1/snapshots");
     if (sandbox != NULL) {
-        cli_buf_adds(&target, "?sandbox_id=");
+        wr_buf_puts(&target, "?sandbox_id=");
         cli_buf_add_escaped(&target, sandbox);
     }
-    if (cli_api(http, "GET", target.p, NULL, &doc, &err) < 0) {
+    if (cli_api(http, "GET", wr_buf_str(&target), NULL, &doc, &err) < 0) {
         cli_errorf("snapshot ls: %s", err.msg);
         goto out;
     }
@@ -507,7 +507,7 @@ static int snapshot_ls(int argc, char **argv)
     rc = 0;
 out:
     cli_http_close(http);
-    cli_buf_fini(&target);
+    wr_buf_fini(&target);
     json_decref(doc);
     return rc;
 }

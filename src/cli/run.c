@@ -19,7 +19,6 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "../init/entry.h"
@@ -40,7 +39,7 @@ struct run_opts {
     const char *rootfs;
     const char **layers; /* extra layers on top of rootfs */
     size_t n_layers;
-    const char **env;
+    char **env; /* NULL-terminated, the optargs of --env */
     size_t n_env;
     const char *user, *cwd, *hostname;
     uint64_t memory;
@@ -210,21 +209,17 @@ static void send_frame_flush(struct session *s)
 
 static void send_spawn(struct session *s, const struct run_opts *o)
 {
-    struct winsize ws = {.ws_row = 24, .ws_col = 80};
-    char **env = xcalloc(o->n_env + 1, sizeof(char *));
-    struct wr_spawn sp = {.argv = o->cmd, .env = env, .uid = -1, .gid = -1, .pty = o->tty};
+    struct winsize ws;
+    struct wr_spawn sp = {.argv = o->cmd, .env = o->env, .uid = -1, .gid = -1, .pty = o->tty};
 
-    for (size_t i = 0; i < o->n_env; i++)
-        env[i] = (char *)o->env[i];
     if (o->tty && ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0) {
         sp.rows = ws.ws_row;
         sp.cols = ws.ws_col;
     } else if (o->tty) {
-        sp.rows = 24;
-        sp.cols = 80;
+        sp.rows = WR_TTY_ROWS_DEFAULT;
+        sp.cols = WR_TTY_COLS_DEFAULT;
     }
     wr_spawn_encode(&s->out, SPAWN_REQ, &sp);
-    free(env);
 }
 
 static void send_u64_req(struct session *s, uint16_t type, uint32_t id, uint16_t tag, uint64_t v)
@@ -292,28 +287,6 @@ static int on_frame(struct session *s, const struct wr_frame_hdr *h, const uint8
     default:
         return 0; /* replies to close/signal/resize, and anything newer than us */
     }
-}
-
-static struct termios saved_tio;
-static bool tio_saved;
-
-static void restore_tty(void)
-{
-    if (tio_saved)
-        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
-}
-
-static void raw_tty(void)
-{
-    struct termios t;
-
-    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tio) < 0)
-        return;
-    tio_saved = true;
-    atexit(restore_tty);
-    t = saved_tio;
-    cfmakeraw(&t);
-    (void)tcsetattr(STDIN_FILENO, TCSANOW, &t);
 }
 
 /* Drive the command to its end. Returns the exit status for warren run. */
@@ -401,7 +374,7 @@ static int session_run(struct session *s, const struct run_opts *o, struct wr_er
         send_frame_flush(s);
     }
     if (s->spawn_errno != 0) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: %s", s->spawn_msg[0] ? s->spawn_msg : strerror(s->spawn_errno));
         if (s->spawn_errno == ENOENT)
             return WR_EXIT_NOTFOUND;
@@ -410,7 +383,7 @@ static int session_run(struct session *s, const struct run_opts *o, struct wr_er
         return WR_EXIT_ERROR;
     }
     if (s->timed_out) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: timed out after %llu s", (unsigned long long)o->timeout_s);
         return WR_EXIT_TIMEOUT;
     }
@@ -505,14 +478,14 @@ int cmd_run(int argc, char **argv)
     wr_buf_init(&s.out);
     wr_reader_init(&s.in);
     if (o.tty)
-        raw_tty();
+        cli_tty_raw();
     status = session_run(&s, &o, &err);
     if (status < 0) {
-        restore_tty();
+        cli_tty_restore();
         cli_errorf("run: %s", err.msg);
         status = WR_EXIT_ERROR;
     }
-    restore_tty();
+    cli_tty_restore();
     wr_buf_fini(&s.out);
     wr_reader_fini(&s.in);
 out:

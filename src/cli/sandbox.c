@@ -347,7 +347,7 @@ int cmd_ls(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_buf query = {0};
+    struct wr_buf query = {0};
     struct cli_http *http = NULL;
     json_t *all = json_array(), *page = NULL;
     _cleanup_free_ char *cursor = NULL;
@@ -359,7 +359,7 @@ int cmd_ls(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
-            cli_buf_adds(&query, "&state=");
+            wr_buf_puts(&query, "&state=");
             cli_buf_add_escaped(&query, optarg);
             break;
         case 'm':
@@ -367,7 +367,7 @@ int cmd_ls(int argc, char **argv)
                 cli_errorf("ls: --metadata `%s` must be KEY=VALUE", optarg);
                 goto out;
             }
-            cli_buf_adds(&query, "&metadata=");
+            wr_buf_puts(&query, "&metadata=");
             cli_buf_add_escaped(&query, optarg);
             break;
         case 'o':
@@ -393,18 +393,18 @@ int cmd_ls(int argc, char **argv)
     if ((http = cli_connect_or_complain("ls")) == NULL)
         goto out;
     for (bool header = !json;;) {
-        struct cli_buf target = {0};
+        struct wr_buf target = {0};
         json_t *list, *s;
         size_t i;
         int r;
 
-        cli_buf_addf(&target, "/v1/sandboxes?limit=1000%s", query.p ? query.p : "");
+        wr_buf_printf(&target, "/v1/sandboxes?limit=1000%s", wr_buf_str(&query));
         if (cursor) {
-            cli_buf_adds(&target, "&cursor=");
+            wr_buf_puts(&target, "&cursor=");
             cli_buf_add_escaped(&target, cursor);
         }
-        r = cli_api(http, "GET", target.p, NULL, &page, &err);
-        cli_buf_fini(&target);
+        r = cli_api(http, "GET", wr_buf_str(&target), NULL, &page, &err);
+        wr_buf_fini(&target);
         if (r < 0) {
             cli_errorf("ls: %s", err.msg);
             goto out;
@@ -443,7 +443,7 @@ int cmd_ls(int argc, char **argv)
     rc = 0;
 out:
     cli_http_close(http);
-    cli_buf_fini(&query);
+    wr_buf_fini(&query);
     json_decref(all);
     json_decref(page);
     return rc;

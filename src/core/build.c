@@ -236,14 +236,14 @@ static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
 
 static bool step_output(struct wr_proc_sub *sub, int stream, const uint8_t *p, size_t n)
 {
-    struct build *b = (struct build *)((char *)sub - offsetof(struct build, sub));
+    struct build *b = container_of(sub, struct build, sub);
     b->ev->on_output(b->ctx, stream, p, n);
     return false;
 }
 
 static void step_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool timed_out)
 {
-    struct build *b = (struct build *)((char *)sub - offsetof(struct build, sub));
+    struct build *b = container_of(sub, struct build, sub);
     struct wr_err err;
 
     wr_proc_unsubscribe(sub);
@@ -264,7 +264,7 @@ static void step_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool ti
 
 static void step_lost(struct wr_proc_sub *sub, const struct wr_err *err)
 {
-    struct build *b = (struct build *)((char *)sub - offsetof(struct build, sub));
+    struct build *b = container_of(sub, struct build, sub);
     wr_proc_unsubscribe(sub);
     fail_step(b, err);
 }

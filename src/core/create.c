@@ -10,18 +10,12 @@
 #include "../runtime/quota.h"
 #include "space.h"
 #include "../util/log.h"
+#include "../util/strv.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
 
 /* ---- creating -------------------------------------------------------------------------------- */
-
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
 
 void wr__start_spec_fini(struct start_spec *ss)
 {
@@ -29,7 +23,7 @@ void wr__start_spec_fini(struct start_spec *ss)
     for (size_t i = 0; i < ss->n_layers; i++)
         free(ss->layers[i]);
     free(ss->layers);
-    free_strv(ss->env);
+    wr_strv_free(ss->env);
     free(ss->cwd);
     free(ss->user);
     free(ss->home);

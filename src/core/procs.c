@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../util/log.h"
+#include "../util/strv.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 
@@ -41,19 +42,6 @@ struct wr_proc {
     void (*start_cb)(void *ctx, struct wr_proc *p, const struct wr_err *err);
     void *start_ctx;
 };
-
-static char **strv_dup(char *const *v)
-{
-    size_t n = 0;
-    char **out;
-
-    while (v != NULL && v[n] != NULL)
-        n++;
-    out = xcalloc(n + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        out[i] = xstrdup(v[i]);
-    return out;
-}
 
 static void timer_closed(uv_handle_t *h)
 {
@@ -267,7 +255,7 @@ void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout
         return;
     }
     p = proc_new(sb);
-    p->argv = strv_dup(sp->argv);
+    p->argv = wr_strv_dup(sp->argv);
     p->pty = sp->pty;
     p->timeout_ms = timeout_ms;
     p->start_cb = cb;
@@ -561,7 +549,7 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
         p = proc_new(sb);
         p->id = pi.proc_id;
         p->os_pid = pi.pid;
-        p->argv = strv_dup(pi.argv);
+        p->argv = wr_strv_dup(pi.argv);
         p->pty = pi.pty;
         p->running = pi.running;
         p->ex.exit_code = pi.exit_code;

@@ -282,8 +282,8 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
             goto out;
         }
         pl.slave = slave;
-        pl.ws.ws_row = s.rows ? s.rows : 24;
-        pl.ws.ws_col = s.cols ? s.cols : 80;
+        pl.ws.ws_row = s.rows ? s.rows : WR_TTY_ROWS_DEFAULT;
+        pl.ws.ws_col = s.cols ? s.cols : WR_TTY_COLS_DEFAULT;
     } else {
         for (int i = 0; i < 3; i++) {
             int fds[2];

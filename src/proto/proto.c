@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../util/cleanup.h"
+#include "../util/strv.h"
 #include "../util/xalloc.h"
 
 #define FIELD_HDR_SIZE 6 /* u16 tag, u32 len */
@@ -59,56 +60,6 @@ static uint64_t get_le64(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
-}
-
-/* ---- wr_buf -------------------------------------------------------------------------------- */
-
-void wr_buf_init(struct wr_buf *b)
-{
-    b->data = NULL;
-    b->len = 0;
-    b->cap = 0;
-}
-
-void wr_buf_fini(struct wr_buf *b)
-{
-    free(b->data);
-    wr_buf_init(b);
-}
-
-void wr_buf_reserve(struct wr_buf *b, size_t extra)
-{
-    size_t need, cap;
-
-    if (extra > SIZE_MAX - b->len)
-        abort(); /* a caller bug: nothing real is this large */
-    need = b->len + extra;
-    if (need <= b->cap)
-        return;
-    cap = b->cap ? b->cap : 256;
-    while (cap < need)
-        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-    b->data = xrealloc(b->data, cap);
-    b->cap = cap;
-}
-
-void wr_buf_append(struct wr_buf *b, const void *p, size_t n)
-{
-    if (n == 0)
-        return;
-    wr_buf_reserve(b, n);
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-void wr_buf_consume(struct wr_buf *b, size_t n)
-{
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->data, b->data + n, b->len - n);
-    b->len -= n;
 }
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -496,15 +447,6 @@ static int truncated(const char *msg, struct wr_err *err)
     return wr_err_set(err, WR_EPROTO, 0, "%s: field runs past the payload", msg);
 }
 
-static void strv_free(char **v)
-{
-    if (v == NULL)
-        return;
-    for (char **p = v; *p != NULL; p++)
-        free(*p);
-    free(v);
-}
-
 /* Count the occurrences of a repeated tag, checking the TLV structure on the way. The count
  * bounds the array the caller then fills, so nothing is allocated from an unchecked length. */
 static int count_tag(const uint8_t *p, size_t n, uint16_t tag, size_t *count, const char *msg,
@@ -656,8 +598,8 @@ int wr_spawn_decode(const uint8_t *p, size_t n, struct wr_spawn *s, struct wr_er
 
 void wr_spawn_fini(struct wr_spawn *s)
 {
-    strv_free(s->argv);
-    strv_free(s->env);
+    wr_strv_free(s->argv);
+    wr_strv_free(s->env);
     free(s->cwd);
     free(s->user);
     memset(s, 0, sizeof(*s));
@@ -761,7 +703,7 @@ int wr_proc_info_decode(const uint8_t *p, size_t n, struct wr_proc_info *pi, str
 
 void wr_proc_info_fini(struct wr_proc_info *pi)
 {
-    strv_free(pi->argv);
+    wr_strv_free(pi->argv);
     memset(pi, 0, sizeof(*pi));
 }
 

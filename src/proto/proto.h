@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../util/buf.h" /* struct wr_buf: frames are built into one */
 #include "../util/err.h"
 
 #define WR_PROTO_VERSION     1
@@ -158,20 +159,6 @@ struct wr_frame_hdr {
 
 /* ---- encoding ---------------------------------------------------------------------------- */
 
-/* A growable byte buffer that frames are built into (and queued from). */
-struct wr_buf {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-};
-
-void wr_buf_init(struct wr_buf *b);
-void wr_buf_fini(struct wr_buf *b);
-void wr_buf_reserve(struct wr_buf *b, size_t extra);
-void wr_buf_append(struct wr_buf *b, const void *p, size_t n);
-/* Drop the first n bytes (after they were written out). */
-void wr_buf_consume(struct wr_buf *b, size_t n);
-
 /* Start a TLV frame at the end of `b`; fields follow; wr_msg_end() patches the length.
  * Returns the offset of the frame, to pass to wr_msg_end(). */
 size_t wr_msg_begin(struct wr_buf *b, uint16_t type, uint16_t flags, uint32_t id);
@@ -239,7 +226,11 @@ int wr_field_strdup(const struct wr_field *f, size_t max, char **out);
 /* ---- typed messages ------------------------------------------------------------------------ */
 
 /* SPAWN. argv and env are NULL-terminated arrays. uid/gid of -1 mean "use `user`, or the image's
- * default user"; rows/cols matter only with pty. */
+ * default user"; rows/cols matter only with pty, and 0 means the default size. The struct owns
+ * its strings when wr_spawn_decode or a builder filled it (wr_spawn_fini frees them); the encoder
+ * only reads it, so a caller may point it at arrays it keeps itself. */
+#define WR_TTY_ROWS_DEFAULT 24
+#define WR_TTY_COLS_DEFAULT 80
 struct wr_spawn {
     char **argv;
     char **env;

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -61,3 +62,8 @@ static inline int steal_fd(int *fdp)
 }
 
 #define WR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The struct of type `type` whose member `member` ptr points to. The ternary makes the compiler
+ * check that ptr has the member's type. */
+#define container_of(ptr, type, member)                                                            \
+    ((type *)(void *)((char *)(1 ? (ptr) : &((type *)0)->member) - offsetof(type, member)))

@@ -280,6 +280,11 @@ def test_exec_errors(sandbox, client):
     r = client.request("POST", "/v1/sandboxes/%s/exec" % sandbox.sandbox_id,
                        json_body={"cmd": "true", "mode": "sideways"}, check=False)
     assert r.status == 400
+    # A bad terminal size is refused, as the terminal endpoint and resize refuse it.
+    for size in ({"rows": 0}, {"cols": 65536}, {"rows": "30"}):
+        r = client.request("POST", "/v1/sandboxes/%s/exec" % sandbox.sandbox_id,
+                           json_body={"cmd": "true", "pty": True, **size}, check=False)
+        assert r.status == 400 and "`rows` and `cols`" in r.json()["message"], size
 
 
 def test_a_script_without_a_shebang_runs_with_sh(sandbox):
