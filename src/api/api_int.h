@@ -85,8 +85,8 @@ struct api_call {
     const struct api_route *route;
     struct wr_caller who;
     const char *team;              /* who.team, or NULL for an admin (acting on any team) */
-    const char *seg[API_MAX_SEGS]; /* the path after /v1/ split on '/': seg[1] is the `*` of
-                                    * "sandboxes/ *", ... */
+    const char *seg[API_MAX_SEGS]; /* the path after /v1/ split on '/': for
+                                    * /v1/sandboxes/{id}/exec, seg[1] is the id */
     size_t nseg;
     struct wr_msb *sb;    /* API_LIVE: the running sandbox seg[1] (referenced during the call) */
     struct wr_proc *proc; /* API_PROC: the process seg[3] of sb */
@@ -106,7 +106,8 @@ enum api_route_flags {
 };
 
 /* A route: method and pattern ('/'-separated segments after /v1/, `*` matching any one), the
- * handler, and the largest body read for it (0: none is read). */
+ * handler, and the largest body the router reads for it (0: none; API_STREAM: the handler reads
+ * it). Over the limit, the server answers 413 and the handler does not run. */
 struct api_route {
     const char *method;
     const char *pattern;

@@ -897,9 +897,9 @@ static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
 
 void api_terminal(struct api_call *c)
 {
+    static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
     struct wr_http_req *req = c->req;
     struct wr_msb *sb = c->sb;
-    static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
     const char *cmd = wr_http_req_query(req, "cmd");
     const char *user = wr_http_req_query(req, "user");
     const char *cwd = wr_http_req_query(req, "cwd");

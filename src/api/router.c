@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Routing and auth of the native API, and the helpers every handler uses. */
+/* The native API's routes (the table below: grep it for a path), the router that authenticates
+ * a call and finds what its path names, and the helpers every handler uses. */
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
@@ -273,12 +274,12 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 #define PATHS_BODY_MAX   (3u * WR_MAX_PATH) /* a mkdir or move: two paths and a user */
 #define EXEC_BODY_MAX    (16u << 20)        /* an exec: argv, env and its stdin inline */
 
-static void api_health(struct api_call *c)
+static void health(struct api_call *c)
 {
     wr_http_respond_json(c->req, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-static void api_version(struct api_call *c)
+static void version(struct api_call *c)
 {
     wr_http_respond_json(c->req, 200,
                          json_pack("{s:s,s:s,s:s,s:s}", "version", c->api->version, "api", "1",
@@ -286,11 +287,11 @@ static void api_version(struct api_call *c)
                                    wr_manager_cgroup_version(c->api->mgr)));
 }
 
-/* Every route of the native API (docs/openapi.yaml). The methods of one pattern are listed in the
- * order a 405 names them. */
+/* Every route of the native API (docs/openapi.yaml), in the order a 405 names the methods of a
+ * path. */
 static const struct api_route routes[] = {
-    {"GET", "health", api_health, 0, API_PUBLIC},
-    {"GET", "version", api_version, 0, 0},
+    {"GET", "health", health, 0, API_PUBLIC},
+    {"GET", "version", version, 0, 0},
 
     {"GET", "sandboxes", api_sandboxes_list, 0, 0},
     {"POST", "sandboxes", api_sandbox_create, CREATE_BODY_MAX, 0},
@@ -425,22 +426,22 @@ static void call_body(struct wr_http_req *req, const char *body, size_t len)
     call_free(c);
 }
 
-/* "use GET or DELETE": the methods of the routes of pattern. */
-static void method_not_allowed(struct wr_http_req *req, const char *pattern)
+/* 405 "use GET or DELETE": the methods of the routes of c's path. */
+static void method_not_allowed(const struct api_call *c)
 {
     const char *m[WR_ARRAY_SIZE(routes)];
     char msg[64] = "use";
     size_t n = 0;
 
     for (size_t i = 0; i < WR_ARRAY_SIZE(routes); i++)
-        if (strcmp(routes[i].pattern, pattern) == 0)
+        if (pattern_match(routes[i].pattern, c))
             m[n++] = routes[i].method;
     for (size_t i = 0; i < n; i++) {
         const char *sep = i == 0 ? " " : i + 1 == n ? " or " : ", ";
         size_t used = strlen(msg);
         snprintf(msg + used, sizeof(msg) - used, "%s%s", sep, m[i]);
     }
-    wr_http_respond_error(req, 405, "method_not_allowed", "%s", msg);
+    wr_http_respond_error(c->req, 405, "method_not_allowed", "%s", msg);
 }
 
 void wr_api_handle(struct wr_http_req *req, void *ctx)
@@ -448,9 +449,9 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     struct wr_api *api = ctx;
     const char *method = wr_http_req_method(req);
     const char *path = wr_http_req_path(req);
-    const struct api_route *hit = NULL, *first = NULL;
+    const struct api_route *hit = NULL;
     unsigned needs = 0;
-    bool public = true;
+    bool found = false, public = true;
     struct api_call *c;
 
     /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. */
@@ -468,26 +469,25 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         const struct api_route *r = &routes[i];
         if (!pattern_match(r->pattern, c))
             continue;
-        if (first == NULL)
-            first = r;
+        found = true;
         needs |= r->flags & (API_LIVE | API_PROC);
         public = public && (r->flags & API_PUBLIC);
         if (hit == NULL && strcmp(r->method, method) == 0)
             hit = r;
     }
-    if (first == NULL || !public) {
+    if (!found || !public) {
         if (api_authenticate(api, req, &c->who) < 0)
             goto out;
         c->team = c->who.admin ? NULL : c->who.team;
     }
-    if (first == NULL) {
+    if (!found) {
         wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
         goto out;
     }
     if (resolve(c, needs) < 0)
         goto out;
     if (hit == NULL) {
-        method_not_allowed(req, first->pattern);
+        method_not_allowed(c);
         goto out;
     }
     c->route = hit;
