@@ -134,9 +134,9 @@ static void list_templates(struct wr_api *api, struct wr_http_req *req, const st
     wr_http_respond_json(req, 200, json_pack("{s:o}", "templates", arr));
 }
 
-/* GET and DELETE /v1/templates/{name}: the template a create of that name would run for the
- * caller's team; an admin's `?team=` names another team, and without it an admin also reaches
- * the only team's template of that name. */
+/* GET and DELETE /v1/templates/{name} act on the template a create of that name would run for
+ * the caller's team (returned); an admin's `?team=` names another team, and without it an admin
+ * also reaches the only team's template of that name (*any). */
 static const char *template_team(const struct api_call *c, bool *any)
 {
     const char *other = c->who.admin ? wr_http_req_query(c->req, "team") : NULL;
