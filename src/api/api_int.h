@@ -12,14 +12,6 @@ struct wr_caller {
     bool admin;
 };
 
-/* The path split on '/' (after /v1): seg[0] = "sandboxes", seg[1] = id, ... */
-#define API_MAX_SEGS 8
-struct api_route {
-    const char *seg[API_MAX_SEGS];
-    size_t nseg;
-    char buf[8192];
-};
-
 /* Authenticate a request by its key (Authorization: Bearer or X-API-Key; none is the admin on
  * the unix socket). Returns 0 with *who filled, or -1 having answered 401. */
 int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who);
@@ -104,50 +96,117 @@ json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
 /* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */
 int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allowed);
 
-/* What a body callback needs to know about the request it continues. */
-struct body_ctx {
-    struct wr_api *api;
-    char team[128]; /* the caller's team; "" for an admin acting on any team */
-    char id[72];
-};
-/* Read the body (at most max bytes; 413 past it) and continue in cb, whose request data is a
- * struct body_ctx (freed if the client leaves first). */
-void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id,
-                    size_t max, void (*cb)(struct wr_http_req *, const char *, size_t));
-/* In cb: take the body context back (the request's data is then free for the next stage). */
-struct body_ctx *take_body_ctx(struct wr_http_req *req);
+/* ---- routes (router.c) ----------------------------------------------------------------------- */
 
-/* Handlers (h_*.c); each answers the request. */
-void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt);
-void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-              struct wr_msb *sb, const struct api_route *rt);
-void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-               struct wr_msb *sb, const struct api_route *rt);
+/* A call of a route of the native API, as the router hands it to the route's handler. It is the
+ * router's: valid while the handler runs; a handler that answers later copies what it needs. */
+#define API_MAX_SEGS 8
+struct api_call {
+    struct wr_api *api;
+    struct wr_http_req *req;
+    const struct api_route *route;
+    struct wr_caller who;
+    const char *team;              /* who.team, or NULL for an admin (acting on any team) */
+    const char *seg[API_MAX_SEGS]; /* the path after /v1/ split on '/': for
+                                    * /v1/sandboxes/{id}/exec, seg[1] is the id */
+    size_t nseg;
+    struct wr_msb *sb;    /* API_LIVE: the running sandbox seg[1] (referenced during the call) */
+    struct wr_proc *proc; /* API_PROC: the process seg[3] of sb */
+    uint32_t pid;         /* API_PROC: its pid */
+    const char *body;     /* a route with a body limit, not API_STREAM: the whole body */
+    size_t len;
+    char buf[8192]; /* the path that seg points into */
+};
+
+/* What the router does for a route before its handler runs. The routes of one pattern share
+ * them; a missing sandbox or process is a 404 before a wrong method is a 405. */
+enum api_route_flags {
+    API_PUBLIC = 1 << 0, /* no key is needed */
+    API_LIVE = 1 << 1,   /* seg[1] names a running sandbox of the caller's team: c->sb */
+    API_PROC = 1 << 2,   /* and seg[3] a process of it: c->proc (looked up again after the body) */
+    API_STREAM = 1 << 3, /* the handler reads or streams the body itself */
+};
+
+/* A route: method and pattern ('/'-separated segments after /v1/, `*` matching any one), the
+ * handler, and the largest body the router reads for it (0: none; API_STREAM: the handler reads
+ * it). Over the limit, the server answers 413 and the handler does not run. */
+struct api_route {
+    const char *method;
+    const char *pattern;
+    void (*handler)(struct api_call *c);
+    size_t body_max;
+    unsigned flags;
+};
+
+/* Handlers of the routes (h_*.c): each answers c->req. */
+
+/* h_sandboxes.c */
+void api_sandboxes_list(struct api_call *c);
+void api_sandbox_create(struct api_call *c);
+void api_sandbox_get(struct api_call *c);
+void api_sandbox_delete(struct api_call *c);
+void api_sandbox_timeout(struct api_call *c);
+void api_sandbox_pause(struct api_call *c);
+void api_sandbox_resume(struct api_call *c);
+void api_sandbox_metrics(struct api_call *c);
+void api_sandbox_disk(struct api_call *c);
+
+/* h_exec.c */
+void api_exec_start(struct api_call *c);
+void api_terminal(struct api_call *c);
+void api_procs_list(struct api_call *c);
+void api_proc_get(struct api_call *c);
+void api_proc_release(struct api_call *c);
+void api_proc_attach(struct api_call *c);
+void api_proc_wait(struct api_call *c);
+void api_proc_stdin(struct api_call *c);
+void api_proc_stdin_close(struct api_call *c);
+void api_proc_signal(struct api_call *c);
+void api_proc_resize(struct api_call *c);
+
+/* h_files.c */
+void api_file_read(struct api_call *c);
+void api_file_write(struct api_call *c);
+void api_file_remove(struct api_call *c);
+void api_file_stat(struct api_call *c);
+void api_file_list(struct api_call *c);
+void api_file_watch(struct api_call *c);
+void api_file_mkdir(struct api_call *c);
+void api_file_move(struct api_call *c);
 /* Answer with the whole file at path in the sandbox (200 application/octet-stream with its
  * length), read as user (NULL: the image's user) on a connection of its own; errors as
  * api_error. */
 void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
                        const char *user);
-void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-              const struct api_route *rt);
-/* h_images.c: /v1/templates, /v1/snapshots, and POST /v1/sandboxes/{id}/snapshots and /fork
- * (body callbacks of read_body_with). */
-void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt);
-void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt);
+
+/* h_keys.c */
+void api_keys_list(struct api_call *c);
+void api_key_create(struct api_call *c);
+void api_key_delete(struct api_call *c);
+
+/* h_images.c: templates, snapshots, and a sandbox's snapshot and fork */
+void api_templates_list(struct api_call *c);
+void api_template_get(struct api_call *c);
+void api_template_delete(struct api_call *c);
+void api_template_prune(struct api_call *c);
+void api_snapshots_list(struct api_call *c);
+void api_snapshot_get(struct api_call *c);
+void api_snapshot_delete(struct api_call *c);
+void api_sandbox_snapshot(struct api_call *c);
+void api_sandbox_fork(struct api_call *c);
 /* 403: only an admin key makes a shared template (h_images.c). */
 void api_forbid_shared(struct wr_http_req *req);
 /* JSON of a template of the store as the caller sees it (h_images.c). */
 json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
                           const struct wr_image_rec *r);
-/* h_oci.c: POST /v1/templates/import and /v1/templates/pull. */
-void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-             const struct api_route *rt);
-/* h_build.c: POST /v1/templates/build. */
-void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
-void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len);
-void api_fork_body(struct wr_http_req *req, const char *body, size_t len);
-void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                 const struct api_route *rt);
+
+/* h_oci.c and h_build.c */
+void api_template_import(struct api_call *c);
+void api_template_pull(struct api_call *c);
+void api_template_build(struct api_call *c);
+
+/* h_volumes.c */
+void api_volumes_list(struct api_call *c);
+void api_volume_create(struct api_call *c);
+void api_volume_get(struct api_call *c);
+void api_volume_delete(struct api_call *c);

@@ -206,8 +206,7 @@ uint64_t e2b_keepalive_ms(struct wr_http_req *req)
 
 struct rpc_ctx {
     struct e2b_envd ev;
-    const struct e2b_service *svc;
-    char method[32];
+    const struct e2b_method *m;
     char user[128];
 };
 
@@ -218,36 +217,26 @@ static void rpc_closed(struct wr_http_req *req, void *data, bool aborted)
     free(r);
 }
 
-static bool in_list(const char *const *list, const char *s)
-{
-    for (; list != NULL && *list != NULL; list++)
-        if (strcmp(*list, s) == 0)
-            return true;
-    return false;
-}
-
 static void rpc_body(struct wr_http_req *req, const char *body, size_t len)
 {
     struct rpc_ctx *r = wr_http_req_data(req);
     struct e2b_envd ev = r->ev;
-    const struct e2b_service *svc = r->svc;
-    bool stream = in_list(svc->streams, r->method);
-    char method[32], user[128];
+    const struct e2b_method *m = r->m;
+    char user[128];
     json_t *j;
 
-    snprintf(method, sizeof(method), "%s", r->method);
     snprintf(user, sizeof(user), "%s", r->user);
     ev.user = user[0] ? user : NULL;
     wr_http_req_set_data(req, NULL, NULL);
     free(r);
-    j = connect_decode(req, stream, body, len);
+    j = connect_decode(req, m->streaming, body, len);
     if (j != NULL && !wr_msb_alive(ev.sb)) {
-        if (stream)
+        if (m->streaming)
             connect_stream_end(req, "unavailable", "the sandbox is not running");
         else
             connect_unary_error(req, "unavailable", "the sandbox is not running");
     } else if (j != NULL) {
-        svc->call(&ev, req, method, j);
+        m->handler(&ev, req, j);
     }
     json_decref(j);
     wr_msb_unref(ev.sb);
@@ -256,22 +245,24 @@ static void rpc_body(struct wr_http_req *req, const char *body, size_t len)
 void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
              const char *method)
 {
+    const struct e2b_method *m = svc->methods;
     struct rpc_ctx *r;
 
     if (strcmp(wr_http_req_method(req), "POST") != 0) {
         connect_unary_error(req, "unimplemented", "Connect calls are POST");
         return;
     }
-    if (!in_list(svc->methods, method) || strlen(method) >= sizeof(r->method)) {
+    while (m->name != NULL && strcmp(m->name, method) != 0)
+        m++;
+    if (m->name == NULL) {
         connect_unary_error(req, "unimplemented", "%s/%s is not implemented", svc->name, method);
         return;
     }
     r = xcalloc(1, sizeof(*r));
     r->ev = *ev;
     r->ev.user = NULL;
-    r->svc = svc;
+    r->m = m;
     snprintf(r->user, sizeof(r->user), "%s", ev->user ? ev->user : "");
-    snprintf(r->method, sizeof(r->method), "%s", method);
     wr_msb_ref(ev->sb);
     wr_http_req_set_data(req, r, rpc_closed);
     wr_http_req_read_body(req, CONNECT_MAX_REQUEST, rpc_body);
@@ -370,10 +361,19 @@ static void health(struct wr_api *api, struct wr_http_req *req, const char *id)
         wr_http_respond(req, 204, NULL, NULL, 0);
 }
 
-static bool is_rpc(const char *path)
+/* The Connect service of a path "/<service>/<method>": NULL if it is none; *method is set. */
+static const struct e2b_service *rpc_service(const char *path, const char **method)
 {
-    return strncmp(path, "/process.Process/", 17) == 0 ||
-           strncmp(path, "/filesystem.Filesystem/", 23) == 0;
+    static const struct e2b_service *const services[] = {&e2b_process_service, &e2b_fs_service};
+
+    for (size_t i = 0; i < WR_ARRAY_SIZE(services); i++) {
+        size_t n = strlen(services[i]->name);
+        if (path[0] == '/' && strncmp(path + 1, services[i]->name, n) == 0 && path[n + 1] == '/') {
+            *method = path + n + 2;
+            return services[i];
+        }
+    }
+    return NULL;
 }
 
 static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port)
@@ -384,7 +384,8 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     struct e2b_envd ev = {.api = api};
     struct wr_msb *sb;
     struct wr_err err;
-    bool rpc = is_rpc(path);
+    const char *rpc_method = NULL;
+    const struct e2b_service *rpc = rpc_service(path, &rpc_method);
 
     if (port != E2B_ENVD_PORT) {
         not_reachable(req, id,
@@ -403,7 +404,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     /* The token first: without it, nothing tells whether a sandbox exists. */
     if (!token_ok(api, id, wr_http_req_header(req, "X-Access-Token")) &&
         !(strcmp(path, "/files") == 0 && signature_ok(api, req, id))) {
-        unauthenticated(req, rpc);
+        unauthenticated(req, rpc != NULL);
         return;
     }
     sb = wr_manager_find(api->mgr, NULL, id, &err);
@@ -421,10 +422,8 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     if (ev.user != NULL && ev.user[0] == '\0')
         ev.user = NULL;
     wr_msb_ref(sb);
-    if (strncmp(path, "/process.Process/", 17) == 0)
-        e2b_process(&ev, req, path + 17);
-    else if (strncmp(path, "/filesystem.Filesystem/", 23) == 0)
-        e2b_filesystem(&ev, req, path + 23);
+    if (rpc != NULL)
+        e2b_rpc(&ev, req, rpc, rpc_method);
     else if (strcmp(path, "/files") == 0)
         e2b_files(&ev, req);
     else

@@ -268,23 +268,12 @@ static void fsop_stat(void *ctx, const struct wr_stat *st, const struct wr_err *
     fsop_done(ctx, err);
 }
 
-static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, enum fs_kind kind, json_t *j)
 {
     struct fsop *o;
     const char *path = e2b_str(j, "path", NULL);
-    enum fs_kind kind;
     json_t *d;
 
-    if (strcmp(method, "Stat") == 0)
-        kind = FS_STAT;
-    else if (strcmp(method, "ListDir") == 0)
-        kind = FS_LIST;
-    else if (strcmp(method, "MakeDir") == 0)
-        kind = FS_MKDIR;
-    else if (strcmp(method, "Move") == 0)
-        kind = FS_MOVE;
-    else
-        kind = FS_REMOVE;
     if (kind == FS_MOVE)
         path = e2b_str(j, "source", NULL);
     o = xcalloc(1, sizeof(*o));
@@ -577,47 +566,63 @@ static struct e2b_watcher *watcher_find(struct wr_e2b *e, const char *id, const 
     return NULL;
 }
 
-static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+static void create_watcher(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    const char *id = e2b_str(j, "watcherId", "watcher_id");
     struct e2b_watcher *w;
     size_t n = 0;
 
-    if (strcmp(method, "CreateWatcher") == 0) {
-        /* Forget the failed watchers of sandboxes that are gone (nobody polls them). */
-        for (struct e2b_watcher **pp = &ev->api->e2b->watchers; *pp != NULL;) {
-            w = *pp;
-            if (w->failed && !wr_msb_alive(w->sb)) {
-                *pp = w->next;
-                w->e2b = NULL;
-                watcher_free(w);
-            } else {
-                pp = &w->next;
-            }
+    /* Forget the failed watchers of sandboxes that are gone (nobody polls them). */
+    for (struct e2b_watcher **pp = &ev->api->e2b->watchers; *pp != NULL;) {
+        w = *pp;
+        if (w->failed && !wr_msb_alive(w->sb)) {
+            *pp = w->next;
+            w->e2b = NULL;
+            watcher_free(w);
+        } else {
+            pp = &w->next;
         }
-        for (w = ev->api->e2b->watchers; w != NULL; w = w->next)
-            n++;
-        if (n >= MAX_WATCHERS) {
-            connect_unary_error(req, "resource_exhausted", "too many watchers: remove some");
-            return;
-        }
-        w = watch_new(ev, req, j, true);
-        if (w != NULL && w->create_req != NULL)
-            wr_http_req_set_data(req, w, create_req_closed);
+    }
+    for (w = ev->api->e2b->watchers; w != NULL; w = w->next)
+        n++;
+    if (n >= MAX_WATCHERS) {
+        connect_unary_error(req, "resource_exhausted", "too many watchers: remove some");
         return;
     }
-    w = id ? watcher_find(ev->api->e2b, id, wr_msb_id(ev->sb)) : NULL;
+    w = watch_new(ev, req, j, true);
+    if (w != NULL && w->create_req != NULL)
+        wr_http_req_set_data(req, w, create_req_closed);
+}
+
+/* The watcher j's `watcherId` names in this sandbox, or NULL having answered not_found. */
+static struct e2b_watcher *watcher_of(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    const char *id = e2b_str(j, "watcherId", "watcher_id");
+    struct e2b_watcher *w = id ? watcher_find(ev->api->e2b, id, wr_msb_id(ev->sb)) : NULL;
+
     if (w == NULL || w->create_req != NULL) {
         connect_unary_error(req, "not_found", "no watcher `%s`", id ? id : "");
-        return;
+        return NULL;
     }
-    if (strcmp(method, "RemoveWatcher") == 0) {
-        watcher_unlink(w);
-        watcher_free(w);
-        connect_unary_ok(req, json_object());
+    return w;
+}
+
+static void remove_watcher(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct e2b_watcher *w = watcher_of(ev, req, j);
+
+    if (w == NULL)
         return;
-    }
-    /* GetWatcherEvents */
+    watcher_unlink(w);
+    watcher_free(w);
+    connect_unary_ok(req, json_object());
+}
+
+static void get_watcher_events(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct e2b_watcher *w = watcher_of(ev, req, j);
+
+    if (w == NULL)
+        return;
     if (json_array_size(w->events) == 0 && w->failed) {
         struct wr_err err = w->failure;
         watcher_unlink(w);
@@ -629,8 +634,7 @@ static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *m
     w->events = json_array();
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------
- */
+/* ---- the service ---------------------------------------------------------------------------- */
 
 static void watch_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
@@ -640,23 +644,42 @@ static void watch_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
         uv_timer_start(&w->keepalive, on_keepalive, e2b_keepalive_ms(req), e2b_keepalive_ms(req));
 }
 
-static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+static void stat_call(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    if (strcmp(method, "WatchDir") == 0)
-        watch_dir(ev, req, j);
-    else if (strstr(method, "Watcher") != NULL)
-        watchers(ev, req, method, j);
-    else
-        fs_unary(ev, req, method, j);
+    fs_unary(ev, req, FS_STAT, j);
 }
 
-void e2b_filesystem(struct e2b_envd *ev, struct wr_http_req *req, const char *method)
+static void make_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    static const char *const methods[] = {
-        "Stat",     "MakeDir",       "Move",          "ListDir",          "Remove",
-        "WatchDir", "CreateWatcher", "RemoveWatcher", "GetWatcherEvents", NULL};
-    static const char *const streams[] = {"WatchDir", NULL};
-    static const struct e2b_service svc = {"filesystem.Filesystem", methods, streams, call};
-
-    e2b_rpc(ev, req, &svc, method);
+    fs_unary(ev, req, FS_MKDIR, j);
 }
+
+static void move(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    fs_unary(ev, req, FS_MOVE, j);
+}
+
+static void list_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    fs_unary(ev, req, FS_LIST, j);
+}
+
+static void remove_call(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    fs_unary(ev, req, FS_REMOVE, j);
+}
+
+static const struct e2b_method methods[] = {
+    {"Stat", false, stat_call},
+    {"MakeDir", false, make_dir},
+    {"Move", false, move},
+    {"ListDir", false, list_dir},
+    {"Remove", false, remove_call},
+    {"WatchDir", true, watch_dir},
+    {"CreateWatcher", false, create_watcher},
+    {"RemoveWatcher", false, remove_watcher},
+    {"GetWatcherEvents", false, get_watcher_events},
+    {NULL, false, NULL},
+};
+
+const struct e2b_service e2b_fs_service = {"filesystem.Filesystem", methods};

@@ -81,17 +81,20 @@ const char *e2b_str(json_t *obj, const char *camel, const char *snake);
  * else envd's 50 s. */
 uint64_t e2b_keepalive_ms(struct wr_http_req *req);
 
-/* A Connect service: its methods, which of them stream, and the call once the request is
- * decoded (msg is borrowed; the sandbox was checked to be alive; ev->user is valid during the
- * call only). */
+/* A method of a Connect service and its handler (msg is borrowed; the sandbox was checked to be
+ * alive; ev->user is valid during the call only). */
+struct e2b_method {
+    const char *name; /* "Start" */
+    bool streaming;   /* a server stream (application/connect+json) rather than a unary call */
+    void (*handler)(struct e2b_envd *ev, struct wr_http_req *req, json_t *msg);
+};
+/* A Connect service: its name and its methods, a table ending with a NULL name. */
 struct e2b_service {
-    const char *name;           /* "process.Process" */
-    const char *const *methods; /* NULL-terminated */
-    const char *const *streams; /* the server-streaming ones among them */
-    void (*call)(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *msg);
+    const char *name; /* "process.Process": its calls are POST /process.Process/<method> */
+    const struct e2b_method *methods;
 };
 /* Read and decode a call of svc (POST, a known method, at most CONNECT_MAX_REQUEST bytes) and
- * hand it to svc->call; otherwise answer the Connect error. */
+ * hand it to the method's handler; otherwise answer the Connect error. */
 void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
              const char *method);
 
@@ -99,9 +102,9 @@ void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_serv
  * /v2/sandboxes..., /snapshots, /templates/...). The caller was authenticated (X-API-KEY). */
 void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
 
-/* envd: the process and filesystem services, /files, /health. */
-void e2b_process(struct e2b_envd *ev, struct wr_http_req *req, const char *method);
-void e2b_filesystem(struct e2b_envd *ev, struct wr_http_req *req, const char *method);
+/* envd: the process and filesystem services (e2b_process.c, e2b_fs.c), /files, /health. */
+extern const struct e2b_service e2b_process_service;
+extern const struct e2b_service e2b_fs_service;
 void e2b_files(struct e2b_envd *ev, struct wr_http_req *req);
 /* Free the state of the process and filesystem services (at the daemon's stop). */
 void e2b_process_close(struct wr_e2b *e);

@@ -498,104 +498,126 @@ static struct uop *uop_new(struct wr_http_req *req)
     return u;
 }
 
-static void unary(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+static void list(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    struct wr_proc *p;
+    struct list_ctx l = {.api = ev->api, .sb = ev->sb, .arr = json_array()};
 
-    if (strcmp(method, "List") == 0) {
-        struct list_ctx l = {.api = ev->api, .sb = ev->sb, .arr = json_array()};
-        wr_msb_procs_foreach(ev->sb, list_proc, &l);
-        connect_unary_ok(req, json_pack("{s:o}", "processes", l.arr));
-        return;
-    }
-    p = select_proc(ev, j);
+    wr_msb_procs_foreach(ev->sb, list_proc, &l);
+    connect_unary_ok(req, json_pack("{s:o}", "processes", l.arr));
+}
+
+/* The running process j's `process` selects, or NULL having answered not_found. */
+static struct wr_proc *running_proc(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct wr_proc *p = select_proc(ev, j);
+
     if (p == NULL || !wr_proc_running(p)) {
         connect_unary_error(req, "not_found", "no running process matches `process`");
+        return NULL;
+    }
+    return p;
+}
+
+static void send_input(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct wr_proc *p = running_proc(ev, req, j);
+    json_t *in = json_object_get(j, "input");
+    const char *data = e2b_str(in, "stdin", NULL);
+    struct wr_buf b;
+
+    if (p == NULL)
+        return;
+    if (data == NULL)
+        data = e2b_str(in, "pty", NULL);
+    if (data == NULL) {
+        connect_unary_error(req, "invalid_argument", "`input.stdin` or `input.pty` is needed");
         return;
     }
-    if (strcmp(method, "SendInput") == 0) {
-        json_t *in = json_object_get(j, "input");
-        const char *data = e2b_str(in, "stdin", NULL);
-        struct wr_buf b;
-        if (data == NULL)
-            data = e2b_str(in, "pty", NULL);
-        if (data == NULL) {
-            connect_unary_error(req, "invalid_argument", "`input.stdin` or `input.pty` is needed");
-            return;
-        }
-        wr_buf_init(&b);
-        if (wr_b64_decode_buf(data, strlen(data), WR_B64_LENIENT, &b) < 0) {
-            wr_buf_fini(&b);
-            connect_unary_error(req, "invalid_argument", "the input is not base64");
-            return;
-        }
-        wr_proc_stdin(p, b.data, b.len);
+    wr_buf_init(&b);
+    if (wr_b64_decode_buf(data, strlen(data), WR_B64_LENIENT, &b) < 0) {
         wr_buf_fini(&b);
-        connect_unary_ok(req, json_object());
-    } else if (strcmp(method, "SendSignal") == 0) {
-        json_t *v = json_object_get(j, "signal");
-        int sig = 0;
-        if (json_is_string(v) && strcmp(json_string_value(v), "SIGNAL_SIGKILL") == 0)
-            sig = SIGKILL;
-        else if (json_is_string(v) && strcmp(json_string_value(v), "SIGNAL_SIGTERM") == 0)
-            sig = SIGTERM;
-        else if (json_is_integer(v) &&
-                 (json_integer_value(v) == SIGKILL || json_integer_value(v) == SIGTERM))
-            sig = (int)json_integer_value(v);
-        if (sig == 0) {
-            connect_unary_error(req, "invalid_argument",
-                                "`signal` must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
-            return;
-        }
-        wr_proc_signal(p, sig, uop_done, uop_new(req));
-    } else if (strcmp(method, "CloseStdin") == 0) {
-        if (wr_proc_pty(p)) {
-            connect_unary_error(req, "failed_precondition",
-                                "a process on a terminal has no stdin to close");
-            return;
-        }
-        wr_proc_stdin_close(p, uop_done, uop_new(req));
-    } else { /* Update */
-        json_t *size = json_object_get(json_object_get(j, "pty"), "size");
-        json_t *c = json_object_get(size, "cols"), *r = json_object_get(size, "rows");
-        if (size == NULL) {
-            connect_unary_ok(req, json_object());
-            return;
-        }
-        if (!json_is_integer(c) || !json_is_integer(r) || json_integer_value(c) < 1 ||
-            json_integer_value(c) > 65535 || json_integer_value(r) < 1 ||
-            json_integer_value(r) > 65535) {
-            connect_unary_error(req, "invalid_argument", "`pty.size` needs cols and rows");
-            return;
-        }
-        if (!wr_proc_pty(p)) {
-            connect_unary_error(req, "failed_precondition", "the process has no terminal");
-            return;
-        }
-        wr_proc_resize(p, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c),
-                       uop_done, uop_new(req));
+        connect_unary_error(req, "invalid_argument", "the input is not base64");
+        return;
     }
+    wr_proc_stdin(p, b.data, b.len);
+    wr_buf_fini(&b);
+    connect_unary_ok(req, json_object());
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------
- */
-
-static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
+static void send_signal(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    if (strcmp(method, "Start") == 0)
-        start(ev, req, j);
-    else if (strcmp(method, "Connect") == 0)
-        connect_proc(ev, req, j);
-    else
-        unary(ev, req, method, j);
+    struct wr_proc *p = running_proc(ev, req, j);
+    json_t *v = json_object_get(j, "signal");
+    int sig = 0;
+
+    if (p == NULL)
+        return;
+    if (json_is_string(v) && strcmp(json_string_value(v), "SIGNAL_SIGKILL") == 0)
+        sig = SIGKILL;
+    else if (json_is_string(v) && strcmp(json_string_value(v), "SIGNAL_SIGTERM") == 0)
+        sig = SIGTERM;
+    else if (json_is_integer(v) &&
+             (json_integer_value(v) == SIGKILL || json_integer_value(v) == SIGTERM))
+        sig = (int)json_integer_value(v);
+    if (sig == 0) {
+        connect_unary_error(req, "invalid_argument",
+                            "`signal` must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+        return;
+    }
+    wr_proc_signal(p, sig, uop_done, uop_new(req));
 }
 
-void e2b_process(struct e2b_envd *ev, struct wr_http_req *req, const char *method)
+static void close_stdin(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
-    static const char *const methods[] = {"Start",      "Connect",    "List",   "SendInput",
-                                          "SendSignal", "CloseStdin", "Update", NULL};
-    static const char *const streams[] = {"Start", "Connect", NULL};
-    static const struct e2b_service svc = {"process.Process", methods, streams, call};
+    struct wr_proc *p = running_proc(ev, req, j);
 
-    e2b_rpc(ev, req, &svc, method);
+    if (p == NULL)
+        return;
+    if (wr_proc_pty(p)) {
+        connect_unary_error(req, "failed_precondition",
+                            "a process on a terminal has no stdin to close");
+        return;
+    }
+    wr_proc_stdin_close(p, uop_done, uop_new(req));
 }
+
+static void update(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
+{
+    struct wr_proc *p = running_proc(ev, req, j);
+    json_t *size = json_object_get(json_object_get(j, "pty"), "size");
+    json_t *c = json_object_get(size, "cols"), *r = json_object_get(size, "rows");
+
+    if (p == NULL)
+        return;
+    if (size == NULL) {
+        connect_unary_ok(req, json_object());
+        return;
+    }
+    if (!json_is_integer(c) || !json_is_integer(r) || json_integer_value(c) < 1 ||
+        json_integer_value(c) > 65535 || json_integer_value(r) < 1 ||
+        json_integer_value(r) > 65535) {
+        connect_unary_error(req, "invalid_argument", "`pty.size` needs cols and rows");
+        return;
+    }
+    if (!wr_proc_pty(p)) {
+        connect_unary_error(req, "failed_precondition", "the process has no terminal");
+        return;
+    }
+    wr_proc_resize(p, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c), uop_done,
+                   uop_new(req));
+}
+
+/* ---- the service ---------------------------------------------------------------------------- */
+
+static const struct e2b_method methods[] = {
+    {"Start", true, start},
+    {"Connect", true, connect_proc},
+    {"List", false, list},
+    {"SendInput", false, send_input},
+    {"SendSignal", false, send_signal},
+    {"CloseStdin", false, close_stdin},
+    {"Update", false, update},
+    {NULL, false, NULL},
+};
+
+const struct e2b_service e2b_process_service = {"process.Process", methods};

@@ -220,8 +220,11 @@ static bool is_archive(const char *ct)
     return false;
 }
 
-void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+void api_template_build(struct api_call *call)
 {
+    struct wr_api *api = call->api;
+    struct wr_http_req *req = call->req;
+    const struct wr_caller *who = &call->who;
     const char *name = wr_http_req_query(req, "name");
     const char *replace = wr_http_req_query(req, "replace");
     const char *shared = wr_http_req_query(req, "shared");
@@ -230,10 +233,6 @@ void api_build(struct wr_api *api, struct wr_http_req *req, const struct wr_call
     struct build_ctx *b;
     struct wr_err err;
 
-    if (strcmp(wr_http_req_method(req), "POST") != 0) {
-        wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
-        return;
-    }
     if (name == NULL || name[0] == '\0') {
         wr_http_respond_error(req, 400, "invalid", "`name` (query) names the template to build");
         return;

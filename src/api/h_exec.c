@@ -14,7 +14,6 @@
 #include "../util/xalloc.h"
 #include "api_int.h"
 
-#define MAX_EXEC_BODY      (16u << 20)
 #define DEFAULT_MAX_OUT    (10u << 20)
 #define EXEC_TIMEOUT_MAX_S (86400 * 365) /* the longest `timeout` a command may ask for */
 #define EXEC_OUTPUT_MAX    (1ll << 30)   /* the most `max_output` a command may keep */
@@ -464,8 +463,10 @@ static void wait_timeout(uv_timer_t *t)
     wr_http_respond_error(w->req, 504, "timeout", "the process is still running");
 }
 
-static void do_wait(struct wr_http_req *req, struct wr_msb *sb, struct wr_proc *p)
+void api_proc_wait(struct api_call *c)
 {
+    struct wr_http_req *req = c->req;
+    struct wr_msb *sb = c->sb;
     struct wait_st *w = xcalloc(1, sizeof(*w));
     const char *q = wr_http_req_query(req, "timeout");
     uint64_t secs = 0;
@@ -487,13 +488,13 @@ static void do_wait(struct wr_http_req *req, struct wr_msb *sb, struct wr_proc *
     w->sub.on_exit = wait_exit;
     w->sub.on_lost = wait_lost;
     wr_http_req_set_data(req, w, wait_closed);
-    wr_proc_subscribe(p, &w->sub, false);
+    wr_proc_subscribe(c->proc, &w->sub, false);
 }
 
-static void do_attach(struct wr_api *api, struct wr_http_req *req, struct wr_msb *sb,
-                      struct wr_proc *p)
+void api_proc_attach(struct api_call *c)
 {
-    struct exec_st *e = exec_new(api, req, sb);
+    struct wr_http_req *req = c->req;
+    struct exec_st *e = exec_new(c->api, req, c->sb);
     const char *enc = wr_http_req_query(req, "encoding");
 
     e->mode = MODE_STREAM;
@@ -503,7 +504,7 @@ static void do_attach(struct wr_api *api, struct wr_http_req *req, struct wr_msb
     e->sub.on_output = exec_output;
     e->sub.on_exit = exec_exit;
     e->sub.on_lost = exec_lost;
-    wr_proc_subscribe(p, &e->sub, true);
+    wr_proc_subscribe(c->proc, &e->sub, true);
 }
 
 /* ---- stdin (a streamed body), signal, resize --------------------------------------------------
@@ -626,53 +627,39 @@ static int parse_signal(json_t *v)
     return -1;
 }
 
-struct ctl_body {
-    struct wr_msb *sb;
-    uint32_t pid;
-    bool resize;
-};
-
-static void ctl_body_closed(struct wr_http_req *req, void *data, bool aborted)
+void api_proc_signal(struct api_call *c)
 {
-    struct ctl_body *c = data;
-    wr_msb_unref(c->sb);
-    free(c);
-}
+    struct wr_http_req *req = c->req;
+    json_t *j = api_parse_object(req, c->body, c->len);
+    int sig;
 
-static void ctl_body(struct wr_http_req *req, const char *body, size_t len)
-{
-    struct ctl_body *c = wr_http_req_data(req);
-    struct wr_msb *sb = c->sb;
-    uint32_t pid = c->pid;
-    bool resize = c->resize;
-    struct wr_proc *p;
-    json_t *j;
-
-    wr_http_req_set_data(req, NULL, NULL);
-    ctl_body_closed(req, c, false);
-    j = api_parse_object(req, body, len);
     if (j == NULL)
         return;
-    p = wr_msb_alive(sb) ? wr_msb_proc(sb, pid) : NULL;
-    if (p == NULL) {
-        wr_http_respond_error(req, 404, "not_found", "process %u not found", pid);
-    } else if (resize) {
-        json_t *r = json_object_get(j, "rows"), *c2 = json_object_get(j, "cols");
-        if (!json_is_integer(r) || !json_is_integer(c2) || json_integer_value(r) < 1 ||
-            json_integer_value(r) > 65535 || json_integer_value(c2) < 1 ||
-            json_integer_value(c2) > 65535)
-            wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
-        else
-            wr_proc_resize(p, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c2),
-                           reply_done, reply_new(req));
-    } else {
-        int sig = parse_signal(json_object_get(j, "signal"));
-        if (sig < 0)
-            wr_http_respond_error(req, 400, "invalid",
-                                  "`signal` must be a number 1-64 or a name like SIGTERM");
-        else
-            wr_proc_signal(p, sig, reply_done, reply_new(req));
-    }
+    sig = parse_signal(json_object_get(j, "signal"));
+    if (sig < 0)
+        wr_http_respond_error(req, 400, "invalid",
+                              "`signal` must be a number 1-64 or a name like SIGTERM");
+    else
+        wr_proc_signal(c->proc, sig, reply_done, reply_new(req));
+    json_decref(j);
+}
+
+void api_proc_resize(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    json_t *j = api_parse_object(req, c->body, c->len), *r, *c2;
+
+    if (j == NULL)
+        return;
+    r = json_object_get(j, "rows");
+    c2 = json_object_get(j, "cols");
+    if (!json_is_integer(r) || !json_is_integer(c2) || json_integer_value(r) < 1 ||
+        json_integer_value(r) > 65535 || json_integer_value(c2) < 1 ||
+        json_integer_value(c2) > 65535)
+        wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
+    else
+        wr_proc_resize(c->proc, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c2),
+                       reply_done, reply_new(req));
     json_decref(j);
 }
 
@@ -799,9 +786,11 @@ static void term_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
     wr_proc_subscribe(proc, &t->sub, true);
 }
 
-static void do_terminal(struct wr_http_req *req, struct wr_msb *sb)
+void api_terminal(struct api_call *c)
 {
     static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
+    struct wr_http_req *req = c->req;
+    struct wr_msb *sb = c->sb;
     struct wr_spawn sp;
     struct wr_err err;
     struct term_st *t;
@@ -826,110 +815,66 @@ out:
     wr_spawn_fini(&sp);
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------- */
+/* ---- exec, processes ------------------------------------------------------------------------ */
+
+void api_exec_start(struct api_call *c)
+{
+    struct exec_st *e = exec_new(c->api, c->req, c->sb);
+
+    wr_http_req_set_data(c->req, e, exec_closed);
+    exec_body(c->req, c->body, c->len);
+}
 
 static void list_one(struct wr_proc *p, void *ctx)
 {
     json_array_append_new(ctx, api_proc_json(p));
 }
 
-void api_exec(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-              struct wr_msb *sb, const struct api_route *rt)
+void api_procs_list(struct api_call *c)
 {
-    const char *method = wr_http_req_method(req);
-    const char *what = rt->seg[2];
-    struct wr_proc *p = NULL;
-    uint64_t pid = 0;
+    json_t *arr = json_array();
+
+    wr_msb_procs_foreach(c->sb, list_one, arr);
+    wr_http_respond_json(c->req, 200, json_pack("{s:o}", "processes", arr));
+}
+
+void api_proc_get(struct api_call *c)
+{
+    wr_http_respond_json(c->req, 200, api_proc_json(c->proc));
+}
+
+void api_proc_release(struct api_call *c)
+{
     struct wr_err err;
 
-    if (strcmp(what, "exec") == 0 && rt->nseg == 3) {
-        struct exec_st *e;
-        if (strcmp(method, "POST") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
-            return;
-        }
-        e = exec_new(api, req, sb);
-        wr_http_req_set_data(req, e, exec_closed);
-        wr_http_req_read_body(req, MAX_EXEC_BODY, exec_body);
+    if (wr_proc_release(c->proc, &err) < 0)
+        api_error(c->req, &err);
+    else
+        wr_http_respond(c->req, 204, NULL, NULL, 0);
+}
+
+void api_proc_stdin(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    struct stdin_st *s;
+
+    if (!wr_proc_running(c->proc)) {
+        wr_http_respond_error(req, 409, "conflict", "process %u has ended", (unsigned)c->pid);
         return;
     }
-    if (strcmp(what, "terminal") == 0 && rt->nseg == 3) {
-        do_terminal(req, sb);
-        return;
-    }
-    if (strcmp(what, "processes") != 0)
-        goto notfound;
-    if (rt->nseg == 3) {
-        json_t *arr;
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-            return;
-        }
-        arr = json_array();
-        wr_msb_procs_foreach(sb, list_one, arr);
-        wr_http_respond_json(req, 200, json_pack("{s:o}", "processes", arr));
-        return;
-    }
-    if (wr_parse_uint(rt->seg[3], UINT32_MAX, &pid, &err) < 0 || pid == 0 ||
-        (p = wr_msb_proc(sb, (uint32_t)pid)) == NULL) {
-        wr_http_respond_error(req, 404, "not_found", "process `%s` not found", rt->seg[3]);
-        return;
-    }
-    if (rt->nseg == 4) {
-        if (strcmp(method, "GET") == 0)
-            wr_http_respond_json(req, 200, api_proc_json(p));
-        else if (strcmp(method, "DELETE") == 0) {
-            if (wr_proc_release(p, &err) < 0)
-                api_error(req, &err);
-            else
-                wr_http_respond(req, 204, NULL, NULL, 0);
-        } else
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
-        return;
-    }
-    if (rt->nseg == 5 && strcmp(rt->seg[4], "attach") == 0 && strcmp(method, "GET") == 0) {
-        do_attach(api, req, sb, p);
-        return;
-    }
-    if (rt->nseg == 5 && strcmp(rt->seg[4], "wait") == 0 && strcmp(method, "GET") == 0) {
-        do_wait(req, sb, p);
-        return;
-    }
-    if (strcmp(method, "POST") != 0)
-        goto notfound;
-    if (rt->nseg == 5 && strcmp(rt->seg[4], "stdin") == 0) {
-        struct stdin_st *s = xcalloc(1, sizeof(*s));
-        if (!wr_proc_running(p)) {
-            free(s);
-            wr_http_respond_error(req, 409, "conflict", "process %u has ended", (unsigned)pid);
-            return;
-        }
-        s->req = req;
-        s->sb = sb;
-        s->pid = (uint32_t)pid;
-        wr_msb_ref(sb);
-        uv_timer_init(wr_msb_loop(sb), &s->retry);
-        s->retry.data = s;
-        wr_http_req_set_data(req, s, stdin_closed);
-        wr_http_req_interactive_body(req); /* a terminal's input: silence is normal */
-        wr_http_req_stream_body(req, stdin_data, stdin_end);
-        return;
-    }
-    if (rt->nseg == 6 && strcmp(rt->seg[4], "stdin") == 0 && strcmp(rt->seg[5], "close") == 0) {
-        wr_proc_stdin_close(p, reply_done, reply_new(req));
-        return;
-    }
-    if (rt->nseg == 5 && (strcmp(rt->seg[4], "signal") == 0 || strcmp(rt->seg[4], "resize") == 0)) {
-        struct ctl_body *c = xcalloc(1, sizeof(*c));
-        c->sb = sb;
-        wr_msb_ref(sb);
-        c->pid = (uint32_t)pid;
-        c->resize = strcmp(rt->seg[4], "resize") == 0;
-        wr_http_req_set_data(req, c, ctl_body_closed);
-        wr_http_req_read_body(req, 4096, ctl_body);
-        return;
-    }
-notfound:
-    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                          wr_http_req_path(req));
+    s = xcalloc(1, sizeof(*s));
+    s->req = req;
+    s->sb = c->sb;
+    s->pid = c->pid;
+    wr_msb_ref(c->sb);
+    uv_timer_init(wr_msb_loop(c->sb), &s->retry);
+    s->retry.data = s;
+    wr_http_req_set_data(req, s, stdin_closed);
+    wr_http_req_interactive_body(req); /* a terminal's input: silence is normal */
+    wr_http_req_stream_body(req, stdin_data, stdin_end);
+}
+
+void api_proc_stdin_close(struct api_call *c)
+{
+    wr_proc_stdin_close(c->proc, reply_done, reply_new(c->req));
 }

@@ -660,97 +660,117 @@ void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *p
     xfer_start(req, sb, x, user);
 }
 
-void api_files(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-               struct wr_msb *sb, const struct api_route *rt)
-{
-    const char *method = wr_http_req_method(req);
-    const char *sub = rt->nseg > 3 ? rt->seg[3] : NULL;
-    const char *path;
+/* ---- the routes ---------------------------------------------------------------------------- */
 
-    if (rt->nseg > 4)
-        goto notfound;
-    if (sub == NULL) {
-        struct xfer *x;
-        if ((path = path_param(req, "path")) == NULL)
-            return;
-        if (strcmp(method, "GET") == 0) {
-            const char *range = wr_http_req_header(req, "Range");
-            x = xcalloc(1, sizeof(*x));
-            x->kind = XFER_READ;
-            x->path = xstrdup(path);
-            x->length = -1;
-            if (range != NULL) {
-                if (parse_range(range, x) < 0) {
-                    free(x->path);
-                    free(x);
-                    wr_http_respond_error(req, 416, "invalid", "unsupported Range `%s`", range);
-                    return;
-                }
-                x->ranged = true;
-            }
-            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
-            return;
-        }
-        if (strcmp(method, "PUT") == 0) {
-            const char *m = wr_http_req_query(req, "mode");
-            char *end = NULL;
-            x = xcalloc(1, sizeof(*x));
-            x->kind = XFER_WRITE;
-            x->path = xstrdup(path);
-            x->mode = 0644;
-            x->parents = bool_param(req, "parents", true);
-            if (m != NULL) {
-                x->mode = strtoull(m, &end, 8);
-                if (*m == '\0' || *end != '\0' || x->mode > 07777) {
-                    free(x->path);
-                    free(x);
-                    wr_http_respond_error(req, 400, "invalid", "`mode` must be octal, e.g. 0644");
-                    return;
-                }
-            }
-            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
-            return;
-        }
-        if (strcmp(method, "DELETE") == 0) {
-            file_remove(req, sb, path);
-            return;
-        }
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET, PUT or DELETE");
+void api_file_read(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    const char *path, *range;
+    struct xfer *x;
+
+    if ((path = path_param(req, "path")) == NULL)
         return;
+    range = wr_http_req_header(req, "Range");
+    x = xcalloc(1, sizeof(*x));
+    x->kind = XFER_READ;
+    x->path = xstrdup(path);
+    x->length = -1;
+    if (range != NULL) {
+        if (parse_range(range, x) < 0) {
+            free(x->path);
+            free(x);
+            wr_http_respond_error(req, 416, "invalid", "unsupported Range `%s`", range);
+            return;
+        }
+        x->ranged = true;
     }
-    if (strcmp(sub, "stat") == 0 || strcmp(sub, "list") == 0 || strcmp(sub, "watch") == 0) {
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-            return;
-        }
-        if ((path = path_param(req, "path")) == NULL)
-            return;
-        if (strcmp(sub, "watch") == 0) {
-            struct xfer *x = xcalloc(1, sizeof(*x));
-            x->kind = XFER_WATCH;
-            x->path = xstrdup(path);
-            x->recursive = bool_param(req, "recursive", false);
-            xfer_start(req, sb, x, wr_http_req_query(req, "user"));
-            return;
-        }
-        file_stat_list(req, sb, path, strcmp(sub, "list") == 0);
+    xfer_start(req, c->sb, x, wr_http_req_query(req, "user"));
+}
+
+void api_file_write(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    const char *path, *m;
+    char *end = NULL;
+    struct xfer *x;
+
+    if ((path = path_param(req, "path")) == NULL)
         return;
-    }
-    if (strcmp(sub, "mkdir") == 0 || strcmp(sub, "move") == 0) {
-        struct body_op *bo;
-        if (strcmp(method, "POST") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
+    m = wr_http_req_query(req, "mode");
+    x = xcalloc(1, sizeof(*x));
+    x->kind = XFER_WRITE;
+    x->path = xstrdup(path);
+    x->mode = 0644;
+    x->parents = bool_param(req, "parents", true);
+    if (m != NULL) {
+        x->mode = strtoull(m, &end, 8);
+        if (*m == '\0' || *end != '\0' || x->mode > 07777) {
+            free(x->path);
+            free(x);
+            wr_http_respond_error(req, 400, "invalid", "`mode` must be octal, e.g. 0644");
             return;
         }
-        bo = xcalloc(1, sizeof(*bo));
-        bo->sb = sb;
-        wr_msb_ref(sb);
-        bo->move = strcmp(sub, "move") == 0;
-        wr_http_req_set_data(req, bo, body_op_closed);
-        wr_http_req_read_body(req, 3 * WR_MAX_PATH, body_op);
-        return;
     }
-notfound:
-    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                          wr_http_req_path(req));
+    xfer_start(req, c->sb, x, wr_http_req_query(req, "user"));
+}
+
+void api_file_remove(struct api_call *c)
+{
+    const char *path = path_param(c->req, "path");
+
+    if (path != NULL)
+        file_remove(c->req, c->sb, path);
+}
+
+void api_file_stat(struct api_call *c)
+{
+    const char *path = path_param(c->req, "path");
+
+    if (path != NULL)
+        file_stat_list(c->req, c->sb, path, false);
+}
+
+void api_file_list(struct api_call *c)
+{
+    const char *path = path_param(c->req, "path");
+
+    if (path != NULL)
+        file_stat_list(c->req, c->sb, path, true);
+}
+
+void api_file_watch(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    const char *path;
+    struct xfer *x;
+
+    if ((path = path_param(req, "path")) == NULL)
+        return;
+    x = xcalloc(1, sizeof(*x));
+    x->kind = XFER_WATCH;
+    x->path = xstrdup(path);
+    x->recursive = bool_param(req, "recursive", false);
+    xfer_start(req, c->sb, x, wr_http_req_query(req, "user"));
+}
+
+/* mkdir and move: the body the router read goes to body_op. */
+static void path_op(struct api_call *c, bool move)
+{
+    struct body_op *bo = xcalloc(1, sizeof(*bo));
+
+    bo->sb = c->sb;
+    wr_msb_ref(c->sb);
+    bo->move = move;
+    wr_http_req_set_data(c->req, bo, body_op_closed);
+    body_op(c->req, c->body, c->len);
+}
+
+void api_file_mkdir(struct api_call *c)
+{
+    path_op(c, false);
+}
+
+void api_file_move(struct api_call *c)
+{
+    path_op(c, true);
 }

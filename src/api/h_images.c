@@ -132,131 +132,109 @@ static void list_templates(struct wr_api *api, struct wr_http_req *req, const st
     wr_http_respond_json(req, 200, json_pack("{s:o}", "templates", arr));
 }
 
-/* GET and DELETE /v1/templates/{name}: the template a create of that name would run for the
- * caller's team; an admin's `?team=` names another team, and without it an admin also reaches
- * the only team's template of that name. */
-static void one_template(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                         const char *name)
+/* GET and DELETE /v1/templates/{name} act on the template a create of that name would run for
+ * the caller's team (returned); an admin's `?team=` names another team, and without it an admin
+ * also reaches the only team's template of that name (*any). */
+static const char *template_team(const struct api_call *c, bool *any)
 {
-    const char *method = wr_http_req_method(req);
-    const char *other = who->admin ? wr_http_req_query(req, "team") : NULL;
-    const char *team = other != NULL && other[0] != '\0' ? other : who->team;
-    bool any = who->admin && team == who->team;
+    const char *other = c->who.admin ? wr_http_req_query(c->req, "team") : NULL;
+    const char *team = other != NULL && other[0] != '\0' ? other : c->who.team;
+
+    *any = c->who.admin && team == c->who.team;
+    return team;
+}
+
+void api_template_get(struct api_call *c)
+{
+    struct wr_http_req *req = c->req;
+    const char *name = c->seg[1];
     struct wr_image_rec rec;
     struct wr_err err;
-    bool dir;
+    bool any, dir;
+    const char *team = template_team(c, &any);
 
-    if (strcmp(method, "GET") == 0) {
-        /* A template only: a snapshot's name does not answer here. */
-        if (wr_images_template(api->images, team, name, any, &rec, &dir, &err) < 0) {
-            api_error(req, &err);
-        } else if (dir) {
-            wr_http_respond_json(req, 200, dir_template_json(api, who, name));
-        } else {
-            wr_http_respond_json(req, 200, api_template_json(api, who, &rec));
-            wr_image_rec_fini(&rec);
-        }
-    } else if (strcmp(method, "DELETE") == 0) {
-        deleted(req, &err,
-                wr_images_delete_template(api->images, team, name, who->admin, any, &err));
+    /* A template only: a snapshot's name does not answer here. */
+    if (wr_images_template(c->api->images, team, name, any, &rec, &dir, &err) < 0) {
+        api_error(req, &err);
+    } else if (dir) {
+        wr_http_respond_json(req, 200, dir_template_json(c->api, &c->who, name));
     } else {
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
+        wr_http_respond_json(req, 200, api_template_json(c->api, &c->who, &rec));
+        wr_image_rec_fini(&rec);
     }
 }
 
-void api_templates(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt)
+void api_template_delete(struct api_call *c)
 {
-    const char *method = wr_http_req_method(req);
-    const char *team = who->admin ? NULL : who->team;
     struct wr_err err;
+    bool any;
+    const char *team = template_team(c, &any);
 
-    if (rt->nseg == 1) {
-        if (strcmp(method, "GET") != 0)
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-        else
-            list_templates(api, req, who);
-        return;
-    }
-    if (rt->nseg == 2 && strcmp(rt->seg[1], "build") == 0 && strcmp(method, "POST") == 0) {
-        api_build(api, req, who);
-        return;
-    }
-    if (rt->nseg == 2 && strcmp(rt->seg[1], "prune") == 0 && strcmp(method, "POST") == 0) {
-        /* The build cache: the caller's team's (an admin's: every team's). */
-        int64_t n = 0;
-        if (wr_images_prune_cache(api->images, team, &n, &err) < 0)
-            api_error(req, &err);
-        else
-            wr_http_respond_json(req, 200, json_pack("{s:I}", "pruned_steps", (json_int_t)n));
-        return;
-    }
-    if (rt->nseg == 2 && strcmp(method, "POST") == 0 &&
-        (strcmp(rt->seg[1], "import") == 0 || strcmp(rt->seg[1], "pull") == 0)) {
-        api_oci(api, req, who, rt);
-        return;
-    }
-    if (rt->nseg != 2) {
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                              wr_http_req_path(req));
-        return;
-    }
-    one_template(api, req, who, rt->seg[1]);
+    deleted(c->req, &err,
+            wr_images_delete_template(c->api->images, team, c->seg[1], c->who.admin, any, &err));
+}
+
+void api_templates_list(struct api_call *c)
+{
+    list_templates(c->api, c->req, &c->who);
+}
+
+void api_template_prune(struct api_call *c)
+{
+    struct wr_err err;
+    int64_t n = 0;
+
+    /* The build cache: the caller's team's (an admin's: every team's). */
+    if (wr_images_prune_cache(c->api->images, c->team, &n, &err) < 0)
+        api_error(c->req, &err);
+    else
+        wr_http_respond_json(c->req, 200, json_pack("{s:I}", "pruned_steps", (json_int_t)n));
 }
 
 /* ---- /v1/snapshots ------------------------------------------------------------------------- */
 
-void api_snapshots(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt)
+void api_snapshots_list(struct api_call *c)
 {
-    const char *method = wr_http_req_method(req);
-    const char *team = who->admin ? NULL : who->team;
-    struct wr_image_rec rec, *recs = NULL;
+    struct wr_image_rec *recs = NULL;
     struct wr_err err;
     size_t n = 0;
+    json_t *arr;
 
-    if (rt->nseg == 1) {
-        json_t *arr;
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed",
-                                  "use GET (snapshots are made with POST "
-                                  "/v1/sandboxes/{id}/snapshots)");
-            return;
-        }
-        if (wr_images_list(api->images, team, "snapshot", wr_http_req_query(req, "sandbox_id"),
-                           &recs, &n, &err) < 0) {
-            api_error(req, &err);
-            return;
-        }
-        arr = json_array();
-        for (size_t i = 0; i < n; i++) {
-            json_array_append_new(arr, snapshot_json(&recs[i], NULL));
-            wr_image_rec_fini(&recs[i]);
-        }
-        free(recs);
-        wr_http_respond_json(req, 200, json_pack("{s:o}", "snapshots", arr));
+    if (wr_images_list(c->api->images, c->team, "snapshot", wr_http_req_query(c->req, "sandbox_id"),
+                       &recs, &n, &err) < 0) {
+        api_error(c->req, &err);
         return;
     }
-    if (rt->nseg != 2) {
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                              wr_http_req_path(req));
+    arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(arr, snapshot_json(&recs[i], NULL));
+        wr_image_rec_fini(&recs[i]);
+    }
+    free(recs);
+    wr_http_respond_json(c->req, 200, json_pack("{s:o}", "snapshots", arr));
+}
+
+void api_snapshot_get(struct api_call *c)
+{
+    struct wr_image_rec rec;
+    struct wr_err err;
+
+    if (wr_images_get(c->api->images, c->team, c->seg[1], &rec, &err) < 0) {
+        api_error(c->req, &err);
         return;
     }
-    if (strcmp(method, "GET") == 0) {
-        if (wr_images_get(api->images, team, rt->seg[1], &rec, &err) < 0) {
-            api_error(req, &err);
-            return;
-        }
-        if (strcmp(rec.kind, "snapshot") != 0)
-            wr_http_respond_error(req, 404, "not_found", "snapshot `%s` not found", rt->seg[1]);
-        else
-            wr_http_respond_json(req, 200, snapshot_json(&rec, NULL));
-        wr_image_rec_fini(&rec);
-    } else if (strcmp(method, "DELETE") == 0) {
-        deleted(req, &err, wr_images_delete(api->images, team, "snapshot", rt->seg[1], &err));
-    } else {
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
-    }
+    if (strcmp(rec.kind, "snapshot") != 0)
+        wr_http_respond_error(c->req, 404, "not_found", "snapshot `%s` not found", c->seg[1]);
+    else
+        wr_http_respond_json(c->req, 200, snapshot_json(&rec, NULL));
+    wr_image_rec_fini(&rec);
+}
+
+void api_snapshot_delete(struct api_call *c)
+{
+    struct wr_err err;
+
+    deleted(c->req, &err, wr_images_delete(c->api->images, c->team, "snapshot", c->seg[1], &err));
 }
 
 /* ---- POST /v1/sandboxes/{id}/snapshots and /fork ------------------------------------------- */
@@ -275,14 +253,14 @@ static void snapshot_done(void *ctx, const struct wr_image_rec *snap,
         wr_http_respond_json(req, 201, snapshot_json(snap, info));
 }
 
-void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_snapshot(struct api_call *c)
 {
     static const char *const allowed[] = {"name", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_http_req *req = c->req;
     const char *name = NULL;
     json_t *j, *v;
 
-    j = api_parse_object(req, len ? body : "{}", len ? len : 2);
+    j = api_parse_object(req, c->len ? c->body : "{}", c->len ? c->len : 2);
     if (j == NULL || api_only_keys(req, j, allowed) < 0)
         goto out;
     v = json_object_get(j, "name");
@@ -293,11 +271,9 @@ void api_snapshot_body(struct wr_http_req *req, const char *body, size_t len)
             goto out;
         }
     }
-    wr_manager_snapshot(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, name, snapshot_done,
-                        api_pending_new(req));
+    wr_manager_snapshot(c->api->mgr, c->team, c->seg[1], name, snapshot_done, api_pending_new(req));
 out:
     json_decref(j);
-    free(bc);
 }
 
 static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const struct wr_err *errs,
@@ -324,15 +300,15 @@ static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const st
                                    info->capture, "sandboxes", sbs, "errors", es));
 }
 
-void api_fork_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_fork(struct api_call *c)
 {
     static const char *const allowed[] = {"count", "timeout", "metadata", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
-    struct wr_fork_req fr = {.team = bc->team[0] ? bc->team : NULL, .id = bc->id, .count = 1};
+    struct wr_http_req *req = c->req;
+    struct wr_fork_req fr = {.team = c->team, .id = c->seg[1], .count = 1};
     _cleanup_free_ char *meta = NULL;
     json_t *j, *v;
 
-    j = api_parse_object(req, len ? body : "{}", len ? len : 2);
+    j = api_parse_object(req, c->len ? c->body : "{}", c->len ? c->len : 2);
     if (j == NULL || api_only_keys(req, j, allowed) < 0)
         goto out;
     if ((v = json_object_get(j, "count")) != NULL && !json_is_null(v)) {
@@ -348,8 +324,7 @@ void api_fork_body(struct wr_http_req *req, const char *body, size_t len)
         api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
     fr.metadata_json = meta;
-    wr_manager_fork(bc->api->mgr, &fr, fork_done, api_pending_new(req));
+    wr_manager_fork(c->api->mgr, &fr, fork_done, api_pending_new(req));
 out:
     json_decref(j);
-    free(bc);
 }

@@ -28,29 +28,21 @@ static bool valid_team(const char *t)
     return true;
 }
 
-struct key_body {
-    struct wr_api *api;
-};
-
-static void key_body_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    free(data);
-}
-
-static void create_key(struct wr_http_req *req, const char *body, size_t len)
+void api_key_create(struct api_call *c)
 {
     static const char *const allowed[] = {"team", "name", "admin", NULL};
-    struct key_body *kb = wr_http_req_data(req);
-    struct wr_api *api = kb->api;
+    struct wr_http_req *req = c->req;
     struct wr_key_info ki;
     struct wr_err err;
     const char *team, *name;
     char *secret = NULL;
     json_t *j, *out;
 
-    wr_http_req_set_data(req, NULL, NULL);
-    free(kb);
-    j = api_parse_object(req, body, len);
+    if (!c->who.admin) {
+        wr_http_respond_error(req, 403, "forbidden", "only an admin key can make keys");
+        return;
+    }
+    j = api_parse_object(req, c->body, c->len);
     if (j == NULL)
         return;
     if (api_only_keys(req, j, allowed) < 0)
@@ -69,8 +61,8 @@ static void create_key(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "`admin` must be a boolean");
         goto out;
     }
-    if (wr_keys_create(api->mgr, team, name ? name : "", json_is_true(json_object_get(j, "admin")),
-                       &secret, &ki, &err) < 0) {
+    if (wr_keys_create(c->api->mgr, team, name ? name : "",
+                       json_is_true(json_object_get(j, "admin")), &secret, &ki, &err) < 0) {
         api_error(req, &err);
         goto out;
     }
@@ -83,49 +75,32 @@ out:
     json_decref(j);
 }
 
-void api_keys(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-              const struct api_route *rt)
+void api_keys_list(struct api_call *c)
 {
-    const char *method = wr_http_req_method(req);
     struct wr_key_info *keys = NULL;
     struct wr_err err;
     size_t n = 0;
+    json_t *arr;
 
-    if (rt->nseg == 1 && strcmp(method, "GET") == 0) {
-        json_t *arr;
-        if (wr_keys_list(api->mgr, who->admin ? NULL : who->team, &keys, &n, &err) < 0) {
-            api_error(req, &err);
-            return;
-        }
-        arr = json_array();
-        for (size_t i = 0; i < n; i++) {
-            json_array_append_new(arr, key_json(&keys[i]));
-            wr_key_info_fini(&keys[i]);
-        }
-        free(keys);
-        wr_http_respond_json(req, 200, json_pack("{s:o}", "keys", arr));
+    if (wr_keys_list(c->api->mgr, c->team, &keys, &n, &err) < 0) {
+        api_error(c->req, &err);
         return;
     }
-    if (rt->nseg == 1 && strcmp(method, "POST") == 0) {
-        struct key_body *kb;
-        if (!who->admin) {
-            wr_http_respond_error(req, 403, "forbidden", "only an admin key can make keys");
-            return;
-        }
-        kb = xcalloc(1, sizeof(*kb));
-        kb->api = api;
-        wr_http_req_set_data(req, kb, key_body_closed);
-        wr_http_req_read_body(req, 4096, create_key);
-        return;
+    arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(arr, key_json(&keys[i]));
+        wr_key_info_fini(&keys[i]);
     }
-    if (rt->nseg == 2 && strcmp(method, "DELETE") == 0) {
-        if (wr_keys_delete(api->mgr, who->admin ? NULL : who->team, rt->seg[1], &err) < 0)
-            api_error(req, &err);
-        else
-            wr_http_respond(req, 204, NULL, NULL, 0);
-        return;
-    }
-    wr_http_respond_error(req, rt->nseg <= 2 ? 405 : 404,
-                          rt->nseg <= 2 ? "method_not_allowed" : "not_found", "%s %s", method,
-                          wr_http_req_path(req));
+    free(keys);
+    wr_http_respond_json(c->req, 200, json_pack("{s:o}", "keys", arr));
+}
+
+void api_key_delete(struct api_call *c)
+{
+    struct wr_err err;
+
+    if (wr_keys_delete(c->api->mgr, c->team, c->seg[1], &err) < 0)
+        api_error(c->req, &err);
+    else
+        wr_http_respond(c->req, 204, NULL, NULL, 0);
 }

@@ -130,8 +130,11 @@ static void import_end(struct wr_http_req *req)
     wr_oci_start(c->api->mgr, &r, oci_done, c);
 }
 
-static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+void api_template_import(struct api_call *call)
 {
+    struct wr_api *api = call->api;
+    struct wr_http_req *req = call->req;
+    const struct wr_caller *who = &call->who;
     struct wr_oci_request r = {.name = wr_http_req_query(req, "name"),
                                .team = who->team,
                                .admin = who->admin,
@@ -176,17 +179,17 @@ static void import(struct wr_api *api, struct wr_http_req *req, const struct wr_
 
 /* ---- pull ---------------------------------------------------------------------------------- */
 
-static void pull_body(struct wr_http_req *req, const char *body, size_t len)
+void api_template_pull(struct api_call *call)
 {
     static const char *const allowed[] = {"name",     "image",   "username", "password",
                                           "insecure", "replace", "shared",   NULL};
     static const char *const strings[] = {"name", "image", "username", "password"};
-    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_http_req *req = call->req;
     struct wr_oci_request r = {0};
     struct oci_ctx *c;
     json_t *j, *v;
 
-    j = api_parse_object(req, body, len);
+    j = api_parse_object(req, call->body, call->len);
     if (j == NULL || api_only_keys(req, j, allowed) < 0)
         goto out;
     for (size_t i = 0; i < WR_ARRAY_SIZE(strings); i++) {
@@ -211,9 +214,8 @@ static void pull_body(struct wr_http_req *req, const char *body, size_t len)
     r.insecure = json_is_true(json_object_get(j, "insecure"));
     r.replace = json_is_true(json_object_get(j, "replace"));
     r.shared = json_is_true(json_object_get(j, "shared"));
-    /* read_body_with carries the caller in team and id (see api_oci). */
-    r.team = bc->team;
-    r.admin = bc->id[0] == 'a';
+    r.team = call->who.team;
+    r.admin = call->who.admin;
     if (r.name == NULL || r.image == NULL || r.image[0] == '\0') {
         wr_http_respond_error(req, 400, "invalid", "`name` and `image` are required");
         goto out;
@@ -223,24 +225,13 @@ static void pull_body(struct wr_http_req *req, const char *body, size_t len)
         goto out;
     }
     c = xcalloc(1, sizeof(*c));
-    c->api = bc->api;
+    c->api = call->api;
     c->req = req;
-    snprintf(c->who.team, sizeof(c->who.team), "%s", bc->team);
-    c->who.admin = r.admin;
+    c->who = call->who;
     c->fd = -1;
     c->running = true;
     wr_http_req_set_data(req, c, oci_closed);
-    wr_oci_start(bc->api->mgr, &r, oci_done, c);
+    wr_oci_start(call->api->mgr, &r, oci_done, c);
 out:
     json_decref(j);
-    free(bc);
-}
-
-void api_oci(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-             const struct api_route *rt)
-{
-    if (strcmp(rt->seg[1], "import") == 0)
-        import(api, req, who);
-    else
-        read_body_with(api, req, who->team, who->admin ? "admin" : "", 64 * 1024, pull_body);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* /v1/sandboxes: create, list, get, delete, timeout, pause, resume; sub-resources go to
- * h_exec.c and h_files.c. */
+/* /v1/sandboxes: create, list, get, delete, timeout, pause, resume, metrics, disk (the routes are
+ * in router.c; processes are h_exec.c's, files h_files.c's). */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -12,8 +12,6 @@
 #include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
-
-#define MAX_CREATE_BODY (64u * 1024)
 
 static int64_t now_ms(void)
 {
@@ -66,18 +64,6 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                         r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
                                       : json_null());
     return j;
-}
-
-static void body_ctx_closed(struct wr_http_req *req, void *data, bool aborted)
-{
-    free(data);
-}
-
-struct body_ctx *take_body_ctx(struct wr_http_req *req)
-{
-    struct body_ctx *b = wr_http_req_data(req);
-    wr_http_req_set_data(req, NULL, NULL);
-    return b;
 }
 
 /* ---- create ---------------------------------------------------------------------------------- */
@@ -211,24 +197,22 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
     return 0;
 }
 
-static void create_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_create(struct api_call *call)
 {
     static const char *const allowed[] = {"template",   "cpus", "memory_mb", "disk_mb",
                                           "timeout",    "env",  "metadata",  "volumes",
                                           "on_timeout", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
-    struct wr_api *api = bc->api;
+    struct wr_http_req *req = call->req;
+    struct wr_api *api = call->api;
     struct create_ctx *c;
     struct wr_create_req cr = {0};
     struct wr_volume_mount vols[WR_MAX_VOLUMES];
     char *env = NULL, *meta = NULL;
     json_t *j, *v;
 
-    j = api_parse_object(req, body, len);
-    if (j == NULL) {
-        free(bc);
+    j = api_parse_object(req, call->body, call->len);
+    if (j == NULL)
         return;
-    }
     if (api_only_keys(req, j, allowed) < 0)
         goto out;
     if ((v = json_object_get(j, "template")) != NULL && !json_is_null(v)) {
@@ -283,7 +267,7 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "Idempotency-Key must be 1 to 128 bytes");
         goto out;
     }
-    cr.team = bc->team;
+    cr.team = call->who.team;
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;
@@ -292,14 +276,15 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
 out:
     free(env);
     free(meta);
-    free(bc);
     json_decref(j);
 }
 
 /* ---- list, get, delete, timeout -------------------------------------------------------------- */
 
-static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+void api_sandboxes_list(struct api_call *c)
 {
+    struct wr_http_req *req = c->req;
+    const struct wr_caller *who = &c->who;
     const char *metas[16];
     const char *keys[16], *vals[16];
     char *mbuf[16] = {NULL};
@@ -362,7 +347,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     f.after_seq = (int64_t)cursor;
     f.limit = (size_t)limit + 1; /* one more tells whether there is a next page */
-    if (!none && wr_manager_list(api->mgr, &f, &recs, &n, &err) < 0) {
+    if (!none && wr_manager_list(c->api->mgr, &f, &recs, &n, &err) < 0) {
         api_error(req, &err);
         goto out;
     }
@@ -385,30 +370,26 @@ out:
         free(mbuf[i]);
 }
 
-static void timeout_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_timeout(struct api_call *c)
 {
-    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_http_req *req = c->req;
     struct wr_sandbox_rec rec;
     struct wr_err err;
-    const char *team = bc->team[0] ? bc->team : NULL;
     json_t *j, *v;
 
-    j = api_parse_object(req, body, len);
-    if (j == NULL) {
-        free(bc);
+    j = api_parse_object(req, c->body, c->len);
+    if (j == NULL)
         return;
-    }
     v = json_object_get(j, "timeout");
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX) {
         wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
-    } else if (wr_manager_set_timeout(bc->api->mgr, team, bc->id, (uint32_t)json_integer_value(v),
-                                      &rec, &err) < 0) {
+    } else if (wr_manager_set_timeout(c->api->mgr, c->team, c->seg[1],
+                                      (uint32_t)json_integer_value(v), &rec, &err) < 0) {
         api_error(req, &err);
     } else {
         wr_http_respond_json(req, 200, api_sandbox_json(&rec));
         wr_sandbox_rec_fini(&rec);
     }
-    free(bc);
     json_decref(j);
 }
 
@@ -455,18 +436,15 @@ static struct state_ctx *state_ctx_new(struct wr_http_req *req)
 }
 
 /* GET /v1/sandboxes/{id}/metrics: its usage samples (the last 10 minutes, every 5 s). */
-static void metrics(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id)
+void api_sandbox_metrics(struct api_call *c)
 {
+    struct wr_http_req *req = c->req;
     struct wr_usage u[WR_USAGE_MAX];
     struct wr_err err;
     json_t *arr;
     int n;
 
-    if (strcmp(wr_http_req_method(req), "GET") != 0) {
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-        return;
-    }
-    n = wr_manager_metrics(api->mgr, team, id, 0, 0, u, WR_USAGE_MAX, &err);
+    n = wr_manager_metrics(c->api->mgr, c->team, c->seg[1], 0, 0, u, WR_USAGE_MAX, &err);
     if (n < 0) {
         api_error(req, &err);
         return;
@@ -499,14 +477,19 @@ static void disk_done(void *ctx, uint64_t used, uint64_t limit, const char *how,
                       limit ? json_integer((json_int_t)limit) : json_null(), "enforced_by", how));
 }
 
-static void pause_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_disk(struct api_call *c)
+{
+    wr_manager_disk(c->api->mgr, c->team, c->seg[1], disk_done, api_pending_new(c->req));
+}
+
+void api_sandbox_pause(struct api_call *c)
 {
     static const char *const allowed[] = {"mode", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_http_req *req = c->req;
     enum wr_sb_paused_mode mode = WR_SB_PAUSED_MEMORY;
     json_t *j, *v;
 
-    j = api_parse_object(req, body, len);
+    j = api_parse_object(req, c->body, c->len);
     if (j == NULL)
         goto out;
     if (api_only_keys(req, j, allowed) < 0)
@@ -518,21 +501,19 @@ static void pause_body(struct wr_http_req *req, const char *body, size_t len)
             goto out;
         }
     }
-    wr_manager_pause(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, mode, state_done,
-                     state_ctx_new(req));
+    wr_manager_pause(c->api->mgr, c->team, c->seg[1], mode, state_done, state_ctx_new(req));
 out:
     json_decref(j);
-    free(bc);
 }
 
-static void resume_body(struct wr_http_req *req, const char *body, size_t len)
+void api_sandbox_resume(struct api_call *c)
 {
     static const char *const allowed[] = {"timeout", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
+    struct wr_http_req *req = c->req;
     uint32_t timeout_s = 0;
     json_t *j;
 
-    j = api_parse_object(req, body, len);
+    j = api_parse_object(req, c->body, c->len);
     if (j == NULL)
         goto out;
     if (api_only_keys(req, j, allowed) < 0)
@@ -543,117 +524,32 @@ static void resume_body(struct wr_http_req *req, const char *body, size_t len)
         struct state_ctx *s = state_ctx_new(req);
         struct wr_sandbox_rec rec;
         /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
-        if (wr_manager_get(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, &rec, NULL) == 0) {
+        if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, NULL) == 0) {
             s->kept = rec.paused_mode != WR_SB_PAUSED_DISK;
             wr_sandbox_rec_fini(&rec);
         }
-        wr_manager_resume(bc->api->mgr, bc->team[0] ? bc->team : NULL, bc->id, timeout_s,
-                          state_done, s);
+        wr_manager_resume(c->api->mgr, c->team, c->seg[1], timeout_s, state_done, s);
     }
 out:
     json_decref(j);
-    free(bc);
 }
 
-void read_body_with(struct wr_api *api, struct wr_http_req *req, const char *team, const char *id,
-                    size_t max, void (*cb)(struct wr_http_req *, const char *, size_t))
+void api_sandbox_get(struct api_call *c)
 {
-    struct body_ctx *bc = xcalloc(1, sizeof(*bc));
-
-    bc->api = api;
-    snprintf(bc->team, sizeof(bc->team), "%s", team ? team : "");
-    snprintf(bc->id, sizeof(bc->id), "%s", id ? id : "");
-    wr_http_req_set_data(req, bc, body_ctx_closed);
-    wr_http_req_read_body(req, max, cb);
-}
-
-void api_sandboxes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                   const struct api_route *rt)
-{
-    const char *method = wr_http_req_method(req);
-    const char *team = who->admin ? NULL : who->team;
     struct wr_sandbox_rec rec;
     struct wr_err err;
-    struct wr_msb *sb;
 
-    if (rt->nseg == 1) {
-        if (strcmp(method, "POST") == 0) {
-            read_body_with(api, req, who->team, NULL, MAX_CREATE_BODY, create_body);
-        } else if (strcmp(method, "GET") == 0) {
-            list(api, req, who);
-        } else {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
-        }
+    if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, &err) < 0) {
+        api_error(c->req, &err);
         return;
     }
-    if (rt->nseg == 2) {
-        if (strcmp(method, "GET") == 0) {
-            if (wr_manager_get(api->mgr, team, rt->seg[1], &rec, &err) < 0) {
-                api_error(req, &err);
-                return;
-            }
-            wr_http_respond_json(req, 200, api_sandbox_json(&rec));
-            wr_sandbox_rec_fini(&rec);
-        } else if (strcmp(method, "DELETE") == 0) {
-            /* If the client leaves, the delete completes; the answer goes nowhere. */
-            wr_manager_delete(api->mgr, team, rt->seg[1], api_pending_deleted,
-                              api_pending_new(req));
-        } else {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
-        }
-        return;
-    }
-    if (rt->nseg == 3 && strcmp(rt->seg[2], "timeout") == 0) {
-        if (strcmp(method, "POST") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
-            return;
-        }
-        read_body_with(api, req, team, rt->seg[1], 4096, timeout_body);
-        return;
-    }
-    if (rt->nseg == 3 && (strcmp(rt->seg[2], "pause") == 0 || strcmp(rt->seg[2], "resume") == 0)) {
-        if (strcmp(method, "POST") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
-            return;
-        }
-        read_body_with(api, req, team, rt->seg[1], 4096,
-                       rt->seg[2][0] == 'p' ? pause_body : resume_body);
-        return;
-    }
-    if (rt->nseg == 3 && strcmp(rt->seg[2], "metrics") == 0) {
-        metrics(api, req, team, rt->seg[1]);
-        return;
-    }
-    if (rt->nseg == 3 && strcmp(rt->seg[2], "disk") == 0) {
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-            return;
-        }
-        wr_manager_disk(api->mgr, team, rt->seg[1], disk_done, api_pending_new(req));
-        return;
-    }
-    if (rt->nseg == 3 &&
-        (strcmp(rt->seg[2], "snapshots") == 0 || strcmp(rt->seg[2], "fork") == 0)) {
-        if (strcmp(method, "POST") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use POST");
-            return;
-        }
-        read_body_with(api, req, team, rt->seg[1], 4096,
-                       rt->seg[2][0] == 's' ? api_snapshot_body : api_fork_body);
-        return;
-    }
-    /* Everything else needs a running sandbox. */
-    sb = wr_manager_find(api->mgr, team, rt->seg[1], &err);
-    if (sb == NULL) {
-        api_error(req, &err);
-        return;
-    }
-    if (strcmp(rt->seg[2], "exec") == 0 || strcmp(rt->seg[2], "processes") == 0 ||
-        strcmp(rt->seg[2], "terminal") == 0)
-        api_exec(api, req, who, sb, rt);
-    else if (strcmp(rt->seg[2], "files") == 0)
-        api_files(api, req, who, sb, rt);
-    else
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                              wr_http_req_path(req));
+    wr_http_respond_json(c->req, 200, api_sandbox_json(&rec));
+    wr_sandbox_rec_fini(&rec);
+}
+
+void api_sandbox_delete(struct api_call *c)
+{
+    /* If the client leaves, the delete completes; the answer goes nowhere. */
+    wr_manager_delete(c->api->mgr, c->team, c->seg[1], api_pending_deleted,
+                      api_pending_new(c->req));
 }

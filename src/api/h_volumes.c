@@ -14,20 +14,16 @@ static json_t *volume_json(const struct wr_volume_rec *v)
     return json_pack("{s:s,s:s}", "name", v->name, "created_at", created);
 }
 
-static void create_body(struct wr_http_req *req, const char *body, size_t len)
+void api_volume_create(struct api_call *c)
 {
     static const char *const allowed[] = {"name", NULL};
-    struct body_ctx *bc = take_body_ctx(req);
-    struct wr_api *api = bc->api;
-    char team[128];
+    struct wr_http_req *req = c->req;
     struct wr_volume_rec rec;
     struct wr_err err;
     const char *name;
     json_t *j, *nj;
 
-    snprintf(team, sizeof(team), "%s", bc->team);
-    free(bc);
-    j = api_parse_object(req, body, len);
+    j = api_parse_object(req, c->body, c->len);
     if (j == NULL)
         return;
     nj = json_object_get(j, "name");
@@ -38,7 +34,7 @@ static void create_body(struct wr_http_req *req, const char *body, size_t len)
         wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
         goto out;
     }
-    if (wr_manager_volume_create(api->mgr, team, name, &rec, &err) < 0) {
+    if (wr_manager_volume_create(c->api->mgr, c->who.team, name, &rec, &err) < 0) {
         api_error(req, &err);
         goto out;
     }
@@ -65,14 +61,15 @@ static void got(void *ctx, const struct wr_volume_rec *rec, uint64_t bytes,
     wr_http_respond_json(req, 200, j);
 }
 
-static void list(struct wr_api *api, struct wr_http_req *req, const char *team)
+void api_volumes_list(struct api_call *c)
 {
+    struct wr_http_req *req = c->req;
     struct wr_volume_rec *recs = NULL;
     struct wr_err err;
     size_t n = 0;
     json_t *arr;
 
-    if (wr_manager_volume_list(api->mgr, team, &recs, &n, &err) < 0) {
+    if (wr_manager_volume_list(c->api->mgr, c->who.team, &recs, &n, &err) < 0) {
         api_error(req, &err);
         return;
     }
@@ -85,31 +82,13 @@ static void list(struct wr_api *api, struct wr_http_req *req, const char *team)
     wr_http_respond_json(req, 200, json_pack("{s:o}", "volumes", arr));
 }
 
-void api_volumes(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
-                 const struct api_route *rt)
+void api_volume_get(struct api_call *c)
 {
-    const char *method = wr_http_req_method(req);
+    wr_manager_volume_get(c->api->mgr, c->who.team, c->seg[1], got, api_pending_new(c->req));
+}
 
-    if (rt->nseg == 1) {
-        if (strcmp(method, "POST") == 0) {
-            read_body_with(api, req, who->team, NULL, 4096, create_body);
-        } else if (strcmp(method, "GET") == 0) {
-            list(api, req, who->team);
-        } else {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
-        }
-        return;
-    }
-    if (rt->nseg == 2) {
-        if (strcmp(method, "GET") == 0)
-            wr_manager_volume_get(api->mgr, who->team, rt->seg[1], got, api_pending_new(req));
-        else if (strcmp(method, "DELETE") == 0)
-            wr_manager_volume_delete(api->mgr, who->team, rt->seg[1], api_pending_deleted,
-                                     api_pending_new(req));
-        else
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET or DELETE");
-        return;
-    }
-    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method,
-                          wr_http_req_path(req));
+void api_volume_delete(struct api_call *c)
+{
+    wr_manager_volume_delete(c->api->mgr, c->who.team, c->seg[1], api_pending_deleted,
+                             api_pending_new(c->req));
 }

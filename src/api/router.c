@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Routing and auth of the native API, and the helpers every handler uses. */
+/* The native API's routes (the table below: grep it for a path), the router that authenticates
+ * a call and finds what its path names, and the helpers every handler uses. */
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "../util/b64.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
@@ -157,23 +159,23 @@ int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allow
 
 /* Split "/v1/a/b/c" into segments after "v1". Returns false if it is not a /v1 path or has too
  * many segments. Empty segments (//) are not allowed. */
-static bool split_route(const char *path, struct api_route *rt)
+static bool split_route(const char *path, struct api_call *c)
 {
     size_t n = strlen(path);
     char *p, *save = NULL;
 
-    if (n >= sizeof(rt->buf) || strncmp(path, "/v1/", 4) != 0)
+    if (n >= sizeof(c->buf) || strncmp(path, "/v1/", 4) != 0)
         return false;
-    memcpy(rt->buf, path + 4, n - 3);
-    rt->nseg = 0;
-    if (rt->buf[0] == '\0' || strstr(rt->buf, "//") != NULL)
+    memcpy(c->buf, path + 4, n - 3);
+    c->nseg = 0;
+    if (c->buf[0] == '\0' || strstr(c->buf, "//") != NULL)
         return false;
-    for (p = strtok_r(rt->buf, "/", &save); p != NULL; p = strtok_r(NULL, "/", &save)) {
-        if (rt->nseg == API_MAX_SEGS)
+    for (p = strtok_r(c->buf, "/", &save); p != NULL; p = strtok_r(NULL, "/", &save)) {
+        if (c->nseg == API_MAX_SEGS)
             return false;
-        rt->seg[rt->nseg++] = p;
+        c->seg[c->nseg++] = p;
     }
-    return rt->nseg > 0;
+    return c->nseg > 0;
 }
 
 /* The key from Authorization: Bearer or X-API-Key. */
@@ -219,62 +221,238 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
     return 0;
 }
 
+/* ---- the routes ------------------------------------------------------------------------------ */
+
+/* The largest bodies read for the routes. */
+#define CONTROL_BODY_MAX (4u << 10)  /* a small JSON object: a timeout, a pause, a signal, a key */
+#define CREATE_BODY_MAX  (64u << 10) /* a sandbox's create: env, metadata, volumes */
+#define PULL_BODY_MAX    (64u << 10) /* a pull: an image reference and registry credentials */
+#define PATHS_BODY_MAX   (3u * WR_MAX_PATH) /* a mkdir or move: two paths and a user */
+#define EXEC_BODY_MAX    (16u << 20)        /* an exec: argv, env and its stdin inline */
+
+static void health(struct api_call *c)
+{
+    wr_http_respond_json(c->req, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void version(struct api_call *c)
+{
+    wr_http_respond_json(c->req, 200,
+                         json_pack("{s:s,s:s,s:s,s:s}", "version", c->api->version, "api", "1",
+                                   "runtime", "ns", "cgroup",
+                                   wr_manager_cgroup_version(c->api->mgr)));
+}
+
+/* Every route of the native API (docs/openapi.yaml), in the order a 405 names the methods of a
+ * path. */
+static const struct api_route routes[] = {
+    {"GET", "health", health, 0, API_PUBLIC},
+    {"GET", "version", version, 0, 0},
+
+    {"GET", "sandboxes", api_sandboxes_list, 0, 0},
+    {"POST", "sandboxes", api_sandbox_create, CREATE_BODY_MAX, 0},
+    {"GET", "sandboxes/*", api_sandbox_get, 0, 0},
+    {"DELETE", "sandboxes/*", api_sandbox_delete, 0, 0},
+    {"POST", "sandboxes/*/timeout", api_sandbox_timeout, CONTROL_BODY_MAX, 0},
+    {"POST", "sandboxes/*/pause", api_sandbox_pause, CONTROL_BODY_MAX, 0},
+    {"POST", "sandboxes/*/resume", api_sandbox_resume, CONTROL_BODY_MAX, 0},
+    {"GET", "sandboxes/*/metrics", api_sandbox_metrics, 0, 0},
+    {"GET", "sandboxes/*/disk", api_sandbox_disk, 0, 0},
+    {"POST", "sandboxes/*/snapshots", api_sandbox_snapshot, CONTROL_BODY_MAX, 0},
+    {"POST", "sandboxes/*/fork", api_sandbox_fork, CONTROL_BODY_MAX, 0},
+
+    {"POST", "sandboxes/*/exec", api_exec_start, EXEC_BODY_MAX, API_LIVE},
+    {"GET", "sandboxes/*/terminal", api_terminal, 0, API_LIVE},
+    {"GET", "sandboxes/*/processes", api_procs_list, 0, API_LIVE},
+    {"GET", "sandboxes/*/processes/*", api_proc_get, 0, API_LIVE | API_PROC},
+    {"DELETE", "sandboxes/*/processes/*", api_proc_release, 0, API_LIVE | API_PROC},
+    {"GET", "sandboxes/*/processes/*/attach", api_proc_attach, 0, API_LIVE | API_PROC},
+    {"GET", "sandboxes/*/processes/*/wait", api_proc_wait, 0, API_LIVE | API_PROC},
+    {"POST", "sandboxes/*/processes/*/stdin", api_proc_stdin, 0, API_LIVE | API_PROC | API_STREAM},
+    {"POST", "sandboxes/*/processes/*/stdin/close", api_proc_stdin_close, 0, API_LIVE | API_PROC},
+    {"POST", "sandboxes/*/processes/*/signal", api_proc_signal, CONTROL_BODY_MAX,
+     API_LIVE | API_PROC},
+    {"POST", "sandboxes/*/processes/*/resize", api_proc_resize, CONTROL_BODY_MAX,
+     API_LIVE | API_PROC},
+
+    {"GET", "sandboxes/*/files", api_file_read, 0, API_LIVE},
+    {"PUT", "sandboxes/*/files", api_file_write, 0, API_LIVE | API_STREAM},
+    {"DELETE", "sandboxes/*/files", api_file_remove, 0, API_LIVE},
+    {"GET", "sandboxes/*/files/stat", api_file_stat, 0, API_LIVE},
+    {"GET", "sandboxes/*/files/list", api_file_list, 0, API_LIVE},
+    {"GET", "sandboxes/*/files/watch", api_file_watch, 0, API_LIVE},
+    {"POST", "sandboxes/*/files/mkdir", api_file_mkdir, PATHS_BODY_MAX, API_LIVE},
+    {"POST", "sandboxes/*/files/move", api_file_move, PATHS_BODY_MAX, API_LIVE},
+
+    {"GET", "keys", api_keys_list, 0, 0},
+    {"POST", "keys", api_key_create, CONTROL_BODY_MAX, 0},
+    {"DELETE", "keys/*", api_key_delete, 0, 0},
+
+    {"GET", "templates", api_templates_list, 0, 0},
+    {"POST", "templates/build", api_template_build, 0, API_STREAM},
+    {"POST", "templates/prune", api_template_prune, 0, 0},
+    {"POST", "templates/import", api_template_import, 0, API_STREAM},
+    {"POST", "templates/pull", api_template_pull, PULL_BODY_MAX, 0},
+    {"GET", "templates/*", api_template_get, 0, 0},
+    {"DELETE", "templates/*", api_template_delete, 0, 0},
+
+    {"GET", "snapshots", api_snapshots_list, 0, 0},
+    {"GET", "snapshots/*", api_snapshot_get, 0, 0},
+    {"DELETE", "snapshots/*", api_snapshot_delete, 0, 0},
+
+    {"GET", "volumes", api_volumes_list, 0, 0},
+    {"POST", "volumes", api_volume_create, CONTROL_BODY_MAX, 0},
+    {"GET", "volumes/*", api_volume_get, 0, 0},
+    {"DELETE", "volumes/*", api_volume_delete, 0, 0},
+};
+
+/* Whether the path's segments fit pattern. */
+static bool pattern_match(const char *pattern, const struct api_call *c)
+{
+    const char *p = pattern;
+
+    for (size_t i = 0; i < c->nseg; i++) {
+        size_t n = strcspn(p, "/");
+        if (n == 0)
+            return false;
+        if (!(n == 1 && *p == '*') && (strlen(c->seg[i]) != n || strncmp(c->seg[i], p, n) != 0))
+            return false;
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return *p == '\0';
+}
+
+static void call_free(struct api_call *c)
+{
+    if (c->sb != NULL)
+        wr_msb_unref(c->sb);
+    free(c);
+}
+
+static void call_closed(struct wr_http_req *req, void *data, bool aborted)
+{
+    call_free(data);
+}
+
+/* The sandbox and process of the path for a route with API_LIVE or API_PROC. Returns 0, or -1
+ * having answered 404 (or the error of a sandbox that is not running). */
+static int resolve(struct api_call *c, unsigned flags)
+{
+    struct wr_err err;
+    uint64_t pid = 0;
+
+    if (flags & API_LIVE) {
+        c->sb = wr_manager_find(c->api->mgr, c->team, c->seg[1], &err);
+        if (c->sb == NULL) {
+            api_error(c->req, &err);
+            return -1;
+        }
+        wr_msb_ref(c->sb);
+    }
+    if (flags & API_PROC) {
+        if (wr_parse_uint(c->seg[3], UINT32_MAX, &pid, &err) < 0 || pid == 0 ||
+            (c->proc = wr_msb_proc(c->sb, (uint32_t)pid)) == NULL) {
+            wr_http_respond_error(c->req, 404, "not_found", "process `%s` not found", c->seg[3]);
+            return -1;
+        }
+        c->pid = (uint32_t)pid;
+    }
+    return 0;
+}
+
+static void call_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    struct api_call *c = wr_http_req_data(req);
+
+    wr_http_req_set_data(req, NULL, NULL);
+    c->body = body;
+    c->len = len;
+    /* The process may have gone while the body came. */
+    if (c->route->flags & API_PROC) {
+        c->proc = wr_msb_alive(c->sb) ? wr_msb_proc(c->sb, c->pid) : NULL;
+        if (c->proc == NULL) {
+            wr_http_respond_error(req, 404, "not_found", "process %u not found", c->pid);
+            call_free(c);
+            return;
+        }
+    }
+    c->route->handler(c);
+    call_free(c);
+}
+
+/* 405 "use GET or DELETE": the methods of the routes of c's path. */
+static void method_not_allowed(const struct api_call *c)
+{
+    const char *m[WR_ARRAY_SIZE(routes)];
+    char msg[64] = "use";
+    size_t n = 0;
+
+    for (size_t i = 0; i < WR_ARRAY_SIZE(routes); i++)
+        if (pattern_match(routes[i].pattern, c))
+            m[n++] = routes[i].method;
+    for (size_t i = 0; i < n; i++) {
+        const char *sep = i == 0 ? " " : i + 1 == n ? " or " : ", ";
+        size_t used = strlen(msg);
+        snprintf(msg + used, sizeof(msg) - used, "%s%s", sep, m[i]);
+    }
+    wr_http_respond_error(c->req, 405, "method_not_allowed", "%s", msg);
+}
+
 void wr_api_handle(struct wr_http_req *req, void *ctx)
 {
     struct wr_api *api = ctx;
     const char *method = wr_http_req_method(req);
     const char *path = wr_http_req_path(req);
-    struct api_route rt;
-    struct wr_caller who;
+    const struct api_route *hit = NULL;
+    unsigned needs = 0;
+    bool found = false, public = true;
+    struct api_call *c;
 
     /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. */
     if (e2b_handle(api, req))
         return;
-    if (strcmp(path, "/v1/health") == 0) {
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-            return;
-        }
-        wr_http_respond_json(req, 200, json_pack("{s:s}", "status", "ok"));
-        return;
-    }
-    if (!split_route(path, &rt)) {
+    c = xcalloc(1, sizeof(*c));
+    c->api = api;
+    c->req = req;
+    if (!split_route(path, c)) {
         wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+        free(c);
         return;
     }
-    if (api_authenticate(api, req, &who) < 0)
-        return;
-
-    if (rt.nseg == 1 && strcmp(rt.seg[0], "version") == 0) {
-        if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
-            return;
-        }
-        wr_http_respond_json(req, 200,
-                             json_pack("{s:s,s:s,s:s,s:s}", "version", api->version, "api", "1",
-                                       "runtime", "ns", "cgroup",
-                                       wr_manager_cgroup_version(api->mgr)));
+    for (size_t i = 0; i < WR_ARRAY_SIZE(routes); i++) {
+        const struct api_route *r = &routes[i];
+        if (!pattern_match(r->pattern, c))
+            continue;
+        found = true;
+        needs |= r->flags & (API_LIVE | API_PROC);
+        public = public && (r->flags & API_PUBLIC);
+        if (hit == NULL && strcmp(r->method, method) == 0)
+            hit = r;
+    }
+    if (!found || !public) {
+        if (api_authenticate(api, req, &c->who) < 0)
+            goto out;
+        c->team = c->who.admin ? NULL : c->who.team;
+    }
+    if (!found) {
+        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+        goto out;
+    }
+    if (resolve(c, needs) < 0)
+        goto out;
+    if (hit == NULL) {
+        method_not_allowed(c);
+        goto out;
+    }
+    c->route = hit;
+    if (hit->body_max > 0 && !(hit->flags & API_STREAM)) {
+        wr_http_req_set_data(req, c, call_closed);
+        wr_http_req_read_body(req, hit->body_max, call_body);
         return;
     }
-    if (strcmp(rt.seg[0], "sandboxes") == 0) {
-        api_sandboxes(api, req, &who, &rt);
-        return;
-    }
-    if (strcmp(rt.seg[0], "keys") == 0) {
-        api_keys(api, req, &who, &rt);
-        return;
-    }
-    if (strcmp(rt.seg[0], "templates") == 0) {
-        api_templates(api, req, &who, &rt);
-        return;
-    }
-    if (strcmp(rt.seg[0], "snapshots") == 0) {
-        api_snapshots(api, req, &who, &rt);
-        return;
-    }
-    if (strcmp(rt.seg[0], "volumes") == 0) {
-        api_volumes(api, req, &who, &rt);
-        return;
-    }
-    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+    hit->handler(c);
+out:
+    call_free(c);
 }

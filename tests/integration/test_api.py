@@ -82,6 +82,26 @@ def test_errors_are_json_with_a_code(daemon, method, path, status, code):
     assert "x-request-id" in h
 
 
+@pytest.mark.parametrize("method, path, message", [
+    ("PUT", "/v1/health", "use GET"),
+    ("PATCH", "/v1/sandboxes", "use GET or POST"),
+    ("POST", "/v1/keys/k1", "use DELETE"),
+    ("PUT", "/v1/templates/build", "use POST, GET or DELETE"),
+    ("PATCH", "/v1/sandboxes/{id}/files?path=/tmp", "use GET, PUT or DELETE"),
+    ("POST", "/v1/sandboxes/{id}/processes/{pid}/wait", "use GET"),
+    ("GET", "/v1/sandboxes/{id}/processes/{pid}/stdin", "use POST"),
+])
+def test_a_wrong_method_is_405_with_the_allowed_ones(daemon, sandbox, method, path, message):
+    """The router's table answers 405 for a known path, naming the methods it has."""
+    st, _, body = raw(daemon, "POST", "/v1/sandboxes/%s/exec" % sandbox.sandbox_id,
+                      b'{"cmd": "true", "mode": "background"}')
+    assert st == 201, body
+    pid = json.loads(body)["pid"]
+    st, _, body = raw(daemon, method, path.format(id=sandbox.sandbox_id, pid=pid))
+    err = json.loads(body)
+    assert st == 405 and err["code"] == "method_not_allowed" and err["message"] == message, err
+
+
 def test_malformed_and_oversized_bodies(daemon):
     st, _, body = raw(daemon, "POST", "/v1/sandboxes", b"{not json")
     assert st == 400 and json.loads(body)["code"] == "invalid"
