@@ -327,7 +327,7 @@ static void unauthenticated(struct wr_http_req *req, bool rpc)
     if (rpc)
         connect_unary_error(req, "unauthenticated", "%s", msg);
     else
-        wr_http_respond_error(req, 401, "unauthorized", "%s", msg);
+        api_fail(req, WR_EUNAUTHORIZED, "%s", msg);
 }
 
 /* GET /health: 204 if the sandbox runs, 502 (E2B's proxy's answer) if not; the SDKs' isRunning()
@@ -395,7 +395,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     }
     if (strcmp(path, "/health") == 0) {
         if (strcmp(method, "GET") != 0) {
-            wr_http_respond_error(req, 405, "method_not_allowed", "use GET");
+            api_fail(req, WR_EMETHOD, "use GET");
             return;
         }
         health(api, req, id);
@@ -427,7 +427,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     else if (strcmp(path, "/files") == 0)
         e2b_files(&ev, req);
     else
-        wr_http_respond_error(req, 404, "not_found", "envd has no endpoint %s %s", method, path);
+        api_fail(req, WR_ENOTFOUND, "envd has no endpoint %s %s", method, path);
     wr_msb_unref(sb);
 }
 

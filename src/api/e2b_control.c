@@ -149,9 +149,8 @@ static int get_visible(struct wr_api *api, struct wr_http_req *req, const char *
         return -1;
     }
     if (e2b_state(rec) == NULL) {
-        wr_http_respond_error(req, 404, "not_found", "sandbox `%s` is %s%s%s", id,
-                              wr_sb_state_name(rec->state), rec->reason ? ": " : "",
-                              rec->reason ? rec->reason : "");
+        api_fail(req, WR_ENOTFOUND, "sandbox `%s` is %s%s%s", id, wr_sb_state_name(rec->state),
+                 rec->reason ? ": " : "", rec->reason ? rec->reason : "");
         wr_sandbox_rec_fini(rec);
         return -1;
     }
@@ -219,7 +218,7 @@ static void created(void *ctx, struct wr_sandbox_rec *rec, bool existed, const s
             char ra[16];
             snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
             wr_http_resp_header(req, "Retry-After", ra);
-            wr_http_respond_error(req, 429, "limit", "%s", err->msg);
+            wr_http_respond_error(req, 429, wr_err_kind_name(WR_ELIMIT), "%s", err->msg);
         } else if (err != NULL) {
             api_error(req, err);
         } else {
@@ -310,7 +309,7 @@ static int64_t seconds(struct wr_http_req *req, json_t *body, const char *key)
     if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` must be a number of seconds", key);
+        api_fail(req, WR_EINVAL, "`%s` must be a number of seconds", key);
         return -1;
     }
     return json_integer_value(v);
@@ -327,7 +326,7 @@ static void create(struct op_ctx *o, json_t *j)
     int64_t t;
 
     if (json_object_get(j, "templateID") != NULL && tpl == NULL) {
-        wr_http_respond_error(req, 400, "invalid", "`templateID` must be a string");
+        api_fail(req, WR_EINVAL, "`templateID` must be a string");
         goto fail;
     }
     cr.template_name = tpl;
@@ -341,7 +340,7 @@ static void create(struct op_ctx *o, json_t *j)
     cr.env_json = env;
     v = json_object_get(j, "autoPause");
     if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
-        wr_http_respond_error(req, 400, "invalid", "`autoPause` must be a boolean");
+        api_fail(req, WR_EINVAL, "`autoPause` must be a boolean");
         goto fail;
     }
     cr.on_timeout = json_is_true(v) ? WR_SB_TIMEOUT_PAUSE : WR_SB_TIMEOUT_KILL;
@@ -412,12 +411,11 @@ static void timeout_or_refresh(struct op_ctx *o, json_t *j)
     if (t < 0)
         return;
     if (!refresh && t == 0) {
-        wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive number");
+        api_fail(req, WR_EINVAL, "`timeout` must be a positive number");
         return;
     }
     if (refresh && t > REFRESH_MAX) {
-        wr_http_respond_error(req, 400, "invalid", "`duration` must be 0 to %d seconds",
-                              REFRESH_MAX);
+        api_fail(req, WR_EINVAL, "`duration` must be 0 to %d seconds", REFRESH_MAX);
         return;
     }
     if (refresh)
@@ -466,7 +464,7 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
     case OP_PAUSE:
         v = json_object_get(j, "memory");
         if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`memory` must be a boolean");
+            api_fail(req, WR_EINVAL, "`memory` must be a boolean");
             op_release(o);
             break;
         }
@@ -478,7 +476,7 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
     case OP_SNAPSHOT:
         v = json_object_get(j, "name");
         if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
+            api_fail(req, WR_EINVAL, "`name` must be a string");
             op_release(o);
             break;
         }
@@ -491,7 +489,7 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
         if (v != NULL && !json_is_null(v) &&
             (!json_is_integer(v) || json_integer_value(v) < 1 ||
              json_integer_value(v) > WR_FORK_MAX)) {
-            wr_http_respond_error(req, 400, "invalid", "`count` must be 1 to %d", WR_FORK_MAX);
+            api_fail(req, WR_EINVAL, "`count` must be 1 to %d", WR_FORK_MAX);
             op_release(o);
             break;
         }
@@ -572,13 +570,13 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
         for (char *kv = strtok_r(mbuf, "&", &save); kv != NULL; kv = strtok_r(NULL, "&", &save)) {
             char *eq = strchr(kv, '=');
             if (eq == NULL || eq == kv || f.n_meta == 16) {
-                wr_http_respond_error(req, 400, "invalid",
-                                      "`metadata` must be key=value pairs joined by &, at most 16");
+                api_fail(req, WR_EINVAL,
+                         "`metadata` must be key=value pairs joined by &, at most 16");
                 return;
             }
             *eq = '\0';
             if (!form_decode(kv) || !form_decode(eq + 1)) {
-                wr_http_respond_error(req, 400, "invalid", "`metadata` is not URL-encoded");
+                api_fail(req, WR_EINVAL, "`metadata` is not URL-encoded");
                 return;
             }
             keys[f.n_meta] = kv;
@@ -598,7 +596,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
             else if (strcmp(s, "paused") == 0)
                 paused = true;
             else {
-                wr_http_respond_error(req, 400, "invalid", "unknown state `%s`", s);
+                api_fail(req, WR_EINVAL, "unknown state `%s`", s);
                 return;
             }
         }
@@ -614,12 +612,12 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     if ((q = wr_http_req_query(req, "limit")) != NULL &&
         (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
-        wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
+        api_fail(req, WR_EINVAL, "`limit` must be 1 to 1000");
         return;
     }
     if ((q = wr_http_req_query(req, "nextToken")) != NULL && q[0] != '\0' &&
         wr_parse_uint(q, INT64_MAX, &cursor, &err) < 0) {
-        wr_http_respond_error(req, 400, "invalid", "`nextToken` is not valid");
+        api_fail(req, WR_EINVAL, "`nextToken` is not valid");
         return;
     }
     f.after_seq = (int64_t)cursor;
@@ -656,12 +654,12 @@ static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const ch
 
     if ((q = wr_http_req_query(req, "limit")) != NULL &&
         (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
-        wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
+        api_fail(req, WR_EINVAL, "`limit` must be 1 to 1000");
         return;
     }
     if ((q = wr_http_req_query(req, "nextToken")) != NULL && q[0] != '\0' &&
         wr_parse_uint(q, INT64_MAX, &start, &err) < 0) {
-        wr_http_respond_error(req, 400, "invalid", "`nextToken` is not valid");
+        api_fail(req, WR_EINVAL, "`nextToken` is not valid");
         return;
     }
     if (wr_images_list(api->images, team, "snapshot", wr_http_req_query(req, "sandboxID"), &recs,
@@ -696,7 +694,7 @@ static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const ch
 
 static void unsupported(struct wr_http_req *req, const char *what)
 {
-    wr_http_respond_error(req, 501, "unsupported", "%s not supported yet", what);
+    api_fail(req, WR_EUNSUPPORTED, "%s not supported yet", what);
 }
 
 static bool method_is(struct wr_http_req *req, const char *want)
@@ -704,7 +702,7 @@ static bool method_is(struct wr_http_req *req, const char *want)
     if (strcmp(wr_http_req_method(req), want) == 0)
         return true;
     wr_http_resp_header(req, "Allow", want);
-    wr_http_respond_error(req, 405, "method_not_allowed", "use %s", want);
+    api_fail(req, WR_EMETHOD, "use %s", want);
     return false;
 }
 
@@ -720,7 +718,7 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     char *save = NULL;
 
     if (strlen(path) >= sizeof(buf)) {
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint");
+        api_fail(req, WR_ENOTFOUND, "no such endpoint");
         return;
     }
     snprintf(buf, sizeof(buf), "%s", v2 ? path + 3 : path);
@@ -805,5 +803,5 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     return;
 notfound:
-    wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+    api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
 }

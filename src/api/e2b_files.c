@@ -625,7 +625,7 @@ void e2b_files(struct e2b_envd *ev, struct wr_http_req *req)
     if (strcmp(method, "GET") == 0) {
         _cleanup_free_ char *abs = e2b_abs_path(ev->user, wr_http_req_query(req, "path"));
         if (abs == NULL) {
-            wr_http_respond_error(req, 400, "invalid", "`path` is needed");
+            api_fail(req, WR_EINVAL, "`path` is needed");
             return;
         }
         api_file_download(req, ev->sb, abs, ev->user);
@@ -633,7 +633,7 @@ void e2b_files(struct e2b_envd *ev, struct wr_http_req *req)
     }
     if (strcmp(method, "POST") != 0) {
         wr_http_resp_header(req, "Allow", "GET, POST");
-        wr_http_respond_error(req, 405, "method_not_allowed", "use GET or POST");
+        api_fail(req, WR_EMETHOD, "use GET or POST");
         return;
     }
     upload_start(ev, req);

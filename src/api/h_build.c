@@ -183,8 +183,8 @@ static void context_data(struct wr_http_req *req, const char *p, size_t n)
         b->fd = -1;
         (void)unlink(b->tar_path);
         if (b->received > MAX_CONTEXT)
-            wr_http_respond_error(req, 413, "too_large", "the build context is over %llu GiB",
-                                  (unsigned long long)(MAX_CONTEXT >> 30));
+            api_fail(req, WR_ETOOBIG, "the build context is over %llu GiB",
+                     (unsigned long long)(MAX_CONTEXT >> 30));
         else
             api_error(req, &err);
     }
@@ -234,14 +234,13 @@ void api_template_build(struct api_call *call)
     struct wr_err err;
 
     if (name == NULL || name[0] == '\0') {
-        wr_http_respond_error(req, 400, "invalid", "`name` (query) names the template to build");
+        api_fail(req, WR_EINVAL, "`name` (query) names the template to build");
         return;
     }
     for (int i = 0; i < 2; i++) {
         const char *v = i == 0 ? replace : shared;
         if (v != NULL && strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-            wr_http_respond_error(req, 400, "invalid", "`%s` is true or false",
-                                  i == 0 ? "replace" : "shared");
+            api_fail(req, WR_EINVAL, "`%s` is true or false", i == 0 ? "replace" : "shared");
             return;
         }
     }
@@ -281,7 +280,7 @@ void api_template_build(struct api_call *call)
     }
     b->fd = open(b->tar_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (b->fd < 0) {
-        wr_http_respond_error(req, 500, "system", "store the build context: %s", strerror(errno));
+        api_fail(req, WR_ESYS, "store the build context: %s", strerror(errno));
         free(b->tar_path);
         b->tar_path = NULL;
         build_ctx_free(b);

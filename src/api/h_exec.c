@@ -321,18 +321,18 @@ static int exec_stdin(struct wr_http_req *req, struct exec_st *e, json_t *j)
     if ((v = json_object_get(j, "stdin")) != NULL && !json_is_null(v)) {
         const char *enc = json_string_value(json_object_get(j, "stdin_encoding"));
         if (!json_is_string(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`stdin` must be a string");
+            api_fail(req, WR_EINVAL, "`stdin` must be a string");
             return -1;
         }
         e->has_stdin = true;
         if (enc != NULL && strcmp(enc, "base64") == 0) {
             if (wr_b64_decode_buf(json_string_value(v), json_string_length(v), WR_B64_STRICT,
                                   &e->stdin_data) < 0) {
-                wr_http_respond_error(req, 400, "invalid", "`stdin` is not valid base64");
+                api_fail(req, WR_EINVAL, "`stdin` is not valid base64");
                 return -1;
             }
         } else if (enc != NULL && strcmp(enc, "utf8") != 0) {
-            wr_http_respond_error(req, 400, "invalid", "`stdin_encoding` is utf8 or base64");
+            api_fail(req, WR_EINVAL, "`stdin_encoding` is utf8 or base64");
             return -1;
         } else {
             wr_buf_append(&e->stdin_data, json_string_value(v), json_string_length(v));
@@ -358,13 +358,13 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
     if (j == NULL || api_only_keys(req, j, allowed) < 0)
         return;
     if (api_spawn_from_exec(j, &sp, &err) < 0) {
-        wr_http_respond_error(req, 400, "invalid", "%s", err.msg);
+        api_fail(req, WR_EINVAL, "%s", err.msg);
         goto out;
     }
     if ((v = json_object_get(j, "timeout")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > EXEC_TIMEOUT_MAX_S) {
-            wr_http_respond_error(req, 400, "invalid", "`timeout` must be seconds >= 0");
+            api_fail(req, WR_EINVAL, "`timeout` must be seconds >= 0");
             goto out;
         }
         timeout_ms = (uint64_t)json_integer_value(v) * 1000;
@@ -378,14 +378,14 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
         else if (s != NULL && strcmp(s, "background") == 0)
             e->mode = MODE_BACKGROUND;
         else {
-            wr_http_respond_error(req, 400, "invalid", "`mode` is wait, stream or background");
+            api_fail(req, WR_EINVAL, "`mode` is wait, stream or background");
             goto out;
         }
     }
     if ((v = json_object_get(j, "encoding")) != NULL && !json_is_null(v)) {
         s = json_string_value(v);
         if (s == NULL || (strcmp(s, "utf8") != 0 && strcmp(s, "base64") != 0)) {
-            wr_http_respond_error(req, 400, "invalid", "`encoding` is utf8 or base64");
+            api_fail(req, WR_EINVAL, "`encoding` is utf8 or base64");
             goto out;
         }
         e->b64 = strcmp(s, "base64") == 0;
@@ -393,7 +393,7 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
     if ((v = json_object_get(j, "max_output")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) > EXEC_OUTPUT_MAX) {
-            wr_http_respond_error(req, 400, "invalid", "`max_output` must be 0 to 1 GiB");
+            api_fail(req, WR_EINVAL, "`max_output` must be 0 to 1 GiB");
             goto out;
         }
         e->max_output = (size_t)json_integer_value(v);
@@ -460,7 +460,7 @@ static void wait_timeout(uv_timer_t *t)
     if (w->done)
         return;
     w->done = true;
-    wr_http_respond_error(w->req, 504, "timeout", "the process is still running");
+    api_fail(w->req, WR_ETIMEOUT, "the process is still running");
 }
 
 void api_proc_wait(struct api_call *c)
@@ -474,7 +474,7 @@ void api_proc_wait(struct api_call *c)
 
     if (q != NULL && wr_parse_uint(q, 86400 * 365, &secs, &err) < 0) {
         free(w);
-        wr_http_respond_error(req, 400, "invalid", "`timeout` must be seconds");
+        api_fail(req, WR_EINVAL, "`timeout` must be seconds");
         return;
     }
     w->req = req;
@@ -565,7 +565,7 @@ static void stdin_end(struct wr_http_req *req)
 {
     struct stdin_st *s = wr_http_req_data(req);
     if (!wr_msb_alive(s->sb) || wr_msb_proc(s->sb, s->pid) == NULL)
-        wr_http_respond_error(req, 404, "not_found", "process %u is gone", s->pid);
+        api_fail(req, WR_ENOTFOUND, "process %u is gone", s->pid);
     else
         wr_http_respond(req, 204, NULL, NULL, 0);
 }
@@ -637,8 +637,7 @@ void api_proc_signal(struct api_call *c)
         return;
     sig = parse_signal(json_object_get(j, "signal"));
     if (sig < 0)
-        wr_http_respond_error(req, 400, "invalid",
-                              "`signal` must be a number 1-64 or a name like SIGTERM");
+        api_fail(req, WR_EINVAL, "`signal` must be a number 1-64 or a name like SIGTERM");
     else
         wr_proc_signal(c->proc, sig, reply_done, reply_new(req));
     json_decref(j);
@@ -656,7 +655,7 @@ void api_proc_resize(struct api_call *c)
     if (!json_is_integer(r) || !json_is_integer(c2) || json_integer_value(r) < 1 ||
         json_integer_value(r) > 65535 || json_integer_value(c2) < 1 ||
         json_integer_value(c2) > 65535)
-        wr_http_respond_error(req, 400, "invalid", "`rows` and `cols` must be 1 to 65535");
+        api_fail(req, WR_EINVAL, "`rows` and `cols` must be 1 to 65535");
     else
         wr_proc_resize(c->proc, (uint16_t)json_integer_value(r), (uint16_t)json_integer_value(c2),
                        reply_done, reply_new(req));
@@ -796,7 +795,7 @@ void api_terminal(struct api_call *c)
     struct term_st *t;
 
     if (api_spawn_from_terminal(req, &sp, &err) < 0) {
-        wr_http_respond_error(req, 400, "invalid", "%s", err.msg);
+        api_fail(req, WR_EINVAL, "%s", err.msg);
         goto out;
     }
     t = xcalloc(1, sizeof(*t));
@@ -859,7 +858,7 @@ void api_proc_stdin(struct api_call *c)
     struct stdin_st *s;
 
     if (!wr_proc_running(c->proc)) {
-        wr_http_respond_error(req, 409, "conflict", "process %u has ended", (unsigned)c->pid);
+        api_fail(req, WR_ECONFLICT, "process %u has ended", (unsigned)c->pid);
         return;
     }
     s = xcalloc(1, sizeof(*s));

@@ -61,7 +61,7 @@ static const char *path_param(struct wr_http_req *req, const char *name)
     const char *p = wr_http_req_query(req, name);
 
     if (p == NULL || p[0] != '/' || strlen(p) >= WR_MAX_PATH) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` must be an absolute path", name);
+        api_fail(req, WR_EINVAL, "`%s` must be an absolute path", name);
         return NULL;
     }
     return p;
@@ -229,13 +229,13 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     if (move)
         to = json_string_value(json_object_get(j, "to"));
     if (path == NULL || path[0] != '/' || (move && (to == NULL || to[0] != '/'))) {
-        wr_http_respond_error(req, 400, "invalid",
-                              move ? "`from` and `to` must be absolute paths"
-                                   : "`path` must be an absolute path");
+        api_fail(req, WR_EINVAL,
+                 move ? "`from` and `to` must be absolute paths"
+                      : "`path` must be an absolute path");
         goto out;
     }
     if (!wr_msb_alive(sb)) {
-        wr_http_respond_error(req, 409, "conflict", "the sandbox is not running");
+        api_fail(req, WR_ECONFLICT, "the sandbox is not running");
         goto out;
     }
     wr_file_req_init(&r);
@@ -353,7 +353,7 @@ static void read_stat(void *ctx, const struct wr_stat *st)
         char cr[64];
         snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
         wr_http_resp_header(x->req, "Content-Range", cr);
-        wr_http_respond_error(x->req, 416, "invalid",
+        wr_http_respond_error(x->req, 416, wr_err_kind_name(WR_EINVAL),
                               "the range is beyond the file (%" PRIu64 " bytes)", size);
         x->finished = true;
         return;
@@ -393,7 +393,8 @@ static void read_done(void *ctx, const struct wr_err *err)
     }
     if (!x->started) {
         /* Nothing was sent: a ranged read past the end. */
-        wr_http_respond_error(x->req, 416, "invalid", "the range is beyond the file");
+        wr_http_respond_error(x->req, 416, wr_err_kind_name(WR_EINVAL),
+                              "the range is beyond the file");
         x->finished = true;
         return;
     }
@@ -679,7 +680,8 @@ void api_file_read(struct api_call *c)
         if (parse_range(range, x) < 0) {
             free(x->path);
             free(x);
-            wr_http_respond_error(req, 416, "invalid", "unsupported Range `%s`", range);
+            wr_http_respond_error(req, 416, wr_err_kind_name(WR_EINVAL), "unsupported Range `%s`",
+                                  range);
             return;
         }
         x->ranged = true;
@@ -707,7 +709,7 @@ void api_file_write(struct api_call *c)
         if (*m == '\0' || *end != '\0' || x->mode > 07777) {
             free(x->path);
             free(x);
-            wr_http_respond_error(req, 400, "invalid", "`mode` must be octal, e.g. 0644");
+            api_fail(req, WR_EINVAL, "`mode` must be octal, e.g. 0644");
             return;
         }
     }

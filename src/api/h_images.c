@@ -51,8 +51,7 @@ json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
 
 void api_forbid_shared(struct wr_http_req *req)
 {
-    wr_http_respond_error(req, 403, "forbidden",
-                          "only an admin key makes a shared template (one every team uses)");
+    api_fail(req, WR_EFORBIDDEN, "only an admin key makes a shared template (one every team uses)");
 }
 
 static json_t *dir_template_json(struct wr_api *api, const struct wr_caller *who, const char *name)
@@ -224,7 +223,7 @@ void api_snapshot_get(struct api_call *c)
         return;
     }
     if (strcmp(rec.kind, "snapshot") != 0)
-        wr_http_respond_error(c->req, 404, "not_found", "snapshot `%s` not found", c->seg[1]);
+        api_fail(c->req, WR_ENOTFOUND, "snapshot `%s` not found", c->seg[1]);
     else
         wr_http_respond_json(c->req, 200, snapshot_json(&rec, NULL));
     wr_image_rec_fini(&rec);
@@ -267,7 +266,7 @@ void api_sandbox_snapshot(struct api_call *c)
     if (v != NULL && !json_is_null(v)) {
         name = json_string_value(v);
         if (name == NULL) {
-            wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
+            api_fail(req, WR_EINVAL, "`name` must be a string");
             goto out;
         }
     }
@@ -314,8 +313,7 @@ void api_sandbox_fork(struct api_call *c)
     if ((v = json_object_get(j, "count")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
             json_integer_value(v) > WR_FORK_MAX) {
-            wr_http_respond_error(req, 400, "invalid", "`count` must be an integer from 1 to %d",
-                                  WR_FORK_MAX);
+            api_fail(req, WR_EINVAL, "`count` must be an integer from 1 to %d", WR_FORK_MAX);
             goto out;
         }
         fr.count = (uint32_t)json_integer_value(v);

@@ -39,7 +39,7 @@ void api_key_create(struct api_call *c)
     json_t *j, *out;
 
     if (!c->who.admin) {
-        wr_http_respond_error(req, 403, "forbidden", "only an admin key can make keys");
+        api_fail(req, WR_EFORBIDDEN, "only an admin key can make keys");
         return;
     }
     j = api_parse_object(req, c->body, c->len);
@@ -50,15 +50,15 @@ void api_key_create(struct api_call *c)
     team = json_string_value(json_object_get(j, "team"));
     name = json_string_value(json_object_get(j, "name"));
     if (team == NULL || !valid_team(team)) {
-        wr_http_respond_error(req, 400, "invalid", "`team` must be 1-64 of [A-Za-z0-9._-]");
+        api_fail(req, WR_EINVAL, "`team` must be 1-64 of [A-Za-z0-9._-]");
         goto out;
     }
     if (name != NULL && strlen(name) > 128) {
-        wr_http_respond_error(req, 400, "invalid", "`name` is longer than 128 bytes");
+        api_fail(req, WR_EINVAL, "`name` is longer than 128 bytes");
         goto out;
     }
     if (json_object_get(j, "admin") != NULL && !json_is_boolean(json_object_get(j, "admin"))) {
-        wr_http_respond_error(req, 400, "invalid", "`admin` must be a boolean");
+        api_fail(req, WR_EINVAL, "`admin` must be a boolean");
         goto out;
     }
     if (wr_keys_create(c->api->mgr, team, name ? name : "",

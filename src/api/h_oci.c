@@ -60,7 +60,7 @@ static void oci_error(struct wr_http_req *req, const struct wr_err *err)
             *p = '?';
     /* The registry's own refusal (401, 403, unreachable) is the upstream's, not ours. */
     if (e.kind == WR_EPROTO)
-        wr_http_respond_error(req, 502, "upstream", "%s", e.msg);
+        api_fail(req, WR_EUPSTREAM, "%s", e.msg);
     else
         api_error(req, &e);
 }
@@ -144,7 +144,7 @@ void api_template_import(struct api_call *call)
     struct wr_err err;
 
     if (r.name == NULL) {
-        wr_http_respond_error(req, 400, "invalid", "the query parameter `name` is required");
+        api_fail(req, WR_EINVAL, "the query parameter `name` is required");
         return;
     }
     if (r.shared && !who->admin) {
@@ -195,7 +195,7 @@ void api_template_pull(struct api_call *call)
     for (size_t i = 0; i < WR_ARRAY_SIZE(strings); i++) {
         v = json_object_get(j, strings[i]);
         if (v != NULL && !json_is_null(v) && !json_is_string(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`%s` must be a string", strings[i]);
+            api_fail(req, WR_EINVAL, "`%s` must be a string", strings[i]);
             goto out;
         }
     }
@@ -203,7 +203,7 @@ void api_template_pull(struct api_call *call)
         const char *k = i == 0 ? "insecure" : i == 1 ? "replace" : "shared";
         v = json_object_get(j, k);
         if (v != NULL && !json_is_null(v) && !json_is_boolean(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`%s` must be a boolean", k);
+            api_fail(req, WR_EINVAL, "`%s` must be a boolean", k);
             goto out;
         }
     }
@@ -217,7 +217,7 @@ void api_template_pull(struct api_call *call)
     r.team = call->who.team;
     r.admin = call->who.admin;
     if (r.name == NULL || r.image == NULL || r.image[0] == '\0') {
-        wr_http_respond_error(req, 400, "invalid", "`name` and `image` are required");
+        api_fail(req, WR_EINVAL, "`name` and `image` are required");
         goto out;
     }
     if (r.shared && !r.admin) {

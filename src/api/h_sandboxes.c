@@ -94,7 +94,7 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
                 char ra[16];
                 snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
                 wr_http_resp_header(c->req, "Retry-After", ra);
-                wr_http_respond_error(c->req, 503, "limit", "%s", err->msg);
+                api_fail(c->req, WR_ELIMIT, "%s", err->msg);
             } else {
                 api_error(c->req, err);
             }
@@ -117,7 +117,7 @@ int api_opt_seconds(struct wr_http_req *req, json_t *body, const char *key, uint
     if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` must be a positive integer", key);
+        api_fail(req, WR_EINVAL, "`%s` must be a positive integer", key);
         return -1;
     }
     *out = (uint32_t)json_integer_value(v);
@@ -134,7 +134,7 @@ int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char 
     if (m == NULL || json_is_null(m))
         return 0;
     if (!json_is_object(m)) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` must be an object of strings", key);
+        api_fail(req, WR_EINVAL, "`%s` must be an object of strings", key);
         return -1;
     }
     json_object_foreach(m, k, v)
@@ -143,12 +143,12 @@ int api_string_map(struct wr_http_req *req, json_t *body, const char *key, char 
             json_string_length(v) > 65536 ||
             ((strcmp(key, "env") == 0 || strcmp(key, "envVars") == 0) &&
              (strchr(k, '=') != NULL))) {
-            wr_http_respond_error(req, 400, "invalid", "`%s.%s` must be a string", key, k);
+            api_fail(req, WR_EINVAL, "`%s.%s` must be a string", key, k);
             return -1;
         }
     }
     if (json_object_size(m) > 256) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` has more than 256 entries", key);
+        api_fail(req, WR_EINVAL, "`%s` has more than 256 entries", key);
         return -1;
     }
     *out = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
@@ -166,12 +166,12 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
     if (a == NULL || json_is_null(a))
         return 0;
     if (!json_is_array(a)) {
-        wr_http_respond_error(req, 400, "invalid", "`%s` must be an array", key);
+        api_fail(req, WR_EINVAL, "`%s` must be an array", key);
         return -1;
     }
     if (json_array_size(a) > WR_MAX_VOLUMES) {
-        wr_http_respond_error(req, 400, "invalid", "at most %d volumes per sandbox, not %zu",
-                              WR_MAX_VOLUMES, json_array_size(a));
+        api_fail(req, WR_EINVAL, "at most %d volumes per sandbox, not %zu", WR_MAX_VOLUMES,
+                 json_array_size(a));
         return -1;
     }
     json_array_foreach(a, i, m)
@@ -179,16 +179,16 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
         json_t *ro = json_object_get(m, "readonly");
         if (!json_is_object(m) || api_only_keys(req, m, allowed) < 0) {
             if (!json_is_object(m))
-                wr_http_respond_error(req, 400, "invalid", "`%s[%zu]` must be an object", key, i);
+                api_fail(req, WR_EINVAL, "`%s[%zu]` must be an object", key, i);
             return -1;
         }
         v[i].name = json_string_value(json_object_get(m, "name"));
         v[i].path = json_string_value(json_object_get(m, "path"));
         if (v[i].name == NULL || v[i].path == NULL || (ro != NULL && !json_is_boolean(ro))) {
-            wr_http_respond_error(req, 400, "invalid",
-                                  "`%s[%zu]` needs a string `name` and `path`, and "
-                                  "`readonly` is a boolean",
-                                  key, i);
+            api_fail(req, WR_EINVAL,
+                     "`%s[%zu]` needs a string `name` and `path`, and "
+                     "`readonly` is a boolean",
+                     key, i);
             return -1;
         }
         v[i].readonly = json_is_true(ro);
@@ -217,7 +217,7 @@ void api_sandbox_create(struct api_call *call)
         goto out;
     if ((v = json_object_get(j, "template")) != NULL && !json_is_null(v)) {
         if (!json_is_string(v)) {
-            wr_http_respond_error(req, 400, "invalid", "`template` must be a string");
+            api_fail(req, WR_EINVAL, "`template` must be a string");
             goto out;
         }
         cr.template_name = json_string_value(v);
@@ -225,7 +225,7 @@ void api_sandbox_create(struct api_call *call)
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);
         if (!json_is_number(v) || !(cpus >= 0.01) || cpus > 1024) {
-            wr_http_respond_error(req, 400, "invalid", "`cpus` must be a number from 0.01 to 1024");
+            api_fail(req, WR_EINVAL, "`cpus` must be a number from 0.01 to 1024");
             goto out;
         }
         cr.cpu_millis = (uint32_t)(cpus * 1000 + 0.5);
@@ -233,7 +233,7 @@ void api_sandbox_create(struct api_call *call)
     if ((v = json_object_get(j, "memory_mb")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 16 ||
             json_integer_value(v) > (1 << 24)) {
-            wr_http_respond_error(req, 400, "invalid", "`memory_mb` must be an integer >= 16");
+            api_fail(req, WR_EINVAL, "`memory_mb` must be an integer >= 16");
             goto out;
         }
         cr.memory_bytes = (uint64_t)json_integer_value(v) << 20;
@@ -243,7 +243,7 @@ void api_sandbox_create(struct api_call *call)
     if ((v = json_object_get(j, "disk_mb")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 16 ||
             json_integer_value(v) > (1ll << 30)) {
-            wr_http_respond_error(req, 400, "invalid", "`disk_mb` must be an integer >= 16");
+            api_fail(req, WR_EINVAL, "`disk_mb` must be an integer >= 16");
             goto out;
         }
         cr.disk_bytes = (uint64_t)json_integer_value(v) << 20;
@@ -251,7 +251,7 @@ void api_sandbox_create(struct api_call *call)
     if ((v = json_object_get(j, "on_timeout")) != NULL && !json_is_null(v)) {
         const char *p = json_string_value(v);
         if (wr_sb_on_timeout_parse(p, &cr.on_timeout) < 0) {
-            wr_http_respond_error(req, 400, "invalid", "`on_timeout` must be kill or pause");
+            api_fail(req, WR_EINVAL, "`on_timeout` must be kill or pause");
             goto out;
         }
     }
@@ -264,7 +264,7 @@ void api_sandbox_create(struct api_call *call)
     cr.metadata_json = meta;
     cr.idem_key = wr_http_req_header(req, "Idempotency-Key");
     if (cr.idem_key != NULL && (strlen(cr.idem_key) == 0 || strlen(cr.idem_key) > 128)) {
-        wr_http_respond_error(req, 400, "invalid", "Idempotency-Key must be 1 to 128 bytes");
+        api_fail(req, WR_EINVAL, "Idempotency-Key must be 1 to 128 bytes");
         goto out;
     }
     cr.team = call->who.team;
@@ -301,7 +301,7 @@ void api_sandboxes_list(struct api_call *c)
 
     nm = wr_http_req_query_all(req, "metadata", metas, 16);
     if (nm > 16) {
-        wr_http_respond_error(req, 400, "invalid", "at most 16 metadata filters");
+        api_fail(req, WR_EINVAL, "at most 16 metadata filters");
         return;
     }
     for (size_t i = 0; i < nm; i++) {
@@ -309,8 +309,7 @@ void api_sandboxes_list(struct api_call *c)
         mbuf[i] = xstrdup(metas[i]);
         eq = strchr(mbuf[i], '=');
         if (eq == NULL || eq == mbuf[i]) {
-            wr_http_respond_error(req, 400, "invalid", "metadata filter `%s` must be key=value",
-                                  metas[i]);
+            api_fail(req, WR_EINVAL, "metadata filter `%s` must be key=value", metas[i]);
             goto out;
         }
         *eq = '\0';
@@ -327,7 +326,7 @@ void api_sandboxes_list(struct api_call *c)
         for (char *s = strtok_r(statebuf, ",", &save); s != NULL; s = strtok_r(NULL, ",", &save)) {
             enum wr_sb_state st;
             if (wr_sb_state_parse(s, &st) < 0 || ns == 7) {
-                wr_http_respond_error(req, 400, "invalid", "unknown state `%s`", s);
+                api_fail(req, WR_EINVAL, "unknown state `%s`", s);
                 goto out;
             }
             ns++;
@@ -337,12 +336,12 @@ void api_sandboxes_list(struct api_call *c)
     }
     if ((q = wr_http_req_query(req, "limit")) != NULL &&
         (wr_parse_uint(q, 1000, &limit, &err) < 0 || limit == 0)) {
-        wr_http_respond_error(req, 400, "invalid", "`limit` must be 1 to 1000");
+        api_fail(req, WR_EINVAL, "`limit` must be 1 to 1000");
         goto out;
     }
     if ((q = wr_http_req_query(req, "cursor")) != NULL &&
         wr_parse_uint(q, INT64_MAX, &cursor, &err) < 0) {
-        wr_http_respond_error(req, 400, "invalid", "`cursor` is not valid");
+        api_fail(req, WR_EINVAL, "`cursor` is not valid");
         goto out;
     }
     f.after_seq = (int64_t)cursor;
@@ -382,7 +381,7 @@ void api_sandbox_timeout(struct api_call *c)
         return;
     v = json_object_get(j, "timeout");
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX) {
-        wr_http_respond_error(req, 400, "invalid", "`timeout` must be a positive integer");
+        api_fail(req, WR_EINVAL, "`timeout` must be a positive integer");
     } else if (wr_manager_set_timeout(c->api->mgr, c->team, c->seg[1],
                                       (uint32_t)json_integer_value(v), &rec, &err) < 0) {
         api_error(req, &err);
@@ -497,7 +496,7 @@ void api_sandbox_pause(struct api_call *c)
     if ((v = json_object_get(j, "mode")) != NULL && !json_is_null(v)) {
         const char *m = json_string_value(v);
         if (wr_sb_paused_mode_parse(m, &mode) < 0) {
-            wr_http_respond_error(req, 400, "invalid", "`mode` must be memory or disk");
+            api_fail(req, WR_EINVAL, "`mode` must be memory or disk");
             goto out;
         }
     }

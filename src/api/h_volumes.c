@@ -31,7 +31,7 @@ void api_volume_create(struct api_call *c)
     if (api_only_keys(req, j, allowed) < 0)
         goto out;
     if (name == NULL) {
-        wr_http_respond_error(req, 400, "invalid", "`name` must be a string");
+        api_fail(req, WR_EINVAL, "`name` must be a string");
         goto out;
     }
     if (wr_manager_volume_create(c->api->mgr, c->who.team, name, &rec, &err) < 0) {

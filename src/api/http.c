@@ -2152,22 +2152,24 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
     if (strcmp(wr_http_req_method(req), "GET") != 0 || !req->no_body ||
         !header_has_token(wr_http_req_header(req, "Upgrade"), "websocket") ||
         !header_has_token(wr_http_req_header(req, "Connection"), "upgrade")) {
-        wr_http_respond_error(req, 400, "invalid", "not a websocket upgrade request");
+        wr_http_respond_error(req, 400, wr_err_kind_name(WR_EINVAL),
+                              "not a websocket upgrade request");
         return NULL;
     }
     if (ver == NULL || strcmp(ver, "13") != 0) {
         wr_http_resp_header(req, "Sec-WebSocket-Version", "13");
-        wr_http_respond_error(req, 400, "invalid", "unsupported Sec-WebSocket-Version");
+        wr_http_respond_error(req, 400, wr_err_kind_name(WR_EINVAL),
+                              "unsupported Sec-WebSocket-Version");
         return NULL;
     }
     if (!ws_key_valid(key)) {
-        wr_http_respond_error(req, 400, "invalid", "invalid Sec-WebSocket-Key");
+        wr_http_respond_error(req, 400, wr_err_kind_name(WR_EINVAL), "invalid Sec-WebSocket-Key");
         return NULL;
     }
     ws = xcalloc(1, sizeof(*ws));
     if (wslay_event_context_server_init(&ws->ctx, &wcb, ws) != 0) {
         free(ws);
-        wr_http_respond_error(req, 500, "internal", "websocket context");
+        wr_http_respond_error(req, 500, wr_err_kind_name(WR_EINTERNAL), "websocket context");
         return NULL;
     }
     wslay_event_config_set_max_recv_msg_length(ws->ctx, WS_MAX_MSG);

@@ -126,13 +126,13 @@ json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len)
         return json_object();
     j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (j == NULL) {
-        wr_http_respond_error(req, 400, "invalid", "malformed JSON at line %d column %d: %s",
-                              je.line, je.column, je.text);
+        api_fail(req, WR_EINVAL, "malformed JSON at line %d column %d: %s", je.line, je.column,
+                 je.text);
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        wr_http_respond_error(req, 400, "invalid", "the body must be a JSON object");
+        api_fail(req, WR_EINVAL, "the body must be a JSON object");
         return NULL;
     }
     return j;
@@ -150,7 +150,7 @@ int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allow
             if (strcmp(k, *a) == 0)
                 ok = true;
         if (!ok) {
-            wr_http_respond_error(req, 400, "invalid", "unknown field `%s`", k);
+            api_fail(req, WR_EINVAL, "unknown field `%s`", k);
             return -1;
         }
     }
@@ -204,13 +204,12 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
         return 0;
     }
     if (key == NULL) {
-        wr_http_respond_error(req, 401, "unauthorized",
-                              "an API key is required (Authorization: Bearer <key>)");
+        api_fail(req, WR_EUNAUTHORIZED, "an API key is required (Authorization: Bearer <key>)");
         return -1;
     }
     if (wr_keys_lookup(api->mgr, key, &ki, &err) < 0) {
         if (err.kind == WR_ENOTFOUND)
-            wr_http_respond_error(req, 401, "unauthorized", "the API key is not valid");
+            api_fail(req, WR_EUNAUTHORIZED, "the API key is not valid");
         else
             api_error(req, &err);
         return -1;
@@ -354,7 +353,7 @@ static int resolve(struct api_call *c, unsigned flags)
     if (flags & API_PROC) {
         if (wr_parse_uint(c->seg[3], UINT32_MAX, &pid, &err) < 0 || pid == 0 ||
             (c->proc = wr_msb_proc(c->sb, (uint32_t)pid)) == NULL) {
-            wr_http_respond_error(c->req, 404, "not_found", "process `%s` not found", c->seg[3]);
+            api_fail(c->req, WR_ENOTFOUND, "process `%s` not found", c->seg[3]);
             return -1;
         }
         c->pid = (uint32_t)pid;
@@ -373,7 +372,7 @@ static void call_body(struct wr_http_req *req, const char *body, size_t len)
     if (c->route->flags & API_PROC) {
         c->proc = wr_msb_alive(c->sb) ? wr_msb_proc(c->sb, c->pid) : NULL;
         if (c->proc == NULL) {
-            wr_http_respond_error(req, 404, "not_found", "process %u not found", c->pid);
+            api_fail(req, WR_ENOTFOUND, "process %u not found", c->pid);
             call_free(c);
             return;
         }
@@ -397,7 +396,7 @@ static void method_not_allowed(const struct api_call *c)
         size_t used = strlen(msg);
         snprintf(msg + used, sizeof(msg) - used, "%s%s", sep, m[i]);
     }
-    wr_http_respond_error(c->req, 405, "method_not_allowed", "%s", msg);
+    api_fail(c->req, WR_EMETHOD, "%s", msg);
 }
 
 void wr_api_handle(struct wr_http_req *req, void *ctx)
@@ -417,7 +416,7 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     c->api = api;
     c->req = req;
     if (!split_route(path, c)) {
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+        api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
         free(c);
         return;
     }
@@ -437,7 +436,7 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         c->team = c->who.admin ? NULL : c->who.team;
     }
     if (!found) {
-        wr_http_respond_error(req, 404, "not_found", "no such endpoint: %s %s", method, path);
+        api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
         goto out;
     }
     if (resolve(c, needs) < 0)
