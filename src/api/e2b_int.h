@@ -51,6 +51,11 @@ void connect_stream_end_err(struct wr_http_req *req, const struct wr_err *err);
  * JSON object. On failure answers the Connect error (unary or in an end-stream frame) and
  * returns NULL. */
 json_t *connect_decode(struct wr_http_req *req, bool streaming, const char *body, size_t len);
+/* The one message of a server-streaming request body: exactly one uncompressed envelope
+ * (flags 0, a 4-byte big-endian length, then the payload) filling body[0..len). Returns 0 with
+ * *payload and *n (pointing into body), or -1 with the Connect *code and *msg (static strings). */
+int connect_unwrap(const char *body, size_t len, const char **payload, size_t *n, const char **code,
+                   const char **msg);
 
 /* ---- shared by the E2B handlers (e2b.c) ---------------------------------------------------- */
 
