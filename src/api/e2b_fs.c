@@ -17,8 +17,7 @@
 #define MAX_WATCH_EVENTS 100000 /* events a polled watcher keeps between two polls */
 #define MAX_LIST_ENTRIES 100000
 
-/* ---- EntryInfo --------------------------------------------------------------------------------
- */
+/* ---- EntryInfo ------------------------------------------------------------------------------- */
 
 static const char *file_type(enum wr_file_type t)
 {
@@ -312,8 +311,7 @@ static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, const char *m
         fsop_free(o);
 }
 
-/* ---- watches ----------------------------------------------------------------------------------
- */
+/* ---- watches --------------------------------------------------------------------------------- */
 
 static const char *event_type(enum wr_watch_op op)
 {
@@ -642,8 +640,7 @@ static void watchers(struct e2b_envd *ev, struct wr_http_req *req, const char *m
     w->events = json_array();
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------
- */
+/* ---- dispatch -------------------------------------------------------------------------------- */
 
 static void watch_dir(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {

@@ -512,8 +512,7 @@ static void connect_proc(struct e2b_envd *ev, struct wr_http_req *req, json_t *j
     ps_attach(s, p, false);
 }
 
-/* ---- unary calls ------------------------------------------------------------------------------
- */
+/* ---- unary calls ----------------------------------------------------------------------------- */
 
 struct list_ctx {
     struct wr_api *api;
@@ -659,8 +658,7 @@ static void unary(struct e2b_envd *ev, struct wr_http_req *req, const char *meth
     }
 }
 
-/* ---- dispatch ---------------------------------------------------------------------------------
- */
+/* ---- dispatch -------------------------------------------------------------------------------- */
 
 static void call(struct e2b_envd *ev, struct wr_http_req *req, const char *method, json_t *j)
 {

@@ -19,8 +19,7 @@
 #define STDIN_HIGH      (4u << 20)
 #define WS_HIGH         (8u << 20)
 
-/* ---- output encoding ---------------------------------------------------------------------------
- */
+/* ---- output encoding ------------------------------------------------------------------------- */
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
@@ -98,8 +97,7 @@ static int b64_decode(const char *s, size_t n, struct wr_buf *out)
     return 0;
 }
 
-/* ---- processes as JSON ------------------------------------------------------------------------
- */
+/* ---- processes as JSON ----------------------------------------------------------------------- */
 
 json_t *api_proc_json(struct wr_proc *p)
 {
@@ -613,8 +611,7 @@ static void do_attach(struct wr_api *api, struct wr_http_req *req, struct wr_msb
     wr_proc_subscribe(p, &e->sub, true);
 }
 
-/* ---- stdin (a streamed body), signal, resize --------------------------------------------------
- */
+/* ---- stdin (a streamed body), signal, resize ------------------------------------------------- */
 
 struct stdin_st {
     struct wr_http_req *req;

@@ -291,8 +291,7 @@ static void msb_stop_watching(struct wr_msb *sb, const struct wr_err *why)
     }
 }
 
-/* ---- destroying, on a worker thread -----------------------------------------------------------
- */
+/* ---- destroying, on a worker thread ---------------------------------------------------------- */
 
 struct destroy_work {
     uv_work_t w;
