@@ -252,3 +252,16 @@ def test_without_warren_zygote_the_daemon_forks_one_and_sandboxes_exec_warren_in
     finally:
         delete_all(d)
         d.cleanup()
+
+
+@pytest.mark.skipif(not SANITIZED, reason="only make asan reads daemon logs for sanitizer reports")
+def test_a_sanitizer_report_in_a_daemon_log_fails_the_test(tmp_path):
+    """Daemon.cleanup fails the test whose daemon logged a sanitizer report (here written by a
+    wrapper in front of the real warrend, as ASan writes one to stderr)."""
+    wrapper = tmp_path / "warrend"
+    wrapper.write_text("#!/bin/sh\necho '==1==ERROR: AddressSanitizer: heap-use-after-free' >&2\n"
+                       "exec %s \"$@\"\n" % WARREND)
+    wrapper.chmod(0o755)
+    d = Daemon(binary=str(wrapper)).start()
+    with pytest.raises(AssertionError, match="reported under the sanitizers"):
+        d.cleanup()
