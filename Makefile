@@ -169,6 +169,12 @@ integration: all
 compat: all
 	WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 tests/compat/
 
+# The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
+# SDKs: a few minutes.
+.PHONY: quick
+quick: all unit fuzz-replay
+	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q -m "not slow" tests/integration
+
 test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
 

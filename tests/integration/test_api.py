@@ -356,6 +356,7 @@ def test_client_disconnect_mid_stream_leaves_the_command_running(sandbox, daemon
     assert sandbox.files.read("/tmp/finished") == "done\n"
 
 
+@pytest.mark.slow
 def test_many_concurrent_streams(client):
     boxes = [warren.Sandbox.create(client=client, timeout=120) for _ in range(5)]
     errors, outs = [], []
@@ -451,6 +452,7 @@ def test_watch_dir(sandbox):
         assert want in kinds, kinds
 
 
+@pytest.mark.slow
 def test_large_file_streams_without_buffering(sandbox, daemon, tmp_path):
     size = 256 << 20
     src = tmp_path / "big"
