@@ -158,10 +158,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(DLIB) $(LIB) $(LLHTTP_OBJ) tests/un
 	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< $(DLIB) $(LIB) $(LLHTTP_OBJ) $(DAEMON_LIBS)
 
 # Each fuzz target has a main() that replays files (make test); `make fuzz` builds it for
-# libFuzzer with clang.
-$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB)
+# libFuzzer with clang. Targets link the daemon's libraries as the unit tests do.
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(DLIB) $(LIB) $(LLHTTP_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< tests/fuzz/replay.c $(LIB) $(HOST_LIBS)
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< tests/fuzz/replay.c $(DLIB) \
+	    $(LIB) $(LLHTTP_OBJ) $(DAEMON_LIBS)
 
 # The test image: Debian's busybox-static and the probe, made locally (tests/mkimage.sh).
 $(IMAGE)/.done: tests/mkimage.sh $(PROBE)
@@ -185,18 +186,33 @@ integration: all
 compat: all
 	WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 tests/compat/
 
+# The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
+# SDKs: a few minutes.
+.PHONY: quick
+quick: all unit fuzz-replay
+	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q -m "not slow" tests/integration
+
 test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 test
 
+# The libraries are built with clang in $(FUZZ_BUILD) (instrumented for coverage), then each
+# target runs FUZZ_SECONDS (60) from its corpus; new inputs go to $(FUZZ_BUILD)/corpus/, crashers
+# to the current directory. FUZZ_TARGETS picks some (`make fuzz FUZZ_TARGETS=http`).
+FUZZ_BUILD   := $(BUILD)-fuzz
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+FUZZ_LIBS    := $(FUZZ_BUILD)/libwarrend.a $(FUZZ_BUILD)/libwarren.a \
+                $(patsubst $(BUILD)/%,$(FUZZ_BUILD)/%,$(LLHTTP_OBJ))
 fuzz:
-	@mkdir -p $(BUILD)/fuzz
-	set -e; for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-	    -o $(BUILD)/fuzz/$$n $$f $(UTIL_SRC) $(PROTO_SRC); \
-	  $(BUILD)/fuzz/$$n -max_total_time=$${FUZZ_SECONDS:-60} tests/fuzz/corpus/$${n#fuzz_}; done
+	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) WERROR=0 \
+	    SAN_FLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer' $(FUZZ_LIBS)
+	set -e; for n in $(FUZZ_TARGETS); do mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
+	  clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I$(LLHTTP_INC) \
+	    -o $(FUZZ_BUILD)/fuzz_$$n tests/fuzz/fuzz_$$n.c $(FUZZ_LIBS) $(DAEMON_LIBS); \
+	  $(FUZZ_BUILD)/fuzz_$$n -max_total_time=$${FUZZ_SECONDS:-60} $(FUZZ_BUILD)/corpus/$$n \
+	    tests/fuzz/corpus/$$n; done
 
 $(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(INIT_LIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -211,6 +227,24 @@ format:
 
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+# Every header compiles on its own (it includes what it uses).
+.PHONY: check-headers check-calls
+check-headers:
+	@set -e; for h in $$(git ls-files 'src/*.h'); do \
+	  $(CC) $(filter-out -MMD -MP,$(BASE_CFLAGS)) -I$(LLHTTP_INC) -fsyntax-only -include $$h \
+	    -x c /dev/null || { echo "check-headers: $$h does not compile alone"; exit 1; }; done
+	@echo "check-headers: ok"
+
+# Calls that invite overflows or silent misparses are not used in src/: snprintf, memcpy with a
+# checked length, wr_parse_* (src/util/parse.h) and strtok_r instead. The few that remain are
+# bounded just above them and listed, as "path: code", in scripts/banned-calls.allow.
+BANNED_CALLS := sprintf|vsprintf|strcpy|strncpy|strcat|strncat|stpcpy|alloca|atoi|atol|atoll|atof|gets|strtok|tmpnam|tempnam|mktemp
+check-calls:
+	@bad=$$(git grep -nE '(^|[^_[:alnum:]])($(BANNED_CALLS))\(' -- 'src/*.[ch]' | \
+	  sed -E 's/^([^:]*):[0-9]+:[[:space:]]*/\1: /' | grep -vxF -f scripts/banned-calls.allow); \
+	  [ -z "$$bad" ] || { echo "$$bad"; echo "check-calls: banned calls in src/"; exit 1; }
+	@echo "check-calls: ok"
 
 # Layering (docs/architecture.md): only src/runtime/ makes mount and namespace calls; only
 # src/store/ includes sqlite3.h; src/proto/ depends on util/ alone; src/image/ (formats and the
@@ -239,6 +273,6 @@ check-layers:
 	@echo "check-layers: ok"
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz build-asan-fuzz
 
 -include $(shell find $(BUILD)/host $(BUILD)/static $(BUILD)/tests $(BUILD)/bench -name '*.d' -type f 2>/dev/null)

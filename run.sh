@@ -13,8 +13,8 @@ STATE=${WARREN_STATE_DIR:-/var/lib/warren}
 # two; `scripts/build-base.sh $STATE/templates/base` rebuilds it). See docs/templates.md.
 T=$STATE/templates
 if [ -d "$T/base/rootfs" ] && [ ! -e "$T/base/rootfs/bin/bash" ] && [ ! -e "$T/busybox/rootfs" ]; then
-    # The busybox copy that used to be `base`: keep it, as `busybox` (a rename leaves the
-    # sandboxes made from it intact).
+    # A `base` without bash is a busybox tree (what `base` held in earlier releases): keep it,
+    # as `busybox` (a rename leaves the sandboxes made from it intact).
     mkdir -p "$T/busybox"
     mv "$T/base/rootfs" "$T/busybox/rootfs"
 fi

@@ -181,7 +181,7 @@ for line in open(sys.argv[1]):
         rate[peer] = float(m.group(1)); peer = None
 first = med["create → first stdout"]; cyc = med["whole cycle"]
 floor = med["clone -> /bin/true exit -> reaped"]
-RESEARCH_FLOOR = 1.56  # ms, research/perf-namespaces.md (the day the targets were set)
+RESEARCH_FLOOR = 1.56  # ms, the floor on the day the targets were set (docs/benchmarks.md)
 k = floor / RESEARCH_FLOOR
 print("  API create→first stdout / warren run (echo hi)  %.2f" % (first / med["warren-run"]))
 print("  API create→first stdout / bwrap (echo hi)       %.2f" % (first / med["bwrap-img"]))

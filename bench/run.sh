@@ -65,7 +65,7 @@ done
 
 echo "== 2. CLI, $N runs each (hyperfine -N), in two halves of N/2: A B C, then C B A"
 # bwrap-img: bwrap on the same busybox image, read-only root, same six namespaces.
-# bwrap-usr: the research's command (research/perf-namespaces.md, 2a).
+# bwrap-usr: bwrap with the host's /usr bound read-only instead of the image.
 WARREN_RUN="$BUILD/warren run --rootfs $IMG -- /bin/true"
 BWRAP_IMG="bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind $IMG / --proc /proc --dev /dev --tmpfs /tmp /bin/true"
 BWRAP_USR="bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/sbin /sbin --proc /proc --dev /dev --tmpfs /tmp /bin/true"

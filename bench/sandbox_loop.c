@@ -3,8 +3,8 @@
  * create (clone3, idmapped overlay, cgroups, seccomp, warren-init answering) → spawn /bin/true
  * → its EXIT event → destroy. Prints medians and p99s of create→exit and of the whole cycle.
  *
- * `sandbox_loop --floor ROOTFS [N]` measures the peer in the same run: the isolation floor of
- * research/perf-namespaces.md (nsfloor), six namespaces + tmpfs-upper overlay + /proc, /dev,
+ * `sandbox_loop --floor ROOTFS [N]` measures the peer in the same run: the isolation floor,
+ * six namespaces + tmpfs-upper overlay + /proc, /dev,
  * /tmp + pivot_root + lo up + exec /bin/true as PID 1 + reap, from the same long-lived process,
  * with no cgroups, no seccomp, no id range and no agent. `--floor-pid1` is the same floor with
  * one process more, as the daemon's path has: its PID 1 stays and starts /bin/true as a child.

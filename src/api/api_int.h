@@ -110,10 +110,10 @@ struct api_call {
     const char *seg[API_MAX_SEGS]; /* the path after /v1/ split on '/': for
                                     * /v1/sandboxes/{id}/exec, seg[1] is the id */
     size_t nseg;
-    struct wr_msb *sb;    /* API_LIVE: the running sandbox seg[1] (referenced during the call) */
-    struct wr_proc *proc; /* API_PROC: the process seg[3] of sb */
-    uint32_t pid;         /* API_PROC: its pid */
-    const char *body;     /* a route with a body limit, not API_STREAM: the whole body */
+    struct wr_live_sb *sb; /* API_LIVE: the running sandbox seg[1] (referenced during the call) */
+    struct wr_proc *proc;  /* API_PROC: the process seg[3] of sb */
+    uint32_t pid;          /* API_PROC: its pid */
+    const char *body;      /* a route with a body limit, not API_STREAM: the whole body */
     size_t len;
     char buf[8192]; /* the path that seg points into */
 };
@@ -176,7 +176,7 @@ void api_file_move(struct api_call *c);
 /* Answer with the whole file at path in the sandbox (200 application/octet-stream with its
  * length), read as user (NULL: the image's user) on a connection of its own; errors as
  * api_error. */
-void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
+void api_file_download(struct wr_http_req *req, struct wr_live_sb *sb, const char *path,
                        const char *user);
 
 /* h_keys.c */

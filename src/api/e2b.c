@@ -201,8 +201,7 @@ uint64_t e2b_keepalive_ms(struct wr_http_req *req)
     return (s >= 1 && s <= 3600 ? s : 50) * 1000;
 }
 
-/* ---- Connect calls ----------------------------------------------------------------------------
- */
+/* ---- Connect calls --------------------------------------------------------------------------- */
 
 struct rpc_ctx {
     struct e2b_envd ev;
@@ -213,7 +212,7 @@ struct rpc_ctx {
 static void rpc_closed(struct wr_http_req *req, void *data, bool aborted)
 {
     struct rpc_ctx *r = data;
-    wr_msb_unref(r->ev.sb);
+    wr_live_sb_unref(r->ev.sb);
     free(r);
 }
 
@@ -230,7 +229,7 @@ static void rpc_body(struct wr_http_req *req, const char *body, size_t len)
     wr_http_req_set_data(req, NULL, NULL);
     free(r);
     j = connect_decode(req, m->streaming, body, len);
-    if (j != NULL && !wr_msb_alive(ev.sb)) {
+    if (j != NULL && !wr_live_sb_alive(ev.sb)) {
         if (m->streaming)
             connect_stream_end(req, "unavailable", "the sandbox is not running");
         else
@@ -239,7 +238,7 @@ static void rpc_body(struct wr_http_req *req, const char *body, size_t len)
         m->handler(&ev, req, j);
     }
     json_decref(j);
-    wr_msb_unref(ev.sb);
+    wr_live_sb_unref(ev.sb);
 }
 
 void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_service *svc,
@@ -263,7 +262,7 @@ void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_serv
     r->ev.user = NULL;
     r->m = m;
     snprintf(r->user, sizeof(r->user), "%s", ev->user ? ev->user : "");
-    wr_msb_ref(ev->sb);
+    wr_live_sb_ref(ev->sb);
     wr_http_req_set_data(req, r, rpc_closed);
     wr_http_req_read_body(req, CONNECT_MAX_REQUEST, rpc_body);
 }
@@ -382,7 +381,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     const char *method = wr_http_req_method(req);
     char ubuf[128];
     struct e2b_envd ev = {.api = api};
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_err err;
     const char *rpc_method = NULL;
     const struct e2b_service *rpc = rpc_service(path, &rpc_method);
@@ -421,14 +420,14 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
         ev.user = wr_http_req_query(req, "username");
     if (ev.user != NULL && ev.user[0] == '\0')
         ev.user = NULL;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     if (rpc != NULL)
         e2b_rpc(&ev, req, rpc, rpc_method);
     else if (strcmp(path, "/files") == 0)
         e2b_files(&ev, req);
     else
         api_fail(req, WR_ENOTFOUND, "envd has no endpoint %s %s", method, path);
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
 }
 
 static bool control_path(const char *path)

@@ -640,8 +640,7 @@ static void list(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     free(recs);
 }
 
-/* ---- snapshots --------------------------------------------------------------------------------
- */
+/* ---- snapshots ------------------------------------------------------------------------------- */
 
 static void list_snapshots(struct wr_api *api, struct wr_http_req *req, const char *team)
 {

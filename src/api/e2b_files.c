@@ -612,7 +612,7 @@ static void upload_start(struct e2b_envd *ev, struct wr_http_req *req)
         upload_fail(u, &err);
         return;
     }
-    if (wr_msb_fconn_open(ev->sb, &cbs, u, &u->fc, &err) < 0) {
+    if (wr_live_sb_fconn_open(ev->sb, &cbs, u, &u->fc, &err) < 0) {
         u->fc = NULL;
         upload_fail(u, &err);
     }

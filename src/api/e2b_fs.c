@@ -18,8 +18,7 @@
 #define MAX_WATCH_EVENTS 100000 /* events a polled watcher keeps between two polls */
 #define MAX_LIST_ENTRIES 100000
 
-/* ---- EntryInfo --------------------------------------------------------------------------------
- */
+/* ---- EntryInfo ------------------------------------------------------------------------------- */
 
 static const char *file_type(enum wr_file_type t)
 {
@@ -87,7 +86,7 @@ enum fs_step { STEP_PRESTAT, STEP_OP, STEP_POSTSTAT };
 
 struct fsop {
     struct wr_http_req *req; /* NULL once the client left */
-    struct wr_msb *sb;       /* referenced */
+    struct wr_live_sb *sb;   /* referenced */
     enum fs_kind kind;
     enum fs_step step;
     char *path, *dest, *user;
@@ -98,7 +97,7 @@ struct fsop {
 
 static void fsop_free(struct fsop *o)
 {
-    wr_msb_unref(o->sb);
+    wr_live_sb_unref(o->sb);
     json_decref(o->result);
     free(o->path);
     free(o->dest);
@@ -148,21 +147,21 @@ static int fsop_send(struct fsop *o)
     r.user = o->user;
     if (o->step != STEP_OP || o->kind == FS_STAT) {
         r.nofollow = true;
-        rc = wr_msb_file_stat(o->sb, &r, fsop_stat, o, &err);
+        rc = wr_live_sb_file_stat(o->sb, &r, fsop_stat, o, &err);
     } else if (o->kind == FS_LIST) {
         r.depth = o->depth;
-        rc = wr_msb_file_list(o->sb, &r, fsop_entry, fsop_done, o, &err);
+        rc = wr_live_sb_file_list(o->sb, &r, fsop_entry, fsop_done, o, &err);
     } else if (o->kind == FS_MKDIR) {
         r.parents = true;
         r.mode = 0755;
         r.has_mode = true;
-        rc = wr_msb_file_mkdir(o->sb, &r, fsop_done, o, &err);
+        rc = wr_live_sb_file_mkdir(o->sb, &r, fsop_done, o, &err);
     } else if (o->kind == FS_MOVE) {
         r.dest = o->dest;
-        rc = wr_msb_file_rename(o->sb, &r, fsop_done, o, &err);
+        rc = wr_live_sb_file_rename(o->sb, &r, fsop_done, o, &err);
     } else {
         r.recursive = true;
-        rc = wr_msb_file_remove(o->sb, &r, fsop_done, o, &err);
+        rc = wr_live_sb_file_remove(o->sb, &r, fsop_done, o, &err);
     }
     if (rc < 0) {
         if (err.kind == WR_ECONFLICT)
@@ -289,7 +288,7 @@ static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, enum fs_kind 
         return;
     }
     o->sb = ev->sb;
-    wr_msb_ref(ev->sb);
+    wr_live_sb_ref(ev->sb);
     o->user = ev->user ? xstrdup(ev->user) : NULL;
     o->depth = 1;
     d = json_object_get(j, "depth");
@@ -304,8 +303,7 @@ static void fs_unary(struct e2b_envd *ev, struct wr_http_req *req, enum fs_kind 
         fsop_free(o);
 }
 
-/* ---- watches ----------------------------------------------------------------------------------
- */
+/* ---- watches --------------------------------------------------------------------------------- */
 
 static const char *event_type(enum wr_watch_op op)
 {
@@ -329,7 +327,7 @@ struct e2b_watcher {
     struct e2b_watcher *next; /* wr_e2b.watchers, for polled ones */
     struct wr_e2b *e2b;
     struct wr_http_req *req; /* WatchDir's request; NULL once over, and for a polled watch */
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_fconn *fc;
     uv_timer_t keepalive;
     char id[32];
@@ -346,7 +344,7 @@ struct e2b_watcher {
 static void watcher_freed(uv_handle_t *h)
 {
     struct e2b_watcher *w = h->data;
-    wr_msb_unref(w->sb);
+    wr_live_sb_unref(w->sb);
     json_decref(w->events);
     free(w->path);
     free(w->user);
@@ -528,9 +526,9 @@ static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *re
     w->recursive = json_is_true(json_object_get(j, "recursive"));
     w->polled = polled;
     w->sb = ev->sb;
-    wr_msb_ref(ev->sb);
-    snprintf(w->sb_id, sizeof(w->sb_id), "%s", wr_msb_id(ev->sb));
-    uv_timer_init(wr_msb_loop(ev->sb), &w->keepalive);
+    wr_live_sb_ref(ev->sb);
+    snprintf(w->sb_id, sizeof(w->sb_id), "%s", wr_live_sb_id(ev->sb));
+    uv_timer_init(wr_live_sb_loop(ev->sb), &w->keepalive);
     w->keepalive.data = w;
     if (polled) {
         w->events = json_array();
@@ -543,7 +541,7 @@ static struct e2b_watcher *watch_new(struct e2b_envd *ev, struct wr_http_req *re
         w->req = req;
         wr_http_req_set_data(req, w, watchdir_closed);
     }
-    if (wr_msb_fconn_open(ev->sb, &cbs, w, &w->fc, &err) < 0) {
+    if (wr_live_sb_fconn_open(ev->sb, &cbs, w, &w->fc, &err) < 0) {
         w->fc = NULL;
         watch_fail(w, &err);
         return NULL;
@@ -574,7 +572,7 @@ static void create_watcher(struct e2b_envd *ev, struct wr_http_req *req, json_t 
     /* Forget the failed watchers of sandboxes that are gone (nobody polls them). */
     for (struct e2b_watcher **pp = &ev->api->e2b->watchers; *pp != NULL;) {
         w = *pp;
-        if (w->failed && !wr_msb_alive(w->sb)) {
+        if (w->failed && !wr_live_sb_alive(w->sb)) {
             *pp = w->next;
             w->e2b = NULL;
             watcher_free(w);
@@ -597,7 +595,7 @@ static void create_watcher(struct e2b_envd *ev, struct wr_http_req *req, json_t 
 static struct e2b_watcher *watcher_of(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
     const char *id = e2b_str(j, "watcherId", "watcher_id");
-    struct e2b_watcher *w = id ? watcher_find(ev->api->e2b, id, wr_msb_id(ev->sb)) : NULL;
+    struct e2b_watcher *w = id ? watcher_find(ev->api->e2b, id, wr_live_sb_id(ev->sb)) : NULL;
 
     if (w == NULL || w->create_req != NULL) {
         connect_unary_error(req, "not_found", "no watcher `%s`", id ? id : "");

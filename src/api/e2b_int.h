@@ -2,7 +2,7 @@
 /* The E2B-compatible API (docs/e2b.md): the control plane of E2B's REST API and envd, the API of
  * the agent E2B runs in each sandbox, in the Connect protocol with the JSON codec. The existing
  * E2B and Novita SDKs reach it on the daemon's own port, unchanged. Internals shared by the
- * e2b_*.c files and connect.c; everything here runs on the loop thread. */
+ * e2b_*.c files and connectrpc.c; everything here runs on the loop thread. */
 #pragma once
 
 #include <jansson.h>
@@ -18,7 +18,7 @@
 #define E2B_ENVD_PORT    49983
 #define E2B_TOKEN_HEX    64
 
-/* ---- the Connect protocol (connect.c) ------------------------------------------------------ */
+/* ---- the Connect protocol (connectrpc.c) --------------------------------------------------- */
 
 /* The largest Connect request accepted (a SendInput carries base64 stdin). */
 #define CONNECT_MAX_REQUEST (4u << 20)
@@ -48,6 +48,11 @@ void connect_stream_end_err(struct wr_http_req *req, const struct wr_err *err);
  * JSON object. On failure answers the Connect error (unary or in an end-stream frame) and
  * returns NULL. */
 json_t *connect_decode(struct wr_http_req *req, bool streaming, const char *body, size_t len);
+/* The one message of a server-streaming request body: exactly one uncompressed envelope
+ * (flags 0, a 4-byte big-endian length, then the payload) filling body[0..len). Returns 0 with
+ * *payload and *n (pointing into body), or -1 with the Connect *code and *msg (static strings). */
+int connect_unwrap(const char *body, size_t len, const char **payload, size_t *n, const char **code,
+                   const char **msg);
 
 /* ---- shared by the E2B handlers (e2b.c) ---------------------------------------------------- */
 
@@ -64,8 +69,8 @@ struct wr_e2b {
 /* A request to envd, once routed and authenticated. */
 struct e2b_envd {
     struct wr_api *api;
-    struct wr_msb *sb; /* referenced for the handler's call; take another ref to keep it */
-    const char *user;  /* from Authorization: Basic, or NULL: the template's user */
+    struct wr_live_sb *sb; /* referenced for the handler's call; take another ref to keep it */
+    const char *user;      /* from Authorization: Basic, or NULL: the template's user */
 };
 
 /* The sandbox's envd access token (hex HMAC-SHA256 of the id under the daemon's secret). */

@@ -65,7 +65,7 @@ static void meta_remove(struct wr_e2b *e, const char *sb, uint32_t pid)
 /* Forget what is known of processes that will not be streamed again: those of sandboxes that
  * are gone, and, in sb, the ones that ended while nobody streamed them (their Start stream had
  * left). */
-static void prune(struct wr_api *api, struct wr_msb *sb)
+static void prune(struct wr_api *api, struct wr_live_sb *sb)
 {
     for (struct e2b_proc_meta **pp = &api->e2b->procs; *pp != NULL;) {
         struct e2b_proc_meta *m = *pp;
@@ -73,8 +73,8 @@ static void prune(struct wr_api *api, struct wr_msb *sb)
         struct wr_proc *p = NULL;
         bool gone;
 
-        if (strcmp(m->sb, wr_msb_id(sb)) == 0) {
-            p = wr_msb_proc(sb, m->pid);
+        if (strcmp(m->sb, wr_live_sb_id(sb)) == 0) {
+            p = wr_live_sb_proc(sb, m->pid);
             gone = p == NULL || !wr_proc_running(p);
         } else {
             gone = wr_manager_find(api->mgr, NULL, m->sb, &err) == NULL && err.kind == WR_ENOTFOUND;
@@ -94,39 +94,39 @@ static void prune(struct wr_api *api, struct wr_msb *sb)
 struct reaper {
     uv_timer_t timer;
     struct wr_api *api;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     uint32_t pid;
 };
 
 static void reaper_closed(uv_handle_t *h)
 {
     struct reaper *r = h->data;
-    wr_msb_unref(r->sb);
+    wr_live_sb_unref(r->sb);
     free(r);
 }
 
 static void reaper_run(uv_timer_t *t)
 {
     struct reaper *r = t->data;
-    struct wr_proc *p = wr_msb_alive(r->sb) ? wr_msb_proc(r->sb, r->pid) : NULL;
+    struct wr_proc *p = wr_live_sb_alive(r->sb) ? wr_live_sb_proc(r->sb, r->pid) : NULL;
     struct wr_err err;
 
     if (p != NULL && !wr_proc_running(p))
         (void)wr_proc_release(p, &err);
     if (r->api->e2b != NULL)
-        meta_remove(r->api->e2b, wr_msb_id(r->sb), r->pid);
+        meta_remove(r->api->e2b, wr_live_sb_id(r->sb), r->pid);
     uv_close((uv_handle_t *)&r->timer, reaper_closed);
 }
 
-static void reap_later(struct wr_api *api, struct wr_msb *sb, uint32_t pid)
+static void reap_later(struct wr_api *api, struct wr_live_sb *sb, uint32_t pid)
 {
     struct reaper *r = xcalloc(1, sizeof(*r));
 
     r->api = api;
     r->sb = sb;
     r->pid = pid;
-    wr_msb_ref(sb);
-    uv_timer_init(wr_msb_loop(sb), &r->timer);
+    wr_live_sb_ref(sb);
+    uv_timer_init(wr_live_sb_loop(sb), &r->timer);
     r->timer.data = r;
     uv_timer_start(&r->timer, reaper_run, 0, 0);
 }
@@ -148,12 +148,13 @@ static struct wr_proc *select_proc(struct e2b_envd *ev, json_t *req)
             id = 0;
     } else if (tag != NULL) {
         for (struct e2b_proc_meta *m = ev->api->e2b->procs; m != NULL; m = m->next)
-            if (m->tag != NULL && strcmp(m->tag, tag) == 0 && strcmp(m->sb, wr_msb_id(ev->sb)) == 0)
+            if (m->tag != NULL && strcmp(m->tag, tag) == 0 &&
+                strcmp(m->sb, wr_live_sb_id(ev->sb)) == 0)
                 id = m->pid;
     }
     if (id == 0 || id > UINT32_MAX)
         return NULL;
-    return wr_msb_proc(ev->sb, (uint32_t)id);
+    return wr_live_sb_proc(ev->sb, (uint32_t)id);
 }
 
 /* ---- Start and Connect: streams of a process's events -------------------------------------- */
@@ -161,7 +162,7 @@ static struct wr_proc *select_proc(struct e2b_envd *ev, json_t *req)
 struct pstream {
     struct wr_api *api;
     struct wr_http_req *req; /* NULL once the request is over */
-    struct wr_msb *sb;       /* referenced */
+    struct wr_live_sb *sb;   /* referenced */
     struct wr_proc_sub sub;
     uv_timer_t keepalive;
     uint32_t pid;
@@ -174,7 +175,7 @@ struct pstream {
 static void pstream_freed(uv_handle_t *h)
 {
     struct pstream *s = h->data;
-    wr_msb_unref(s->sb);
+    wr_live_sb_unref(s->sb);
     free(s->tag);
     json_decref(s->config);
     free(s);
@@ -329,8 +330,8 @@ static struct pstream *ps_new(struct e2b_envd *ev, struct wr_http_req *req)
     s->api = ev->api;
     s->req = req;
     s->sb = ev->sb;
-    wr_msb_ref(ev->sb);
-    uv_timer_init(wr_msb_loop(ev->sb), &s->keepalive);
+    wr_live_sb_ref(ev->sb);
+    uv_timer_init(wr_live_sb_loop(ev->sb), &s->keepalive);
     s->keepalive.data = s;
     wr_http_req_set_data(req, s, pstream_closed);
     return s;
@@ -346,7 +347,7 @@ static void started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
         /* The client left while it started: it runs on, to be found by List or Connect. */
         if (proc != NULL && s->api->e2b != NULL) {
             m = xcalloc(1, sizeof(*m));
-            snprintf(m->sb, sizeof(m->sb), "%s", wr_msb_id(s->sb));
+            snprintf(m->sb, sizeof(m->sb), "%s", wr_live_sb_id(s->sb));
             m->pid = wr_proc_id(proc);
             m->tag = s->tag, s->tag = NULL;
             m->config = s->config, s->config = NULL;
@@ -364,7 +365,7 @@ static void started(void *ctx, struct wr_proc *proc, const struct wr_err *err)
     }
     if (s->api->e2b != NULL) {
         m = xcalloc(1, sizeof(*m));
-        snprintf(m->sb, sizeof(m->sb), "%s", wr_msb_id(s->sb));
+        snprintf(m->sb, sizeof(m->sb), "%s", wr_live_sb_id(s->sb));
         m->pid = wr_proc_id(proc);
         m->tag = s->tag, s->tag = NULL;
         m->config = json_incref(s->config);
@@ -412,7 +413,7 @@ static void start(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
     if (sp.cwd != NULL)
         json_object_set_new(s->config, "cwd", json_string(sp.cwd));
     s->spawn_pending = true;
-    wr_msb_spawn(ev->sb, &sp, timeout_ms, started, s);
+    wr_live_sb_spawn(ev->sb, &sp, timeout_ms, started, s);
 out:
     wr_spawn_fini(&sp);
 }
@@ -430,12 +431,11 @@ static void connect_proc(struct e2b_envd *ev, struct wr_http_req *req, json_t *j
     ps_attach(s, p, false);
 }
 
-/* ---- unary calls ------------------------------------------------------------------------------
- */
+/* ---- unary calls ----------------------------------------------------------------------------- */
 
 struct list_ctx {
     struct wr_api *api;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     json_t *arr;
 };
 
@@ -447,7 +447,7 @@ static void list_proc(struct wr_proc *p, void *ctx)
 
     if (!wr_proc_running(p))
         return;
-    m = meta_find(l->api->e2b, wr_msb_id(l->sb), wr_proc_id(p));
+    m = meta_find(l->api->e2b, wr_live_sb_id(l->sb), wr_proc_id(p));
     if (m != NULL) {
         config = json_incref(m->config);
     } else {
@@ -502,7 +502,7 @@ static void list(struct e2b_envd *ev, struct wr_http_req *req, json_t *j)
 {
     struct list_ctx l = {.api = ev->api, .sb = ev->sb, .arr = json_array()};
 
-    wr_msb_procs_foreach(ev->sb, list_proc, &l);
+    wr_live_sb_procs_foreach(ev->sb, list_proc, &l);
     connect_unary_ok(req, json_pack("{s:o}", "processes", l.arr));
 }
 

@@ -21,8 +21,7 @@
 #define STDIN_HIGH         (4u << 20)
 #define WS_HIGH            (8u << 20)
 
-/* ---- output encoding ---------------------------------------------------------------------------
- */
+/* ---- output encoding ------------------------------------------------------------------------- */
 
 /* Append p to out as valid UTF-8 (invalid bytes become U+FFFD). An incomplete sequence at the
  * end is kept in carry (at most 3 bytes) for the next piece, unless final. */
@@ -74,8 +73,7 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
     }
 }
 
-/* ---- processes as JSON ------------------------------------------------------------------------
- */
+/* ---- processes as JSON ----------------------------------------------------------------------- */
 
 json_t *api_proc_json(struct wr_proc *p)
 {
@@ -100,7 +98,7 @@ enum exec_mode { MODE_WAIT, MODE_STREAM, MODE_BACKGROUND };
 struct exec_st {
     struct wr_api *api;
     struct wr_http_req *req; /* NULL once the request is over */
-    struct wr_msb *sb;       /* referenced */
+    struct wr_live_sb *sb;   /* referenced */
     struct wr_proc_sub sub;
     enum exec_mode mode;
     bool sse, b64;
@@ -121,7 +119,7 @@ static void exec_free(struct exec_st *e)
     wr_buf_fini(&e->out[0]);
     wr_buf_fini(&e->out[1]);
     wr_buf_fini(&e->stdin_data);
-    wr_msb_unref(e->sb);
+    wr_live_sb_unref(e->sb);
     free(e);
 }
 
@@ -298,14 +296,14 @@ static void exec_started(void *ctx, struct wr_proc *proc, const struct wr_err *e
     wr_proc_subscribe(proc, &e->sub, true);
 }
 
-static struct exec_st *exec_new(struct wr_api *api, struct wr_http_req *req, struct wr_msb *sb)
+static struct exec_st *exec_new(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb)
 {
     struct exec_st *e = xcalloc(1, sizeof(*e));
 
     e->api = api;
     e->req = req;
     e->sb = sb;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr_buf_init(&e->out[0]);
     wr_buf_init(&e->out[1]);
     wr_buf_init(&e->stdin_data);
@@ -401,7 +399,7 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
     if (exec_stdin(req, e, j) < 0)
         goto out;
     e->spawn_pending = true;
-    wr_msb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
+    wr_live_sb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
 out:
     wr_spawn_fini(&sp);
 }
@@ -410,7 +408,7 @@ out:
 
 struct wait_st {
     struct wr_http_req *req;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_proc_sub sub;
     uv_timer_t timer;
     bool done;
@@ -419,7 +417,7 @@ struct wait_st {
 static void wait_timer_closed(uv_handle_t *h)
 {
     struct wait_st *w = h->data;
-    wr_msb_unref(w->sb);
+    wr_live_sb_unref(w->sb);
     free(w);
 }
 
@@ -466,7 +464,7 @@ static void wait_timeout(uv_timer_t *t)
 void api_proc_wait(struct api_call *c)
 {
     struct wr_http_req *req = c->req;
-    struct wr_msb *sb = c->sb;
+    struct wr_live_sb *sb = c->sb;
     struct wait_st *w = xcalloc(1, sizeof(*w));
     const char *q = wr_http_req_query(req, "timeout");
     uint64_t secs = 0;
@@ -479,8 +477,8 @@ void api_proc_wait(struct api_call *c)
     }
     w->req = req;
     w->sb = sb;
-    wr_msb_ref(sb);
-    uv_timer_init(wr_msb_loop(sb), &w->timer);
+    wr_live_sb_ref(sb);
+    uv_timer_init(wr_live_sb_loop(sb), &w->timer);
     w->timer.data = w;
     if (q != NULL)
         uv_timer_start(&w->timer, wait_timeout, secs * 1000, 0);
@@ -507,12 +505,11 @@ void api_proc_attach(struct api_call *c)
     wr_proc_subscribe(c->proc, &e->sub, true);
 }
 
-/* ---- stdin (a streamed body), signal, resize --------------------------------------------------
- */
+/* ---- stdin (a streamed body), signal, resize ------------------------------------------------- */
 
 struct stdin_st {
     struct wr_http_req *req;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     uint32_t pid;
     uv_timer_t retry;
     bool paused;
@@ -521,7 +518,7 @@ struct stdin_st {
 static void stdin_timer_closed(uv_handle_t *h)
 {
     struct stdin_st *s = h->data;
-    wr_msb_unref(s->sb);
+    wr_live_sb_unref(s->sb);
     free(s);
 }
 
@@ -536,7 +533,7 @@ static void stdin_resume(uv_timer_t *t)
 {
     struct stdin_st *s = t->data;
 
-    if (wr_msb_pending(s->sb) > STDIN_HIGH) {
+    if (wr_live_sb_pending(s->sb) > STDIN_HIGH) {
         uv_timer_start(&s->retry, stdin_resume, 20, 0);
         return;
     }
@@ -547,14 +544,14 @@ static void stdin_resume(uv_timer_t *t)
 static void stdin_data(struct wr_http_req *req, const char *p, size_t n)
 {
     struct stdin_st *s = wr_http_req_data(req);
-    struct wr_proc *proc = wr_msb_alive(s->sb) ? wr_msb_proc(s->sb, s->pid) : NULL;
+    struct wr_proc *proc = wr_live_sb_alive(s->sb) ? wr_live_sb_proc(s->sb, s->pid) : NULL;
 
     if (proc == NULL)
         return;
     for (size_t off = 0; off < n; off += WR_CHUNK_SIZE)
         wr_proc_stdin(proc, p + off, n - off > WR_CHUNK_SIZE ? WR_CHUNK_SIZE : n - off);
     /* Backpressure towards the client: stop reading its body while warren-init is behind. */
-    if (wr_msb_pending(s->sb) > STDIN_HIGH && !s->paused) {
+    if (wr_live_sb_pending(s->sb) > STDIN_HIGH && !s->paused) {
         s->paused = true;
         wr_http_req_pause_body(req);
         uv_timer_start(&s->retry, stdin_resume, 20, 0);
@@ -564,7 +561,7 @@ static void stdin_data(struct wr_http_req *req, const char *p, size_t n)
 static void stdin_end(struct wr_http_req *req)
 {
     struct stdin_st *s = wr_http_req_data(req);
-    if (!wr_msb_alive(s->sb) || wr_msb_proc(s->sb, s->pid) == NULL)
+    if (!wr_live_sb_alive(s->sb) || wr_live_sb_proc(s->sb, s->pid) == NULL)
         api_fail(req, WR_ENOTFOUND, "process %u is gone", s->pid);
     else
         wr_http_respond(req, 204, NULL, NULL, 0);
@@ -665,7 +662,7 @@ void api_proc_resize(struct api_call *c)
 /* ---- terminal (WebSocket) ------------------------------------------------------------------- */
 
 struct term_st {
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_ws *ws; /* NULL once closed */
     struct wr_proc *proc;
     struct wr_proc_sub sub;
@@ -679,7 +676,7 @@ static void term_free(struct term_st *t)
 {
     wr_buf_fini(&t->early);
     wr_proc_unsubscribe(&t->sub);
-    wr_msb_unref(t->sb);
+    wr_live_sb_unref(t->sb);
     free(t);
 }
 
@@ -751,7 +748,7 @@ static void term_closed(struct wr_ws *ws, void *ctx)
 
     t->ws = NULL;
     /* Like a terminal hanging up: the session's processes get SIGHUP. */
-    if (t->proc != NULL && !t->ended && wr_msb_alive(t->sb))
+    if (t->proc != NULL && !t->ended && wr_live_sb_alive(t->sb))
         wr_proc_signal(t->proc, SIGHUP, NULL, NULL);
     if (!t->spawn_pending)
         term_free(t);
@@ -789,7 +786,7 @@ void api_terminal(struct api_call *c)
 {
     static const struct wr_ws_callbacks cbs = {.on_message = term_message, .on_close = term_closed};
     struct wr_http_req *req = c->req;
-    struct wr_msb *sb = c->sb;
+    struct wr_live_sb *sb = c->sb;
     struct wr_spawn sp;
     struct wr_err err;
     struct term_st *t;
@@ -801,15 +798,15 @@ void api_terminal(struct api_call *c)
     t = xcalloc(1, sizeof(*t));
     wr_buf_init(&t->early);
     t->sb = sb;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     t->ws = wr_http_ws_accept(req, &cbs, t);
     if (t->ws == NULL) {
-        wr_msb_unref(sb);
+        wr_live_sb_unref(sb);
         free(t);
         goto out;
     }
     t->spawn_pending = true;
-    wr_msb_spawn(sb, &sp, 0, term_started, t);
+    wr_live_sb_spawn(sb, &sp, 0, term_started, t);
 out:
     wr_spawn_fini(&sp);
 }
@@ -833,7 +830,7 @@ void api_procs_list(struct api_call *c)
 {
     json_t *arr = json_array();
 
-    wr_msb_procs_foreach(c->sb, list_one, arr);
+    wr_live_sb_procs_foreach(c->sb, list_one, arr);
     wr_http_respond_json(c->req, 200, json_pack("{s:o}", "processes", arr));
 }
 
@@ -865,8 +862,8 @@ void api_proc_stdin(struct api_call *c)
     s->req = req;
     s->sb = c->sb;
     s->pid = c->pid;
-    wr_msb_ref(c->sb);
-    uv_timer_init(wr_msb_loop(c->sb), &s->retry);
+    wr_live_sb_ref(c->sb);
+    uv_timer_init(wr_live_sb_loop(c->sb), &s->retry);
     s->retry.data = s;
     wr_http_req_set_data(req, s, stdin_closed);
     wr_http_req_interactive_body(req); /* a terminal's input: silence is normal */

@@ -159,7 +159,7 @@ static void op_started(struct wr_http_req *req, struct op_st *o, int rc, const s
     wr_http_req_set_data(req, o, op_closed);
 }
 
-static void file_remove(struct wr_http_req *req, struct wr_msb *sb, const char *path)
+static void file_remove(struct wr_http_req *req, struct wr_live_sb *sb, const char *path)
 {
     struct op_st *o = op_new(req, path, OP_EMPTY);
     struct wr_file_req r;
@@ -169,10 +169,11 @@ static void file_remove(struct wr_http_req *req, struct wr_msb *sb, const char *
     r.path = (char *)path;
     r.user = (char *)wr_http_req_query(req, "user");
     r.recursive = bool_param(req, "recursive", false);
-    op_started(req, o, wr_msb_file_remove(sb, &r, op_done, o, &err), &err);
+    op_started(req, o, wr_live_sb_file_remove(sb, &r, op_done, o, &err), &err);
 }
 
-static void file_stat_list(struct wr_http_req *req, struct wr_msb *sb, const char *path, bool list)
+static void file_stat_list(struct wr_http_req *req, struct wr_live_sb *sb, const char *path,
+                           bool list)
 {
     struct op_st *o = op_new(req, path, list ? OP_LIST : OP_STAT);
     const char *d = wr_http_req_query(req, "depth");
@@ -184,32 +185,32 @@ static void file_stat_list(struct wr_http_req *req, struct wr_msb *sb, const cha
     r.user = (char *)wr_http_req_query(req, "user");
     if (!list) {
         r.nofollow = true;
-        op_started(req, o, wr_msb_file_stat(sb, &r, op_stat, o, &err), &err);
+        op_started(req, o, wr_live_sb_file_stat(sb, &r, op_stat, o, &err), &err);
         return;
     }
     r.depth = 1;
     if (d != NULL && (wr_parse_uint(d, 16, &r.depth, &err) < 0 || r.depth == 0))
         r.depth = 1;
-    op_started(req, o, wr_msb_file_list(sb, &r, op_entry, op_done, o, &err), &err);
+    op_started(req, o, wr_live_sb_file_list(sb, &r, op_entry, op_done, o, &err), &err);
 }
 
 /* mkdir and move take JSON bodies. */
 struct body_op {
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     bool move;
 };
 
 static void body_op_closed(struct wr_http_req *req, void *data, bool aborted)
 {
     struct body_op *b = data;
-    wr_msb_unref(b->sb);
+    wr_live_sb_unref(b->sb);
     free(b);
 }
 
 static void body_op(struct wr_http_req *req, const char *body, size_t len)
 {
     struct body_op *bo = wr_http_req_data(req);
-    struct wr_msb *sb = bo->sb;
+    struct wr_live_sb *sb = bo->sb;
     bool move = bo->move;
     const char *path, *user, *to = NULL;
     struct wr_file_req r;
@@ -218,7 +219,7 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     json_t *j, *v;
     int rc;
 
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr_http_req_set_data(req, NULL, NULL);
     body_op_closed(req, bo, false);
     j = api_parse_object(req, body, len);
@@ -234,7 +235,7 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
                       : "`path` must be an absolute path");
         goto out;
     }
-    if (!wr_msb_alive(sb)) {
+    if (!wr_live_sb_alive(sb)) {
         api_fail(req, WR_ECONFLICT, "the sandbox is not running");
         goto out;
     }
@@ -245,7 +246,7 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     o = op_new(req, path, move ? OP_EMPTY : OP_CREATED);
     if (move) {
         r.dest = (char *)to;
-        rc = wr_msb_file_rename(sb, &r, op_done, o, &err);
+        rc = wr_live_sb_file_rename(sb, &r, op_done, o, &err);
     } else {
         uint64_t mode = 0755;
         v = json_object_get(j, "parents");
@@ -258,12 +259,12 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
         }
         r.mode = (uint32_t)mode;
         r.has_mode = true;
-        rc = wr_msb_file_mkdir(sb, &r, op_done, o, &err);
+        rc = wr_live_sb_file_mkdir(sb, &r, op_done, o, &err);
     }
     op_started(req, o, rc, &err);
 out:
     json_decref(j);
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
 }
 
 /* ---- streams on a connection of their own ---------------------------------------------------- */
@@ -604,7 +605,8 @@ static void xfer_lost(void *ctx, const struct wr_err *err)
     xfer_fail(x, err);
 }
 
-static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *x, const char *user)
+static void xfer_start(struct wr_http_req *req, struct wr_live_sb *sb, struct xfer *x,
+                       const char *user)
 {
     static const struct wr_fconn_cbs cbs = {xfer_ready, xfer_lost, xfer_drained};
     struct wr_err err;
@@ -613,7 +615,7 @@ static void xfer_start(struct wr_http_req *req, struct wr_msb *sb, struct xfer *
     if (user != NULL)
         x->user = xstrdup(user);
     wr_http_req_set_data(req, x, xfer_closed);
-    if (wr_msb_fconn_open(sb, &cbs, x, &x->fc, &err) < 0) {
+    if (wr_live_sb_fconn_open(sb, &cbs, x, &x->fc, &err) < 0) {
         x->fc = NULL;
         xfer_fail(x, &err);
     }
@@ -650,7 +652,7 @@ static int parse_range(const char *h, struct xfer *x)
     return 0;
 }
 
-void api_file_download(struct wr_http_req *req, struct wr_msb *sb, const char *path,
+void api_file_download(struct wr_http_req *req, struct wr_live_sb *sb, const char *path,
                        const char *user)
 {
     struct xfer *x = xcalloc(1, sizeof(*x));
@@ -761,7 +763,7 @@ static void path_op(struct api_call *c, bool move)
     struct body_op *bo = xcalloc(1, sizeof(*bo));
 
     bo->sb = c->sb;
-    wr_msb_ref(c->sb);
+    wr_live_sb_ref(c->sb);
     bo->move = move;
     wr_http_req_set_data(c->req, bo, body_op_closed);
     body_op(c->req, c->body, c->len);

@@ -30,6 +30,7 @@
 #include "../util/log.h"
 #include "../util/utf8.h"
 #include "../util/xalloc.h"
+#include "http_int.h"
 #include "peers.h"
 
 #define IN_CAP            (64 * 1024) /* per-connection input buffer, allocated while in use */
@@ -2224,4 +2225,43 @@ void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason)
         c->ws_close_at = uv_now(c->srv->loop);
     conn_arm(c);
     conn_kick(c);
+}
+
+/* ---- for tests/fuzz/fuzz_http.c (http_int.h) --------------------------------------------- */
+
+char *wr__http_pct_decode(const char *s, size_t n, bool plus)
+{
+    return pct_decode(s, n, plus);
+}
+
+int wr__http_parse_target(const char *target, char **path, char ***query, const char **msg)
+{
+    struct wr_http_req r = {0};
+    char **q;
+
+    wr_buf_puts(&r.url, target);
+    if (parse_target(&r, msg) < 0) {
+        wr_buf_fini(&r.url);
+        free(r.path);
+        kvs_free(&r.query);
+        return -1;
+    }
+    q = xcalloc(2 * r.query.n + 1, sizeof(*q));
+    for (size_t i = 0; i < r.query.n; i++) {
+        q[2 * i] = r.query.v[i].name;
+        q[2 * i + 1] = r.query.v[i].value;
+    }
+    free(r.query.v);
+    wr_buf_fini(&r.url);
+    *path = r.path;
+    *query = q;
+    return 0;
+}
+
+void wr__http_target_free(char *path, char **query)
+{
+    for (size_t i = 0; query != NULL && query[i] != NULL; i++)
+        free(query[i]);
+    free(query);
+    free(path);
 }

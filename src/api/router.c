@@ -326,7 +326,7 @@ static bool pattern_match(const char *pattern, const struct api_call *c)
 static void call_free(struct api_call *c)
 {
     if (c->sb != NULL)
-        wr_msb_unref(c->sb);
+        wr_live_sb_unref(c->sb);
     free(c);
 }
 
@@ -348,11 +348,11 @@ static int resolve(struct api_call *c, unsigned flags)
             api_error(c->req, &err);
             return -1;
         }
-        wr_msb_ref(c->sb);
+        wr_live_sb_ref(c->sb);
     }
     if (flags & API_PROC) {
         if (wr_parse_uint(c->seg[3], UINT32_MAX, &pid, &err) < 0 || pid == 0 ||
-            (c->proc = wr_msb_proc(c->sb, (uint32_t)pid)) == NULL) {
+            (c->proc = wr_live_sb_proc(c->sb, (uint32_t)pid)) == NULL) {
             api_fail(c->req, WR_ENOTFOUND, "process `%s` not found", c->seg[3]);
             return -1;
         }
@@ -370,7 +370,7 @@ static void call_body(struct wr_http_req *req, const char *body, size_t len)
     c->len = len;
     /* The process may have gone while the body came. */
     if (c->route->flags & API_PROC) {
-        c->proc = wr_msb_alive(c->sb) ? wr_msb_proc(c->sb, c->pid) : NULL;
+        c->proc = wr_live_sb_alive(c->sb) ? wr_live_sb_proc(c->sb, c->pid) : NULL;
         if (c->proc == NULL) {
             api_fail(req, WR_ENOTFOUND, "process %u not found", c->pid);
             call_free(c);

@@ -1075,28 +1075,6 @@ uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, vo
     return r->id;
 }
 
-void wr_agent_cancel(struct wr_agent *a, uint32_t req_id)
-{
-    struct req *r = req_find(a, req_id);
-
-    if (r == NULL)
-        return;
-    req_remove(a, r);
-    free(r->proc);
-    free(r);
-}
-
-void wr_agent_stop(struct wr_agent *a, uint32_t req_id)
-{
-    size_t start;
-
-    if (!can_send(a) || req_find(a, req_id) == NULL)
-        return;
-    start = wr_msg_begin(&a->out, WR_MSG_CANCEL, 0, req_id);
-    (void)wr_msg_end(&a->out, start);
-    queued(a);
-}
-
 void wr_agent_data(struct wr_agent *a, uint32_t req_id, const void *p, size_t n)
 {
     if (can_send(a) && req_find(a, req_id) != NULL)

@@ -105,15 +105,6 @@ uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, vo
 int wr_agent_stdin_close(struct wr_agent *a, uint32_t proc_id, wr_agent_reply_fn cb, void *ctx,
                          struct wr_err *err);
 
-/* Forget a pending request: its remaining replies are dropped, cb is not called again. The
- * protocol has no cancel: warren-init still finishes the request (a FILE_READ keeps sending). */
-void wr_agent_cancel(struct wr_agent *a, uint32_t req_id);
-
-/* Ask warren-init to end a long-running request (CANCEL with the request's id: FILE_WATCH). The
- * request stays pending: its final reply (OK, or the ERROR that ended it first) still comes to
- * its cb. Ignored if req_id is not pending. */
-void wr_agent_stop(struct wr_agent *a, uint32_t req_id);
-
 /* Send DATA frames (raw bytes, copied, cut into WR_CHUNK_SIZE pieces) or DATA_END for request
  * id (FILE_WRITE streams). Dropped when the request is no longer pending (e.g. after its
  * ERROR). Pace large streams with wr_agent_pending and wr_agent_on_drain. */

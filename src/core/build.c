@@ -354,7 +354,7 @@ static void step_created(void *ctx, struct wr_sandbox_rec *rec, bool existed,
 {
     struct build *b = ctx;
     struct wr_spawn sp = {.uid = -1, .gid = -1};
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_err e2;
     bool as_root;
 
@@ -375,7 +375,7 @@ static void step_created(void *ctx, struct wr_sandbox_rec *rec, bool existed,
         sp.user = xstrdup("root");
     if (b->df.steps[b->at].kind == WR_DF_WORKDIR)
         sp.cwd = xstrdup("/"); /* the new working directory is what it makes */
-    wr_msb_spawn(sb, &sp, (uint64_t)b->step_timeout_s * 1000, spawned, b);
+    wr_live_sb_spawn(sb, &sp, (uint64_t)b->step_timeout_s * 1000, spawned, b);
     wr_spawn_fini(&sp);
 }
 

@@ -14,7 +14,7 @@ struct wr_sandbox;
 struct wr_manager {
     struct wr_manager_config cfg;
     uv_loop_t *loop;
-    struct wr_msb *buckets[NBUCKETS];
+    struct wr_live_sb *buckets[NBUCKETS];
     uint64_t count;     /* sandboxes in memory: creating or running */
     uint64_t committed; /* their memory limits */
     unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
@@ -46,35 +46,35 @@ struct wr_delete_waiter {
     struct wr_delete_waiter *next;
 };
 
-/* A managed sandbox's state. wr__msb_set_state (lifecycle.c) is the one place it changes; it allows
- * only these transitions:
- *   CREATING → RUNNING, or (taken back after a restart) PAUSED, ON_DISK; ENDING
- *   RUNNING  → PAUSED, ON_DISK, ENDING
- *   PAUSED   → RUNNING, ENDING
- *   ON_DISK  → RUNNING, ENDING
- * A worker's work on it (busy) runs within a state: the create in CREATING, a freeze or thaw in
- * PAUSED, a pause to disk and a resume from it in ON_DISK, a snapshot in RUNNING or PAUSED, the
+/* A managed sandbox's state. wr__live_sb_set_state (lifecycle.c) is the one place it changes; it
+ * allows only these transitions: CREATING → RUNNING, or (taken back after a restart) PAUSED,
+ * ON_DISK; ENDING RUNNING  → PAUSED, ON_DISK, ENDING PAUSED   → RUNNING, ENDING ON_DISK  → RUNNING,
+ * ENDING A worker's work on it (busy) runs within a state: the create in CREATING, a freeze or thaw
+ * in PAUSED, a pause to disk and a resume from it in ON_DISK, a snapshot in RUNNING or PAUSED, the
  * destroy in ENDING. An end asked for meanwhile waits in pending_end. */
-enum msb_state {
-    MSB_CREATING, /* a worker starts it; not watched yet */
-    MSB_RUNNING,  /* watched, its deadline armed: requests may use it */
+enum live_sb_state {
+    LIVE_SB_CREATING, /* a worker starts it; not watched yet */
+    LIVE_SB_RUNNING,  /* watched, its deadline armed: requests may use it */
     /* Frozen, or being frozen or thawed: watched, its clock stopped, and nothing may be sent to
      * its agent (a frozen warren-init does not read, so a request would wait for the thaw, or
      * time out wrongly). */
-    MSB_PAUSED,
-    MSB_ON_DISK, /* paused to disk, or going there or back: no processes (rt NULL), its files kept
-                  */
-    MSB_ENDING,  /* being destroyed (or let go at shutdown): no longer watched */
+    LIVE_SB_PAUSED,
+    LIVE_SB_ON_DISK, /* paused to disk, or going there or back: no processes (rt NULL), its
+                      * files kept */
+    LIVE_SB_ENDING,  /* being destroyed (or let go at shutdown): no longer watched */
 };
 
-struct wr_msb {
+/* A sandbox the manager holds in its table, from its create until it is gone (the store's
+ * record, struct wr_sandbox_rec, outlives it; the runtime's, struct wr_sandbox, lives only
+ * while it has processes). */
+struct wr_live_sb {
     struct wr_manager *m;
-    struct wr_msb *hnext; /* hash chain */
+    struct wr_live_sb *hnext; /* hash chain */
     char *id;
     char *team;
     int refs;
-    enum msb_state state;
-    bool busy;         /* a worker works on it (see enum msb_state) */
+    enum live_sb_state state;
+    bool busy;         /* a worker works on it (see enum live_sb_state) */
     bool stopped;      /* ENDING, and its record already says stopped (deadline, init died) */
     bool adopted;      /* taken back after a daemon restart */
     bool polling;      /* pidfd_poll is open */
@@ -115,19 +115,19 @@ struct wr_msb {
 };
 
 /* Watched (RUNNING or PAUSED): its handles are open, requests may hold it. */
-static inline bool wr__msb_watched(const struct wr_msb *sb)
+static inline bool wr__live_sb_watched(const struct wr_live_sb *sb)
 {
-    return sb->state == MSB_RUNNING || sb->state == MSB_PAUSED;
+    return sb->state == LIVE_SB_RUNNING || sb->state == LIVE_SB_PAUSED;
 }
 /* Paused, in memory or on disk: nothing may be sent to its agent, its clock is stopped. */
-static inline bool wr__msb_paused(const struct wr_msb *sb)
+static inline bool wr__live_sb_paused(const struct wr_live_sb *sb)
 {
-    return sb->state == MSB_PAUSED || sb->state == MSB_ON_DISK;
+    return sb->state == LIVE_SB_PAUSED || sb->state == LIVE_SB_ON_DISK;
 }
 /* Being destroyed, or to be once its worker is done. */
-static inline bool wr__msb_ending(const struct wr_msb *sb)
+static inline bool wr__live_sb_ending(const struct wr_live_sb *sb)
 {
-    return sb->state == MSB_ENDING || sb->pending_end.due;
+    return sb->state == LIVE_SB_ENDING || sb->pending_end.due;
 }
 
 int64_t wr__core_now_ms(void);
@@ -136,68 +136,70 @@ void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after
 void wr__work_done(struct wr_manager *m);
 /* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
  * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
-struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
-                          struct wr_err *err);
+struct wr_live_sb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                              struct wr_err *err);
 /* Why a sandbox cannot change state now (being created, deleted, paused, resumed), or 0. */
-int wr__check_settled(const struct wr_msb *sb, struct wr_err *err);
+int wr__check_settled(const struct wr_live_sb *sb, struct wr_err *err);
 /* After work on a busy sandbox: run the end that was asked for meanwhile, if any (true). */
-bool wr__run_pending_end(struct wr_msb *sb);
+bool wr__run_pending_end(struct wr_live_sb *sb);
 /* procs.c: the sandbox's processes hear that it is gone; free them all; take back the processes
  * of an adopted sandbox (LIST + ATTACH). */
-void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why);
-void wr__procs_free(struct wr_msb *sb);
-void wr__procs_adopt(struct wr_msb *sb);
+void wr__procs_lost(struct wr_live_sb *sb, const struct wr_err *why);
+void wr__procs_free(struct wr_live_sb *sb);
+void wr__procs_adopt(struct wr_live_sb *sb);
 /* The sandbox is being frozen: stop the exec timeouts of its processes, keeping their time left;
  * and thawed: start them again with it. */
-void wr__procs_pause(struct wr_msb *sb);
-void wr__procs_resume(struct wr_msb *sb);
+void wr__procs_pause(struct wr_live_sb *sb);
+void wr__procs_resume(struct wr_live_sb *sb);
 
 /* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
 /* The table of sandboxes in memory, by id: get, put (the sandbox counts against the host's
  * limits from then on) and delete (it no longer counts). */
-struct wr_msb *wr__table_get(struct wr_manager *m, const char *id);
-void wr__table_put(struct wr_manager *m, struct wr_msb *sb);
-void wr__table_del(struct wr_manager *m, struct wr_msb *sb);
+struct wr_live_sb *wr__table_get(struct wr_manager *m, const char *id);
+void wr__table_put(struct wr_manager *m, struct wr_live_sb *sb);
+void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb);
 /* Whether the sandbox counts in m->count and m->committed: not while it is paused to disk (it
  * holds no memory and no processes). */
-void wr__account(struct wr_msb *sb, bool counted);
+void wr__account(struct wr_live_sb *sb, bool counted);
 
 /* lifecycle.c: a managed sandbox's life. */
-/* The one place a managed sandbox changes state (enum msb_state lists the allowed transitions;
+/* The one place a managed sandbox changes state (enum live_sb_state lists the allowed transitions;
  * another aborts). */
-void wr__msb_set_state(struct wr_msb *sb, enum msb_state to);
+void wr__live_sb_set_state(struct wr_live_sb *sb, enum live_sb_state to);
 /* A new sandbox of the table, CREATING, with the table's reference. */
-struct wr_msb *wr__msb_new(struct wr_manager *m, const char *id, const char *team,
-                           uint64_t memory_bytes, uint32_t cpu_millis);
+struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const char *team,
+                                   uint64_t memory_bytes, uint32_t cpu_millis);
 /* Whether an image_json refers to layers of the store (its end may leave layers to collect). */
 bool wr__uses_store_layers(const char *image_json);
 /* Open its control agent: on its connected socket, or by path (after a restart). */
-void wr__msb_connect(struct wr_msb *sb, bool by_path);
+void wr__live_sb_connect(struct wr_live_sb *sb, bool by_path);
 /* Start its deadline timer for the time left until sb->deadline_ms. */
-void wr__arm_deadline(struct wr_msb *sb);
+void wr__arm_deadline(struct wr_live_sb *sb);
 /* To RUNNING or PAUSED: watch its end; when RUNNING, arm its deadline and connect its agent. */
-void wr__msb_start_watching(struct wr_msb *sb, enum msb_state to, int64_t deadline_ms,
-                            bool connect_by_path);
+void wr__live_sb_start_watching(struct wr_live_sb *sb, enum live_sb_state to, int64_t deadline_ms,
+                                bool connect_by_path);
 /* To ON_DISK or ENDING: stop everything that refers to it on the loop; its processes hear why. */
-void wr__msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr_err *why);
+void wr__live_sb_stop_watching(struct wr_live_sb *sb, enum live_sb_state to,
+                               const struct wr_err *why);
 /* Answer a resume that waits for the agent (resume_cb), if any: err, or the record. */
-void wr__resume_answer(struct wr_msb *sb, const struct wr_err *err);
+void wr__resume_answer(struct wr_live_sb *sb, const struct wr_err *err);
 /* End a sandbox (forget: the record goes, else it says final_state), or, while a worker works
  * on it, once that is done; cb (or NULL) hears when it is gone. */
-void wr__msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state, const char *reason,
-                 void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
+void wr__live_sb_end(struct wr_live_sb *sb, bool forget, enum wr_sb_state final_state,
+                     const char *reason, void (*cb)(void *ctx, const struct wr_err *err),
+                     void *ctx);
 /* Let go of a sandbox without killing it (the daemon stops; sandboxes outlive it). */
-void wr__msb_let_go(struct wr_msb *sb);
+void wr__live_sb_let_go(struct wr_live_sb *sb);
 
 /* pause.c: from now on nothing is sent to the agent and no clock of the sandbox runs; freeze it
  * on a worker, recording remaining_ms and reason (NULL: none). cb (or NULL) hears the end. */
-void wr__pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
+void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remaining_ms,
                      wr_manager_state_cb cb, void *ctx);
 
 /* usage.c: take a usage sample of a running sandbox; the sampler's timer callback (all of them)
  * and its close callback (frees the handle). */
-void wr__sample(struct wr_msb *sb);
+void wr__sample(struct wr_live_sb *sb);
 void wr__on_sample(uv_timer_t *t);
 void wr__sampler_closed(uv_handle_t *h);
 

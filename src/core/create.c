@@ -153,7 +153,7 @@ static int add_context_mount(struct start_spec *ss, const char *dir, struct wr_e
 struct create_work {
     uv_work_t w;
     struct wr_manager *m;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_sandbox_rec rec;
     struct start_spec ss;
     struct wr_sandbox *rt_sb;
@@ -170,7 +170,7 @@ static void create_run(uv_work_t *w)
 }
 
 /* Answer the creates that wait with the key of sb's (rec, a record of sb, or err). */
-static void answer_create_waiters(struct wr_msb *sb, const struct wr_err *err)
+static void answer_create_waiters(struct wr_live_sb *sb, const struct wr_err *err)
 {
     while (sb->create_waiters != NULL) {
         struct wr_create_waiter *cw = sb->create_waiters;
@@ -193,7 +193,7 @@ static void answer_create_waiters(struct wr_msb *sb, const struct wr_err *err)
 }
 
 /* A sandbox whose create failed is gone: deletes asked for meanwhile are done. */
-static void answer_pending_deletes(struct wr_msb *sb)
+static void answer_pending_deletes(struct wr_live_sb *sb)
 {
     if (sb->pending_end.due) {
         sb->pending_end.due = false;
@@ -216,7 +216,7 @@ static void answer_pending_deletes(struct wr_msb *sb)
 static void create_finish(struct create_work *c)
 {
     struct wr_manager *m = c->m;
-    struct wr_msb *sb = c->sb;
+    struct wr_live_sb *sb = c->sb;
     struct wr_err e2;
     struct wr_sandbox_rec *out = NULL;
 
@@ -232,7 +232,7 @@ static void create_finish(struct create_work *c)
         c->cb(c->ctx, NULL, false, &c->err, 0);
         answer_create_waiters(sb, &c->err);
         answer_pending_deletes(sb);
-        wr_msb_unref(sb);
+        wr_live_sb_unref(sb);
         goto out;
     }
     sb->rt = c->rt_sb;
@@ -249,10 +249,10 @@ static void create_finish(struct create_work *c)
         log_error("sandbox %s: store: %s", c->rec.id, e2.msg);
         c->cb(c->ctx, NULL, false, &e2, 0);
         answer_create_waiters(sb, &e2);
-        wr__msb_end(sb, true, WR_SB_STOPPED, "store failure", NULL, NULL);
+        wr__live_sb_end(sb, true, WR_SB_STOPPED, "store failure", NULL, NULL);
         goto out;
     }
-    wr__msb_start_watching(sb, MSB_RUNNING, c->rec.deadline_ms, false);
+    wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, c->rec.deadline_ms, false);
     wr__sample(sb); /* the anchor of the first CPU share */
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
@@ -295,7 +295,7 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
                        wr_manager_create_cb cb, void *ctx, struct wr_err *err)
 {
     struct wr_sandbox_rec *rec = xcalloc(1, sizeof(*rec));
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
 
     if (wr_store_sandbox_get_idem(m->cfg.store, req->team, req->idem_key, rec, err) < 0) {
         free(rec);
@@ -315,7 +315,7 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
         return 0;
     }
     sb = wr__table_get(m, rec->id);
-    if (rec->state == WR_SB_CREATING && sb != NULL && sb->state == MSB_CREATING) {
+    if (rec->state == WR_SB_CREATING && sb != NULL && sb->state == LIVE_SB_CREATING) {
         /* Still being made (the client lost the first answer): the same answer, once there.
          * (Stripe answers such a repeat 409 and leaves the retrying to the client; a create
          * takes milliseconds, so waiting is kinder.) */
@@ -455,7 +455,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     wr_runtime_crash_point(m->cfg.rt, "recorded");
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
-    c->sb = wr__msb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
+    c->sb = wr__live_sb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     c->sb->store_layers = wr__uses_store_layers(c->rec.image_json);
     c->sb->on_timeout = req->on_timeout;
     c->sb->timeout_s = timeout_s;

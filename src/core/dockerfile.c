@@ -236,7 +236,7 @@ static int parse_line(struct wr_df_step *st, const char *ins, const char *args, 
                 (strlen(s) >= 3 && strcmp(s + strlen(s) - 3, "/..") == 0))
                 return fail(err, bad_line, line, "COPY source outside the build context: ", s);
         }
-        if (n > 2 && w[n - 1][strlen(w[n - 1]) - 1] != '/')
+        if (n > 2 && (w[n - 1][0] == '\0' || w[n - 1][strlen(w[n - 1]) - 1] != '/'))
             return fail(err, bad_line, line,
                         "COPY with several sources needs a destination ending in /", NULL);
         return 0;

@@ -12,7 +12,7 @@
 #include "files.h"
 
 struct wr_fconn {
-    struct wr_msb *sb; /* referenced */
+    struct wr_live_sb *sb; /* referenced */
     struct wr_agent *agent;
     struct wr_fconn_cbs cbs;
     void *ctx;
@@ -141,13 +141,13 @@ static struct fop *fop_new(uint16_t type, struct wr_fconn *fc, void *ctx)
 
 /* ---- on the control connection ------------------------------------------------------------- */
 
-static struct wr_agent *ctl_agent(struct wr_msb *sb)
+static struct wr_agent *ctl_agent(struct wr_live_sb *sb)
 {
-    return wr_msb_alive(sb) ? wr_msb_agent(sb) : NULL;
+    return wr_live_sb_alive(sb) ? wr_live_sb_agent(sb) : NULL;
 }
 
-int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb, void *ctx,
-                     struct wr_err *err)
+int wr_live_sb_file_stat(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_stat_cb cb,
+                         void *ctx, struct wr_err *err)
 {
     struct fop *o = fop_new(WR_MSG_FILE_STAT, NULL, ctx);
 
@@ -155,9 +155,9 @@ int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_sta
     return fop_send(ctl_agent(sb), o, r, err) == 0 ? -1 : 0;
 }
 
-int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
-                     void (*on_entry)(void *ctx, const struct wr_stat *st), wr_file_done_cb on_done,
-                     void *ctx, struct wr_err *err)
+int wr_live_sb_file_list(struct wr_live_sb *sb, const struct wr_file_req *r,
+                         void (*on_entry)(void *ctx, const struct wr_stat *st),
+                         wr_file_done_cb on_done, void *ctx, struct wr_err *err)
 {
     struct fop *o = fop_new(WR_MSG_FILE_LIST, NULL, ctx);
 
@@ -166,8 +166,8 @@ int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
     return fop_send(ctl_agent(sb), o, r, err) == 0 ? -1 : 0;
 }
 
-static int simple(struct wr_msb *sb, uint16_t type, const struct wr_file_req *r, wr_file_done_cb cb,
-                  void *ctx, struct wr_err *err)
+static int simple(struct wr_live_sb *sb, uint16_t type, const struct wr_file_req *r,
+                  wr_file_done_cb cb, void *ctx, struct wr_err *err)
 {
     struct fop *o = fop_new(type, NULL, ctx);
 
@@ -175,20 +175,20 @@ static int simple(struct wr_msb *sb, uint16_t type, const struct wr_file_req *r,
     return fop_send(ctl_agent(sb), o, r, err) == 0 ? -1 : 0;
 }
 
-int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb, void *ctx,
-                      struct wr_err *err)
+int wr_live_sb_file_mkdir(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                          void *ctx, struct wr_err *err)
 {
     return simple(sb, WR_MSG_FILE_MKDIR, r, cb, ctx, err);
 }
 
-int wr_msb_file_remove(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                       void *ctx, struct wr_err *err)
+int wr_live_sb_file_remove(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                           void *ctx, struct wr_err *err)
 {
     return simple(sb, WR_MSG_FILE_REMOVE, r, cb, ctx, err);
 }
 
-int wr_msb_file_rename(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                       void *ctx, struct wr_err *err)
+int wr_live_sb_file_rename(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                           void *ctx, struct wr_err *err)
 {
     return simple(sb, WR_MSG_FILE_RENAME, r, cb, ctx, err);
 }
@@ -223,17 +223,17 @@ static void fc_drained(struct wr_agent *a, void *ctx)
         fc->cbs.on_drain(fc->ctx);
 }
 
-int wr_msb_fconn_open(struct wr_msb *sb, const struct wr_fconn_cbs *cbs, void *ctx,
-                      struct wr_fconn **out, struct wr_err *err)
+int wr_live_sb_fconn_open(struct wr_live_sb *sb, const struct wr_fconn_cbs *cbs, void *ctx,
+                          struct wr_fconn **out, struct wr_err *err)
 {
     struct wr_fconn *fc;
-    struct wr_agent_config ac = {.loop = wr_msb_loop(sb),
+    struct wr_agent_config ac = {.loop = wr_live_sb_loop(sb),
                                  .fd = -1,
-                                 .path = wr_msb_ctl_path(sb),
+                                 .path = wr_live_sb_ctl_path(sb),
                                  .on_ready = fc_ready,
                                  .on_close = fc_lost};
 
-    if (!wr_msb_alive(sb) || ac.path == NULL)
+    if (!wr_live_sb_alive(sb) || ac.path == NULL)
         return wr_err_set(err, WR_ECONFLICT, 0, "the sandbox is not running");
     fc = xcalloc(1, sizeof(*fc));
     fc->sb = sb;
@@ -244,7 +244,7 @@ int wr_msb_fconn_open(struct wr_msb *sb, const struct wr_fconn_cbs *cbs, void *c
         free(fc);
         return -1;
     }
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     if (cbs->on_drain != NULL)
         wr_agent_on_drain(fc->agent, fc_drained, fc);
     *out = fc;
@@ -258,7 +258,7 @@ void wr_fconn_close(struct wr_fconn *fc)
     fc->closed = true;
     /* Pending operations are ended here, silently (fop_reply sees closed). */
     wr_agent_close(fc->agent);
-    wr_msb_unref(fc->sb);
+    wr_live_sb_unref(fc->sb);
     free(fc);
 }
 

@@ -21,7 +21,7 @@
 #include "../proto/proto.h"
 #include "../util/err.h"
 
-struct wr_msb;
+struct wr_live_sb;
 struct wr_fconn;
 
 /* A stat (st) or why there is none (err; sys_errno has warren-init's errno, e.g. ENOENT). */
@@ -35,21 +35,21 @@ typedef void (*wr_file_done_cb)(void *ctx, const struct wr_err *err);
  * running, or its agent is reconnecting), or the request did not encode. */
 
 /* FILE_STAT (r->nofollow: of a symlink itself). */
-int wr_msb_file_stat(struct wr_msb *sb, const struct wr_file_req *r, wr_file_stat_cb cb, void *ctx,
-                     struct wr_err *err);
+int wr_live_sb_file_stat(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_stat_cb cb,
+                         void *ctx, struct wr_err *err);
 /* FILE_LIST to r->depth (0: 1): on_entry for each entry (st->name relative to r->path), then
  * on_done. */
-int wr_msb_file_list(struct wr_msb *sb, const struct wr_file_req *r,
-                     void (*on_entry)(void *ctx, const struct wr_stat *st), wr_file_done_cb on_done,
-                     void *ctx, struct wr_err *err);
+int wr_live_sb_file_list(struct wr_live_sb *sb, const struct wr_file_req *r,
+                         void (*on_entry)(void *ctx, const struct wr_stat *st),
+                         wr_file_done_cb on_done, void *ctx, struct wr_err *err);
 /* FILE_MKDIR (r->mode if has_mode, r->parents), FILE_REMOVE (r->recursive), FILE_RENAME to
  * r->dest. */
-int wr_msb_file_mkdir(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb, void *ctx,
-                      struct wr_err *err);
-int wr_msb_file_remove(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                       void *ctx, struct wr_err *err);
-int wr_msb_file_rename(struct wr_msb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
-                       void *ctx, struct wr_err *err);
+int wr_live_sb_file_mkdir(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                          void *ctx, struct wr_err *err);
+int wr_live_sb_file_remove(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                           void *ctx, struct wr_err *err);
+int wr_live_sb_file_rename(struct wr_live_sb *sb, const struct wr_file_req *r, wr_file_done_cb cb,
+                           void *ctx, struct wr_err *err);
 
 /* ---- on a connection of its own ------------------------------------------------------------ */
 
@@ -65,15 +65,15 @@ struct wr_fconn_cbs {
 
 /* Open a connection to sb's warren-init (sb is referenced until wr_fconn_close). Returns 0
  * (on_ready follows) or -1 with err (WR_ECONFLICT: the sandbox is not running). */
-int wr_msb_fconn_open(struct wr_msb *sb, const struct wr_fconn_cbs *cbs, void *ctx,
-                      struct wr_fconn **out, struct wr_err *err);
+int wr_live_sb_fconn_open(struct wr_live_sb *sb, const struct wr_fconn_cbs *cbs, void *ctx,
+                          struct wr_fconn **out, struct wr_err *err);
 /* Close and free: no callback of the connection or of its operations comes after (a write in
  * progress is abandoned: warren-init removes its temporary file). NULL is accepted. May be called
  * from inside any of its callbacks. */
 void wr_fconn_close(struct wr_fconn *fc);
 
-/* FILE_STAT, as wr_msb_file_stat. Errors of these calls: the connection is not up, or the request
- * did not encode. */
+/* FILE_STAT, as wr_live_sb_file_stat. Errors of these calls: the connection is not up, or the
+ * request did not encode. */
 int wr_fconn_stat(struct wr_fconn *fc, const struct wr_file_req *r, wr_file_stat_cb cb, void *ctx,
                   struct wr_err *err);
 

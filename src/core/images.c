@@ -91,11 +91,6 @@ const struct wr_fs_info *wr_images_fs(const struct wr_images *im)
     return &im->fs;
 }
 
-const char *wr_images_fs_name(const struct wr_images *im)
-{
-    return wr_fs_kind_name(im->fs.kind);
-}
-
 const char *wr_images_quota_method(const struct wr_images *im, const char **why)
 {
     *why = im->quota_why;

@@ -36,9 +36,7 @@ void wr_images_close(struct wr_images *im);
 
 struct wr_fs_info; /* src/runtime/layer.h */
 const struct wr_fs_info *wr_images_fs(const struct wr_images *im);
-/* The filesystem of the layer store ("btrfs", "ext4", ...) and how captures are made
- * ("btrfs-snapshot", "reflink-copy", "copy"). */
-const char *wr_images_fs_name(const struct wr_images *im);
+/* How captures are made ("btrfs-snapshot", "reflink-copy", "copy"). */
 const char *wr_images_capture_name(const struct wr_images *im);
 /* How disk limits are enforced on writable layers ("btrfs-qgroup", "project-quota"), or NULL
  * with *why saying why they cannot be. */

@@ -13,47 +13,48 @@
 
 /* ---- a managed sandbox's life ---------------------------------------------------------------- */
 
-static const char *msb_state_name(enum msb_state s)
+static const char *live_sb_state_name(enum live_sb_state s)
 {
     static const char *const names[] = {"creating", "running", "paused", "on disk", "ending"};
     return names[s];
 }
 
-/* The one place a managed sandbox changes state; enum msb_state (core_int.h) lists the allowed
+/* The one place a managed sandbox changes state; enum live_sb_state (core_int.h) lists the allowed
  * transitions. Another is a bug of the manager's: it aborts. */
-void wr__msb_set_state(struct wr_msb *sb, enum msb_state to)
+void wr__live_sb_set_state(struct wr_live_sb *sb, enum live_sb_state to)
 {
 #define B(s) (1u << (s))
     static const unsigned allowed[] = {
-        [MSB_CREATING] = B(MSB_RUNNING) | B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
-        [MSB_RUNNING] = B(MSB_PAUSED) | B(MSB_ON_DISK) | B(MSB_ENDING),
-        [MSB_PAUSED] = B(MSB_RUNNING) | B(MSB_ENDING),
-        [MSB_ON_DISK] = B(MSB_RUNNING) | B(MSB_ENDING),
-        [MSB_ENDING] = 0,
+        [LIVE_SB_CREATING] =
+            B(LIVE_SB_RUNNING) | B(LIVE_SB_PAUSED) | B(LIVE_SB_ON_DISK) | B(LIVE_SB_ENDING),
+        [LIVE_SB_RUNNING] = B(LIVE_SB_PAUSED) | B(LIVE_SB_ON_DISK) | B(LIVE_SB_ENDING),
+        [LIVE_SB_PAUSED] = B(LIVE_SB_RUNNING) | B(LIVE_SB_ENDING),
+        [LIVE_SB_ON_DISK] = B(LIVE_SB_RUNNING) | B(LIVE_SB_ENDING),
+        [LIVE_SB_ENDING] = 0,
     };
 #undef B
     if (!(allowed[sb->state] & (1u << to))) {
-        log_error("sandbox %s: no transition from %s to %s", sb->id, msb_state_name(sb->state),
-                  msb_state_name(to));
+        log_error("sandbox %s: no transition from %s to %s", sb->id, live_sb_state_name(sb->state),
+                  live_sb_state_name(to));
         abort();
     }
     sb->state = to;
 }
 
 /* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
-static void msb_handle_closed(uv_handle_t *h)
+static void live_sb_handle_closed(uv_handle_t *h)
 {
-    struct wr_msb *sb = h->data;
+    struct wr_live_sb *sb = h->data;
     sb->open_handles--;
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
 }
 
-void wr_msb_ref(struct wr_msb *sb)
+void wr_live_sb_ref(struct wr_live_sb *sb)
 {
     sb->refs++;
 }
 
-void wr_msb_unref(struct wr_msb *sb)
+void wr_live_sb_unref(struct wr_live_sb *sb)
 {
     if (--sb->refs > 0)
         return;
@@ -62,27 +63,27 @@ void wr_msb_unref(struct wr_msb *sb)
     free(sb);
 }
 
-bool wr_msb_alive(const struct wr_msb *sb)
+bool wr_live_sb_alive(const struct wr_live_sb *sb)
 {
-    return wr__msb_watched(sb);
+    return wr__live_sb_watched(sb);
 }
 
-const char *wr_msb_id(const struct wr_msb *sb)
+const char *wr_live_sb_id(const struct wr_live_sb *sb)
 {
     return sb->id;
 }
 
-struct wr_agent *wr_msb_agent(struct wr_msb *sb)
+struct wr_agent *wr_live_sb_agent(struct wr_live_sb *sb)
 {
     return sb->agent;
 }
 
-const char *wr_msb_ctl_path(const struct wr_msb *sb)
+const char *wr_live_sb_ctl_path(const struct wr_live_sb *sb)
 {
     return sb->rt != NULL ? wr_sandbox_ctl_path(sb->rt) : NULL;
 }
 
-uv_loop_t *wr_msb_loop(const struct wr_msb *sb)
+uv_loop_t *wr_live_sb_loop(const struct wr_live_sb *sb)
 {
     return sb->m->loop;
 }
@@ -100,10 +101,10 @@ bool wr__uses_store_layers(const char *image_json)
     return image_json != NULL && strstr(image_json, "\"sha256:") != NULL;
 }
 
-struct wr_msb *wr__msb_new(struct wr_manager *m, const char *id, const char *team,
-                           uint64_t memory_bytes, uint32_t cpu_millis)
+struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const char *team,
+                                   uint64_t memory_bytes, uint32_t cpu_millis)
 {
-    struct wr_msb *sb = xcalloc(1, sizeof(*sb));
+    struct wr_live_sb *sb = xcalloc(1, sizeof(*sb));
 
     sb->m = m;
     sb->id = xstrdup(id);
@@ -111,12 +112,12 @@ struct wr_msb *wr__msb_new(struct wr_manager *m, const char *id, const char *tea
     sb->memory_bytes = memory_bytes;
     sb->cpu_millis = cpu_millis;
     sb->refs = 1; /* the table's */
-    sb->state = MSB_CREATING;
+    sb->state = LIVE_SB_CREATING;
     return sb;
 }
 
 /* Open the sandbox's control agent: on its connected socket, or by path (after a restart). */
-void wr__msb_connect(struct wr_msb *sb, bool by_path)
+void wr__live_sb_connect(struct wr_live_sb *sb, bool by_path)
 {
     struct wr_agent_config ac = {.loop = sb->m->loop,
                                  .fd = -1,
@@ -135,7 +136,7 @@ void wr__msb_connect(struct wr_msb *sb, bool by_path)
     }
 }
 
-void wr__arm_deadline(struct wr_msb *sb)
+void wr__arm_deadline(struct wr_live_sb *sb)
 {
     int64_t left = sb->deadline_ms - wr__core_now_ms();
     uv_timer_start(&sb->deadline, on_deadline, left > 0 ? (uint64_t)left : 0, 0);
@@ -144,33 +145,33 @@ void wr__arm_deadline(struct wr_msb *sb)
 /* The sandbox runs (to RUNNING) or is paused (to PAUSED): watch its end; unless paused, arm its
  * deadline and connect its agent (a frozen warren-init could not answer the HELLO: resume
  * connects it). */
-void wr__msb_start_watching(struct wr_msb *sb, enum msb_state to, int64_t deadline_ms,
-                            bool connect_by_path)
+void wr__live_sb_start_watching(struct wr_live_sb *sb, enum live_sb_state to, int64_t deadline_ms,
+                                bool connect_by_path)
 {
     struct wr_manager *m = sb->m;
 
-    wr__msb_set_state(sb, to);
+    wr__live_sb_set_state(sb, to);
     sb->deadline_ms = deadline_ms;
     uv_timer_init(m->loop, &sb->deadline);
     sb->deadline.data = sb;
     sb->open_handles++;
-    wr_msb_ref(sb);
-    if (to == MSB_RUNNING)
+    wr_live_sb_ref(sb);
+    if (to == LIVE_SB_RUNNING)
         wr__arm_deadline(sb);
 
     if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
         sb->pidfd_poll.data = sb;
         sb->open_handles++;
-        wr_msb_ref(sb);
+        wr_live_sb_ref(sb);
         uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
         sb->polling = true;
     }
-    if (to == MSB_RUNNING)
-        wr__msb_connect(sb, connect_by_path);
+    if (to == LIVE_SB_RUNNING)
+        wr__live_sb_connect(sb, connect_by_path);
 }
 
 /* Answer a resume that waits for the agent (see resume_cb). */
-void wr__resume_answer(struct wr_msb *sb, const struct wr_err *err)
+void wr__resume_answer(struct wr_live_sb *sb, const struct wr_err *err)
 {
     wr_manager_state_cb cb = sb->resume_cb;
     struct wr_sandbox_rec rec;
@@ -191,11 +192,12 @@ void wr__resume_answer(struct wr_msb *sb, const struct wr_err *err)
 
 /* The sandbox goes to `to` (ON_DISK or ENDING): stop everything that refers to it on the loop;
  * its processes hear on_lost. */
-void wr__msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr_err *why)
+void wr__live_sb_stop_watching(struct wr_live_sb *sb, enum live_sb_state to,
+                               const struct wr_err *why)
 {
-    bool watched = wr__msb_watched(sb);
+    bool watched = wr__live_sb_watched(sb);
 
-    wr__msb_set_state(sb, to);
+    wr__live_sb_set_state(sb, to);
     if (!watched)
         return;
     wr__resume_answer(sb, why);
@@ -205,20 +207,19 @@ void wr__msb_stop_watching(struct wr_msb *sb, enum msb_state to, const struct wr
         sb->agent = NULL;
     }
     uv_timer_stop(&sb->deadline);
-    uv_close((uv_handle_t *)&sb->deadline, msb_handle_closed);
+    uv_close((uv_handle_t *)&sb->deadline, live_sb_handle_closed);
     if (sb->polling) {
         uv_poll_stop(&sb->pidfd_poll);
-        uv_close((uv_handle_t *)&sb->pidfd_poll, msb_handle_closed);
+        uv_close((uv_handle_t *)&sb->pidfd_poll, live_sb_handle_closed);
         sb->polling = false;
     }
 }
 
-/* ---- destroying, on a worker thread -----------------------------------------------------------
- */
+/* ---- destroying, on a worker thread ---------------------------------------------------------- */
 
 struct destroy_work {
     uv_work_t w;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_sandbox *rt_sb;
     bool forget;                  /* the record goes */
     enum wr_sb_state final_state; /* else: what it says */
@@ -298,7 +299,7 @@ static void destroy_done(uv_work_t *w, int status)
      * end when it stopped being watched). */
     wr__procs_free(d->sb);
     collect = !m->closing && d->sb->store_layers;
-    wr_msb_unref(d->sb); /* the table's reference: d->sb may be gone from here */
+    wr_live_sb_unref(d->sb); /* the table's reference: d->sb may be gone from here */
     if (collect)
         wr_images_gc(m->cfg.images); /* its layers may be referenced by nothing now */
     free(d->reason);
@@ -309,17 +310,17 @@ static void destroy_done(uv_work_t *w, int status)
 
 /* End a sandbox: stop watching it, destroy it on a worker, then record its end (forget: the
  * record goes, else it says final_state). */
-static void msb_end_now(struct wr_msb *sb, bool forget, enum wr_sb_state final_state,
-                        const char *reason, void (*cb)(void *ctx, const struct wr_err *err),
-                        void *ctx)
+static void live_sb_end_now(struct wr_live_sb *sb, bool forget, enum wr_sb_state final_state,
+                            const char *reason, void (*cb)(void *ctx, const struct wr_err *err),
+                            void *ctx)
 {
     struct destroy_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
 
-    d->thaw = sb->state == MSB_PAUSED;
+    d->thaw = sb->state == LIVE_SB_PAUSED;
     sb->busy = true;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
-    wr__msb_stop_watching(sb, MSB_ENDING, &why);
+    wr__live_sb_stop_watching(sb, LIVE_SB_ENDING, &why);
     d->sb = sb;
     d->rt_sb = sb->rt;
     sb->rt = NULL;
@@ -338,11 +339,11 @@ static void msb_end_now(struct wr_msb *sb, bool forget, enum wr_sb_state final_s
 }
 
 /* End a sandbox, or, while a worker works on it, once that is done. */
-void wr__msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state, const char *reason,
-                 void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
+void wr__live_sb_end(struct wr_live_sb *sb, bool forget, enum wr_sb_state final_state,
+                     const char *reason, void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
     if (!sb->busy) {
-        msb_end_now(sb, forget, final_state, reason, cb, ctx);
+        live_sb_end_now(sb, forget, final_state, reason, cb, ctx);
         return;
     }
     sb->pending_end.due = true;
@@ -354,7 +355,7 @@ void wr__msb_end(struct wr_msb *sb, bool forget, enum wr_sb_state final_state, c
 }
 
 /* After a freeze or thaw: run the end that was asked for meanwhile, if any. */
-bool wr__run_pending_end(struct wr_msb *sb)
+bool wr__run_pending_end(struct wr_live_sb *sb)
 {
     char *reason = sb->pending_end.reason;
 
@@ -362,17 +363,17 @@ bool wr__run_pending_end(struct wr_msb *sb)
         return false;
     sb->pending_end.due = false;
     sb->pending_end.reason = NULL;
-    msb_end_now(sb, sb->pending_end.forget, sb->pending_end.final_state, reason, sb->pending_end.cb,
-                sb->pending_end.ctx);
+    live_sb_end_now(sb, sb->pending_end.forget, sb->pending_end.final_state, reason,
+                    sb->pending_end.cb, sb->pending_end.ctx);
     free(reason);
     return true;
 }
 
 static void on_deadline(uv_timer_t *t)
 {
-    struct wr_msb *sb = t->data;
+    struct wr_live_sb *sb = t->data;
 
-    if (wr__msb_ending(sb) || sb->state != MSB_RUNNING)
+    if (wr__live_sb_ending(sb) || sb->state != LIVE_SB_RUNNING)
         return;
     if (sb->on_timeout == WR_SB_TIMEOUT_PAUSE) {
         /* Resumed, it gets its whole timeout again. */
@@ -381,21 +382,21 @@ static void on_deadline(uv_timer_t *t)
         return;
     }
     log_info("sandbox %s: deadline reached", sb->id);
-    wr__msb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
+    wr__live_sb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
 }
 
 static void on_pidfd(uv_poll_t *p, int status, int events)
 {
-    struct wr_msb *sb = p->data;
+    struct wr_live_sb *sb = p->data;
     log_warn("sandbox %s: warren-init exited", sb->id);
-    if (!wr__msb_ending(sb))
-        wr__msb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
-                    NULL, NULL);
+    if (!wr__live_sb_ending(sb))
+        wr__live_sb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
+                        NULL, NULL);
 }
 
 static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
 {
-    struct wr_msb *sb = ctx;
+    struct wr_live_sb *sb = ctx;
 
     if (err != NULL) {
         log_warn("sandbox %s: agent: %s", sb->id, err->msg);
@@ -410,18 +411,18 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
 /* The agent connection broke while warren-init looked alive. */
 static void on_agent_lost(uv_timer_t *t)
 {
-    struct wr_msb *sb = t->data;
+    struct wr_live_sb *sb = t->data;
 
-    if (!wr__msb_ending(sb))
-        wr__msb_end(sb, false, WR_SB_ERROR, "the connection to the sandbox's init process broke",
-                    NULL, NULL);
+    if (!wr__live_sb_ending(sb))
+        wr__live_sb_end(sb, false, WR_SB_ERROR,
+                        "the connection to the sandbox's init process broke", NULL, NULL);
 }
 
 static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx)
 {
-    struct wr_msb *sb = ctx;
+    struct wr_live_sb *sb = ctx;
 
-    if (sb->agent != a || wr__msb_ending(sb))
+    if (sb->agent != a || wr__live_sb_ending(sb))
         return;
     log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
     sb->agent = NULL;
@@ -434,14 +435,14 @@ static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx
 }
 
 /* Why a sandbox cannot change state now, or 0. */
-int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
+int wr__check_settled(const struct wr_live_sb *sb, struct wr_err *err)
 {
     /* A sandbox that reads as stopped says so, also while its teardown finishes. */
-    if (sb->state == MSB_ENDING && sb->stopped)
+    if (sb->state == LIVE_SB_ENDING && sb->stopped)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is stopped", sb->id);
-    if (wr__msb_ending(sb))
+    if (wr__live_sb_ending(sb))
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being deleted", sb->id);
-    if (sb->state == MSB_CREATING)
+    if (sb->state == LIVE_SB_CREATING)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", sb->id);
     if (sb->busy)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being paused or resumed", sb->id);
@@ -449,12 +450,12 @@ int wr__check_settled(const struct wr_msb *sb, struct wr_err *err)
 }
 
 /* Let go of a sandbox without killing it (the daemon stops; sandboxes outlive it). */
-void wr__msb_let_go(struct wr_msb *sb)
+void wr__live_sb_let_go(struct wr_live_sb *sb)
 {
     struct wr_err why;
 
     wr_err_set(&why, WR_ECONFLICT, 0, "the daemon is shutting down");
-    wr__msb_stop_watching(sb, MSB_ENDING, &why);
+    wr__live_sb_stop_watching(sb, LIVE_SB_ENDING, &why);
     wr__procs_free(sb);
     if (sb->rt != NULL)
         wr_sandbox_release(sb->rt);
@@ -471,17 +472,17 @@ void wr__msb_let_go(struct wr_msb *sb)
         dw->cb(dw->ctx, &why);
         free(dw);
     }
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
 }
 
 /* ---- the rest of the API -------------------------------------------------------------------- */
 
 /* The sandbox `id` of team (NULL: any) in memory, in any state; or NULL with WR_ENOTFOUND, or
  * WR_ECONFLICT naming the state of one that is only a record (stopped, error). */
-struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
-                          struct wr_err *err)
+struct wr_live_sb *wr__lookup(struct wr_manager *m, const char *team, const char *id,
+                              struct wr_err *err)
 {
-    struct wr_msb *sb = wr__table_get(m, id);
+    struct wr_live_sb *sb = wr__table_get(m, id);
     struct wr_sandbox_rec rec;
 
     if (sb == NULL || (team != NULL && strcmp(sb->team, team) != 0)) {
@@ -499,18 +500,18 @@ struct wr_msb *wr__lookup(struct wr_manager *m, const char *team, const char *id
     return sb;
 }
 
-struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
-                               struct wr_err *err)
+struct wr_live_sb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                                   struct wr_err *err)
 {
-    struct wr_msb *sb = wr__lookup(m, team, id, err);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, err);
 
     if (sb == NULL)
         return NULL;
-    if (!wr__msb_watched(sb) || wr__msb_ending(sb)) {
+    if (!wr__live_sb_watched(sb) || wr__live_sb_ending(sb)) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
         return NULL;
     }
-    if (sb->state == MSB_PAUSED) {
+    if (sb->state == LIVE_SB_PAUSED) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is paused", id);
         return NULL;
     }
@@ -559,13 +560,13 @@ static void forget_done(uv_work_t *w, int status)
 void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
                        void (*cb)(void *ctx, const struct wr_err *err), void *ctx)
 {
-    struct wr_msb *sb = wr__table_get(m, id);
+    struct wr_live_sb *sb = wr__table_get(m, id);
     struct wr_sandbox_rec rec;
     struct forget_work *f;
     struct wr_err err;
 
     if (sb != NULL && (team == NULL || strcmp(sb->team, team) == 0)) {
-        if (wr__msb_ending(sb)) {
+        if (wr__live_sb_ending(sb)) {
             /* It is ending already (its deadline, its init's death, another delete): forget
              * it once it is gone. */
             struct wr_delete_waiter *dw = xcalloc(1, sizeof(*dw));
@@ -576,7 +577,7 @@ void wr_manager_delete(struct wr_manager *m, const char *team, const char *id,
             return;
         }
         /* One being created, paused or resumed ends once that work is done. */
-        wr__msb_end(sb, true, WR_SB_STOPPED, "deleted", cb, ctx);
+        wr__live_sb_end(sb, true, WR_SB_STOPPED, "deleted", cb, ctx);
         return;
     }
     /* Not in memory: a stopped sandbox's record, or nothing. */
@@ -610,14 +611,14 @@ int wr_manager_list(struct wr_manager *m, const struct wr_sandbox_filter *f,
 int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *id,
                            uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
 {
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     int64_t deadline;
 
     if (timeout_s == 0 || timeout_s > m->cfg.max_timeout_s)
         return wr_err_set(err, WR_EINVAL, 0, "timeout must be 1 to %u seconds",
                           m->cfg.max_timeout_s);
     sb = wr__lookup(m, team, id, err);
-    if (sb != NULL && wr__msb_paused(sb) && !sb->busy && !wr__msb_ending(sb)) {
+    if (sb != NULL && wr__live_sb_paused(sb) && !sb->busy && !wr__live_sb_ending(sb)) {
         /* The clock is stopped: set the time it will have when resumed. */
         if (wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err) < 0)
             return -1;
@@ -646,7 +647,7 @@ int wr_manager_set_timeout(struct wr_manager *m, const char *team, const char *i
 int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char *id,
                               uint32_t timeout_s, struct wr_sandbox_rec *rec, struct wr_err *err)
 {
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     int64_t want = (int64_t)timeout_s * 1000;
 
     if (timeout_s > m->cfg.max_timeout_s)
@@ -656,7 +657,7 @@ int wr_manager_extend_timeout(struct wr_manager *m, const char *team, const char
     if (sb == NULL)
         return -1;
     if (timeout_s == 0 ||
-        (wr__msb_paused(sb) ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
+        (wr__live_sb_paused(sb) ? sb->remaining_ms : sb->deadline_ms - wr__core_now_ms()) >= want)
         return wr_store_sandbox_get(m->cfg.store, team, id, rec, err);
     return wr_manager_set_timeout(m, team, id, timeout_s, rec, err);
 }

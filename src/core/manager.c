@@ -62,15 +62,15 @@ static unsigned bucket_of(const char *id)
     return h % NBUCKETS;
 }
 
-struct wr_msb *wr__table_get(struct wr_manager *m, const char *id)
+struct wr_live_sb *wr__table_get(struct wr_manager *m, const char *id)
 {
-    for (struct wr_msb *s = m->buckets[bucket_of(id)]; s != NULL; s = s->hnext)
+    for (struct wr_live_sb *s = m->buckets[bucket_of(id)]; s != NULL; s = s->hnext)
         if (strcmp(s->id, id) == 0)
             return s;
     return NULL;
 }
 
-void wr__table_put(struct wr_manager *m, struct wr_msb *sb)
+void wr__table_put(struct wr_manager *m, struct wr_live_sb *sb)
 {
     unsigned b = bucket_of(sb->id);
     sb->hnext = m->buckets[b];
@@ -80,9 +80,9 @@ void wr__table_put(struct wr_manager *m, struct wr_msb *sb)
     m->committed += sb->memory_bytes;
 }
 
-void wr__table_del(struct wr_manager *m, struct wr_msb *sb)
+void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb)
 {
-    for (struct wr_msb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
+    for (struct wr_live_sb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
         if (*pp == sb) {
             *pp = sb->hnext;
             if (sb->counted) {
@@ -95,7 +95,7 @@ void wr__table_del(struct wr_manager *m, struct wr_msb *sb)
 
 /* A sandbox paused to disk holds no memory and no processes: it does not count against the
  * host's limits until it is resumed. */
-void wr__account(struct wr_msb *sb, bool counted)
+void wr__account(struct wr_live_sb *sb, bool counted)
 {
     struct wr_manager *m = sb->m;
 
@@ -171,8 +171,9 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
         bool pending = false;
         for (unsigned b = 0; b < NBUCKETS && !pending; b++)
-            for (struct wr_msb *sb = m->buckets[b]; sb != NULL && !pending; sb = sb->hnext)
-                pending = wr__msb_watched(sb) && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
+            for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL && !pending; sb = sb->hnext)
+                pending =
+                    wr__live_sb_watched(sb) && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
         if (!pending)
             break;
         uv_run(m->loop, UV_RUN_ONCE);
@@ -194,13 +195,13 @@ void wr_manager_close(struct wr_manager *m)
         m->sampler = NULL;
     }
     for (unsigned b = 0; b < NBUCKETS; b++) {
-        struct wr_msb *sb = m->buckets[b];
+        struct wr_live_sb *sb = m->buckets[b];
         while (sb != NULL) {
-            struct wr_msb *next = sb->hnext;
+            struct wr_live_sb *next = sb->hnext;
             /* One that a worker creates, freezes, thaws or destroys is let go by the work's
              * done callback, which sees m->closing. */
             if (!sb->busy)
-                wr__msb_let_go(sb);
+                wr__live_sb_let_go(sb);
             sb = next;
         }
         m->buckets[b] = NULL;

@@ -31,8 +31,8 @@ struct wr_agent;
 struct wr_runtime;
 struct wr_space;
 struct wr_manager;
-struct wr_msb;  /* a managed, running sandbox */
-struct wr_proc; /* a process started through the API */
+struct wr_live_sb; /* a sandbox in the manager's table (core_int.h) */
+struct wr_proc;    /* a process started through the API */
 
 struct wr_manager_config {
     uv_loop_t *loop;
@@ -233,17 +233,17 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
 
 /* The running sandbox `id` of team (NULL: any): WR_ENOTFOUND, or WR_ECONFLICT if it is not
  * running (a paused one: "sandbox `id` is paused"). The pointer is valid until the loop next
- * runs a delete or a death of it; take wr_msb_ref for longer. */
-struct wr_msb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
-                               struct wr_err *err);
-void wr_msb_ref(struct wr_msb *sb);
-void wr_msb_unref(struct wr_msb *sb);
-bool wr_msb_alive(const struct wr_msb *sb);
-const char *wr_msb_id(const struct wr_msb *sb);
+ * runs a delete or a death of it; take wr_live_sb_ref for longer. */
+struct wr_live_sb *wr_manager_find(struct wr_manager *m, const char *team, const char *id,
+                                   struct wr_err *err);
+void wr_live_sb_ref(struct wr_live_sb *sb);
+void wr_live_sb_unref(struct wr_live_sb *sb);
+bool wr_live_sb_alive(const struct wr_live_sb *sb);
+const char *wr_live_sb_id(const struct wr_live_sb *sb);
 /* The control agent (ready once the sandbox runs), and the path for extra connections. */
-struct wr_agent *wr_msb_agent(struct wr_msb *sb);
-const char *wr_msb_ctl_path(const struct wr_msb *sb);
-uv_loop_t *wr_msb_loop(const struct wr_msb *sb);
+struct wr_agent *wr_live_sb_agent(struct wr_live_sb *sb);
+const char *wr_live_sb_ctl_path(const struct wr_live_sb *sb);
+uv_loop_t *wr_live_sb_loop(const struct wr_live_sb *sb);
 
 /* ---- volumes -------------------------------------------------------------------------------- */
 
@@ -313,11 +313,13 @@ struct wr_proc_sub {
 
 /* Spawn through the sandbox's agent; cb(ctx, proc, err) once started (proc owned by the
  * sandbox; NULL on error). timeout_ms > 0 kills it (SIGKILL) after that long. */
-void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
-                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err), void *ctx);
-struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id);
+void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                      void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                      void *ctx);
+struct wr_proc *wr_live_sb_proc(struct wr_live_sb *sb, uint32_t id);
 /* Procs in id order: call fn for each. */
-void wr_msb_procs_foreach(struct wr_msb *sb, void (*fn)(struct wr_proc *p, void *ctx), void *ctx);
+void wr_live_sb_procs_foreach(struct wr_live_sb *sb, void (*fn)(struct wr_proc *p, void *ctx),
+                              void *ctx);
 
 /* Subscribe. With replay, the output buffered since the process started (the most recent
  * WR_PROC_REPLAY bytes) is delivered first. An ended process gets on_exit right away. */
@@ -336,7 +338,7 @@ const struct wr_exit *wr_proc_exit(const struct wr_proc *p);
 void wr_proc_stdin(struct wr_proc *p, const void *data, size_t n);
 /* Bytes queued to the sandbox's control connection and not yet written (0 without one): what a
  * writer of stdin paces itself by. */
-size_t wr_msb_pending(struct wr_msb *sb);
+size_t wr_live_sb_pending(struct wr_live_sb *sb);
 /* Requests answered through cb(ctx, err) (err NULL on success). */
 void wr_proc_stdin_close(struct wr_proc *p, void (*cb)(void *ctx, const struct wr_err *err),
                          void *ctx);

@@ -15,7 +15,7 @@
 
 struct freeze_work {
     uv_work_t w;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_sandbox *rt_sb;
     bool frozen;
     char *reason;       /* pause: the record's reason ("timeout"), or NULL */
@@ -51,7 +51,7 @@ static void answer(wr_manager_state_cb cb, void *ctx, struct wr_store *store, co
 static void freeze_done(uv_work_t *w, int status)
 {
     struct freeze_work *f = w->data;
-    struct wr_msb *sb = f->sb;
+    struct wr_live_sb *sb = f->sb;
     struct wr_manager *m = sb->m;
     struct wr_err err;
     bool timeout_pause = f->frozen && f->reason != NULL && strcmp(f->reason, "timeout") == 0;
@@ -61,7 +61,7 @@ static void freeze_done(uv_work_t *w, int status)
         wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
         if (f->cb != NULL)
             f->cb(f->ctx, NULL, &err);
-        wr__msb_let_go(sb);
+        wr__live_sb_let_go(sb);
         goto out;
     }
     if (wr__run_pending_end(sb)) {
@@ -75,10 +75,10 @@ static void freeze_done(uv_work_t *w, int status)
         log_warn("sandbox %s: %s", sb->id, f->err.msg);
         if (f->frozen) {
             /* The runtime thawed it again: it runs on, with its clocks. */
-            wr__msb_set_state(sb, MSB_RUNNING);
+            wr__live_sb_set_state(sb, LIVE_SB_RUNNING);
             wr__procs_resume(sb);
             if (timeout_pause)
-                wr__msb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
+                wr__live_sb_end(sb, false, WR_SB_STOPPED, "timeout", NULL, NULL);
             else
                 wr__arm_deadline(sb);
         }
@@ -94,7 +94,7 @@ static void freeze_done(uv_work_t *w, int status)
         answer(f->cb, f->ctx, m->cfg.store, sb->id);
         goto out;
     }
-    wr__msb_set_state(sb, MSB_RUNNING);
+    wr__live_sb_set_state(sb, LIVE_SB_RUNNING);
     sb->deadline_ms =
         wr__core_now_ms() + (f->timeout_s ? (int64_t)f->timeout_s * 1000 : sb->remaining_ms);
     if (wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
@@ -107,20 +107,20 @@ static void freeze_done(uv_work_t *w, int status)
          * the caller's next request finds it ready. */
         sb->resume_cb = f->cb;
         sb->resume_ctx = f->ctx;
-        wr__msb_connect(sb, true);
+        wr__live_sb_connect(sb, true);
         if (sb->agent == NULL)
             wr__resume_answer(sb, NULL);
         goto out;
     }
     answer(f->cb, f->ctx, m->cfg.store, sb->id);
 out:
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
     free(f->reason);
     free(f);
     wr__work_done(m);
 }
 
-static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uint32_t timeout_s,
+static void freeze_start(struct wr_live_sb *sb, bool frozen, const char *reason, uint32_t timeout_s,
                          wr_manager_state_cb cb, void *ctx)
 {
     struct freeze_work *f = xcalloc(1, sizeof(*f));
@@ -134,15 +134,15 @@ static void freeze_start(struct wr_msb *sb, bool frozen, const char *reason, uin
     f->ctx = ctx;
     f->w.data = f;
     sb->busy = true;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr__queue_work(sb->m, &f->w, freeze_run, freeze_done);
 }
 
 /* From now on nothing is sent to the agent, and no clock of the sandbox runs. */
-void wr__pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms,
+void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remaining_ms,
                      wr_manager_state_cb cb, void *ctx)
 {
-    wr__msb_set_state(sb, MSB_PAUSED);
+    wr__live_sb_set_state(sb, LIVE_SB_PAUSED);
     sb->remaining_ms = remaining_ms > 0 ? remaining_ms : 0;
     uv_timer_stop(&sb->deadline);
     wr__procs_pause(sb);
@@ -153,7 +153,7 @@ void wr__pause_start(struct wr_msb *sb, const char *reason, int64_t remaining_ms
 
 struct disk_work {
     uv_work_t w;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_sandbox *rt_sb; /* pause: the one to end; resume: the new one */
     struct start_spec ss;     /* resume */
     struct wr_err err;
@@ -172,7 +172,7 @@ static void disk_pause_run(uv_work_t *w)
 static void disk_pause_done(uv_work_t *w, int status)
 {
     struct disk_work *d = w->data;
-    struct wr_msb *sb = d->sb;
+    struct wr_live_sb *sb = d->sb;
     struct wr_manager *m = sb->m;
     struct wr_err err;
 
@@ -186,7 +186,7 @@ static void disk_pause_done(uv_work_t *w, int status)
         wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
         if (d->cb != NULL)
             d->cb(d->ctx, NULL, &err);
-        wr__msb_let_go(sb);
+        wr__live_sb_let_go(sb);
     } else if (!wr__run_pending_end(sb)) {
         if (wr_store_sandbox_set_runtime(m->cfg.store, sb->id, 0, 0, &err) < 0)
             log_error("sandbox %s: store: %s", sb->id, err.msg);
@@ -196,14 +196,14 @@ static void disk_pause_done(uv_work_t *w, int status)
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` ended while being paused", sb->id);
         d->cb(d->ctx, NULL, &err);
     }
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
     free(d);
     wr__work_done(m);
 }
 
 /* Stop watching the sandbox (its processes are about to end: their subscribers hear it now),
  * then end its processes on a worker, keeping its home. */
-static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ctx)
+static void disk_pause_start(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx)
 {
     struct disk_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
@@ -212,7 +212,7 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
     if (sb->remaining_ms < 0)
         sb->remaining_ms = 0;
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s was paused to disk: its processes ended", sb->id);
-    wr__msb_stop_watching(sb, MSB_ON_DISK, &why);
+    wr__live_sb_stop_watching(sb, LIVE_SB_ON_DISK, &why);
     /* Recorded before its processes end: a daemon killed meanwhile leaves a sandbox paused to
      * disk with its files (the next start ends what still runs), never one that reads as
      * running with its init gone, which the next start would end, files and all. */
@@ -226,7 +226,7 @@ static void disk_pause_start(struct wr_msb *sb, wr_manager_state_cb cb, void *ct
     d->ctx = ctx;
     d->w.data = d;
     sb->busy = true;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr__queue_work(sb->m, &d->w, disk_pause_run, disk_pause_done);
 }
 
@@ -239,7 +239,7 @@ static void disk_resume_run(uv_work_t *w)
 static void disk_resume_done(uv_work_t *w, int status)
 {
     struct disk_work *d = w->data;
-    struct wr_msb *sb = d->sb;
+    struct wr_live_sb *sb = d->sb;
     struct wr_manager *m = sb->m;
     struct wr_err err;
 
@@ -253,7 +253,7 @@ static void disk_resume_done(uv_work_t *w, int status)
         if (d->cb != NULL)
             d->cb(d->ctx, NULL, &d->err);
         if (m->closing)
-            wr__msb_let_go(sb);
+            wr__live_sb_let_go(sb);
         else
             (void)wr__run_pending_end(sb);
         goto out;
@@ -265,18 +265,18 @@ static void disk_resume_done(uv_work_t *w, int status)
                                      wr_sandbox_uid_base(sb->rt), &err) < 0 ||
         wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
-    wr__msb_start_watching(sb, MSB_RUNNING, sb->deadline_ms, false);
+    wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, sb->deadline_ms, false);
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
     answer(d->cb, d->ctx, m->cfg.store, sb->id);
 out:
     wr__start_spec_fini(&d->ss);
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
     free(d);
     wr__work_done(m);
 }
 
 /* Start the sandbox again on its kept files. The host's limits apply as to a create. */
-static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_state_cb cb,
+static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_manager_state_cb cb,
                               void *ctx)
 {
     struct wr_manager *m = sb->m;
@@ -314,7 +314,7 @@ static void disk_resume_start(struct wr_msb *sb, uint32_t timeout_s, wr_manager_
     d->ctx = ctx;
     d->w.data = d;
     sb->busy = true;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr__queue_work(m, &d->w, disk_resume_run, disk_resume_done);
 }
 
@@ -322,7 +322,7 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
                       enum wr_sb_paused_mode mode, wr_manager_state_cb cb, void *ctx)
 {
     struct wr_err err;
-    struct wr_msb *sb = wr__lookup(m, team, id, &err);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, &err);
 
     if (sb == NULL) {
         cb(ctx, NULL, &err);
@@ -332,7 +332,7 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
         cb(ctx, NULL, &err);
         return;
     }
-    if (wr__msb_paused(sb)) {
+    if (wr__live_sb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is already paused", id);
         cb(ctx, NULL, &err);
         return;
@@ -347,7 +347,7 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
                        wr_manager_state_cb cb, void *ctx)
 {
     struct wr_err err;
-    struct wr_msb *sb = wr__lookup(m, team, id, &err);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, &err);
 
     if (sb == NULL) {
         cb(ctx, NULL, &err);
@@ -362,12 +362,12 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         cb(ctx, NULL, &err);
         return;
     }
-    if (!wr__msb_paused(sb)) {
+    if (!wr__live_sb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is not paused", id);
         cb(ctx, NULL, &err);
         return;
     }
-    if (sb->state == MSB_ON_DISK)
+    if (sb->state == LIVE_SB_ON_DISK)
         disk_resume_start(sb, timeout_s, cb, ctx);
     else
         freeze_start(sb, false, NULL, timeout_s, cb, ctx);

@@ -21,7 +21,7 @@ struct out_chunk {
 };
 
 struct wr_proc {
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     uint32_t id;
     int64_t os_pid;
     char **argv;
@@ -66,11 +66,11 @@ static void proc_free(struct wr_proc *p)
         uv_timer_stop(&p->timer);
         p->timer_on = false;
     }
-    wr_msb_unref(p->sb);
+    wr_live_sb_unref(p->sb);
     uv_close((uv_handle_t *)&p->timer, timer_closed);
 }
 
-static void table_add(struct wr_msb *sb, struct wr_proc *p)
+static void table_add(struct wr_live_sb *sb, struct wr_proc *p)
 {
     if (sb->nprocs == sb->capprocs) {
         sb->capprocs = sb->capprocs ? 2 * sb->capprocs : 8;
@@ -79,7 +79,7 @@ static void table_add(struct wr_msb *sb, struct wr_proc *p)
     sb->procs[sb->nprocs++] = p;
 }
 
-static void table_remove(struct wr_msb *sb, struct wr_proc *p)
+static void table_remove(struct wr_live_sb *sb, struct wr_proc *p)
 {
     for (size_t i = 0; i < sb->nprocs; i++)
         if (sb->procs[i] == p) {
@@ -89,7 +89,7 @@ static void table_remove(struct wr_msb *sb, struct wr_proc *p)
         }
 }
 
-struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id)
+struct wr_proc *wr_live_sb_proc(struct wr_live_sb *sb, uint32_t id)
 {
     for (size_t i = 0; i < sb->nprocs; i++)
         if (sb->procs[i]->id == id)
@@ -97,7 +97,8 @@ struct wr_proc *wr_msb_proc(struct wr_msb *sb, uint32_t id)
     return NULL;
 }
 
-void wr_msb_procs_foreach(struct wr_msb *sb, void (*fn)(struct wr_proc *p, void *ctx), void *ctx)
+void wr_live_sb_procs_foreach(struct wr_live_sb *sb, void (*fn)(struct wr_proc *p, void *ctx),
+                              void *ctx)
 {
     for (size_t i = 0; i < sb->nprocs; i++)
         fn(sb->procs[i], ctx);
@@ -125,7 +126,7 @@ static void on_timeout(uv_timer_t *t)
 {
     struct wr_proc *p = t->data;
     p->timer_on = false;
-    if (p->running && wr__msb_paused(p->sb)) {
+    if (p->running && wr__live_sb_paused(p->sb)) {
         p->timer_paused = true; /* kill it at the thaw */
         p->timer_left_ms = 0;
         return;
@@ -155,7 +156,7 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
     p->os_pid = pid;
     p->running = true;
     table_add(p->sb, p);
-    if (p->timeout_ms > 0 && wr__msb_paused(p->sb)) {
+    if (p->timeout_ms > 0 && wr__live_sb_paused(p->sb)) {
         /* The answer was on its way when the sandbox froze: the clock starts at the thaw. */
         p->timer_paused = true;
         p->timer_left_ms = p->timeout_ms;
@@ -227,24 +228,25 @@ static const struct wr_agent_proc_cbs proc_cbs = {
     .on_exit = on_exit_ev,
 };
 
-static struct wr_proc *proc_new(struct wr_msb *sb)
+static struct wr_proc *proc_new(struct wr_live_sb *sb)
 {
     struct wr_proc *p = xcalloc(1, sizeof(*p));
 
     p->sb = sb;
-    wr_msb_ref(sb);
-    uv_timer_init(wr_msb_loop(sb), &p->timer);
+    wr_live_sb_ref(sb);
+    uv_timer_init(wr_live_sb_loop(sb), &p->timer);
     p->timer.data = p;
     return p;
 }
 
-void wr_msb_spawn(struct wr_msb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
-                  void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err), void *ctx)
+void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                      void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                      void *ctx)
 {
     struct wr_proc *p;
     struct wr_err err;
 
-    if (wr__msb_paused(sb)) {
+    if (wr__live_sb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is paused", sb->id);
         cb(ctx, NULL, &err);
         return;
@@ -337,7 +339,7 @@ const struct wr_exit *wr_proc_exit(const struct wr_proc *p)
     return p->running ? NULL : &p->ex;
 }
 
-size_t wr_msb_pending(struct wr_msb *sb)
+size_t wr_live_sb_pending(struct wr_live_sb *sb)
 {
     return sb->agent != NULL ? wr_agent_pending(sb->agent) : 0;
 }
@@ -374,9 +376,9 @@ static void simple_req(struct wr_proc *p, uint16_t type, uint16_t tag1, uint64_t
     size_t start;
 
     /* A frozen warren-init would answer only after the thaw: refuse rather than hang. */
-    if (wr__msb_paused(p->sb) || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+    if (wr__live_sb_paused(p->sb) || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is %s", p->sb->id,
-                   wr__msb_paused(p->sb) ? "paused" : "not running");
+                   wr__live_sb_paused(p->sb) ? "paused" : "not running");
         if (cb != NULL)
             cb(ctx, &err);
         return;
@@ -456,7 +458,7 @@ int wr_proc_release(struct wr_proc *p, struct wr_err *err)
 
 /* ---- the sandbox's end, and adoption after a restart ---------------------------------------- */
 
-void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why)
+void wr__procs_lost(struct wr_live_sb *sb, const struct wr_err *why)
 {
     for (size_t i = 0; i < sb->nprocs; i++) {
         struct wr_proc *p = sb->procs[i];
@@ -480,7 +482,7 @@ void wr__procs_lost(struct wr_msb *sb, const struct wr_err *why)
     }
 }
 
-void wr__procs_pause(struct wr_msb *sb)
+void wr__procs_pause(struct wr_live_sb *sb)
 {
     for (size_t i = 0; i < sb->nprocs; i++) {
         struct wr_proc *p = sb->procs[i];
@@ -493,7 +495,7 @@ void wr__procs_pause(struct wr_msb *sb)
     }
 }
 
-void wr__procs_resume(struct wr_msb *sb)
+void wr__procs_resume(struct wr_live_sb *sb)
 {
     for (size_t i = 0; i < sb->nprocs; i++) {
         struct wr_proc *p = sb->procs[i];
@@ -507,7 +509,7 @@ void wr__procs_resume(struct wr_msb *sb)
     }
 }
 
-void wr__procs_free(struct wr_msb *sb)
+void wr__procs_free(struct wr_live_sb *sb)
 {
     for (size_t i = 0; i < sb->nprocs; i++)
         proc_free(sb->procs[i]);
@@ -532,7 +534,7 @@ static const struct wr_agent_proc_cbs adopt_cbs = {
 static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl, bool final,
                              const struct wr_err *err)
 {
-    struct wr_msb *sb = ctx;
+    struct wr_live_sb *sb = ctx;
     struct wr_proc_info pi;
     struct wr_err derr;
     struct wr_proc *p;
@@ -540,12 +542,12 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
     if (final) {
         if (err != NULL)
             log_warn("sandbox %s: list processes: %s", sb->id, err->msg);
-        wr_msb_unref(sb);
+        wr_live_sb_unref(sb);
         return;
     }
     if (h->type != WR_MSG_PROC || wr_proc_info_decode(pl, h->len, &pi, &derr) < 0)
         return;
-    if (wr_msb_proc(sb, pi.proc_id) == NULL && wr__msb_watched(sb)) {
+    if (wr_live_sb_proc(sb, pi.proc_id) == NULL && wr__live_sb_watched(sb)) {
         p = proc_new(sb);
         p->id = pi.proc_id;
         p->os_pid = pi.pid;
@@ -563,7 +565,7 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
     wr_proc_info_fini(&pi);
 }
 
-void wr__procs_adopt(struct wr_msb *sb)
+void wr__procs_adopt(struct wr_live_sb *sb)
 {
     struct wr_buf *b;
     struct wr_err err;
@@ -571,11 +573,11 @@ void wr__procs_adopt(struct wr_msb *sb)
 
     if (sb->agent == NULL)
         return;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     b = wr_agent_begin(sb->agent, WR_MSG_LIST, &start);
     (void)b;
     if (wr_agent_end(sb->agent, start, adopt_list_reply, sb, &err) == 0) {
         log_warn("sandbox %s: list processes: %s", sb->id, err.msg);
-        wr_msb_unref(sb);
+        wr_live_sb_unref(sb);
     }
 }

@@ -64,9 +64,9 @@ static struct wr_sandbox *take_back_half_made(struct wr_manager *m, struct wr_sa
 /* Take back one sandbox found in the store. */
 void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
 {
-    enum msb_state to = MSB_RUNNING;
+    enum live_sb_state to = LIVE_SB_RUNNING;
     struct wr_sandbox *rt_sb = NULL;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_err err;
 
     if (strncmp(r->template_name, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) ==
@@ -84,9 +84,9 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
             log_warn("sandbox %s: a resume cut short: %s", r->id, err.msg);
         if (r->init_pid != 0)
             (void)wr_store_sandbox_set_runtime(m->cfg.store, r->id, 0, 0, NULL);
-        sb = wr__msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+        sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
         sb->store_layers = wr__uses_store_layers(r->image_json);
-        wr__msb_set_state(sb, MSB_ON_DISK);
+        wr__live_sb_set_state(sb, LIVE_SB_ON_DISK);
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
         sb->on_timeout = r->on_timeout;
         sb->timeout_s = r->timeout_s;
@@ -104,7 +104,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
                       "the sandbox ended while the daemon was down");
         return;
     }
-    sb = wr__msb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+    sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
     sb->store_layers = wr__uses_store_layers(r->image_json);
     sb->rt = rt_sb;
     sb->adopted = true;
@@ -114,11 +114,11 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
      * its record left them apart. Freezing a frozen cgroup, or thawing a thawed one, is a
      * no-op. */
     if (r->state == WR_SB_PAUSED) {
-        to = MSB_PAUSED;
+        to = LIVE_SB_PAUSED;
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
         if (wr_sandbox_freeze(rt_sb, true, &err) < 0) {
             log_warn("sandbox %s: keep it paused: %s; it runs", r->id, err.msg);
-            to = MSB_RUNNING;
+            to = LIVE_SB_RUNNING;
             r->deadline_ms = wr__core_now_ms() + sb->remaining_ms;
             (void)wr_store_sandbox_set_resumed(m->cfg.store, r->id, r->deadline_ms, NULL);
         }
@@ -127,8 +127,8 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     }
     wr__table_put(m, sb);
     log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id,
-             to == MSB_PAUSED ? ", paused" : "", r->init_pid);
+             to == LIVE_SB_PAUSED ? ", paused" : "", r->init_pid);
     /* A deadline that passed while the daemon was down fires at once; a paused sandbox's clock
      * stays stopped, and its agent is connected when it is resumed. */
-    wr__msb_start_watching(sb, to, r->deadline_ms, true);
+    wr__live_sb_start_watching(sb, to, r->deadline_ms, true);
 }

@@ -27,7 +27,7 @@ static uint64_t mono_ns(void)
 struct snap_work {
     uv_work_t w;
     struct wr_manager *m;
-    struct wr_msb *sb;
+    struct wr_live_sb *sb;
     struct wr_sandbox *rt_sb; /* frozen around the capture; NULL if it is frozen or on disk */
     char *home, *tmp;
     char digest[72];
@@ -106,7 +106,7 @@ static void snap_done(uv_work_t *w, int status)
 {
     struct snap_work *s = w->data;
     struct wr_manager *m = s->m;
-    struct wr_msb *sb = s->sb;
+    struct wr_live_sb *sb = s->sb;
 
     sb->busy = false;
     if (m->closing) {
@@ -127,7 +127,7 @@ static void snap_done(uv_work_t *w, int status)
         s->info.layer = s->digest[0] ? s->digest : NULL;
         s->cb(s->ctx, &s->img, &s->info, NULL);
     }
-    wr_msb_unref(sb);
+    wr_live_sb_unref(sb);
     wr_image_rec_fini(&s->img);
     json_decref(s->base_layers);
     free(s->home);
@@ -168,7 +168,7 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     struct snap_work *s;
     _cleanup_free_ char *replaces = NULL;
     struct wr_err err;
-    struct wr_msb *sb = wr__lookup(m, team, id, &err);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, &err);
     struct wr_images_claim c = {.team = sb ? sb->team : NULL, .name = name, .snapshot = true};
 
     if (sb == NULL || wr__check_settled(sb, &err) < 0 ||
@@ -186,7 +186,8 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     wr_sandbox_rec_fini(&rec);
     s->m = m;
     s->sb = sb;
-    s->rt_sb = wr__msb_paused(sb) ? NULL : sb->rt; /* paused: frozen or without processes already */
+    s->rt_sb =
+        wr__live_sb_paused(sb) ? NULL : sb->rt; /* paused: frozen or without processes already */
     s->home = wr_images_home(m->cfg.images, sb->id);
     s->tmp = wr_images_tmp(m->cfg.images);
     s->img.id = wr_images_new_id("snap-");
@@ -199,7 +200,7 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     s->ctx = ctx;
     s->w.data = s;
     sb->busy = true;
-    wr_msb_ref(sb);
+    wr_live_sb_ref(sb);
     wr__queue_work(m, &s->w, snap_run, snap_done);
     return;
 fail:

@@ -11,13 +11,13 @@
 
 /* ---- usage samples ------------------------------------------------------------------------- */
 
-void wr__sample(struct wr_msb *sb)
+void wr__sample(struct wr_live_sb *sb)
 {
     struct wr_sandbox_usage u;
     struct wr_err err;
     struct wr_usage_sample *s;
 
-    if (sb->state != MSB_RUNNING || wr__msb_ending(sb) || sb->rt == NULL ||
+    if (sb->state != LIVE_SB_RUNNING || wr__live_sb_ending(sb) || sb->rt == NULL ||
         wr_sandbox_usage(sb->rt, &u, &err) < 0)
         return;
     s = &sb->usage[sb->usage_head];
@@ -32,14 +32,14 @@ void wr__on_sample(uv_timer_t *t)
     struct wr_manager *m = t->data;
 
     for (unsigned b = 0; b < NBUCKETS; b++)
-        for (struct wr_msb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext)
+        for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext)
             wr__sample(sb);
 }
 
 int wr_manager_metrics(struct wr_manager *m, const char *team, const char *id, int64_t from_ms,
                        int64_t to_ms, struct wr_usage *out, size_t max, struct wr_err *err)
 {
-    struct wr_msb *sb = wr__lookup(m, team, id, err);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, err);
     size_t n = 0;
     uint64_t prev_cpu = 0;
     int64_t prev_at;
@@ -109,7 +109,7 @@ static void disk_use_done(uv_work_t *w, int status)
 void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
                      void *ctx)
 {
-    struct wr_msb *sb = wr__lookup(m, team, id, NULL);
+    struct wr_live_sb *sb = wr__lookup(m, team, id, NULL);
     struct wr_sandbox_rec rec;
     struct disk_use_work *d;
     struct wr_err err;
@@ -118,7 +118,7 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
         cb(ctx, 0, 0, NULL, &err);
         return;
     }
-    if (sb == NULL || wr__msb_ending(sb)) {
+    if (sb == NULL || wr__live_sb_ending(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id,
                    wr_sb_state_name(rec.state));
         wr_sandbox_rec_fini(&rec);

@@ -123,29 +123,6 @@ json_t *wr_oci_config_convert(const json_t *oci_config)
     return out;
 }
 
-int wr_oci_file_digest(const char *path, char digest[72], struct wr_err *err)
-{
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-    EVP_MD_CTX *md;
-    char buf[64 * 1024];
-    ssize_t n;
-
-    if (fd < 0)
-        return wr_err_sys(err, "open `%s`", path);
-    md = EVP_MD_CTX_new();
-    if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-        abort();
-    while ((n = read(fd, buf, sizeof(buf))) > 0)
-        EVP_DigestUpdate(md, buf, (size_t)n);
-    if (n < 0) {
-        EVP_MD_CTX_free(md);
-        return wr_err_sys(err, "read `%s`", path);
-    }
-    wr__digest_final(md, digest);
-    EVP_MD_CTX_free(md);
-    return 0;
-}
-
 /* ---- archives ------------------------------------------------------------------------------ */
 
 /* A path the archive names (manifest.json's Config and Layers): relative, no `..`. The

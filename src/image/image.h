@@ -70,6 +70,3 @@ int wr_registry_pull(const char *ref, const struct wr_registry_opts *opts, const
  * relative to dir without following any symlink, so no entry reaches outside it; absolute
  * paths and `..` are refused. On failure dir holds a partial tree: the caller removes it. */
 int wr_oci_unpack_layer(const struct wr_oci_layer *l, const char *dir, struct wr_err *err);
-
-/* Hex SHA-256 of a file, as "sha256:<hex>" (72 bytes with the NUL). */
-int wr_oci_file_digest(const char *path, char digest[72], struct wr_err *err);

@@ -19,7 +19,7 @@
 static struct init_conn *conns;
 static unsigned nconns;
 
-static void on_conn(struct init_watch *w, uint32_t events);
+static void on_conn(struct init_fdw *w, uint32_t events);
 
 void init_conn_new(int fd, bool primary)
 {
@@ -40,7 +40,7 @@ void init_conn_new(int fd, bool primary)
     c->next = conns;
     conns = c;
     nconns++;
-    init_watch_set(&c->w, EPOLLIN);
+    init_fdw_set(&c->w, EPOLLIN);
 }
 
 void init_conn_close(struct init_conn *c)
@@ -53,7 +53,7 @@ void init_conn_close(struct init_conn *c)
         _exit(0);
     }
     c->dead = true;
-    init_watch_close(&c->w);
+    init_fdw_close(&c->w);
     init_procs_conn_gone(c);
     init_files_conn_gone(c);
     init_fswatch_conn_gone(c);
@@ -241,7 +241,7 @@ static void take_frames(struct init_conn *c)
     }
 }
 
-static void on_conn(struct init_watch *w, uint32_t events)
+static void on_conn(struct init_fdw *w, uint32_t events)
 {
     struct init_conn *c = w->owner;
     static uint8_t buf[64 * 1024];
@@ -324,7 +324,7 @@ static void pump_one(struct init_conn *c)
         ev |= EPOLLOUT;
     if (ev == 0 && c->drain)
         ev = EPOLLOUT;
-    init_watch_set(&c->w, ev);
+    init_fdw_set(&c->w, ev);
 }
 
 void init_conns_pump(void)

@@ -31,17 +31,17 @@
 
 /* One fd in the epoll set. `events` is the registered mask; 0 means the fd is not in the set
  * (so a hung-up pipe that we stopped reading cannot spin the loop). */
-struct init_watch {
+struct init_fdw {
     int fd;
     uint32_t events;
-    void (*cb)(struct init_watch *w, uint32_t events);
+    void (*cb)(struct init_fdw *w, uint32_t events);
     void *owner;
 };
 
 /* Register, change or (events == 0) remove w's fd from the epoll set. No-op if fd < 0. */
-void init_watch_set(struct init_watch *w, uint32_t events);
+void init_fdw_set(struct init_fdw *w, uint32_t events);
 /* Remove w from the epoll set, close its fd and set it to -1. */
-void init_watch_close(struct init_watch *w);
+void init_fdw_close(struct init_fdw *w);
 /* Ask the loop to run again without sleeping (work is left that no fd will announce). */
 void init_loop_again(void);
 
@@ -102,7 +102,7 @@ struct init_write;
 struct init_fswatch;
 
 struct init_conn {
-    struct init_watch w;
+    struct init_fdw w;
     struct wr_reader rd;
     struct wr_buf out; /* queued frames; bytes before out_off are already written */
     size_t out_off;
@@ -163,10 +163,10 @@ struct init_proc {
     pid_t pid;
     char **argv;
     bool pty;
-    struct init_watch in;  /* stdin pipe, or a dup of the pty master */
-    struct init_watch out; /* stdout pipe, or the pty master */
-    struct init_watch err; /* stderr pipe; -1 with a pty */
-    struct wr_buf inq;     /* stdin bytes not yet written */
+    struct init_fdw in;  /* stdin pipe, or a dup of the pty master */
+    struct init_fdw out; /* stdout pipe, or the pty master */
+    struct init_fdw err; /* stderr pipe; -1 with a pty */
+    struct wr_buf inq;   /* stdin bytes not yet written */
     size_t inq_off;
     bool in_closing;             /* STDIN_CLOSE: close once inq drains */
     bool in_closed;              /* no more STDIN accepted */

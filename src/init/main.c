@@ -37,7 +37,7 @@ struct init_config init_cfg;
 static int epfd = -1;
 static bool run_again;
 
-void init_watch_set(struct init_watch *w, uint32_t events)
+void init_fdw_set(struct init_fdw *w, uint32_t events)
 {
     struct epoll_event ev = {.events = events, .data.ptr = w};
     int op;
@@ -57,11 +57,11 @@ void init_watch_set(struct init_watch *w, uint32_t events)
     w->events = events;
 }
 
-void init_watch_close(struct init_watch *w)
+void init_fdw_close(struct init_fdw *w)
 {
     if (w->fd < 0)
         return;
-    init_watch_set(w, 0);
+    init_fdw_set(w, 0);
     (void)close(w->fd);
     w->fd = -1;
     w->events = 0;
@@ -188,7 +188,7 @@ static int set_nonblock(int fd)
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static void on_listen(struct init_watch *w, uint32_t events)
+static void on_listen(struct init_fdw *w, uint32_t events)
 {
     /* Accept a few per wakeup; level-triggered epoll brings us back for the rest. */
     for (int i = 0; i < 16; i++) {
@@ -202,7 +202,7 @@ static void on_listen(struct init_watch *w, uint32_t events)
     }
 }
 
-static void on_signal(struct init_watch *w, uint32_t events)
+static void on_signal(struct init_fdw *w, uint32_t events)
 {
     struct signalfd_siginfo si[16];
 
@@ -212,7 +212,7 @@ static void on_signal(struct init_watch *w, uint32_t events)
     init_procs_reap();
 }
 
-static void setup_signals(struct init_watch *sigw)
+static void setup_signals(struct init_fdw *sigw)
 {
     sigset_t set;
 
@@ -231,13 +231,13 @@ static void setup_signals(struct init_watch *sigw)
         _exit(1);
     }
     sigw->cb = on_signal;
-    init_watch_set(sigw, EPOLLIN);
+    init_fdw_set(sigw, EPOLLIN);
 }
 
 void wr_init_main(int argc, char **argv)
 {
-    static struct init_watch listen_w = {.fd = -1};
-    static struct init_watch sig_w = {.fd = -1};
+    static struct init_fdw listen_w = {.fd = -1};
+    static struct init_fdw sig_w = {.fd = -1};
 
     wr_log_set_level(getenv("WARREN_INIT_LOG"));
     parse_args(argc, argv);
@@ -258,7 +258,7 @@ void wr_init_main(int argc, char **argv)
     if (fcntl(LISTEN_FD, F_GETFD) >= 0 && set_nonblock(LISTEN_FD) == 0) {
         listen_w.fd = LISTEN_FD;
         listen_w.cb = on_listen;
-        init_watch_set(&listen_w, EPOLLIN);
+        init_fdw_set(&listen_w, EPOLLIN);
     } else {
         log_warn("no listening socket on fd %d", LISTEN_FD);
     }
@@ -279,7 +279,7 @@ void wr_init_main(int argc, char **argv)
             _exit(1);
         }
         for (int i = 0; i < n; i++) {
-            struct init_watch *w = ev[i].data.ptr;
+            struct init_fdw *w = ev[i].data.ptr;
             if (w->fd >= 0)
                 w->cb(w, ev[i].events);
         }

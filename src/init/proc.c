@@ -18,8 +18,8 @@
 static struct init_proc *procs;
 static uint32_t next_proc_id = 1;
 
-static void on_output(struct init_watch *w, uint32_t events);
-static void on_stdin(struct init_watch *w, uint32_t events);
+static void on_output(struct init_fdw *w, uint32_t events);
+static void on_stdin(struct init_fdw *w, uint32_t events);
 
 uint32_t init_proc_add(struct init_proc *pr, struct init_conn *c)
 {
@@ -62,7 +62,7 @@ static void release_hold(struct init_proc *pr)
 static void close_stdin(struct init_proc *pr)
 {
     release_hold(pr);
-    init_watch_close(&pr->in);
+    init_fdw_close(&pr->in);
     wr_buf_fini(&pr->inq);
     wr_buf_init(&pr->inq);
     pr->inq_off = 0;
@@ -87,7 +87,7 @@ static void deliver(struct init_proc *pr, uint16_t flag, const void *p, size_t n
     }
 }
 
-static void on_output(struct init_watch *w, uint32_t events)
+static void on_output(struct init_fdw *w, uint32_t events)
 {
     static uint8_t buf[WR_CHUNK_SIZE];
     struct init_proc *pr = w->owner;
@@ -105,7 +105,7 @@ static void on_output(struct init_watch *w, uint32_t events)
         return;
     if (r <= 0) {
         /* EOF; a pty master says EIO once the last slave fd is closed. */
-        init_watch_close(w);
+        init_fdw_close(w);
         return;
     }
     deliver(pr, w == &pr->err ? WR_FLAG_STDERR : WR_FLAG_STDOUT, buf, (size_t)r);
@@ -158,7 +158,7 @@ static void stdin_ack(struct init_conn *c, uint32_t proc_id, size_t n)
     wr_msg_end(&c->out, at);
 }
 
-static void on_stdin(struct init_watch *w, uint32_t events)
+static void on_stdin(struct init_fdw *w, uint32_t events)
 {
     struct init_proc *pr = w->owner;
     size_t written = 0;
@@ -369,9 +369,9 @@ void init_procs_reap(void)
 static void proc_free(struct init_proc *pr)
 {
     release_hold(pr);
-    init_watch_close(&pr->in);
-    init_watch_close(&pr->out);
-    init_watch_close(&pr->err);
+    init_fdw_close(&pr->in);
+    init_fdw_close(&pr->out);
+    init_fdw_close(&pr->err);
     wr_buf_fini(&pr->inq);
     wr_buf_fini(&pr->buffered);
     for (char **a = pr->argv; a != NULL && *a != NULL; a++)
@@ -395,9 +395,9 @@ void init_procs_pump(void)
 
         /* Backpressure: at the window, leave the fds unread and the process blocks. */
         uint32_t ev = window_used(pr) < WR_OUTPUT_WINDOW ? EPOLLIN : 0;
-        init_watch_set(&pr->out, ev);
-        init_watch_set(&pr->err, ev);
-        init_watch_set(&pr->in, inq_len(pr) > 0 ? EPOLLOUT : 0);
+        init_fdw_set(&pr->out, ev);
+        init_fdw_set(&pr->err, ev);
+        init_fdw_set(&pr->in, inq_len(pr) > 0 ? EPOLLOUT : 0);
         if (pr->pty && pr->in_closing && inq_len(pr) == 0)
             pr->in_closed = true;
         if (pr->reaped && output_done(pr)) {

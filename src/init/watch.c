@@ -33,7 +33,7 @@ struct wd_ent {
 struct init_fswatch {
     struct init_fswatch *next;
     struct init_conn *c;
-    struct init_watch w; /* the inotify instance */
+    struct init_fdw w; /* the inotify instance */
     uint32_t id;
     bool recursive;
     bool ended; /* final reply queued, or the connection is gone; freed by the pump */
@@ -121,7 +121,7 @@ static void wd_del(struct init_fswatch *fw, int wd)
 static void stop(struct init_fswatch *fw)
 {
     fw->ended = true;
-    init_watch_close(&fw->w);
+    init_fdw_close(&fw->w);
 }
 
 /* End the watch with ERROR errnum (the message names the root and `why`). */
@@ -345,7 +345,7 @@ static void handle(struct init_fswatch *fw, const struct inotify_event *ev)
     free(rel);
 }
 
-static void on_inotify(struct init_watch *w, uint32_t events)
+static void on_inotify(struct init_fdw *w, uint32_t events)
 {
     struct init_fswatch *fw = w->owner;
     static char buf[16 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -357,7 +357,7 @@ static void on_inotify(struct init_watch *w, uint32_t events)
         /* Over the limit the kernel keeps the events; past its own limit it reports
          * IN_Q_OVERFLOW, which ends the watch with ENOBUFS. The pump resumes reading. */
         if (init_conn_queued(fw->c) >= INIT_CONN_OUT_PRODUCE) {
-            init_watch_set(w, 0);
+            init_fdw_set(w, 0);
             return;
         }
         n = read(w->fd, buf, sizeof(buf));
@@ -388,7 +388,7 @@ static struct init_fswatch *find_watch(struct init_conn *c, uint32_t id)
 
 static void fswatch_free(struct init_fswatch *fw)
 {
-    init_watch_close(&fw->w);
+    init_fdw_close(&fw->w);
     for (size_t i = 0; i < fw->cap; i++)
         free(fw->tab[i].rel);
     free(fw->tab);
@@ -461,7 +461,7 @@ static void watch_start(struct init_conn *c, uint32_t id, const struct wr_file_r
     wr_msg_ok(&c->out, id);
     fw->next = c->watches;
     c->watches = fw;
-    init_watch_set(&fw->w, EPOLLIN);
+    init_fdw_set(&fw->w, EPOLLIN);
 }
 
 static void watch_cancel(struct init_conn *c, uint32_t id)
@@ -504,7 +504,7 @@ void init_fswatch_pump(struct init_conn *c)
             fswatch_free(fw);
             continue;
         }
-        init_watch_set(&fw->w, produce ? EPOLLIN : 0);
+        init_fdw_set(&fw->w, produce ? EPOLLIN : 0);
         pp = &fw->next;
     }
 }

@@ -39,8 +39,9 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
 /* Parent side. Detached clones of each mount's host directory, idmapped to the child's user
  * namespace (userns_fd, maps written), nosuid, nodev, and read-only where asked: the sandbox's
  * view of a volume. fds[0..n) receive O_CLOEXEC fds; on failure none is left open and err names
- * the directory. Such an fd must reach no process of the sandbox but its setup (pitfall P2 of
- * research/idmapped-overlay.md: whoever holds it can clear its read-only flag). */
+ * the directory. Such an fd must reach no process of the sandbox but its setup: through the
+ * idmap the sandbox's root owns the mount, so whoever holds it can clear its read-only flag
+ * with mount_setattr. */
 int wr_mounts_build(const struct wr_mount_spec *mounts, size_t n, int userns_fd, int *fds,
                     struct wr_err *err);
 

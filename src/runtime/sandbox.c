@@ -344,8 +344,9 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now our ids were the creator's (real uid host root, effective uid the range's
-     * root, see clone_as_owner), unmapped in our own namespace (P6 in
-     * research/idmapped-overlay.md). From here on every id is the range's first. */
+     * root, see clone_as_owner), unmapped in our own namespace: every file or mount made with
+     * them would fail (EACCES) or record host root. From here on every id is the range's
+     * first. */
     /* Raw system calls: glibc's wrappers would try to apply the change to every thread of the
      * process that cloned us (the daemon's), whose list the child still carries. */
     if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)

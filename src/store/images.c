@@ -13,14 +13,6 @@
 /* Live sandboxes: their layers must stay. */
 #define LIVE "('creating', 'running', 'paused')"
 
-void wr_layer_rec_fini(struct wr_layer_rec *r)
-{
-    if (r == NULL)
-        return;
-    free(r->digest);
-    memset(r, 0, sizeof(*r));
-}
-
 void wr_image_rec_fini(struct wr_image_rec *r)
 {
     if (r == NULL)

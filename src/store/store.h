@@ -197,8 +197,6 @@ struct wr_layer_rec {
     uint64_t size_bytes;
     int64_t created_ms;
 };
-void wr_layer_rec_fini(struct wr_layer_rec *r);
-
 /* Record a layer (nothing happens if it is recorded already). */
 int wr_store_layer_put(struct wr_store *s, const char *digest, uint64_t size_bytes,
                        struct wr_err *err);

@@ -190,6 +190,7 @@ def test_kill_9_while_a_warm_sandbox_is_taken():
         d.cleanup()
 
 
+@pytest.mark.slow
 def test_kill_9_while_resuming_from_disk_keeps_it_paused():
     """A resume from disk starts a fresh warren-init on the kept files; killed before it is
     recorded, the new daemon removes that init and the sandbox is still paused to disk, with
@@ -225,6 +226,7 @@ def test_kill_9_while_resuming_from_disk_keeps_it_paused():
         d.cleanup()
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_pause_to_disk_keeps_its_files():
     """Killed after a pause to disk ended the sandbox's processes but before it said so, the
     daemon's next start finds the sandbox paused to disk with its files, not ended."""

@@ -154,6 +154,7 @@ def test_a_snapshot_copy_cannot_take_the_reserved_blocks(reserved):
     c.close()
 
 
+@pytest.mark.slow
 def test_a_build_context_cannot_inflate_into_the_reserve(reserved):
     d, mnt = reserved
     c = d.client()
@@ -195,6 +196,7 @@ def test_a_build_context_cannot_inflate_into_the_reserve(reserved):
     c.close()
 
 
+@pytest.mark.slow
 def test_an_imported_archive_stops_at_the_room(reserved):
     d, mnt = reserved
     c = d.client()

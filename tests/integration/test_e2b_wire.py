@@ -500,6 +500,7 @@ def test_multipart_is_parsed_as_it_arrives(daemon, sbx):
     assert names == ["a", "b", "c", "d", "q", "q2"]
 
 
+@pytest.mark.slow
 def test_gzip_bomb_is_too_large(daemon, sbx):
     # A body that inflates past 1 GiB is a request too large (413), not a capacity to retry
     # (503). Its bytes go to a part that is not a file, so the test writes nothing.
@@ -526,6 +527,7 @@ def rss_kib(pid):
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow
 def test_uploads_stream_with_bounded_memory(daemon, sbx):
     # Four concurrent uploads of 200 MiB each (two files of 100 MiB in one multipart body):
     # the daemon's memory must not grow by what they carry.

@@ -129,6 +129,7 @@ def _cgroup(d):
         return ""
 
 
+@pytest.mark.slow
 def test_one_sandbox_cannot_take_inotify_from_the_others_or_the_host(client):
     """A sandbox takes every inotify instance and every watch it may: it gets the host's
     per-user limits for itself, and meanwhile another sandbox and the host still get both."""

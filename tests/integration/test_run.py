@@ -119,6 +119,7 @@ def test_unknown_user_is_an_error():
     assert b"nosuchuser" in r.stderr
 
 
+@pytest.mark.slow
 def test_killed_client_takes_its_sandbox_along():
     p = warren_popen("run", "--rootfs", IMAGE, "--", "/bin/sleep", "100",
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -17,6 +17,9 @@ import pytest
 import warren
 from conftest import daemon_on, delete_all, homes, loop_fs
 
+# Trees of thousands of directories and links: most of the suite's time.
+pytestmark = pytest.mark.slow
+
 LIMIT = 1024  # WR_WALK_MAX_DEPTH
 LONG = 255  # the longest name
 

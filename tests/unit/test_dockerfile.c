@@ -81,6 +81,7 @@ int main(void)
     refused("FROM base\nCOPY a/../../b /x\n", 2, "outside the build context", "COPY a/../..");
     refused("FROM base\nCOPY *.py /x/\n", 2, "wildcards", "COPY glob");
     refused("FROM base\nCOPY a b /x\n", 2, "ending in /", "COPY many to a file");
+    refused("FROM base\nCOPY a b \"\"\n", 2, "ending in /", "COPY many to an empty name");
     refused("FROM base\nCOPY --from=build a /x\n", 2, "option not supported", "COPY --from");
     refused("FROM base\nCOPY a\n", 2, "source and a destination", "COPY one arg");
     refused("FROM base\nENV 1BAD=x\n", 2, "not a variable name", "ENV key");

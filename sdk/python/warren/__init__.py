@@ -13,6 +13,8 @@ The daemon's address comes from ``api_url=`` or ``$WARREN_API_URL`` (``http://ho
 ``api_key=`` or ``$WARREN_API_KEY``.
 """
 
+import warnings as _warnings
+
 from . import admin
 from ._version import __version__
 from .client import (
@@ -39,7 +41,7 @@ from .errors import (
     RateLimitError,
     SandboxError,
     ServerError,
-    TimeoutError,
+    TimeoutException,
     TooLargeError,
     UnsupportedError,
     UpstreamError,
@@ -122,8 +124,21 @@ __all__ = [
     "UnsupportedError",
     "UpstreamError",
     "BadContentError",
-    "TimeoutError",
+    "TimeoutException",
     "APIConnectionError",
     "CommandExitError",
     "BuildError",
 ]
+
+
+def __getattr__(name: str) -> type[TimeoutException]:
+    # TimeoutError: the deprecated name of TimeoutException (it shadowed the builtin under
+    # `from warren import *`); not in __all__.
+    if name == "TimeoutError":
+        _warnings.warn(
+            "warren.TimeoutError is deprecated: use warren.TimeoutException",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TimeoutException
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -25,7 +25,7 @@ from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
-from .errors import APIConnectionError, TimeoutError, WarrenError, error_from_response
+from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
 from .models import VersionInfo
 
 __all__ = [
@@ -298,7 +298,7 @@ class StreamResponse:
         if self._aborted:
             return None
         if isinstance(e, socket.timeout):
-            return TimeoutError(
+            return TimeoutException(
                 "client_timeout", "timed out reading the response stream", None, self.request_id
             )
         return APIConnectionError(
@@ -538,7 +538,7 @@ class Client:
                 return conn, conn.getresponse()
             except socket.timeout as e:
                 conn.close()
-                raise TimeoutError(
+                raise TimeoutException(
                     "client_timeout",
                     f"{method} {path}: no response within {timeout} s",
                     None,
@@ -575,7 +575,7 @@ class Client:
             body = resp.read()
         except socket.timeout as e:
             conn.close()
-            raise TimeoutError(
+            raise TimeoutException(
                 "client_timeout", f"{path}: timed out reading the response", None,
                 resp.headers.get("X-Request-Id"),
             ) from e
@@ -670,7 +670,7 @@ class Client:
         """True when the daemon answers ``GET /v1/health``; False when it cannot be reached."""
         try:
             r = self.request("GET", "/v1/health", timeout=timeout, check=False)
-        except (APIConnectionError, TimeoutError):
+        except (APIConnectionError, TimeoutException):
             return False
         return r.status == 200
 

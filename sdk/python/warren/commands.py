@@ -16,7 +16,7 @@ from .errors import (
     CommandExitError,
     ConflictError,
     NotFoundError,
-    TimeoutError,
+    TimeoutException,
     WarrenError,
     error_from_code,
 )
@@ -228,14 +228,14 @@ class CommandHandle:
     # ---- control ------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None, *, check: bool | None = None) -> CommandResult:
-        """Wait for the end (at most ``timeout`` seconds, else :class:`~warren.TimeoutError`)
+        """Wait for the end (at most ``timeout`` seconds, else :class:`~warren.TimeoutException`)
         and return the result; with ``check`` (default: as given to ``run``) a non-zero exit
         raises :class:`~warren.CommandExitError`."""
         check = self._check if check is None else check
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
-                raise TimeoutError(
+                raise TimeoutException(
                     "client_timeout", f"process {self.pid} still running after {timeout} s"
                 )
             if self._callback_error is not None:

@@ -3,13 +3,14 @@
 Every error the API answers is JSON ``{"code": "...", "message": "..."}`` with a matching HTTP
 status; :func:`error_from_response` turns it into the most specific subclass of
 :class:`WarrenError`. Transport failures (no connection, client-side timeouts) are
-:class:`APIConnectionError` and :class:`TimeoutError` with ``status`` ``None``.
+:class:`APIConnectionError` and :class:`TimeoutException` with ``status`` ``None``.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ __all__ = [
     "ServerError",
     "SandboxError",
     "UnsupportedError",
-    "TimeoutError",
+    "TimeoutException",
     "APIConnectionError",
     "CommandExitError",
     "BuildError",
@@ -147,9 +148,21 @@ class BadContentError(WarrenError):
     short, a digest that does not match, an unsafe entry)."""
 
 
-class TimeoutError(WarrenError, builtins.TimeoutError):
+class TimeoutException(WarrenError, builtins.TimeoutError):
     """504 ``timeout`` from the server, or ``client_timeout`` when the SDK's own socket timeout
     expired. Also an instance of the builtin :class:`TimeoutError`."""
+
+
+def __getattr__(name: str) -> type[TimeoutException]:
+    # TimeoutError: the deprecated name of TimeoutException (it shadowed the builtin).
+    if name == "TimeoutError":
+        warnings.warn(
+            "warren.errors.TimeoutError is deprecated: use TimeoutException",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TimeoutException
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 class APIConnectionError(WarrenError, builtins.ConnectionError):
@@ -244,7 +257,7 @@ _BY_CODE: dict[str, type[WarrenError]] = {
     "protocol": SandboxError,
     "upstream": UpstreamError,
     "bad_content": BadContentError,
-    "timeout": TimeoutError,
+    "timeout": TimeoutException,
 }
 
 _BY_STATUS: dict[int, type[WarrenError]] = {
@@ -260,7 +273,7 @@ _BY_STATUS: dict[int, type[WarrenError]] = {
     429: RateLimitError,
     501: UnsupportedError,
     502: SandboxError,
-    504: TimeoutError,
+    504: TimeoutException,
 }
 
 

@@ -6,7 +6,7 @@ import builtins
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
@@ -59,7 +59,7 @@ class Sandbox:
         memory_mb: int | None = None,
         disk_mb: int | None = None,
         timeout: float | None = None,
-        on_timeout: str | None = None,
+        on_timeout: Literal["kill", "pause"] | None = None,
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
         volumes: Sequence[str | Mapping[str, Any] | VolumeMount] | None = None,

@@ -159,6 +159,36 @@ static void decode_error(struct wr_http_req *req, bool streaming, const char *co
         unary_error(req, code, msg);
 }
 
+int connect_unwrap(const char *body, size_t len, const char **payload, size_t *n, const char **code,
+                   const char **msg)
+{
+    uint32_t plen;
+
+    *code = "invalid_argument";
+    if (len < 5) {
+        *msg = "the request is not a Connect envelope";
+        return -1;
+    }
+    plen = (uint32_t)(uint8_t)body[1] << 24 | (uint32_t)(uint8_t)body[2] << 16 |
+           (uint32_t)(uint8_t)body[3] << 8 | (uint32_t)(uint8_t)body[4];
+    if (body[0] != ENV_MESSAGE) {
+        if (body[0] & ENV_COMPRESSED) {
+            *code = "unimplemented";
+            *msg = "compressed envelopes are not supported";
+        } else {
+            *msg = "the request envelope has unknown flags";
+        }
+        return -1;
+    }
+    if ((size_t)plen != len - 5) {
+        *msg = "a server-streaming request carries exactly one envelope";
+        return -1;
+    }
+    *payload = body + 5;
+    *n = plen;
+    return 0;
+}
+
 /* Content-Type without parameters, compared case-insensitively. */
 static bool type_is(const char *ct, const char *want)
 {
@@ -189,27 +219,11 @@ json_t *connect_decode(struct wr_http_req *req, bool streaming, const char *body
         return NULL;
     }
     if (streaming) {
-        uint32_t plen;
-        if (len < 5) {
-            decode_error(req, true, "invalid_argument", "the request is not a Connect envelope");
+        const char *code, *msg;
+        if (connect_unwrap(body, len, &p, &n, &code, &msg) < 0) {
+            decode_error(req, true, code, msg);
             return NULL;
         }
-        plen = (uint32_t)(uint8_t)body[1] << 24 | (uint32_t)(uint8_t)body[2] << 16 |
-               (uint32_t)(uint8_t)body[3] << 8 | (uint32_t)(uint8_t)body[4];
-        if (body[0] != ENV_MESSAGE) {
-            decode_error(req, true,
-                         (body[0] & ENV_COMPRESSED) ? "unimplemented" : "invalid_argument",
-                         (body[0] & ENV_COMPRESSED) ? "compressed envelopes are not supported"
-                                                    : "the request envelope has unknown flags");
-            return NULL;
-        }
-        if ((size_t)plen != len - 5) {
-            decode_error(req, true, "invalid_argument",
-                         "a server-streaming request carries exactly one envelope");
-            return NULL;
-        }
-        p = body + 5;
-        n = plen;
     }
     if (n == 0)
         return json_object();
