@@ -90,5 +90,6 @@ int wr_b64_decode_buf(const char *s, size_t n, enum wr_b64_mode mode, struct wr_
     if (len < 0)
         return -1;
     out->len += (size_t)len;
+    out->data[out->len] = '\0'; /* the buffer's NUL rule (buf.h) */
     return 0;
 }
