@@ -21,6 +21,10 @@ BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O2 $(WARN) -fstack-protector-strong 
 # made with the other setting is rebuilt in full: `./run.sh` after `./test.sh` never ships the
 # hooks.
 TESTING   ?= 0
+# The goals that run the integration tests build what they test as a test build.
+ifneq ($(filter test integration quick compat asan,$(MAKECMDGOALS)),)
+override TESTING := 1
+endif
 ifeq ($(TESTING),1)
 BASE_CFLAGS += -DWR_TESTING
 endif

@@ -17,6 +17,11 @@ WARREN = os.path.join(BUILD, "warren")
 # `make asan` runs this suite on binaries built with ASan+UBSan (in build-asan).
 SANITIZED = os.path.basename(os.path.normpath(BUILD)) == "build-asan"
 IMAGE = os.path.join(BUILD, "images", "busybox")
+# The fault hooks the tests drive (WARREN_FAULT, WARREN_CRASH) exist only in a test build (the
+# Makefile's TESTING=1, which `make test`, `make integration` and test.sh use).
+if not os.path.exists(os.path.join(BUILD, ".config-testing-1")):
+    pytest.exit("%s is not a test build: build it with `make TESTING=1` (or run `make integration`)"
+                % BUILD, returncode=2)
 RUN_DIR = "/run/warren-test-%d" % os.getpid()
 CGROUP_PARENT = "warren-test-%d" % os.getpid()
 UID_SLOTS = 64
