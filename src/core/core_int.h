@@ -47,11 +47,12 @@ struct wr_delete_waiter {
 };
 
 /* A managed sandbox's state. wr__live_sb_set_state (lifecycle.c) is the one place it changes; it
- * allows only these transitions: CREATING → RUNNING, or (taken back after a restart) PAUSED,
- * ON_DISK; ENDING RUNNING  → PAUSED, ON_DISK, ENDING PAUSED   → RUNNING, ENDING ON_DISK  → RUNNING,
- * ENDING A worker's work on it (busy) runs within a state: the create in CREATING, a freeze or thaw
- * in PAUSED, a pause to disk and a resume from it in ON_DISK, a snapshot in RUNNING or PAUSED, the
- * destroy in ENDING. An end asked for meanwhile waits in pending_end. */
+ * allows only these transitions. CREATING goes to RUNNING, or (taken back after a restart) to
+ * PAUSED or ON_DISK, or to ENDING. RUNNING goes to PAUSED, ON_DISK or ENDING. PAUSED and ON_DISK go
+ * back to RUNNING, or to ENDING. ENDING is final. A worker's work on it (busy) runs within a state:
+ * the create in CREATING, a freeze or thaw in PAUSED, a pause to disk and a resume from it in
+ * ON_DISK, a snapshot in RUNNING or PAUSED, the destroy in ENDING. An end asked for meanwhile
+ * waits in pending_end. */
 enum live_sb_state {
     LIVE_SB_CREATING, /* a worker starts it; not watched yet */
     LIVE_SB_RUNNING,  /* watched, its deadline armed: requests may use it */
@@ -164,8 +165,9 @@ void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb);
 void wr__account(struct wr_live_sb *sb, bool counted);
 
 /* lifecycle.c: a managed sandbox's life. */
-/* The one place a managed sandbox changes state (enum live_sb_state lists the allowed transitions;
- * another aborts). */
+/* The one place a managed sandbox changes state (enum live_sb_state lists the allowed transitions).
+ * Another is a bug: a test build aborts on it; other builds log it as an error and go on, so that
+ * one sandbox's bug does not stop the daemon for every team. */
 void wr__live_sb_set_state(struct wr_live_sb *sb, enum live_sb_state to);
 /* A new sandbox of the table, CREATING, with the table's reference. */
 struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const char *team,

@@ -36,7 +36,9 @@ void wr__live_sb_set_state(struct wr_live_sb *sb, enum live_sb_state to)
     if (!(allowed[sb->state] & (1u << to))) {
         log_error("sandbox %s: no transition from %s to %s", sb->id, live_sb_state_name(sb->state),
                   live_sb_state_name(to));
-        abort();
+#ifdef WR_TESTING
+        abort(); /* a test build stops at the bug; a daemon serving other teams goes on */
+#endif
     }
     sb->state = to;
 }
