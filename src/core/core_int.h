@@ -108,6 +108,11 @@ struct wr_live_sb {
     uint64_t memory_bytes;
     struct wr_sandbox *rt;
     struct wr_agent *agent;
+    /* Networking (net.c): its slot in the pool and the sandbox's address there (host byte order),
+     * or -1 and 0 for a sandbox with loopback only; its effective egress policy (NULL: none). */
+    int32_t net_slot;
+    uint32_t net_addr;
+    struct wr_net_policy *net;
     uv_timer_t deadline;
     uv_poll_t pidfd_poll;
     /* processes started through the API, by id */

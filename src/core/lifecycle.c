@@ -115,6 +115,7 @@ struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const c
     sb->cpu_millis = cpu_millis;
     sb->refs = 1; /* the table's */
     sb->state = LIVE_SB_CREATING;
+    sb->net_slot = -1;
     return sb;
 }
 
