@@ -113,6 +113,9 @@ struct wr_live_sb {
     int32_t net_slot;
     uint32_t net_addr;
     struct wr_net_policy *net;
+    /* Its exposed ports (E2B's allowPublicTraffic: false): requests need its traffic token. */
+    bool ports_private;
+    char *mask_host; /* E2B's maskRequestHost ("${PORT}" replaced), or NULL */
     uv_timer_t deadline;
     uv_poll_t pidfd_poll;
     /* processes started through the API, by id */

@@ -62,6 +62,7 @@ void wr_live_sb_unref(struct wr_live_sb *sb)
         return;
     free(sb->id);
     free(sb->team);
+    free(sb->mask_host);
     free(sb);
 }
 
