@@ -428,6 +428,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
+    c->rec.net_slot = -1;
     if (warm_fits(m, req, &c->rec, env) &&
         (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
         free(c->rec.id);
