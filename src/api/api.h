@@ -17,6 +17,9 @@ struct wr_api {
     uv_loop_t *loop;
     const char *version;
     struct wr_e2b *e2b; /* the E2B-compatible API's state (wr_api_e2b_open), or NULL: off */
+    /* The domain sandboxes' ports are served under (<port>-<id>.<domain>, E2B's `domain`), or
+     * NULL (--domain). */
+    const char *domain;
 };
 
 /* The server's handler: ctx is a struct wr_api. */

@@ -85,6 +85,17 @@ void e2b_token(const struct wr_api *api, const char *sandbox_id, char out[E2B_TO
     out[E2B_TOKEN_HEX] = '\0';
 }
 
+void e2b_traffic_token(const struct wr_api *api, const char *sandbox_id,
+                       char out[E2B_TOKEN_HEX + 1])
+{
+    char msg[128];
+
+    /* E2B's own derivation (sandbox_envd_secret.go): a different message from the envd
+     * token's, under the same secret. */
+    snprintf(msg, sizeof(msg), "sandbox-traffic-%s", sandbox_id);
+    e2b_token(api, msg, out);
+}
+
 static bool token_ok(const struct wr_api *api, const char *id, const char *presented)
 {
     char want[E2B_TOKEN_HEX + 1];
