@@ -224,8 +224,7 @@ bool wr_net_policy_rule_for_name(const struct wr_net_policy *p, const char *name
             hit = n > k + 1 && name[n - k - 1] == '.' && same(name + n - k, e->name, k);
         if (hit) {
             if (rule != NULL)
-                snprintf(rule, WR_NET_RULE_BUF, "allow_out %s%s", e->wildcard ? "*." : "",
-                         e->name);
+                snprintf(rule, WR_NET_RULE_BUF, "allow_out %s%s", e->wildcard ? "*." : "", e->name);
             return true;
         }
     }
@@ -270,8 +269,8 @@ void wr_net_policy_copy(struct wr_net_policy *dst, const struct wr_net_policy *s
     if (src->n_names > 0) {
         dst->names = xmalloc(src->n_names * sizeof(*dst->names));
         for (size_t i = 0; i < src->n_names; i++)
-            dst->names[i] = (struct wr_net_name){xstrdup(src->names[i].name),
-                                                 src->names[i].wildcard};
+            dst->names[i] =
+                (struct wr_net_name){xstrdup(src->names[i].name), src->names[i].wildcard};
     }
 }
 
