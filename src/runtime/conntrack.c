@@ -48,8 +48,9 @@ int wr_conntrack_flush_addr(uint32_t addr, struct wr_err *err)
     mnl_attr_nest_end(nlh, ip);
     mnl_attr_nest_end(nlh, tuple);
     filter = mnl_attr_nest_start(nlh, CTA_FILTER);
-    mnl_attr_put_u32(nlh, CTA_FILTER_ORIG_FLAGS, htonl(CT_FILTER_F_IP_SRC));
-    mnl_attr_put_u32(nlh, CTA_FILTER_REPLY_FLAGS, htonl(0));
+    /* host byte order, unlike the rest of ctnetlink */
+    mnl_attr_put_u32(nlh, CTA_FILTER_ORIG_FLAGS, CT_FILTER_F_IP_SRC);
+    mnl_attr_put_u32(nlh, CTA_FILTER_REPLY_FLAGS, 0);
     mnl_attr_nest_end(nlh, filter);
     if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
         rc = wr_err_sys(err, "conntrack: send");
