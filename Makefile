@@ -83,7 +83,9 @@ LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # (OCI archives and registries).
 DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl \
+# The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
+NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
                $(shell pkg-config --libs ldns)
 DAEMON     := $(BUILD)/warrend
 
