@@ -111,8 +111,7 @@ int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create,
                          struct api_net_req *out);
 /* E2B's `allow_internet_access` and `network` of a create (or of PUT /sandboxes/{id}/network:
  * create false) body. -1 after answering 400. */
-int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create,
-                      struct api_net_req *out);
+int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create, struct api_net_req *out);
 /* The record's `network` object as the native API answers it. */
 json_t *api_network_json(const struct wr_sandbox_rec *r);
 

@@ -200,8 +200,8 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 void api_sandbox_create(struct api_call *call)
 {
-    static const char *const allowed[] = {"template", "cpus",    "memory_mb",  "disk_mb",
-                                          "timeout",  "env",     "metadata",   "volumes",
+    static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
+                                          "timeout",  "env",        "metadata",  "volumes",
                                           "network",  "on_timeout", NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;

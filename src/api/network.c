@@ -5,6 +5,7 @@
  * wr_net_req; the manager validates the entries (E2B's rules and texts). docs/networking.md. */
 #include <string.h>
 
+#include "../util/inet.h"
 #include "../util/xalloc.h"
 #include "api_int.h"
 
@@ -74,11 +75,10 @@ static bool valid_mask(const char *s)
     return true;
 }
 
-int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create,
-                         struct api_net_req *out)
+int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create, struct api_net_req *out)
 {
-    static const char *const allowed[] = {"enabled", "internet", "allow_out", "deny_out",
-                                          "max_connections", "ports", NULL};
+    static const char *const allowed[] = {"enabled",         "internet", "allow_out", "deny_out",
+                                          "max_connections", "ports",    NULL};
     static const char *const ports_allowed[] = {"public", "mask_host", NULL};
     json_t *v, *ports;
 
@@ -96,16 +96,14 @@ int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create,
     }
     if (opt_bool(req, net, "enabled", "network.enabled", &out->r.enabled) < 0 ||
         opt_bool(req, net, "internet", "network.internet", &out->r.internet) < 0 ||
-        string_list(req, net, "allow_out", "network.allow_out", &out->allow,
-                    &out->r.n_allow_out) < 0 ||
-        string_list(req, net, "deny_out", "network.deny_out", &out->deny, &out->r.n_deny_out) <
-            0)
+        string_list(req, net, "allow_out", "network.allow_out", &out->allow, &out->r.n_allow_out) <
+            0 ||
+        string_list(req, net, "deny_out", "network.deny_out", &out->deny, &out->r.n_deny_out) < 0)
         goto fail;
     out->r.allow_out = out->allow;
     out->r.deny_out = out->deny;
     if ((v = json_object_get(net, "max_connections")) != NULL && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > 1000000) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000) {
             api_fail(req, WR_EINVAL, "`network.max_connections` must be from 1 to 1000000");
             goto fail;
         }
@@ -135,20 +133,37 @@ fail:
     return -1;
 }
 
-int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create,
-                      struct api_net_req *out)
+/* Whether a list has an entry that is not an address or block (a name). */
+static bool has_name(const char *const *v, size_t n)
 {
-    static const char *const allowed[] = {"allowOut",     "denyOut", "allowPublicTraffic",
+    struct wr_cidr4 c;
+
+    for (size_t i = 0; i < n; i++)
+        if (wr_cidr4_parse(v[i], true, &c, NULL) < 0)
+            return true;
+    return false;
+}
+
+static bool has_all(const char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i], "0.0.0.0/0") == 0)
+            return true;
+    return false;
+}
+
+int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create, struct api_net_req *out)
+{
+    static const char *const allowed[] = {"allowOut",        "denyOut",    "allowPublicTraffic",
                                           "maskRequestHost", "httpsPorts", "rules",
-                                          "egressProxy",  NULL};
+                                          "egressProxy",     NULL};
     json_t *net = json_object_get(body, "network"), *v;
     const char *k;
 
     memset(out, 0, sizeof(*out));
     /* An E2B sandbox always has a network of its own; internet is policy. */
     out->r = (struct wr_net_req){.enabled = 1, .internet = -1, .ports_public = -1};
-    if (opt_bool(req, body, "allow_internet_access", "allow_internet_access", &out->r.internet) <
-        0)
+    if (opt_bool(req, body, "allow_internet_access", "allow_internet_access", &out->r.internet) < 0)
         return -1;
     if (!create && out->r.internet < 0)
         out->r.internet = 1; /* "Omitting a field clears it": the default is open */
@@ -185,6 +200,13 @@ int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create,
         goto fail;
     out->r.allow_out = out->allow;
     out->r.deny_out = out->deny;
+    /* E2B checks this on the lists as given, whatever allow_internet_access says. */
+    if (has_name(out->allow, out->r.n_allow_out) && !has_all(out->deny, out->r.n_deny_out)) {
+        api_fail(req, WR_EINVAL,
+                 "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' "
+                 "in deny out to block all other traffic.");
+        goto fail;
+    }
     if (create) {
         if (opt_bool(req, net, "allowPublicTraffic", "network.allowPublicTraffic",
                      &out->r.ports_public) < 0)

@@ -62,15 +62,17 @@ enum {
         {"allow-out", required_argument, NULL, CLI_NET_ALLOW},                                     \
         {"deny-out", required_argument, NULL, CLI_NET_DENY},                                       \
         {"max-connections", required_argument, NULL, CLI_NET_MAXCONN},                             \
-        {"private-ports", no_argument, NULL, CLI_NET_PRIVATE}
+    {                                                                                              \
+        "private-ports", no_argument, NULL, CLI_NET_PRIVATE                                        \
+    }
 #define CLI_NET_HELP                                                                               \
-    "  --internet, --no-internet  egress to the internet, or only to what --allow-out\n"          \
-    "                         lists (default: the server's)\n"                                    \
-    "  --allow-out LIST       addresses, CIDR blocks, names, *.names reachable whatever\n"        \
-    "                         else is denied (comma-separated, repeatable)\n"                     \
-    "  --deny-out LIST        addresses and CIDR blocks not reachable (names need\n"              \
-    "                         --deny-out 0.0.0.0/0 or --no-internet)\n"                           \
-    "  --max-connections N    concurrent egress connections at most\n"                            \
+    "  --internet, --no-internet  egress to the internet, or only to what --allow-out\n"           \
+    "                         lists (default: the server's)\n"                                     \
+    "  --allow-out LIST       addresses, CIDR blocks, names, *.names reachable whatever\n"         \
+    "                         else is denied (comma-separated, repeatable)\n"                      \
+    "  --deny-out LIST        addresses and CIDR blocks not reachable (names need\n"               \
+    "                         --deny-out 0.0.0.0/0 or --no-internet)\n"                            \
+    "  --max-connections N    concurrent egress connections at most\n"                             \
     "  --private-ports        its ports need its traffic token (e2b-traffic-access-token)\n"
 /* Apply one of those options to the `network` object net. Returns 0 or -1 (printed). */
 int cli_net_flag(const char *verb, json_t *net, int opt, const char *arg);

@@ -70,8 +70,7 @@ static void print_list(const char *label, json_t *a)
     printf("%-12s", label);
     if (json_array_size(a) == 0)
         printf("-");
-    json_array_foreach(a, i, v)
-        printf("%s%s", i ? ", " : "", json_string_value(v) ?: "?");
+    json_array_foreach(a, i, v) printf("%s%s", i ? ", " : "", json_string_value(v) ?: "?");
     printf("\n");
 }
 
@@ -88,7 +87,8 @@ void cli_net_print(json_t *n)
            json_string_value(json_object_get(n, "address")) ?: "-");
     print_list("allow_out:", json_object_get(n, "allow_out"));
     print_list("deny_out:", json_object_get(n, "deny_out"));
-    printf("max conns:  %lld\n", (long long)json_integer_value(json_object_get(n, "max_connections")));
+    printf("max conns:  %lld\n",
+           (long long)json_integer_value(json_object_get(n, "max_connections")));
     printf("ports:      %s\n",
            json_is_false(json_object_get(ports, "public")) ? "private (token)" : "public");
 }

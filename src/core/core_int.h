@@ -288,7 +288,8 @@ void wr__volumes_give(struct wr_manager *m, const struct start_spec *ss);
  * creating one). Called at open. */
 void wr__volumes_sweep(struct wr_manager *m);
 
-/* ---- net.c: networking ------------------------------------------------------------------------ */
+/* ---- net.c: networking ------------------------------------------------------------------------
+ */
 
 struct wr_net_policy;
 /* At open, before the records are reconciled: the pool and the slots a previous daemon left. */
@@ -309,9 +310,8 @@ char *wr__net_json(const struct wr_manager *m, const struct wr_net_policy *p, in
 int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, struct wr_err *err);
 /* sb holds slot with policy p (moved into sb->net; p is zeroed) and its port options; programs
  * the kernel's rules (but at start, when wr__net_start builds them all). */
-int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot,
-                 struct wr_net_policy *p, bool ports_public, const char *mask_host,
-                 struct wr_err *err);
+int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, struct wr_net_policy *p,
+                 bool ports_public, const char *mask_host, struct wr_err *err);
 void wr__net_slot_made(struct wr_manager *m, int32_t slot);
 /* A taken slot no sandbox was bound to (a create that failed early) goes back. */
 void wr__net_release_slot(struct wr_manager *m, int32_t slot, bool made);

@@ -116,7 +116,6 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .allow_setuid = ss->allow_setuid,
         .mounts = ss->mounts,
         .n_mounts = ss->n_mounts,
-        .netns_fd = -1,
     };
     _cleanup_close_ int netns = -1;
     int rc;
@@ -125,6 +124,7 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         netns = wr__net_open_fd(m, ss->net_slot, ss->net_make, err);
         if (netns < 0)
             return wr_err_wrap(err, "network slot");
+        spec.join_net = true;
         spec.netns_fd = netns;
         spec.resolver = wr__net_resolver(m, ss->net_slot);
     }
@@ -459,8 +459,9 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.disk_bytes = req->disk_bytes;
     c->rec.net_slot = slot;
     if (slot >= 0)
-        c->rec.net_json = wr__net_json(m, &pol, slot, req->net == NULL || req->net->ports_public != 0,
-                                       req->net ? req->net->mask_host : NULL);
+        c->rec.net_json =
+            wr__net_json(m, &pol, slot, req->net == NULL || req->net->ports_public != 0,
+                         req->net ? req->net->mask_host : NULL);
     if (slot < 0 && warm_fits(m, req, &c->rec, env) &&
         (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
         free(c->rec.id);
@@ -497,8 +498,9 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->sb->busy = true;
     wr__table_put(m, c->sb);
     c->ss.net_make = make_slot;
-    if (slot >= 0 && wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
-                                  req->net ? req->net->mask_host : NULL, &c->err) < 0) {
+    if (slot >= 0 &&
+        wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
+                     req->net ? req->net->mask_host : NULL, &c->err) < 0) {
         c->rc = -1;
         create_finish(c);
         return;

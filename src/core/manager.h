@@ -37,10 +37,10 @@ struct wr_proc;    /* a process started through the API */
 
 /* Networking (src/core/net.c, docs/networking.md). */
 struct wr_net_config {
-    bool enabled;          /* false: every sandbox has loopback only (--net-pool none) */
-    struct wr_cidr4 pool;  /* slot i: host end pool+2i, sandbox pool+2i+1 (--net-pool) */
-    const char *table;     /* the nftables table, and the slots' directory (--net-table) */
-    bool default_internet; /* a create that does not say (--net-default) */
+    bool enabled;                /* false: every sandbox has loopback only (--net-pool none) */
+    struct wr_cidr4 pool;        /* slot i: host end pool+2i, sandbox pool+2i+1 (--net-pool) */
+    const char *table;           /* the nftables table, and the slots' directory (--net-table) */
+    bool default_internet;       /* a create that does not say (--net-default) */
     const struct wr_cidr4 *deny; /* never reachable, besides the built-in list (--net-deny) */
     size_t n_deny;
     const char *const *dns_upstreams; /* "ADDR" or "ADDR:PORT"; none: /etc/resolv.conf's */
@@ -384,7 +384,8 @@ void wr_proc_resize(struct wr_proc *p, uint16_t rows, uint16_t cols,
 /* Forget an ended process (WR_ECONFLICT while it runs). */
 int wr_proc_release(struct wr_proc *p, struct wr_err *err);
 
-/* ---- networking (src/core/net.c) -------------------------------------------------------------- */
+/* ---- networking (src/core/net.c) --------------------------------------------------------------
+ */
 
 /* Replace a running or paused sandbox's egress policy (PUT .../network): the whole policy, as at
  * create (what the request leaves out is cleared; internet -1 means on). Open connections that
@@ -396,7 +397,7 @@ int wr_manager_set_network(struct wr_manager *m, const char *team, const char *i
                            struct wr_err *err);
 
 struct wr_net_stats {
-    uint64_t packets_out, bytes_out;       /* accepted from the sandbox */
+    uint64_t packets_out, bytes_out;         /* accepted from the sandbox */
     uint64_t packets_dropped, bytes_dropped; /* denied by its policy or the always-denied list */
 };
 /* The counters of a sandbox's egress (WR_ECONFLICT without a network of its own). */

@@ -18,21 +18,25 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../net/dns.h"
 #include "../net/policy.h"
+#include "../net/proxy.h"
 #include "../runtime/conntrack.h"
 #include "../runtime/netslot.h"
 #include "../runtime/nft.h"
+#include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 
-#define QUARANTINE_MS         3000
-#define FILL_BATCH            4
-#define DEFAULT_READY         16
-#define DEFAULT_MAX_CONNS     2500
+#define QUARANTINE_MS     3000
+#define FILL_BATCH        4
+#define DEFAULT_READY     16
+#define DEFAULT_MAX_CONNS 2500
 
 enum slot_state { SLOT_ABSENT, SLOT_MAKING, SLOT_READY, SLOT_USED, SLOT_RESTING };
 
@@ -56,13 +60,18 @@ struct wr_net {
     struct slot *slot; /* cap of them */
     uint32_t *ready;   /* a stack of ready slots */
     size_t n_ready;
-    uint32_t fresh;   /* no slot below it is absent but those given up on */
-    unsigned filling; /* slots being made */
-    bool fill_failed; /* the last fill failed: wait for a release or a take before the next */
+    uint32_t fresh;       /* no slot below it is absent but those given up on */
+    unsigned filling;     /* slots being made */
+    bool fill_failed;     /* the last fill failed: wait for a release or a take before the next */
     struct resting *rest; /* a ring, oldest first */
     size_t rest_head, rest_n, rest_cap;
     uv_timer_t rest_timer;
     bool closing;
+    char *dir;             /* <run_dir>/net/<table>: the slots, and the table's own state */
+    struct wr_cidr4 *deny; /* never reachable (deny_blocks) */
+    size_t n_deny;
+    struct wr_dns *dns;     /* the DNS stub every sandbox's port 53 goes to */
+    struct wr_proxy *proxy; /* the egress proxy TCP 80/443 go to under domain rules */
 };
 
 uint32_t wr__net_sandbox_addr(const struct wr_net_config *cfg, int32_t slot)
@@ -86,9 +95,8 @@ static void policy_entries(const struct wr_net_policy *p, json_t *allow, json_t 
         json_array_append_new(allow, json_string(buf));
     }
     for (size_t i = 0; i < p->n_names; i++)
-        json_array_append_new(allow, p->names[i].wildcard
-                                         ? json_sprintf("*.%s", p->names[i].name)
-                                         : json_string(p->names[i].name));
+        json_array_append_new(allow, p->names[i].wildcard ? json_sprintf("*.%s", p->names[i].name)
+                                                          : json_string(p->names[i].name));
     for (size_t i = 0; i < p->n_deny; i++) {
         wr_cidr4_format(&p->deny[i], true, buf);
         json_array_append_new(deny, json_string(buf));
@@ -104,11 +112,11 @@ char *wr__net_json(const struct wr_manager *m, const struct wr_net_policy *p, in
 
     policy_entries(p, allow, deny);
     wr_inet4_format(wr__net_sandbox_addr(&m->cfg.net, slot), addr);
-    j = json_pack("{s:b,s:b,s:o,s:o,s:I,s:s,s:{s:b,s:s?}}", "enabled", true, "internet",
-                  p->internet, "allow_out", allow, "deny_out", deny, "max_connections",
-                  (json_int_t)(p->max_connections ? p->max_connections
-                                                  : m->cfg.net.max_connections),
-                  "address", addr, "ports", "public", ports_public, "mask_host", mask_host);
+    j = json_pack(
+        "{s:b,s:b,s:o,s:o,s:I,s:s,s:{s:b,s:s?}}", "enabled", true, "internet", p->internet,
+        "allow_out", allow, "deny_out", deny, "max_connections",
+        (json_int_t)(p->max_connections ? p->max_connections : m->cfg.net.max_connections),
+        "address", addr, "ports", "public", ports_public, "mask_host", mask_host);
     s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     return s;
@@ -338,9 +346,8 @@ int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, struct wr_err 
 
 /* ---- a sandbox's slot ----------------------------------------------------------------------- */
 
-int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot,
-                 struct wr_net_policy *p, bool ports_public, const char *mask_host,
-                 struct wr_err *err)
+int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, struct wr_net_policy *p,
+                 bool ports_public, const char *mask_host, struct wr_err *err)
 {
     struct wr_net *net = m->net;
     struct wr_nft_sandbox e;
@@ -527,7 +534,6 @@ int wr__net_init(struct wr_manager *m, struct wr_err *err)
 {
     const struct wr_net_config *cfg = &m->cfg.net;
     struct wr_net *net;
-    _cleanup_free_ char *dir = NULL;
     uint32_t *have = NULL;
     size_t n = 0;
 
@@ -541,10 +547,11 @@ int wr__net_init(struct wr_manager *m, struct wr_err *err)
     if (net->cfg.ready == 0)
         net->cfg.ready = DEFAULT_READY;
     m->cfg.net.max_connections = net->cfg.max_connections;
-    dir = xasprintf("%s/net/%s", cfg->run_dir ? cfg->run_dir : "/run/warren", cfg->table);
+    net->dir = xasprintf("%s/net/%s", cfg->run_dir ? cfg->run_dir : "/run/warren", cfg->table);
     {
-        struct wr_netslots_config sc = {.dir = dir, .pool = cfg->pool};
+        struct wr_netslots_config sc = {.dir = net->dir, .pool = cfg->pool};
         if (wr_netslots_open(&sc, &net->slots, err) < 0) {
+            free(net->dir);
             free(net);
             return wr_err_wrap(err, "network slots");
         }
@@ -568,9 +575,117 @@ int wr__net_init(struct wr_manager *m, struct wr_err *err)
     return 0;
 }
 
+/* The services find a sandbox by its address (anti-spoofing makes the source trustworthy). */
+static bool peer_lookup(void *arg, uint32_t saddr, struct wr_net_peer *out)
+{
+    struct wr_manager *m = arg;
+    struct wr_live_sb *sb;
+
+    if (!wr__net_lookup(m, saddr, &sb))
+        return false;
+    out->sandbox_id = sb->id;
+    out->policy = sb->net;
+    out->max_connections =
+        sb->net->max_connections ? sb->net->max_connections : m->net->cfg.max_connections;
+    return true;
+}
+
+/* "ADDR" or "ADDR:PORT". */
+static int parse_upstream(const char *s, struct wr_dns_upstream *u, struct wr_err *err)
+{
+    char host[WR_INET4_STRLEN];
+    const char *colon = strchr(s, ':');
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    char *end;
+    long port = 53;
+
+    if (n >= sizeof(host))
+        return wr_err_set(err, WR_EINVAL, 0, "--dns-upstream `%s`: want ADDR[:PORT]", s);
+    memcpy(host, s, n);
+    host[n] = '\0';
+    if (colon != NULL) {
+        port = strtol(colon + 1, &end, 10);
+        if (*end != '\0' || port < 1 || port > 65535)
+            return wr_err_set(err, WR_EINVAL, 0, "--dns-upstream `%s`: bad port", s);
+    }
+    if (!wr_inet4_parse(host, &u->addr))
+        return wr_err_set(err, WR_EINVAL, 0, "--dns-upstream `%s`: want an IPv4 address", s);
+    u->port = (uint16_t)port;
+    return 0;
+}
+
+static int services_start(struct wr_manager *m, struct wr_err *err)
+{
+    struct wr_net *net = m->net;
+    struct wr_dns_upstream up[WR_DNS_MAX_UPSTREAMS];
+    size_t n = net->cfg.n_dns_upstreams;
+
+    if (n > WR_DNS_MAX_UPSTREAMS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d DNS upstreams", WR_DNS_MAX_UPSTREAMS);
+    for (size_t i = 0; i < n; i++)
+        if (parse_upstream(net->cfg.dns_upstreams[i], &up[i], err) < 0)
+            return -1;
+    {
+        struct wr_dns_config dc = {
+            .upstreams = up,
+            .n_upstreams = n,
+            .deny = net->deny,
+            .n_deny = net->n_deny,
+            .lookup = peer_lookup,
+            .lookup_arg = m,
+        };
+        if (wr_dns_start(m->loop, &dc, &net->dns, err) < 0)
+            return wr_err_wrap(err, "DNS stub");
+    }
+    {
+        struct wr_proxy_config pc = {
+            .deny = net->deny,
+            .n_deny = net->n_deny,
+            .lookup = peer_lookup,
+            .lookup_arg = m,
+            .dns = net->dns,
+        };
+        if (wr_proxy_start(m->loop, &pc, &net->proxy, err) < 0)
+            return wr_err_wrap(err, "egress proxy");
+    }
+    return 0;
+}
+
+/* The blocks no sandbox reaches: the built-in list, the operator's, and the networks the host
+ * is directly on (its LAN: the on-link routes of /proc/net/route that are not slots). */
+static struct wr_cidr4 *deny_blocks(const struct wr_net *net, size_t *n)
+{
+    size_t cap = wr_inet4_n_always_denied + net->cfg.n_deny + 64, k = 0;
+    struct wr_cidr4 *v = xcalloc(cap, sizeof(*v));
+    _cleanup_fclose_ FILE *f = fopen("/proc/net/route", "re");
+    char line[256];
+
+    for (size_t i = 0; i < wr_inet4_n_always_denied; i++)
+        v[k++] = wr_inet4_always_denied[i];
+    for (size_t i = 0; i < net->cfg.n_deny; i++)
+        v[k++] = net->cfg.deny[i];
+    while (f != NULL && k < cap && fgets(line, sizeof(line), f) != NULL) {
+        char ifname[32];
+        unsigned dst, gw, flags, mask;
+        uint32_t slot;
+
+        if (sscanf(line, "%31s %x %x %x %*d %*d %*d %x", ifname, &dst, &gw, &flags, &mask) != 5 ||
+            gw != 0 || mask == 0 || wr_netslot_from_ifname(net->cfg.pool, ifname, &slot) ||
+            strcmp(ifname, "lo") == 0)
+            continue;
+        /* little-endian hex of the network-order address */
+        v[k].addr = __builtin_bswap32(dst);
+        v[k].len = (uint8_t)__builtin_popcount(mask);
+        v[k].addr &= wr_cidr4_mask(v[k].len);
+        k++;
+    }
+    *n = k;
+    return v;
+}
+
 int wr__net_start(struct wr_manager *m, struct wr_err *err)
 {
-    uint16_t dns_port = 0, proxy_port = 0;
+    uint16_t dns_port, proxy_port;
     struct wr_net *net = m->net;
     struct wr_nft_sandbox *sbs;
     uint32_t *ready;
@@ -579,12 +694,19 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
 
     if (net == NULL)
         return 0;
+    net->deny = deny_blocks(net, &net->n_deny);
+    if (services_start(m, err) < 0)
+        return -1;
+    dns_port = wr_dns_port(net->dns);
+    proxy_port = wr_proxy_port(net->proxy);
     sbs = xcalloc(net->cap ? net->cap : 1, sizeof(*sbs));
-    ready = xcalloc(net->n_ready + 1, sizeof(*ready));
+    ready = xcalloc(net->cap ? net->cap : 1, sizeof(*ready));
+    /* Every slot that exists is in @slots (a slot's traffic meets its sandbox's rules, or is
+     * dropped); the used ones also get their sandbox's rules. */
     for (uint32_t s = 0; s < net->cap; s++) {
         if (net->slot[s].state == SLOT_USED && net->slot[s].sb != NULL)
             compile(net, net->slot[s].sb, net->slot[s].sb->net, &sbs[n++]);
-        else if (net->slot[s].state == SLOT_READY)
+        if (net->slot[s].state == SLOT_USED || net->slot[s].state == SLOT_READY)
             ready[nr++] = s;
     }
     {
@@ -593,8 +715,9 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
             .pool = net->cfg.pool,
             .dns_port = dns_port,
             .proxy_port = proxy_port,
-            .deny = net->cfg.deny,
-            .n_deny = net->cfg.n_deny,
+            .deny = net->deny,
+            .n_deny = net->n_deny,
+            .state_dir = net->dir,
         };
         rc = wr_nft_open(&nc, sbs, n, ready, nr, &net->nft, err);
     }
@@ -622,6 +745,12 @@ void wr__net_close(struct wr_manager *m)
         return;
     net->closing = true;
     uv_timer_stop(&net->rest_timer);
+    if (net->proxy != NULL)
+        wr_proxy_stop(net->proxy);
+    if (net->dns != NULL)
+        wr_dns_stop(net->dns);
+    net->proxy = NULL;
+    net->dns = NULL;
 }
 
 /* After the last work item: the table stays in the kernel (sandboxes outlive the daemon). */
@@ -629,6 +758,8 @@ static void rest_timer_closed(uv_handle_t *h)
 {
     struct wr_net *net = h->data;
     free(net->rest);
+    free(net->dir);
+    free(net->deny);
     free(net->slot);
     free(net->ready);
     free(net);
@@ -704,10 +835,10 @@ int wr_manager_network_stats(struct wr_manager *m, const char *team, const char 
     if (wr_nft_counters(m->net->nft, (uint32_t)sb->net_slot, &c, err) < 0)
         return -1;
     *st = (struct wr_net_stats){
-        .packets_out = c.packets_accepted,
-        .bytes_out = c.bytes_accepted,
-        .packets_dropped = c.packets_dropped,
-        .bytes_dropped = c.bytes_dropped,
+        .packets_out = c.accepted_packets,
+        .bytes_out = c.accepted_bytes,
+        .packets_dropped = c.dropped_packets,
+        .bytes_dropped = c.dropped_bytes,
     };
     return 0;
 }

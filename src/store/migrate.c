@@ -168,8 +168,8 @@ static const char migration_9[] = "ALTER TABLE sandboxes ADD COLUMN net_json TEX
                                   " DEFAULT -1;\n";
 
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4},
-    {5, migration_5}, {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9},
+    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
+    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

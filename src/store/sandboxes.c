@@ -78,7 +78,8 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         s, WR_ST_SB_INSERT,
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
-        " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes, net_json, net_slot)"
+        " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes, net_json, "
+        "net_slot)"
         " VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
         " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) RETURNING seq",
         err);

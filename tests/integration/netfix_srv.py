@@ -8,6 +8,8 @@
 - TCP 7 (echo) and UDP 7 (echo), UDP 443 (answers "quic"), so a test can tell a dropped datagram
   from a refused one.
 - TCP 9 (sink): counts bytes, for throughput.
+- UDP 8 (witness): remembers the source address of every datagram; HTTP `/udp-seen` lists
+  them, so a test sees whether a spoofed packet arrived.
 
 It prints "ready" on stdout once every socket listens.
 """
@@ -15,6 +17,9 @@ import asyncio
 import json
 import ssl
 import sys
+
+
+SEEN = []
 
 
 class Http(asyncio.Protocol):
@@ -40,6 +45,10 @@ class Http(asyncio.Protocol):
                 return
             self.buf = rest[n:]
             peer = self.t.get_extra_info("peername")
+            if len(parts) > 1 and parts[1] == "/udp-seen":
+                body = json.dumps(SEEN).encode()
+                self.t.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+                continue
             body = json.dumps({
                 "host": headers.get("host", ""),
                 "path": parts[1] if len(parts) > 1 else "",
@@ -71,6 +80,11 @@ class Sink(asyncio.Protocol):
         self.t.close()
 
 
+class UdpWitness(asyncio.DatagramProtocol):
+    def datagram_received(self, data, addr):
+        SEEN.append(addr[0])
+
+
 class UdpEcho(asyncio.DatagramProtocol):
     def __init__(self, reply=None):
         self.reply = reply
@@ -93,6 +107,7 @@ async def main(cfg):
         await loop.create_server(Sink, addr, 9)
         await loop.create_datagram_endpoint(UdpEcho, local_addr=(addr, 7))
         await loop.create_datagram_endpoint(lambda: UdpEcho(b"quic"), local_addr=(addr, 443))
+        await loop.create_datagram_endpoint(UdpWitness, local_addr=(addr, 8))
     print("ready", flush=True)
     await asyncio.Event().wait()
 
