@@ -51,6 +51,7 @@ struct xq {
     /* who asked */
     uint32_t saddr; /* counted in dns->per (not for XQ_API) */
     struct sockaddr_in client;
+    struct in_addr local; /* the address the UDP question came to: the answer's source */
     struct tcp_client *tc;
     uint16_t client_id;
     size_t client_max; /* the largest UDP answer the client takes */
@@ -92,7 +93,8 @@ struct wr_dns {
     struct wr_dns_config cfg;
     struct wr_dns_upstream up[WR_DNS_MAX_UPSTREAMS];
     struct wr_cidr4 *deny;
-    uv_udp_t udp;
+    uv_poll_t udp; /* the UDP socket ufd, read with recvmsg for IP_PKTINFO */
+    int ufd;
     uv_tcp_t tcp;
     unsigned closing; /* handles of the stub itself still closing */
     bool stopped;
@@ -157,6 +159,8 @@ static void free_cb(uv_handle_t *h)
 
 static void dns_free(struct wr_dns *dns)
 {
+    if (dns->ufd >= 0)
+        close(dns->ufd);
     wr_net_count_fini(&dns->per);
     free(dns->deny);
     free(dns);
@@ -212,9 +216,28 @@ static void send_to_client(struct xq *q, const uint8_t *wire, size_t len)
     struct wr_dns *dns = q->dns;
 
     if (q->kind == XQ_UDP) {
-        uv_buf_t b = uv_buf_init((char *)wire, (unsigned)len);
+        /* from the address the question came to (the kernel's choice on a wildcard socket may
+         * be another address of the host, which the client and conntrack would not match) */
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        } ctl;
+        struct iovec iov = {(void *)wire, len};
+        struct msghdr mh = {.msg_name = &q->client,
+                            .msg_namelen = sizeof(q->client),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        struct in_pktinfo pi = {.ipi_spec_dst = q->local};
+        memset(&ctl, 0, sizeof(ctl));
+        c->cmsg_level = IPPROTO_IP;
+        c->cmsg_type = IP_PKTINFO;
+        c->cmsg_len = CMSG_LEN(sizeof(pi));
+        memcpy(CMSG_DATA(c), &pi, sizeof(pi));
         if (!dns->stopped)
-            (void)uv_udp_try_send(&dns->udp, &b, 1, (const struct sockaddr *)&q->client);
+            (void)sendmsg(dns->ufd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         return;
     }
     struct tcp_client *tc = q->tc;
@@ -663,7 +686,8 @@ static struct xq *xq_new(struct wr_dns *dns, enum xq_kind kind, ldns_rdf *qname,
 
 /* Handle one message from saddr (UDP: from; TCP: tc). */
 static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, uint32_t saddr,
-                           const struct sockaddr_in *from, struct tcp_client *tc)
+                           const struct sockaddr_in *from, struct in_addr local,
+                           struct tcp_client *tc)
 {
     ldns_pkt *query = NULL;
     struct xq tmp = {.dns = dns, .kind = tc ? XQ_TCP : XQ_UDP, .tc = tc};
@@ -672,6 +696,7 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
 
     if (from != NULL)
         tmp.client = *from;
+    tmp.local = local;
     if (ldns_wire2pkt(&query, data, len) != LDNS_STATUS_OK)
         return; /* not DNS: no answer */
     dns->stats.queries++;
@@ -743,6 +768,7 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     q->saddr = saddr;
     wr_net_count_inc(&dns->per, saddr);
     q->client = tmp.client;
+    q->local = tmp.local;
     if (tc != NULL) {
         q->tc = tc;
         tc->refs++;
@@ -760,22 +786,40 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     try_upstream(q);
 }
 
-static void srv_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* The UDP socket is readable: take up to 64 questions (then let the loop run the rest). */
+static void srv_readable(uv_poll_t *h, int status, int events)
 {
     struct wr_dns *dns = h->data;
 
-    *buf = uv_buf_init((char *)dns->rbuf, sizeof(dns->rbuf));
-}
+    for (int i = 0; i < 64 && !dns->stopped; i++) {
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        } ctl;
+        struct sockaddr_in from;
+        struct iovec iov = {dns->rbuf, sizeof(dns->rbuf)};
+        struct msghdr mh = {.msg_name = &from,
+                            .msg_namelen = sizeof(from),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        struct in_addr local = {0};
+        ssize_t n = recvmsg(dns->ufd, &mh, MSG_DONTWAIT);
 
-static void srv_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *from,
-                     unsigned flags)
-{
-    struct wr_dns *dns = h->data;
-
-    if (nread <= 0 || from == NULL || from->sa_family != AF_INET || (flags & UV_UDP_PARTIAL))
-        return;
-    const struct sockaddr_in *sin = (const struct sockaddr_in *)from;
-    client_message(dns, dns->rbuf, (size_t)nread, ntohl(sin->sin_addr.s_addr), sin, NULL);
+        if (n < 0)
+            return;
+        if ((mh.msg_flags & MSG_TRUNC) || mh.msg_namelen != sizeof(from) ||
+            from.sin_family != AF_INET)
+            continue;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+                struct in_pktinfo pi;
+                memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+                local = pi.ipi_addr;
+            }
+        client_message(dns, dns->rbuf, (size_t)n, ntohl(from.sin_addr.s_addr), &from, local, NULL);
+    }
 }
 
 static void tc_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -808,7 +852,7 @@ static void tc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (tc->have < 2 + want)
             return;
         tc->refs++; /* client_message may close it */
-        client_message(tc->dns, tc->buf + 2, want, tc->saddr, NULL, tc);
+        client_message(tc->dns, tc->buf + 2, want, tc->saddr, NULL, (struct in_addr){0}, tc);
         memmove(tc->buf, tc->buf + 2 + want, tc->have - 2 - want);
         tc->have -= 2 + want;
         bool gone = tc->closed;
@@ -912,6 +956,7 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
         return wr_err_set(err, WR_EINVAL, 0, "dns stub: more than %d upstreams",
                           WR_DNS_MAX_UPSTREAMS);
     dns = xcalloc(1, sizeof(*dns));
+    dns->ufd = -1;
     dns->loop = loop;
     dns->cfg = *cfg;
     if (cfg->n_upstreams > 0) {
@@ -953,6 +998,7 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
         tfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (ufd < 0 || tfd < 0 ||
             setsockopt(tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            setsockopt(ufd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
             bind(ufd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 ||
             getsockname(ufd, (struct sockaddr *)&sa, &len) < 0) {
             r = -errno;
@@ -970,22 +1016,25 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
             break;
     }
     if (r == 0) {
-        uv_udp_init(loop, &dns->udp);
         uv_tcp_init(loop, &dns->tcp);
         dns->udp.data = dns;
         dns->tcp.data = dns;
-        dns->closing = 2;
-        if ((r = uv_udp_open(&dns->udp, ufd)) == 0)
+        dns->closing = 1;
+        if ((r = uv_poll_init(loop, &dns->udp, ufd)) == 0) {
+            dns->closing = 2;
+            dns->ufd = ufd;
             ufd = -1;
+        }
         if (r == 0 && (r = uv_tcp_open(&dns->tcp, tfd)) == 0)
             tfd = -1;
         if (r == 0)
             r = uv_listen((uv_stream_t *)&dns->tcp, 128, srv_connection);
         if (r == 0)
-            r = uv_udp_recv_start(&dns->udp, srv_alloc, srv_recv);
+            r = uv_poll_start(&dns->udp, UV_READABLE, srv_readable);
         if (r < 0) {
             dns->stopped = true;
-            uv_close((uv_handle_t *)&dns->udp, stub_closed);
+            if (dns->closing == 2)
+                uv_close((uv_handle_t *)&dns->udp, stub_closed);
             uv_close((uv_handle_t *)&dns->tcp, stub_closed);
         }
     } else {
