@@ -512,8 +512,16 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
 {
     struct up_udp *u = h->data;
 
-    if (u->q == NULL || nread <= 0 || (flags & UV_UDP_PARTIAL))
+    if (u->q == NULL || nread == 0 || (flags & UV_UDP_PARTIAL))
         return;
+    if (nread < 0) {
+        /* ECONNREFUSED (nothing listens there) and the like: the next upstream now */
+        struct xq *q = u->q;
+        detach_upstream(q);
+        q->attempt++;
+        try_upstream(q);
+        return;
+    }
     got_answer(u->q, u->buf, (size_t)nread, false);
 }
 

@@ -123,6 +123,8 @@ static int host_only(const char *h, size_t n, char out[WR_NET_NAME_BUF])
             return -1; /* an empty label */
         out[i] = c;
     }
+    if (out[n - 1] == '.')
+        return -1; /* "name.." */
     out[n] = '\0';
     return 0;
 }

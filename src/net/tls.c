@@ -72,6 +72,8 @@ static enum wr_sni_result server_name(struct rd ext, char out[WR_NET_NAME_BUF])
                 return WR_SNI_BAD; /* an empty label */
             out[i] = (char)c;
         }
+        if (out[n - 1] == '.')
+            return WR_SNI_BAD; /* "name.." */
         out[n] = '\0';
         return WR_SNI_NAME;
     }
