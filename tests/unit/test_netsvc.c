@@ -628,6 +628,12 @@ static void proxy_checks(void)
            strncmp(out, "srv 198.18.2.5 n=11", 19) == 0,
        "proxy: SSH on 443 to an allowed CIDR: spliced");
     close(fd);
+    /* a client that half-closes before its bytes hold a name: the CIDR rules, bytes passed on */
+    fd = dial(SB_A, A(198, 18, 2, 5), 443);
+    ok(fd >= 0 && exchange(fd, "\x16\x03", 2, 2, out, sizeof(out)) > 0 &&
+           strcmp(out, "srv 198.18.2.5 n=2") == 0,
+       "proxy: EOF before a name, allowed CIDR: spliced with the bytes (%s)", out);
+    close(fd);
     /* an IP literal as Host to an always-denied address */
     req = "GET / HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n";
     fd = dial(SB_A, A(10, 0, 0, 1), 80);
