@@ -2,7 +2,8 @@
 /* Packets are parsed and built by libldns; this file moves them. One struct xq per question
  * sent upstream (a sandbox's, or wr_dns_resolve's); its timer is embedded and the struct is freed
  * from the timer's close callback. The upstream sockets are separate allocations, closed and
- * freed on their own, detached from the question (up->q = NULL) when it moves on. */
+ * freed on their own: a question detaches from its socket (its slot emptied, or up->q = NULL
+ * for TCP) when it moves on. */
 #include "dns.h"
 
 #include <arpa/inet.h>
@@ -46,7 +47,8 @@ struct xq {
     ldns_rr_class qclass;
     unsigned attempt;
     bool tcp_mode;
-    struct up_udp *udp;
+    struct up_udp *udp; /* the socket of the attempt, and q's slot in it */
+    unsigned slot;
     struct up_tcp *tcp;
     /* who asked */
     uint32_t saddr; /* counted in dns->per (not for XQ_API) */
@@ -61,10 +63,21 @@ struct xq {
     void *cb_arg;
 };
 
+/* An upstream UDP socket, connected (it hears only that upstream's address and port) from a
+ * port the kernel picked at random. It carries at most SOCK_USES questions, each with a random
+ * id unique on it, then is retired: closed once its last question has moved on. So source
+ * ports keep changing without a socket per question. */
+#define SOCK_USES 64
 struct up_udp {
     uv_udp_t h;
-    struct xq *q;
-    uint8_t buf[UDP_MAX];
+    struct wr_dns *dns;
+    unsigned upstream; /* index in dns->up */
+    unsigned uses, inflight;
+    bool retired;
+    struct {
+        uint16_t id;
+        struct xq *q;
+    } slots[SOCK_USES];
 };
 
 struct up_tcp {
@@ -99,14 +112,16 @@ struct wr_dns {
     unsigned closing; /* handles of the stub itself still closing */
     bool stopped;
     uint16_t port;
-    struct xq *head;         /* every question in flight */
-    struct tcp_client *tcps; /* every TCP client */
+    struct xq *head;                          /* every question in flight */
+    struct tcp_client *tcps;                  /* every TCP client */
+    struct up_udp *cur[WR_DNS_MAX_UPSTREAMS]; /* the socket new questions go out on */
     unsigned inflight, n_tcp;
     struct wr_net_counts per;
     struct wr_dns_stats stats;
     uint8_t rnd[256];
     size_t rnd_left;
     uint8_t rbuf[UDP_MAX];
+    uint8_t ubuf[UDP_MAX]; /* upstream answers */
 };
 
 static uint16_t random_id(struct wr_dns *dns)
@@ -297,8 +312,10 @@ static void xq_freed(uv_handle_t *h)
 static void detach_upstream(struct xq *q)
 {
     if (q->udp != NULL) {
-        q->udp->q = NULL;
-        uv_close((uv_handle_t *)&q->udp->h, free_cb);
+        struct up_udp *u = q->udp;
+        u->slots[q->slot].q = NULL;
+        if (--u->inflight == 0 && u->retired)
+            uv_close((uv_handle_t *)&u->h, free_cb);
         q->udp = NULL;
     }
     if (q->tcp != NULL) {
@@ -353,8 +370,8 @@ static void xq_fail(struct xq *q)
         if (q->cb != NULL)
             q->cb(q->cb_arg, q->limit ? WR_DNS_LIMIT : WR_DNS_FAIL, NULL, 0);
     } else {
-        answer_rcode(q, q->query, LDNS_RCODE_SERVFAIL, false);
         emit(dns, q->sandbox_id, q->name, 0, false, "upstream failed");
+        answer_rcode(q, q->query, LDNS_RCODE_SERVFAIL, false);
     }
     xq_finish(q);
 }
@@ -419,15 +436,16 @@ static void answer_client(struct xq *q, ldns_pkt *r)
         xq_fail(q);
         return;
     }
-    if (q->kind == XQ_UDP && len > q->client_max)
-        answer_rcode(q, q->query, ldns_pkt_get_rcode(r), true);
-    else
-        send_to_client(q, wire, len);
+    /* logged before the sandbox has the answer */
     if (removed > 0)
         snprintf(rule, sizeof(rule), "%s; removed %zu (%s)", q->rule, removed, stripped);
     else
         snprintf(rule, sizeof(rule), "%s", q->rule);
     emit(dns, q->sandbox_id, q->name, first, true, rule);
+    if (q->kind == XQ_UDP && len > q->client_max)
+        answer_rcode(q, q->query, ldns_pkt_get_rcode(r), true);
+    else
+        send_to_client(q, wire, len);
     free(wire);
     ldns_pkt_free(r);
     xq_finish(q);
@@ -500,11 +518,19 @@ static void got_answer(struct xq *q, const uint8_t *data, size_t len, bool over_
         answer_client(q, r);
 }
 
+static void upstream_sockaddr(const struct wr_dns_upstream *u, struct sockaddr_in *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(u->addr);
+    sa->sin_port = htons(u->port);
+}
+
 static void udp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct up_udp *u = h->data;
 
-    *buf = uv_buf_init((char *)u->buf, sizeof(u->buf));
+    *buf = uv_buf_init((char *)u->dns->ubuf, sizeof(u->dns->ubuf));
 }
 
 static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *from,
@@ -512,17 +538,67 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
 {
     struct up_udp *u = h->data;
 
-    if (u->q == NULL || nread == 0 || (flags & UV_UDP_PARTIAL))
+    if (nread == 0 || (flags & UV_UDP_PARTIAL))
         return;
     if (nread < 0) {
-        /* ECONNREFUSED (nothing listens there) and the like: the next upstream now */
-        struct xq *q = u->q;
-        detach_upstream(q);
-        q->attempt++;
-        try_upstream(q);
+        /* ECONNREFUSED (nothing listens there) and the like: the next upstream now, for every
+         * question on this socket (they all went to it); none goes out on it again */
+        if (!u->retired) {
+            u->retired = true;
+            if (u->dns->cur[u->upstream] == u)
+                u->dns->cur[u->upstream] = NULL;
+        }
+        u->inflight++; /* keep it open through the loop */
+        for (unsigned i = 0; i < u->uses; i++) {
+            struct xq *q = u->slots[i].q;
+            if (q == NULL)
+                continue;
+            detach_upstream(q);
+            q->attempt++;
+            try_upstream(q);
+        }
+        if (--u->inflight == 0)
+            uv_close((uv_handle_t *)&u->h, free_cb);
         return;
     }
-    got_answer(u->q, u->buf, (size_t)nread, false);
+    if (nread < 2)
+        return;
+    uint16_t id = (uint16_t)(u->dns->ubuf[0] << 8 | u->dns->ubuf[1]);
+    for (unsigned i = 0; i < u->uses; i++)
+        if (u->slots[i].q != NULL && u->slots[i].id == id) {
+            got_answer(u->slots[i].q, u->dns->ubuf, (size_t)nread, false);
+            return;
+        }
+}
+
+/* The socket for a question to upstream i: the current one, or a new one. NULL on failure. */
+static struct up_udp *udp_socket(struct wr_dns *dns, unsigned i)
+{
+    struct up_udp *u = dns->cur[i];
+    struct sockaddr_in sa;
+
+    if (u != NULL && u->uses < SOCK_USES)
+        return u;
+    if (u != NULL) {
+        u->retired = true;
+        dns->cur[i] = NULL;
+        if (u->inflight == 0)
+            uv_close((uv_handle_t *)&u->h, free_cb);
+    }
+    u = xcalloc(1, sizeof(*u));
+    uv_udp_init(dns->loop, &u->h);
+    u->h.data = u;
+    u->dns = dns;
+    u->upstream = i;
+    upstream_sockaddr(&dns->up[i], &sa);
+    /* connect binds to a port the kernel picks at random */
+    if (uv_udp_connect(&u->h, (const struct sockaddr *)&sa) < 0 ||
+        uv_udp_recv_start(&u->h, udp_alloc, udp_recv) < 0) {
+        uv_close((uv_handle_t *)&u->h, free_cb);
+        return NULL;
+    }
+    dns->cur[i] = u;
+    return u;
 }
 
 static void tcp_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -601,19 +677,11 @@ static void xq_timeout(uv_timer_t *t)
     try_upstream(q);
 }
 
-static void upstream_sockaddr(const struct wr_dns_upstream *u, struct sockaddr_in *sa)
-{
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_addr.s_addr = htonl(u->addr);
-    sa->sin_port = htons(u->port);
-}
-
 /* Send q to the upstream of its attempt, or fail it when the attempts are spent. */
 static void try_upstream(struct xq *q)
 {
     struct wr_dns *dns = q->dns;
-    struct sockaddr_in sa, any = {.sin_family = AF_INET};
+    struct sockaddr_in sa;
 
     if (q->attempt >= dns->cfg.attempts) {
         xq_fail(q);
@@ -622,23 +690,36 @@ static void try_upstream(struct xq *q)
     upstream_sockaddr(&dns->up[q->attempt % dns->cfg.n_upstreams], &sa);
     uv_timer_start(&q->timer, xq_timeout, dns->cfg.timeout_ms, 0);
     if (!q->tcp_mode) {
-        struct up_udp *u = xmalloc(sizeof(*u));
-        uv_buf_t b = uv_buf_init((char *)q->wire, (unsigned)q->wire_len);
-        uv_udp_init(dns->loop, &u->h);
-        u->h.data = u;
-        u->q = q;
+        unsigned i = q->attempt % dns->cfg.n_upstreams;
+        struct up_udp *u = udp_socket(dns, i);
+        if (u == NULL) {
+            q->attempt++;
+            try_upstream(q);
+            return;
+        }
+        /* a fresh random id for each attempt, unique on the socket */
+        bool clash;
+        do {
+            q->id = random_id(dns);
+            clash = false;
+            for (unsigned k = 0; k < u->uses; k++)
+                clash |= u->slots[k].q != NULL && u->slots[k].id == q->id;
+        } while (clash);
+        q->wire[0] = (uint8_t)(q->id >> 8);
+        q->wire[1] = (uint8_t)q->id;
         q->udp = u;
-        /* a fresh socket per question: the kernel picks a random source port, and the connected
-         * socket hears only the upstream's address and port */
-        if (uv_udp_bind(&u->h, (const struct sockaddr *)&any, 0) < 0 ||
-            uv_udp_connect(&u->h, (const struct sockaddr *)&sa) < 0 ||
-            uv_udp_try_send(&u->h, &b, 1, NULL) < 0 ||
-            uv_udp_recv_start(&u->h, udp_alloc, udp_recv) < 0) {
+        q->slot = u->uses++;
+        u->slots[q->slot].id = q->id;
+        u->slots[q->slot].q = q;
+        u->inflight++;
+        uv_buf_t b = uv_buf_init((char *)q->wire, (unsigned)q->wire_len);
+        int r = uv_udp_try_send(&u->h, &b, 1, NULL);
+        if (r < 0 && r != UV_EAGAIN) {
             detach_upstream(q);
             q->attempt++;
             try_upstream(q);
         }
-        return;
+        return; /* EAGAIN: lost like a dropped packet, the timer retries */
     }
     struct up_tcp *t = xmalloc(sizeof(*t));
     uv_tcp_init(dns->loop, &t->h);
@@ -752,16 +833,16 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     }
     if (!allowed) {
         dns->stats.refused++;
-        answer_rcode(&tmp, query, LDNS_RCODE_REFUSED, false);
         emit(dns, peer.sandbox_id, name, 0, false, rule);
+        answer_rcode(&tmp, query, LDNS_RCODE_REFUSED, false);
         ldns_pkt_free(query);
         return;
     }
     if (dns->inflight >= dns->cfg.max_inflight ||
         wr_net_count_get(&dns->per, saddr) >= dns->cfg.max_inflight_per) {
         dns->stats.refused++;
-        answer_rcode(&tmp, query, LDNS_RCODE_SERVFAIL, false);
         emit(dns, peer.sandbox_id, name, 0, false, "too many questions in flight");
+        answer_rcode(&tmp, query, LDNS_RCODE_SERVFAIL, false);
         ldns_pkt_free(query);
         return;
     }
@@ -1078,6 +1159,13 @@ void wr_dns_stop(struct wr_dns *dns)
     }
     for (struct tcp_client *tc = dns->tcps; tc != NULL; tc = tc->next)
         tc_close(tc);
+    for (size_t i = 0; i < WR_DNS_MAX_UPSTREAMS; i++)
+        if (dns->cur[i] != NULL) {
+            dns->cur[i]->retired = true;
+            if (dns->cur[i]->inflight == 0)
+                uv_close((uv_handle_t *)&dns->cur[i]->h, free_cb);
+            dns->cur[i] = NULL;
+        }
     uv_close((uv_handle_t *)&dns->udp, stub_closed);
     uv_close((uv_handle_t *)&dns->tcp, stub_closed);
 }

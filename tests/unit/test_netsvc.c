@@ -72,6 +72,9 @@ static const char *zone[] = {
     "x.evil.test. 60 IN A 198.18.1.10",
 };
 
+#define N_ZONE (sizeof(zone) / sizeof(zone[0]))
+static ldns_rr *zone_rr[N_ZONE]; /* parsed once, before the server starts */
+
 static pthread_mutex_t auth_mu = PTHREAD_MUTEX_INITIALIZER;
 static int auth_evil_queries, auth_queries;
 
@@ -103,18 +106,13 @@ static size_t auth_answer(const uint8_t *q, size_t n, bool over_udp, uint8_t **o
         ldns_pkt_set_tc(r, true);
         found = true;
     } else {
-        for (size_t i = 0; i < sizeof(zone) / sizeof(zone[0]); i++) {
-            ldns_rr *rr = NULL;
-            if (ldns_rr_new_frm_str(&rr, zone[i], 0, NULL, NULL) != LDNS_STATUS_OK)
-                continue;
+        for (size_t i = 0; i < N_ZONE; i++) {
+            ldns_rr *rr = zone_rr[i];
             if (ldns_dname_compare(ldns_rr_owner(rr), ldns_rr_owner(qr)) == 0) {
                 found = true;
-                if (ldns_rr_get_type(rr) == ldns_rr_get_type(qr)) {
-                    ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, rr);
-                    continue;
-                }
+                if (ldns_rr_get_type(rr) == ldns_rr_get_type(qr))
+                    ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, ldns_rr_clone(rr));
             }
-            ldns_rr_free(rr);
         }
     }
     if (!found)
@@ -351,6 +349,7 @@ static void on_stop(uv_async_t *a)
 
 static void *loop_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "svc-loop");
     uv_run(&loop, UV_RUN_DEFAULT);
     return NULL;
 }
@@ -742,7 +741,7 @@ static double qps(uint32_t src, uint32_t dst, uint16_t port, int seconds)
     size_t len = 0;
     struct sockaddr_in me = sin_of(src, 0), to = sin_of(dst, port);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-    const int window = 64;
+    const int window = 256;
     long answered = 0, sent = 0;
     double t0, end;
 
@@ -800,6 +799,9 @@ static int child(bool bench, int seconds)
         perror("auth bind");
         return 1;
     }
+    for (size_t i = 0; i < N_ZONE; i++)
+        if (ldns_rr_new_frm_str(&zone_rr[i], zone[i], 0, NULL, NULL) != LDNS_STATUS_OK)
+            return 1;
     pthread_create(&t, NULL, auth_thread, NULL);
     for (int i = 0; i < N_SRV; i++) {
         struct sockaddr_in s = sin_of(srvs[i].addr, srvs[i].port);
