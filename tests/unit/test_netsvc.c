@@ -69,7 +69,8 @@ static const char *zone[] = {
     "api.allowed.test. 60 IN A 198.18.1.10",     "api.allowed.test. 60 IN AAAA 2001:db8::1",
     "rebind1.allowed.test. 60 IN A 10.0.0.1",    "rebind2.allowed.test. 60 IN A 169.254.169.254",
     "rebind2.allowed.test. 60 IN A 198.18.1.10", "tc.allowed.test. 60 IN A 198.18.1.10",
-    "x.evil.test. 60 IN A 198.18.1.10",
+    "x.evil.test. 60 IN A 198.18.1.10",          "extra.allowed.test. 60 IN A 198.18.9.9",
+    "extra.allowed.test. 60 IN A 198.18.1.10",   "extra2.allowed.test. 60 IN A 198.18.9.9",
 };
 
 #define N_ZONE (sizeof(zone) / sizeof(zone[0]))
@@ -175,7 +176,7 @@ static void *auth_thread(void *arg)
 
 /* ---- TCP servers: they count connections, read until EOF, answer "srv <addr> n=<bytes>" ---- */
 
-#define N_SRV 7
+#define N_SRV 8
 static struct srv {
     uint32_t addr;
     uint16_t port;
@@ -185,7 +186,7 @@ static struct srv {
     {A(198, 18, 1, 10), 443, -1, 0}, {A(198, 18, 1, 10), 80, -1, 0},
     {A(198, 18, 2, 5), 443, -1, 0},  {A(198, 18, 3, 5), 443, -1, 0},
     {A(10, 0, 0, 1), 443, -1, 0},    {A(169, 254, 169, 254), 443, -1, 0},
-    {A(10, 0, 0, 1), 80, -1, 0},
+    {A(10, 0, 0, 1), 80, -1, 0},     {A(198, 18, 9, 9), 443, -1, 0},
 };
 static pthread_mutex_t srv_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -337,13 +338,14 @@ static int log_mark(void)
 
 static uv_loop_t loop;
 static uv_async_t stop_async;
-static struct wr_dns *dns;
+static struct wr_dns *dns, *dns2; /* dns2: small limits, an upstream that never answers */
 static struct wr_proxy *px;
 
 static void on_stop(uv_async_t *a)
 {
     wr_proxy_stop(px);
     wr_dns_stop(dns);
+    wr_dns_stop(dns2);
     uv_close((uv_handle_t *)a, NULL);
 }
 
@@ -518,6 +520,12 @@ static void dns_checks(void)
            LDNS_RCODE_NOERROR, "dns: mixed answer");
     ok(n == 1 && ad[0] == WEB, "dns: 169.254.169.254 removed, the public address kept");
 
+    is_int(ask(SB_A, "extra.allowed.test", LDNS_RR_TYPE_A, false, ad, &n, NULL, NULL),
+           LDNS_RCODE_NOERROR, "dns: name with an address in the extra deny list");
+    ok(n == 1 && ad[0] == WEB, "dns: that address removed, the other kept");
+    l = last_log("dns", "extra.allowed.test", mark);
+    ok(strstr(l.rule, "removed 1 (deny 198.18.9.0/24)") != NULL, "dns: logged (%s)", l.rule);
+
     struct wr_dns_stats st0, st1;
     wr_dns_get_stats(dns, &st0);
     is_int(ask(SB_A, "tc.allowed.test", LDNS_RR_TYPE_A, false, ad, &n, NULL, &tc),
@@ -546,6 +554,57 @@ static void dns_checks(void)
        "dns: logged (%s)", l.rule);
     is_int(ask(NOBODY, "www.example.test", LDNS_RR_TYPE_A, false, ad, &n, NULL, NULL),
            LDNS_RCODE_REFUSED, "dns: unknown source: REFUSED");
+}
+
+/* dns2 holds at most 2 questions of a sandbox at once (its upstream never answers) */
+static void limit_checks(void)
+{
+    struct sockaddr_in me = sin_of(SB_B, 0), to = sin_of(AUTH, wr_dns_port(dns2));
+    struct timeval tv = {3, 0};
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), mark = log_mark();
+    uint8_t buf[512];
+    double t0 = now_s();
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    bind(fd, (struct sockaddr *)&me, sizeof(me));
+    connect(fd, (struct sockaddr *)&to, sizeof(to));
+    for (int i = 0; i < 3; i++) {
+        ldns_pkt *q = NULL;
+        uint8_t *wire = NULL;
+        size_t len = 0;
+        char name[32];
+        snprintf(name, sizeof(name), "q%d.limit.test", i);
+        ldns_pkt_query_new_frm_str(&q, name, LDNS_RR_TYPE_A, LDNS_RR_CLASS_IN, LDNS_RD);
+        ldns_pkt_set_id(q, (uint16_t)(100 + i));
+        ldns_pkt2wire(&wire, q, &len);
+        (void)!send(fd, wire, len, 0);
+        free(wire);
+        ldns_pkt_free(q);
+    }
+    int ids[3], rcodes[3];
+    double at[3];
+    for (int i = 0; i < 3; i++) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        ldns_pkt *r = NULL;
+        ids[i] = rcodes[i] = -1;
+        at[i] = now_s() - t0;
+        if (n > 0 && ldns_wire2pkt(&r, buf, (size_t)n) == LDNS_STATUS_OK) {
+            ids[i] = ldns_pkt_id(r);
+            rcodes[i] = ldns_pkt_get_rcode(r);
+            ldns_pkt_free(r);
+        }
+    }
+    close(fd);
+    ok(ids[0] == 102 && rcodes[0] == LDNS_RCODE_SERVFAIL && at[0] < 0.4,
+       "dns limit: the third question at once: SERVFAIL at once (%.2f s)", at[0]);
+    ok(rcodes[1] == LDNS_RCODE_SERVFAIL && rcodes[2] == LDNS_RCODE_SERVFAIL && at[1] > 0.4,
+       "dns limit: the two in flight: SERVFAIL after the upstream timeout (%.2f s)", at[1]);
+    struct logent l = last_log("dns", "q2.limit.test", mark);
+    ok(!l.allowed && strcmp(l.rule, "too many questions in flight") == 0, "dns limit: logged (%s)",
+       l.rule);
+    l = last_log("dns", "q0.limit.test", mark);
+    ok(!l.allowed && strcmp(l.rule, "upstream failed") == 0, "dns limit: timeout logged (%s)",
+       l.rule);
 }
 
 static void proxy_checks(void)
@@ -658,6 +717,22 @@ static void proxy_checks(void)
        "proxy: name resolving to 169.254.169.254 and a public address: the public one");
     close(fd);
     is_int(srv_conns(A(169, 254, 169, 254), 443), 0, "proxy: 169.254.169.254 never dialled");
+
+    /* the extra deny list beats allow_out, for names and for addresses */
+    hl = make_client_hello(hello, "extra2.allowed.test", 4096);
+    fd = dial(SB_A, WEB, 443);
+    ok(fd >= 0 && exchange(fd, hello, hl, hl, out, sizeof(out)) <= 0,
+       "proxy: allowed name resolving into the extra deny list: closed");
+    close(fd);
+    l = last_log("tcp", "extra2.allowed.test", mark);
+    ok(!l.allowed && strcmp(l.rule, "resolves into deny 198.18.9.0/24") == 0, "proxy: logged (%s)",
+       l.rule);
+    hl = make_client_hello(hello, NULL, 4096);
+    fd = dial(SB_A, A(198, 18, 9, 9), 443);
+    ok(fd >= 0 && exchange(fd, hello, hl, hl, out, sizeof(out)) <= 0,
+       "proxy: no SNI to an address in allow_out and in the extra deny list: closed");
+    close(fd);
+    is_int(srv_conns(A(198, 18, 9, 9), 443), 0, "proxy: 198.18.9.9 never dialled");
 
     /* a client that never sends: decided at the timeout (300 ms here) by the CIDR rules */
     fd = dial(SB_A, A(198, 18, 3, 5), 443);
@@ -816,13 +891,11 @@ static int child(bool bench, int seconds)
 
     /* the policies */
     pol_a.internet = true;
-    const char *a_allow[] = {"*.example.test",
-                             "api.allowed.test",
-                             "rebind1.allowed.test",
-                             "rebind2.allowed.test",
-                             "tc.allowed.test",
-                             "198.18.2.0/24",
-                             "10.0.0.1"};
+    const char *a_allow[] = {"*.example.test",       "api.allowed.test",
+                             "rebind1.allowed.test", "rebind2.allowed.test",
+                             "tc.allowed.test",      "extra.allowed.test",
+                             "extra2.allowed.test",  "198.18.9.0/24",
+                             "198.18.2.0/24",        "10.0.0.1"};
     for (size_t i = 0; i < sizeof(a_allow) / sizeof(a_allow[0]); i++)
         if (wr_net_policy_allow(&pol_a, a_allow[i], &err) < 0)
             return 1;
@@ -836,7 +909,10 @@ static int child(bool bench, int seconds)
 
     /* the services; the first upstream answers nothing (a retry on the second) */
     struct wr_dns_upstream ups[2] = {{A(198, 18, 0, 9), 53}, {AUTH, 53}};
+    struct wr_cidr4 extra = {A(198, 18, 9, 0), 24}; /* the operator's --net-deny */
     struct wr_dns_config dc = {
+        .deny = &extra,
+        .n_deny = 1,
         .upstreams = bench ? ups + 1 : ups,
         .n_upstreams = bench ? 1 : 2,
         .lookup = lookup,
@@ -850,8 +926,29 @@ static int child(bool bench, int seconds)
         printf("not ok - dns start: %s\n", err.msg);
         return 1;
     }
-    struct wr_proxy_config pc = {
-        .lookup = lookup, .log = logfn, .dns = dns, .peek_timeout_ms = 300};
+    /* a silent upstream: bound, never read */
+    struct sockaddr_in ss = sin_of(A(198, 18, 0, 8), 53);
+    int silent = socket(AF_INET, SOCK_DGRAM, 0);
+    if (bind(silent, (struct sockaddr *)&ss, sizeof(ss)) < 0)
+        return 1;
+    struct wr_dns_upstream quiet_up = {A(198, 18, 0, 8), 53};
+    struct wr_dns_config dc2 = {.upstreams = &quiet_up,
+                                .n_upstreams = 1,
+                                .lookup = lookup,
+                                .log = logfn,
+                                .timeout_ms = 500,
+                                .attempts = 1,
+                                .max_inflight_per = 2};
+    if (wr_dns_start(&loop, &dc2, &dns2, &err) < 0) {
+        printf("not ok - dns2 start: %s\n", err.msg);
+        return 1;
+    }
+    struct wr_proxy_config pc = {.deny = &extra,
+                                 .n_deny = 1,
+                                 .lookup = lookup,
+                                 .log = logfn,
+                                 .dns = dns,
+                                 .peek_timeout_ms = 300};
     if (wr_proxy_start(&loop, &pc, &px, &err) < 0) {
         printf("not ok - proxy start: %s\n", err.msg);
         return 1;
@@ -882,6 +979,7 @@ static int child(bool bench, int seconds)
         ok(wr_dns_port(dns) != 0 && wr_proxy_port(px) != 0, "ports picked (%u, %u)",
            wr_dns_port(dns), wr_proxy_port(px));
         dns_checks();
+        limit_checks();
         proxy_checks();
     }
     uv_async_send(&stop_async);
