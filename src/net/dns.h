@@ -13,7 +13,9 @@
  * questions; over TCP when the answer is truncated; the next upstream after a timeout or an
  * ICMP refusal. In the answer to the sandbox, A records in the always-denied blocks or the extra
  * deny list, and every AAAA record, are removed. Every question is reported to wr_netlog_fn.
- * wr_dns_resolve offers the same upstream path to the egress proxy. All on one libuv loop. */
+ * wr_dns_resolve offers the same upstream path to the egress proxy (rather than c-ares: one set
+ * of upstreams, retries, limits and counters, and no second resolver to drive from the loop).
+ * All on one libuv loop. */
 #pragma once
 
 #include <stddef.h>
