@@ -279,6 +279,8 @@ check-layers:
 	    { echo "check-layers: image/ knows the HTTP server, SQL or the daemon"; exit 1; }
 	@! grep -nE 'jansson\.h|json_cleanup\.h' $$(git ls-files 'src/util/*.c' 'src/proto/*' 'src/runtime/*' 'src/init/*') || \
 	    { echo "check-layers: util/, proto/, runtime/ or init/ needs jansson"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core|runtime|image|proto)/|jansson\.h|sqlite3\.h' $$(git ls-files 'src/net/*') || \
+	    { echo "check-layers: net/ uses more than libuv and util/"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

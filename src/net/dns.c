@@ -2,7 +2,8 @@
 /* Packets are parsed and built by libldns; this file moves them. One struct xq per question
  * sent upstream (a sandbox's, or wr_dns_resolve's); its timer is embedded and the struct is freed
  * from the timer's close callback. The upstream sockets are separate allocations, closed and
- * freed on their own, detached from the question (up->q = NULL) when it moves on. */
+ * freed on their own: a question detaches from its socket (its slot emptied, or up->q = NULL
+ * for TCP) when it moves on. */
 #include "dns.h"
 
 #include <arpa/inet.h>
@@ -46,11 +47,13 @@ struct xq {
     ldns_rr_class qclass;
     unsigned attempt;
     bool tcp_mode;
-    struct up_udp *udp;
+    struct up_udp *udp; /* the socket of the attempt, and q's slot in it */
+    unsigned slot;
     struct up_tcp *tcp;
     /* who asked */
     uint32_t saddr; /* counted in dns->per (not for XQ_API) */
     struct sockaddr_in client;
+    struct in_addr local; /* the address the UDP question came to: the answer's source */
     struct tcp_client *tc;
     uint16_t client_id;
     size_t client_max; /* the largest UDP answer the client takes */
@@ -60,10 +63,21 @@ struct xq {
     void *cb_arg;
 };
 
+/* An upstream UDP socket, connected (it hears only that upstream's address and port) from a
+ * port the kernel picked at random. It carries at most SOCK_USES questions, each with a random
+ * id unique on it, then is retired: closed once its last question has moved on. So source
+ * ports keep changing without a socket per question. */
+#define SOCK_USES 64
 struct up_udp {
     uv_udp_t h;
-    struct xq *q;
-    uint8_t buf[UDP_MAX];
+    struct wr_dns *dns;
+    unsigned upstream; /* index in dns->up */
+    unsigned uses, inflight;
+    bool retired;
+    struct {
+        uint16_t id;
+        struct xq *q;
+    } slots[SOCK_USES];
 };
 
 struct up_tcp {
@@ -92,19 +106,22 @@ struct wr_dns {
     struct wr_dns_config cfg;
     struct wr_dns_upstream up[WR_DNS_MAX_UPSTREAMS];
     struct wr_cidr4 *deny;
-    uv_udp_t udp;
+    uv_poll_t udp; /* the UDP socket ufd, read with recvmsg for IP_PKTINFO */
+    int ufd;
     uv_tcp_t tcp;
     unsigned closing; /* handles of the stub itself still closing */
     bool stopped;
     uint16_t port;
-    struct xq *head;         /* every question in flight */
-    struct tcp_client *tcps; /* every TCP client */
+    struct xq *head;                          /* every question in flight */
+    struct tcp_client *tcps;                  /* every TCP client */
+    struct up_udp *cur[WR_DNS_MAX_UPSTREAMS]; /* the socket new questions go out on */
     unsigned inflight, n_tcp;
     struct wr_net_counts per;
     struct wr_dns_stats stats;
     uint8_t rnd[256];
     size_t rnd_left;
     uint8_t rbuf[UDP_MAX];
+    uint8_t ubuf[UDP_MAX]; /* upstream answers */
 };
 
 static uint16_t random_id(struct wr_dns *dns)
@@ -157,6 +174,8 @@ static void free_cb(uv_handle_t *h)
 
 static void dns_free(struct wr_dns *dns)
 {
+    if (dns->ufd >= 0)
+        close(dns->ufd);
     wr_net_count_fini(&dns->per);
     free(dns->deny);
     free(dns);
@@ -212,9 +231,28 @@ static void send_to_client(struct xq *q, const uint8_t *wire, size_t len)
     struct wr_dns *dns = q->dns;
 
     if (q->kind == XQ_UDP) {
-        uv_buf_t b = uv_buf_init((char *)wire, (unsigned)len);
+        /* from the address the question came to (the kernel's choice on a wildcard socket may
+         * be another address of the host, which the client and conntrack would not match) */
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        } ctl;
+        struct iovec iov = {(void *)wire, len};
+        struct msghdr mh = {.msg_name = &q->client,
+                            .msg_namelen = sizeof(q->client),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        struct in_pktinfo pi = {.ipi_spec_dst = q->local};
+        memset(&ctl, 0, sizeof(ctl));
+        c->cmsg_level = IPPROTO_IP;
+        c->cmsg_type = IP_PKTINFO;
+        c->cmsg_len = CMSG_LEN(sizeof(pi));
+        memcpy(CMSG_DATA(c), &pi, sizeof(pi));
         if (!dns->stopped)
-            (void)uv_udp_try_send(&dns->udp, &b, 1, (const struct sockaddr *)&q->client);
+            (void)sendmsg(dns->ufd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         return;
     }
     struct tcp_client *tc = q->tc;
@@ -274,8 +312,10 @@ static void xq_freed(uv_handle_t *h)
 static void detach_upstream(struct xq *q)
 {
     if (q->udp != NULL) {
-        q->udp->q = NULL;
-        uv_close((uv_handle_t *)&q->udp->h, free_cb);
+        struct up_udp *u = q->udp;
+        u->slots[q->slot].q = NULL;
+        if (--u->inflight == 0 && u->retired)
+            uv_close((uv_handle_t *)&u->h, free_cb);
         q->udp = NULL;
     }
     if (q->tcp != NULL) {
@@ -330,8 +370,8 @@ static void xq_fail(struct xq *q)
         if (q->cb != NULL)
             q->cb(q->cb_arg, q->limit ? WR_DNS_LIMIT : WR_DNS_FAIL, NULL, 0);
     } else {
-        answer_rcode(q, q->query, LDNS_RCODE_SERVFAIL, false);
         emit(dns, q->sandbox_id, q->name, 0, false, "upstream failed");
+        answer_rcode(q, q->query, LDNS_RCODE_SERVFAIL, false);
     }
     xq_finish(q);
 }
@@ -396,15 +436,16 @@ static void answer_client(struct xq *q, ldns_pkt *r)
         xq_fail(q);
         return;
     }
-    if (q->kind == XQ_UDP && len > q->client_max)
-        answer_rcode(q, q->query, ldns_pkt_get_rcode(r), true);
-    else
-        send_to_client(q, wire, len);
+    /* logged before the sandbox has the answer */
     if (removed > 0)
         snprintf(rule, sizeof(rule), "%s; removed %zu (%s)", q->rule, removed, stripped);
     else
         snprintf(rule, sizeof(rule), "%s", q->rule);
     emit(dns, q->sandbox_id, q->name, first, true, rule);
+    if (q->kind == XQ_UDP && len > q->client_max)
+        answer_rcode(q, q->query, ldns_pkt_get_rcode(r), true);
+    else
+        send_to_client(q, wire, len);
     free(wire);
     ldns_pkt_free(r);
     xq_finish(q);
@@ -477,11 +518,19 @@ static void got_answer(struct xq *q, const uint8_t *data, size_t len, bool over_
         answer_client(q, r);
 }
 
+static void upstream_sockaddr(const struct wr_dns_upstream *u, struct sockaddr_in *sa)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(u->addr);
+    sa->sin_port = htons(u->port);
+}
+
 static void udp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct up_udp *u = h->data;
 
-    *buf = uv_buf_init((char *)u->buf, sizeof(u->buf));
+    *buf = uv_buf_init((char *)u->dns->ubuf, sizeof(u->dns->ubuf));
 }
 
 static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *from,
@@ -489,9 +538,67 @@ static void udp_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const stru
 {
     struct up_udp *u = h->data;
 
-    if (u->q == NULL || nread <= 0 || (flags & UV_UDP_PARTIAL))
+    if (nread == 0 || (flags & UV_UDP_PARTIAL))
         return;
-    got_answer(u->q, u->buf, (size_t)nread, false);
+    if (nread < 0) {
+        /* ECONNREFUSED (nothing listens there) and the like: the next upstream now, for every
+         * question on this socket (they all went to it); none goes out on it again */
+        if (!u->retired) {
+            u->retired = true;
+            if (u->dns->cur[u->upstream] == u)
+                u->dns->cur[u->upstream] = NULL;
+        }
+        u->inflight++; /* keep it open through the loop */
+        for (unsigned i = 0; i < u->uses; i++) {
+            struct xq *q = u->slots[i].q;
+            if (q == NULL)
+                continue;
+            detach_upstream(q);
+            q->attempt++;
+            try_upstream(q);
+        }
+        if (--u->inflight == 0)
+            uv_close((uv_handle_t *)&u->h, free_cb);
+        return;
+    }
+    if (nread < 2)
+        return;
+    uint16_t id = (uint16_t)(u->dns->ubuf[0] << 8 | u->dns->ubuf[1]);
+    for (unsigned i = 0; i < u->uses; i++)
+        if (u->slots[i].q != NULL && u->slots[i].id == id) {
+            got_answer(u->slots[i].q, u->dns->ubuf, (size_t)nread, false);
+            return;
+        }
+}
+
+/* The socket for a question to upstream i: the current one, or a new one. NULL on failure. */
+static struct up_udp *udp_socket(struct wr_dns *dns, unsigned i)
+{
+    struct up_udp *u = dns->cur[i];
+    struct sockaddr_in sa;
+
+    if (u != NULL && u->uses < SOCK_USES)
+        return u;
+    if (u != NULL) {
+        u->retired = true;
+        dns->cur[i] = NULL;
+        if (u->inflight == 0)
+            uv_close((uv_handle_t *)&u->h, free_cb);
+    }
+    u = xcalloc(1, sizeof(*u));
+    uv_udp_init(dns->loop, &u->h);
+    u->h.data = u;
+    u->dns = dns;
+    u->upstream = i;
+    upstream_sockaddr(&dns->up[i], &sa);
+    /* connect binds to a port the kernel picks at random */
+    if (uv_udp_connect(&u->h, (const struct sockaddr *)&sa) < 0 ||
+        uv_udp_recv_start(&u->h, udp_alloc, udp_recv) < 0) {
+        uv_close((uv_handle_t *)&u->h, free_cb);
+        return NULL;
+    }
+    dns->cur[i] = u;
+    return u;
 }
 
 static void tcp_read_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -570,19 +677,11 @@ static void xq_timeout(uv_timer_t *t)
     try_upstream(q);
 }
 
-static void upstream_sockaddr(const struct wr_dns_upstream *u, struct sockaddr_in *sa)
-{
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_addr.s_addr = htonl(u->addr);
-    sa->sin_port = htons(u->port);
-}
-
 /* Send q to the upstream of its attempt, or fail it when the attempts are spent. */
 static void try_upstream(struct xq *q)
 {
     struct wr_dns *dns = q->dns;
-    struct sockaddr_in sa, any = {.sin_family = AF_INET};
+    struct sockaddr_in sa;
 
     if (q->attempt >= dns->cfg.attempts) {
         xq_fail(q);
@@ -591,23 +690,36 @@ static void try_upstream(struct xq *q)
     upstream_sockaddr(&dns->up[q->attempt % dns->cfg.n_upstreams], &sa);
     uv_timer_start(&q->timer, xq_timeout, dns->cfg.timeout_ms, 0);
     if (!q->tcp_mode) {
-        struct up_udp *u = xmalloc(sizeof(*u));
-        uv_buf_t b = uv_buf_init((char *)q->wire, (unsigned)q->wire_len);
-        uv_udp_init(dns->loop, &u->h);
-        u->h.data = u;
-        u->q = q;
+        unsigned i = q->attempt % dns->cfg.n_upstreams;
+        struct up_udp *u = udp_socket(dns, i);
+        if (u == NULL) {
+            q->attempt++;
+            try_upstream(q);
+            return;
+        }
+        /* a fresh random id for each attempt, unique on the socket */
+        bool clash;
+        do {
+            q->id = random_id(dns);
+            clash = false;
+            for (unsigned k = 0; k < u->uses; k++)
+                clash |= u->slots[k].q != NULL && u->slots[k].id == q->id;
+        } while (clash);
+        q->wire[0] = (uint8_t)(q->id >> 8);
+        q->wire[1] = (uint8_t)q->id;
         q->udp = u;
-        /* a fresh socket per question: the kernel picks a random source port, and the connected
-         * socket hears only the upstream's address and port */
-        if (uv_udp_bind(&u->h, (const struct sockaddr *)&any, 0) < 0 ||
-            uv_udp_connect(&u->h, (const struct sockaddr *)&sa) < 0 ||
-            uv_udp_try_send(&u->h, &b, 1, NULL) < 0 ||
-            uv_udp_recv_start(&u->h, udp_alloc, udp_recv) < 0) {
+        q->slot = u->uses++;
+        u->slots[q->slot].id = q->id;
+        u->slots[q->slot].q = q;
+        u->inflight++;
+        uv_buf_t b = uv_buf_init((char *)q->wire, (unsigned)q->wire_len);
+        int r = uv_udp_try_send(&u->h, &b, 1, NULL);
+        if (r < 0 && r != UV_EAGAIN) {
             detach_upstream(q);
             q->attempt++;
             try_upstream(q);
         }
-        return;
+        return; /* EAGAIN: lost like a dropped packet, the timer retries */
     }
     struct up_tcp *t = xmalloc(sizeof(*t));
     uv_tcp_init(dns->loop, &t->h);
@@ -663,7 +775,8 @@ static struct xq *xq_new(struct wr_dns *dns, enum xq_kind kind, ldns_rdf *qname,
 
 /* Handle one message from saddr (UDP: from; TCP: tc). */
 static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, uint32_t saddr,
-                           const struct sockaddr_in *from, struct tcp_client *tc)
+                           const struct sockaddr_in *from, struct in_addr local,
+                           struct tcp_client *tc)
 {
     ldns_pkt *query = NULL;
     struct xq tmp = {.dns = dns, .kind = tc ? XQ_TCP : XQ_UDP, .tc = tc};
@@ -672,6 +785,7 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
 
     if (from != NULL)
         tmp.client = *from;
+    tmp.local = local;
     if (ldns_wire2pkt(&query, data, len) != LDNS_STATUS_OK)
         return; /* not DNS: no answer */
     dns->stats.queries++;
@@ -719,16 +833,16 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     }
     if (!allowed) {
         dns->stats.refused++;
-        answer_rcode(&tmp, query, LDNS_RCODE_REFUSED, false);
         emit(dns, peer.sandbox_id, name, 0, false, rule);
+        answer_rcode(&tmp, query, LDNS_RCODE_REFUSED, false);
         ldns_pkt_free(query);
         return;
     }
     if (dns->inflight >= dns->cfg.max_inflight ||
         wr_net_count_get(&dns->per, saddr) >= dns->cfg.max_inflight_per) {
         dns->stats.refused++;
-        answer_rcode(&tmp, query, LDNS_RCODE_SERVFAIL, false);
         emit(dns, peer.sandbox_id, name, 0, false, "too many questions in flight");
+        answer_rcode(&tmp, query, LDNS_RCODE_SERVFAIL, false);
         ldns_pkt_free(query);
         return;
     }
@@ -743,6 +857,7 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     q->saddr = saddr;
     wr_net_count_inc(&dns->per, saddr);
     q->client = tmp.client;
+    q->local = tmp.local;
     if (tc != NULL) {
         q->tc = tc;
         tc->refs++;
@@ -760,22 +875,40 @@ static void client_message(struct wr_dns *dns, const uint8_t *data, size_t len, 
     try_upstream(q);
 }
 
-static void srv_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* The UDP socket is readable: take up to 64 questions (then let the loop run the rest). */
+static void srv_readable(uv_poll_t *h, int status, int events)
 {
     struct wr_dns *dns = h->data;
 
-    *buf = uv_buf_init((char *)dns->rbuf, sizeof(dns->rbuf));
-}
+    for (int i = 0; i < 64 && !dns->stopped; i++) {
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(sizeof(struct in_pktinfo))];
+        } ctl;
+        struct sockaddr_in from;
+        struct iovec iov = {dns->rbuf, sizeof(dns->rbuf)};
+        struct msghdr mh = {.msg_name = &from,
+                            .msg_namelen = sizeof(from),
+                            .msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.b,
+                            .msg_controllen = sizeof(ctl.b)};
+        struct in_addr local = {0};
+        ssize_t n = recvmsg(dns->ufd, &mh, MSG_DONTWAIT);
 
-static void srv_recv(uv_udp_t *h, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *from,
-                     unsigned flags)
-{
-    struct wr_dns *dns = h->data;
-
-    if (nread <= 0 || from == NULL || from->sa_family != AF_INET || (flags & UV_UDP_PARTIAL))
-        return;
-    const struct sockaddr_in *sin = (const struct sockaddr_in *)from;
-    client_message(dns, dns->rbuf, (size_t)nread, ntohl(sin->sin_addr.s_addr), sin, NULL);
+        if (n < 0)
+            return;
+        if ((mh.msg_flags & MSG_TRUNC) || mh.msg_namelen != sizeof(from) ||
+            from.sin_family != AF_INET)
+            continue;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+                struct in_pktinfo pi;
+                memcpy(&pi, CMSG_DATA(c), sizeof(pi));
+                local = pi.ipi_addr;
+            }
+        client_message(dns, dns->rbuf, (size_t)n, ntohl(from.sin_addr.s_addr), &from, local, NULL);
+    }
 }
 
 static void tc_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -808,7 +941,7 @@ static void tc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (tc->have < 2 + want)
             return;
         tc->refs++; /* client_message may close it */
-        client_message(tc->dns, tc->buf + 2, want, tc->saddr, NULL, tc);
+        client_message(tc->dns, tc->buf + 2, want, tc->saddr, NULL, (struct in_addr){0}, tc);
         memmove(tc->buf, tc->buf + 2 + want, tc->have - 2 - want);
         tc->have -= 2 + want;
         bool gone = tc->closed;
@@ -912,6 +1045,7 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
         return wr_err_set(err, WR_EINVAL, 0, "dns stub: more than %d upstreams",
                           WR_DNS_MAX_UPSTREAMS);
     dns = xcalloc(1, sizeof(*dns));
+    dns->ufd = -1;
     dns->loop = loop;
     dns->cfg = *cfg;
     if (cfg->n_upstreams > 0) {
@@ -953,6 +1087,7 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
         tfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (ufd < 0 || tfd < 0 ||
             setsockopt(tfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+            setsockopt(ufd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) < 0 ||
             bind(ufd, (const struct sockaddr *)&sa, sizeof(sa)) < 0 ||
             getsockname(ufd, (struct sockaddr *)&sa, &len) < 0) {
             r = -errno;
@@ -970,22 +1105,25 @@ int wr_dns_start(uv_loop_t *loop, const struct wr_dns_config *cfg, struct wr_dns
             break;
     }
     if (r == 0) {
-        uv_udp_init(loop, &dns->udp);
         uv_tcp_init(loop, &dns->tcp);
         dns->udp.data = dns;
         dns->tcp.data = dns;
-        dns->closing = 2;
-        if ((r = uv_udp_open(&dns->udp, ufd)) == 0)
+        dns->closing = 1;
+        if ((r = uv_poll_init(loop, &dns->udp, ufd)) == 0) {
+            dns->closing = 2;
+            dns->ufd = ufd;
             ufd = -1;
+        }
         if (r == 0 && (r = uv_tcp_open(&dns->tcp, tfd)) == 0)
             tfd = -1;
         if (r == 0)
             r = uv_listen((uv_stream_t *)&dns->tcp, 128, srv_connection);
         if (r == 0)
-            r = uv_udp_recv_start(&dns->udp, srv_alloc, srv_recv);
+            r = uv_poll_start(&dns->udp, UV_READABLE, srv_readable);
         if (r < 0) {
             dns->stopped = true;
-            uv_close((uv_handle_t *)&dns->udp, stub_closed);
+            if (dns->closing == 2)
+                uv_close((uv_handle_t *)&dns->udp, stub_closed);
             uv_close((uv_handle_t *)&dns->tcp, stub_closed);
         }
     } else {
@@ -1021,6 +1159,13 @@ void wr_dns_stop(struct wr_dns *dns)
     }
     for (struct tcp_client *tc = dns->tcps; tc != NULL; tc = tc->next)
         tc_close(tc);
+    for (size_t i = 0; i < WR_DNS_MAX_UPSTREAMS; i++)
+        if (dns->cur[i] != NULL) {
+            dns->cur[i]->retired = true;
+            if (dns->cur[i]->inflight == 0)
+                uv_close((uv_handle_t *)&dns->cur[i]->h, free_cb);
+            dns->cur[i] = NULL;
+        }
     uv_close((uv_handle_t *)&dns->udp, stub_closed);
     uv_close((uv_handle_t *)&dns->tcp, stub_closed);
 }

@@ -7,12 +7,15 @@
  *     other question is REFUSED (no exfiltration through <data>.evil.test);
  *   - deny-all without names: REFUSED;
  *   - otherwise forwarded.
- * Forwarded questions are asked again (built afresh, libldns) of the upstreams over UDP from a
- * fresh socket (a random source port, connected: only the upstream's address and port are
- * heard) with a random id, over TCP when the answer is truncated, the next upstream after a
- * timeout. In the answer to the sandbox, A records in the always-denied blocks or the extra deny
- * list, and every AAAA record, are removed. Every question is reported to wr_netlog_fn.
- * wr_dns_resolve offers the same upstream path to the egress proxy. All on one libuv loop. */
+ * Forwarded questions are asked again (built afresh, libldns) of the upstreams over UDP with a
+ * fresh random id per attempt, from connected sockets (only the upstream's address and port are
+ * heard) whose source ports the kernel picks at random and which are replaced every 64
+ * questions; over TCP when the answer is truncated; the next upstream after a timeout or an
+ * ICMP refusal. In the answer to the sandbox, A records in the always-denied blocks or the extra
+ * deny list, and every AAAA record, are removed. Every question is reported to wr_netlog_fn.
+ * wr_dns_resolve offers the same upstream path to the egress proxy (rather than c-ares: one set
+ * of upstreams, retries, limits and counters, and no second resolver to drive from the loop).
+ * All on one libuv loop. */
 #pragma once
 
 #include <stddef.h>

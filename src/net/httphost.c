@@ -119,8 +119,12 @@ static int host_only(const char *h, size_t n, char out[WR_NET_NAME_BUF])
             c = (char)(c - 'A' + 'a');
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
             return -1;
+        if (c == '.' && (i == 0 || out[i - 1] == '.'))
+            return -1; /* an empty label */
         out[i] = c;
     }
+    if (out[n - 1] == '.')
+        return -1; /* "name.." */
     out[n] = '\0';
     return 0;
 }

@@ -510,8 +510,12 @@ static void peek_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     if (nread == 0 || cn->st != ST_PEEK)
         return;
+    if (nread == UV_EOF) {
+        decide(cn, false); /* all it sent holds no name: the CIDR rules (the EOF comes again) */
+        return;
+    }
     if (nread < 0) {
-        refuse(cn, "", nread == UV_EOF ? "closed before a name" : uv_strerror((int)nread));
+        refuse(cn, "", uv_strerror((int)nread));
         return;
     }
     cn->peek_len += (size_t)nread;

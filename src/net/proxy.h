@@ -14,7 +14,9 @@
  * The proxy never dials an address in the deny lists. A sandbox has at most its
  * peer.max_connections connections here at once. Each connection is reported to wr_netlog_fn
  * when it ends, with the bytes each way and the rule that decided. TLS is never terminated, so
- * domain fronting (an allowed SNI, another Host inside) and ECH are out of its sight. */
+ * domain fronting (an allowed SNI, another Host inside) and ECH are out of its sight; on port 80
+ * only the first request head is read, so later requests of a kept-alive connection go to the
+ * same server unread (the same limit, in clear text). */
 #pragma once
 
 #include <stdint.h>

@@ -68,8 +68,12 @@ static enum wr_sni_result server_name(struct rd ext, char out[WR_NET_NAME_BUF])
             if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
                   c == '.'))
                 return WR_SNI_BAD;
+            if (c == '.' && (i == 0 || out[i - 1] == '.'))
+                return WR_SNI_BAD; /* an empty label */
             out[i] = (char)c;
         }
+        if (out[n - 1] == '.')
+            return WR_SNI_BAD; /* "name.." */
         out[n] = '\0';
         return WR_SNI_NAME;
     }
