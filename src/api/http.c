@@ -2283,6 +2283,18 @@ const char *wr_http_req_target(const struct wr_http_req *req)
     return wr_buf_str((struct wr_buf *)&req->url);
 }
 
+size_t wr_http_req_header_count(const struct wr_http_req *req)
+{
+    return req->headers.n;
+}
+
+void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char **name,
+                           const char **value)
+{
+    *name = req->headers.v[i].name;
+    *value = req->headers.v[i].value;
+}
+
 bool wr_http_req_is_upgrade(const struct wr_http_req *req)
 {
     return req->is_upgrade;

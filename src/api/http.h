@@ -167,6 +167,10 @@ size_t wr_ws_pending(const struct wr_ws *ws);
 
 /* The request-target as the client sent it (not decoded; with the query). */
 const char *wr_http_req_target(const struct wr_http_req *req);
+/* The request's headers in the order they came (repeats joined with ", "): i < count. */
+size_t wr_http_req_header_count(const struct wr_http_req *req);
+void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char **name,
+                           const char **value);
 /* The request asks to switch protocols (Upgrade with Connection: upgrade, or CONNECT). */
 bool wr_http_req_is_upgrade(const struct wr_http_req *req);
 /* Close the client's connection now, whatever was sent: how a proxy tells the client that a

@@ -34,8 +34,8 @@ struct wr_port_req {
     wr_ports_list_cb list_cb;
     void *arg;
     enum step step;
-    int fd;      /* the socket of the current step */
-    int got_fd;  /* the socket init passed */
+    int fd;     /* the socket of the current step */
+    int got_fd; /* the socket init passed */
     bool polling, cancelled;
     int handles; /* poll and timer, until their close callbacks */
     uv_poll_t poll;
@@ -463,7 +463,8 @@ void wr_port_req_cancel(struct wr_port_req *r)
         finish(r, -1, NULL, 0, NULL);
 }
 
-/* ---- the proxy's view of a sandbox ------------------------------------------------------------ */
+/* ---- the proxy's view of a sandbox ------------------------------------------------------------
+ */
 
 const char *wr_live_sb_team(const struct wr_live_sb *sb)
 {

@@ -45,6 +45,7 @@ struct options {
     /* The HTTP server's (0: its default, or computed from RLIMIT_NOFILE for max_conns). */
     uint32_t header_timeout, body_timeout, keepalive_timeout; /* seconds */
     uint32_t max_conns, max_conns_per_client, max_unauthenticated, max_body_conns;
+    uint32_t port_conn_limit; /* exposed ports: connections to one sandbox (0: 1000) */
 };
 
 static void usage(FILE *f)
@@ -77,7 +78,9 @@ static void usage(FILE *f)
            "  --max-unauthenticated N  still sending their request head; the oldest is closed\n"
            "                         (half of --max-connections, at most 4096)\n"
            "  --max-body-connections N  with a request body arriving; beyond: 503\n"
-           "                         (half of --max-connections)\n");
+           "                         (half of --max-connections)\n"
+           "  --port-conn-limit N    connections to the exposed ports of one sandbox; beyond:\n"
+           "                         429 (1000)\n");
 }
 
 /* An option's number, min..max, into *out. */
@@ -116,7 +119,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MAXCONN,
         O_MAXPEER,
         O_MAXUNAUTH,
-        O_MAXBODY
+        O_MAXBODY,
+        O_PORTCONN
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -140,6 +144,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"max-connections-per-client", required_argument, NULL, O_MAXPEER},
         {"max-unauthenticated", required_argument, NULL, O_MAXUNAUTH},
         {"max-body-connections", required_argument, NULL, O_MAXBODY},
+        {"port-conn-limit", required_argument, NULL, O_PORTCONN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -204,6 +209,10 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_KEEPTO:
             if (opt_uint(optarg, 1, 86400, &o->keepalive_timeout, &err) < 0)
+                goto bad;
+            break;
+        case O_PORTCONN:
+            if (opt_uint(optarg, 1, UINT32_MAX - 1, &o->port_conn_limit, &err) < 0)
                 goto bad;
             break;
         case O_MAXCONN:
@@ -455,6 +464,7 @@ int main(int argc, char **argv)
         .space = space,
         .loop = loop,
         .version = WARREN_VERSION,
+        .port_conn_limit = o.port_conn_limit,
     };
     the_api = &api;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {

@@ -161,8 +161,7 @@ static bool seen(const struct wr_port_listen *v, size_t n, const struct wr_port_
 }
 
 /* The LISTEN sockets of one /proc/net file, appended to *v. */
-static void read_table(const char *path, bool v6, struct wr_port_listen **v, size_t *n,
-                       size_t *cap)
+static void read_table(const char *path, bool v6, struct wr_port_listen **v, size_t *n, size_t *cap)
 {
     FILE *f = fopen(path, "re");
     char line[512];
