@@ -541,7 +541,7 @@ def srv_cap():
         c = d.client()
         sb = warren.Sandbox.create(client=c, timeout=300)
         start_server(sb, SERVER, "0.0.0.0", 8000)
-        wait_listening(d, None, sb.sandbox_id, 8000)
+        wait_listening(d, d.admin_key, sb.sandbox_id, 8000)
         yield d, sb
     finally:
         try:

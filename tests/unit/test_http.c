@@ -436,8 +436,8 @@ static void h_hijack(struct wr_http_req *req)
         wr_http_respond_error(req, 500, "internal", "%s", err.msg);
         return;
     }
-    wr_buf_printf(&out, "HTTP/1.1 101 Switching Protocols\r\nX-Unix: %d\r\n\r\nrest=",
-                  is_unix ? 1 : 0);
+    wr_buf_printf(&out,
+                  "HTTP/1.1 101 Switching Protocols\r\nX-Unix: %d\r\n\r\nrest=", is_unix ? 1 : 0);
     wr_buf_append(&out, rest.data, rest.len);
     int fl = fcntl(fd, F_GETFL);
     (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
