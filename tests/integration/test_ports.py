@@ -449,10 +449,144 @@ def test_ports_list(pd, team, srv):
     assert st == 200
     ports = {(p["address"], p["port"]) for p in json.loads(body)["ports"]}
     assert ("0.0.0.0", 8000) in ports and ("127.0.0.1", 8001) in ports
-    r = subprocess.run([WARREN, "--url", pd.tcp_url, "ports", srv.sandbox_id],
-                       capture_output=True, env=dict(ENV, WARREN_API_KEY=key), timeout=30)
+    r = subprocess.run([WARREN, "ports", srv.sandbox_id], capture_output=True,
+                       env=cli_env(pd, key), timeout=30)
     assert r.returncode == 0, r.stderr
     assert b"8000" in r.stdout and b"127.0.0.1" in r.stdout
+
+
+# ---- the CLI ------------------------------------------------------------------------------------
+
+
+def cli_env(pd, key, home=None):
+    e = dict(ENV, WARREN_API_URL=pd.tcp_url, WARREN_API_KEY=key)
+    if home:
+        e["HOME"] = home
+        e.pop("XDG_CONFIG_HOME", None)
+    return e
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_port(port, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("nothing listens on 127.0.0.1:%d" % port)
+
+
+def test_port_forward(pd, team, srv):
+    key, _ = team
+    lport = free_port()
+    p = subprocess.Popen([WARREN, "port-forward", srv.sandbox_id, "%d:8000" % lport],
+                         env=cli_env(pd, key), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_port(lport)
+        # several connections at once, keep-alive on each
+        conns = [http.client.HTTPConnection("127.0.0.1", lport, timeout=30) for _ in range(3)]
+        for i in range(3):
+            for c in conns:
+                c.request("GET", "/pf%d" % i)
+                r = c.getresponse()
+                assert r.status == 200 and json.loads(r.read())["path"] == "/pf%d" % i
+        data = os.urandom(4 << 20)
+        conns[0].request("POST", "/sum", body=data)
+        assert json.loads(conns[0].getresponse().read())["sha256"] == hashlib.sha256(data).hexdigest()
+        for c in conns:
+            c.close()
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def test_port_forward_stdio(pd, team, srv):
+    key, _ = team
+    r = subprocess.run([WARREN, "port-forward", "--stdio", srv.sandbox_id, "9000"],
+                       input=b"ping through stdio\n" * 1000, capture_output=True,
+                       env=cli_env(pd, key), timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"ping through stdio\n" * 1000
+    r = subprocess.run([WARREN, "port-forward", "--stdio", srv.sandbox_id, "9555"],
+                       input=b"", capture_output=True, env=cli_env(pd, key), timeout=30)
+    assert r.returncode != 0 and b"not open" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def ssh_home(team, srv):
+    home = tempfile.mkdtemp(prefix="warren-ssh-home-")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+SSH_OPTS = ["-F", "/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+
+
+def test_ssh_runs_a_command(pd, team, srv, ssh_home):
+    key, _ = team
+    r = subprocess.run([WARREN, "ssh", srv.sandbox_id, *SSH_OPTS, "echo", "hello-$(id -un)"],
+                       capture_output=True, env=cli_env(pd, key, ssh_home), timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"hello-user\n"
+    assert os.path.exists(os.path.join(ssh_home, ".config/warren/ssh/id_ed25519"))
+    # again: the key and sshd are there already
+    r = subprocess.run([WARREN, "ssh", srv.sandbox_id, *SSH_OPTS, "true"],
+                       capture_output=True, env=cli_env(pd, key, ssh_home), timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_scp_and_ssh_config(pd, team, srv, ssh_home):
+    key, _ = team
+    env = cli_env(pd, key, ssh_home)
+    r = subprocess.run([WARREN, "ssh", "--config", srv.sandbox_id], capture_output=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    cfg = os.path.join(ssh_home, "ssh_config")
+    with open(cfg, "wb") as f:
+        f.write(r.stdout)
+    src = os.path.join(ssh_home, "payload")
+    data = os.urandom(1 << 20)
+    with open(src, "wb") as f:
+        f.write(data)
+    r = subprocess.run(["scp", "-F", cfg, "-o", "BatchMode=yes", src,
+                        "%s:/tmp/payload" % srv.sandbox_id], capture_output=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert srv.files.read("/tmp/payload", format="bytes") == data
+
+
+def test_ssh_local_forward(pd, team, srv, ssh_home):
+    key, _ = team
+    lport = free_port()
+    p = subprocess.Popen([WARREN, "ssh", srv.sandbox_id, *SSH_OPTS, "-N", "-L",
+                          "%d:127.0.0.1:8001" % lport], env=cli_env(pd, key, ssh_home),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        end = time.time() + 30
+        st = None
+        while time.time() < end:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", lport, timeout=5)
+                c.request("GET", "/via-ssh")
+                r = c.getresponse()
+                st, body = r.status, r.read()
+                c.close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert st == 200 and json.loads(body)["path"] == "/via-ssh"
+    finally:
+        p.terminate()
+        p.wait(10)
 
 
 # ---- bad inputs --------------------------------------------------------------------------------
