@@ -119,6 +119,7 @@ struct wr_http_req {
     bool numeric_errors; /* wr_http_respond_error writes the status as `code` (E2B's shape) */
     bool interactive;    /* wr_http_req_interactive_body: no body timeout */
     bool head_only;      /* a streamed answer to HEAD: its body is not sent */
+    bool sent_continue;  /* wr_http_req_continue wrote its 100 */
 };
 
 struct wr_ws {
@@ -2298,6 +2299,18 @@ void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char *
 bool wr_http_req_is_upgrade(const struct wr_http_req *req)
 {
     return req->is_upgrade;
+}
+
+void wr_http_req_continue(struct wr_http_req *req)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    const char *e = wr_http_req_header(req, "Expect");
+
+    if (e == NULL || strcasecmp(e, "100-continue") != 0 || req->resp_started || req->closed ||
+        req->sent_continue || req->body_done)
+        return;
+    req->sent_continue = true;
+    conn_write3(req->c, cont, sizeof(cont) - 1, NULL, 0, NULL, 0);
 }
 
 void wr_http_req_abort(struct wr_http_req *req)

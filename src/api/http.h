@@ -173,6 +173,10 @@ void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char *
                            const char **value);
 /* The request asks to switch protocols (Upgrade with Connection: upgrade, or CONNECT). */
 bool wr_http_req_is_upgrade(const struct wr_http_req *req);
+/* A request with Expect: 100-continue gets its interim "100 Continue" now (once; nothing for
+ * others, or once the response or the body started): a proxy that streams the body says so
+ * before asking for it. */
+void wr_http_req_continue(struct wr_http_req *req);
 /* Close the client's connection now, whatever was sent: how a proxy tells the client that a
  * response it started will not complete. on_close(aborted) follows from the loop. */
 void wr_http_req_abort(struct wr_http_req *req);

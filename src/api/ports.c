@@ -104,7 +104,8 @@ static uint32_t conn_limit(const struct wr_api *api)
     return api->port_conn_limit ? api->port_conn_limit : WR_API_PORT_CONN_LIMIT;
 }
 
-/* ---- the errors ------------------------------------------------------------------------------- */
+/* ---- the errors -------------------------------------------------------------------------------
+ */
 
 /* How a route answers errors: E2B's proxy bodies (Host and header routes), or the native API's. */
 enum route_kind { ROUTE_E2B, ROUTE_NATIVE };
@@ -273,13 +274,13 @@ struct up {
     char *sb_id;
     uint16_t port;
     bool counted;
-    bool reusable;       /* the last response left it usable for another request */
-    struct preq *pr;     /* UP_HTTP: the request it serves; NULL when parked */
-    struct pconn *pc;    /* parked in this client connection */
-    struct tunnel *tn;   /* UP_TUNNEL */
-    struct wsb *wb;      /* UP_WS */
-    uv_timer_t idle;     /* PORT_IDLE_MS without a byte either way: closed */
-    uint64_t active_at;  /* loop time of the last byte */
+    bool reusable;      /* the last response left it usable for another request */
+    struct preq *pr;    /* UP_HTTP: the request it serves; NULL when parked */
+    struct pconn *pc;   /* parked in this client connection */
+    struct tunnel *tn;  /* UP_TUNNEL */
+    struct wsb *wb;     /* UP_WS */
+    uv_timer_t idle;    /* PORT_IDLE_MS without a byte either way: closed */
+    uint64_t active_at; /* loop time of the last byte */
     int handles;
     llhttp_t parser;
 };
@@ -360,7 +361,8 @@ static void up_read(struct up *u, bool on)
     u->side.reading = on;
 }
 
-/* ---- HTTP requests ----------------------------------------------------------------------------- */
+/* ---- HTTP requests -----------------------------------------------------------------------------
+ */
 
 struct preq {
     struct wr_api *api;
@@ -508,9 +510,9 @@ static int r_value_done(llhttp_t *p)
 
 static bool hop_by_hop(const char *name)
 {
-    static const char *const hop[] = {"Connection",        "Keep-Alive", "Proxy-Connection",
-                                      "Transfer-Encoding", "TE",         "Trailer",
-                                      "Upgrade",           "Content-Length"};
+    static const char *const hop[] = {
+        "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding",
+        "TE",         "Trailer",    "Upgrade",          "Content-Length"};
 
     for (size_t i = 0; i < WR_ARRAY_SIZE(hop); i++)
         if (strcasecmp(name, hop[i]) == 0)
@@ -552,7 +554,7 @@ static int r_headers_done(llhttp_t *p)
     }
     if (pr->is_head || pr->status == 204 || pr->status == 304)
         clen = (p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED) ? (int64_t)p->content_length
-                                                                         : 0;
+                                                                        : 0;
     else if ((p->flags & F_CONTENT_LENGTH) && !(p->flags & F_CHUNKED))
         clen = (int64_t)p->content_length;
     else
@@ -650,14 +652,17 @@ static void up_http_read(struct up *u, ssize_t n, const char *p)
     if (n < 0) {
         if (!pr->got_bytes && retry_fresh(pr))
             return;
+        /* A body that ends with the connection completes here (llhttp_finish calls
+         * on_message_complete, whose HPE_PAUSED it returns). */
         e = n == UV_EOF ? llhttp_finish(&u->parser) : HPE_USER;
-        if (e == HPE_OK && pr->resp_done) {
+        if ((e == HPE_OK || e == HPE_PAUSED) && pr->resp_done) {
             u->side.eof = true;
             u->reusable = false;
             return;
         }
-        preq_fail(pr, false, n == UV_EOF ? "the server closed the connection mid-answer"
-                                         : uv_strerror((int)n));
+        preq_fail(pr, false,
+                  n == UV_EOF ? "the server closed the connection mid-answer"
+                              : uv_strerror((int)n));
         return;
     }
     pr->got_bytes = true;
@@ -792,6 +797,10 @@ static void send_head(struct preq *pr)
     up_read(u, true);
     if (pr->has_body && !pr->body_started && pr->req != NULL) {
         pr->body_started = true;
+        /* The sandbox's server paces the body (and may take its time): the upstream's idle
+         * timer bounds a silent client, not the server's body timeout. */
+        wr_http_req_interactive_body(pr->req);
+        wr_http_req_continue(pr->req);
         wr_http_req_stream_body(pr->req, body_data, body_end);
     }
 }
@@ -862,7 +871,8 @@ static void on_open(void *arg, int fd, const struct wr_err *err)
     send_head(pr);
 }
 
-/* ---- tunnels (after a 101) -------------------------------------------------------------------- */
+/* ---- tunnels (after a 101) --------------------------------------------------------------------
+ */
 
 struct tunnel {
     struct side client;
@@ -1250,15 +1260,18 @@ static void tcp_start(struct wr_api *api, struct wr_http_req *req, struct wr_liv
     wr_http_req_set_data(req, t, tcpreq_closed);
 }
 
-/* ---- routing a request to a port --------------------------------------------------------------- */
+/* ---- routing a request to a port ---------------------------------------------------------------
+ */
 
 /* Request headers not passed upstream: hop-by-hop ones, the framing (rebuilt), Host (set
  * apart), and, on the native path, the caller's API key. */
 static bool header_dropped(const char *name, bool native, const char *connection)
 {
-    static const char *const drop[] = {"Connection", "Keep-Alive", "Proxy-Connection",
-                                       "TE",         "Trailer",    "Transfer-Encoding",
-                                       "Content-Length", "Host", "Expect", "Upgrade"};
+    static const char *const drop[] = {"Connection",       "Keep-Alive",
+                                       "Proxy-Connection", "TE",
+                                       "Trailer",          "Transfer-Encoding",
+                                       "Content-Length",   "Host",
+                                       "Expect",           "Upgrade"};
 
     for (size_t i = 0; i < WR_ARRAY_SIZE(drop); i++)
         if (strcasecmp(name, drop[i]) == 0)
@@ -1333,8 +1346,7 @@ static void build_head(struct preq *pr, const char *target)
     if (pr->chunked)
         wr_buf_puts(b, "Transfer-Encoding: chunked\r\n");
     else if (pr->has_body)
-        wr_buf_printf(b, "Content-Length: %lld\r\n",
-                      (long long)wr_http_req_content_length(req));
+        wr_buf_printf(b, "Content-Length: %lld\r\n", (long long)wr_http_req_content_length(req));
     wr_buf_puts(b, "\r\n");
 }
 
@@ -1382,7 +1394,8 @@ static void proxy_start(struct wr_api *api, struct wr_http_req *req, struct wr_l
     open_up(pr);
 }
 
-/* ---- the E2B routes (e2b.c) -------------------------------------------------------------------- */
+/* ---- the E2B routes (e2b.c) --------------------------------------------------------------------
+ */
 
 void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port)
 {
@@ -1416,7 +1429,8 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
     proxy_start(api, req, sb, ROUTE_E2B, id, port, wr_http_req_target(req));
 }
 
-/* ---- the native routes ------------------------------------------------------------------------ */
+/* ---- the native routes ------------------------------------------------------------------------
+ */
 
 /* The raw target with its first `skip` path segments removed ("/" if nothing is left; the
  * query kept). */
@@ -1450,8 +1464,8 @@ static void list_done(void *arg, const struct wr_port_listen *items, size_t n,
     }
     arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, json_pack("{s:i,s:s,s:s}", "port", (int)items[i].port,
-                                             "address", items[i].addr, "protocol", "tcp"));
+        json_array_append_new(arr, json_pack("{s:i,s:s,s:s}", "port", (int)items[i].port, "address",
+                                             items[i].addr, "protocol", "tcp"));
     wr_http_respond_json(req, 200, json_pack("{s:o}", "ports", arr));
 }
 
@@ -1497,8 +1511,7 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
     memcpy(idbuf, id, (size_t)(idend - id));
     idbuf[idend - id] = '\0';
     if (!api_port_parse(portp, portn, &port)) {
-        api_fail(req, WR_EINVAL, "port %.*s: a port is 1 to 65535 in decimal", (int)portn,
-                 portp);
+        api_fail(req, WR_EINVAL, "port %.*s: a port is 1 to 65535 in decimal", (int)portn, portp);
         return true;
     }
     sb = wr_manager_find(api->mgr, who.admin ? NULL : who.team, idbuf, &err);
@@ -1515,7 +1528,8 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
     return true;
 }
 
-/* ---- parked connections ------------------------------------------------------------------------ */
+/* ---- parked connections ------------------------------------------------------------------------
+ */
 
 static void on_idle_check(uv_timer_t *t)
 {

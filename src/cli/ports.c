@@ -137,7 +137,8 @@ static int relay(int ws, int in, int out, struct wr_buf *pending)
             }
             wr_buf_consume(&rx, hl + n);
         }
-        struct pollfd p[2] = {{.fd = ws, .events = POLLIN}, {.fd = in_open ? in : -1, .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = ws, .events = POLLIN},
+                              {.fd = in_open ? in : -1, .events = POLLIN}};
         if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
@@ -245,9 +246,9 @@ int cmd_ports(int argc, char **argv)
     } else {
         printf("%-6s %-40s %s\n", "PORT", "ADDRESS", "PROTOCOL");
         json_array_foreach(json_object_get(out, "ports"), k, v)
-        printf("%-6lld %-40s %s\n", (long long)json_integer_value(json_object_get(v, "port")),
-               json_string_value(json_object_get(v, "address")),
-               json_string_value(json_object_get(v, "protocol")));
+            printf("%-6lld %-40s %s\n", (long long)json_integer_value(json_object_get(v, "port")),
+                   json_string_value(json_object_get(v, "address")),
+                   json_string_value(json_object_get(v, "protocol")));
     }
     json_decref(out);
     return 0;
@@ -458,8 +459,8 @@ static bool sshd_listening(struct cli_http *c, const char *id)
     snprintf(target, sizeof(target), "/v1/sandboxes/%s/ports", id);
     if (cli_api(c, "GET", target, NULL, &out, &err) < 0)
         return false;
-    json_array_foreach(json_object_get(out, "ports"), k, v) if (
-        json_integer_value(json_object_get(v, "port")) == 22) yes = true;
+    json_array_foreach(json_object_get(out, "ports"), k,
+                       v) if (json_integer_value(json_object_get(v, "port")) == 22) yes = true;
     json_decref(out);
     return yes;
 }
@@ -505,7 +506,8 @@ int cmd_ssh(int argc, char **argv)
         "~/.ssh/authorized_keys in the sandbox (USER: the template's default user), starts\n"
         "sshd there if nothing listens on port 22, then runs the system ssh with\n"
         "  -o ProxyCommand='warren port-forward --stdio %h 22'\n"
-        "so ssh -L/-R/-D and a remote command work as usual: `warren ssh ID -L 8080:localhost:80`.\n"
+        "so ssh -L/-R/-D and a remote command work as usual: `warren ssh ID -L "
+        "8080:localhost:80`.\n"
         "--config prints an ssh_config block for ID (after the same setup), for scp, rsync\n"
         "and ssh itself: `warren ssh --config ID >> ~/.ssh/config; scp file ID:/tmp/`.\n";
     _cleanup_free_ char *dir = NULL, *key = NULL, *pub = NULL, *known = NULL, *self = NULL;
@@ -544,8 +546,8 @@ int cmd_ssh(int argc, char **argv)
     pub = xasprintf("%s.pub", key);
     known = xasprintf("%s/known_hosts", dir);
     if (access(key, R_OK) != 0) {
-        char *kg[] = {"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "warren", "-f", key,
-                      NULL};
+        char *kg[] = {"ssh-keygen", "-q",     "-t", "ed25519", "-N", "",
+                      "-C",         "warren", "-f", key,       NULL};
         if (run_wait(kg) != 0) {
             cli_errorf("ssh: ssh-keygen failed to make %s", key);
             return CLI_EXIT_FAIL;
