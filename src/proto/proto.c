@@ -14,6 +14,7 @@
  *   - strings contain no NUL and are at most WR_MAX_STR bytes (WR_MAX_PATH for paths). */
 #include "proto.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1222,15 +1223,17 @@ void wr_port_list_encode(struct wr_buf *b, uint32_t id, const struct wr_port_lis
     (void)wr_msg_end(b, start);
 }
 
+/* A numeric IPv4 or IPv6 address, as inet_ntop writes them. */
 static bool addr_ok(const uint8_t *p, size_t n)
 {
-    if (n == 0 || n >= sizeof(((struct wr_port_listen *)0)->addr))
+    char s[sizeof(((struct wr_port_listen *)0)->addr)];
+    unsigned char bin[16];
+
+    if (n == 0 || n >= sizeof(s) || memchr(p, '\0', n) != NULL)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
-              (p[i] >= 'A' && p[i] <= 'F') || p[i] == '.' || p[i] == ':'))
-            return false;
-    return true;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return inet_pton(AF_INET, s, bin) == 1 || inet_pton(AF_INET6, s, bin) == 1;
 }
 
 int wr_port_list_decode(const uint8_t *p, size_t n, struct wr_port_listen **out, size_t *count,
