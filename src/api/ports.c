@@ -384,6 +384,12 @@ struct preq {
     bool informational; /* parsing a 1xx other than 101 */
     bool draining;      /* the client's response waits for room (upstream not read) */
     int status;
+    /* The client's response head waits for the first read's body (so that a short answer goes
+     * out in one write): its framing, type and the body so far. */
+    bool start_pending;
+    int64_t clen;
+    char *ct;
+    struct wr_buf early;
     /* the upstream's response head: "name\0value\0" pairs */
     struct wr_buf hdrs, hfield, hvalue;
     bool in_value;
@@ -398,6 +404,8 @@ static void preq_free(struct preq *pr)
     wr_buf_fini(&pr->hdrs);
     wr_buf_fini(&pr->hfield);
     wr_buf_fini(&pr->hvalue);
+    wr_buf_fini(&pr->early);
+    free(pr->ct);
     free(pr);
 }
 
@@ -564,11 +572,29 @@ static int r_headers_done(llhttp_t *p)
     pr->resp_started = true;
     if ((pr->status == 204 || pr->status == 304) && ct == NULL)
         ct = "";
-    wr_http_resp_start(pr->req, pr->status, ct ? ct : "", clen);
-    return pr->is_head ? 1 : 0; /* a HEAD answer has no body, whatever it says */
+    if (pr->is_head) {
+        wr_http_resp_start(pr->req, pr->status, ct ? ct : "", clen);
+        return 1; /* a HEAD answer has no body, whatever it says */
+    }
+    pr->start_pending = true;
+    pr->clen = clen;
+    pr->ct = xstrdup(ct ? ct : "");
+    return 0;
 }
 
 static void client_drained(struct wr_http_req *req);
+
+/* Start the client's response held back by r_headers_done, with the body read so far. */
+static void resp_flush_start(struct preq *pr)
+{
+    if (!pr->start_pending || pr->req == NULL)
+        return;
+    pr->start_pending = false;
+    wr_http_resp_start(pr->req, pr->status, pr->ct, pr->clen);
+    if (pr->early.len > 0)
+        (void)wr_http_resp_write(pr->req, pr->early.data, pr->early.len);
+    wr_buf_fini(&pr->early);
+}
 
 static int r_body(llhttp_t *p, const char *at, size_t n)
 {
@@ -577,6 +603,12 @@ static int r_body(llhttp_t *p, const char *at, size_t n)
 
     if (pr == NULL || pr->req == NULL || pr->informational)
         return pr == NULL || pr->req == NULL ? HPE_USER : 0;
+    if (pr->start_pending) {
+        wr_buf_append(&pr->early, at, n);
+        if (pr->early.len >= READ_SIZE)
+            resp_flush_start(pr);
+        return 0;
+    }
     if (wr_http_resp_write(pr->req, at, n) >= UP_HIGH && !pr->draining) {
         pr->draining = true;
         wr_http_resp_on_drain(pr->req, client_drained);
@@ -599,6 +631,15 @@ static int r_done(llhttp_t *p)
     }
     pr->resp_done = true;
     u->reusable = llhttp_should_keep_alive(p) && pr->body_done;
+    if (pr->req != NULL && pr->start_pending &&
+        (pr->clen < 0 || (uint64_t)pr->clen == pr->early.len)) {
+        /* The whole answer came in one read: head and body in one write. */
+        pr->start_pending = false;
+        wr_http_respond(pr->req, pr->status, pr->ct, pr->early.data, pr->early.len);
+        wr_buf_fini(&pr->early);
+        return HPE_PAUSED;
+    }
+    resp_flush_start(pr);
     if (pr->req != NULL)
         wr_http_resp_end(pr->req);
     return HPE_PAUSED; /* what follows is not this request's */
@@ -675,18 +716,21 @@ static void up_http_read(struct up *u, ssize_t n, const char *p)
     e = llhttp_execute(&u->parser, p, (size_t)n);
     if (pr->up != u || u->side.closing)
         return;
-    if (e == HPE_OK)
+    if (e == HPE_OK) {
+        resp_flush_start(pr); /* the answer goes on in later reads: stream it */
         return;
+    }
     if (e == HPE_PAUSED && pr->status == 101 && pr->upgrade) {
         const char *stop = llhttp_get_error_pos(&u->parser);
         tunnel_start(pr, stop, (size_t)(p + n - stop));
         return;
     }
     if (e == HPE_PAUSED && pr->resp_done) {
+        /* Still read: bytes after the answer, or the upstream's close while it is parked, mean
+         * it is not reused. */
         const char *stop = llhttp_get_error_pos(&u->parser);
         if (stop != p + n)
             u->reusable = false;
-        up_read(u, false);
         return;
     }
     preq_fail(pr, false, "the server's answer is not valid HTTP/1.1");
