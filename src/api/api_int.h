@@ -19,6 +19,15 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 /* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
 bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 
+/* Exposed ports (ports.c). The native path /v1/sandboxes/{id}/ports/{port}[/...]: true if
+ * the request is one (then it is answered: proxied, or raw TCP at .../tcp). */
+bool api_ports_handle(struct wr_api *api, struct wr_http_req *req);
+/* A request routed by E2B's Host or headers to a port of sandbox id (not envd's): proxied,
+ * with E2B's proxy answers for errors (and its traffic token for private ports). */
+void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port);
+/* A port in canonical decimal, 1-65535 (no sign, no leading zero). */
+bool api_port_parse(const char *s, size_t n, unsigned *out);
+
 /* An answer that may outlive its client: the work it waits for goes on if the client leaves
  * (the request's data slot holds it). api_pending_end frees it and returns the request still
  * waiting for its answer, or NULL if the client left. */
@@ -224,6 +233,9 @@ json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
 void api_template_import(struct api_call *c);
 void api_template_pull(struct api_call *c);
 void api_template_build(struct api_call *c);
+
+/* ports.c: GET /v1/sandboxes/{id}/ports */
+void api_ports_list(struct api_call *c);
 
 /* h_volumes.c */
 void api_volumes_list(struct api_call *c);

@@ -60,7 +60,7 @@ static json_t *sandbox_json(struct wr_api *api, const struct wr_sandbox_rec *r)
 
     json_decref(n);
     e2b_token(api, r->id, token);
-    e2b_traffic_token(api, r->id, traffic);
+    wr_e2b_traffic_token(api, r->id, traffic);
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s?,s:s?}", "sandboxID", r->id, "clientID",
                      "warren", "templateID", r->template_name, "alias", r->template_name,
                      "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain",

@@ -56,6 +56,7 @@ struct options {
     const char *domain;
     const char *net_table;
     uint32_t net_max_conns, net_ready;
+    uint32_t port_conn_limit; /* exposed ports: connections to one sandbox (0: 1000) */
 };
 
 static void usage(FILE *f)
@@ -100,7 +101,9 @@ static void usage(FILE *f)
            "  --max-unauthenticated N  still sending their request head; the oldest is closed\n"
            "                         (half of --max-connections, at most 4096)\n"
            "  --max-body-connections N  with a request body arriving; beyond: 503\n"
-           "                         (half of --max-connections)\n");
+           "                         (half of --max-connections)\n"
+           "  --port-conn-limit N    connections to the exposed ports of one sandbox; beyond:\n"
+           "                         429 (1000)\n");
 }
 
 /* An option's number, min..max, into *out. */
@@ -147,7 +150,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_DOMAIN,
         O_NETTABLE,
         O_NETMAXCONN,
-        O_NETREADY
+        O_NETREADY,
+        O_PORTCONN
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -179,6 +183,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"net-table", required_argument, NULL, O_NETTABLE},
         {"net-max-connections", required_argument, NULL, O_NETMAXCONN},
         {"net-ready", required_argument, NULL, O_NETREADY},
+        {"port-conn-limit", required_argument, NULL, O_PORTCONN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -243,6 +248,10 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_KEEPTO:
             if (opt_uint(optarg, 1, 86400, &o->keepalive_timeout, &err) < 0)
+                goto bad;
+            break;
+        case O_PORTCONN:
+            if (opt_uint(optarg, 1, UINT32_MAX - 1, &o->port_conn_limit, &err) < 0)
                 goto bad;
             break;
         case O_MAXCONN:
@@ -565,6 +574,7 @@ int main(int argc, char **argv)
         .loop = loop,
         .version = WARREN_VERSION,
         .domain = o.domain,
+        .port_conn_limit = o.port_conn_limit,
     };
     the_api = &api;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {

@@ -318,5 +318,6 @@ void wr_init_main(int argc, char **argv)
         init_conns_pump();
         init_procs_pump();
         init_conns_pump();
+        init_ports_pump();
     }
 }
