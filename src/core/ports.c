@@ -39,7 +39,7 @@ struct wr_port_req {
     int slot_fd; /* the slot way's socket, given up on: closed with the request (its poll
                   * handle may still be closing) */
     bool polling[2], cancelled;
-    int handles; /* polls and timer, until their close callbacks */
+    int handles;       /* polls and timer, until their close callbacks */
     uv_poll_t poll[2]; /* one per way (slot, init): a closing handle is never reused */
     uv_timer_t timer;
     struct wr_reader rd;
