@@ -59,7 +59,8 @@ static int listen_in(int fd, uint32_t addr, uint16_t port, int type)
     struct sockaddr_in sa = sin_of(addr, port);
 
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (type == SOCK_STREAM && listen(s, 64) < 0))
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        (type == SOCK_STREAM && listen(s, 64) < 0))
         printf("# listen %u: %s\n", port, strerror(errno));
     return s;
 }
@@ -154,8 +155,9 @@ static int body(void)
     /* the internet: a veth from the host, its addresses on lo, routes both ways */
     {
         char cmd[256];
-        snprintf(cmd, sizeof(cmd), "ip link add wrtinet type veth peer name eth0 netns /proc/%d/fd/%d",
-                 (int)getpid(), inet_ns);
+        snprintf(cmd, sizeof(cmd),
+                 "ip link add wrtinet type veth peer name eth0 netns /proc/%d/fd/%d", (int)getpid(),
+                 inet_ns);
         check(netns_sh(-1, cmd) == 0, "internet veth");
     }
     netns_sh(-1, "ip addr add 198.19.255.254/31 dev wrtinet && ip link set wrtinet up && "
@@ -212,9 +214,11 @@ static int body(void)
         snprintf(p, sizeof(p), "%s/forward-was-off", state);
         check(access(p, F_OK) == 0, "forward-was-off recorded");
     }
-    check(netns_sh(-1, "nft list table inet wrtest >/dev/null") == 0, "nft lists the table");
-    check(netns_sh(-1, "nft list chain inet wrtest sb_0 | grep -q '198.19.1.0/24'") == 0,
-          "sb_0 holds the allowed block");
+    check(netns_sh(-1, getenv("NFT_SHOW") ? "nft list table inet wrtest | sed 's/^/# /'"
+                                          : "nft list table inet wrtest >/dev/null") == 0,
+          "nft lists the table");
+    check(netns_sh(-1, "nft list set inet wrtest a24 | grep -q 'wrc6120000\" . 198.19.1.0'") == 0,
+          "@a24 holds slot 0's allowed block");
 
     int l80 = listen_in(inet_ns, 0, 80, SOCK_STREAM), l81 = listen_in(inet_ns, 0, 81, SOCK_STREAM);
     int u9 = listen_in(inet_ns, 0, 9000, SOCK_DGRAM);
@@ -268,6 +272,18 @@ static int body(void)
         is_int(tcp_try(s1, 0, inet2, 81, &a), 0, "connection 1");
         is_int(tcp_try(s1, 0, inet2, 81, &b2), 0, "connection 2");
         is_int(tcp_try(s1, 0, inet2, 81, NULL), ECONNREFUSED, "connection 3 is over the cap");
+        {
+            /* the cap is the slot's own: slot 0 with the same cap is not affected */
+            struct wr_nft_sandbox s0cap = sb0;
+            int x = -1, y = -1;
+            s0cap.max_connections = 2;
+            check(wr_nft_set(t, &s0cap, &err) == 0, "slot 0 capped at 2 too %s", err.msg);
+            is_int(tcp_try(s0, 0, inet1, 81, &x), 0, "slot 0: connection 1");
+            is_int(tcp_try(s0, 0, inet1, 81, &y), 0, "slot 0: connection 2");
+            close(x);
+            close(y);
+            check(wr_nft_set(t, &sb0, &err) == 0, "slot 0 uncapped %s", err.msg);
+        }
         is_int(tcp_try(s1, 0, inet2, 80, NULL), 0, "l7: TCP 80 goes to the proxy");
         {
             struct pollfd p = {.fd = prox, .events = POLLIN};
@@ -307,7 +323,8 @@ static int body(void)
         check(wr_nft_counters(t, 1, &k, &err) == 0, "counters of slot 1 %s", err.msg);
         check(k.accepted_packets > 0 && k.accepted_bytes > 0, "accepted: %llu packets",
               (unsigned long long)k.accepted_packets);
-        check(k.dropped_packets > 0, "refused: %llu packets", (unsigned long long)k.dropped_packets);
+        check(k.dropped_packets > 0, "refused: %llu packets",
+              (unsigned long long)k.dropped_packets);
         check(wr_nft_counters(t, 2, &k, &err) < 0 && err.kind == WR_ENOTFOUND,
               "slot 2 has no counters");
     }
@@ -316,12 +333,33 @@ static int body(void)
         int c0 = -1;
         tcp_try(s0, 0, inet1, 80, &c0);
         check(ct_count(sbaddr(1)) > 0 && ct_count(sbaddr(0)) > 0, "both slots have entries");
-        check(wr_conntrack_flush_addr(sbaddr(1), &err) == 0, "flush slot 1's address %s",
-              err.msg);
+        check(wr_conntrack_flush_addr(sbaddr(1), &err) == 0, "flush slot 1's address %s", err.msg);
         is_int(ct_count(sbaddr(1)), 0, "slot 1's entries are gone");
         check(ct_count(sbaddr(0)) > 0, "slot 0's are not");
         check(wr_conntrack_flush_addr(sbaddr(5), &err) == 0, "flushing an idle address is fine");
         close(c0);
+    }
+    /* a list that changes: slot 0 allows 198.19.2.0/24 instead, then both */
+    {
+        struct wr_cidr4 two[2] = {{.addr = IP(198, 19, 2, 0), .len = 24},
+                                  {.addr = IP(198, 19, 1, 7), .len = 24}}; /* host bits: cleared */
+        struct wr_nft_sandbox s = sb0;
+        s.allow = two;
+        s.n_allow = 1;
+        check(wr_nft_set(t, &s, &err) == 0, "slot 0 allows 198.19.2.0/24 %s", err.msg);
+        is_int(tcp_try(s0, 0, inet2, 80, NULL), 0, "slot 0 reaches 198.19.2.1");
+        is_int(tcp_try(s0, 0, inet1, 80, NULL), ECONNREFUSED, "and no longer 198.19.1.1");
+        s.n_allow = 2;
+        check(wr_nft_set(t, &s, &err) == 0, "slot 0 allows both %s", err.msg);
+        is_int(tcp_try(s0, 0, inet1, 80, NULL), 0, "slot 0 reaches 198.19.1.1 again");
+        s.allow = (struct wr_cidr4[]){{.addr = IP(198, 19, 1, 1), .len = 32}};
+        s.n_allow = 1;
+        s.deny = (struct wr_cidr4[]){{.addr = IP(198, 19, 0, 0), .len = 16}};
+        s.accept_rest = true;
+        check(wr_nft_set(t, &s, &err) == 0, "slot 0: allow a /32 inside a denied /16 %s", err.msg);
+        is_int(tcp_try(s0, 0, inet1, 80, NULL), 0, "allow_out wins over deny_out");
+        is_int(tcp_try(s0, 0, inet2, 80, NULL), ECONNREFUSED, "deny_out wins over the default");
+        check(wr_nft_set(t, &sb0, &err) == 0, "slot 0 back to its policy");
     }
     /* unset and slot removal */
     check(wr_nft_unset(t, 0, &err) == 0, "unset slot 0 %s", err.msg);
