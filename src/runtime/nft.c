@@ -211,7 +211,7 @@ static void put_chain(struct batch *b, uint16_t msg, const char *name, const cha
 
 static uint32_t set_ids;
 
-/* A named set: a map of counter objects with obj_type (NFT_SET_MAP | NFT_SET_OBJECT in flags),
+/* A named set: a map of counter objects with obj_type (NFT_SET_OBJECT in flags),
  * a verdict map (NFT_SET_MAP alone), or a plain or interval set; size for a dynamic one. */
 static void put_set(struct batch *b, const char *name, uint32_t key_type, uint32_t key_len,
                     uint32_t flags, uint32_t obj_type, uint32_t size)
