@@ -55,6 +55,9 @@ struct init_config {
     /* --oom-fd: init's own /proc/self/oom_score_adj, opened for it by the host (init cannot
      * open it: its /proc files belong to the host's root), or -1. */
     int oom_fd;
+    /* --resolver: the IPv4 address /etc/resolv.conf names (a sandbox with networking), or
+     * NULL. */
+    char *resolver;
 };
 
 extern struct init_config init_cfg;

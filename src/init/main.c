@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -92,7 +93,7 @@ static void usage_exit(const char *what)
 {
     fprintf(stderr,
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
-            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD]\n",
+            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver A.B.C.D]\n",
             what);
     _exit(2);
 }
@@ -120,6 +121,14 @@ static void parse_args(int argc, char **argv)
             if (*end != '\0' || fd < 3 || fd > 1023)
                 usage_exit("--oom-fd needs a file descriptor");
             init_cfg.oom_fd = (int)fd;
+            continue;
+        }
+        if (strcmp(a, "--resolver") == 0) {
+            struct in_addr ia;
+            if (i + 1 >= argc || inet_pton(AF_INET, argv[i + 1], &ia) != 1)
+                usage_exit("--resolver needs an IPv4 address");
+            free(init_cfg.resolver);
+            init_cfg.resolver = xstrdup(argv[++i]);
             continue;
         }
         if (strcmp(a, "--env") == 0 || strcmp(a, "--cwd") == 0 || strcmp(a, "--user") == 0) {
@@ -164,6 +173,27 @@ static void cloexec_from_3(void)
         if (fl >= 0 && !(fl & FD_CLOEXEC))
             (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
     }
+}
+
+/* /etc/resolv.conf naming the sandbox's resolver (whatever the image had there: a file, or a
+ * link to systemd-resolved's, is replaced). Every port-53 packet of a networked sandbox goes to
+ * the daemon's stub anyway; the file only has to name an address. */
+static void write_resolv_conf(const char *addr)
+{
+    char buf[64];
+    int fd, n = snprintf(buf, sizeof(buf), "nameserver %s\n", addr);
+
+    if (mkdir("/etc", 0755) < 0 && errno != EEXIST) {
+        log_warn("resolv.conf: mkdir /etc: %s", strerror(errno));
+        return;
+    }
+    if (unlink("/etc/resolv.conf") < 0 && errno != ENOENT)
+        log_warn("resolv.conf: remove the image's: %s", strerror(errno));
+    fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, buf, (size_t)n) != n)
+        log_warn("resolv.conf: write: %s", strerror(errno));
+    if (fd >= 0)
+        close(fd);
 }
 
 static void ensure_stdio(void)
@@ -246,6 +276,8 @@ void wr_init_main(int argc, char **argv)
     (void)setsid();
     /* Modes in FILE_WRITE and FILE_MKDIR are applied exactly; children get the usual 022. */
     umask(0);
+    if (init_cfg.resolver != NULL)
+        write_resolv_conf(init_cfg.resolver);
     init_fs_save();
 
     epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -153,6 +153,18 @@ struct wr_sandbox_spec {
     /* Ephemeral sandboxes end when their creator's control connection closes (warren run).
      * Others outlive the process that created them (the daemon). */
     bool ephemeral;
+
+    /* Networking. netns_fd > 0: a network namespace of the host's (a network slot,
+     * src/runtime/netslot.h, already configured) that the sandbox joins instead of making its
+     * own: its child is cloned now, from inside it (never taken from the wr_runtime_prewarm
+     * pool), its root can change nothing of the network there, and its /sys is a sysfs of
+     * that namespace made by the creator. The caller keeps the fd (it may close it once create
+     * returns). 0 or -1 (what a spec that does not set it has): a loopback-only network
+     * namespace of the sandbox's own. */
+    int netns_fd;
+    /* The resolver warren-init writes into /etc/resolv.conf ("nameserver <a.b.c.d>") before
+     * the sandbox's first process (host order; 0: the file is left as the image has it). */
+    uint32_t resolver;
 };
 
 /* Start a sandbox. On success *out holds its handle and warren-init is running and has

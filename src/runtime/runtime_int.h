@@ -50,13 +50,15 @@ struct wr_runtime {
     pthread_mutex_t zygote_lock;
 };
 
-/* Clone a child in this process (sandbox.c); the zygote calls it. */
-int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+/* Clone a child in this process (sandbox.c); the zygote calls it. netns_fd >= 0: into that
+ * network namespace (a slot) instead of a new one. */
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, int netns_fd,
+                        struct wr_err *err);
 /* zygote.c */
 int wr__zygote_start(struct wr_runtime *rt, const struct wr_runtime_config *cfg,
                      struct wr_err *err);
 void wr__zygote_stop(struct wr_runtime *rt);
-int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err);
 /* Close every fd from 3 up except keep[0..n-1]; async-signal-safe. */
 void wr__close_all_but(const int *keep, size_t n);
 
