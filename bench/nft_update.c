@@ -71,8 +71,8 @@ static void report(const char *what, uint64_t *v, size_t n)
            n);
 }
 
-static struct wr_cidr4 allow[3] = {{IP(198, 19, 1, 0), 24}, {IP(198, 19, 2, 0), 24},
-                                   {IP(203, 0, 113, 7), 32}};
+static struct wr_cidr4 allow[3] = {
+    {IP(198, 19, 1, 0), 24}, {IP(198, 19, 2, 0), 24}, {IP(203, 0, 113, 7), 32}};
 static struct wr_cidr4 deny_all[1] = {{0, 0}};
 
 static struct wr_nft_sandbox policy(uint32_t slot, bool variant)

@@ -204,6 +204,8 @@ static int body(void)
     struct wr_nft_sandbox sb1 = {.slot = 1, .allow = allow_bad, .n_allow = 2, .accept_rest = true};
     struct wr_nft_sandbox sbs[2] = {sb0, sb1};
 
+    /* a new netns takes the host's IPv4 settings (net.core.devconf_inherit_init_net 0) */
+    netns_sh(-1, "echo 0 >/proc/sys/net/ipv4/ip_forward");
     is_str(netns_read("/proc/sys/net/ipv4/ip_forward"), "0", "forwarding starts off");
     check(wr_nft_open(&cfg, sbs, 2, ready, 3, &t, &err) == 0, "table built %s", err.msg);
     if (t == NULL)
