@@ -94,7 +94,8 @@ struct wr_sandbox {
     int pidfd;
     int ctl_fd;
     bool reaped;
-    bool adopted; /* not our child: wait through the pidfd, not waitpid */
+    bool adopted;     /* not our child: wait through the pidfd, not waitpid */
+    int64_t net_slot; /* WR_NETNS_POOLED: the slot taken; -1 */
     struct wr_sandbox_timing timing;
 };
 
@@ -772,12 +773,97 @@ static bool warm_take(struct wr_runtime *rt, struct wr__warm *w)
     return got;
 }
 
+static void netwarm_close(struct wr__netwarm *nw)
+{
+    warm_close(&nw->w);
+    if (nw->netns_fd >= 0)
+        close(nw->netns_fd);
+    if (nw->sysfs_fd >= 0)
+        close(nw->sysfs_fd);
+    nw->netns_fd = nw->sysfs_fd = -1;
+}
+
 void wr__runtime_pool_drain(struct wr_runtime *rt)
 {
     struct wr__warm w;
 
     while (warm_take(rt, &w))
         warm_close(&w);
+    pthread_mutex_lock(&rt->pool_lock);
+    while (rt->nnetpool > 0)
+        netwarm_close(&rt->netpool[--rt->nnetpool]);
+    pthread_mutex_unlock(&rt->pool_lock);
+}
+
+int wr_runtime_prewarm_net(struct wr_runtime *rt, const int *netns_fds, const uint32_t *slots,
+                           const uint32_t *resolvers, size_t n, struct wr_err *err)
+{
+    int made = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct wr__netwarm nw = {
+            .w = {.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1},
+            .netns_fd = -1,
+            .sysfs_fd = -1,
+            .slot = slots[i],
+            .resolver = resolvers != NULL ? resolvers[i] : 0,
+        };
+        bool full;
+
+        pthread_mutex_lock(&rt->pool_lock);
+        full = rt->nnetpool >= WR__POOL_MAX;
+        pthread_mutex_unlock(&rt->pool_lock);
+        if (full)
+            break;
+        if (ioctl(netns_fds[i], NS_GET_NSTYPE) != CLONE_NEWNET)
+            return wr_err_set(err, WR_EINVAL, errno, "fd %d is not a network namespace",
+                              netns_fds[i]);
+        nw.netns_fd = fcntl(netns_fds[i], F_DUPFD_CLOEXEC, 3);
+        if (nw.netns_fd < 0)
+            return wr_err_sys(err, "dup the slot's netns");
+        nw.sysfs_fd = wr_sysfs_build(nw.netns_fd, err);
+        if (nw.sysfs_fd < 0 || warm_spawn(rt, &nw.w, nw.netns_fd, err) < 0) {
+            nw.w.pid = 0;
+            netwarm_close(&nw);
+            return made > 0 ? made : -1;
+        }
+        pthread_mutex_lock(&rt->pool_lock);
+        if (rt->nnetpool < WR__POOL_MAX) {
+            rt->netpool[rt->nnetpool++] = nw;
+            nw.w.pid = 0;
+            made++;
+        }
+        pthread_mutex_unlock(&rt->pool_lock);
+        if (nw.w.pid != 0) { /* filled meanwhile */
+            netwarm_close(&nw);
+            break;
+        }
+    }
+    return made;
+}
+
+size_t wr_runtime_net_pooled(struct wr_runtime *rt)
+{
+    size_t n;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    n = rt->nnetpool;
+    pthread_mutex_unlock(&rt->pool_lock);
+    return n;
+}
+
+/* Take a child pre-cloned into a slot (the most recent). False if none. */
+static bool netwarm_take(struct wr_runtime *rt, struct wr__netwarm *nw)
+{
+    bool got = false;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    if (rt->nnetpool > 0) {
+        *nw = rt->netpool[--rt->nnetpool];
+        got = true;
+    }
+    pthread_mutex_unlock(&rt->pool_lock);
+    return got;
 }
 
 static void sandbox_free(struct wr_sandbox *sb)
@@ -923,6 +1009,7 @@ static struct wr_sandbox *sandbox_new(struct wr_runtime *rt, const char *id, str
     sb->rt = rt;
     sb->id = xstrdup(id);
     sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
+    sb->net_slot = -1;
     sb->timing.start = now_ns();
     if (mkdir(dir, 0700) < 0) {
         int e = errno;
@@ -967,9 +1054,23 @@ static int take_child(struct create *c, struct wr_err *err)
     struct wr_sandbox *sb = c->sb;
     struct wr__warm w;
     char path[64];
-    bool joined = c->spec->netns_fd > 0;
+    bool joined = c->spec->netns_fd > 0 || c->spec->netns_fd == WR_NETNS_POOLED;
 
-    if (joined) {
+    if (c->spec->netns_fd == WR_NETNS_POOLED) {
+        struct wr__netwarm nw;
+        if (!netwarm_take(c->rt, &nw))
+            return wr_err_set(err, WR_ELIMIT, 0, "no child waits in a network slot");
+        w = nw.w;
+        close(nw.netns_fd);
+        c->sysfs_fd = nw.sysfs_fd;
+        sb->net_slot = nw.slot;
+        if (c->spec->resolver == 0 && nw.resolver != 0) {
+            char a[WR_INET4_STRLEN];
+            wr_inet4_format(nw.resolver, a);
+            append_arg(&c->argv, "--resolver");
+            append_arg(&c->argv, a);
+        }
+    } else if (joined) {
         if (warm_spawn(c->rt, &w, c->spec->netns_fd, err) < 0)
             return -1;
     } else if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
@@ -1019,7 +1120,8 @@ static int build_rootfs(struct create *c, struct wr_err *err)
     if (inject(c->rt, "overlay", WR_ESYS, EIO, err) < 0 ||
         wr_mounts_build(spec->mounts, spec->n_mounts, c->userns_fd, c->vol_fds, err) < 0)
         return -1;
-    if (spec->netns_fd > 0 && (c->sysfs_fd = wr_sysfs_build(spec->netns_fd, err)) < 0)
+    if (spec->netns_fd > 0 && c->sysfs_fd < 0 &&
+        (c->sysfs_fd = wr_sysfs_build(spec->netns_fd, err)) < 0)
         return -1;
     return inject(c->rt, "volumes", WR_ESYS, EIO, err);
 }
@@ -1232,6 +1334,7 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     sb->rt = rt;
     sb->id = xstrdup(id);
     sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
+    sb->net_slot = -1;
     sb->adopted = true;
     sb->dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
@@ -1393,6 +1496,11 @@ const char *wr_sandbox_ctl_path(const struct wr_sandbox *sb)
 pid_t wr_sandbox_pid(const struct wr_sandbox *sb)
 {
     return sb->pid;
+}
+
+int64_t wr_sandbox_net_slot(const struct wr_sandbox *sb)
+{
+    return sb->net_slot;
 }
 
 uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb)

@@ -178,10 +178,27 @@ static int body(void)
     wr_sandbox_destroy(b, NULL);
     a = b = NULL;
 
+    /* a child pre-cloned into a slot */
+    {
+        uint32_t slot = 0;
+        struct wr_sandbox *x;
+        check(wr_runtime_prewarm_net(rt, &s0, &slot, &r0, 1, &err) == 1 &&
+                  wr_runtime_net_pooled(rt) == 1,
+              "a child waits in slot 0 %s", err.msg);
+        snprintf(id, sizeof(id), "nj-p-%d", (int)getpid());
+        x = make(rt, id, WR_NETNS_POOLED, 0);
+        check(x != NULL && wr_sandbox_net_slot(x) == 0, "a create takes it, in slot 0");
+        if (x != NULL)
+            check_joined(x, s0, r0, "pooled");
+        check(wr_runtime_net_pooled(rt) == 0, "the pool is empty");
+        check(make(rt, "nj-p2", WR_NETNS_POOLED, 0) == NULL, "another pooled create is refused");
+        wr_sandbox_destroy(x, NULL);
+    }
+
     /* the cost of the clone step: a fresh clone into a slot against a pre-cloned child */
     {
-        enum { N = 15 };
-        uint64_t warm[N], fresh[N], warm_all[N], fresh_all[N];
+        enum { N = 25 };
+        uint64_t warm[N], fresh[N], warm_all[N], fresh_all[N], pooled[N], pooled_all[N];
         for (int i = 0; i < N; i++) {
             struct wr_sandbox *x;
             const struct wr_sandbox_timing *tm;
@@ -203,11 +220,26 @@ static int body(void)
             fresh[i] = tm->cloned - tm->start;
             fresh_all[i] = tm->ready - tm->start;
             wr_sandbox_destroy(x, NULL);
+            {
+                uint32_t slot = 0;
+                if (wr_runtime_prewarm_net(rt, &s0, &slot, &r0, 1, &err) != 1)
+                    printf("# prewarm_net: %s\n", err.msg);
+            }
+            snprintf(id, sizeof(id), "nj-q%d-%d", i, (int)getpid());
+            x = make(rt, id, WR_NETNS_POOLED, 0);
+            if (x == NULL)
+                break;
+            tm = wr_sandbox_timing(x);
+            pooled[i] = tm->cloned - tm->start;
+            pooled_all[i] = tm->ready - tm->start;
+            wr_sandbox_destroy(x, NULL);
         }
-        printf("# clone step p50: pre-cloned child %.3f ms, fresh clone into a slot %.3f ms\n",
-               p50(warm, N), p50(fresh, N));
-        printf("# whole create p50: pre-cloned %.3f ms, into a slot %.3f ms\n", p50(warm_all, N),
-               p50(fresh_all, N));
+        printf("# clone step p50: pre-cloned child %.3f ms, fresh clone into a slot %.3f ms, "
+               "pre-cloned in a slot %.3f ms\n",
+               p50(warm, N), p50(fresh, N), p50(pooled, N));
+        printf("# whole create p50: pre-cloned %.3f ms, fresh into a slot %.3f ms, pre-cloned "
+               "in a slot %.3f ms\n",
+               p50(warm_all, N), p50(fresh_all, N), p50(pooled_all, N));
         ok(1, "timed %d creates of each kind", N);
     }
 
