@@ -128,7 +128,7 @@ static void set_unset(struct wr_nft *t, uint32_t slot, size_t n, const char *wha
     }
     snprintf(w2, sizeof(w2), "unset (sandbox leaves), %s", what);
     report(w2, u, n);
-    snprintf(w2, sizeof(w2), "set of a fresh sandbox (chain made), %s", what);
+    snprintf(w2, sizeof(w2), "set of a new sandbox (counters made), %s", what);
     report(w2, v, n);
     free(v);
     free(u);
