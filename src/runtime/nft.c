@@ -691,6 +691,8 @@ static int sb_apply(struct batch *b, const struct sbrec *old, const struct wr_nf
         key_elem(b, "okc", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), ok);
         key_elem(b, "noc", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), no);
         key_elem(b, "owned", NFT_MSG_NEWSETELEM, &k, sizeof(k), NULL);
+        /* a slot outside @slots would bypass every rule: a sandbox puts its slot in */
+        key_elem(b, "slots", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), NULL);
     }
     for (int deny = 0; deny < 2; deny++) {
         const struct wr_cidr4 *ov = deny ? od : oa, *nv = deny ? nd : na;

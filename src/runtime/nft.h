@@ -87,12 +87,14 @@ int wr_nft_open(const struct wr_nft_config *cfg, const struct wr_nft_sandbox *sb
                 struct wr_err *err);
 
 /* A ready slot into @slots (its traffic is then dropped unless a sandbox is set on it), or out
- * of it. Adding one that is in, or removing one that is not, is no error. */
+ * of it (only for a slot about to be destroyed: a slot outside @slots escapes every rule).
+ * Adding one that is in, or removing one that is not, is no error. */
 int wr_nft_slot_add(struct wr_nft *t, uint32_t slot, struct wr_err *err);
 int wr_nft_slot_remove(struct wr_nft *t, uint32_t slot, struct wr_err *err);
 
 /* Add or replace one sandbox's entries in one transaction: its @owned, @okc/@noc elements and
- * counters (when first set), and the difference between its old and new policy in @a<L>,
+ * counters, and its slot in @slots if it was not (when first set), and the difference between its
+ * old and new policy in @a<L>,
  * @d<L>, @cap<N>, @open and @l7. Blocks are taken with their host bits cleared; repeats are
  * ignored. Established connections stay up; new ones follow the new policy. WR_EINVAL for a
  * slot outside the pool. */

@@ -373,6 +373,14 @@ static int body(void)
           "remove slot 2 from @slots (twice)");
     check(wr_nft_slot_add(t, 2, &err) == 0 && wr_nft_slot_add(t, 2, &err) == 0,
           "add it back (twice)");
+    check(wr_nft_slot_remove(t, 2, &err) == 0, "slot 2 out of @slots again");
+    {
+        struct wr_nft_sandbox on2 = sb0;
+        on2.slot = 2;
+        check(wr_nft_set(t, &on2, &err) == 0, "a sandbox on slot 2 (out of @slots) %s", err.msg);
+        is_int(tcp_try(s2, 0, inet2, 80, NULL), ECONNREFUSED, "slot 2 is held to its policy");
+        is_int(tcp_try(s2, 0, inet1, 80, NULL), 0, "and reaches its block");
+    }
     check(wr_nft_set(t, &(struct wr_nft_sandbox){.slot = 99}, &err) < 0 && err.kind == WR_EINVAL,
           "a slot outside the pool is refused");
 
