@@ -16,6 +16,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
+#include <libnftnl/udata.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_tables.h>
@@ -235,6 +236,14 @@ static void put_set(struct batch *b, const char *name, uint32_t key_type, uint32
     }
     if (size != 0)
         nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, size);
+    if (key_type == TYPE_IFNAME) {
+        /* for `nft list`: a name is a string in host order, not a big-endian number */
+        struct nftnl_udata_buf *ud = nftnl_udata_buf_alloc(64);
+        nftnl_udata_put_u32(ud, NFTNL_UDATA_SET_KEYBYTEORDER, 1 /* BYTEORDER_HOST_ENDIAN */);
+        nftnl_set_set_data(s, NFTNL_SET_USERDATA, nftnl_udata_buf_data(ud),
+                           nftnl_udata_buf_len(ud));
+        nftnl_udata_buf_free(ud);
+    }
     nftnl_set_nlmsg_build_payload(nlh, s);
     nftnl_set_free(s);
     batch_add(b, nlh);
