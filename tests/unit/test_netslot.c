@@ -383,5 +383,12 @@ static int body(void)
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/warren-test-netslot-%d", (int)getpid());
-    return netns_test_run(body, "test_netslot");
+    {
+        /* whatever a failed run left of the slot directory (its mounts died with the child) */
+        int rc = netns_test_run(body, "test_netslot");
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        (void)netns_sh(-1, cmd);
+        return rc;
+    }
 }

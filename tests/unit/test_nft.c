@@ -402,5 +402,12 @@ static int body(void)
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/warren-test-nft-%d", (int)getpid());
-    return netns_test_run(body, "test_nft");
+    {
+        /* whatever a failed run left of the slot directory (its mounts died with the child) */
+        int rc = netns_test_run(body, "test_nft");
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        (void)netns_sh(-1, cmd);
+        return rc;
+    }
 }
