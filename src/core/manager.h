@@ -47,6 +47,7 @@ struct wr_net_config {
     size_t n_dns_upstreams;
     uint32_t max_connections; /* concurrent egress connections per sandbox; 0: 2500 */
     uint32_t ready;           /* slots kept made ahead of creates; 0: 16 */
+    uint32_t children;        /* of them, with a sandbox child pre-cloned into them (0: none) */
     const char *run_dir;      /* where slots are held (<run_dir>/net/<table>/) */
 };
 

@@ -37,7 +37,7 @@
 #define FILL_BATCH        4
 #define DEFAULT_READY     16
 #define DEFAULT_MAX_CONNS 2500
-#define NET_CHILDREN      4 /* ready slots kept with a child pre-cloned into them */
+#define NET_CHILDREN      8 /* the most ready slots cloned into at once */
 
 enum slot_state { SLOT_ABSENT, SLOT_MAKING, SLOT_READY, SLOT_USED, SLOT_RESTING };
 
@@ -386,15 +386,16 @@ static void clone_done(uv_work_t *w, int status)
     wr__work_done(m);
 }
 
-/* Keep NET_CHILDREN ready slots with a child pre-cloned into them. */
+/* Keep cfg.children ready slots with a child pre-cloned into them. */
 static void net_clone(struct wr_net *net)
 {
     struct clone_work *k;
 
-    if (net->closing || net->children >= NET_CHILDREN)
+    if (net->closing || net->children >= net->cfg.children)
         return;
     k = xcalloc(1, sizeof(*k));
-    for (size_t i = net->n_ready; i-- > 0 && net->children < NET_CHILDREN;) {
+    for (size_t i = net->n_ready;
+         i-- > 0 && net->children < net->cfg.children && k->n < NET_CHILDREN;) {
         struct slot *sl = &net->slot[net->ready[i]];
         if (sl->child || sl->cloning)
             continue;
@@ -835,7 +836,8 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
             .proxy_port = proxy_port,
             .deny = net->deny,
             .n_deny = net->n_deny,
-            .state_dir = net->dir,
+            /* host-wide, as ip_forward is: every daemon on the host keeps the guard */
+            .state_dir = "/run/warren-net",
         };
         rc = wr_nft_open(&nc, sbs, n, ready, nr, &net->nft, err);
     }
@@ -913,15 +915,18 @@ int wr_manager_set_network(struct wr_manager *m, const char *team, const char *i
         return -1;
     pub = req->ports_public >= 0 ? req->ports_public > 0 : !sb->ports_private;
     mask = req->mask_host ? req->mask_host : sb->mask_host;
-    if (wr__live_sb_ending(sb) || sb->state == LIVE_SB_CREATING)
-        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
-    if (sb->net_slot < 0 || m->net == NULL)
-        return wr_err_set(err, WR_ECONFLICT, 0,
-                          "sandbox `%s` was made without a network of its own (loopback only): "
-                          "its policy cannot change; create it with `network`",
-                          id);
     if (wr__net_request(m, req, false, &p, &slot, err) < 0)
         return -1;
+    if (wr__live_sb_ending(sb) || sb->state == LIVE_SB_CREATING || sb->net_slot < 0 ||
+        m->net == NULL) {
+        wr_net_policy_fini(&p);
+        if (sb->net_slot < 0 || m->net == NULL)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "sandbox `%s` was made without a network of its own (loopback "
+                              "only): its policy cannot change; create it with `network`",
+                              id);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is not running", id);
+    }
     compile(m->net, sb, &p, &e);
     if (wr_nft_set(m->net->nft, &e, err) < 0) {
         wr_net_policy_fini(&p);

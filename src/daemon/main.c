@@ -72,7 +72,8 @@ static void usage(FILE *f)
            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
            "  --max-timeout SECS     the longest timeout (86400)\n"
            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
-           "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
+           "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none);\n"
+           "                         with --net-default on, as many again in network slots\n"
            "  --warm N               sandboxes of the base template kept started ahead of creates\n"
            "                         (2; 0: none)\n"
            "  --disk-reserve SIZE    space on the state filesystem kept for the daemon: no new\n"
@@ -559,6 +560,8 @@ int main(int argc, char **argv)
                     .n_dns_upstreams = o.n_dns_upstreams,
                     .max_connections = o.net_max_conns,
                     .ready = o.net_ready,
+                    /* --pool's children sit in slots too when most creates take one */
+                    .children = o.net_default ? o.pool : 0,
                     .run_dir = o.run_dir,
                 },
         };

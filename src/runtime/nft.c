@@ -448,6 +448,13 @@ static void m_if_in(struct nftnl_rule *r, bool out, const char *set, bool inv)
     e_lookup(r, set, inv);
 }
 
+/* iifname (oifname) "wr*": a slot of any daemon (every host end is named wr%08x). */
+static void m_if_slotname(struct nftnl_rule *r, bool out, bool inv)
+{
+    e_meta(r, out ? NFT_META_OIFNAME : NFT_META_IIFNAME, NFT_REG_1);
+    e_cmp(r, inv ? NFT_CMP_NEQ : NFT_CMP_EQ, "wr", 2);
+}
+
 static void m_ipv4(struct nftnl_rule *r)
 {
     uint8_t v = NFPROTO_IPV4;
@@ -934,7 +941,11 @@ static void base_rules(struct batch *b, const struct wr_nft_config *cfg)
     e_verdict(r, NFT_JUMP, "sb_egress");
     rule_add(b, r);
     if (t->forward_guard) {
+        /* The host was no router before Warren: new flows that involve no slot, of this daemon
+         * or another's on the same host, are not forwarded. */
         r = rule_new(t, "forward");
+        m_if_slotname(r, false, true);
+        m_if_slotname(r, true, true);
         m_ct_state(r, CT_NEW);
         e_verdict(r, NF_DROP, NULL);
         rule_add(b, r);

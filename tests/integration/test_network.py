@@ -451,3 +451,28 @@ def test_e2b_fields(d, inet):
     st, body = e2b("PUT", "/sandboxes/nosuch/network", {})
     assert st == 404
     e2b("DELETE", "/sandboxes/" + sid)
+
+
+def test_default_internet_on_takes_children_pre_cloned_into_slots(inet):
+    """With --net-default on, --pool's children wait in network slots: a create takes one (its
+    resolver set when it was cloned), and the pool fills again."""
+    d = Daemon("--net-default", "on", "--pool", "2", "--net-ready", "4", "--warm", "0",
+               state_dir=base_state()).start()
+    try:
+        c = d.client()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(os.listdir(os.path.join(
+                "/run/warren-test-%d" % os.getpid(), "net", d.table))) < 4:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the children are cloned once slots are ready
+        for _ in range(3):
+            with make(c) as sb:
+                n = sb.get_info().network
+                assert n.enabled and n.internet
+                gw = sb.commands.run("awk '/nameserver/ {print $2}' /etc/resolv.conf").stdout.strip()
+                assert gw.split(".")[:3] == n.address.split(".")[:3]
+                assert http(sb, inet.addr("web"))["server"] == inet.addr("web")
+                assert curl(sb, "http://example.test/")["host"] == "example.test"
+    finally:
+        delete_all(d)
+        d.cleanup()
