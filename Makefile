@@ -81,7 +81,8 @@ LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # (OCI archives and registries).
 DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl \
+               -lnetfilter_conntrack -lmnl
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
