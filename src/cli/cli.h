@@ -37,6 +37,7 @@ int cmd_template(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_net_log(int argc, char **argv);
 /* `warren template build` (build.c). */
 int cli_template_build(int argc, char **argv);
 /* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */

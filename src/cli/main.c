@@ -29,6 +29,7 @@ static const struct verb verbs[] = {
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
     {"snapshot", cmd_snapshot, "capture a sandbox's files; list and delete snapshots"},
     {"fork", cmd_fork, "copy a running sandbox into N new ones"},
+    {"net-log", cmd_net_log, "show a sandbox's egress log (connections, DNS, denials)"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},
     {"config", cmd_config, "set or show the endpoint and API key"},

@@ -16,6 +16,7 @@
 #include "../api/api.h"
 #include "../core/images.h"
 #include "../core/manager.h"
+#include "../core/netlog.h"
 #include "../core/pool.h"
 #include "../core/space.h"
 #include "../runtime/runtime.h"
@@ -306,6 +307,7 @@ static void size_fds(struct options *o)
 static uv_signal_t sigterm, sigint;
 static struct wr_http_server *server;
 static struct wr_manager *manager;
+static struct wr_netlog *netlog;
 
 static void handle_closed(uv_handle_t *h)
 {
@@ -327,6 +329,10 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sigint);
     wr_pool_stop(pool);
     wr_api_e2b_close(the_api);
+    /* What is buffered is written; followers' streams end. */
+    wr_manager_set_netlog(manager, NULL);
+    wr_netlog_close(netlog);
+    netlog = NULL;
     wr_manager_close(manager);
     manager = NULL;
     wr_http_server_stop(server, server_stopped, NULL);
@@ -449,6 +455,15 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    /* The egress log's sink. The networking code gives it the pool's conntrack events and the
+     * NFLOG group once slots exist (wr_netlog_open with a pool and a lookup); until then it
+     * holds what the services report. */
+    if (wr_netlog_open(loop, store, NULL, NULL, NULL, &netlog, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        wr_manager_close(manager);
+        goto out;
+    }
+    wr_manager_set_netlog(manager, netlog);
     api = (struct wr_api){
         .mgr = manager,
         .images = images,
