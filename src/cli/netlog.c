@@ -53,7 +53,7 @@ static void print_entry(const json_t *e, bool json)
              json_integer_value(json_object_get(e, "port")));
     name = str_of(e, "name");
     printf("%-10s %-24s %-5s %-21s %-32s %10" JSON_INTEGER_FORMAT " %10" JSON_INTEGER_FORMAT
-           " %-6s %s\n",
+           " %-7s %s\n",
            str_of(e, "id"), str_of(e, "time"), str_of(e, "proto"), dest, *name ? name : "-",
            json_integer_value(json_object_get(e, "bytes_out")),
            json_integer_value(json_object_get(e, "bytes_in")),
