@@ -25,6 +25,7 @@
 
 #define HOST_IP "198.19.0.1"
 #define SB_IP   "198.19.0.2"
+#define BURST   5000
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int sh(const char *fmt, ...)
@@ -138,7 +139,19 @@ static void sandbox(int ready, int go)
         (void)connect(fd, (struct sockaddr *)&a, sizeof(a));
     }
     (void)!write(ready, "d", 1);
-    (void)!read(go, &c, 1);
+    /* 'b': a burst of BURST flows (one datagram each, from ports of their own), then 'q'. */
+    if (read(go, &c, 1) == 1 && c == 'b') {
+        struct sockaddr_in a = sin_of(HOST_IP, 5005);
+        for (int i = 0; i < BURST; i++) {
+            struct sockaddr_in from = sin_of(SB_IP, (uint16_t)(20000 + i));
+            fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            (void)bind(fd, (struct sockaddr *)&from, sizeof(from));
+            (void)sendto(fd, "b", 1, 0, (struct sockaddr *)&a, sizeof(a));
+            close(fd);
+        }
+        (void)!write(ready, "d", 1);
+        (void)!read(go, &c, 1);
+    }
     _exit(0);
 }
 
@@ -195,6 +208,12 @@ static void pump(int fd, int ms, int (*rd)(void), int (*want)(void))
     }
 }
 
+static int n_burst;
+static void on_burst(void *arg, const struct wr_ct_event *ev)
+{
+    if (ev->type == WR_CT_EV_DESTROY && ev->dport == 5005)
+        n_burst++;
+}
 static struct wr_ctevents *ct, *ct_lo;
 static int n_lo;
 static void on_lo(void *arg, const struct wr_ct_event *ev)
@@ -240,6 +259,10 @@ static int want_news(void)
 static int want_log(void)
 {
     return n_pkt > 0;
+}
+static int want_log_never(void)
+{
+    return 0;
 }
 
 static int in_netns(void)
@@ -373,6 +396,33 @@ static int in_netns(void)
         is_str(pkts[0].prefix, "deny_out " HOST_IP "/32", "nflog: the rule's prefix");
     }
     is_int(wr_rt_ctevents_lost(ct), 0, "no events lost");
+
+    /* A burst: BURST flows ended at once (a slot released with that many open). */
+    {
+        struct timespec t0, t1;
+        struct wr_err e2;
+        double ms;
+        (void)!write(go[1], "b", 1);
+        if (read(ready[0], &c, 1) != 1)
+            return 1;
+        /* Drain the NEW events first, then time the DESTROY ones alone. */
+        pump(wr_rt_ctevents_fd(ct), 500, rd_ct, want_log_never);
+        sh("conntrack -F 2>/dev/null");
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (n_burst < BURST) {
+            struct pollfd p = {.fd = wr_rt_ctevents_fd(ct), .events = POLLIN};
+            if (poll(&p, 1, 2000) <= 0)
+                break;
+            if (wr_rt_ctevents_read(ct, on_burst, NULL, &e2) < 0)
+                break;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        is_int(n_burst, BURST, "every DESTROY of a burst of flows read");
+        is_int(wr_rt_ctevents_lost(ct), 0, "none lost to a full buffer");
+        printf("# %d DESTROY events flushed and read in %.1f ms (%.2f us each)\n", n_burst, ms,
+               n_burst ? ms * 1000 / n_burst : 0);
+    }
 
     (void)!write(go[1], "q", 1);
     waitpid(pid, NULL, 0);

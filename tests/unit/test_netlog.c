@@ -161,7 +161,36 @@ static void test_sink(void)
     is_int(st.dropped, 500, "a burst beyond the buffer is counted and dropped");
     is_int(st.pending, WR_NETLOG_PENDING_MAX, "the buffer is full, not more");
     uv_run(&loop, UV_RUN_NOWAIT);
-    is_int(count("sb-b"), 100, "the burst is written (and bounded)");
+    wr_netlog_get_stats(nl, &st);
+    ok(st.pending == WR_NETLOG_PENDING_MAX - 1024, "one loop iteration writes one batch of 1024");
+    while (wr_netlog_get_stats(nl, &st), st.pending > 0)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    is_int(count("sb-b"), 100, "the burst is written in batches (and bounded)");
+
+    /* Cost on the loop: a full buffer written at once, then again past the bound (trimmed). */
+    {
+        struct timespec t0, t1, t2;
+        wr_netlog_set_keep(nl, 0);
+        add_sandbox("sb-c", "team-c");
+        for (int i = 0; i < WR_NETLOG_PENDING_MAX; i++)
+            add("sb-c", 443);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (wr_netlog_get_stats(nl, &st), st.pending > 0)
+            uv_run(&loop, UV_RUN_NOWAIT);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        for (int i = 0; i < WR_NETLOG_PENDING_MAX; i++)
+            add("sb-c", 443);
+        while (wr_netlog_get_stats(nl, &st), st.pending > 0)
+            uv_run(&loop, UV_RUN_NOWAIT);
+        clock_gettime(CLOCK_MONOTONIC, &t2);
+        is_int(count("sb-c"), WR_NETLOG_KEEP_DEFAULT, "the default bound holds");
+        printf("# flush of %d entries: %.1f ms; of %d more past the bound (trim %d): %.1f ms\n",
+               WR_NETLOG_PENDING_MAX,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+               WR_NETLOG_PENDING_MAX, 2 * WR_NETLOG_PENDING_MAX - WR_NETLOG_KEEP_DEFAULT,
+               (double)(t2.tv_sec - t1.tv_sec) * 1e3 + (double)(t2.tv_nsec - t1.tv_nsec) / 1e6);
+        wr_netlog_set_keep(nl, 100);
+    }
 
     /* Followers. */
     ok(wr_netlog_follow(&mgr, "team-b", "sb-b", 0, on_follow, &f, &sub, &err) == 0, "follow sb-b");
