@@ -55,6 +55,8 @@ STORE_SRC   := $(wildcard src/store/*.c)
 API_SRC     := $(wildcard src/api/*.c)
 IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
+# The daemon's egress services (DNS stub, L7 proxy, policy): libuv and util/ only.
+NET_SRC     := $(wildcard src/net/*.c)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
 LLHTTP_DIR  := /usr/share/llhttp
 LLHTTP_INC  := /usr/share/include/llhttp
@@ -79,10 +81,12 @@ HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).
-DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC))
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl \
-               -lnetfilter_conntrack -lmnl
+# The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
+NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
+               $(shell pkg-config --libs ldns)
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
@@ -275,6 +279,8 @@ check-layers:
 	    { echo "check-layers: image/ knows the HTTP server, SQL or the daemon"; exit 1; }
 	@! grep -nE 'jansson\.h|json_cleanup\.h' $$(git ls-files 'src/util/*.c' 'src/proto/*' 'src/runtime/*' 'src/init/*') || \
 	    { echo "check-layers: util/, proto/, runtime/ or init/ needs jansson"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core|runtime|image|proto)/|jansson\.h|sqlite3\.h' $$(git ls-files 'src/net/*') || \
+	    { echo "check-layers: net/ uses more than libuv and util/"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

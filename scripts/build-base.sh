@@ -1,7 +1,8 @@
 #!/bin/sh
 # Build Warren's `base` template: Debian bookworm (minbase) with bash, coreutils, python3, nodejs,
-# git, curl, ca-certificates, procps, sudo and libnss-myhostname (so the sandbox's hostname, its
-# id, resolves), and a user `user` (uid 1000, /home/user, bash, passwordless sudo). Needs root and
+# git, curl, ca-certificates, procps, sudo, libnss-myhostname (so the sandbox's hostname, its
+# id, resolves) and openssh-server (not started at boot and without host keys: `warren ssh`
+# makes them and starts sshd on demand), and a user `user` (uid 1000, /home/user, bash, passwordless sudo). Needs root and
 # the Debian archive; takes about a minute (the .deb cache saves the downloads on rebuilds).
 #
 # Usage: scripts/build-base.sh OUTDIR
@@ -18,7 +19,7 @@
 set -eu
 
 SUITE=bookworm
-PACKAGES=bash,coreutils,python3,nodejs,git,curl,ca-certificates,procps,sudo,libnss-myhostname
+PACKAGES=bash,coreutils,python3,nodejs,git,curl,ca-certificates,procps,sudo,libnss-myhostname,openssh-server
 PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # ---- hooks: mmdebstrap runs this script again inside the build, with the rootfs in $3 ---------
@@ -63,6 +64,13 @@ hook_customize() {
     echo 'user ALL=(ALL) NOPASSWD:ALL' >"$r/etc/sudoers.d/user"
     chmod 0440 "$r/etc/sudoers.d/user"
     chroot "$r" visudo -cq -f /etc/sudoers.d/user
+
+    # sshd: every sandbox makes host keys of its own (`warren ssh` runs ssh-keygen -A the first
+    # time); none is shared through the template. Nothing starts it at boot (there is no init
+    # system), and the service links the package made are removed.
+    rm -f "$r"/etc/ssh/ssh_host_*
+    rm -f "$r"/etc/rc?.d/*ssh "$r"/etc/systemd/system/*.wants/ssh.service \
+        "$r"/etc/systemd/system/sshd.service
 
     # Not the build machine's: minbase writes no /etc/hosts, and mmdebstrap copies the host's
     # /etc/hostname and /etc/resolv.conf. A sandbox's hostname is its id (set by Warren).

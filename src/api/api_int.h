@@ -19,6 +19,15 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 /* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
 bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 
+/* Exposed ports (ports.c). The native path /v1/sandboxes/{id}/ports/{port}[/...]: true if
+ * the request is one (then it is answered: proxied, or raw TCP at .../tcp). */
+bool api_ports_handle(struct wr_api *api, struct wr_http_req *req);
+/* A request routed by E2B's Host or headers to a port of sandbox id (not envd's): proxied,
+ * with E2B's proxy answers for errors (and its traffic token for private ports). */
+void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port);
+/* A port in canonical decimal, 1-65535 (no sign, no leading zero). */
+bool api_port_parse(const char *s, size_t n, unsigned *out);
+
 /* An answer that may outlive its client: the work it waits for goes on if the client leaves
  * (the request's data slot holds it). api_pending_end frees it and returns the request still
  * waiting for its answer, or NULL if the client left. */
@@ -98,6 +107,23 @@ int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allow
 
 /* ---- routes (router.c) ----------------------------------------------------------------------- */
 
+/* ---- network.c: a sandbox's network ------------------------------------------------------- */
+
+/* A wr_net_req and the arrays it points into (the strings are the parsed body's). */
+struct api_net_req {
+    struct wr_net_req r;
+    const char **allow, **deny;
+};
+void api_net_req_fini(struct api_net_req *r);
+/* The native `network` object (create: `enabled` allowed). -1 after answering 400. */
+int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create,
+                         struct api_net_req *out);
+/* E2B's `allow_internet_access` and `network` of a create (or of PUT /sandboxes/{id}/network:
+ * create false) body. -1 after answering 400. */
+int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create, struct api_net_req *out);
+/* The record's `network` object as the native API answers it. */
+json_t *api_network_json(const struct wr_sandbox_rec *r);
+
 /* A call of a route of the native API, as the router hands it to the route's handler. It is the
  * router's: valid while the handler runs; a handler that answers later copies what it needs. */
 #define API_MAX_SEGS 8
@@ -153,6 +179,9 @@ void api_sandbox_pause(struct api_call *c);
 void api_sandbox_resume(struct api_call *c);
 void api_sandbox_metrics(struct api_call *c);
 void api_sandbox_disk(struct api_call *c);
+void api_sandbox_network_get(struct api_call *c);
+void api_sandbox_network_put(struct api_call *c);
+void api_sandbox_network_stats(struct api_call *c);
 
 /* h_exec.c */
 void api_exec_start(struct api_call *c);
@@ -207,6 +236,9 @@ json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
 void api_template_import(struct api_call *c);
 void api_template_pull(struct api_call *c);
 void api_template_build(struct api_call *c);
+
+/* ports.c: GET /v1/sandboxes/{id}/ports */
+void api_ports_list(struct api_call *c);
 
 /* h_volumes.c */
 void api_volumes_list(struct api_call *c);

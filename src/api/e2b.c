@@ -70,19 +70,33 @@ void wr_api_e2b_close(struct wr_api *api)
     api->e2b = NULL;
 }
 
-void e2b_token(const struct wr_api *api, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1])
+/* Hex HMAC-SHA256 of prefix + id under the daemon's secret. */
+static void hmac_hex(const struct wr_api *api, const char *prefix, const char *sandbox_id,
+                     char out[E2B_TOKEN_HEX + 1])
 {
     static const char hex[] = "0123456789abcdef";
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
+    _cleanup_free_ char *msg = xasprintf("%s%s", prefix, sandbox_id);
 
-    HMAC(EVP_sha256(), api->e2b->secret, sizeof(api->e2b->secret),
-         (const unsigned char *)sandbox_id, strlen(sandbox_id), mac, &len);
+    HMAC(EVP_sha256(), api->e2b->secret, sizeof(api->e2b->secret), (const unsigned char *)msg,
+         strlen(msg), mac, &len);
     for (unsigned i = 0; i < 32; i++) {
         out[2 * i] = hex[mac[i] >> 4];
         out[2 * i + 1] = hex[mac[i] & 15];
     }
     out[E2B_TOKEN_HEX] = '\0';
+}
+
+void e2b_token(const struct wr_api *api, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1])
+{
+    hmac_hex(api, "", sandbox_id, out);
+}
+
+void wr_e2b_traffic_token(const struct wr_api *api, const char *sandbox_id,
+                          char out[E2B_TOKEN_HEX + 1])
+{
+    hmac_hex(api, "sandbox-traffic-", sandbox_id, out);
 }
 
 static bool token_ok(const struct wr_api *api, const char *id, const char *presented)
@@ -269,29 +283,31 @@ void e2b_rpc(struct e2b_envd *ev, struct wr_http_req *req, const struct e2b_serv
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
-/* Host "<port>-<id>.<domain>[:p]": fills port and id. */
-static bool host_route(const char *host, unsigned *port, char *id, size_t idsize)
+/* Host "<port>-<id>.<domain>[:p]": 1 with port and id filled; 0 if the Host is not of that
+ * shape; -1 if it is but the port is not a port in canonical decimal ("0", "08080", "65536",
+ * "-1"): id is filled. A first label that starts with a digit or '-' and has a '-' after it is
+ * taken for that shape. */
+static int host_route(const char *host, unsigned *port, char *id, size_t idsize)
 {
-    const char *p = host, *dash, *dot;
-    unsigned v = 0;
+    const char *dash, *dot;
 
-    if (host == NULL || !isdigit((unsigned char)*p))
-        return false;
-    while (isdigit((unsigned char)*p) && v < 100000)
-        v = v * 10 + (unsigned)(*p++ - '0');
-    if (*p != '-' || v == 0 || v > 65535)
-        return false;
-    dash = p;
-    dot = strchr(dash, '.');
-    if (dot == NULL || dot == dash + 1 || (size_t)(dot - dash - 1) >= idsize)
-        return false;
+    if (host == NULL || !(isdigit((unsigned char)host[0]) || host[0] == '-'))
+        return 0;
+    dash = strchr(host + 1, '-');
+    dot = strchr(host, '.');
+    if (dash == NULL || dot == NULL || dash > dot || dot == dash + 1 ||
+        (size_t)(dot - dash - 1) >= idsize)
+        return 0;
     for (const char *c = dash + 1; c < dot; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-')
-            return false;
+            return 0;
     memcpy(id, dash + 1, (size_t)(dot - dash - 1));
     id[dot - dash - 1] = '\0';
-    *port = v;
-    return true;
+    if (host[0] == '-') {
+        /* "-1-<id>": a negative port */
+        return -1;
+    }
+    return api_port_parse(host, (size_t)(dash - host), port) ? 1 : -1;
 }
 
 /* A sandbox id as the daemon makes them: 1 to 64 of [A-Za-z0-9_-] (the header's value is the
@@ -387,9 +403,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
     const struct e2b_service *rpc = rpc_service(path, &rpc_method);
 
     if (port != E2B_ENVD_PORT) {
-        not_reachable(req, id,
-                      "only port 49983 (envd) of a sandbox is served: other ports are reserved "
-                      "for the sandbox networking work and not forwarded yet");
+        api_port_e2b(api, req, id, port);
         return;
     }
     if (strcmp(path, "/health") == 0) {
@@ -449,8 +463,9 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req)
     const char *id = wr_http_req_header(req, "E2b-Sandbox-Id");
     const char *port_h = wr_http_req_header(req, "E2b-Sandbox-Port");
     char hid[128];
-    unsigned port = E2B_ENVD_PORT;
+    unsigned port = E2B_ENVD_PORT, hport = 0;
     struct wr_caller who;
+    int hr;
 
     if (api->e2b == NULL)
         return false;
@@ -458,22 +473,41 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req)
         id = wr_http_req_header(req, "Novita-Sandbox-Id");
         port_h = wr_http_req_header(req, "Novita-Sandbox-Port");
     }
+    hr = host_route(wr_http_req_header(req, "Host"), &hport, hid, sizeof(hid));
     if (id != NULL) {
-        if (port_h != NULL) {
-            char *end;
-            unsigned long v = strtoul(port_h, &end, 10);
-            port = *port_h && *end == '\0' && v <= 65535 ? (unsigned)v : 0;
-        }
-    } else if (host_route(wr_http_req_header(req, "Host"), &port, hid, sizeof(hid))) {
-        id = hid;
-    }
-    if (id != NULL) {
+        bool port_ok = true;
+        if (port_h != NULL)
+            port_ok = api_port_parse(port_h, strlen(port_h), &port);
         wr_http_req_numeric_errors(req);
         if (!id_ok(id)) {
             not_reachable(req, "", "The sandbox was not found");
             return true;
         }
+        if (!port_ok) {
+            not_reachable(req, id, "The sandbox port is not valid");
+            return true;
+        }
+        /* A Host naming another sandbox or port than the headers: which one is meant? */
+        if (hr != 0 && (hr < 0 || strcmp(hid, id) != 0 || hport != port)) {
+            api_fail(req, WR_EINVAL,
+                     "the Host header names another sandbox or port than the E2b-Sandbox-Id "
+                     "and E2b-Sandbox-Port headers");
+            return true;
+        }
         envd(api, req, id, port);
+        return true;
+    }
+    if (hr != 0) {
+        wr_http_req_numeric_errors(req);
+        if (!id_ok(hid)) {
+            not_reachable(req, "", "The sandbox was not found");
+            return true;
+        }
+        if (hr < 0) {
+            not_reachable(req, hid, "The sandbox port is not valid");
+            return true;
+        }
+        envd(api, req, hid, hport);
         return true;
     }
     if (!control_path(path))

@@ -75,6 +75,11 @@ struct e2b_envd {
 
 /* The sandbox's envd access token (hex HMAC-SHA256 of the id under the daemon's secret). */
 void e2b_token(const struct wr_api *api, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1]);
+/* The sandbox's traffic access token, E2B's `trafficAccessToken` (hex HMAC-SHA256 of
+ * "sandbox-traffic-" + id under the daemon's secret): requests to the ports of a sandbox with
+ * private ports carry it in the e2b-traffic-access-token header. */
+void wr_e2b_traffic_token(const struct wr_api *api, const char *sandbox_id,
+                          char out[E2B_TOKEN_HEX + 1]);
 /* An absolute path for `path` as seen by `user` (relative paths and ~ resolve against the
  * user's home); NULL for an empty or too long path. The caller frees it. */
 char *e2b_abs_path(const char *user, const char *path);

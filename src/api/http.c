@@ -118,6 +118,8 @@ struct wr_http_req {
     bool drain_armed;
     bool numeric_errors; /* wr_http_respond_error writes the status as `code` (E2B's shape) */
     bool interactive;    /* wr_http_req_interactive_body: no body timeout */
+    bool head_only;      /* a streamed answer to HEAD: its body is not sent */
+    bool sent_continue;  /* wr_http_req_continue wrote its 100 */
 };
 
 struct wr_ws {
@@ -127,6 +129,9 @@ struct wr_ws {
     struct wr_ws_callbacks cbs;
     void *user;
     bool in_recv;
+    bool paused;      /* wr_ws_pause: no message is delivered, the socket is not read */
+    bool drain_armed; /* wr_ws_send left the queue above LOW_WATER */
+    void (*on_drain)(struct wr_ws *ws, void *ctx);
 };
 
 /* Where a connection is, for its timeout and the caps: just accepted (not yet admitted),
@@ -177,6 +182,9 @@ struct conn {
     const char *err_msg;
     size_t pending; /* bytes handed to uv_write and not yet completed */
     struct wr_ws *ws;
+    unsigned idle_ms; /* wr_http_req_idle_timeout; 0: the server's */
+    void *data;       /* wr_http_conn_set_data */
+    void (*data_free)(void *data);
 };
 
 enum limit_kind { LIM_PEER, LIM_CONNS, LIM_UNAUTH, LIM_BODIES, LIM_FDS, LIM_KINDS };
@@ -559,6 +567,13 @@ static void on_write(uv_write_t *w, int status)
         return;
     }
     struct wr_http_req *r = c->cur;
+    if (c->ws && c->ws->drain_armed && c->pending < LOW_WATER) {
+        c->ws->drain_armed = false;
+        if (c->ws->on_drain)
+            c->ws->on_drain(c->ws, c->ws->user);
+        if (c->closing)
+            return;
+    }
     if (r && r->drain_armed && c->pending < LOW_WATER) {
         r->drain_armed = false;
         if (r->on_drain && !r->closed)
@@ -678,7 +693,9 @@ static void conn_update_read(struct conn *c)
 
     if (c->closing || c->read_eof)
         want = false;
-    else if (c->lingering || c->ws || c->parse_dead)
+    else if (c->ws)
+        want = !c->ws->paused && !(c->in && c->in_off == 0 && c->in_len == IN_CAP);
+    else if (c->lingering || c->parse_dead)
         want = true;
     else if (c->in && c->in_off == 0 && c->in_len == IN_CAP)
         want = false;
@@ -740,7 +757,7 @@ static uint64_t conn_deadline(const struct conn *c)
     case PH_HEAD:
         return c->phase_at + srv->head_ms;
     case PH_IDLE:
-        return c->phase_at + srv->idle_ms;
+        return c->phase_at + (c->idle_ms ? c->idle_ms : srv->idle_ms);
     case PH_ACTIVE:
         return c->body_clock ? c->rx_at + srv->body_ms : 0;
     case PH_LINGER:
@@ -836,7 +853,7 @@ static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
     size_t avail = c->in ? c->in_len - c->in_off : 0;
     size_t n = avail < len ? avail : len;
 
-    if (n == 0) {
+    if (n == 0 || ws->paused) {
         wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
         return -1;
     }
@@ -876,7 +893,9 @@ static void ws_process(struct conn *c)
     struct wr_ws *ws = c->ws;
     int rc = 0;
 
-    if (wslay_event_want_read(ws->ctx)) {
+    if (ws->paused) {
+        /* Input stays in c->in until wr_ws_resume. */
+    } else if (wslay_event_want_read(ws->ctx)) {
         ws->in_recv = true;
         rc = wslay_event_recv(ws->ctx);
         ws->in_recv = false;
@@ -1311,6 +1330,8 @@ static void conn_free(struct conn *c)
     } else if (r) {
         req_finish(c, r, !req_done(c, r));
     }
+    if (c->data_free)
+        c->data_free(c->data);
     free(c->in);
     wr_buf_fini(&c->hfield);
     wr_buf_fini(&c->hvalue);
@@ -2050,6 +2071,7 @@ void wr_http_resp_start(struct wr_http_req *req, int status, const char *content
     resp_head(req, &h, status, content_type, content_length);
     req->resp_chunked = content_length < 0;
     req->resp_left = content_length;
+    req->head_only = strcmp(wr_http_req_method(req), "HEAD") == 0;
     conn_write3(req->c, h.data, h.len, NULL, 0, NULL, 0);
     wr_buf_fini(&h);
 }
@@ -2061,7 +2083,7 @@ size_t wr_http_resp_write(struct wr_http_req *req, const void *p, size_t n)
 
     if (!req->resp_started || req->resp_ended || req->closed || c->closing)
         return req->closed ? 0 : c->pending;
-    if (n == 0)
+    if (n == 0 || req->head_only)
         return c->pending;
     if (req->resp_chunked) {
         char head[32];
@@ -2094,7 +2116,9 @@ void wr_http_resp_end(struct wr_http_req *req)
 {
     if (!req->resp_started || req->resp_ended || req->closed)
         return;
-    if (req->resp_chunked) {
+    if (req->head_only) {
+        /* The head announced the body; a HEAD answer has none. */
+    } else if (req->resp_chunked) {
         conn_write3(req->c, "0\r\n\r\n", 5, NULL, 0, NULL, 0);
     } else if (req->resp_left > 0) {
         /* Short body: the client can only learn that from the connection closing. */
@@ -2225,6 +2249,122 @@ void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason)
         c->ws_close_at = uv_now(c->srv->loop);
     conn_arm(c);
     conn_kick(c);
+}
+
+void wr_ws_pause(struct wr_ws *ws)
+{
+    if (ws->paused || ws->c->closing)
+        return;
+    ws->paused = true;
+    conn_update_read(ws->c);
+}
+
+void wr_ws_resume(struct wr_ws *ws)
+{
+    if (!ws->paused || ws->c->closing)
+        return;
+    ws->paused = false;
+    conn_kick(ws->c);
+}
+
+void wr_ws_on_drain(struct wr_ws *ws, void (*on_drain)(struct wr_ws *ws, void *ctx))
+{
+    ws->on_drain = on_drain;
+}
+
+size_t wr_ws_pending(const struct wr_ws *ws)
+{
+    return ws->c->closing ? 0 : ws->c->pending + wslay_event_get_queued_msg_length(ws->ctx);
+}
+
+/* ---- taking the connection over ---------------------------------------------------------- */
+
+const char *wr_http_req_target(const struct wr_http_req *req)
+{
+    return wr_buf_str((struct wr_buf *)&req->url);
+}
+
+size_t wr_http_req_header_count(const struct wr_http_req *req)
+{
+    return req->headers.n;
+}
+
+void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char **name,
+                           const char **value)
+{
+    *name = req->headers.v[i].name;
+    *value = req->headers.v[i].value;
+}
+
+bool wr_http_req_is_upgrade(const struct wr_http_req *req)
+{
+    return req->is_upgrade;
+}
+
+void wr_http_req_continue(struct wr_http_req *req)
+{
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    const char *e = wr_http_req_header(req, "Expect");
+
+    if (e == NULL || strcasecmp(e, "100-continue") != 0 || req->resp_started || req->closed ||
+        req->sent_continue || req->body_done)
+        return;
+    req->sent_continue = true;
+    conn_write3(req->c, cont, sizeof(cont) - 1, NULL, 0, NULL, 0);
+}
+
+void wr_http_req_abort(struct wr_http_req *req)
+{
+    if (!req->closed)
+        conn_close(req->c);
+}
+
+void wr_http_req_idle_timeout(struct wr_http_req *req, unsigned ms)
+{
+    req->c->idle_ms = ms;
+}
+
+void wr_http_conn_set_data(struct wr_http_req *req, void *data, void (*data_free)(void *data))
+{
+    req->c->data = data;
+    req->c->data_free = data_free;
+}
+
+void *wr_http_conn_data(const struct wr_http_req *req)
+{
+    return req->c->data;
+}
+
+int wr_http_req_hijack(struct wr_http_req *req, int *fd, bool *is_unix, struct wr_buf *rest,
+                       struct wr_err *err)
+{
+    struct conn *c = req->c;
+    uv_os_fd_t ofd;
+    int nfd;
+
+    if (req->closed || c->closing || req->resp_started || c->ws || req->mode != BODY_NONE)
+        return wr_err_set(err, WR_ECONFLICT, 0, "the connection cannot be taken over now");
+    if (uv_fileno(&c->io.h, &ofd) < 0)
+        return wr_err_set(err, WR_EINTERNAL, 0, "the connection has no fd");
+    nfd = fcntl(ofd, F_DUPFD_CLOEXEC, 3);
+    if (nfd < 0)
+        return wr_err_sys(err, "dup");
+    if (c->in && c->in_len > c->in_off)
+        wr_buf_append(rest, c->in + c->in_off, c->in_len - c->in_off);
+    c->in_off = c->in_len;
+    *fd = nfd;
+    *is_unix = c->is_unix;
+    /* The server forgets the request (no on_close) and closes its handle; the socket lives on
+     * in nfd, so nothing reaches the client. */
+    req->on_close = NULL;
+    req->data = NULL;
+    if (c->data_free) {
+        c->data_free(c->data);
+        c->data_free = NULL;
+        c->data = NULL;
+    }
+    conn_close(c);
+    return 0;
 }
 
 /* ---- for tests/fuzz/fuzz_http.c (http_int.h) --------------------------------------------- */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "../util/buf.h"
 #include "../util/err.h"
 
 struct wr_http_server;
@@ -152,3 +153,45 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
 size_t wr_ws_send(struct wr_ws *ws, int opcode, const void *p, size_t n);
 /* Start the close handshake with a status code. */
 void wr_ws_close(struct wr_ws *ws, uint16_t code, const char *reason);
+/* Backpressure from the receiver: while paused no on_message comes (at most the messages
+ * already in wslay's buffer) and the socket is not read, so the client's sends block. */
+void wr_ws_pause(struct wr_ws *ws);
+void wr_ws_resume(struct wr_ws *ws);
+/* Called when the bytes queued fall below the low-water mark (256 KiB) after a wr_ws_send
+ * that left them at or above it. */
+void wr_ws_on_drain(struct wr_ws *ws, void (*on_drain)(struct wr_ws *ws, void *ctx));
+/* Bytes queued and not yet written (as wr_ws_send returns). */
+size_t wr_ws_pending(const struct wr_ws *ws);
+
+/* ---- proxies ----------------------------------------------------------------------------- */
+
+/* The request-target as the client sent it (not decoded; with the query). */
+const char *wr_http_req_target(const struct wr_http_req *req);
+/* The request's headers in the order they came (repeats joined with ", "): i < count. */
+size_t wr_http_req_header_count(const struct wr_http_req *req);
+void wr_http_req_header_at(const struct wr_http_req *req, size_t i, const char **name,
+                           const char **value);
+/* The request asks to switch protocols (Upgrade with Connection: upgrade, or CONNECT). */
+bool wr_http_req_is_upgrade(const struct wr_http_req *req);
+/* A request with Expect: 100-continue gets its interim "100 Continue" now (once; nothing for
+ * others, or once the response or the body started): a proxy that streams the body says so
+ * before asking for it. */
+void wr_http_req_continue(struct wr_http_req *req);
+/* Close the client's connection now, whatever was sent: how a proxy tells the client that a
+ * response it started will not complete. on_close(aborted) follows from the loop. */
+void wr_http_req_abort(struct wr_http_req *req);
+/* The idle timeout of this connection once this request is over (ms; 0: the server's). */
+void wr_http_req_idle_timeout(struct wr_http_req *req, unsigned ms);
+/* State of the handler's for the request's connection, kept across its requests:
+ * data_free(data) is called when the connection goes (after the on_close of its last request)
+ * or is taken over. */
+void wr_http_conn_set_data(struct wr_http_req *req, void *data, void (*data_free)(void *data));
+void *wr_http_conn_data(const struct wr_http_req *req);
+/* Take the connection over, after the request head and before any response or body call: *fd
+ * gets a dup of the client's socket (nonblocking, close-on-exec; the caller owns it), *is_unix
+ * whether it came over the unix socket, and `rest` the bytes already read past the head (the
+ * body's start, or the first bytes of an upgraded protocol). The server then forgets the
+ * request (no on_close) and the connection. Returns 0, or -1 with err (WR_ECONFLICT: a
+ * response, body read or WebSocket has started). */
+int wr_http_req_hijack(struct wr_http_req *req, int *fd, bool *is_unix, struct wr_buf *rest,
+                       struct wr_err *err);

@@ -253,6 +253,9 @@ static const struct api_route routes[] = {
     {"GET", "sandboxes/*", api_sandbox_get, 0, 0},
     {"DELETE", "sandboxes/*", api_sandbox_delete, 0, 0},
     {"POST", "sandboxes/*/timeout", api_sandbox_timeout, CONTROL_BODY_MAX, 0},
+    {"GET", "sandboxes/*/network", api_sandbox_network_get, 0, 0},
+    {"PUT", "sandboxes/*/network", api_sandbox_network_put, CREATE_BODY_MAX, 0},
+    {"GET", "sandboxes/*/network/stats", api_sandbox_network_stats, 0, 0},
     {"POST", "sandboxes/*/pause", api_sandbox_pause, CONTROL_BODY_MAX, 0},
     {"POST", "sandboxes/*/resume", api_sandbox_resume, CONTROL_BODY_MAX, 0},
     {"GET", "sandboxes/*/metrics", api_sandbox_metrics, 0, 0},
@@ -283,6 +286,8 @@ static const struct api_route routes[] = {
     {"GET", "sandboxes/*/files/watch", api_file_watch, 0, API_LIVE},
     {"POST", "sandboxes/*/files/mkdir", api_file_mkdir, PATHS_BODY_MAX, API_LIVE},
     {"POST", "sandboxes/*/files/move", api_file_move, PATHS_BODY_MAX, API_LIVE},
+
+    {"GET", "sandboxes/*/ports", api_ports_list, 0, API_LIVE},
 
     {"GET", "keys", api_keys_list, 0, 0},
     {"POST", "keys", api_key_create, CONTROL_BODY_MAX, 0},
@@ -412,6 +417,9 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
 
     /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. */
     if (e2b_handle(api, req))
+        return;
+    /* Exposed ports: the proxied path has any depth, so it is not a route of the table. */
+    if (api_ports_handle(api, req))
         return;
     c = xcalloc(1, sizeof(*c));
     c->api = api;

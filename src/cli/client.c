@@ -696,3 +696,76 @@ int cli_http_error(const struct cli_http_resp *resp, struct wr_err *err)
     json_decref(j);
     return -1;
 }
+
+/* ---- protocol upgrades ------------------------------------------------------------------- */
+
+int cli_http_upgrade(struct cli_http *c, const char *target, const char *key64, int *fd,
+                     struct wr_buf *rest, struct wr_err *err)
+{
+    struct wr_buf out = {0}, in = {0};
+    const char *end;
+    int status = 0;
+    ssize_t n;
+
+    if (c->fd < 0 && do_connect(c, err) < 0)
+        return -1;
+    wr_buf_printf(&out,
+                  "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
+                  target, c->host_hdr, key64);
+    if (c->auth != NULL)
+        wr_buf_printf(&out, "Authorization: %s\r\n", c->auth);
+    if (c->request_id != NULL)
+        wr_buf_printf(&out, "X-Request-Id: %s\r\n", c->request_id);
+    wr_buf_puts(&out, "\r\n");
+    for (size_t off = 0; off < out.len;) {
+        n = send(c->fd, out.data + off, out.len - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            wr_buf_fini(&out);
+            return wr_err_sys(err, "send to warrend");
+        }
+        off += (size_t)n;
+    }
+    wr_buf_fini(&out);
+    /* The head, then whatever came with it. */
+    while ((end = in.len ? memmem(in.data, in.len, "\r\n\r\n", 4) : NULL) == NULL) {
+        char buf[4096];
+        if (in.len > HEADERS_MAX * 1024) {
+            wr_buf_fini(&in);
+            return wr_err_set(err, WR_EPROTO, 0, "warrend: the answer's head is too long");
+        }
+        n = recv(c->fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            wr_buf_fini(&in);
+            return n < 0 ? wr_err_sys(err, "read from warrend")
+                         : wr_err_set(err, WR_EPROTO, 0, "warrend closed the connection");
+        }
+        wr_buf_append(&in, buf, (size_t)n);
+    }
+    if (sscanf(wr_buf_str(&in), "HTTP/1.%*d %d", &status) != 1 || status != 101) {
+        /* An error answer: its JSON message, if the body came with the head. */
+        const char *body = end + 4;
+        json_error_t je;
+        json_t *j = json_loads(body, JSON_DISABLE_EOF_CHECK, &je);
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        wr_err_set(err,
+                   status == 404   ? WR_ENOTFOUND
+                   : status == 400 ? WR_EINVAL
+                   : status == 401 ? WR_EUNAUTHORIZED
+                   : status == 409 ? WR_ECONFLICT
+                                   : WR_EUPSTREAM,
+                   0, "%s (HTTP %d)", msg ? msg : "the upgrade was refused", status);
+        json_decref(j);
+        wr_buf_fini(&in);
+        return -1;
+    }
+    wr_buf_append(rest, end + 4, in.len - (size_t)(end + 4 - (const char *)in.data));
+    wr_buf_fini(&in);
+    *fd = c->fd;
+    c->fd = -1;
+    return 0;
+}

@@ -105,6 +105,13 @@ const char *cli_http_resp_header(const struct cli_http_resp *resp, const char *n
 /* Free what resp holds and zero it; a zeroed resp is fine. */
 void cli_http_resp_fini(struct cli_http_resp *resp);
 
+/* Upgrade to a WebSocket: GET target with Upgrade: websocket and the Sec-WebSocket-Key key64 on
+ * the connection (made again if closed). On the server's 101 the socket is handed over: *fd
+ * (the caller owns it; the cli_http has none after) and `rest` the bytes that came after the
+ * head. Returns 0, or -1 with err (the error answer's message and status). */
+int cli_http_upgrade(struct cli_http *c, const char *target, const char *key64, int *fd,
+                     struct wr_buf *rest, struct wr_err *err);
+
 /* Turn a non-2xx response into one readable line in err: the {"code","message"} body when there
  * is one ("sandbox x not found (not_found)"), else the status and the body's first line; a
  * Retry-After is mentioned. The kind follows the code (not_found -> WR_ENOTFOUND, ...). Always

@@ -27,11 +27,15 @@ static const struct verb verbs[] = {
     {"exec", cmd_exec, "run a command in a sandbox"},
     {"shell", cmd_shell, "an interactive shell in a sandbox"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
+    {"ports", cmd_ports, "list the TCP ports listening in a sandbox"},
+    {"port-forward", cmd_port_forward, "relay a local port (or stdin/stdout) to a sandbox's port"},
+    {"ssh", cmd_ssh, "ssh into a sandbox (sshd started on demand, key made and installed)"},
     {"snapshot", cmd_snapshot, "capture a sandbox's files; list and delete snapshots"},
     {"fork", cmd_fork, "copy a running sandbox into N new ones"},
     {"net-log", cmd_net_log, "show a sandbox's egress log (connections, DNS, denials)"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},
+    {"network", cmd_network, "show or replace a sandbox's egress policy"},
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},
 };
@@ -51,7 +55,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: warren <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+        fprintf(f, "  %-12s %s\n", verbs[i].name, verbs[i].help);
     fprintf(f, "\nRun `warren <command> --help` for a command's options.\n");
 }
 

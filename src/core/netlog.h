@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The egress log's sink (docs/netlog-section.md): entries reported by the daemon's services (the
- * DNS stub and egress proxy, through a wr_netlog_fn), the kernel's conntrack DESTROY events of
- * the pool's flows (connections the kernel's rules let through, with their bytes) and the packets
- * its rules logged to an NFLOG group (denied, the log prefix as the rule) are buffered in memory
- * and written to the store in batches: every second, or once 256 are waiting, one transaction
- * each. A burst beyond the buffer (8,192 entries) is dropped and counted. Each sandbox keeps its
- * newest 10,000 entries (wr_netlog_set_keep); they go with its record. Followers of a sandbox's
- * log get its backlog, then each entry once it is stored, until its record goes.
+/* The egress log's sink (docs/networking.md, "The egress log"): entries reported by the daemon's
+ * services (the DNS stub and egress proxy, through a wr_netlog_fn of net/peer.h), the kernel's
+ * conntrack DESTROY events of the pool's flows (connections the kernel's rules let through, with
+ * their bytes) and the packets its rules logged to an NFLOG group (denied, the log prefix as the
+ * rule) are buffered in memory and written to the store in batches: every second, or once 256 are
+ * waiting, one transaction each. A burst beyond the buffer (8,192 entries) is dropped and counted.
+ * Each sandbox keeps its newest 10,000 entries (wr_netlog_set_keep); they go with its record.
+ * Followers of a sandbox's log get its backlog, then each entry once it is stored, until its record
+ * goes.
  *
  * All functions run on the loop thread. */
 #pragma once
@@ -18,8 +19,8 @@
 
 #include "../store/store.h"
 #include "../util/err.h"
+#include "../net/peer.h"
 #include "../util/inet.h"
-#include "../util/netlog.h"
 
 struct wr_manager;
 struct wr_netlog;
@@ -27,6 +28,10 @@ struct wr_netlog;
 /* The sandbox whose address (host byte order) saddr is: true with *sandbox_id (valid during the
  * call), false if no sandbox has it. The daemon's slot table answers it. */
 typedef bool (*wr_netlog_lookup_fn)(void *arg, uint32_t saddr, const char **sandbox_id);
+
+/* Longest name and rule kept (longer ones are cut). */
+#define WR_NETLOG_NAME_MAX 253
+#define WR_NETLOG_RULE_MAX 128
 
 #define WR_NETLOG_KEEP_DEFAULT 10000
 #define WR_NETLOG_BATCH        256

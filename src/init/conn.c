@@ -57,6 +57,7 @@ void init_conn_close(struct init_conn *c)
     init_procs_conn_gone(c);
     init_files_conn_gone(c);
     init_fswatch_conn_gone(c);
+    init_ports_conn_gone(c);
 }
 
 size_t init_conn_queued(const struct init_conn *c)
@@ -207,6 +208,10 @@ static void dispatch(struct init_conn *c, const struct wr_frame_hdr *h, const ui
     case WR_MSG_CANCEL:
         init_fswatch_request(c, h, p);
         break;
+    case WR_MSG_PORT_OPEN:
+    case WR_MSG_PORT_LIST:
+        init_port_request(c, h, p);
+        break;
     case WR_MSG_OK:
     case WR_MSG_ERROR:
         break; /* replies flow from init, never to it; tolerate stray ones */
@@ -286,6 +291,50 @@ static bool flush(struct init_conn *c)
         c->out_off = 0;
     }
     return true;
+}
+
+void init_conn_send_fd(struct init_conn *c, uint32_t id, int fd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl = {0};
+    struct wr_buf b;
+    struct iovec iov;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cm;
+    ssize_t w;
+
+    if (c->dead)
+        return;
+    /* The fd travels with the OK's bytes, so what is queued goes first; on a connection of its
+     * own that is a HELLO answer, which a fresh socket's buffer takes at once. */
+    if (!flush(c) || init_conn_queued(c) > 0) {
+        init_conn_close(c);
+        return;
+    }
+    wr_buf_init(&b);
+    wr_msg_ok(&b, id);
+    iov.iov_base = b.data;
+    iov.iov_len = b.len;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof(ctl.buf);
+    cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    do
+        w = sendmsg(c->w.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)b.len) {
+        log_warn("port_open: sendmsg: %s", w < 0 ? strerror(errno) : "short write");
+        wr_buf_fini(&b);
+        init_conn_close(c);
+        return;
+    }
+    wr_buf_fini(&b);
+    c->drain = true;
 }
 
 static void pump_one(struct init_conn *c)

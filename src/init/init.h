@@ -55,6 +55,9 @@ struct init_config {
     /* --oom-fd: init's own /proc/self/oom_score_adj, opened for it by the host (init cannot
      * open it: its /proc files belong to the host's root), or -1. */
     int oom_fd;
+    /* --resolver: the sandbox's gateway, written as the nameserver of /etc/resolv.conf at start
+     * (every port-53 packet goes to the host's DNS stub anyway), or NULL. */
+    char *resolver;
 };
 
 extern struct init_config init_cfg;
@@ -128,6 +131,10 @@ size_t init_conn_queued(const struct init_conn *c);
 /* Queue an ERROR for request `id`: ERRNO errnum, MESSAGE "<fmt>: <strerror(errnum)>". */
 void init_conn_errorf(struct init_conn *c, uint32_t id, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Answer request `id` with an OK carrying fd (SCM_RIGHTS; the caller keeps and closes its
+ * copy), after what is queued, then close the connection once written (the answer of a
+ * PORT_OPEN, sent on a connection of its own). On failure the connection closes. */
+void init_conn_send_fd(struct init_conn *c, uint32_t id, int fd);
 /* Run every connection: take frames (unless paused), produce file data, write, update the epoll
  * masks, free closed connections. Called at the end of each loop iteration. */
 void init_conns_pump(void);
@@ -205,6 +212,15 @@ void init_file_request(struct init_conn *c, const struct wr_frame_hdr *h, const 
 bool init_files_produce(struct init_conn *c);
 /* c is closing: close its reads, remove the temporary files of its unfinished atomic writes. */
 void init_files_conn_gone(struct init_conn *c);
+
+/* ---- ports (ports.c) ---------------------------------------------------------------------- */
+
+/* Handle PORT_OPEN (connect to the port on loopback, answer with the socket) and PORT_LIST. */
+void init_port_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
+/* c is closing: abandon its connects in progress. */
+void init_ports_conn_gone(struct init_conn *c);
+/* Free the PORT_OPENs that are over. Called at the end of each loop iteration. */
+void init_ports_pump(void);
 
 /* ---- directory watches (watch.c) --------------------------------------------------------- */
 

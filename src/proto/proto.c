@@ -14,6 +14,7 @@
  *   - strings contain no NUL and are at most WR_MAX_STR bytes (WR_MAX_PATH for paths). */
 #include "proto.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1207,4 +1208,82 @@ int wr_msg_get_str(const uint8_t *p, size_t n, uint16_t tag, size_t max, char **
     if (find_one(p, n, tag, &f) != 1)
         return -1;
     return wr_field_strdup(&f, max, out);
+}
+
+/* ---- PORT_LIST ----------------------------------------------------------------------------- */
+
+void wr_port_list_encode(struct wr_buf *b, uint32_t id, const struct wr_port_listen *v, size_t n)
+{
+    size_t start = wr_msg_begin(b, WR_MSG_OK, 0, id);
+
+    for (size_t i = 0; i < n && i < WR_PORT_LIST_MAX; i++) {
+        wr_msg_put_str(b, WR_TAG_ADDR, v[i].addr);
+        wr_msg_put_u64(b, WR_TAG_PORT, v[i].port);
+    }
+    (void)wr_msg_end(b, start);
+}
+
+/* A numeric IPv4 or IPv6 address, as inet_ntop writes them. */
+static bool addr_ok(const uint8_t *p, size_t n)
+{
+    char s[sizeof(((struct wr_port_listen *)0)->addr)];
+    unsigned char bin[16];
+
+    if (n == 0 || n >= sizeof(s) || memchr(p, '\0', n) != NULL)
+        return false;
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return inet_pton(AF_INET, s, bin) == 1 || inet_pton(AF_INET6, s, bin) == 1;
+}
+
+int wr_port_list_decode(const uint8_t *p, size_t n, struct wr_port_listen **out, size_t *count,
+                        struct wr_err *err)
+{
+    static const char msg[] = "port list";
+    struct wr_port_listen *v = NULL;
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    size_t k = 0, cap = 0;
+    bool have_addr = false;
+    int rc;
+
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1) {
+        if (f.tag == WR_TAG_ADDR) {
+            if (have_addr || !addr_ok(f.val, f.len))
+                goto bad;
+            if (k == WR_PORT_LIST_MAX) {
+                free(v);
+                return wr_err_set(err, WR_EPROTO, 0, "%s: more than %d items", msg,
+                                  WR_PORT_LIST_MAX);
+            }
+            if (k == cap) {
+                cap = cap ? cap * 2 : 16;
+                v = xrealloc(v, cap * sizeof(*v));
+            }
+            memcpy(v[k].addr, f.val, f.len);
+            v[k].addr[f.len] = '\0';
+            have_addr = true;
+        } else if (f.tag == WR_TAG_PORT) {
+            uint64_t port;
+            if (!have_addr || wr_field_u64(&f, &port) < 0 || port == 0 || port > 65535)
+                goto bad;
+            v[k++].port = (uint16_t)port;
+            have_addr = false;
+        }
+    }
+    if (rc < 0) {
+        free(v);
+        return truncated(msg, err);
+    }
+    if (have_addr)
+        goto bad;
+    *out = k ? v : NULL;
+    if (k == 0)
+        free(v);
+    *count = k;
+    return 0;
+bad:
+    free(v);
+    return wr_err_set(err, WR_EPROTO, 0, "%s: a malformed ADDR, PORT pair", msg);
 }

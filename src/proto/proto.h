@@ -85,6 +85,14 @@ enum wr_msg_type {
     WR_MSG_FILE_WATCH = 41,
     WR_MSG_WATCH_EVENT = 42, /* id = the watch's request id: TYPE (enum wr_watch_op), NAME */
     WR_MSG_CANCEL = 43,      /* id = the request to end (a FILE_WATCH) -> OK | ERROR (ESRCH) */
+
+    /* ports of the sandbox's own network namespace */
+    /* PORT -> OK carrying, as SCM_RIGHTS ancillary data on its bytes, a TCP socket init connected
+     * to 127.0.0.1:PORT (or [::1]:PORT) inside the sandbox | ERROR (ECONNREFUSED: nothing
+     * listens). Sent on a connection of its own; the fd is the only thing the OK carries. */
+    WR_MSG_PORT_OPEN = 50,
+    /* -> OK with one ADDR, PORT pair per listening TCP socket (wr_port_list_decode) | ERROR */
+    WR_MSG_PORT_LIST = 51,
 };
 
 enum wr_tag {
@@ -121,6 +129,8 @@ enum wr_tag {
     WR_TAG_RECURSIVE = 42,
     WR_TAG_PARENTS = 43,
     WR_TAG_NOFOLLOW = 44,
+    WR_TAG_PORT = 50, /* u64, 1-65535 */
+    WR_TAG_ADDR = 51, /* a numeric IPv4 or IPv6 address, e.g. "127.0.0.1", "::" */
 };
 
 /* OUTPUT frame flags */
@@ -334,6 +344,20 @@ void wr_file_req_put(struct wr_buf *b, uint16_t type, const struct wr_file_req *
 int wr_file_req_decode(uint16_t type, const uint8_t *p, size_t n, struct wr_file_req *r,
                        struct wr_err *err);
 void wr_file_req_fini(struct wr_file_req *r);
+
+/* PORT_LIST reply items: a listening TCP socket. */
+#define WR_PORT_LIST_MAX 8192 /* items one reply may carry */
+struct wr_port_listen {
+    char addr[48]; /* numeric, NUL-terminated */
+    uint16_t port;
+};
+/* An OK for request `id` with the items (at most WR_PORT_LIST_MAX are encoded). */
+void wr_port_list_encode(struct wr_buf *b, uint32_t id, const struct wr_port_listen *v, size_t n);
+/* Decode a PORT_LIST OK: *out gets *count items (caller frees *out; NULL when 0). -1 with err
+ * (WR_EPROTO) on bad input: an ADDR that is not a numeric address, a PORT out of 1-65535, a
+ * PORT without its ADDR, more than WR_PORT_LIST_MAX items. */
+int wr_port_list_decode(const uint8_t *p, size_t n, struct wr_port_listen **out, size_t *count,
+                        struct wr_err *err);
 
 /* ERROR reply. message is copied into msg (truncated, NUL-terminated). */
 int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,

@@ -47,6 +47,22 @@ static int sys_fsmount(int fd, unsigned flags, unsigned attrs)
     return (int)syscall(SYS_fsmount, fd, flags, attrs);
 }
 
+int wr_sysfs_detached(struct wr_err *err)
+{
+    _cleanup_close_ int fs = sys_fsopen("sysfs", FSOPEN_CLOEXEC);
+    int mnt;
+
+    if (fs < 0)
+        return wr_err_sys(err, "fsopen sysfs");
+    if (sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+        return wr_err_sys(err, "create sysfs");
+    mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                      MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    if (mnt < 0)
+        return wr_err_sys(err, "fsmount sysfs");
+    return mnt;
+}
+
 /* A detached tmpfs owned by the sandbox's root, holding upper/ and work/. Passing the layers
  * as fds of a detached mount also keeps host paths out of the sandbox's mountinfo. */
 static int make_tmpfs_upper(uint64_t bytes, uid_t host_root, int *tmnt, int *upper, int *work,
@@ -486,7 +502,7 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
 }
 
 int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t shm_bytes, const char **step)
+                    uint64_t shm_bytes, int sys_fd, const char **step)
 {
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
     static const struct {
@@ -519,8 +535,17 @@ int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const
     /* Everything below is relative to the new root. */
     TRY(mount_at("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
         "mount /proc");
-    TRY(mount_at("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
-        "mount /sys");
+    if (sys_fd >= 0) {
+        if (mkdir("sys", 0555) < 0 && errno != EEXIST)
+            TRY(-1, "create /sys");
+        TRY(syscall(SYS_move_mount, sys_fd, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH),
+            "attach /sys");
+        close(sys_fd);
+    } else {
+        TRY(mount_at("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                     0555),
+            "mount /sys");
+    }
 
     TRY(mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755", 0755),
         "mount /dev");

@@ -61,5 +61,12 @@ struct wr_rootfs_mounts {
  * pivot_root into it and detach the old root. Async-signal-safe; returns 0, or -errno with
  * *step naming what failed. */
 #define WR_PTYS_MAX 1024
+/* sys_fd: /sys as a detached mount (wr_sysfs_detached) to attach, closed once attached; -1:
+ * mount a sysfs here (a network namespace of the sandbox's own). */
 int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t shm_bytes, const char **step);
+                    uint64_t shm_bytes, int sys_fd, const char **step);
+
+/* A read-only sysfs of the calling thread's network namespace, as a detached mount fd: what a
+ * sandbox in a namespace the host owns gets as /sys (mounting one needs CAP_SYS_ADMIN over the
+ * network namespace, which its root lacks). -1 with err. */
+int wr_sysfs_detached(struct wr_err *err);

@@ -153,6 +153,15 @@ struct wr_sandbox_spec {
     /* Ephemeral sandboxes end when their creator's control connection closes (warren run).
      * Others outlive the process that created them (the daemon). */
     bool ephemeral;
+
+    /* Networking (runtime/netslot.h): with join_net, the sandbox joins the network namespace
+     * netns_fd (a slot the host's user namespace owns, its loopback up already) instead of
+     * getting a loopback-only one of its own; it is cloned for this create, never taken from the
+     * pre-cloned pool (whose children have their own). resolver (host order, 0: none): warren-init
+     * writes it as the only nameserver of /etc/resolv.conf before anything else runs. */
+    bool join_net;
+    int netns_fd;
+    uint32_t resolver;
 };
 
 /* Start a sandbox. On success *out holds its handle and warren-init is running and has

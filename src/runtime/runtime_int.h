@@ -51,12 +51,14 @@ struct wr_runtime {
 };
 
 /* Clone a child in this process (sandbox.c); the zygote calls it. */
-int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+/* netns_fd: the network namespace the child joins, -1 for one of its own (loopback only). */
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, int netns_fd,
+                        struct wr_err *err);
 /* zygote.c */
 int wr__zygote_start(struct wr_runtime *rt, const struct wr_runtime_config *cfg,
                      struct wr_err *err);
 void wr__zygote_stop(struct wr_runtime *rt);
-int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err);
 /* Close every fd from 3 up except keep[0..n-1]; async-signal-safe. */
 void wr__close_all_but(const int *keep, size_t n);
 

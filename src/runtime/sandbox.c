@@ -51,6 +51,7 @@
 #include "../proto/proto.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
+#include "../util/inet.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "caps.h"
@@ -103,6 +104,8 @@ struct child_args {
     const char *stage;
     const struct wr_seccomp *seccomp;
     const struct wr_runtime *rt; /* for init_main and cmdline: read, never written */
+    bool own_net;                /* its own network namespace (bring its loopback up), not a slot */
+    int sys_fd; /* with a slot: its /sys, made by the host (wr_sysfs_detached); else -1 */
     enum { FAULT_NONE, FAULT_EARLY, FAULT_ROOTFS, FAULT_EXEC } fault;
 };
 
@@ -273,6 +276,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
     int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, vol_fds[WR_MAX_MOUNTS];
+    int sys_fd = a->sys_fd;
     const char *vol_targets[WR_MAX_MOUNTS];
     struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
     const char *step = "setup";
@@ -283,10 +287,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     /* Nothing of the creator's may stay open here: a pre-cloned child can wait a long time,
      * and must not hold the daemon's listening sockets or database. */
     {
-        int keep[3] = {sync_fd, a->uid_lock, a->init_fd};
-        wr__close_all_but(keep, 3);
+        int keep[4] = {sync_fd, a->uid_lock, a->init_fd, a->sys_fd};
+        wr__close_all_but(keep, a->sys_fd >= 0 ? 4 : 3);
     }
-    ret = wr_net_loopback_up();
+    /* A slot's loopback is up already, and the host owns it: nothing to do, nor allowed. */
+    ret = a->own_net ? wr_net_loopback_up() : 0;
     if (ret < 0)
         child_fail(sync_fd, "bring up loopback", -ret);
     /* Only the bounding set shrinks here; the effective set, needed for the mounts below, stays
@@ -316,6 +321,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     oom_fd = park_fd(fds[4]);
     uid_lock = park_fd(a->uid_lock);
     init_fd = park_fd(a->init_fd);
+    if (sys_fd >= 0 && (sys_fd = park_fd(sys_fd)) < 0)
+        _exit(127);
     if (sync_fd < 0 || ofd < 0 || listen_fd < 0 || conn_fd < 0 || dir_lock < 0 || oom_fd < 0 ||
         uid_lock < 0 || init_fd < 0)
         _exit(127);
@@ -340,7 +347,13 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (dup3(oom_fd, 10 + (int)vols.n, O_CLOEXEC) < 0)
         child_fail(sync_fd, "arrange fds", errno);
     oom_fd = 10 + (int)vols.n;
-    if (syscall(SYS_close_range, 11 + (unsigned)vols.n, ~0U, 0) < 0)
+    /* and /sys of a slot after it */
+    if (sys_fd >= 0) {
+        if (dup3(sys_fd, 11 + (int)vols.n, O_CLOEXEC) < 0)
+            child_fail(sync_fd, "arrange fds", errno);
+        sys_fd = 11 + (int)vols.n;
+    }
+    if (syscall(SYS_close_range, (sys_fd >= 0 ? 12 : 11) + (unsigned)vols.n, ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now our ids were the creator's (real uid host root, effective uid the range's
@@ -358,7 +371,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.shm_bytes, &step);
+    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.shm_bytes, sys_fd, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
@@ -534,6 +547,12 @@ static int init_argv(const struct wr_sandbox_spec *spec, struct wr_buf *b, struc
         append_arg(b, "--user");
         append_arg(b, spec->user);
     }
+    if (spec->join_net && spec->resolver != 0) {
+        char a[WR_INET4_STRLEN];
+        wr_inet4_format(spec->resolver, a);
+        append_arg(b, "--resolver");
+        append_arg(b, a);
+    }
     if (b->len > GO_MAX_ARGV || 2 * n + 8 > GO_MAX_ARGS)
         return wr_err_set(err, WR_EINVAL, 0,
                           "the sandbox's environment is too large (%zu bytes, at most %u)", b->len,
@@ -604,9 +623,9 @@ static long clone_as_owner(struct clone_args *ca, uid_t owner)
 /* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
  * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
  * maps, and the user namespace's fd. On failure nothing is left. */
-int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
-    int syncp[2];
+    int syncp[2], back = -1;
     uint32_t base;
     char path[64];
 
@@ -629,6 +648,8 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
             .stage = rt->stage_dir,
             .seccomp = &rt->seccomp,
             .rt = rt,
+            .own_net = netns_fd < 0,
+            .sys_fd = -1,
             .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
                      : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
                      : fault_at(rt, "child-exec")   ? FAULT_EXEC
@@ -636,14 +657,45 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
         };
         /* In the zygote the child becomes the daemon's (CLONE_PARENT), which reaps it. */
         struct clone_args ca = {
-            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                     CLONE_NEWIPC | CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
+            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                     CLONE_PIDFD | CLONE_CLEAR_SIGHAND | (netns_fd < 0 ? CLONE_NEWNET : 0) |
                      (rt->in_zygote ? CLONE_PARENT : 0),
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
             .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
-        long pid = clone_as_owner(&ca, w->uid_base);
+        long pid;
 
+        /* Into the slot for the clone only (a network namespace is per thread), and back; its
+         * /sys is made in there, by us: the sandbox's root may not mount one. */
+        if (netns_fd >= 0) {
+            back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+            if (back < 0 || setns(netns_fd, CLONE_NEWNET) < 0) {
+                wr_err_sys(err, "join the network slot");
+                if (back >= 0)
+                    close(back);
+                close(syncp[1]);
+                goto fail;
+            }
+            a.sys_fd = wr_sysfs_detached(err);
+            if (a.sys_fd < 0) {
+                if (setns(back, CLONE_NEWNET) < 0)
+                    abort();
+                close(back);
+                close(syncp[1]);
+                goto fail;
+            }
+        }
+        pid = clone_as_owner(&ca, w->uid_base);
+        if (a.sys_fd >= 0 && pid != 0)
+            close(a.sys_fd);
+        if (back >= 0 && pid != 0) { /* the child stays in the slot: it is why we came */
+            int e = errno;
+            if (setns(back, CLONE_NEWNET) < 0)
+                abort(); /* a thread left in a sandbox's namespace: nothing it does is safe */
+            close(back);
+            back = -1;
+            errno = e;
+        }
         if (pid < 0) {
             int e = errno;
             close(syncp[1]);
@@ -683,9 +735,10 @@ fail:
     return -1;
 }
 
-static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
-    return rt->zygote_fd >= 0 ? wr__zygote_spawn(rt, w, err) : wr__warm_spawn_here(rt, w, err);
+    return rt->zygote_fd >= 0 ? wr__zygote_spawn(rt, w, netns_fd, err)
+                              : wr__warm_spawn_here(rt, w, netns_fd, err);
 }
 
 int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)
@@ -703,7 +756,7 @@ int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)
         pthread_mutex_unlock(&rt->pool_lock);
         if (full)
             return made;
-        if (warm_spawn(rt, &w, err) < 0) {
+        if (warm_spawn(rt, &w, -1, err) < 0) {
             pthread_mutex_lock(&rt->pool_lock);
             rt->pool_pending--;
             pthread_mutex_unlock(&rt->pool_lock);
@@ -923,11 +976,15 @@ static int take_child(struct create *c, struct wr_err *err)
     struct wr__warm w;
     char path[64];
 
-    if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
-        if (warm_spawn(c->rt, &w, err) < 0)
+    if (c->spec->join_net) {
+        /* A pre-cloned child has a network namespace of its own: this one joins the slot. */
+        if (warm_spawn(c->rt, &w, c->spec->netns_fd, err) < 0)
+            return -1;
+    } else if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
+        if (warm_spawn(c->rt, &w, -1, err) < 0)
             return -1;
     }
-    if (!c->spec->ephemeral && c->rt->pool_taken != NULL)
+    if (!c->spec->ephemeral && !c->spec->join_net && c->rt->pool_taken != NULL)
         c->rt->pool_taken(c->rt->pool_taken_arg); /* taken, or found empty: time to refill */
     sb->pid = w.pid;
     sb->pidfd = w.pidfd;

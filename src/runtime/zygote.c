@@ -100,13 +100,30 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
         char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
         struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n = read(fd, &c, 1);
+        /* A request: "c" (a child with a network namespace of its own), or "n" with the fd of
+         * the network namespace (a slot) the child joins. */
+        char rbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec riov = {.iov_base = &c, .iov_len = 1};
+        struct msghdr req = {
+            .msg_iov = &riov, .msg_iovlen = 1, .msg_control = rbuf, .msg_controllen = sizeof(rbuf)};
+        struct cmsghdr *rc;
+        int netns = -1;
+        ssize_t n = recvmsg(fd, &req, MSG_CMSG_CLOEXEC);
 
         if (n == 0 || (n < 0 && errno != EINTR))
             _exit(0);
         if (n < 0)
             continue;
-        r.rc = wr__warm_spawn_here(rt, &w, &r.err);
+        rc = CMSG_FIRSTHDR(&req);
+        if (rc != NULL && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&netns, CMSG_DATA(rc), sizeof(int));
+        if (c == 'n' && netns < 0) {
+            r.rc = wr_err_set(&r.err, WR_EINTERNAL, 0, "zygote: a request without its slot");
+        } else {
+            r.rc = wr__warm_spawn_here(rt, &w, c == 'n' ? netns : -1, &r.err);
+        }
+        if (netns >= 0)
+            close(netns);
         if (r.rc == 0) {
             struct cmsghdr *cm;
             int fds[ZYGOTE_NFDS] = {w.pidfd, w.sync, w.uid_lock, w.userns_fd};
@@ -251,7 +268,7 @@ void wr__zygote_stop(struct wr_runtime *rt)
         ;
 }
 
-int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
     struct zygote_reply r;
     char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
@@ -265,9 +282,26 @@ int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *e
     *w = (struct wr__warm){.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1};
     /* One request at a time: creates on several worker threads take turns. */
     pthread_mutex_lock(&rt->zygote_lock);
-    if (write(rt->zygote_fd, "c", 1) != 1) {
-        pthread_mutex_unlock(&rt->zygote_lock);
-        return wr_err_sys(err, "zygote: request");
+    {
+        char c = netns_fd >= 0 ? 'n' : 'c';
+        char rbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec riov = {.iov_base = &c, .iov_len = 1};
+        struct msghdr req = {.msg_iov = &riov, .msg_iovlen = 1};
+        if (netns_fd >= 0) {
+            struct cmsghdr *rc;
+            memset(rbuf, 0, sizeof(rbuf));
+            req.msg_control = rbuf;
+            req.msg_controllen = sizeof(rbuf);
+            rc = CMSG_FIRSTHDR(&req);
+            rc->cmsg_level = SOL_SOCKET;
+            rc->cmsg_type = SCM_RIGHTS;
+            rc->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(rc), &netns_fd, sizeof(int));
+        }
+        if (sendmsg(rt->zygote_fd, &req, MSG_NOSIGNAL) != 1) {
+            pthread_mutex_unlock(&rt->zygote_lock);
+            return wr_err_sys(err, "zygote: request");
+        }
     }
     do {
         n = recvmsg(rt->zygote_fd, &msg, MSG_CMSG_CLOEXEC);

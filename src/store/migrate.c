@@ -158,13 +158,22 @@ static const char migration_8[] =
     "CREATE UNIQUE INDEX images_shared_name ON images (name)\n"
     "    WHERE kind = 'template' AND shared = 1;\n";
 
-/* Version 9: the egress log (store/netlog.c).
+/* Version 9: networking. net_json is the sandbox's network as it was asked for and as it stands
+ * (its egress policy, its exposed-port options; core/net.c writes and reads it), NULL for a
+ * sandbox with loopback only; net_slot is the slot of the daemon's pool it holds while it lives
+ * (-1: none), so that a restarted daemon gives every sandbox back its own address and rules. */
+static const char migration_9[] = "ALTER TABLE sandboxes ADD COLUMN net_json TEXT CHECK (\n"
+                                  "    net_json IS NULL OR json_type(net_json) = 'object');\n"
+                                  "ALTER TABLE sandboxes ADD COLUMN net_slot INTEGER NOT NULL"
+                                  " DEFAULT -1;\n";
+
+/* Version 10: the egress log (store/netlog.c).
  * - netlog: one row per connection, DNS answer or denied packet of a sandbox. id is
  *   AUTOINCREMENT so that an id is never reused, even after the newest rows go (it is the API's
  *   cursor). addr is the IPv4 destination as an integer in host byte order (0: none). The daemon
  *   keeps the newest rows of each sandbox (10,000 by default) and deletes the older.
  * - The rows of a sandbox go with its record (the trigger), whichever code deletes it. */
-static const char migration_9[] =
+static const char migration_10[] =
     "CREATE TABLE netlog (\n"
     "    id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
     "    sandbox TEXT NOT NULL,\n"
@@ -186,7 +195,7 @@ static const char migration_9[] =
 
 const struct wr__migration wr__migrations[] = {
     {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
-    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9},
+    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9}, {10, migration_10},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

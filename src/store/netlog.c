@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The egress log's rows (see store.h and migration 9). */
+/* The egress log's rows (see store.h and migration 10). */
 #include "store_int.h"
 
 #include <stdlib.h>

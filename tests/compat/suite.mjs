@@ -2,6 +2,7 @@
 // The compat suite, run once per SDK (e2b 2.51.0, e2b 2.50.0, novita-sandbox 2.1.1): the SDK,
 // unchanged, against a real warrend on the Debian `base` template.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
 import { baseAvailable, Daemon, isClean } from './harness.mjs';
@@ -292,6 +293,39 @@ export function suite(name, sdk, prefix) {
       sbx = again;
     });
 
+    // The sandbox's network as E2B's SDK sets, reads and replaces it (docs/networking.md). The
+    // addresses are the tests' "internet" block: nothing here sends a packet to them.
+    test('network: allowInternetAccess, network, updateNetwork, getHost', {
+      skip: !Sandbox.prototype.updateNetwork && 'this SDK has no network options',
+    }, async () => {
+      const s = await Sandbox.create('base', {
+        ...opts(), allowInternetAccess: false, timeoutMs: 60_000,
+        network: { allowOut: ['198.18.0.1'], allowPublicTraffic: false },
+      });
+      try {
+        const info = await s.getInfo();
+        assert.equal(info.allowInternetAccess, false);
+        assert.deepEqual(info.network.allowOut, ['198.18.0.1']);
+        assert.equal(info.network.allowPublicTraffic, false);
+        assert.match(s.trafficAccessToken ?? '', /^[0-9a-f]{64}$/);
+        await s.updateNetwork({ allowOut: [], denyOut: ['198.18.0.2'] });
+        const after = await s.getInfo();
+        assert.equal(after.allowInternetAccess, true);
+        assert.deepEqual(after.network.denyOut, ['198.18.0.2']);
+        await s.updateNetwork({ allowInternetAccess: false });
+        assert.equal((await s.getInfo()).allowInternetAccess, false);
+        assert.equal(s.getHost(3000), `3000-${s.sandboxId}.warren.test`);
+        await assert.rejects(
+          Sandbox.create('base', { ...opts(), network: { allowOut: ['example.test'] } }),
+          (e) => /ALL_TRAFFIC/.test(e.message));
+        await assert.rejects(
+          Sandbox.create('base', { ...opts(), network: { denyOut: ['example.test'] } }),
+          (e) => /invalid denied CIDR example.test/.test(e.message));
+      } finally {
+        await s.kill();
+      }
+    });
+
     test("another team's sandbox is not found", async () => {
       await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: keyB }), (e) => e instanceof NotFoundError);
       await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: keyB }), (e) => e instanceof NotFoundError);
@@ -300,6 +334,31 @@ export function suite(name, sdk, prefix) {
       const killed = await Sandbox.kill(sbx.sandboxId, { apiKey: keyB });
       assert.notEqual(killed, true);
       assert.equal(await sbx.isRunning(), true);
+    });
+
+    test('getHost: a server started in the sandbox, through the daemon', async () => {
+      await sbx.files.write('/tmp/compat_srv.py',
+        'import http.server\n' +
+        'class H(http.server.BaseHTTPRequestHandler):\n' +
+        '    def do_GET(self):\n' +
+        '        b = ("hello from " + self.path).encode()\n' +
+        '        self.send_response(200); self.send_header("Content-Length", str(len(b)))\n' +
+        '        self.end_headers(); self.wfile.write(b)\n' +
+        '    def log_message(self, *a): pass\n' +
+        'http.server.HTTPServer(("0.0.0.0", 8123), H).serve_forever()\n');
+      await sbx.commands.run('python3 /tmp/compat_srv.py', { background: true });
+      const host = sbx.getHost(8123);
+      assert.equal(host, `8123-${sbx.sandboxId}.warren.test`);
+      // The wildcard DNS and TLS of a deployment are a front proxy's; here the request goes to
+      // the daemon's port with the Host the SDK built.
+      const get = () => new Promise((resolve, reject) => {
+        const r = http.get({ host: '127.0.0.1', port: d.port, path: '/compat', headers: { Host: host } },
+          (res) => { let b = ''; res.on('data', (c) => { b += c; }); res.on('end', () => resolve([res.statusCode, b])); });
+        r.on('error', reject);
+      });
+      let st, body;
+      await until(async () => { [st, body] = await get(); return st === 200; }, 'the server in the sandbox');
+      assert.equal(body, 'hello from /compat');
     });
 
     test('a bad access token is refused', async () => {

@@ -198,6 +198,23 @@ static void decode_all(const uint8_t *p, size_t n)
         stat_roundtrip(&st);
         wr_stat_fini(&st);
     }
+    {
+        struct wr_port_listen *pl = NULL, *pl2 = NULL;
+        size_t np = 0, np2 = 0;
+        if (wr_port_list_decode(p, n, &pl, &np, &err) == 0) {
+            struct wr_buf pb;
+            wr_buf_init(&pb);
+            wr_port_list_encode(&pb, 1, pl, np);
+            check(wr_port_list_decode(pb.data + WR_FRAME_HDR_SIZE, pb.len - WR_FRAME_HDR_SIZE,
+                                      &pl2, &np2, &err) == 0);
+            check(np == np2);
+            for (size_t k = 0; k < np; k++)
+                check(pl[k].port == pl2[k].port && strcmp(pl[k].addr, pl2[k].addr) == 0);
+            free(pl);
+            free(pl2);
+            wr_buf_fini(&pb);
+        }
+    }
     if (wr_watch_event_decode(p, n, &we, &err) == 0) {
         check(we.op >= WR_WATCH_CREATE && we.op <= WR_WATCH_CHMOD &&
               strlen(we.name) <= WR_MAX_PATH && relative_path(we.name));

@@ -71,6 +71,21 @@ static uint8_t pattern(uint64_t off)
 
 /* ---- the server's handler ------------------------------------------------------------------ */
 
+static int send_all_raw(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 static void h_echo(struct wr_http_req *req)
 {
     const char *vals[8];
@@ -408,6 +423,30 @@ static void ws_gone(struct wr_ws *ws, void *ctx)
     INC(g_ws_closed);
 }
 
+/* /hijack takes the connection over and answers on the raw socket: a 101, then what the
+ * server had already read past the head, then EOF. */
+static void h_hijack(struct wr_http_req *req)
+{
+    struct wr_buf rest = {0}, out = {0};
+    struct wr_err err;
+    bool is_unix = false;
+    int fd = -1;
+
+    if (wr_http_req_hijack(req, &fd, &is_unix, &rest, &err) < 0) {
+        wr_http_respond_error(req, 500, "internal", "%s", err.msg);
+        return;
+    }
+    wr_buf_printf(&out,
+                  "HTTP/1.1 101 Switching Protocols\r\nX-Unix: %d\r\n\r\nrest=", is_unix ? 1 : 0);
+    wr_buf_append(&out, rest.data, rest.len);
+    int fl = fcntl(fd, F_GETFL);
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    (void)send_all_raw(fd, out.data, out.len);
+    (void)close(fd);
+    wr_buf_fini(&rest);
+    wr_buf_fini(&out);
+}
+
 static void handler(struct wr_http_req *req, void *ctx)
 {
     const char *path = wr_http_req_path(req);
@@ -438,6 +477,8 @@ static void handler(struct wr_http_req *req, void *ctx)
         h_sink(req, path[1] == 'i');
     } else if (strcmp(path, "/trailer") == 0) {
         wr_http_req_read_body(req, BUF_MAX, trailer_done);
+    } else if (strcmp(path, "/hijack") == 0) {
+        h_hijack(req);
     } else if (strcmp(path, "/ws") == 0) {
         struct wr_ws_callbacks cbs = {.on_message = ws_msg, .on_close = ws_gone};
         (void)wr_http_ws_accept(req, &cbs, NULL);
@@ -1535,6 +1576,55 @@ static void test_websocket(void)
     resp_reset(&r);
 }
 
+/* Read until EOF (at most max - 1 bytes), NUL-terminated. */
+static size_t read_to_eof(int fd, char *buf, size_t max)
+{
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = recv(fd, buf + n, max - 1 - n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || n + (size_t)r >= max - 1) {
+            if (r > 0)
+                n += (size_t)r;
+            break;
+        }
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+static void test_hijack(void)
+{
+    static const char head[] = "GET /hijack HTTP/1.1\r\nHost: t\r\nUpgrade: raw\r\n"
+                               "Connection: upgrade\r\n\r\n";
+    char req[512], got[1024];
+    struct client *c;
+    struct resp r = {0};
+    int n;
+
+    /* The upgrade request and the first bytes of the new protocol in one write. */
+    c = client_new(connect_unix());
+    n = snprintf(req, sizeof(req), "%sEARLY-BYTES", head);
+    send_all(c->fd, req, (size_t)n);
+    read_to_eof(c->fd, got, sizeof(got));
+    is_str(got, "HTTP/1.1 101 Switching Protocols\r\nX-Unix: 1\r\n\r\nrest=EARLY-BYTES",
+           "hijack: the taker gets the socket and the bytes read past the head");
+    client_free(c);
+
+    /* After a keep-alive request on the same connection, over TCP. */
+    c = client_new(connect_tcp(false));
+    send_str(c->fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200, "hijack: a first request is answered");
+    send_str(c->fd, head);
+    read_to_eof(c->fd, got, sizeof(got));
+    is_str(got, "HTTP/1.1 101 Switching Protocols\r\nX-Unix: 0\r\n\r\nrest=",
+           "hijack: the second request of a keep-alive connection, nothing read past its head");
+    client_free(c);
+    free(r.body);
+}
+
 static void test_concurrent(void)
 {
     static int fds[N_CONCURRENT];
@@ -1986,6 +2076,7 @@ int main(void)
     test_download();
     test_disconnects();
     test_websocket();
+    test_hijack();
     test_concurrent();
     test_timeouts();
     test_caps();

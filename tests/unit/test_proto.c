@@ -970,6 +970,59 @@ static void test_watch_event(void)
     free(big);
 }
 
+static void test_port_list(void)
+{
+    struct wr_port_listen in[3] = {{"0.0.0.0", 8000}, {"127.0.0.1", 22}, {"::", 65535}}, *out = NULL;
+    struct wr_err err = {0};
+    struct wr_buf b;
+    size_t n = 99;
+    int rc;
+
+    wr_buf_init(&b);
+    wr_port_list_encode(&b, 7, in, 3);
+    ok(b.data[4] == WR_MSG_OK && b.data[8] == 7, "port list: an OK for the request");
+    rc = wr_port_list_decode(b.data + 12, b.len - 12, &out, &n, &err);
+    ok(rc == 0 && n == 3, "port list: three items");
+    if (rc == 0 && n == 3)
+        ok(strcmp(out[0].addr, "0.0.0.0") == 0 && out[0].port == 8000 &&
+               strcmp(out[2].addr, "::") == 0 && out[2].port == 65535,
+           "port list: items round trip");
+    free(out);
+    wr_buf_fini(&b);
+
+    wr_port_list_encode(&b, 1, NULL, 0);
+    out = (void *)1;
+    rc = wr_port_list_decode(b.data + 12, b.len - 12, &out, &n, &err);
+    ok(rc == 0 && n == 0 && out == NULL, "port list: empty");
+    wr_buf_fini(&b);
+
+    /* hostile answers */
+    wr_msg_put_u64(&b, WR_TAG_PORT, 80);
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: a PORT without ADDR");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_ADDR, "1.2.3.4");
+    wr_msg_put_u64(&b, WR_TAG_PORT, 0);
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: port 0");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_ADDR, "1.2.3.4");
+    wr_msg_put_u64(&b, WR_TAG_PORT, 65536);
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: port 65536");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_ADDR, "1.2.3.4\n<script>");
+    wr_msg_put_u64(&b, WR_TAG_PORT, 80);
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: not an address");
+    wr_buf_fini(&b);
+    wr_msg_put_str(&b, WR_TAG_ADDR, "1.2.3.4");
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: ADDR without PORT");
+    wr_buf_fini(&b);
+    for (int i = 0; i <= WR_PORT_LIST_MAX; i++) {
+        wr_msg_put_str(&b, WR_TAG_ADDR, "::1");
+        wr_msg_put_u64(&b, WR_TAG_PORT, 1 + (uint64_t)(i % 65535));
+    }
+    ok(wr_port_list_decode(b.data, b.len, &out, &n, &err) < 0, "port list: too many items");
+    wr_buf_fini(&b);
+}
+
 int main(void)
 {
     test_layout();
@@ -984,5 +1037,6 @@ int main(void)
     test_tlv();
     test_spawn_hostile();
     test_watch_event();
+    test_port_list();
     return done();
 }

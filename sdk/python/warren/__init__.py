@@ -59,6 +59,8 @@ from .models import (
     FilesystemEventType,
     NetworkLogEntry,
     FileType,
+    NetworkPolicy,
+    NetworkStats,
     ProcessInfo,
     SandboxInfo,
     SandboxState,
@@ -99,6 +101,8 @@ __all__ = [
     # models
     "SandboxInfo",
     "SandboxState",
+    "NetworkPolicy",
+    "NetworkStats",
     "FileInfo",
     "FileType",
     "ProcessInfo",

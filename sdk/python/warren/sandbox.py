@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import base64
 import builtins
+import json
 import math
+import os
+import socket
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
+from urllib.parse import quote
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
-from .models import NetworkLogEntry, SandboxInfo, SandboxState, VolumeMount
+from .models import (
+    NetworkLogEntry,
+    NetworkPolicy,
+    NetworkStats,
+    SandboxInfo,
+    SandboxState,
+    VolumeMount,
+)
 
-__all__ = ["Sandbox"]
+__all__ = ["Sandbox", "TcpStream"]
 
 
 def _seconds(value: float, what: str) -> int:
@@ -63,6 +76,12 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
         volumes: Sequence[str | Mapping[str, Any] | VolumeMount] | None = None,
+        internet: bool | None = None,
+        allow_out: Sequence[str] | None = None,
+        deny_out: Sequence[str] | None = None,
+        max_connections: int | None = None,
+        public_ports: bool | None = None,
+        network: bool | None = None,
         idempotency_key: str | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -82,7 +101,12 @@ class Sandbox:
         "timeout"``), and :meth:`resume` gives it its ``timeout`` again. ``env``: environment of every command. ``metadata``: string
         labels to filter :meth:`list` by. ``volumes``: the team's volumes to mount, each
         ``"NAME:/path"``, ``"NAME:/path:ro"``, a dict or a :class:`~warren.VolumeMount` (at
-        most 16). ``idempotency_key``: a retried create with the same
+        most 16). Network (docs/networking.md): ``internet`` (default: the server's),
+        ``allow_out`` (addresses, CIDR blocks, names, ``*.names`` reachable whatever else is
+        denied), ``deny_out`` (addresses and CIDR blocks), ``max_connections`` (concurrent egress
+        connections), ``public_ports=False`` (requests to its ports need its traffic token);
+        ``network=False``: loopback only, no address of its own (the cheapest sandbox; its policy
+        cannot change later). ``idempotency_key``: a retried create with the same
         key returns the first sandbox. Past the host's capacity raises
         :class:`~warren.RateLimitError` (see ``retry_after``).
         """
@@ -109,6 +133,13 @@ class Sandbox:
             body["metadata"] = dict(metadata)
         if volumes:
             body["volumes"] = [VolumeMount.parse(v).to_json() for v in volumes]
+        net = _network_body(internet, allow_out, deny_out, max_connections)
+        if public_ports is not None:
+            net["ports"] = {"public": bool(public_ports)}
+        if network is not None:
+            net["enabled"] = bool(network)
+        if net:
+            body["network"] = net
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
@@ -218,6 +249,42 @@ class Sandbox:
         request."""
         return self._info
 
+    # ---- exposed ports -------------------------------------------------------------------
+
+    def get_host(self, port: int) -> str:
+        """Where port ``port`` of the sandbox is reached from outside, through the daemon.
+
+        With a domain (the sandbox's info carries the daemon's ``--domain``) it is E2B's
+        shape, ``"<port>-<id>.<domain>"`` (a host name: put ``https://`` in front, behind the
+        wildcard TLS front proxy). Without one it is the native path URL,
+        ``"<api_url>/v1/sandboxes/<id>/ports/<port>"`` (requests there need the API key, which
+        the daemon does not pass on to the sandbox).
+        """
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            raise ValueError(f"port must be 1 to 65535, not {port!r}")
+        info = self._info or self.get_info()
+        domain = info.raw.get("domain") if info.raw else None
+        if isinstance(domain, str) and domain:
+            return f"{port}-{self._id}.{domain}"
+        ep = self._client.endpoint
+        if ep.scheme == "unix":
+            base = f"http+unix://{quote(ep.unix_path or '', safe='')}"
+        else:
+            host = f"[{ep.host}]" if ":" in ep.host else ep.host
+            base = f"{ep.scheme}://{host}{f':{ep.port}' if ep.port else ''}{ep.base_path}"
+        return f"{base}/v1/sandboxes/{path_segment(self._id)}/ports/{port}"
+
+    def ports(self) -> builtins.list[dict[str, Any]]:
+        """The TCP sockets listening in the sandbox: ``[{"port", "address", "protocol"}]``."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/ports")
+        ports = r.json_object().get("ports", [])
+        return [dict(p) for p in ports if isinstance(p, dict)]
+
+    def connect_tcp(self, port: int, *, timeout: float | None = 30.0) -> TcpStream:
+        """A raw TCP byte stream to port ``port`` inside the sandbox, over the daemon's
+        WebSocket (``/v1/sandboxes/<id>/ports/<port>/tcp``). Use it with ``with``."""
+        return TcpStream(self._client, self._id, port, timeout=timeout)
+
     def get_info(self) -> SandboxInfo:
         self._info = _get_info(self._client, self._id)
         return self._info
@@ -239,6 +306,43 @@ class Sandbox:
         )
         self._info = SandboxInfo.from_json(r.json_object())
         return self._info
+
+    # ---- network ------------------------------------------------------------------------
+
+    def network(self) -> NetworkPolicy:
+        """Its network: the egress policy in force and its address."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/network")
+        return NetworkPolicy.from_json(r.json_object())
+
+    def update_network(
+        self,
+        *,
+        internet: bool | None = None,
+        allow_out: Sequence[str] | None = None,
+        deny_out: Sequence[str] | None = None,
+        max_connections: int | None = None,
+    ) -> NetworkPolicy:
+        """Replace its egress policy while it runs: the arguments are the whole new policy
+        (what they leave out is cleared; ``internet`` defaults to on). Connections open already
+        are not cut. A sandbox made with ``network=False`` raises
+        :class:`~warren.ConflictError`."""
+        r = self._client.request(
+            "PUT",
+            f"/v1/sandboxes/{path_segment(self._id)}/network",
+            json_body=_network_body(internet, allow_out, deny_out, max_connections),
+        )
+        return NetworkPolicy.from_json(r.json_object())
+
+    def network_stats(self) -> NetworkStats:
+        """Packets and bytes its policy let out, and those it dropped."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/network/stats")
+        d = r.json_object()
+        return NetworkStats(
+            packets_out=int(d.get("packets_out") or 0),
+            bytes_out=int(d.get("bytes_out") or 0),
+            packets_dropped=int(d.get("packets_dropped") or 0),
+            bytes_dropped=int(d.get("bytes_dropped") or 0),
+        )
 
     def pause(self, mode: str = "memory") -> SandboxInfo:
         """Pause the sandbox; its deadline's clock stops. Until :meth:`resume`, commands and
@@ -426,3 +530,136 @@ class Sandbox:
 def _get_info(client: Client, sandbox_id: str) -> SandboxInfo:
     r = client.request("GET", f"/v1/sandboxes/{path_segment(sandbox_id)}")
     return SandboxInfo.from_json(r.json_object())
+
+
+def _network_body(
+    internet: bool | None,
+    allow_out: Sequence[str] | None,
+    deny_out: Sequence[str] | None,
+    max_connections: int | None,
+) -> dict[str, Any]:
+    net: dict[str, Any] = {}
+    if internet is not None:
+        net["internet"] = bool(internet)
+    if allow_out is not None:
+        if isinstance(allow_out, str):
+            raise TypeError("allow_out must be a list of strings, not a string")
+        net["allow_out"] = [str(x) for x in allow_out]
+    if deny_out is not None:
+        if isinstance(deny_out, str):
+            raise TypeError("deny_out must be a list of strings, not a string")
+        net["deny_out"] = [str(x) for x in deny_out]
+    if max_connections is not None:
+        net["max_connections"] = int(max_connections)
+    return net
+class TcpStream:
+    """A raw TCP stream to a port of a sandbox, carried in binary WebSocket messages
+    (:meth:`Sandbox.connect_tcp`). ``send`` writes bytes, ``recv`` returns the next bytes
+    (``b""`` once the sandbox's side closed), ``shutdown_write`` ends our side (the server sees
+    EOF), ``close`` closes."""
+
+    def __init__(self, client: Client, sandbox_id: str, port: int, *, timeout: float | None) -> None:
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port must be 1 to 65535, not {port!r}")
+        conn = client.endpoint.connection(timeout)
+        conn.connect()
+        sock = conn.sock
+        assert sock is not None
+        self._sock: socket.socket = sock
+        self._buf = b""
+        self._closed = False
+        key = base64.b64encode(os.urandom(16)).decode()
+        target = client.endpoint.base_path + f"/v1/sandboxes/{path_segment(sandbox_id)}/ports/{port}/tcp"
+        head = [f"GET {target} HTTP/1.1", "Host: localhost", "Upgrade: websocket",
+                "Connection: Upgrade", f"Sec-WebSocket-Key: {key}", "Sec-WebSocket-Version: 13"]
+        if client.api_key:
+            head.append(f"Authorization: Bearer {client.api_key}")
+        self._sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        resp = b""
+        while b"\r\n\r\n" not in resp:
+            chunk = self._sock.recv(4096)
+            if not chunk:
+                break
+            resp += chunk
+        headpart, _, rest = resp.partition(b"\r\n\r\n")
+        status = headpart.split(b" ", 2)[1] if b" " in headpart else b"0"
+        if status != b"101":
+            self._sock.close()
+            try:
+                msg = json.loads(rest.decode(errors="replace")).get("message", "")
+            except ValueError:
+                msg = rest.decode(errors="replace")
+            code = "port_not_open" if status == b"502" else "upstream"
+            raise WarrenError(code, f"port {port}: {msg or headpart.decode(errors='replace')}",
+                              int(status) if status.isdigit() else None)
+        self._buf = rest
+
+    def _rx(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def _send_frame(self, op: int, payload: bytes) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            hdr = bytes([0x80 | op, 0x80 | n])
+        elif n < 65536:
+            hdr = bytes([0x80 | op, 0x80 | 126]) + struct.pack(">H", n)
+        else:
+            hdr = bytes([0x80 | op, 0x80 | 127]) + struct.pack(">Q", n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self._sock.sendall(hdr + mask + masked)
+
+    def send(self, data: bytes) -> None:
+        for i in range(0, len(data), 65536):
+            self._send_frame(2, data[i:i + 65536])
+
+    def shutdown_write(self) -> None:
+        self._send_frame(2, b"")
+
+    def recv(self) -> bytes:
+        """The next bytes from the sandbox; ``b""`` once its side closed."""
+        while not self._closed:
+            try:
+                h = self._rx(2)
+                op, n = h[0] & 15, h[1] & 127
+                if n == 126:
+                    n = struct.unpack(">H", self._rx(2))[0]
+                elif n == 127:
+                    n = struct.unpack(">Q", self._rx(8))[0]
+                payload = self._rx(n)
+            except EOFError:
+                self._closed = True
+                break
+            if op == 8:
+                self._closed = True
+                try:
+                    self._send_frame(8, payload[:2])
+                except OSError:
+                    pass
+                break
+            if op == 9:
+                self._send_frame(10, payload)
+            elif op in (0, 1, 2) and payload:
+                return payload
+        return b""
+
+    def close(self) -> None:
+        try:
+            if not self._closed:
+                self._send_frame(8, struct.pack(">H", 1000))
+        except OSError:
+            pass
+        self._sock.close()
+        self._closed = True
+
+    def __enter__(self) -> TcpStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
