@@ -30,6 +30,16 @@ struct sbstate {
     struct wr_netlog_sub *subs;
 };
 
+/* An address whose slot was released, and whose it was (wr_netlog_released). */
+struct tomb {
+    struct tomb *next;
+    uint32_t addr;
+    int64_t until_ms; /* monotonic */
+    char *id;
+};
+#define TOMB_BUCKETS 256
+#define TOMB_MS      30000
+
 struct wr_netlog_sub {
     struct wr_netlog *nl;
     struct sbstate *sb;
@@ -58,6 +68,7 @@ struct wr_netlog {
     struct wr_netlog_rec *pending;
     size_t npending, cap;
     struct sbstate *buckets[SB_BUCKETS];
+    struct tomb *tombs[TOMB_BUCKETS];
     struct wr_netlog_stats st;
 };
 
@@ -157,6 +168,7 @@ static void end_followers(struct wr_netlog *nl, struct sbstate *sb)
  */
 
 static void kick_cb(uv_idle_t *t);
+static void tombs_sweep(struct wr_netlog *nl, bool all);
 
 static char *copy_cut(const char *s, size_t max)
 {
@@ -315,6 +327,8 @@ static void tick_cb(uv_timer_t *t)
     bool sweep = ++nl->ticks % 60 == 0;
 
     flush(nl);
+    if (nl->ticks % 10 == 0)
+        tombs_sweep(nl, false);
     for (unsigned b = 0; b < SB_BUCKETS; b++) {
         struct sbstate *sb = nl->buckets[b], *next;
         for (; sb != NULL; sb = next) {
@@ -339,6 +353,60 @@ static void tick_cb(uv_timer_t *t)
 /* ---- the kernel's events ----------------------------------------------------------------------
  */
 
+void wr_netlog_released(struct wr_netlog *nl, uint32_t addr, const char *sandbox_id)
+{
+    struct tomb **pp, *t;
+
+    if (nl == NULL || sandbox_id == NULL)
+        return;
+    pp = &nl->tombs[addr % TOMB_BUCKETS];
+    for (t = *pp; t != NULL && t->addr != addr; t = t->next)
+        ;
+    if (t == NULL) {
+        t = xcalloc(1, sizeof(*t));
+        t->addr = addr;
+        t->next = *pp;
+        *pp = t;
+    }
+    free(t->id);
+    t->id = xstrdup(sandbox_id);
+    t->until_ms = mono_ms() + TOMB_MS;
+}
+
+/* Forget the tombstones past their time (all: the log is closing). */
+static void tombs_sweep(struct wr_netlog *nl, bool all)
+{
+    int64_t now = mono_ms();
+
+    for (unsigned b = 0; b < TOMB_BUCKETS; b++) {
+        struct tomb **pp = &nl->tombs[b];
+        while (*pp != NULL) {
+            struct tomb *t = *pp;
+            if (all || t->until_ms <= now) {
+                *pp = t->next;
+                free(t->id);
+                free(t);
+            } else {
+                pp = &t->next;
+            }
+        }
+    }
+}
+
+/* The sandbox whose address saddr is: the lookup's, else a released slot's last owner. */
+static const char *who(struct wr_netlog *nl, uint32_t saddr)
+{
+    const char *id = NULL;
+
+    if (nl->lookup != NULL && nl->lookup(nl->lookup_arg, saddr, &id) && id != NULL)
+        return id;
+    for (struct tomb *t = nl->tombs[saddr % TOMB_BUCKETS]; t != NULL; t = t->next)
+        if (t->addr == saddr && t->until_ms > mono_ms())
+            return t->id;
+    nl->st.unmatched++;
+    return NULL;
+}
+
 static const char *proto_name(uint8_t p)
 {
     switch (p) {
@@ -358,15 +426,13 @@ static const char *proto_name(uint8_t p)
 static void on_ct(void *arg, const struct wr_ct_event *ev)
 {
     struct wr_netlog *nl = arg;
-    const char *id = NULL;
+    const char *id;
 
     /* Redirected flows are the DNS stub's and the proxy's, which log them with their names. */
     if (ev->type != WR_CT_EV_DESTROY || ev->dnat)
         return;
-    if (nl->lookup == NULL || !nl->lookup(nl->lookup_arg, ev->src, &id) || id == NULL) {
-        nl->st.unmatched++;
+    if ((id = who(nl, ev->src)) == NULL)
         return;
-    }
     wr_netlog_sink(nl, &(struct wr_netlog_entry){
                            .time_ms = ev->start_ms ? ev->start_ms : ev->end_ms,
                            .sandbox_id = id,
@@ -383,12 +449,18 @@ static void on_ct(void *arg, const struct wr_ct_event *ev)
 static void on_nflog(void *arg, const struct wr_nflog_pkt *p)
 {
     struct wr_netlog *nl = arg;
-    const char *id = NULL;
+    char rule[WR_NETLOG_RULE_MAX + 1];
+    const char *id;
+    size_t n;
 
-    if (nl->lookup == NULL || !nl->lookup(nl->lookup_arg, p->src, &id) || id == NULL) {
-        nl->st.unmatched++;
+    if ((id = who(nl, p->src)) == NULL)
         return;
-    }
+    /* The prefix as the rule, without the separating space nft prefixes end with. */
+    n = strnlen(p->prefix, WR_NETLOG_RULE_MAX);
+    while (n > 0 && p->prefix[n - 1] == ' ')
+        n--;
+    memcpy(rule, p->prefix, n);
+    rule[n] = '\0';
     wr_netlog_sink(nl, &(struct wr_netlog_entry){
                            .time_ms = p->time_ms,
                            .sandbox_id = id,
@@ -396,7 +468,7 @@ static void on_nflog(void *arg, const struct wr_nflog_pkt *p)
                            .addr = p->dst,
                            .port = p->dport,
                            .allowed = false,
-                           .rule = p->prefix,
+                           .rule = rule,
                        });
 }
 
@@ -509,6 +581,7 @@ void wr_netlog_close(struct wr_netlog *nl)
     }
     free(nl->pending);
     nl->pending = NULL;
+    tombs_sweep(nl, true);
     if (nl->ct_on)
         uv_close((uv_handle_t *)&nl->ct_poll, handle_closed);
     if (nl->nfl_on)
@@ -520,6 +593,26 @@ void wr_netlog_close(struct wr_netlog *nl)
 void wr_manager_set_netlog(struct wr_manager *m, struct wr_netlog *nl)
 {
     m->netlog = nl;
+}
+
+void wr_netlog_manager_fn(void *m, const struct wr_netlog_entry *e)
+{
+    wr_netlog_add(m, e);
+}
+
+bool wr_netlog_manager_lookup(void *arg, uint32_t saddr, const char **sandbox_id)
+{
+    struct wr_live_sb *sb;
+
+    if (!wr__net_lookup(arg, saddr, &sb))
+        return false;
+    *sandbox_id = sb->id;
+    return true;
+}
+
+void wr_manager_netlog_released(struct wr_manager *m, uint32_t addr, const char *sandbox_id)
+{
+    wr_netlog_released(m->netlog, addr, sandbox_id);
 }
 
 /* ---- reading ------------------------------------------------------------------------------------

@@ -56,6 +56,20 @@ void wr_netlog_set_keep(struct wr_netlog *nl, uint32_t keep);
 /* Write what is buffered, end every follower (their callback gets NULL) and free. NULL-safe. */
 void wr_netlog_close(struct wr_netlog *nl);
 
+/* Slot address addr stops being sandbox_id's (its slot is being released). The conntrack flush
+ * of the release ends the sandbox's last connections after the address stopped resolving through
+ * the lookup; their events are still this sandbox's. Consulted only when the lookup finds nobody
+ * (a new owner of the address wins), for 30 s. */
+void wr_netlog_released(struct wr_netlog *nl, uint32_t addr, const char *sandbox_id);
+
+/* The manager's versions, for core/net.c and warrend: a wr_netlog_fn whose arg is the manager
+ * (the entry goes to its egress log as it is at the time of the call, none: dropped), a
+ * wr_netlog_lookup_fn whose arg is the manager (the sandbox holding the slot address, from the
+ * networking's slot table), and wr_netlog_released on the manager's log. */
+void wr_netlog_manager_fn(void *m, const struct wr_netlog_entry *e);
+bool wr_netlog_manager_lookup(void *m, uint32_t saddr, const char **sandbox_id);
+void wr_manager_netlog_released(struct wr_manager *m, uint32_t addr, const char *sandbox_id);
+
 /* Make nl the manager's egress log (NULL: none), for wr_netlog_add and the followers. */
 void wr_manager_set_netlog(struct wr_manager *m, struct wr_netlog *nl);
 

@@ -573,10 +573,14 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    /* The egress log's sink. The networking code gives it the pool's conntrack events and the
-     * NFLOG group once slots exist (wr_netlog_open with a pool and a lookup); until then it
-     * holds what the services report. */
-    if (wr_netlog_open(loop, store, NULL, NULL, NULL, &netlog, &err) < 0) {
+    /* The egress log's sink (core/netlog.h): with networking, the kernel's conntrack events of
+     * the pool's flows too, each mapped to its sandbox through the slot table. */
+    if (!o.net_off && wr_netlog_open(loop, store, &o.net_pool, wr_netlog_manager_lookup, manager,
+                                     &netlog, &err) < 0) {
+        log_warn("egress log: no connection tracking: %s", err.msg);
+        netlog = NULL;
+    }
+    if (netlog == NULL && wr_netlog_open(loop, store, NULL, NULL, NULL, &netlog, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         wr_manager_close(manager);
         goto out;

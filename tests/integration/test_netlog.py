@@ -3,20 +3,22 @@ the NDJSON stream), its errors, team scoping, the log outliving the sandbox whil
 stays, the stream ending when the record goes; the SDK's Sandbox.network_log and the CLI's
 `warren net-log`.
 
-Entries from real traffic need the networking slots (a sandbox with an address, the kernel's
-conntrack events and the DNS stub and proxy): that test belongs with them. Here every sandbox has
-loopback only, so its log is empty."""
+The first tests use sandboxes with loopback only (an empty log); the last one sends real traffic
+to the test internet (netfix.py) and reads the kernel's connections back."""
 
 import json
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
 import pytest
 
 import warren
-from conftest import ENV, WARREN
+from conftest import ENV, WARREN, Daemon, delete_all, internet
 from test_api import raw
 
 
@@ -176,3 +178,126 @@ def test_cli_net_log(daemon, client, sandbox):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+# ---- real traffic: the kernel's connection tracking ----------------------------------------------
+# A sandbox on the network (internet on) talks to the test internet (netfix.py); the test then
+# ends its tracked connections the way the slot's release does (`conntrack -D -s ADDR`: only this
+# sandbox's address, in this daemon's pool; no packet is sent), and the kernel's DESTROY events
+# become entries with their bytes.
+
+BASE = os.environ.get("WARREN_BASE_TEMPLATE")
+
+TRAFFIC = r"""
+import socket, sys
+host = sys.argv[1]
+s = socket.create_connection((host, 7), timeout=5)   # TCP echo: 3000 bytes there and back
+s.sendall(b"x" * 3000)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)   # UDP echo
+u.settimeout(3)
+u.sendto(b"p" * int(sys.argv[2]), (host, 7))
+print(len(got), len(u.recv(4096)))
+"""
+
+
+def base_state():
+    top = tempfile.mkdtemp(prefix="warrend-netlog-")
+    tdir = os.path.join(top, "state", "templates", "base")
+    os.makedirs(tdir)
+    os.symlink(os.path.join(os.path.abspath(BASE), "rootfs"), os.path.join(tdir, "rootfs"))
+    shutil.copy(os.path.join(BASE, "config.json"), tdir)
+    return top
+
+
+@pytest.fixture(scope="module")
+def netd():
+    if not BASE:
+        pytest.skip("WARREN_BASE_TEMPLATE is not set (run ./test.sh)")
+    inet = internet()
+    d = Daemon(state_dir=base_state()).start()
+    yield d, inet
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+def end_tracked(addr):
+    """End the address's tracked connections, as the release of its slot does."""
+    subprocess.run(["conntrack", "-D", "-s", addr], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def wait_entries(sb, want, after=None, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = list(sb.network_log(after=after))
+        if want(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_kernel_connections_are_logged_with_their_bytes(netd):
+    d, inet = netd
+    c = d.client()
+    web = inet.addr("web")
+    sb = warren.Sandbox.create(client=c, timeout=120, internet=True)
+    try:
+        addr = sb.get_info().network.address
+        t0 = time.time()
+        r = sb.commands.run(["python3", "-c", TRAFFIC, web, "500"], timeout=30)
+        n_tcp, n_udp = map(int, r.stdout.split())
+        assert n_tcp == 3000 and n_udp == 500
+        end_tracked(addr)
+
+        def both(es):
+            return any(e.proto == "tcp" and e.port == 7 for e in es) and \
+                any(e.proto == "udp" and e.port == 7 for e in es)
+        got = wait_entries(sb, both)
+        assert both(got), got
+        tcp = [e for e in got if e.proto == "tcp" and e.port == 7][0]
+        udp = [e for e in got if e.proto == "udp" and e.port == 7][0]
+        assert tcp.address == web and tcp.allowed and tcp.rule == "kernel" and tcp.name is None
+        # 3000 bytes each way, plus the IP and TCP headers of a handful of packets.
+        assert 3000 < tcp.bytes_out < 3000 + 1500 and 3000 < tcp.bytes_in < 3000 + 1500, tcp
+        assert udp.bytes_out == 500 + 28 and udp.bytes_in == 500 + 28, udp
+        assert abs(tcp.time.timestamp() - t0) < 30
+        # The same through the raw API and the CLI.
+        st, _, body = raw(d, "GET", log_path(sb.sandbox_id, "?limit=1"))
+        page = json.loads(body)
+        assert st == 200 and len(page["entries"]) == 1 and page["next"] == page["entries"][0]["id"]
+        r = cli(d, "net-log", sb.sandbox_id)
+        assert r.returncode == 0 and (b"%s:7 " % web.encode()) in r.stdout and b"kernel" in r.stdout
+
+        # Followed: the next connections arrive on the stream.
+        last = got[-1].id
+        stream = sb.network_log(follow=True, after=last)
+        seen, found = [], threading.Event()
+
+        def follow():
+            for e in stream:
+                seen.append(e)
+                if e.proto == "udp" and e.bytes_out == 128:
+                    found.set()
+                    return
+
+        t = threading.Thread(target=follow, daemon=True)
+        t.start()
+        sb.commands.run(["python3", "-c", TRAFFIC, web, "100"], timeout=30)
+        end_tracked(addr)
+        assert found.wait(10), seen
+        stream.close()
+        assert all(int(e.id) > int(last) for e in seen)
+    finally:
+        sb.kill()
+    # Its entries go with its record.
+    st, _, _ = raw(d, "GET", log_path(sb.sandbox_id))
+    assert st == 404

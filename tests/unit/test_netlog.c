@@ -226,11 +226,13 @@ static void test_sink(void)
 #define HOST_IP "198.19.0.1"
 #define SB_IP   "198.19.0.2"
 
+/* The slot table: SB_IP is sb-k's until its slot is released. */
+static bool released;
 static bool lookup(void *arg, uint32_t saddr, const char **id)
 {
     uint32_t sb;
     (void)wr_inet4_parse(SB_IP, &sb);
-    if (saddr != sb)
+    if (saddr != sb || released)
         return false;
     *id = "sb-k";
     return true;
@@ -339,6 +341,13 @@ static int kernel_path(void)
     if (read(ready[0], &c, 1) != 1)
         return 1;
     run_ms(300);
+    /* The release: the address stops resolving, then its connections are flushed. */
+    released = true;
+    {
+        uint32_t a;
+        (void)wr_inet4_parse(SB_IP, &a);
+        wr_netlog_released(nl, a, "sb-k");
+    }
     ok(system("conntrack -F 2>/dev/null") == 0, "flush conntrack (the slot's release)");
     run_ms(1500);
     ok(wr_netlog_query(&mgr, "team-k", "sb-k", 0, 100, &v, &n, &err) == 0, "query sb-k");
@@ -353,7 +362,8 @@ static int kernel_path(void)
                 deny = &v[i];
         }
         ok(tcp && tcp->bytes_out >= 700 && tcp->bytes_in >= 1 && strcmp(tcp->rule, "kernel") == 0,
-           "the tcp flow: bytes out %llu, in %llu, rule kernel",
+           "the tcp flow, ended by the release's flush, is the released sandbox's: bytes out "
+           "%llu, in %llu, rule kernel",
            tcp ? (unsigned long long)tcp->bytes_out : 0,
            tcp ? (unsigned long long)tcp->bytes_in : 0);
         ok(tcp && tcp->addr == 0xc6130001 && tcp->time_ms > 1600000000000, "address and time");
