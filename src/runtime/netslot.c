@@ -467,8 +467,8 @@ static int slot_inside(struct mnl_socket *nl, uint32_t haddr, uint32_t saddr, st
     if (eth0 < 0)
         return wr_err_set(err, WR_ESYS, -eth0, "find eth0 in the slot");
     mac_of(0x57, haddr, hmac);
-    set_link(&b, 1, true, false);     /* lo */
-    set_link(&b, eth0, false, true);  /* no IPv6 link-local, before it is up */
+    set_link(&b, 1, true, false);    /* lo */
+    set_link(&b, eth0, false, true); /* no IPv6 link-local, before it is up */
     add_addr(&b, eth0, saddr);
     add_neigh(&b, eth0, haddr, hmac);
     set_link(&b, eth0, true, false);

@@ -128,8 +128,8 @@ static int batch_run(struct batch *b, const char *what, struct wr_err *err)
     t->seq = b->seq;
     if (b->len + 4096 > (size_t)t->sndbuf) {
         int want = (int)(b->len + 65536);
-        if (setsockopt(mnl_socket_get_fd(t->nl), SOL_SOCKET, SO_SNDBUFFORCE, &want,
-                       sizeof(want)) == 0)
+        if (setsockopt(mnl_socket_get_fd(t->nl), SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) ==
+            0)
             t->sndbuf = want;
     }
     if (mnl_socket_sendto(t->nl, b->buf, b->len) < 0)
@@ -919,8 +919,7 @@ int wr_nft_open(const struct wr_nft_config *cfg, const struct wr_nft_sandbox *sb
     put_table(&b, NFT_MSG_DELTABLE, 0);
     put_table(&b, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL);
     put_set(&b, "slots", TYPE_IFNAME, IFNAME_KEY_LEN, 0, 1);
-    put_set(&b, "owned", (TYPE_IFNAME << TYPE_BITS) | TYPE_IPADDR, IFNAME_KEY_LEN + 4, 0,
-            2);
+    put_set(&b, "owned", (TYPE_IFNAME << TYPE_BITS) | TYPE_IPADDR, IFNAME_KEY_LEN + 4, 0, 2);
     put_set(&b, "egress", TYPE_IFNAME, IFNAME_KEY_LEN, NFT_SET_MAP, 3);
     put_set(&b, "l7", TYPE_IFNAME, IFNAME_KEY_LEN, 0, 4);
     put_set(&b, "deny4", TYPE_IPADDR, 4, NFT_SET_INTERVAL, 5);
@@ -1094,8 +1093,7 @@ out:
     return rc;
 }
 
-int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c,
-                    struct wr_err *err)
+int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c, struct wr_err *err)
 {
     struct sbnames n;
 

@@ -38,10 +38,10 @@
 struct wr_nft;
 
 struct wr_nft_config {
-    const char *table;    /* `inet <table>`; [a-z0-9_]{1,32} */
-    struct wr_cidr4 pool; /* the slots' pool (netslot.h) */
-    uint16_t dns_port;    /* port-53 traffic of slots goes here; 0: not redirected */
-    uint16_t proxy_port;  /* l7 slots' TCP 80/443 goes here; 0: not redirected */
+    const char *table;           /* `inet <table>`; [a-z0-9_]{1,32} */
+    struct wr_cidr4 pool;        /* the slots' pool (netslot.h) */
+    uint16_t dns_port;           /* port-53 traffic of slots goes here; 0: not redirected */
+    uint16_t proxy_port;         /* l7 slots' TCP 80/443 goes here; 0: not redirected */
     const struct wr_cidr4 *deny; /* always denied (wr_inet4_always_denied, --net-deny, LANs) */
     size_t n_deny;
     /* where <state_dir>/forward-was-off is kept: written the first time this host's
@@ -95,8 +95,7 @@ struct wr_nft_counters {
     uint64_t accepted_packets, accepted_bytes;
     uint64_t dropped_packets, dropped_bytes;
 };
-int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c,
-                    struct wr_err *err);
+int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c, struct wr_err *err);
 
 /* Free the handle and leave the table in the kernel (sandboxes outlive the daemon). */
 void wr_nft_close(struct wr_nft *t);

@@ -142,8 +142,7 @@ static void check_traffic(struct wr_netslots *ss, uint32_t i)
         abort();
     out = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     check(sendto(out, "hi", 2, 0, (struct sockaddr *)&sa, sizeof(sa)) == 2, "send to the slot");
-    check(recv(in, buf, sizeof(buf), 0) == 2 && memcmp(buf, "hi", 2) == 0,
-          "the slot receives it");
+    check(recv(in, buf, sizeof(buf), 0) == 2 && memcmp(buf, "hi", 2) == 0, "the slot receives it");
     close(in);
     close(out);
     close(fd);

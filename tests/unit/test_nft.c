@@ -59,7 +59,8 @@ static int listen_in(int fd, uint32_t addr, uint16_t port, int type)
     struct sockaddr_in sa = sin_of(addr, port);
 
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || (type == SOCK_STREAM && listen(s, 64) < 0))
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        (type == SOCK_STREAM && listen(s, 64) < 0))
         printf("# listen %u: %s\n", port, strerror(errno));
     return s;
 }
@@ -154,8 +155,9 @@ static int body(void)
     /* the internet: a veth from the host, its addresses on lo, routes both ways */
     {
         char cmd[256];
-        snprintf(cmd, sizeof(cmd), "ip link add wrtinet type veth peer name eth0 netns /proc/%d/fd/%d",
-                 (int)getpid(), inet_ns);
+        snprintf(cmd, sizeof(cmd),
+                 "ip link add wrtinet type veth peer name eth0 netns /proc/%d/fd/%d", (int)getpid(),
+                 inet_ns);
         check(netns_sh(-1, cmd) == 0, "internet veth");
     }
     netns_sh(-1, "ip addr add 198.19.255.254/31 dev wrtinet && ip link set wrtinet up && "
@@ -307,7 +309,8 @@ static int body(void)
         check(wr_nft_counters(t, 1, &k, &err) == 0, "counters of slot 1 %s", err.msg);
         check(k.accepted_packets > 0 && k.accepted_bytes > 0, "accepted: %llu packets",
               (unsigned long long)k.accepted_packets);
-        check(k.dropped_packets > 0, "refused: %llu packets", (unsigned long long)k.dropped_packets);
+        check(k.dropped_packets > 0, "refused: %llu packets",
+              (unsigned long long)k.dropped_packets);
         check(wr_nft_counters(t, 2, &k, &err) < 0 && err.kind == WR_ENOTFOUND,
               "slot 2 has no counters");
     }
@@ -316,8 +319,7 @@ static int body(void)
         int c0 = -1;
         tcp_try(s0, 0, inet1, 80, &c0);
         check(ct_count(sbaddr(1)) > 0 && ct_count(sbaddr(0)) > 0, "both slots have entries");
-        check(wr_conntrack_flush_addr(sbaddr(1), &err) == 0, "flush slot 1's address %s",
-              err.msg);
+        check(wr_conntrack_flush_addr(sbaddr(1), &err) == 0, "flush slot 1's address %s", err.msg);
         is_int(ct_count(sbaddr(1)), 0, "slot 1's entries are gone");
         check(ct_count(sbaddr(0)) > 0, "slot 0's are not");
         check(wr_conntrack_flush_addr(sbaddr(5), &err) == 0, "flushing an idle address is fine");
