@@ -301,3 +301,78 @@ def test_kernel_connections_are_logged_with_their_bytes(netd):
     # Its entries go with its record.
     st, _, _ = raw(d, "GET", log_path(sb.sandbox_id))
     assert st == 404
+
+
+# ---- the DNS stub's and the egress proxy's decisions, and the release ---------------------------
+# These need two calls in core/net.c (the lead's): the services' configs pass the egress log
+# (`.log = wr_netlog_manager_fn, .log_arg = m` for wr_dns_config and wr_proxy_config), and
+# slot_rest marks the address released before its conntrack flush
+# (`wr_manager_netlog_released(net->m, addr, sb->id)`). Strict: once they are there these pass,
+# and the marks must go.
+NEEDS_NET_WIRING = pytest.mark.xfail(
+    strict=True, reason="core/net.c does not report to the egress log yet")
+
+HOLD = r"""
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7), timeout=5)
+s.sendall(b"h" * 1000)
+s.recv(4096)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@NEEDS_NET_WIRING
+def test_dns_and_proxy_decisions_are_logged_with_their_names(netd):
+    d, inet = netd
+    c = d.client()
+    sb = warren.Sandbox.create(client=c, timeout=120, internet=True, allow_out=["example.test"],
+                               deny_out=["0.0.0.0/0"])
+    try:
+        r = sb.commands.run(["curl", "-sS", "--max-time", "5", "http://example.test/netlog"],
+                            check=False, timeout=30)
+        assert r.exit_code == 0, r.stderr
+        r = sb.commands.run(["curl", "-sS", "--max-time", "5", "http://other.test/"],
+                            check=False, timeout=30)
+        assert r.exit_code != 0  # the stub refuses the name
+
+        def done(es):
+            return any(e.proto == "tcp" and e.name == "example.test" for e in es) and \
+                any(e.proto == "dns" and e.name == "other.test" for e in es)
+        got = wait_entries(sb, done)
+        assert done(got), got
+        q = [e for e in got if e.proto == "dns" and e.name == "example.test"]
+        assert q and q[0].allowed and q[0].address == inet.names["example.test"], got
+        px = [e for e in got if e.proto == "tcp" and e.name == "example.test"][0]
+        assert px.allowed and px.port == 80 and px.address == inet.names["example.test"]
+        assert "example.test" in px.rule and px.bytes_out > 0 and px.bytes_in > 0, px
+        refused = [e for e in got if e.proto == "dns" and e.name == "other.test"][0]
+        assert not refused.allowed and refused.rule, refused
+        # The proxied connection is the proxy's entry only: the kernel's redirected flow is not
+        # logged a second time.
+        end_tracked(sb.get_info().network.address)
+        time.sleep(1.5)
+        again = list(sb.network_log())
+        assert not any(e.rule == "kernel" and e.port == 80 for e in again), again
+    finally:
+        sb.kill()
+
+
+@NEEDS_NET_WIRING
+def test_a_connection_open_at_the_end_is_logged_as_the_sandboxs(netd):
+    d, inet = netd
+    c = d.client()
+    sb = warren.Sandbox.create(client=c, timeout=4, internet=True)
+    try:
+        p = sb.commands.run(["python3", "-c", HOLD, inet.addr("web")], background=True)
+        deadline = time.monotonic() + 15
+        while sb.get_info().state != "stopped":
+            assert time.monotonic() < deadline, "the deadline did not stop it"
+            time.sleep(0.2)
+        # Stopped by its deadline: its slot was released and its connection flushed then.
+        got = wait_entries(sb, lambda es: any(e.proto == "tcp" and e.port == 7 for e in es))
+        tcp = [e for e in got if e.proto == "tcp" and e.port == 7]
+        assert tcp and tcp[0].bytes_out > 1000 and tcp[0].rule == "kernel", got
+        del p
+    finally:
+        c.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id, check=False)
