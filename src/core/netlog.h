@@ -31,7 +31,7 @@ typedef bool (*wr_netlog_lookup_fn)(void *arg, uint32_t saddr, const char **sand
 
 /* Longest name and rule kept (longer ones are cut). */
 #define WR_NETLOG_NAME_MAX 253
-#define WR_NETLOG_RULE_MAX 128
+#define WR_NETLOG_RULE_MAX 384
 
 #define WR_NETLOG_KEEP_DEFAULT 10000
 #define WR_NETLOG_BATCH        256
