@@ -145,13 +145,36 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+bool wr_rt_nflog_parse_ip(const uint8_t *ip, size_t len, struct wr_nflog_pkt *p)
+{
+    size_t ihl;
+
+    if (len < 20 || ip[0] >> 4 != 4)
+        return false;
+    ihl = (size_t)(ip[0] & 0x0f) * 4;
+    if (ihl < 20 || ihl > len)
+        return false;
+    p->proto = ip[9];
+    p->src = (uint32_t)ip[12] << 24 | (uint32_t)ip[13] << 16 | (uint32_t)ip[14] << 8 | ip[15];
+    p->dst = (uint32_t)ip[16] << 24 | (uint32_t)ip[17] << 16 | (uint32_t)ip[18] << 8 | ip[19];
+    p->sport = p->dport = 0;
+    /* Ports only in a first fragment. */
+    if ((p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP || p->proto == IPPROTO_SCTP ||
+         p->proto == IPPROTO_UDPLITE) &&
+        (((uint16_t)(ip[6] & 0x1f) << 8) | ip[7]) == 0 && len >= ihl + 4) {
+        p->sport = (uint16_t)(ip[ihl] << 8 | ip[ihl + 1]);
+        p->dport = (uint16_t)(ip[ihl + 2] << 8 | ip[ihl + 3]);
+    }
+    return true;
+}
+
 static int msg_cb(const struct nlmsghdr *nlh, void *data)
 {
     struct wr_nflog *l = data;
     struct pkt_attrs pa = {0};
     struct wr_nflog_pkt p = {0};
     const uint8_t *ip;
-    size_t len, ihl;
+    size_t len;
     char prefix[256] = "";
 
     if (nlh->nlmsg_type != ((NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET))
@@ -162,23 +185,8 @@ static int msg_cb(const struct nlmsghdr *nlh, void *data)
         return MNL_CB_OK;
     ip = mnl_attr_get_payload(pa.a[NFULA_PAYLOAD]);
     len = mnl_attr_get_payload_len(pa.a[NFULA_PAYLOAD]);
-    if (len < 20 || ip[0] >> 4 != 4)
+    if (!wr_rt_nflog_parse_ip(ip, len, &p))
         return MNL_CB_OK;
-    ihl = (size_t)(ip[0] & 0x0f) * 4;
-    if (ihl < 20 || ihl > len)
-        return MNL_CB_OK;
-    p.proto = ip[9];
-    memcpy(&p.src, ip + 12, 4);
-    memcpy(&p.dst, ip + 16, 4);
-    p.src = ntohl(p.src);
-    p.dst = ntohl(p.dst);
-    /* Ports only in a first fragment. */
-    if ((p.proto == IPPROTO_TCP || p.proto == IPPROTO_UDP || p.proto == IPPROTO_SCTP ||
-         p.proto == IPPROTO_UDPLITE) &&
-        (((uint16_t)(ip[6] & 0x1f) << 8) | ip[7]) == 0 && len >= ihl + 4) {
-        p.sport = (uint16_t)(ip[ihl] << 8 | ip[ihl + 1]);
-        p.dport = (uint16_t)(ip[ihl + 2] << 8 | ip[ihl + 3]);
-    }
     if (pa.a[NFULA_PREFIX] != NULL) {
         size_t n = mnl_attr_get_payload_len(pa.a[NFULA_PREFIX]);
         if (n >= sizeof(prefix))

@@ -5,6 +5,8 @@
  * namespace; one socket per group per namespace (the kernel refuses a second). */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../util/err.h"
@@ -33,5 +35,10 @@ int wr_rt_nflog_fd(const struct wr_nflog *l);
  * (wr_rt_nflog_lost) and reading goes on. */
 int wr_rt_nflog_read(struct wr_nflog *l, wr_nflog_fn cb, void *arg, struct wr_err *err);
 uint64_t wr_rt_nflog_lost(const struct wr_nflog *l);
+/* The addresses, protocol and ports of a logged packet's first len bytes (its IPv4 header, a
+ * sandbox's bytes): false if they are not an IPv4 header. Ports are read from a first fragment
+ * whose transport header's first 4 bytes are there, else left 0. prefix and time_ms are not
+ * touched. */
+bool wr_rt_nflog_parse_ip(const uint8_t *ip, size_t len, struct wr_nflog_pkt *p);
 /* Unbind and free. NULL-safe. */
 void wr_rt_nflog_close(struct wr_nflog *l);
