@@ -99,7 +99,8 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
-all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
+all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
+     $(BUILD)/bench/nft_update
 
 $(CONFIG_STAMP):
 	@mkdir -p $(dir $@)
@@ -226,6 +227,12 @@ fuzz:
 $(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(INIT_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(INIT_LIB) $(LIB) $(HOST_LIBS)
+
+# The networking data path (policy updates at 1 and 10,000 sandboxes, per-packet cost), in
+# private network namespaces: docs/benchmarks.md, "Networking data path".
+$(BUILD)/bench/nft_update: bench/nft_update.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(NET_LIBS) -lpthread
 
 bench: all $(BUILD)/bench/sandbox_loop
 	sh bench/run.sh $(BUILD)

@@ -236,6 +236,7 @@ struct start_spec {
     uint32_t project; /* for a project quota: unique per sandbox */
     int32_t net_slot; /* the network slot it joins, -1: loopback only */
     bool net_make;    /* the worker makes that slot first (none was ready) */
+    bool net_pooled;  /* a child waits in that slot (wr_runtime_prewarm_net): the create takes it */
 };
 /* The start spec of a sandbox record (free with wr__start_spec_fini). */
 int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
@@ -307,8 +308,9 @@ int wr__net_request(struct wr_manager *m, const struct wr_net_req *req, bool cre
 /* The record's net_json of a sandbox on slot with policy p. */
 char *wr__net_json(const struct wr_manager *m, const struct wr_net_policy *p, int32_t slot,
                    bool ports_public, const char *mask_host);
-/* A slot for a create: a ready one, or (make) one its worker makes. WR_ELIMIT if none is left. */
-int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, struct wr_err *err);
+/* A slot for a create: a ready one (pooled: with a child pre-cloned into it, which the create
+ * takes), or (make) one its worker makes. WR_ELIMIT if none is left. */
+int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, struct wr_err *err);
 /* sb holds slot with policy p (moved into sb->net; p is zeroed) and its port options; programs
  * the kernel's rules (but at start, when wr__net_start builds them all). */
 int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, struct wr_net_policy *p,

@@ -120,11 +120,14 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
     _cleanup_close_ int netns = -1;
     int rc;
 
-    if (ss->net_slot >= 0) {
+    if (ss->net_pooled) {
+        /* The child waiting in its slot (its resolver given when it was cloned). */
+        spec.netns_fd = WR_NETNS_POOLED;
+        spec.pooled_slot = (uint32_t)ss->net_slot;
+    } else if (ss->net_slot >= 0) {
         netns = wr__net_open_fd(m, ss->net_slot, ss->net_make, err);
         if (netns < 0)
             return wr_err_wrap(err, "network slot");
-        spec.join_net = true;
         spec.netns_fd = netns;
         spec.resolver = wr__net_resolver(m, ss->net_slot);
     }
@@ -362,7 +365,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     struct wr_err err;
     char id[21];
     struct wr_net_policy pol = {0};
-    bool want_net = false, make_slot = false;
+    bool want_net = false, make_slot = false, pooled = false;
     int32_t slot = -1;
 
     if (timeout_s > m->cfg.max_timeout_s) {
@@ -424,7 +427,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 
     if (wr__net_request(m, req->net, true, &pol, &want_net, &err) < 0)
         goto fail;
-    if (want_net && wr__net_take(m, &slot, &make_slot, &err) < 0) {
+    if (want_net && wr__net_take(m, &slot, &make_slot, &pooled, &err) < 0) {
         wr_image_fini(&img);
         wr_net_policy_fini(&pol);
         cb(ctx, NULL, false, &err, 5);
@@ -498,6 +501,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->sb->busy = true;
     wr__table_put(m, c->sb);
     c->ss.net_make = make_slot;
+    c->ss.net_pooled = pooled;
     if (slot >= 0 &&
         wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
                      req->net ? req->net->mask_host : NULL, &c->err) < 0) {

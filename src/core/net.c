@@ -37,12 +37,15 @@
 #define FILL_BATCH        4
 #define DEFAULT_READY     16
 #define DEFAULT_MAX_CONNS 2500
+#define NET_CHILDREN      4 /* ready slots kept with a child pre-cloned into them */
 
 enum slot_state { SLOT_ABSENT, SLOT_MAKING, SLOT_READY, SLOT_USED, SLOT_RESTING };
 
 struct slot {
     uint8_t state;
-    bool made; /* its namespace exists (a used slot may still be made by its create's worker) */
+    bool made;    /* its namespace exists (a used slot may still be made by its create's worker) */
+    bool child;   /* ready, with a sandbox child pre-cloned into it (wr_runtime_prewarm_net) */
+    bool cloning; /* ready, a child being cloned into it */
     struct wr_live_sb *sb;
 };
 
@@ -63,6 +66,8 @@ struct wr_net {
     uint32_t fresh;       /* no slot below it is absent but those given up on */
     unsigned filling;     /* slots being made */
     bool fill_failed;     /* the last fill failed: wait for a release or a take before the next */
+    unsigned children;    /* ready slots with a child pre-cloned, or being cloned, into them */
+    bool clone_failed;    /* the last pre-clone failed: wait for the next take */
     struct resting *rest; /* a ring, oldest first */
     size_t rest_head, rest_n, rest_cap;
     uv_timer_t rest_timer;
@@ -255,6 +260,7 @@ static void fill_run(uv_work_t *w)
 }
 
 static void net_fill(struct wr_net *net);
+static void net_clone(struct wr_net *net);
 
 static void fill_done(uv_work_t *w, int status)
 {
@@ -285,6 +291,7 @@ static void fill_done(uv_work_t *w, int status)
     free(f);
     if (!net->closing && !net->fill_failed)
         net_fill(net);
+    net_clone(net);
     wr__work_done(m);
 }
 
@@ -319,15 +326,124 @@ static void net_fill(struct wr_net *net)
     }
 }
 
-int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, struct wr_err *err)
+/* ---- children pre-cloned into ready slots ------------------------------------------------- */
+
+struct clone_work {
+    uv_work_t w;
+    struct wr_net *net;
+    uint32_t slot[NET_CHILDREN];
+    size_t n;
+    int made;
+    struct wr_err err;
+};
+
+static void clone_run(uv_work_t *w)
+{
+    struct clone_work *k = w->data;
+    int fds[NET_CHILDREN];
+    uint32_t resolvers[NET_CHILDREN];
+    size_t n = 0;
+
+    for (size_t i = 0; i < k->n; i++) {
+        fds[n] = wr_netslot_open_fd(k->net->slots, k->slot[i]);
+        if (fds[n] < 0)
+            break;
+        resolvers[n] = host_addr(&k->net->cfg, (int32_t)k->slot[i]);
+        n++;
+    }
+    k->made = n == 0
+                  ? wr_err_set(&k->err, WR_ESYS, errno, "open network slot")
+                  : wr_runtime_prewarm_net(k->net->m->cfg.rt, fds, k->slot, resolvers, n, &k->err);
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+}
+
+static void net_clone(struct wr_net *net);
+
+static void clone_done(uv_work_t *w, int status)
+{
+    struct clone_work *k = w->data;
+    struct wr_net *net = k->net;
+    struct wr_manager *m = net->m;
+
+    /* wr_runtime_prewarm_net clones in order: the first `made` slots have their child. */
+    for (size_t i = 0; i < k->n; i++) {
+        struct slot *sl = &net->slot[k->slot[i]];
+        sl->cloning = false;
+        if ((int)i < k->made) {
+            sl->child = true;
+        } else {
+            net->children--;
+        }
+    }
+    if (k->made < 0) {
+        log_warn("net: cloning children into slots: %s", k->err.msg);
+        net->clone_failed = true;
+    }
+    free(k);
+    if (!net->closing && !net->clone_failed)
+        net_clone(net);
+    wr__work_done(m);
+}
+
+/* Keep NET_CHILDREN ready slots with a child pre-cloned into them. */
+static void net_clone(struct wr_net *net)
+{
+    struct clone_work *k;
+
+    if (net->closing || net->children >= NET_CHILDREN)
+        return;
+    k = xcalloc(1, sizeof(*k));
+    for (size_t i = net->n_ready; i-- > 0 && net->children < NET_CHILDREN;) {
+        struct slot *sl = &net->slot[net->ready[i]];
+        if (sl->child || sl->cloning)
+            continue;
+        sl->cloning = true;
+        net->children++;
+        k->slot[k->n++] = net->ready[i];
+    }
+    if (k->n == 0) {
+        free(k);
+        return;
+    }
+    k->net = net;
+    k->w.data = k;
+    wr__queue_work(net->m, &k->w, clone_run, clone_done);
+}
+
+/* Out of the ready stack at index i (the order of the rest does not matter). */
+static uint32_t ready_remove(struct wr_net *net, size_t i)
+{
+    uint32_t s = net->ready[i];
+
+    net->ready[i] = net->ready[--net->n_ready];
+    return s;
+}
+
+int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, struct wr_err *err)
 {
     struct wr_net *net = m->net;
-    int64_t s;
+    int64_t s = -1;
 
     net->fill_failed = false;
-    if (net->n_ready > 0) {
-        s = net->ready[--net->n_ready];
+    net->clone_failed = false;
+    *pooled = false;
+    /* A slot with a child waiting in it first, then the most recent ready one (not one a child
+     * is being cloned into: it is the worker's until then). */
+    for (size_t i = net->n_ready; i-- > 0 && s < 0;)
+        if (net->slot[net->ready[i]].child) {
+            s = ready_remove(net, i);
+            *pooled = true;
+        }
+    for (size_t i = net->n_ready; i-- > 0 && s < 0;)
+        if (!net->slot[net->ready[i]].cloning)
+            s = ready_remove(net, i);
+    if (s >= 0) {
         *make = false;
+        if (*pooled) {
+            net->slot[s].child = false;
+            net->children--;
+        }
     } else if ((s = next_absent(net)) >= 0) {
         *make = true; /* the create's worker makes it */
         if (wr_nft_slot_add(net->nft, (uint32_t)s, err) < 0)
@@ -341,6 +457,7 @@ int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, struct wr_err 
     net->slot[s].sb = NULL;
     *slot = (int32_t)s;
     net_fill(net);
+    net_clone(net);
     return 0;
 }
 
@@ -426,6 +543,7 @@ static void on_rest(uv_timer_t *t)
         ready_push(net, s);
     }
     rest_arm(net);
+    net_clone(net);
 }
 
 static void rest_arm(struct wr_net *net)
@@ -734,6 +852,7 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
     }
     log_info("net: pool %u slots, %zu in use, %zu ready", net->cap, n, net->n_ready);
     net_fill(net);
+    net_clone(net);
     return 0;
 }
 

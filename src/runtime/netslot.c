@@ -446,7 +446,10 @@ static int sysctl_write(const char *path, const char *value, struct wr_err *err)
 static int slot_sysctls(struct wr_err *err)
 {
     /* ::1 on lo stays: `all` would turn IPv6 off on lo as well. */
-    if (sysctl_write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1", err) < 0 ||
+    /* A new netns starts with the host's IPv4 settings (net.core.devconf_inherit_init_net):
+     * a slot never forwards, whatever the host does. */
+    if (sysctl_write("/proc/sys/net/ipv4/ip_forward", "0", err) < 0 ||
+        sysctl_write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1", err) < 0 ||
         sysctl_write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0", err) < 0 ||
         sysctl_write("/proc/sys/net/ipv4/ping_group_range", "0 2147483647", err) < 0)
         return -1;

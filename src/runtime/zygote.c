@@ -100,14 +100,13 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
         char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
         struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        /* A request: "c" (a child with a network namespace of its own), or "n" with the fd of
-         * the network namespace (a slot) the child joins. */
+        /* the request: one byte, and with it (SCM_RIGHTS) the network slot to clone into */
         char rbuf[CMSG_SPACE(sizeof(int))];
         struct iovec riov = {.iov_base = &c, .iov_len = 1};
         struct msghdr req = {
             .msg_iov = &riov, .msg_iovlen = 1, .msg_control = rbuf, .msg_controllen = sizeof(rbuf)};
         struct cmsghdr *rc;
-        int netns = -1;
+        int netns_fd = -1;
         ssize_t n = recvmsg(fd, &req, MSG_CMSG_CLOEXEC);
 
         if (n == 0 || (n < 0 && errno != EINTR))
@@ -116,14 +115,14 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
             continue;
         rc = CMSG_FIRSTHDR(&req);
         if (rc != NULL && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(&netns, CMSG_DATA(rc), sizeof(int));
-        if (c == 'n' && netns < 0) {
-            r.rc = wr_err_set(&r.err, WR_EINTERNAL, 0, "zygote: a request without its slot");
+            memcpy(&netns_fd, CMSG_DATA(rc), sizeof(int));
+        if (c == 'n' && netns_fd < 0) {
+            r.rc = wr_err_set(&r.err, WR_EINTERNAL, 0, "zygote: no netns with the request");
         } else {
-            r.rc = wr__warm_spawn_here(rt, &w, c == 'n' ? netns : -1, &r.err);
+            r.rc = wr__warm_spawn_here(rt, &w, c == 'n' ? netns_fd : -1, &r.err);
         }
-        if (netns >= 0)
-            close(netns);
+        if (netns_fd >= 0)
+            close(netns_fd);
         if (r.rc == 0) {
             struct cmsghdr *cm;
             int fds[ZYGOTE_NFDS] = {w.pidfd, w.sync, w.uid_lock, w.userns_fd};
@@ -268,6 +267,28 @@ void wr__zygote_stop(struct wr_runtime *rt)
         ;
 }
 
+/* A clone request: "c", or "n" with the network slot's fd. Returns 0 or -1 (errno set). */
+static int send_request(int fd, int netns_fd)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    char c = netns_fd >= 0 ? 'n' : 'c';
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+    if (netns_fd >= 0) {
+        struct cmsghdr *cm;
+        memset(cbuf, 0, sizeof(cbuf));
+        msg.msg_control = cbuf;
+        msg.msg_controllen = sizeof(cbuf);
+        cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &netns_fd, sizeof(int));
+    }
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
 int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
     struct zygote_reply r;
@@ -282,26 +303,9 @@ int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, st
     *w = (struct wr__warm){.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1};
     /* One request at a time: creates on several worker threads take turns. */
     pthread_mutex_lock(&rt->zygote_lock);
-    {
-        char c = netns_fd >= 0 ? 'n' : 'c';
-        char rbuf[CMSG_SPACE(sizeof(int))];
-        struct iovec riov = {.iov_base = &c, .iov_len = 1};
-        struct msghdr req = {.msg_iov = &riov, .msg_iovlen = 1};
-        if (netns_fd >= 0) {
-            struct cmsghdr *rc;
-            memset(rbuf, 0, sizeof(rbuf));
-            req.msg_control = rbuf;
-            req.msg_controllen = sizeof(rbuf);
-            rc = CMSG_FIRSTHDR(&req);
-            rc->cmsg_level = SOL_SOCKET;
-            rc->cmsg_type = SCM_RIGHTS;
-            rc->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(rc), &netns_fd, sizeof(int));
-        }
-        if (sendmsg(rt->zygote_fd, &req, MSG_NOSIGNAL) != 1) {
-            pthread_mutex_unlock(&rt->zygote_lock);
-            return wr_err_sys(err, "zygote: request");
-        }
+    if (send_request(rt->zygote_fd, netns_fd) < 0) {
+        pthread_mutex_unlock(&rt->zygote_lock);
+        return wr_err_sys(err, "zygote: request");
     }
     do {
         n = recvmsg(rt->zygote_fd, &msg, MSG_CMSG_CLOEXEC);

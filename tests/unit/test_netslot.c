@@ -113,6 +113,7 @@ static void check_slot_side(struct wr_netslots *ss, uint32_t i)
            "slot: unprivileged ports from 0");
     is_str(netns_read("/proc/sys/net/ipv4/ping_group_range"), "0\t2147483647",
            "slot: ping for every group");
+    is_str(netns_read("/proc/sys/net/ipv4/ip_forward"), "0", "slot: no forwarding");
     is_str(netns_read("/proc/sys/net/ipv6/conf/eth0/disable_ipv6"), "1", "slot: eth0 IPv6 off");
     is_str(netns_read("/proc/sys/net/ipv6/conf/lo/disable_ipv6"), "0", "slot: ::1 on lo kept");
     check(!netns_file_has("/proc/net/if_inet6", "eth0"), "slot: no IPv6 address on eth0");
@@ -382,5 +383,12 @@ static int body(void)
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/warren-test-netslot-%d", (int)getpid());
-    return netns_test_run(body, "test_netslot");
+    {
+        /* whatever a failed run left of the slot directory (its mounts died with the child) */
+        int rc = netns_test_run(body, "test_netslot");
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        (void)netns_sh(-1, cmd);
+        return rc;
+    }
 }
