@@ -166,6 +166,9 @@ struct api_route {
 
 /* Handlers of the routes (h_*.c): each answers c->req. */
 
+/* h_netlog.c */
+void api_sandbox_netlog(struct api_call *c);
+
 /* h_sandboxes.c */
 void api_sandboxes_list(struct api_call *c);
 void api_sandbox_create(struct api_call *c);

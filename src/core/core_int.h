@@ -19,9 +19,10 @@ struct wr_manager {
     uint64_t committed; /* their memory limits */
     unsigned inflight;  /* works queued on the pool: m is freed after the last one's done */
     bool closing;
-    uv_timer_t *sampler;  /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
-    struct wr_warm *warm; /* warm.c; NULL without --warm */
-    struct wr_net *net;   /* net.c; NULL with networking off */
+    uv_timer_t *sampler;      /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
+    struct wr_warm *warm;     /* warm.c; NULL without --warm */
+    struct wr_net *net;       /* net.c; NULL with networking off */
+    struct wr_netlog *netlog; /* netlog.c: the egress log's sink, or NULL */
 };
 #define WR_USAGE_PERIOD_MS 5000
 

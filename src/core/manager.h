@@ -397,6 +397,10 @@ int wr_manager_set_network(struct wr_manager *m, const char *team, const char *i
                            const struct wr_net_req *req, struct wr_sandbox_rec *rec,
                            struct wr_err *err);
 
+/* The NFLOG group the nftables table logs refused connections to (for the egress log), or 0
+ * with networking off. */
+uint16_t wr_manager_net_log_group(const struct wr_manager *m);
+
 struct wr_net_stats {
     uint64_t packets_out, bytes_out;         /* accepted from the sandbox */
     uint64_t packets_dropped, bytes_dropped; /* denied by its policy or the always-denied list */

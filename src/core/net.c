@@ -32,6 +32,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
+#include "netlog.h"
 
 #define QUARANTINE_MS     3000
 #define FILL_BATCH        4
@@ -74,6 +75,7 @@ struct wr_net {
     bool closing;
     char *dir;             /* <run_dir>/net/<table>: the slots, and the table's own state */
     struct wr_cidr4 *deny; /* never reachable (deny_blocks) */
+    uint16_t log_group;    /* the NFLOG group the table logs refused connections to */
     size_t n_deny;
     struct wr_dns *dns;     /* the DNS stub every sandbox's port 53 goes to */
     struct wr_proxy *proxy; /* the egress proxy TCP 80/443 go to under domain rules */
@@ -562,6 +564,10 @@ static void slot_rest(struct wr_net *net, uint32_t s)
 {
     struct flush_work *f;
 
+    /* Its connections still open end in the flush below: their log entries stay its. */
+    if (net->slot[s].sb != NULL)
+        wr_manager_netlog_released(net->m, wr__net_sandbox_addr(&net->cfg, (int32_t)s),
+                                   net->slot[s].sb->id);
     net->slot[s].sb = NULL;
     if (!net->slot[s].made) {
         /* A create that failed before its worker made it. */
@@ -752,6 +758,8 @@ static int services_start(struct wr_manager *m, struct wr_err *err)
             .n_deny = net->n_deny,
             .lookup = peer_lookup,
             .lookup_arg = m,
+            .log = wr_netlog_manager_fn,
+            .log_arg = m,
         };
         if (wr_dns_start(m->loop, &dc, &net->dns, err) < 0)
             return wr_err_wrap(err, "DNS stub");
@@ -762,6 +770,8 @@ static int services_start(struct wr_manager *m, struct wr_err *err)
             .n_deny = net->n_deny,
             .lookup = peer_lookup,
             .lookup_arg = m,
+            .log = wr_netlog_manager_fn,
+            .log_arg = m,
             .dns = net->dns,
         };
         if (wr_proxy_start(m->loop, &pc, &net->proxy, err) < 0)
@@ -814,6 +824,13 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
     if (net == NULL)
         return 0;
     net->deny = deny_blocks(net, &net->n_deny);
+    /* A group per table (several daemons on a host each read their own): from its name. */
+    {
+        uint32_t h = 2166136261u;
+        for (const char *p = net->cfg.table; *p; p++)
+            h = (h ^ (uint8_t)*p) * 16777619u;
+        net->log_group = (uint16_t)(1000 + h % 60000);
+    }
     if (services_start(m, err) < 0)
         return -1;
     dns_port = wr_dns_port(net->dns);
@@ -836,6 +853,7 @@ int wr__net_start(struct wr_manager *m, struct wr_err *err)
             .proxy_port = proxy_port,
             .deny = net->deny,
             .n_deny = net->n_deny,
+            .log_group = net->log_group,
             /* host-wide, as ip_forward is: every daemon on the host keeps the guard */
             .state_dir = "/run/warren-net",
         };
@@ -965,6 +983,11 @@ int wr_manager_network_stats(struct wr_manager *m, const char *team, const char 
         .bytes_dropped = c.dropped_bytes,
     };
     return 0;
+}
+
+uint16_t wr_manager_net_log_group(const struct wr_manager *m)
+{
+    return m->net != NULL ? m->net->log_group : 0;
 }
 
 bool wr__net_lookup(struct wr_manager *m, uint32_t saddr, struct wr_live_sb **out)

@@ -16,6 +16,7 @@
 #include "../api/api.h"
 #include "../core/images.h"
 #include "../core/manager.h"
+#include "../core/netlog.h"
 #include "../core/pool.h"
 #include "../core/space.h"
 #include "../runtime/runtime.h"
@@ -408,6 +409,7 @@ static void size_fds(struct options *o)
 static uv_signal_t sigterm, sigint;
 static struct wr_http_server *server;
 static struct wr_manager *manager;
+static struct wr_netlog *netlog;
 
 static void handle_closed(uv_handle_t *h)
 {
@@ -429,6 +431,10 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sigint);
     wr_pool_stop(pool);
     wr_api_e2b_close(the_api);
+    /* What is buffered is written; followers' streams end. */
+    wr_manager_set_netlog(manager, NULL);
+    wr_netlog_close(netlog);
+    netlog = NULL;
     wr_manager_close(manager);
     manager = NULL;
     wr_http_server_stop(server, server_stopped, NULL);
@@ -570,6 +576,23 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    /* The egress log's sink (core/netlog.h): with networking, the kernel's conntrack events of
+     * the pool's flows too, each mapped to its sandbox through the slot table. */
+    if (!o.net_off && wr_netlog_open(loop, store, &o.net_pool, wr_netlog_manager_lookup, manager,
+                                     &netlog, &err) < 0) {
+        log_warn("egress log: no connection tracking: %s", err.msg);
+        netlog = NULL;
+    }
+    if (netlog == NULL && wr_netlog_open(loop, store, NULL, NULL, NULL, &netlog, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        wr_manager_close(manager);
+        goto out;
+    }
+    wr_manager_set_netlog(manager, netlog);
+    /* Refused connections, logged by the table's drop rules to its NFLOG group. */
+    if (wr_manager_net_log_group(manager) != 0 &&
+        wr_netlog_listen_nflog(netlog, wr_manager_net_log_group(manager), &err) < 0)
+        log_warn("egress log: no refused connections: %s", err.msg);
     api = (struct wr_api){
         .mgr = manager,
         .images = images,

@@ -167,9 +167,35 @@ static const char migration_9[] = "ALTER TABLE sandboxes ADD COLUMN net_json TEX
                                   "ALTER TABLE sandboxes ADD COLUMN net_slot INTEGER NOT NULL"
                                   " DEFAULT -1;\n";
 
+/* Version 10: the egress log (store/netlog.c).
+ * - netlog: one row per connection, DNS answer or denied packet of a sandbox. id is
+ *   AUTOINCREMENT so that an id is never reused, even after the newest rows go (it is the API's
+ *   cursor). addr is the IPv4 destination as an integer in host byte order (0: none). The daemon
+ *   keeps the newest rows of each sandbox (10,000 by default) and deletes the older.
+ * - The rows of a sandbox go with its record (the trigger), whichever code deletes it. */
+static const char migration_10[] =
+    "CREATE TABLE netlog (\n"
+    "    id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "    sandbox TEXT NOT NULL,\n"
+    "    team TEXT NOT NULL,\n"
+    "    time_ms INTEGER NOT NULL,\n"
+    "    proto TEXT NOT NULL,\n"
+    "    addr INTEGER NOT NULL CHECK (addr BETWEEN 0 AND 4294967295),\n"
+    "    port INTEGER NOT NULL CHECK (port BETWEEN 0 AND 65535),\n"
+    "    name TEXT,\n"
+    "    bytes_out INTEGER NOT NULL DEFAULT 0,\n"
+    "    bytes_in INTEGER NOT NULL DEFAULT 0,\n"
+    "    allowed INTEGER NOT NULL CHECK (allowed IN (0, 1)),\n"
+    "    rule TEXT NOT NULL DEFAULT ''\n"
+    ");\n"
+    "CREATE INDEX netlog_sandbox ON netlog (sandbox, id);\n"
+    "CREATE TRIGGER sandboxes_netlog AFTER DELETE ON sandboxes BEGIN\n"
+    "    DELETE FROM netlog WHERE sandbox = OLD.id;\n"
+    "END;\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
-    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9},
+    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9}, {10, migration_10},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -286,3 +286,37 @@ int wr_store_volume_list(struct wr_store *s, const char *team, struct wr_volume_
  * there is no such volume. On success *v holds the deleted record (fini it). */
 int wr_store_volume_delete(struct wr_store *s, const char *team, const char *name,
                            struct wr_volume_rec *v, struct wr_err *err);
+
+/* ---- the egress log (store/netlog.c) --------------------------------------------------------- */
+
+/* One entry of a sandbox's egress log (net/peer.h and core/netlog.h say what the fields mean). */
+struct wr_netlog_rec {
+    int64_t id;       /* the cursor: assigned at insert, ascending, never reused */
+    char *sandbox_id; /* required at insert */
+    char *team;       /* read: the sandbox's team (insert takes it from the sandbox's record) */
+    int64_t time_ms;
+    char *proto; /* required at insert */
+    uint32_t addr;
+    uint16_t port;
+    char *name; /* or NULL */
+    uint64_t bytes_out, bytes_in;
+    bool allowed;
+    char *rule; /* NULL is stored as "" */
+};
+void wr_netlog_rec_fini(struct wr_netlog_rec *r);
+
+/* Insert n entries in one transaction. An entry whose sandbox has no record is not stored (its
+ * id is set to 0); the others get their ids. *stored (may be NULL) gets how many were. */
+int wr_store_netlog_insert(struct wr_store *s, struct wr_netlog_rec *rows, size_t n, size_t *stored,
+                           struct wr_err *err);
+/* How many entries the sandbox has. */
+int wr_store_netlog_count(struct wr_store *s, const char *sandbox_id, int64_t *n,
+                          struct wr_err *err);
+/* Delete the sandbox's n oldest entries (*deleted: how many there were). */
+int wr_store_netlog_trim(struct wr_store *s, const char *sandbox_id, int64_t n, int64_t *deleted,
+                         struct wr_err *err);
+/* The sandbox's entries with id > after, oldest first, at most limit (1 to 1000; 0: 1000).
+ * *out is an array of *n records (fini each, free the array). The rows go with the sandbox's
+ * record (wr_store_sandbox_delete). */
+int wr_store_netlog_list(struct wr_store *s, const char *sandbox_id, int64_t after, size_t limit,
+                         struct wr_netlog_rec **out, size_t *n, struct wr_err *err);

@@ -56,6 +56,10 @@ enum wr__stmt_id {
     WR_ST_CACHE_PUT,
     WR_ST_CACHE_GET,
     WR_ST_CACHE_PRUNE,
+    WR_ST_NETLOG_INSERT,
+    WR_ST_NETLOG_COUNT,
+    WR_ST_NETLOG_TRIM,
+    WR_ST_NETLOG_LIST,
     WR_ST__COUNT,
 };
 

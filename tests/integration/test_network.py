@@ -210,6 +210,17 @@ def test_internet_off_has_a_slot_and_reaches_nothing(c, inet):
         assert sb.get_info().network.enabled
         assert http(sb, inet.addr("web")) is None
         assert probe(sb, "dns", "example.test")["rcode"] == 5  # REFUSED: nothing may be named
+        # both refusals are in its egress log, with what refused them
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            log = list(sb.network_log())
+            denied = [e for e in log if not e.allowed and e.address == inet.addr("web")]
+            dns = [e for e in log if e.proto == "dns" and e.name == "example.test"]
+            if denied and dns:
+                break
+            time.sleep(0.2)
+        assert denied and denied[0].port == 80 and denied[0].rule, log
+        assert dns and not dns[0].allowed, log
 
 
 def test_allow_and_deny_by_cidr(c, inet):

@@ -371,6 +371,15 @@ def test_every_documented_operation_is_routed(daemon):
 
 # ---- (b) a real call of every operation validates against its schema -------------------------------
 
+def test_network_log(daemon, sandbox):
+    ids = {"id": sandbox.sandbox_id}
+    r = api(daemon, "GET", "/v1/sandboxes/{id}/network/log", ids, query={"limit": 10})
+    assert r.json() == {"entries": [], "next": "0"}
+    r = api(daemon, "GET", "/v1/sandboxes/{id}/network/log", ids,
+            query={"follow": "1"}, head_only=True)
+    assert r.status == 200 and r.media == "application/x-ndjson"
+
+
 def test_health_and_version(daemon):
     api(daemon, "GET", "/v1/health")
     v = api(daemon, "GET", "/v1/version").json()
@@ -820,6 +829,8 @@ def _triggers(daemon, ctx):
     add(S + "/network", "put", 409, {"id": sid}, body={"internet": True})
     add(S + "/network/stats", "get", 404, {"id": gone})
     add(S + "/network/stats", "get", 409, {"id": sid})
+    add(S + "/network/log", "get", 400, {"id": sid}, query={"limit": 0})
+    add(S + "/network/log", "get", 404, {"id": gone})
     add(S + "/disk", "get", 409, call=lambda: send(
         daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
     # This test daemon's state directory is on the plain disk (ext4 without project quotas).

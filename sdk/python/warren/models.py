@@ -21,6 +21,7 @@ __all__ = [
     "CommandEvent",
     "FilesystemEventType",
     "FilesystemEvent",
+    "NetworkLogEntry",
     "ApiKey",
     "CreatedApiKey",
     "VersionInfo",
@@ -464,6 +465,41 @@ class FilesystemEvent:
         except ValueError:
             pass
         return cls(type=t, name=str(d.get("name", "")))
+
+
+@dataclass(frozen=True)
+class NetworkLogEntry:
+    """One entry of a sandbox's egress log: a connection (``proto`` "tcp", "udp", "icmp"), a
+    DNS question ("dns") or a denied packet, with its destination, the name asked for (TLS SNI,
+    HTTP Host or DNS question; None if none), the bytes each way, and whether it was allowed and
+    by which rule. ``id`` is the cursor to continue after."""
+
+    id: str
+    time: datetime | None
+    proto: str
+    address: str
+    port: int
+    name: str | None
+    bytes_out: int
+    bytes_in: int
+    allowed: bool
+    rule: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> NetworkLogEntry:
+        name = d.get("name")
+        return cls(
+            id=str(d.get("id", "")),
+            time=parse_time(d.get("time")),
+            proto=str(d.get("proto", "")),
+            address=str(d.get("address", "")),
+            port=_opt_int(d.get("port")) or 0,
+            name=name if isinstance(name, str) else None,
+            bytes_out=_opt_int(d.get("bytes_out")) or 0,
+            bytes_in=_opt_int(d.get("bytes_in")) or 0,
+            allowed=d.get("allowed") is True,
+            rule=str(d.get("rule", "")),
+        )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,14 @@ from .commands import Commands
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
-from .models import NetworkPolicy, NetworkStats, SandboxInfo, SandboxState, VolumeMount
+from .models import (
+    NetworkLogEntry,
+    NetworkPolicy,
+    NetworkStats,
+    SandboxInfo,
+    SandboxState,
+    VolumeMount,
+)
 
 __all__ = ["Sandbox", "TcpStream"]
 
@@ -440,6 +447,49 @@ class Sandbox:
             return self.get_info().state == SandboxState.PAUSED
         except NotFoundError:
             return False
+
+    def network_log(
+        self, follow: bool = False, *, after: str | None = None, page_size: int = 1000
+    ) -> Iterator[NetworkLogEntry]:
+        """The sandbox's egress log, oldest first: every connection, DNS question and denied
+        packet with its destination, name, bytes and the rule that decided (the newest 10,000
+        are kept, also after the sandbox stopped, as long as its record). ``after``: only the
+        entries after this cursor (an entry's ``id``). With ``follow``, the iterator goes on
+        with each new entry as it is written and ends when the sandbox's record is deleted
+        (close the iterator to stop earlier). NotFoundError for a sandbox the key's team does
+        not have."""
+        path = f"/v1/sandboxes/{path_segment(self._id)}/network/log"
+        c = self._client
+        if follow:
+            stream = c.stream(
+                "GET", path, query={"follow": "1", "after": after},
+                headers={"Accept": "application/x-ndjson"},
+            )
+
+            def live() -> Iterator[NetworkLogEntry]:
+                with stream:
+                    for doc in stream.iter_json():
+                        yield NetworkLogEntry.from_json(doc)
+
+            return live()
+        size = min(max(page_size, 1), 1000)
+        # The first page is fetched now, so that a missing sandbox raises here.
+        first = c.request("GET", path, query={"after": after, "limit": size}).json_object()
+
+        def pages() -> Iterator[NetworkLogEntry]:
+            doc = first
+            while True:
+                items = doc.get("entries")
+                items = items if isinstance(items, builtins.list) else []
+                for d in items:
+                    if isinstance(d, dict):
+                        yield NetworkLogEntry.from_json(d)
+                nxt = doc.get("next")
+                if len(items) < size or not isinstance(nxt, str) or not nxt:
+                    return
+                doc = c.request("GET", path, query={"after": nxt, "limit": size}).json_object()
+
+        return pages()
 
     def kill(self) -> bool:
         """Kill and delete the sandbox; False if it did not exist (any more). Closes the
