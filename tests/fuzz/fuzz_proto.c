@@ -205,8 +205,8 @@ static void decode_all(const uint8_t *p, size_t n)
             struct wr_buf pb;
             wr_buf_init(&pb);
             wr_port_list_encode(&pb, 1, pl, np);
-            check(wr_port_list_decode(pb.data + WR_FRAME_HDR_SIZE, pb.len - WR_FRAME_HDR_SIZE,
-                                      &pl2, &np2, &err) == 0);
+            check(wr_port_list_decode(pb.data + WR_FRAME_HDR_SIZE, pb.len - WR_FRAME_HDR_SIZE, &pl2,
+                                      &np2, &err) == 0);
             check(np == np2);
             for (size_t k = 0; k < np; k++)
                 check(pl[k].port == pl2[k].port && strcmp(pl[k].addr, pl2[k].addr) == 0);

@@ -972,7 +972,8 @@ static void test_watch_event(void)
 
 static void test_port_list(void)
 {
-    struct wr_port_listen in[3] = {{"0.0.0.0", 8000}, {"127.0.0.1", 22}, {"::", 65535}}, *out = NULL;
+    struct wr_port_listen in[3] = {{"0.0.0.0", 8000}, {"127.0.0.1", 22}, {"::", 65535}},
+                          *out = NULL;
     struct wr_err err = {0};
     struct wr_buf b;
     size_t n = 99;
