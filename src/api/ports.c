@@ -320,7 +320,6 @@ static struct up *up_new(struct wr_api *api, struct wr_live_sb *sb, uint16_t por
     wr_live_sb_ref(sb);
     u->sb_id = xstrdup(wr_live_sb_id(sb));
     u->port = port;
-    u->counted = true;
     (void)uv_timer_init(api->loop, &u->idle);
     u->idle.data = u;
     u->handles = 1;
@@ -331,6 +330,7 @@ static struct up *up_new(struct wr_api *api, struct wr_live_sb *sb, uint16_t por
     }
     u->side.io.h.data = u;
     u->handles++;
+    u->counted = true; /* the caller's place under the cap is the connection's from here */
     up_touch(u);
     (void)uv_timer_start(&u->idle, on_idle_check, PORT_IDLE_MS, PORT_IDLE_MS / 4);
     return u;
@@ -463,9 +463,13 @@ static void preq_closed(struct wr_http_req *req, void *data, bool aborted)
             up_close(u);
         }
     }
-    if (pr->opening == NULL)
-        preq_free(pr);
-    /* else: the open's callback frees it */
+    if (pr->opening != NULL) {
+        /* The client left before the port was open: drop the open and its place. */
+        wr_port_req_cancel(pr->opening);
+        pr->opening = NULL;
+        count_put(pr->id);
+    }
+    preq_free(pr);
 }
 
 /* ---- the upstream's response ----------------------------------------------------------------- */
@@ -887,14 +891,7 @@ static void on_open(void *arg, int fd, const struct wr_err *err)
 {
     struct preq *pr = arg;
 
-    pr->opening = NULL;
-    if (pr->req == NULL) {
-        if (fd >= 0)
-            (void)close(fd);
-        count_put(pr->id);
-        preq_free(pr);
-        return;
-    }
+    pr->opening = NULL; /* the client is still there: preq_closed cancels the open */
     if (fd < 0) {
         count_put(pr->id);
         pr->resp_started = true;
