@@ -224,6 +224,31 @@ static int side_write(struct side *s, const void *a, size_t an, const void *t, s
 
     if (s->closing || an + tn == 0)
         return s->closing ? -1 : 0;
+    if (s->wq == 0) {
+        /* Nothing queued: write now. What the socket takes needs no copy, no callback and no
+         * change of the poll set (uv_write's would cost an epoll_ctl each time). */
+        uv_buf_t bufs[2] = {uv_buf_init((char *)a, (unsigned)an),
+                            uv_buf_init((char *)t, (unsigned)tn)};
+        int w = uv_try_write(&s->io.s, bufs, tn ? 2 : 1);
+        if (w < 0 && w != UV_EAGAIN)
+            return -1;
+        if (w > 0) {
+            size_t done = (size_t)w;
+            if (done >= an + tn)
+                return 0;
+            if (done >= an) {
+                t = (const char *)t + (done - an);
+                tn -= done - an;
+                a = t;
+                an = tn;
+                t = NULL;
+                tn = 0;
+            } else {
+                a = (const char *)a + done;
+                an -= done;
+            }
+        }
+    }
     b = xmalloc(sizeof(*b) + an + tn);
     b->n = an + tn;
     memcpy(b->data, a, an);
