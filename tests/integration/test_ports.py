@@ -878,3 +878,54 @@ def test_mask_request_host(pd, team):
         assert st == 200 and json.loads(body)["host"] == "8000-masked.example:1234"
     finally:
         http_req(pd, "DELETE", "/sandboxes/" + sid, headers={"X-API-Key": key})
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_slow_client_backpressure(pd, srv):
+    """A client that does not read: the daemon stops reading the sandbox's server (its queue
+    stays bounded), and the download completes intact once the client reads."""
+    n = 512 << 20
+    s = socket.create_connection(("127.0.0.1", pd.port), timeout=60)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(("GET /big?n=%d HTTP/1.1\r\nHost: 8000-%s.sandbox.test\r\n\r\n"
+               % (n, srv.sandbox_id)).encode())
+    before = rss_kb(pd.proc.pid)
+    time.sleep(3)  # the server could have sent it all by now, were it not held back
+    grown = rss_kb(pd.proc.pid) - before
+    assert grown < 64 * 1024, "the daemon grew by %d KiB for a client that does not read" % grown
+    h = hashlib.sha256()
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(4096)
+    head, _, rest = head.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    # chunked: decode as it comes
+    buf, got = rest, 0
+    while True:
+        while b"\r\n" not in buf:
+            buf += s.recv(1 << 20)
+        line, _, buf = buf.partition(b"\r\n")
+        size = int(line, 16)
+        if size == 0:
+            break
+        while len(buf) < size + 2:
+            buf += s.recv(1 << 20)
+        h.update(buf[:size])
+        got += size
+        buf = buf[size + 2:]
+    s.close()
+    block = bytes(range(256)) * 256
+    want = hashlib.sha256()
+    left = n
+    while left:
+        k = min(left, len(block))
+        want.update(block[:k])
+        left -= k
+    assert got == n and h.hexdigest() == want.hexdigest()
