@@ -1580,6 +1580,20 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
         api_fail(req, WR_EINVAL, "port %.*s: a port is 1 to 65535 in decimal", (int)portn, portp);
         return true;
     }
+    {
+        /* The prefix taken off the target for the server is the one the route read: written
+         * as it is, not percent-encoded (an encoded '/' would move the cut). */
+        _cleanup_free_ char *prefix =
+            xasprintf("/v1/sandboxes/%s/ports/%.*s", idbuf, (int)portn, portp);
+        const char *raw = wr_http_req_target(req);
+        size_t pl = strlen(prefix);
+        if (strncmp(raw, prefix, pl) != 0 || strchr("/?", raw[pl]) == NULL) {
+            api_fail(req, WR_EINVAL,
+                     "the sandbox id and port of the path must not be "
+                     "percent-encoded");
+            return true;
+        }
+    }
     sb = wr_manager_find(api->mgr, who.admin ? NULL : who.team, idbuf, &err);
     if (sb == NULL) {
         api_error(req, &err);

@@ -283,6 +283,12 @@ def test_path_route_strips_prefix_and_key(pd, team, srv):
     # without a key: 401
     st, _ = http_req(pd, "GET", "/v1/sandboxes/%s/ports/8000/" % srv.sandbox_id)
     assert st == 401
+    # an encoded port or '/' in the route's part: refused, not cut elsewhere
+    st, _ = http_req(pd, "GET", "/v1/sandboxes/%s/ports/%%38000/x" % srv.sandbox_id, key=key)
+    assert st == 400
+    st, _ = http_req(pd, "GET", "/v1/sandboxes/%s%%2Fports%%2F8000/ports/8000/x" % srv.sandbox_id,
+                     key=key)
+    assert st in (400, 404)
 
 
 def test_localhost_bound_service(pd, srv):

@@ -13,8 +13,8 @@ static bool parse(const char *s, unsigned *v)
 
 int main(void)
 {
-    static const char *const bad[] = {"0",  "65536", "08080", "-1", "+80",    "80a", " 80",
-                                      "80 ", "",    "1e3",   "0x50", "999999", "00"};
+    static const char *const bad[] = {"0",   "65536", "08080", "-1",   "+80",    "80a", " 80",
+                                      "80 ", "",      "1e3",   "0x50", "999999", "00"};
     unsigned v = 0;
 
     ok(parse("1", &v) && v == 1, "1");
