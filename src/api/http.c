@@ -2315,7 +2315,7 @@ size_t wr_ws_pending(const struct wr_ws *ws)
     return ws->c->closing ? 0 : ws->c->pending + wslay_event_get_queued_msg_length(ws->ctx);
 }
 
-/* ---- taking the connection over ---------------------------------------------------------- */
+/* ---- taking the connection over ------------------------------------------------------------ */
 
 const char *wr_http_req_target(const struct wr_http_req *req)
 {

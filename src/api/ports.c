@@ -37,7 +37,7 @@
 struct up;
 struct preq;
 
-/* ---- connections per sandbox (the 429 cap) ------------------------------------------------ */
+/* ---- connections per sandbox (the 429 cap) ------------------------------------------------- */
 
 struct sbcount {
     struct sbcount *next;
@@ -104,8 +104,7 @@ static uint32_t conn_limit(const struct wr_api *api)
     return api->port_conn_limit ? api->port_conn_limit : WR_API_PORT_CONN_LIMIT;
 }
 
-/* ---- the errors -------------------------------------------------------------------------------
- */
+/* ---- the errors ---------------------------------------------------------------------------- */
 
 /* How a route answers errors: E2B's proxy bodies (Host and header routes), or the native API's. */
 enum route_kind { ROUTE_E2B, ROUTE_NATIVE };
@@ -184,7 +183,7 @@ bool api_port_parse(const char *s, size_t n, unsigned *out)
     return true;
 }
 
-/* ---- byte relays ---------------------------------------------------------------------------- */
+/* ---- byte relays --------------------------------------------------------------------------- */
 
 struct wbuf {
     uv_write_t w;
@@ -283,7 +282,7 @@ static int side_open(uv_loop_t *loop, struct side *s, int fd, bool is_unix)
     return rc;
 }
 
-/* ---- the upstream ---------------------------------------------------------------------------- */
+/* ---- the upstream -------------------------------------------------------------------------- */
 
 enum up_mode { UP_HTTP, UP_TUNNEL, UP_WS };
 
@@ -386,8 +385,7 @@ static void up_read(struct up *u, bool on)
     u->side.reading = on;
 }
 
-/* ---- HTTP requests -----------------------------------------------------------------------------
- */
+/* ---- HTTP requests ------------------------------------------------------------------------- */
 
 struct preq {
     struct wr_api *api;
@@ -497,7 +495,7 @@ static void preq_closed(struct wr_http_req *req, void *data, bool aborted)
     preq_free(pr);
 }
 
-/* ---- the upstream's response ----------------------------------------------------------------- */
+/* ---- the upstream's response --------------------------------------------------------------- */
 
 static struct preq *parser_req(llhttp_t *p)
 {
@@ -937,8 +935,7 @@ static void on_open(void *arg, int fd, const struct wr_err *err)
     send_head(pr);
 }
 
-/* ---- tunnels (after a 101) --------------------------------------------------------------------
- */
+/* ---- tunnels (after a 101) ----------------------------------------------------------------- */
 
 struct tunnel {
     struct side client;
@@ -1138,7 +1135,7 @@ static void tunnel_start(struct preq *pr, const char *rest, size_t nrest)
     up_read(u, true);
 }
 
-/* ---- raw TCP over a WebSocket ---------------------------------------------------------------- */
+/* ---- raw TCP over a WebSocket -------------------------------------------------------------- */
 
 struct wsb {
     struct wr_ws *ws; /* NULL once it closed */
@@ -1326,8 +1323,7 @@ static void tcp_start(struct wr_api *api, struct wr_http_req *req, struct wr_liv
     wr_http_req_set_data(req, t, tcpreq_closed);
 }
 
-/* ---- routing a request to a port ---------------------------------------------------------------
- */
+/* ---- routing a request to a port ----------------------------------------------------------- */
 
 /* Request headers not passed upstream: hop-by-hop ones, the framing (rebuilt), Host (set
  * apart), and, on the native path, the caller's API key. */
@@ -1460,8 +1456,7 @@ static void proxy_start(struct wr_api *api, struct wr_http_req *req, struct wr_l
     open_up(pr);
 }
 
-/* ---- the E2B routes (e2b.c) --------------------------------------------------------------------
- */
+/* ---- the E2B routes (e2b.c) ---------------------------------------------------------------- */
 
 void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port)
 {
@@ -1495,8 +1490,7 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
     proxy_start(api, req, sb, ROUTE_E2B, id, port, wr_http_req_target(req));
 }
 
-/* ---- the native routes ------------------------------------------------------------------------
- */
+/* ---- the native routes --------------------------------------------------------------------- */
 
 /* The raw target with its first `skip` path segments removed ("/" if nothing is left; the
  * query kept). */
@@ -1608,8 +1602,7 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
     return true;
 }
 
-/* ---- parked connections ------------------------------------------------------------------------
- */
+/* ---- parked connections -------------------------------------------------------------------- */
 
 static void on_idle_check(uv_timer_t *t)
 {
