@@ -55,6 +55,8 @@ STORE_SRC   := $(wildcard src/store/*.c)
 API_SRC     := $(wildcard src/api/*.c)
 IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
+# The daemon's egress services (DNS stub, L7 proxy, policy): libuv and util/ only.
+NET_SRC     := $(wildcard src/net/*.c)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
 LLHTTP_DIR  := /usr/share/llhttp
 LLHTTP_INC  := /usr/share/include/llhttp
@@ -79,9 +81,12 @@ HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).
-DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC))
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC))
 DLIB       := $(BUILD)/libwarrend.a
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl
+# The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
+NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
+DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
+               $(shell pkg-config --libs ldns)
 DAEMON     := $(BUILD)/warrend
 
 CLI        := $(BUILD)/warren
@@ -94,7 +99,8 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
-all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop
+all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
+     $(BUILD)/bench/nft_update
 
 $(CONFIG_STAMP):
 	@mkdir -p $(dir $@)
@@ -222,6 +228,12 @@ $(BUILD)/bench/sandbox_loop: bench/sandbox_loop.c $(INIT_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(INIT_LIB) $(LIB) $(HOST_LIBS)
 
+# The networking data path (policy updates at 1 and 10,000 sandboxes, per-packet cost), in
+# private network namespaces: docs/benchmarks.md, "Networking data path".
+$(BUILD)/bench/nft_update: bench/nft_update.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) $(HOST_LDFLAGS) -o $@ $< $(LIB) $(NET_LIBS) -lpthread
+
 bench: all $(BUILD)/bench/sandbox_loop
 	sh bench/run.sh $(BUILD)
 
@@ -274,6 +286,8 @@ check-layers:
 	    { echo "check-layers: image/ knows the HTTP server, SQL or the daemon"; exit 1; }
 	@! grep -nE 'jansson\.h|json_cleanup\.h' $$(git ls-files 'src/util/*.c' 'src/proto/*' 'src/runtime/*' 'src/init/*') || \
 	    { echo "check-layers: util/, proto/, runtime/ or init/ needs jansson"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core|runtime|image|proto)/|jansson\.h|sqlite3\.h' $$(git ls-files 'src/net/*') || \
+	    { echo "check-layers: net/ uses more than libuv and util/"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

@@ -15,7 +15,8 @@
  *   conc C SECS     C processes, each looping create → exec ["true"] (wait) → delete for SECS
  *   spawn N PROG    N × posix_spawn PROG true + waitpid on the host (floor of starting a process)
  *   reap            delete every sandbox the daemon lists (cleanup)
- * cycle and conc also print how busy the host's CPUs were (/proc/stat, every process counted). */
+ * cycle and conc also print how busy the host's CPUs were (/proc/stat, every process counted).
+ * WARREN_BENCH_CREATE, if set, is the body of the creates of cycle, exec and conc. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -238,10 +239,12 @@ static int request(struct conn *c, const char *method, const char *path, const c
 
 /* ---- sandbox helpers ------------------------------------------------------------------------ */
 
-/* POST /v1/sandboxes; the id into id[64]. Returns the status (201 on success). */
+/* POST /v1/sandboxes; the id into id[64]. Returns the status (201 on success). body NULL: the
+ * environment's WARREN_BENCH_CREATE (a JSON object, e.g. a network), else "{}". */
 static int create_sb(struct conn *c, const char *body, char id[64])
 {
-    int st = request(c, "POST", "/v1/sandboxes", body ? body : "{}");
+    const char *dflt = getenv("WARREN_BENCH_CREATE");
+    int st = request(c, "POST", "/v1/sandboxes", body ? body : dflt ? dflt : "{}");
     json_t *j;
     const char *s;
 

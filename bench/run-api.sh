@@ -47,6 +47,7 @@ API="$OUT/api_bench"
 # mount, to see what the filesystem of the writable layers costs.
 TMP=$(mktemp -d "${WARREN_BENCH_DIR:-/tmp}/warren-bench-api.XXXXXX")
 RUN_DIR=/run/warren-bench-api-$$
+NET_TABLE=wbench$$
 CG=warren-bench-api-$$
 # the daemon's sandboxes get a cgroup parent and uid range of their own (the peers, like
 # bench/run.sh, use the defaults)
@@ -79,6 +80,9 @@ cleanup() {
     for h in /sys/fs/cgroup/*/warren-bench /sys/fs/cgroup/warren-bench; do
         [ ! -d "$h" ] || rmdir "$h" || echo "bench: left behind: $h" >&2
     done
+    # the network slots outlive a daemon on purpose: the benchmark's go with it
+    for s in "$RUN_DIR"/net/"$NET_TABLE"/*; do [ -e "$s" ] && umount -l "$s"; done
+    nft delete table inet "$NET_TABLE" 2>/dev/null
     rm -rf "$RUN_DIR" "$TMP"
 }
 trap cleanup EXIT
@@ -87,8 +91,13 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$TMP/state/templates/base"
 ln -s "$(realpath "$IMG")" "$TMP/state/templates/base/rootfs"
 # shellcheck disable=SC2086 # DENV is three VAR=value words
+# Networking (1n): a pool and table of the benchmark's own, internet off and DNS to loopback's
+# discard port (nothing leaves the machine), slots made ahead for every create of 1n (a
+# released slot rests 3 s before it is ready again).
 env $DENV "$BUILD/warrend" --state-dir "$TMP/state" --socket "$SOCK" --listen 127.0.0.1:0 \
-    --run-dir "$RUN_DIR" --log-level warn >"$TMP/ready" 2>"$TMP/warrend.log" &
+    --run-dir "$RUN_DIR" --log-level warn --net-pool 10.251.0.0/20 --net-table "$NET_TABLE" \
+    --net-default off --net-ready "${NET_READY:-1100}" --dns-upstream 127.0.0.1:9 \
+    >"$TMP/ready" 2>"$TMP/warrend.log" &
 DPID=$!
 i=0
 while ! grep -q "warrend ready" "$TMP/ready" && kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do
@@ -118,6 +127,13 @@ step "$API" "$SOCK" health 1000
 
 say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times"
 step "$API" "$SOCK" cycle "$N"
+say "== 1n. the same cycle with a network of its own (a pooled slot: netns, veth, address, rules), $N times"
+i=0
+while [ "$(ls "$RUN_DIR/net/$NET_TABLE" 2>/dev/null | wc -l)" -lt "${NET_READY:-1100}" ] && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+step env WARREN_BENCH_CREATE='{"network":{"internet":false}}' "$API" "$SOCK" cycle "$N"
 say "== 1b. peers, same run: in-process runtime loop (/bin/true) and the isolation floor, $N each"
 step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --zygote "$ZYGOTE" "$(realpath "$IMG")" "$N"
 step "$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N"

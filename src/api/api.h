@@ -17,6 +17,9 @@ struct wr_api {
     uv_loop_t *loop;
     const char *version;
     struct wr_e2b *e2b; /* the E2B-compatible API's state (wr_api_e2b_open), or NULL: off */
+    /* The domain sandboxes' ports are served under (<port>-<id>.<domain>, E2B's `domain`), or
+     * NULL (--domain). */
+    const char *domain;
     /* Exposed ports (ports.c): concurrent connections to one sandbox's ports, beyond which a
      * new one is answered 429; 0: WR_API_PORT_CONN_LIMIT. */
     uint32_t port_conn_limit;

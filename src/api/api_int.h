@@ -107,6 +107,23 @@ int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allow
 
 /* ---- routes (router.c) ----------------------------------------------------------------------- */
 
+/* ---- network.c: a sandbox's network ------------------------------------------------------- */
+
+/* A wr_net_req and the arrays it points into (the strings are the parsed body's). */
+struct api_net_req {
+    struct wr_net_req r;
+    const char **allow, **deny;
+};
+void api_net_req_fini(struct api_net_req *r);
+/* The native `network` object (create: `enabled` allowed). -1 after answering 400. */
+int api_net_parse_native(struct wr_http_req *req, json_t *net, bool create,
+                         struct api_net_req *out);
+/* E2B's `allow_internet_access` and `network` of a create (or of PUT /sandboxes/{id}/network:
+ * create false) body. -1 after answering 400. */
+int api_net_parse_e2b(struct wr_http_req *req, json_t *body, bool create, struct api_net_req *out);
+/* The record's `network` object as the native API answers it. */
+json_t *api_network_json(const struct wr_sandbox_rec *r);
+
 /* A call of a route of the native API, as the router hands it to the route's handler. It is the
  * router's: valid while the handler runs; a handler that answers later copies what it needs. */
 #define API_MAX_SEGS 8
@@ -159,6 +176,9 @@ void api_sandbox_pause(struct api_call *c);
 void api_sandbox_resume(struct api_call *c);
 void api_sandbox_metrics(struct api_call *c);
 void api_sandbox_disk(struct api_call *c);
+void api_sandbox_network_get(struct api_call *c);
+void api_sandbox_network_put(struct api_call *c);
+void api_sandbox_network_stats(struct api_call *c);
 
 /* h_exec.c */
 void api_exec_start(struct api_call *c);

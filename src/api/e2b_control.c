@@ -41,15 +41,30 @@ static const char *e2b_state(const struct wr_sandbox_rec *r)
     return NULL;
 }
 
+/* The record's network: its policy, and whether its ports need the traffic token. */
+static json_t *record_network(const struct wr_sandbox_rec *r, bool *internet, bool *public)
+{
+    json_t *n = api_network_json(r), *ports = json_object_get(n, "ports");
+
+    *internet = json_is_true(json_object_get(n, "internet"));
+    *public = !json_is_false(json_object_get(ports, "public"));
+    return n;
+}
+
 /* Sandbox: what create, connect and resume answer. */
 static json_t *sandbox_json(struct wr_api *api, const struct wr_sandbox_rec *r)
 {
-    char token[E2B_TOKEN_HEX + 1];
+    char token[E2B_TOKEN_HEX + 1], traffic[E2B_TOKEN_HEX + 1];
+    bool internet, public;
+    json_t *n = record_network(r, &internet, &public);
 
+    json_decref(n);
     e2b_token(api, r->id, token);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n,s:n}", "sandboxID", r->id, "clientID", "warren",
-                     "templateID", r->template_name, "alias", r->template_name, "envdVersion",
-                     E2B_ENVD_VERSION, "envdAccessToken", token, "domain", "trafficAccessToken");
+    wr_e2b_traffic_token(api, r->id, traffic);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s?,s:s?}", "sandboxID", r->id, "clientID",
+                     "warren", "templateID", r->template_name, "alias", r->template_name,
+                     "envdVersion", E2B_ENVD_VERSION, "envdAccessToken", token, "domain",
+                     api->domain, "trafficAccessToken", public ? NULL : traffic);
 }
 
 /* The record's mounts as E2B shows them: [{"name", "path"}]. */
@@ -93,9 +108,19 @@ static json_t *listed_json(struct wr_api *api, const struct wr_sandbox_rec *r, b
     if (detail) {
         char token[E2B_TOKEN_HEX + 1];
         e2b_token(api, r->id, token);
+        bool internet, public;
+        json_t *n = record_network(r, &internet, &public);
+        json_t *mask = json_object_get(json_object_get(n, "ports"), "mask_host");
+
         json_object_set_new(j, "envdAccessToken", json_string(token));
-        json_object_set_new(j, "domain", json_null());
-        json_object_set_new(j, "allowInternetAccess", json_true());
+        json_object_set_new(j, "domain", api->domain ? json_string(api->domain) : json_null());
+        json_object_set_new(j, "allowInternetAccess", json_boolean(internet));
+        json_object_set_new(j, "network",
+                            json_pack("{s:O,s:O,s:b,s:O?}", "allowOut",
+                                      json_object_get(n, "allow_out"), "denyOut",
+                                      json_object_get(n, "deny_out"), "allowPublicTraffic", public,
+                                      "maskRequestHost", json_is_string(mask) ? mask : NULL));
+        json_decref(n);
         json_object_set_new(j, "lifecycle",
                             json_pack("{s:s,s:b}", "onTimeout",
                                       wr_sb_on_timeout_name(r->on_timeout), "autoResume", 0));
@@ -167,6 +192,7 @@ enum op {
     OP_TIMEOUT,
     OP_REFRESH,
     OP_SNAPSHOT,
+    OP_NETWORK,
     OP_FORK
 };
 
@@ -322,6 +348,7 @@ static void create(struct op_ctx *o, json_t *j)
     _cleanup_free_ char *env = NULL, *meta = NULL;
     const char *tpl = e2b_str(j, "templateID", "template_id");
     struct wr_volume_mount vols[WR_MAX_VOLUMES];
+    struct api_net_req net = {0};
     json_t *v;
     int64_t t;
 
@@ -348,11 +375,44 @@ static void create(struct op_ctx *o, json_t *j)
     if (api_volume_list(req, j, "volumeMounts", vols, &cr.n_volumes) < 0)
         goto fail;
     cr.volumes = vols;
+    if (api_net_parse_e2b(req, j, true, &net) < 0)
+        goto fail;
+    cr.net = &net.r;
     op_wait(o);
     wr_manager_create(o->api->mgr, &cr, created, o);
+    api_net_req_fini(&net);
     return;
 fail:
     op_release(o);
+}
+
+/* PUT /sandboxes/{id}/network: replace the egress rules ("Omitting a field clears it"), 204. */
+static void update_network(struct op_ctx *o, json_t *j)
+{
+    struct wr_http_req *req = o->req;
+    const char *team = o->any_team ? NULL : o->team;
+    struct api_net_req net;
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+    json_t *body = json_pack("{s:O?,s:O}", "allow_internet_access",
+                             json_object_get(j, "allow_internet_access"), "network", j);
+
+    /* The update's fields sit at the top level: allowOut, denyOut (and E2B's others). */
+    json_object_del(json_object_get(body, "network"), "allow_internet_access");
+    if (get_visible(o->api, req, team, o->id, &rec) < 0)
+        goto out;
+    wr_sandbox_rec_fini(&rec);
+    if (api_net_parse_e2b(req, body, false, &net) < 0)
+        goto out;
+    if (wr_manager_set_network(o->api->mgr, team, o->id, &net.r, &rec, &err) < 0) {
+        api_error(req, &err);
+    } else {
+        wr_http_respond(req, 204, NULL, NULL, 0);
+        wr_sandbox_rec_fini(&rec);
+    }
+    api_net_req_fini(&net);
+out:
+    json_decref(body);
 }
 
 /* E2B's connect (KeepAliveFor with allowShorter false, in e2b-dev/infra's sandbox_connect.go):
@@ -507,6 +567,10 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
     case OP_TIMEOUT:
     case OP_REFRESH:
         timeout_or_refresh(o, j);
+        op_release(o);
+        break;
+    case OP_NETWORK:
+        update_network(o, j);
         op_release(o);
         break;
     }
@@ -796,7 +860,8 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
         if (method_is(req, "POST"))
             with_body(api, req, who, OP_SNAPSHOT, seg[1]);
     } else if (strcmp(seg[2], "network") == 0) {
-        unsupported(req, "changing a sandbox's network is");
+        if (method_is(req, "PUT"))
+            with_body(api, req, who, OP_NETWORK, seg[1]);
     } else {
         goto notfound;
     }

@@ -63,6 +63,7 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
     json_object_set_new(j, "disk_mb",
                         r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
                                       : json_null());
+    json_object_set_new(j, "network", api_network_json(r));
     return j;
 }
 
@@ -199,14 +200,15 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 void api_sandbox_create(struct api_call *call)
 {
-    static const char *const allowed[] = {"template",   "cpus", "memory_mb", "disk_mb",
-                                          "timeout",    "env",  "metadata",  "volumes",
-                                          "on_timeout", NULL};
+    static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
+                                          "timeout",  "env",        "metadata",  "volumes",
+                                          "network",  "on_timeout", NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
     struct wr_create_req cr = {0};
     struct wr_volume_mount vols[WR_MAX_VOLUMES];
+    struct api_net_req net = {0};
     char *env = NULL, *meta = NULL;
     json_t *j, *v;
 
@@ -262,6 +264,11 @@ void api_sandbox_create(struct api_call *call)
     cr.volumes = vols;
     cr.env_json = env;
     cr.metadata_json = meta;
+    if ((v = json_object_get(j, "network")) != NULL && !json_is_null(v)) {
+        if (api_net_parse_native(req, v, true, &net) < 0)
+            goto out;
+        cr.net = &net.r;
+    }
     cr.idem_key = wr_http_req_header(req, "Idempotency-Key");
     if (cr.idem_key != NULL && (strlen(cr.idem_key) == 0 || strlen(cr.idem_key) > 128)) {
         api_fail(req, WR_EINVAL, "Idempotency-Key must be 1 to 128 bytes");
@@ -274,6 +281,7 @@ void api_sandbox_create(struct api_call *call)
     wr_http_req_set_data(req, c, create_closed);
     wr_manager_create(api->mgr, &cr, create_answered, c);
 out:
+    api_net_req_fini(&net);
     free(env);
     free(meta);
     json_decref(j);

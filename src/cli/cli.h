@@ -46,6 +46,43 @@ int cli_template_build(int argc, char **argv);
 /* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
 int cli_template_oci(int argc, char **argv);
 
+/* ---- network.c ------------------------------------------------------------------------------ */
+
+int cmd_network(int argc, char **argv);
+/* The network options of `create` and `network` (getopt values, CLI_NET_OPTIONS for the option
+ * table, CLI_NET_HELP for the usage text). */
+enum {
+    CLI_NET_INTERNET = 0x4e00,
+    CLI_NET_NO_INTERNET,
+    CLI_NET_ALLOW,
+    CLI_NET_DENY,
+    CLI_NET_MAXCONN,
+    CLI_NET_PRIVATE,
+    CLI_NET_NONE,
+};
+#define CLI_NET_OPTIONS                                                                            \
+    {"internet", no_argument, NULL, CLI_NET_INTERNET},                                             \
+        {"no-internet", no_argument, NULL, CLI_NET_NO_INTERNET},                                   \
+        {"allow-out", required_argument, NULL, CLI_NET_ALLOW},                                     \
+        {"deny-out", required_argument, NULL, CLI_NET_DENY},                                       \
+        {"max-connections", required_argument, NULL, CLI_NET_MAXCONN},                             \
+    {                                                                                              \
+        "private-ports", no_argument, NULL, CLI_NET_PRIVATE                                        \
+    }
+#define CLI_NET_HELP                                                                               \
+    "  --internet, --no-internet  egress to the internet, or only to what --allow-out\n"           \
+    "                         lists (default: the server's)\n"                                     \
+    "  --allow-out LIST       addresses, CIDR blocks, names, *.names reachable whatever\n"         \
+    "                         else is denied (comma-separated, repeatable)\n"                      \
+    "  --deny-out LIST        addresses and CIDR blocks not reachable (names need\n"               \
+    "                         --deny-out 0.0.0.0/0 or --no-internet)\n"                            \
+    "  --max-connections N    concurrent egress connections at most\n"                             \
+    "  --private-ports        its ports need its traffic token (e2b-traffic-access-token)\n"
+/* Apply one of those options to the `network` object net. Returns 0 or -1 (printed). */
+int cli_net_flag(const char *verb, json_t *net, int opt, const char *arg);
+/* Show a `network` object as `warren info` and `warren network` do. */
+void cli_net_print(json_t *n);
+
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -34,6 +34,7 @@ static const struct verb verbs[] = {
     {"fork", cmd_fork, "copy a running sandbox into N new ones"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},
+    {"network", cmd_network, "show or replace a sandbox's egress policy"},
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},
 };

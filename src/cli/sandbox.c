@@ -108,6 +108,8 @@ static void print_sandbox(const json_t *s)
     }
     json_object_foreach((json_t *)json_object_get(s, "metadata"), k, v)
         printf("metadata:   %s=%s\n", k, json_string_value(v) ?: "");
+    if (json_is_object(json_object_get(s, "network")))
+        cli_net_print(json_object_get(s, "network"));
     {
         size_t i;
         json_array_foreach((json_t *)json_object_get(s, "volumes"), i, v)
@@ -132,7 +134,9 @@ static void create_usage(FILE *f)
                "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
                "  --on-timeout kill|pause  at the deadline, kill (default) or pause the\n"
                "                         sandbox (resume gives it its timeout again)\n"
-               "  --env K=V              environment for every command (repeatable)\n"
+               "  --env K=V              environment for every command (repeatable)\n" CLI_NET_HELP
+               "  --no-network           loopback only: no address of its own, no policy to\n"
+               "                         change later (the cheapest sandbox)\n"
                "  --metadata K=V         a label (repeatable)\n"
                "  --volume NAME:PATH[:ro]  mount the volume NAME at PATH, read-only with :ro\n"
                "                         (repeatable, at most 16)\n"
@@ -191,12 +195,14 @@ int cmd_create(int argc, char **argv)
         {"metadata", required_argument, NULL, O_META},
         {"idempotency-key", required_argument, NULL, O_IDEM},
         {"volume", required_argument, NULL, O_VOLUME},
+        CLI_NET_OPTIONS,
+        {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     json_t *body = json_object(), *env = json_object(), *meta = json_object(), *sb = NULL;
-    json_t *vols = json_array();
+    json_t *vols = json_array(), *net = json_object();
     _cleanup_free_ char *idem = NULL;
     struct cli_http *http = NULL;
     struct wr_err err;
@@ -260,6 +266,16 @@ int cmd_create(int argc, char **argv)
             free(idem);
             idem = xasprintf("Idempotency-Key: %s", optarg);
             break;
+        case CLI_NET_INTERNET:
+        case CLI_NET_NO_INTERNET:
+        case CLI_NET_ALLOW:
+        case CLI_NET_DENY:
+        case CLI_NET_MAXCONN:
+        case CLI_NET_PRIVATE:
+        case CLI_NET_NONE:
+            if (cli_net_flag("create", net, c, optarg) < 0)
+                goto out;
+            break;
         case 'o':
             if (cli_output_arg("create", optarg, &json) < 0)
                 goto out;
@@ -283,6 +299,8 @@ int cmd_create(int argc, char **argv)
         json_object_set(body, "metadata", meta);
     if (json_array_size(vols))
         json_object_set(body, "volumes", vols);
+    if (json_object_size(net))
+        json_object_set(body, "network", net);
 
     rc = CLI_EXIT_FAIL;
     if ((http = cli_connect_or_complain("create")) == NULL)
@@ -332,6 +350,7 @@ out:
     json_decref(env);
     json_decref(meta);
     json_decref(vols);
+    json_decref(net);
     json_decref(sb);
     return rc;
 }

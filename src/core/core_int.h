@@ -21,6 +21,7 @@ struct wr_manager {
     bool closing;
     uv_timer_t *sampler;  /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
     struct wr_warm *warm; /* warm.c; NULL without --warm */
+    struct wr_net *net;   /* net.c; NULL with networking off */
 };
 #define WR_USAGE_PERIOD_MS 5000
 
@@ -232,6 +233,9 @@ struct start_spec {
     uint64_t memory_bytes, disk_bytes;
     uint32_t cpu_millis, pids_max;
     uint32_t project; /* for a project quota: unique per sandbox */
+    int32_t net_slot; /* the network slot it joins, -1: loopback only */
+    bool net_make;    /* the worker makes that slot first (none was ready) */
+    bool net_pooled;  /* a child waits in that slot (wr_runtime_prewarm_net): the create takes it */
 };
 /* The start spec of a sandbox record (free with wr__start_spec_fini). */
 int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
@@ -284,3 +288,43 @@ void wr__volumes_give(struct wr_manager *m, const struct start_spec *ss);
 /* Remove the directories of volumes that have no record (a daemon that died while deleting or
  * creating one). Called at open. */
 void wr__volumes_sweep(struct wr_manager *m);
+
+/* ---- net.c: networking ------------------------------------------------------------------------
+ */
+
+struct wr_net_policy;
+/* At open, before the records are reconciled: the pool and the slots a previous daemon left. */
+int wr__net_init(struct wr_manager *m, struct wr_err *err);
+/* After: the whole nftables table from the adopted sandboxes, in one transaction; then the pool
+ * is filled. */
+int wr__net_start(struct wr_manager *m, struct wr_err *err);
+void wr__net_close(struct wr_manager *m); /* stop filling and resting */
+void wr__net_free(struct wr_manager *m);  /* once no work item is left */
+/* A request's network as a validated policy (*p, fini it), and whether it gets a slot (at
+ * create; a replacement always keeps its slot). */
+int wr__net_request(struct wr_manager *m, const struct wr_net_req *req, bool create,
+                    struct wr_net_policy *p, bool *slot, struct wr_err *err);
+/* The record's net_json of a sandbox on slot with policy p. */
+char *wr__net_json(const struct wr_manager *m, const struct wr_net_policy *p, int32_t slot,
+                   bool ports_public, const char *mask_host);
+/* A slot for a create: a ready one (pooled: with a child pre-cloned into it, which the create
+ * takes), or (make) one its worker makes. WR_ELIMIT if none is left. */
+int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, struct wr_err *err);
+/* sb holds slot with policy p (moved into sb->net; p is zeroed) and its port options; programs
+ * the kernel's rules (but at start, when wr__net_start builds them all). */
+int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, struct wr_net_policy *p,
+                 bool ports_public, const char *mask_host, struct wr_err *err);
+void wr__net_slot_made(struct wr_manager *m, int32_t slot);
+/* A taken slot no sandbox was bound to (a create that failed early) goes back. */
+void wr__net_release_slot(struct wr_manager *m, int32_t slot, bool made);
+/* sb's end: its rules go, its slot rests then is ready again, its record forgets the slot. */
+void wr__net_release(struct wr_manager *m, struct wr_live_sb *sb);
+/* A reconciled record's slot and policy back on sb (-1 if it could not be). */
+int wr__net_adopt(struct wr_manager *m, struct wr_live_sb *sb, const struct wr_sandbox_rec *r);
+/* The sandbox whose slot address saddr is (false if none). */
+bool wr__net_lookup(struct wr_manager *m, uint32_t saddr, struct wr_live_sb **out);
+uint32_t wr__net_sandbox_addr(const struct wr_net_config *cfg, int32_t slot);
+/* The address a sandbox on slot names as its resolver (its gateway), 0 for -1. */
+uint32_t wr__net_resolver(const struct wr_manager *m, int32_t slot);
+/* Worker: the slot's namespace as an fd for the runtime (made first if make). */
+int wr__net_open_fd(struct wr_manager *m, int32_t slot, bool make, struct wr_err *err);

@@ -12,6 +12,8 @@
 #include "../util/log.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
+#include "../net/policy.h"
+#include "../util/cleanup.h"
 #include "core_int.h"
 #include "images.h"
 
@@ -91,6 +93,7 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
     ss->project = project_of(rec->seq);
     ss->cpu_millis = rec->cpu_millis;
     ss->pids_max = m->cfg.pids_max;
+    ss->net_slot = m->net != NULL ? (int32_t)rec->net_slot : -1;
     return 0;
 }
 
@@ -114,7 +117,20 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .mounts = ss->mounts,
         .n_mounts = ss->n_mounts,
     };
+    _cleanup_close_ int netns = -1;
+    int rc;
 
+    if (ss->net_pooled) {
+        /* The child waiting in its slot (its resolver given when it was cloned). */
+        spec.netns_fd = WR_NETNS_POOLED;
+        spec.pooled_slot = (uint32_t)ss->net_slot;
+    } else if (ss->net_slot >= 0) {
+        netns = wr__net_open_fd(m, ss->net_slot, ss->net_make, err);
+        if (netns < 0)
+            return wr_err_wrap(err, "network slot");
+        spec.netns_fd = netns;
+        spec.resolver = wr__net_resolver(m, ss->net_slot);
+    }
     if (!ss->home_exists && wr_layer_home_create(ss->home, wr_images_fs(m->cfg.images), err) < 0)
         return wr_err_wrap(err, "writable layer");
     if (!ss->home_exists && ss->disk_bytes > 0 &&
@@ -122,7 +138,8 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         (void)wr_layer_remove(ss->home, NULL);
         return wr_err_wrap(err, "disk limit");
     }
-    if (wr_sandbox_create(m->cfg.rt, &spec, out, err) < 0) {
+    rc = wr_sandbox_create(m->cfg.rt, &spec, out, err);
+    if (rc < 0) {
         if (!ss->home_exists)
             (void)wr_layer_remove(ss->home, NULL);
         return -1;
@@ -226,8 +243,11 @@ static void create_finish(struct create_work *c)
         (void)wr__sandbox_teardown(m, c->rec.id, c->rt_sb, false, c->ss.home, NULL);
         c->rc = wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
     }
+    if (c->ss.net_slot >= 0 && (c->rc == 0 || !c->ss.net_make))
+        wr__net_slot_made(m, c->ss.net_slot);
     if (c->rc < 0) {
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
+        wr__net_release(m, sb);
         wr__table_del(m, sb);
         c->cb(c->ctx, NULL, false, &c->err, 0);
         answer_create_waiters(sb, &c->err);
@@ -344,6 +364,9 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     json_t *env, *image;
     struct wr_err err;
     char id[21];
+    struct wr_net_policy pol = {0};
+    bool want_net = false, make_slot = false, pooled = false;
+    int32_t slot = -1;
 
     if (timeout_s > m->cfg.max_timeout_s) {
         wr_err_set(&err, WR_EINVAL, 0, "timeout %u s is above the maximum of %u s", timeout_s,
@@ -402,6 +425,15 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         return;
     }
 
+    if (wr__net_request(m, req->net, true, &pol, &want_net, &err) < 0)
+        goto fail;
+    if (want_net && wr__net_take(m, &slot, &make_slot, &pooled, &err) < 0) {
+        wr_image_fini(&img);
+        wr_net_policy_fini(&pol);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
+
     c = xcalloc(1, sizeof(*c));
     c->m = m;
     c->cb = cb;
@@ -428,7 +460,12 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
-    if (warm_fits(m, req, &c->rec, env) &&
+    c->rec.net_slot = slot;
+    if (slot >= 0)
+        c->rec.net_json =
+            wr__net_json(m, &pol, slot, req->net == NULL || req->net->ports_public != 0,
+                         req->net ? req->net->mask_host : NULL);
+    if (slot < 0 && warm_fits(m, req, &c->rec, env) &&
         (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
         free(c->rec.id);
         c->rec.id = xstrdup(id);
@@ -447,6 +484,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         if (warm != NULL)
             wr__warm_drop(m, id, warm);
+        wr__net_release_slot(m, slot, !make_slot);
+        wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_spec_fini(&c->ss);
         free(c);
@@ -461,6 +500,15 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->sb->timeout_s = timeout_s;
     c->sb->busy = true;
     wr__table_put(m, c->sb);
+    c->ss.net_make = make_slot;
+    c->ss.net_pooled = pooled;
+    if (slot >= 0 &&
+        wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
+                     req->net ? req->net->mask_host : NULL, &c->err) < 0) {
+        c->rc = -1;
+        create_finish(c);
+        return;
+    }
     if (warm != NULL) {
         /* Started already: recorded and answered in this turn of the loop. */
         wr__warm_recorded(m, id);
@@ -474,5 +522,6 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     return;
 fail:
     wr_image_fini(&img);
+    wr_net_policy_fini(&pol);
     cb(ctx, NULL, false, &err, 0);
 }

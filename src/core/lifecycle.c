@@ -8,6 +8,7 @@
 #include "../runtime/layer.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "../net/policy.h"
 #include "core_int.h"
 #include "images.h"
 
@@ -63,6 +64,10 @@ void wr_live_sb_unref(struct wr_live_sb *sb)
     free(sb->id);
     free(sb->team);
     free(sb->mask_host);
+    if (sb->net != NULL) {
+        wr_net_policy_fini(sb->net);
+        free(sb->net);
+    }
     free(sb);
 }
 
@@ -285,6 +290,7 @@ static void destroy_done(uv_work_t *w, int status)
             log_warn("sandbox %s: store: %s", d->sb->id, e2.msg);
         }
     }
+    wr__net_release(m, d->sb);
     wr__table_del(m, d->sb);
     if (d->cb != NULL)
         d->cb(d->ctx, NULL);

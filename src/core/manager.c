@@ -19,10 +19,16 @@ void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after
     uv_queue_work(m->loop, w, run, done);
 }
 
+static void manager_free(struct wr_manager *m)
+{
+    wr__net_free(m);
+    free(m);
+}
+
 void wr__work_done(struct wr_manager *m)
 {
     if (--m->inflight == 0 && m->closing)
-        free(m);
+        manager_free(m);
 }
 
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m)
@@ -144,8 +150,12 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     if (m->cfg.default_timeout_s > m->cfg.max_timeout_s)
         m->cfg.default_timeout_s = m->cfg.max_timeout_s;
 
-    if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
+    if (wr__net_init(m, err) < 0) {
         free(m);
+        return -1;
+    }
+    if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
+        manager_free(m);
         return wr_err_wrap(err, "reconcile");
     }
     for (size_t i = 0; i < n; i++) {
@@ -153,6 +163,10 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         wr_sandbox_rec_fini(&recs[i]);
     }
     free(recs);
+    if (wr__net_start(m, err) < 0) {
+        /* Sandboxes are adopted (their agents connect): nothing to undo but the daemon. */
+        return -1;
+    }
     wr__volumes_sweep(m);
     wr__warm_open(m);
     /* Run directories that no record or warm marker names (their teardown failed once). */
@@ -206,6 +220,7 @@ void wr_manager_close(struct wr_manager *m)
         }
         m->buckets[b] = NULL;
     }
+    wr__net_close(m);
     if (m->inflight == 0)
-        free(m);
+        manager_free(m);
 }

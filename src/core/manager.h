@@ -26,6 +26,7 @@
 #include "../proto/proto.h"
 #include "../store/store.h"
 #include "../util/err.h"
+#include "../util/inet.h"
 
 struct wr_agent;
 struct wr_runtime;
@@ -33,6 +34,22 @@ struct wr_space;
 struct wr_manager;
 struct wr_live_sb; /* a sandbox in the manager's table (core_int.h) */
 struct wr_proc;    /* a process started through the API */
+
+/* Networking (src/core/net.c, docs/networking.md). */
+struct wr_net_config {
+    bool enabled;                /* false: every sandbox has loopback only (--net-pool none) */
+    struct wr_cidr4 pool;        /* slot i: host end pool+2i, sandbox pool+2i+1 (--net-pool) */
+    const char *table;           /* the nftables table, and the slots' directory (--net-table) */
+    bool default_internet;       /* a create that does not say (--net-default) */
+    const struct wr_cidr4 *deny; /* never reachable, besides the built-in list (--net-deny) */
+    size_t n_deny;
+    const char *const *dns_upstreams; /* "ADDR" or "ADDR:PORT"; none: /etc/resolv.conf's */
+    size_t n_dns_upstreams;
+    uint32_t max_connections; /* concurrent egress connections per sandbox; 0: 2500 */
+    uint32_t ready;           /* slots kept made ahead of creates; 0: 16 */
+    uint32_t children;        /* of them, with a sandbox child pre-cloned into them (0: none) */
+    const char *run_dir;      /* where slots are held (<run_dir>/net/<table>/) */
+};
 
 struct wr_manager_config {
     uv_loop_t *loop;
@@ -52,6 +69,7 @@ struct wr_manager_config {
      * creates (0: none), with their markers in warm_dir (required if warm > 0). */
     uint32_t warm;
     const char *warm_dir;
+    struct wr_net_config net;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
@@ -66,6 +84,22 @@ struct wr_volume_mount {
     const char *name; /* the team's volume */
     const char *path; /* absolute path inside the sandbox (wr_mount_target_check) */
     bool readonly;
+};
+
+/* A network asked for at create, or a replacement of a sandbox's policy (PUT). Entries of
+ * allow_out: an IPv4 address, a CIDR block, a name or "*.name"; of deny_out: addresses and blocks
+ * only. Validated by core (E2B's rules and texts): WR_EINVAL names the bad entry. */
+struct wr_net_req {
+    int enabled;  /* a slot of its own (1), loopback only (0), -1: a slot if the request gives a
+                   * network or the daemon's default is internet on */
+    int internet; /* -1: the daemon's default (at create; a replacement: on) */
+    const char *const *allow_out;
+    size_t n_allow_out;
+    const char *const *deny_out;
+    size_t n_deny_out;
+    uint32_t max_connections; /* 0: the daemon's */
+    int ports_public;         /* -1: default (public); 0: requests need the traffic token */
+    const char *mask_host;    /* Host sent to its ports ("${PORT}" replaced), or NULL */
 };
 
 struct wr_create_req {
@@ -83,6 +117,8 @@ struct wr_create_req {
      * directory's filesystem cannot enforce one. */
     uint64_t disk_bytes;
     size_t n_volumes;
+    /* Its network; NULL: the daemon's default. */
+    const struct wr_net_req *net;
     /* Internal (builds): start from this image ({"layers": [...], "config": {...}}) instead of
      * resolving template_name, which is then only recorded. */
     const char *image_json;
@@ -348,3 +384,23 @@ void wr_proc_resize(struct wr_proc *p, uint16_t rows, uint16_t cols,
                     void (*cb)(void *ctx, const struct wr_err *err), void *ctx);
 /* Forget an ended process (WR_ECONFLICT while it runs). */
 int wr_proc_release(struct wr_proc *p, struct wr_err *err);
+
+/* ---- networking (src/core/net.c) --------------------------------------------------------------
+ */
+
+/* Replace a running or paused sandbox's egress policy (PUT .../network): the whole policy, as at
+ * create (what the request leaves out is cleared; internet -1 means on). Open connections that
+ * the new policy denies are not cut. WR_ENOTFOUND; WR_ECONFLICT for a sandbox made without a
+ * network of its own (loopback only) or one that is not running or paused; WR_EINVAL for a bad
+ * entry. Returns the record after the change. */
+int wr_manager_set_network(struct wr_manager *m, const char *team, const char *id,
+                           const struct wr_net_req *req, struct wr_sandbox_rec *rec,
+                           struct wr_err *err);
+
+struct wr_net_stats {
+    uint64_t packets_out, bytes_out;         /* accepted from the sandbox */
+    uint64_t packets_dropped, bytes_dropped; /* denied by its policy or the always-denied list */
+};
+/* The counters of a sandbox's egress (WR_ECONFLICT without a network of its own). */
+int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
+                             struct wr_net_stats *st, struct wr_err *err);

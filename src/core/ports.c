@@ -34,11 +34,13 @@ struct wr_port_req {
     wr_ports_list_cb list_cb;
     void *arg;
     enum step step;
-    int fd;     /* the socket of the current step */
-    int got_fd; /* the socket init passed */
-    bool polling, cancelled;
-    int handles; /* poll and timer, until their close callbacks */
-    uv_poll_t poll;
+    int fd;      /* the socket of the current step */
+    int got_fd;  /* the socket init passed */
+    int slot_fd; /* the slot way's socket, given up on: closed with the request (its poll
+                  * handle may still be closing) */
+    bool polling[2], cancelled;
+    int handles;       /* polls and timer, until their close callbacks */
+    uv_poll_t poll[2]; /* one per way (slot, init): a closing handle is never reused */
     uv_timer_t timer;
     struct wr_reader rd;
     bool hello; /* init's HELLO came */
@@ -50,6 +52,8 @@ static void req_free(struct wr_port_req *r)
         (void)close(r->fd);
     if (r->got_fd >= 0)
         (void)close(r->got_fd);
+    if (r->slot_fd >= 0)
+        (void)close(r->slot_fd);
     wr_reader_fini(&r->rd);
     wr_live_sb_unref(r->sb);
     free(r);
@@ -66,9 +70,11 @@ static void on_closed(uv_handle_t *h)
 /* Stop watching the current socket (it stays open). */
 static void unwatch(struct wr_port_req *r)
 {
-    if (r->polling) {
-        r->polling = false;
-        uv_close((uv_handle_t *)&r->poll, on_closed);
+    for (int i = 0; i < 2; i++) {
+        if (r->polling[i]) {
+            r->polling[i] = false;
+            uv_close((uv_handle_t *)&r->poll[i], on_closed);
+        }
     }
     (void)uv_timer_stop(&r->timer);
 }
@@ -110,14 +116,15 @@ static void on_timer(uv_timer_t *t);
 
 static int watch(struct wr_port_req *r, int events, unsigned ms)
 {
-    int rc = uv_poll_init(r->sb->m->loop, &r->poll, r->fd);
+    int i = r->step == STEP_SLOT ? 0 : 1;
+    int rc = uv_poll_init(r->sb->m->loop, &r->poll[i], r->fd);
 
     if (rc < 0)
         return rc;
-    r->poll.data = r;
-    r->polling = true;
+    r->poll[i].data = r;
+    r->polling[i] = true;
     r->handles++;
-    rc = uv_poll_start(&r->poll, events, on_poll);
+    rc = uv_poll_start(&r->poll[i], events, on_poll);
     if (rc < 0)
         return rc;
     (void)uv_timer_start(&r->timer, on_timer, ms, 0);
@@ -320,8 +327,7 @@ static bool slot_start(struct wr_port_req *r)
 static void slot_fallback(struct wr_port_req *r)
 {
     unwatch(r);
-    if (r->fd >= 0)
-        (void)close(r->fd);
+    r->slot_fd = r->fd;
     r->fd = -1;
     init_start(r);
 }
@@ -380,7 +386,7 @@ static struct wr_port_req *req_start(struct wr_live_sb *sb, uint16_t type, uint1
     wr_live_sb_ref(sb);
     r->type = type;
     r->port = port;
-    r->fd = r->got_fd = -1;
+    r->fd = r->got_fd = r->slot_fd = -1;
     wr_reader_init(&r->rd);
     (void)uv_timer_init(sb->m->loop, &r->timer);
     r->timer.data = r;
@@ -399,11 +405,9 @@ static void on_begin(uv_timer_t *t)
     }
     if (r->type == WR_MSG_PORT_OPEN && r->sb->net_addr != 0 && slot_start(r))
         return;
-    if (r->fd >= 0)
-        (void)close(r->fd);
+    unwatch(r);
+    r->slot_fd = r->fd; /* a slot way that could not start, if any */
     r->fd = -1;
-    if (r->polling)
-        unwatch(r);
     init_start(r);
 }
 

@@ -27,10 +27,14 @@ static void reconcile_end(struct wr_manager *m, const struct wr_sandbox_rec *r,
     log_warn("sandbox %s: %s", r->id, reason);
     if (wr__sandbox_teardown(m, r->id, rt_sb, true, home, &err) < 0)
         log_warn("sandbox %s: teardown: %s", r->id, err.msg);
-    if (forget)
+    if (forget) {
         (void)wr_store_sandbox_delete(m->cfg.store, r->id, NULL);
-    else
+    } else {
         (void)wr_store_sandbox_set_state(m->cfg.store, r->id, state, reason, NULL);
+        /* Its slot, found ready by wr__net_init, stays so. */
+        if (r->net_slot >= 0)
+            (void)wr_store_sandbox_set_net(m->cfg.store, r->id, r->net_json, -1, NULL);
+    }
 }
 
 /* The sandbox of a create that the previous daemon did not finish: its record says creating
@@ -91,6 +95,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         sb->on_timeout = r->on_timeout;
         sb->timeout_s = r->timeout_s;
         wr__table_put(m, sb);
+        (void)wr__net_adopt(m, sb, r);
         wr__account(sb, false);
         log_info("sandbox %s: paused to disk", r->id);
         return;
@@ -126,6 +131,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         log_warn("sandbox %s: thaw: %s", r->id, err.msg);
     }
     wr__table_put(m, sb);
+    (void)wr__net_adopt(m, sb, r);
     log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id,
              to == LIVE_SB_PAUSED ? ", paused" : "", r->init_pid);
     /* A deadline that passed while the daemon was down fires at once; a paused sandbox's clock

@@ -165,7 +165,7 @@ static void fill_done(uv_work_t *w, int status)
 static void fill(struct wr_warm *wm)
 {
     struct wr_manager *m = wm->m;
-    struct wr_sandbox_rec rec = {0};
+    struct wr_sandbox_rec rec = {.net_slot = -1};
     struct fill_work *f;
     struct wr_err err;
 

@@ -45,6 +45,17 @@ struct options {
     /* The HTTP server's (0: its default, or computed from RLIMIT_NOFILE for max_conns). */
     uint32_t header_timeout, body_timeout, keepalive_timeout; /* seconds */
     uint32_t max_conns, max_conns_per_client, max_unauthenticated, max_body_conns;
+    /* Networking (docs/networking.md). */
+    bool net_off;
+    struct wr_cidr4 net_pool;
+    bool net_default;
+    struct wr_cidr4 net_deny[64];
+    size_t n_net_deny;
+    const char *dns_upstreams[8];
+    size_t n_dns_upstreams;
+    const char *domain;
+    const char *net_table;
+    uint32_t net_max_conns, net_ready;
     uint32_t port_conn_limit; /* exposed ports: connections to one sandbox (0: 1000) */
 };
 
@@ -61,13 +72,26 @@ static void usage(FILE *f)
            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
            "  --max-timeout SECS     the longest timeout (86400)\n"
            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
-           "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none)\n"
+           "  --pool N               sandbox children kept cloned ahead of creates (4; 0: none);\n"
+           "                         with --net-default on, as many again in network slots\n"
            "  --warm N               sandboxes of the base template kept started ahead of creates\n"
            "                         (2; 0: none)\n"
            "  --disk-reserve SIZE    space on the state filesystem kept for the daemon: no new\n"
            "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
            "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
+           "\nNetworking (docs/networking.md):\n"
+           "  --net-pool CIDR|none   sandbox addresses, two per slot (10.200.0.0/15); none:\n"
+           "                         every sandbox has loopback only\n"
+           "  --net-default on|off   internet for a create that does not say (on)\n"
+           "  --net-deny CIDR[,...]  never reachable from a sandbox, besides private,\n"
+           "                         link-local, CGNAT and the host's own (repeatable)\n"
+           "  --dns-upstream ADDR[:PORT]  where the sandboxes' DNS goes (repeatable; the\n"
+           "                         host's /etc/resolv.conf)\n"
+           "  --domain NAME          ports are served as <port>-<id>.NAME (none)\n"
+           "  --net-table NAME       nftables table and slot directory (warren)\n"
+           "  --net-max-connections N  concurrent egress connections per sandbox (2500)\n"
+           "  --net-ready N          network slots kept made ahead of creates (16)\n"
            "  --log-level LEVEL      debug, info, warn, error (info)\n\n"
            "TCP connections (docs/operations.md):\n"
            "  --header-timeout SECS  to send a request line and headers (20)\n"
@@ -120,6 +144,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MAXPEER,
         O_MAXUNAUTH,
         O_MAXBODY,
+        O_NETPOOL,
+        O_NETDEFAULT,
+        O_NETDENY,
+        O_DNSUP,
+        O_DOMAIN,
+        O_NETTABLE,
+        O_NETMAXCONN,
+        O_NETREADY,
         O_PORTCONN
     };
     static const struct option longopts[] = {
@@ -144,6 +176,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"max-connections-per-client", required_argument, NULL, O_MAXPEER},
         {"max-unauthenticated", required_argument, NULL, O_MAXUNAUTH},
         {"max-body-connections", required_argument, NULL, O_MAXBODY},
+        {"net-pool", required_argument, NULL, O_NETPOOL},
+        {"net-default", required_argument, NULL, O_NETDEFAULT},
+        {"net-deny", required_argument, NULL, O_NETDENY},
+        {"dns-upstream", required_argument, NULL, O_DNSUP},
+        {"domain", required_argument, NULL, O_DOMAIN},
+        {"net-table", required_argument, NULL, O_NETTABLE},
+        {"net-max-connections", required_argument, NULL, O_NETMAXCONN},
+        {"net-ready", required_argument, NULL, O_NETREADY},
         {"port-conn-limit", required_argument, NULL, O_PORTCONN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -235,6 +275,59 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_RESERVE:
             if (wr_parse_size(optarg, &o->disk_reserve, &err) < 0)
+                goto bad;
+            break;
+        case O_NETPOOL:
+            o->net_off = strcmp(optarg, "none") == 0;
+            if (!o->net_off && (wr_cidr4_parse(optarg, false, &o->net_pool, &err) < 0 ||
+                                (o->net_pool.len > 30 &&
+                                 wr_err_set(&err, WR_EINVAL, 0, "a pool needs /30 or more") < 0)))
+                goto bad;
+            break;
+        case O_NETDEFAULT:
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be on or off");
+                goto bad;
+            }
+            o->net_default = strcmp(optarg, "on") == 0;
+            break;
+        case O_NETDENY: {
+            _cleanup_free_ char *list = xstrdup(optarg);
+            char *save = NULL;
+            for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+                if (o->n_net_deny == sizeof(o->net_deny) / sizeof(o->net_deny[0])) {
+                    wr_err_set(&err, WR_EINVAL, 0, "at most 64 blocks");
+                    goto bad;
+                }
+                if (wr_cidr4_parse(t, false, &o->net_deny[o->n_net_deny++], &err) < 0)
+                    goto bad;
+            }
+            break;
+        }
+        case O_DNSUP:
+            if (o->n_dns_upstreams == sizeof(o->dns_upstreams) / sizeof(o->dns_upstreams[0])) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most 8 upstreams");
+                goto bad;
+            }
+            o->dns_upstreams[o->n_dns_upstreams++] = optarg;
+            break;
+        case O_DOMAIN:
+            o->domain = optarg[0] ? optarg : NULL;
+            break;
+        case O_NETTABLE:
+            if (optarg[0] == '\0' || strlen(optarg) > 32 ||
+                strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(optarg)) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be 1 to 32 of [a-z0-9_]");
+                goto bad;
+            }
+            o->net_table = optarg;
+            break;
+        case O_NETMAXCONN:
+            if (opt_uint(optarg, 1, 1000000, &o->net_max_conns, &err) < 0)
+                goto bad;
+            break;
+        case O_NETREADY:
+            if (opt_uint(optarg, 0, 4096, &o->net_ready, &err) < 0)
                 goto bad;
             break;
         case 'h':
@@ -351,6 +444,9 @@ int main(int argc, char **argv)
         .warm = 2,
         .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
         .max_sandboxes = 1000,
+        .net_pool = {.addr = 10u << 24 | 200u << 16, .len = 15},
+        .net_default = true,
+        .net_table = "warren",
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
@@ -452,6 +548,22 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .max_memory_bytes = o.max_memory,
+            .net =
+                {
+                    .enabled = !o.net_off,
+                    .pool = o.net_pool,
+                    .table = o.net_table,
+                    .default_internet = o.net_default,
+                    .deny = o.net_deny,
+                    .n_deny = o.n_net_deny,
+                    .dns_upstreams = o.dns_upstreams,
+                    .n_dns_upstreams = o.n_dns_upstreams,
+                    .max_connections = o.net_max_conns,
+                    .ready = o.net_ready,
+                    /* --pool's children sit in slots too when most creates take one */
+                    .children = o.net_default ? o.pool : 0,
+                    .run_dir = o.run_dir,
+                },
         };
         if (wr_manager_open(&mc, &manager, &err) < 0) {
             fprintf(stderr, "warrend: %s\n", err.msg);
@@ -464,6 +576,7 @@ int main(int argc, char **argv)
         .space = space,
         .loop = loop,
         .version = WARREN_VERSION,
+        .domain = o.domain,
         .port_conn_limit = o.port_conn_limit,
     };
     the_api = &api;

@@ -55,6 +55,9 @@ struct init_config {
     /* --oom-fd: init's own /proc/self/oom_score_adj, opened for it by the host (init cannot
      * open it: its /proc files belong to the host's root), or -1. */
     int oom_fd;
+    /* --resolver: the sandbox's gateway, written as the nameserver of /etc/resolv.conf at start
+     * (every port-53 packet goes to the host's DNS stub anyway), or NULL. */
+    char *resolver;
 };
 
 extern struct init_config init_cfg;

@@ -92,7 +92,7 @@ static void usage_exit(const char *what)
 {
     fprintf(stderr,
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
-            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD]\n",
+            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver ADDR]\n",
             what);
     _exit(2);
 }
@@ -122,6 +122,13 @@ static void parse_args(int argc, char **argv)
             init_cfg.oom_fd = (int)fd;
             continue;
         }
+        if (strcmp(a, "--resolver") == 0) {
+            if (i + 1 >= argc)
+                usage_exit("option needs a value");
+            free(init_cfg.resolver);
+            init_cfg.resolver = xstrdup(argv[++i]);
+            continue;
+        }
         if (strcmp(a, "--env") == 0 || strcmp(a, "--cwd") == 0 || strcmp(a, "--user") == 0) {
             if (i + 1 >= argc)
                 usage_exit("option needs a value");
@@ -149,6 +156,29 @@ static void parse_args(int argc, char **argv)
     }
     if (!have_path)
         env_add_default("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+}
+
+/* /etc/resolv.conf naming addr alone, replacing whatever the image had (a symbolic link into a
+ * resolver's runtime directory, say: it is removed, not followed). A sandbox without /etc keeps
+ * none. */
+static void write_resolv_conf(const char *addr)
+{
+    char text[64];
+    int n = snprintf(text, sizeof(text), "nameserver %s\n", addr), fd;
+
+    if (unlink("/etc/resolv.conf") < 0 && errno != ENOENT) {
+        log_warn("/etc/resolv.conf: %s", strerror(errno));
+        return;
+    }
+    fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            log_warn("/etc/resolv.conf: %s", strerror(errno));
+        return;
+    }
+    if (write(fd, text, (size_t)n) != n)
+        log_warn("/etc/resolv.conf: %s", strerror(errno));
+    close(fd);
 }
 
 /* Nothing init holds may leak into a child: every fd from 3 up becomes close-on-exec. */
@@ -247,6 +277,8 @@ void wr_init_main(int argc, char **argv)
     /* Modes in FILE_WRITE and FILE_MKDIR are applied exactly; children get the usual 022. */
     umask(0);
     init_fs_save();
+    if (init_cfg.resolver != NULL)
+        write_resolv_conf(init_cfg.resolver);
 
     epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) {

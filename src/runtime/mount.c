@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,8 +486,34 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
     return ret;
 }
 
-int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t shm_bytes, const char **step)
+int wr_sysfs_build(int netns_fd, struct wr_err *err)
+{
+    _cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fs = -1;
+    int mnt = -1, e = 0;
+
+    if (self < 0)
+        return wr_err_sys(err, "open this thread's netns");
+    if (setns(netns_fd, CLONE_NEWNET) < 0)
+        return wr_err_sys(err, "enter the sandbox's netns");
+    /* sysfs takes the namespace of whoever makes the superblock */
+    fs = sys_fsopen("sysfs", FSOPEN_CLOEXEC);
+    if (fs < 0 || sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+        (mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+                           MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                               MOUNT_ATTR_NOEXEC)) < 0)
+        e = errno;
+    if (setns(self, CLONE_NEWNET) < 0)
+        abort(); /* a thread left in a sandbox's netns must not go on */
+    if (e != 0) {
+        errno = e;
+        return wr_err_sys(err, "make a sysfs for the sandbox's netns");
+    }
+    return mnt;
+}
+
+int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts *mounts,
+                    const char *stage, uint64_t shm_bytes, const char **step)
 {
     static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty"};
     static const struct {
@@ -519,8 +546,16 @@ int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const
     /* Everything below is relative to the new root. */
     TRY(mount_at("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
         "mount /proc");
-    TRY(mount_at("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, 0555),
-        "mount /sys");
+    if (sysfs_fd >= 0) {
+        TRY(mkdir("sys", 0555) == 0 || errno == EEXIST ? 0 : -1, "mkdir /sys");
+        TRY(syscall(SYS_move_mount, sysfs_fd, "", AT_FDCWD, "sys", MOVE_MOUNT_F_EMPTY_PATH),
+            "attach /sys");
+        close(sysfs_fd);
+    } else {
+        TRY(mount_at("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL,
+                     0555),
+            "mount /sys");
+    }
 
     TRY(mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755", 0755),
         "mount /dev");

@@ -53,13 +53,20 @@ struct wr_rootfs_mounts {
     size_t n;
 };
 
+/* A detached, read-only (nosuid, nodev, noexec) sysfs of the network namespace netns_fd, made
+ * on the calling thread (which goes into that namespace for the call and back): the /sys of a
+ * sandbox that joins a network namespace its user namespace does not own, where it may not
+ * mount sysfs itself. Returns an O_CLOEXEC mount fd, or -1 with err. */
+int wr_sysfs_build(int netns_fd, struct wr_err *err);
+
 /* Child side, after setresuid(0) in the new user namespace: attach overlay_fd at stage (an
- * existing empty directory), mount /proc, /sys (read-only), /dev, /dev/pts (its own instance,
+ * existing empty directory), mount /proc, /sys (read-only; sysfs_fd from wr_sysfs_build
+ * attached instead if it is not -1, and closed), /dev, /dev/pts (its own instance,
  * at most WR_PTYS_MAX terminals), /dev/shm (a tmpfs of shm_bytes), create /tmp (mode 1777) in
  * the writable layer if the image lacks it, attach each of `mounts` at its target (creating
  * the mount point, never through a symbolic link) and close its fd, mask the usual paths,
  * pivot_root into it and detach the old root. Async-signal-safe; returns 0, or -errno with
  * *step naming what failed. */
 #define WR_PTYS_MAX 1024
-int wr_rootfs_enter(int overlay_fd, const struct wr_rootfs_mounts *mounts, const char *stage,
-                    uint64_t shm_bytes, const char **step);
+int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts *mounts,
+                    const char *stage, uint64_t shm_bytes, const char **step);

@@ -106,6 +106,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     pthread_mutex_init(&rt->zygote_lock, NULL);
     rt->zygote_fd = -1;
     rt->pool = xcalloc(WR__POOL_MAX, sizeof(*rt->pool));
+    rt->netpool = xcalloc(WR__POOL_MAX, sizeof(*rt->netpool));
     rt->fault = cfg->fault ? xstrdup(cfg->fault) : NULL;
     rt->crash = cfg->crash ? xstrdup(cfg->crash) : NULL;
     rt->pool_taken = cfg->pool_taken;
@@ -168,6 +169,7 @@ void wr_runtime_close(struct wr_runtime *rt)
     if (rt->pool != NULL) {
         wr__runtime_pool_drain(rt);
         free(rt->pool);
+        free(rt->netpool);
     }
     wr__zygote_stop(rt);
     pthread_mutex_destroy(&rt->pool_lock);

@@ -94,6 +94,22 @@ int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err);
  * or -1 with err. The children are killed by wr_runtime_close. */
 int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err);
 
+/* Clone a child into each of n network slots ahead of time (at most 64 in all): slots[i] is
+ * the caller's index of the slot whose netns is netns_fds[i] (dup'd: the caller keeps its fd),
+ * resolvers[i] the address its /etc/resolv.conf is to name (0: none). A later create whose
+ * spec.netns_fd is WR_NETNS_POOLED takes one (wr_sandbox_net_slot says which slot) and skips
+ * the clone. The caller must not give a slot that has a pooled child, or a sandbox, to anyone
+ * else. Returns how many were made (fewer if the pool is full), or -1 with err. The children
+ * are killed by wr_runtime_close. */
+int wr_runtime_prewarm_net(struct wr_runtime *rt, const int *netns_fds, const uint32_t *slots,
+                           const uint32_t *resolvers, size_t n, struct wr_err *err);
+/* How many pre-cloned children sit in slots. */
+size_t wr_runtime_net_pooled(struct wr_runtime *rt);
+
+/* spec.netns_fd: take a child pre-cloned into a slot (wr_runtime_prewarm_net): the one in
+ * spec.pooled_slot, or any (spec.pooled_any); WR_ELIMIT if there is none. */
+#define WR_NETNS_POOLED (-2)
+
 /* A host directory mounted into a sandbox (a volume). The runtime mounts it idmapped to the
  * sandbox's user namespace, so files stored with sandbox-side ids (root 0:0) on disk show as
  * the sandbox's own, whatever its host id range; several sandboxes may share one directory. */
@@ -153,6 +169,22 @@ struct wr_sandbox_spec {
     /* Ephemeral sandboxes end when their creator's control connection closes (warren run).
      * Others outlive the process that created them (the daemon). */
     bool ephemeral;
+
+    /* Networking. netns_fd > 0: a network namespace of the host's (a network slot,
+     * src/runtime/netslot.h, already configured) that the sandbox joins instead of making its
+     * own: its child is cloned now, from inside it (never taken from the wr_runtime_prewarm
+     * pool), its root can change nothing of the network there, and its /sys is a sysfs of
+     * that namespace made by the creator. The caller keeps the fd (it may close it once create
+     * returns). 0 or -1 (what a spec that does not set it has): a loopback-only network
+     * namespace of the sandbox's own. */
+    int netns_fd; /* or WR_NETNS_POOLED */
+    /* With WR_NETNS_POOLED and pooled_any false: take the child waiting in this slot (WR_ELIMIT
+     * if none does); pooled_any: whichever child waits (the most recent). */
+    uint32_t pooled_slot;
+    bool pooled_any;
+    /* The resolver warren-init writes into /etc/resolv.conf ("nameserver <a.b.c.d>") before
+     * the sandbox's first process (host order; 0: the file is left as the image has it). */
+    uint32_t resolver;
 };
 
 /* Start a sandbox. On success *out holds its handle and warren-init is running and has
@@ -166,6 +198,9 @@ int wr_sandbox_ctl_fd(const struct wr_sandbox *sb);
 const char *wr_sandbox_ctl_path(const struct wr_sandbox *sb);
 /* Host pid of warren-init. */
 pid_t wr_sandbox_pid(const struct wr_sandbox *sb);
+/* The slot of a sandbox made with WR_NETNS_POOLED (as given to wr_runtime_prewarm_net), or -1
+ * for any other. */
+int64_t wr_sandbox_net_slot(const struct wr_sandbox *sb);
 /* First host uid of the sandbox's range. */
 uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb);
 const char *wr_sandbox_id(const struct wr_sandbox *sb);

@@ -22,6 +22,14 @@ struct wr__warm {
 
 #define WR__POOL_MAX 64
 
+/* A child cloned into a network slot ahead of time (wr_runtime_prewarm_net), with what a create
+ * needs of the slot: its netns (a dup), the sysfs of it, its index and resolver. */
+struct wr__netwarm {
+    struct wr__warm w;
+    int netns_fd, sysfs_fd;
+    uint32_t slot, resolver;
+};
+
 struct wr_runtime {
     char *run_dir;
     char *sandboxes_dir; /* <run_dir>/sandboxes */
@@ -42,6 +50,8 @@ struct wr_runtime {
     pthread_mutex_t pool_lock;
     struct wr__warm *pool;
     size_t npool, pool_pending;
+    struct wr__netwarm *netpool; /* WR__POOL_MAX, under pool_lock */
+    size_t nnetpool;
     /* the zygote (zygote.c), when wr_runtime_config.zygote asked for one */
     int zygote_fd;
     pid_t zygote_pid;
@@ -50,13 +60,15 @@ struct wr_runtime {
     pthread_mutex_t zygote_lock;
 };
 
-/* Clone a child in this process (sandbox.c); the zygote calls it. */
-int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+/* Clone a child in this process (sandbox.c); the zygote calls it. netns_fd >= 0: into that
+ * network namespace (a slot) instead of a new one. */
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, int netns_fd,
+                        struct wr_err *err);
 /* zygote.c */
 int wr__zygote_start(struct wr_runtime *rt, const struct wr_runtime_config *cfg,
                      struct wr_err *err);
 void wr__zygote_stop(struct wr_runtime *rt);
-int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err);
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err);
 /* Close every fd from 3 up except keep[0..n-1]; async-signal-safe. */
 void wr__close_all_but(const int *keep, size_t n);
 

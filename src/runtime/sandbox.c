@@ -36,7 +36,9 @@
 #include <string.h>
 #include <grp.h>
 #include <linux/securebits.h>
+#include <linux/nsfs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,6 +53,7 @@
 #include "../proto/proto.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
+#include "../util/inet.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "caps.h"
@@ -91,7 +94,8 @@ struct wr_sandbox {
     int pidfd;
     int ctl_fd;
     bool reaped;
-    bool adopted; /* not our child: wait through the pidfd, not waitpid */
+    bool adopted;     /* not our child: wait through the pidfd, not waitpid */
+    int64_t net_slot; /* WR_NETNS_POOLED: the slot taken; -1 */
     struct wr_sandbox_timing timing;
 };
 
@@ -103,6 +107,7 @@ struct child_args {
     const char *stage;
     const struct wr_seccomp *seccomp;
     const struct wr_runtime *rt; /* for init_main and cmdline: read, never written */
+    bool joined_net;             /* cloned into a network slot's netns, which the host set up */
     enum { FAULT_NONE, FAULT_EARLY, FAULT_ROOTFS, FAULT_EXEC } fault;
 };
 
@@ -110,18 +115,20 @@ struct child_args {
  * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
  * connection, the run directory's lock and the child's own /proc/<pid>/oom_score_adj (which it
  * cannot open itself, see src/init/spawn.c), then one idmapped mount per volume (n_mounts,
- * their targets in mount_targets). */
+ * their targets in mount_targets), then, if sysfs is set, the sandbox's /sys (made by the
+ * parent: a sandbox in a network slot may not mount sysfs itself). */
 #define GO_MAX_ARGV 65536
 #define GO_MAX_ARGS 2048
 #define GO_NFDS     5
 #define INIT_OOM_FD 9 /* where warren-init gets the oom_score_adj fd (--oom-fd) */
-#define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS)
+#define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS + 1)
 struct go_msg {
     uint64_t shm_bytes; /* size of /dev/shm */
     uint32_t argv_len;
     uint8_t ephemeral;
     uint8_t allow_setuid;
     uint8_t n_mounts;
+    uint8_t sysfs;
     char hostname[65];
     char mount_targets[WR_MAX_MOUNTS][WR_MOUNT_TARGET_MAX + 1];
 };
@@ -201,8 +208,8 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
         return -errno;
     c = CMSG_FIRSTHDR(&msg);
     if ((size_t)n < sizeof(struct go_msg) || c == NULL || c->cmsg_type != SCM_RIGHTS ||
-        go_buf.m.n_mounts > WR_MAX_MOUNTS ||
-        c->cmsg_len != CMSG_LEN((GO_NFDS + go_buf.m.n_mounts) * sizeof(int)) ||
+        go_buf.m.n_mounts > WR_MAX_MOUNTS || go_buf.m.sysfs > 1 ||
+        c->cmsg_len != CMSG_LEN((GO_NFDS + go_buf.m.n_mounts + go_buf.m.sysfs) * sizeof(int)) ||
         (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
         go_buf.m.argv_len != (size_t)n - sizeof(struct go_msg) ||
         go_buf.m.hostname[sizeof(go_buf.m.hostname) - 1] != '\0')
@@ -210,7 +217,7 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
     for (size_t i = 0; i < go_buf.m.n_mounts; i++)
         if (go_buf.m.mount_targets[i][WR_MOUNT_TARGET_MAX] != '\0')
             return -EPROTO;
-    memcpy(fds, CMSG_DATA(c), (GO_NFDS + go_buf.m.n_mounts) * sizeof(int));
+    memcpy(fds, CMSG_DATA(c), (GO_NFDS + go_buf.m.n_mounts + go_buf.m.sysfs) * sizeof(int));
     /* argv: NUL-separated strings, the last one terminated too */
     for (char *p = go_buf.raw + sizeof(struct go_msg), *end = p + go_buf.m.argv_len; p < end;) {
         char *z = memchr(p, '\0', (size_t)(end - p));
@@ -272,7 +279,8 @@ static __attribute__((noreturn)) void child_become_init(const struct wr_runtime 
 static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
-    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, vol_fds[WR_MAX_MOUNTS];
+    int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, sysfs_fd = -1;
+    int vol_fds[WR_MAX_MOUNTS];
     const char *vol_targets[WR_MAX_MOUNTS];
     struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
     const char *step = "setup";
@@ -286,7 +294,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         int keep[3] = {sync_fd, a->uid_lock, a->init_fd};
         wr__close_all_but(keep, 3);
     }
-    ret = wr_net_loopback_up();
+    /* In a network slot the host brought lo up (and we could not: the slot is not ours). */
+    ret = a->joined_net ? 0 : wr_net_loopback_up();
     if (ret < 0)
         child_fail(sync_fd, "bring up loopback", -ret);
     /* Only the bounding set shrinks here; the effective set, needed for the mounts below, stays
@@ -326,6 +335,8 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         if (vol_fds[i] < 0)
             _exit(127);
     }
+    if (go_buf.m.sysfs && (sysfs_fd = park_fd(fds[GO_NFDS + vols.n])) < 0)
+        _exit(127);
     if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
         dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 ||
         dup3(sync_fd, 8, O_CLOEXEC) < 0 || dup3(ofd, 9, O_CLOEXEC) < 0)
@@ -340,7 +351,12 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (dup3(oom_fd, 10 + (int)vols.n, O_CLOEXEC) < 0)
         child_fail(sync_fd, "arrange fds", errno);
     oom_fd = 10 + (int)vols.n;
-    if (syscall(SYS_close_range, 11 + (unsigned)vols.n, ~0U, 0) < 0)
+    if (sysfs_fd >= 0) {
+        if (dup3(sysfs_fd, 11 + (int)vols.n, O_CLOEXEC) < 0)
+            child_fail(sync_fd, "arrange fds", errno);
+        sysfs_fd = 11 + (int)vols.n;
+    }
+    if (syscall(SYS_close_range, 11 + (unsigned)vols.n + (sysfs_fd >= 0), ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now our ids were the creator's (real uid host root, effective uid the range's
@@ -358,7 +374,7 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(sync_fd, "unshare cgroup namespace", errno);
 
-    ret = wr_rootfs_enter(9, &vols, a->stage, go_buf.m.shm_bytes, &step);
+    ret = wr_rootfs_enter(9, sysfs_fd, &vols, a->stage, go_buf.m.shm_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
     close(9);
@@ -415,7 +431,7 @@ static int write_id_maps(pid_t pid, uid_t base, struct wr_err *err)
 /* Send "go": the message and its fds (GO_NFDS + m->n_mounts). Returns 0 or -1 (errno set). */
 static int send_go(int fd, const struct go_msg *m, const char *argv_blob, const int *fds)
 {
-    size_t nfds = GO_NFDS + m->n_mounts;
+    size_t nfds = GO_NFDS + m->n_mounts + m->sysfs;
     char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
     struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
                            {.iov_base = (void *)argv_blob, .iov_len = m->argv_len}};
@@ -534,6 +550,12 @@ static int init_argv(const struct wr_sandbox_spec *spec, struct wr_buf *b, struc
         append_arg(b, "--user");
         append_arg(b, spec->user);
     }
+    if (spec->resolver != 0) {
+        char a[WR_INET4_STRLEN];
+        wr_inet4_format(spec->resolver, a);
+        append_arg(b, "--resolver");
+        append_arg(b, a);
+    }
     if (b->len > GO_MAX_ARGV || 2 * n + 8 > GO_MAX_ARGS)
         return wr_err_set(err, WR_EINVAL, 0,
                           "the sandbox's environment is too large (%zu bytes, at most %u)", b->len,
@@ -604,9 +626,9 @@ static long clone_as_owner(struct clone_args *ca, uid_t owner)
 /* Clone a child: an id range, a sync socket, clone3 into new user, mount, pid, net, uts and ipc
  * namespaces (the cgroup one the child makes itself once it is inside its cgroups), the id
  * maps, and the user namespace's fd. On failure nothing is left. */
-int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
-    int syncp[2];
+    int syncp[2], self_ns = -1;
     uint32_t base;
     char path[64];
 
@@ -629,6 +651,7 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
             .stage = rt->stage_dir,
             .seccomp = &rt->seccomp,
             .rt = rt,
+            .joined_net = netns_fd >= 0,
             .fault = fault_at(rt, "child-early")    ? FAULT_EARLY
                      : fault_at(rt, "child-rootfs") ? FAULT_ROOTFS
                      : fault_at(rt, "child-exec")   ? FAULT_EXEC
@@ -636,14 +659,31 @@ int wr__warm_spawn_here(struct wr_runtime *rt, struct wr__warm *w, struct wr_err
         };
         /* In the zygote the child becomes the daemon's (CLONE_PARENT), which reaps it. */
         struct clone_args ca = {
-            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-                     CLONE_NEWIPC | CLONE_PIDFD | CLONE_CLEAR_SIGHAND |
+            .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+                     CLONE_PIDFD | CLONE_CLEAR_SIGHAND | (netns_fd >= 0 ? 0 : CLONE_NEWNET) |
                      (rt->in_zygote ? CLONE_PARENT : 0),
             .pidfd = (uint64_t)(uintptr_t)&w->pidfd,
             .exit_signal = rt->in_zygote ? 0 : SIGCHLD,
         };
-        long pid = clone_as_owner(&ca, w->uid_base);
+        long pid;
 
+        /* Into the slot for the clone only: the child inherits it, this thread goes back. */
+        if (netns_fd >= 0) {
+            self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+            if (self_ns < 0 || setns(netns_fd, CLONE_NEWNET) < 0) {
+                wr_err_sys(err, "enter the network slot");
+                close(syncp[1]);
+                if (self_ns >= 0)
+                    close(self_ns);
+                goto fail;
+            }
+        }
+        pid = clone_as_owner(&ca, w->uid_base);
+        if (pid != 0 && self_ns >= 0) {
+            if (setns(self_ns, CLONE_NEWNET) < 0)
+                abort(); /* a thread left in a sandbox's netns must not go on */
+            close(self_ns);
+        }
         if (pid < 0) {
             int e = errno;
             close(syncp[1]);
@@ -683,9 +723,11 @@ fail:
     return -1;
 }
 
-static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+/* netns_fd: the network slot to clone into, or -1 for a netns of the child's own. */
+static int warm_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
-    return rt->zygote_fd >= 0 ? wr__zygote_spawn(rt, w, err) : wr__warm_spawn_here(rt, w, err);
+    return rt->zygote_fd >= 0 ? wr__zygote_spawn(rt, w, netns_fd, err)
+                              : wr__warm_spawn_here(rt, w, netns_fd, err);
 }
 
 int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)
@@ -703,7 +745,7 @@ int wr_runtime_prewarm(struct wr_runtime *rt, unsigned n, struct wr_err *err)
         pthread_mutex_unlock(&rt->pool_lock);
         if (full)
             return made;
-        if (warm_spawn(rt, &w, err) < 0) {
+        if (warm_spawn(rt, &w, -1, err) < 0) {
             pthread_mutex_lock(&rt->pool_lock);
             rt->pool_pending--;
             pthread_mutex_unlock(&rt->pool_lock);
@@ -731,12 +773,102 @@ static bool warm_take(struct wr_runtime *rt, struct wr__warm *w)
     return got;
 }
 
+static void netwarm_close(struct wr__netwarm *nw)
+{
+    warm_close(&nw->w);
+    if (nw->netns_fd >= 0)
+        close(nw->netns_fd);
+    if (nw->sysfs_fd >= 0)
+        close(nw->sysfs_fd);
+    nw->netns_fd = nw->sysfs_fd = -1;
+}
+
 void wr__runtime_pool_drain(struct wr_runtime *rt)
 {
     struct wr__warm w;
 
     while (warm_take(rt, &w))
         warm_close(&w);
+    pthread_mutex_lock(&rt->pool_lock);
+    while (rt->nnetpool > 0)
+        netwarm_close(&rt->netpool[--rt->nnetpool]);
+    pthread_mutex_unlock(&rt->pool_lock);
+}
+
+int wr_runtime_prewarm_net(struct wr_runtime *rt, const int *netns_fds, const uint32_t *slots,
+                           const uint32_t *resolvers, size_t n, struct wr_err *err)
+{
+    int made = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct wr__netwarm nw = {
+            .w = {.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1},
+            .netns_fd = -1,
+            .sysfs_fd = -1,
+            .slot = slots[i],
+            .resolver = resolvers != NULL ? resolvers[i] : 0,
+        };
+        bool full;
+
+        pthread_mutex_lock(&rt->pool_lock);
+        full = rt->nnetpool >= WR__POOL_MAX;
+        pthread_mutex_unlock(&rt->pool_lock);
+        if (full)
+            break;
+        if (ioctl(netns_fds[i], NS_GET_NSTYPE) != CLONE_NEWNET)
+            return wr_err_set(err, WR_EINVAL, errno, "fd %d is not a network namespace",
+                              netns_fds[i]);
+        nw.netns_fd = fcntl(netns_fds[i], F_DUPFD_CLOEXEC, 3);
+        if (nw.netns_fd < 0)
+            return wr_err_sys(err, "dup the slot's netns");
+        nw.sysfs_fd = wr_sysfs_build(nw.netns_fd, err);
+        if (nw.sysfs_fd < 0 || warm_spawn(rt, &nw.w, nw.netns_fd, err) < 0) {
+            nw.w.pid = 0;
+            netwarm_close(&nw);
+            return made > 0 ? made : -1;
+        }
+        pthread_mutex_lock(&rt->pool_lock);
+        if (rt->nnetpool < WR__POOL_MAX) {
+            rt->netpool[rt->nnetpool++] = nw;
+            nw.w.pid = 0;
+            made++;
+        }
+        pthread_mutex_unlock(&rt->pool_lock);
+        if (nw.w.pid != 0) { /* filled meanwhile */
+            netwarm_close(&nw);
+            break;
+        }
+    }
+    return made;
+}
+
+size_t wr_runtime_net_pooled(struct wr_runtime *rt)
+{
+    size_t n;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    n = rt->nnetpool;
+    pthread_mutex_unlock(&rt->pool_lock);
+    return n;
+}
+
+/* Take the child pre-cloned into slot (any: the most recent one, whatever its slot). False if
+ * none. */
+static bool netwarm_take(struct wr_runtime *rt, bool any, uint32_t slot, struct wr__netwarm *nw)
+{
+    bool got = false;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    for (size_t i = rt->nnetpool; i-- > 0;) {
+        if (!any && rt->netpool[i].slot != slot)
+            continue;
+        *nw = rt->netpool[i];
+        rt->netpool[i] = rt->netpool[--rt->nnetpool];
+        got = true;
+        break;
+    }
+    pthread_mutex_unlock(&rt->pool_lock);
+    return got;
 }
 
 static void sandbox_free(struct wr_sandbox *sb)
@@ -824,8 +956,8 @@ struct create {
     const char *hostname;
     struct wr_sandbox *sb;
     struct wr_buf argv; /* warren-init's */
-    int listen_fd, sync_parent, conn_child, userns_fd, overlay_fd, oom_fd;
-    int go_fds[GO_MAX_FDS], *vol_fds; /* vol_fds: the volumes' mounts, within go_fds */
+    int listen_fd, sync_parent, conn_child, userns_fd, overlay_fd, oom_fd, sysfs_fd;
+    int go_fds[GO_NFDS + WR_MAX_MOUNTS], *vol_fds; /* vol_fds: the volumes' mounts, in go_fds */
     struct wr_rootfs_spent spent;
 };
 
@@ -858,6 +990,9 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
     }
     if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0)
         return -1;
+    if (spec->netns_fd > 0 && ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET)
+        return wr_err_set(err, WR_EINVAL, errno, "netns_fd %d is not a network namespace",
+                          spec->netns_fd);
     for (size_t i = 0; i < spec->n_mounts; i++) {
         struct stat st;
         if (stat(spec->mounts[i].host_dir, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -879,6 +1014,7 @@ static struct wr_sandbox *sandbox_new(struct wr_runtime *rt, const char *id, str
     sb->rt = rt;
     sb->id = xstrdup(id);
     sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
+    sb->net_slot = -1;
     sb->timing.start = now_ns();
     if (mkdir(dir, 0700) < 0) {
         int e = errno;
@@ -916,18 +1052,37 @@ static int control_socket(struct create *c, struct wr_err *err)
 }
 
 /* A child in its namespaces with its own id range: pre-cloned if the pool has one (an
- * ephemeral sandbox's child must be ours: its parent-death signal follows its creator). */
+ * ephemeral sandbox's child must be ours: its parent-death signal follows its creator; one in a
+ * network slot is cloned into it now). */
 static int take_child(struct create *c, struct wr_err *err)
 {
     struct wr_sandbox *sb = c->sb;
     struct wr__warm w;
     char path[64];
+    bool joined = c->spec->netns_fd > 0 || c->spec->netns_fd == WR_NETNS_POOLED;
 
-    if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
-        if (warm_spawn(c->rt, &w, err) < 0)
+    if (c->spec->netns_fd == WR_NETNS_POOLED) {
+        struct wr__netwarm nw;
+        if (!netwarm_take(c->rt, c->spec->pooled_any, c->spec->pooled_slot, &nw))
+            return wr_err_set(err, WR_ELIMIT, 0, "no child waits in a network slot");
+        w = nw.w;
+        close(nw.netns_fd);
+        c->sysfs_fd = nw.sysfs_fd;
+        sb->net_slot = nw.slot;
+        if (c->spec->resolver == 0 && nw.resolver != 0) {
+            char a[WR_INET4_STRLEN];
+            wr_inet4_format(nw.resolver, a);
+            append_arg(&c->argv, "--resolver");
+            append_arg(&c->argv, a);
+        }
+    } else if (joined) {
+        if (warm_spawn(c->rt, &w, c->spec->netns_fd, err) < 0)
+            return -1;
+    } else if (c->spec->ephemeral || !warm_take(c->rt, &w)) {
+        if (warm_spawn(c->rt, &w, -1, err) < 0)
             return -1;
     }
-    if (!c->spec->ephemeral && c->rt->pool_taken != NULL)
+    if (!c->spec->ephemeral && !joined && c->rt->pool_taken != NULL)
         c->rt->pool_taken(c->rt->pool_taken_arg); /* taken, or found empty: time to refill */
     sb->pid = w.pid;
     sb->pidfd = w.pidfd;
@@ -970,6 +1125,9 @@ static int build_rootfs(struct create *c, struct wr_err *err)
     if (inject(c->rt, "overlay", WR_ESYS, EIO, err) < 0 ||
         wr_mounts_build(spec->mounts, spec->n_mounts, c->userns_fd, c->vol_fds, err) < 0)
         return -1;
+    if (spec->netns_fd > 0 && c->sysfs_fd < 0 &&
+        (c->sysfs_fd = wr_sysfs_build(spec->netns_fd, err)) < 0)
+        return -1;
     return inject(c->rt, "volumes", WR_ESYS, EIO, err);
 }
 
@@ -999,6 +1157,7 @@ static int start_init(struct create *c, struct wr_err *err)
     go.allow_setuid = spec->allow_setuid;
     memcpy(go.hostname, c->hostname, strlen(c->hostname) + 1);
     go.n_mounts = (uint8_t)spec->n_mounts;
+    go.sysfs = c->sysfs_fd >= 0;
     for (size_t i = 0; i < spec->n_mounts; i++)
         memcpy(go.mount_targets[i], spec->mounts[i].target, strlen(spec->mounts[i].target) + 1);
     c->go_fds[0] = c->overlay_fd;
@@ -1006,13 +1165,20 @@ static int start_init(struct create *c, struct wr_err *err)
     c->go_fds[2] = c->conn_child;
     c->go_fds[3] = c->sb->dir_lock;
     c->go_fds[4] = c->oom_fd;
-    (void)send_go(c->sync_parent, &go, (const char *)c->argv.data, c->go_fds);
+    {
+        int fds[GO_MAX_FDS];
+        memcpy(fds, c->go_fds, (GO_NFDS + spec->n_mounts) * sizeof(int));
+        fds[GO_NFDS + spec->n_mounts] = c->sysfs_fd; /* sent only if go.sysfs */
+        (void)send_go(c->sync_parent, &go, (const char *)c->argv.data, fds);
+    }
     wr_runtime_crash_point(c->rt, "go");
     close_vol_fds(c->vol_fds);
     close(steal_fd(&c->overlay_fd));
     close(steal_fd(&c->listen_fd));
     close(steal_fd(&c->conn_child));
     close(steal_fd(&c->oom_fd));
+    if (c->sysfs_fd >= 0)
+        close(steal_fd(&c->sysfs_fd));
     wr_rootfs_spent_close(&c->spent); /* the RCU waits overlap the child's setup */
     /* A child that failed before reading the go message exits with it unread: the kernel then
      * reports ECONNRESET once (and clears it) even though the child's report is queued. */
@@ -1056,8 +1222,8 @@ static int (*const create_steps[])(struct create *c, struct wr_err *err) = {
 
 static void create_fini(struct create *c)
 {
-    int *fds[] = {&c->listen_fd, &c->sync_parent, &c->conn_child,
-                  &c->userns_fd, &c->overlay_fd,  &c->oom_fd};
+    int *fds[] = {&c->listen_fd,  &c->sync_parent, &c->conn_child, &c->userns_fd,
+                  &c->overlay_fd, &c->oom_fd,      &c->sysfs_fd};
 
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (*fds[i] >= 0)
@@ -1080,6 +1246,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         .userns_fd = -1,
         .overlay_fd = -1,
         .oom_fd = -1,
+        .sysfs_fd = -1,
         .spent = {.n = 0},
     };
 
@@ -1172,6 +1339,7 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     sb->rt = rt;
     sb->id = xstrdup(id);
     sb->ctl_fd = sb->pidfd = sb->dir_lock = sb->uid_lock = -1;
+    sb->net_slot = -1;
     sb->adopted = true;
     sb->dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
@@ -1333,6 +1501,11 @@ const char *wr_sandbox_ctl_path(const struct wr_sandbox *sb)
 pid_t wr_sandbox_pid(const struct wr_sandbox *sb)
 {
     return sb->pid;
+}
+
+int64_t wr_sandbox_net_slot(const struct wr_sandbox *sb)
+{
+    return sb->net_slot;
 }
 
 uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb)

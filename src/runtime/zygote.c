@@ -100,13 +100,29 @@ static __attribute__((noreturn)) void zygote_main(struct wr_runtime *rt, int fd,
         char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
         struct iovec iov = {.iov_base = &r, .iov_len = sizeof(r)};
         struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n = read(fd, &c, 1);
+        /* the request: one byte, and with it (SCM_RIGHTS) the network slot to clone into */
+        char rbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec riov = {.iov_base = &c, .iov_len = 1};
+        struct msghdr req = {
+            .msg_iov = &riov, .msg_iovlen = 1, .msg_control = rbuf, .msg_controllen = sizeof(rbuf)};
+        struct cmsghdr *rc;
+        int netns_fd = -1;
+        ssize_t n = recvmsg(fd, &req, MSG_CMSG_CLOEXEC);
 
         if (n == 0 || (n < 0 && errno != EINTR))
             _exit(0);
         if (n < 0)
             continue;
-        r.rc = wr__warm_spawn_here(rt, &w, &r.err);
+        rc = CMSG_FIRSTHDR(&req);
+        if (rc != NULL && rc->cmsg_type == SCM_RIGHTS && rc->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(&netns_fd, CMSG_DATA(rc), sizeof(int));
+        if (c == 'n' && netns_fd < 0) {
+            r.rc = wr_err_set(&r.err, WR_EINTERNAL, 0, "zygote: no netns with the request");
+        } else {
+            r.rc = wr__warm_spawn_here(rt, &w, c == 'n' ? netns_fd : -1, &r.err);
+        }
+        if (netns_fd >= 0)
+            close(netns_fd);
         if (r.rc == 0) {
             struct cmsghdr *cm;
             int fds[ZYGOTE_NFDS] = {w.pidfd, w.sync, w.uid_lock, w.userns_fd};
@@ -251,7 +267,29 @@ void wr__zygote_stop(struct wr_runtime *rt)
         ;
 }
 
-int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *err)
+/* A clone request: "c", or "n" with the network slot's fd. Returns 0 or -1 (errno set). */
+static int send_request(int fd, int netns_fd)
+{
+    char cbuf[CMSG_SPACE(sizeof(int))];
+    char c = netns_fd >= 0 ? 'n' : 'c';
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+    if (netns_fd >= 0) {
+        struct cmsghdr *cm;
+        memset(cbuf, 0, sizeof(cbuf));
+        msg.msg_control = cbuf;
+        msg.msg_controllen = sizeof(cbuf);
+        cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &netns_fd, sizeof(int));
+    }
+    return sendmsg(fd, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, int netns_fd, struct wr_err *err)
 {
     struct zygote_reply r;
     char cbuf[CMSG_SPACE(ZYGOTE_NFDS * sizeof(int))];
@@ -265,7 +303,7 @@ int wr__zygote_spawn(struct wr_runtime *rt, struct wr__warm *w, struct wr_err *e
     *w = (struct wr__warm){.pidfd = -1, .sync = -1, .uid_lock = -1, .userns_fd = -1};
     /* One request at a time: creates on several worker threads take turns. */
     pthread_mutex_lock(&rt->zygote_lock);
-    if (write(rt->zygote_fd, "c", 1) != 1) {
+    if (send_request(rt->zygote_fd, netns_fd) < 0) {
         pthread_mutex_unlock(&rt->zygote_lock);
         return wr_err_sys(err, "zygote: request");
     }

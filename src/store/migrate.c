@@ -158,9 +158,18 @@ static const char migration_8[] =
     "CREATE UNIQUE INDEX images_shared_name ON images (name)\n"
     "    WHERE kind = 'template' AND shared = 1;\n";
 
+/* Version 9: networking. net_json is the sandbox's network as it was asked for and as it stands
+ * (its egress policy, its exposed-port options; core/net.c writes and reads it), NULL for a
+ * sandbox with loopback only; net_slot is the slot of the daemon's pool it holds while it lives
+ * (-1: none), so that a restarted daemon gives every sandbox back its own address and rules. */
+static const char migration_9[] = "ALTER TABLE sandboxes ADD COLUMN net_json TEXT CHECK (\n"
+                                  "    net_json IS NULL OR json_type(net_json) = 'object');\n"
+                                  "ALTER TABLE sandboxes ADD COLUMN net_slot INTEGER NOT NULL"
+                                  " DEFAULT -1;\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4},
-    {5, migration_5}, {6, migration_6}, {7, migration_7}, {8, migration_8},
+    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
+    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

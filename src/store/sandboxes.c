@@ -12,7 +12,7 @@
 #define SB_COLS                                                                                    \
     "id, team, template_name, state, reason, cpu_millis, memory_bytes, created_ms, deadline_ms,"   \
     " metadata_json, env_json, idem_key, init_pid, uid_base, seq, on_timeout, timeout_s,"          \
-    " paused_mode, remaining_ms, image_json, volumes_json, disk_bytes"
+    " paused_mode, remaining_ms, image_json, volumes_json, disk_bytes, net_json, net_slot"
 
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
 {
@@ -27,6 +27,7 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
     free(r->idem_key);
     free(r->image_json);
     free(r->volumes_json);
+    free(r->net_json);
     memset(r, 0, sizeof(*r));
 }
 
@@ -65,6 +66,8 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
     r->image_json = wr__col_text(st, 19);
     r->volumes_json = wr__col_text(st, 20);
     r->disk_bytes = (uint64_t)sqlite3_column_int64(st, 21);
+    r->net_json = wr__col_text(st, 22);
+    r->net_slot = sqlite3_column_int64(st, 23);
 }
 
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err)
@@ -75,9 +78,10 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         s, WR_ST_SB_INSERT,
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
-        " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes) VALUES ((SELECT"
-        " last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-        " ?14, ?15, ?16, ?17, ?18, ?19) RETURNING seq",
+        " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes, net_json, "
+        "net_slot)"
+        " VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+        " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) RETURNING seq",
         err);
     int64_t seq;
 
@@ -102,6 +106,8 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_text(st, 17, r->image_json ? r->image_json : "{}");
     wr__bind_text(st, 18, r->volumes_json ? r->volumes_json : "[]");
     wr__bind_int64(st, 19, (int64_t)r->disk_bytes);
+    wr__bind_text(st, 20, r->net_json);
+    wr__bind_int64(st, 21, r->net_slot);
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "insert sandbox %s", r->id ? r->id : "(null)");
     seq = sqlite3_column_int64(st, 0);
@@ -249,6 +255,21 @@ int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t ini
     wr__bind_int64(st, 2, init_pid);
     wr__bind_int64(st, 3, uid_base);
     return change_one(s, st, "set runtime of sandbox", id, err);
+}
+
+int wr_store_sandbox_set_net(struct wr_store *s, const char *id, const char *net_json,
+                             int64_t net_slot, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_SB_SET_NET,
+                 "UPDATE sandboxes SET net_json = ?2, net_slot = ?3 WHERE id = ?1", err);
+
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, id);
+    wr__bind_text(st, 2, net_json);
+    wr__bind_int64(st, 3, net_slot);
+    return change_one(s, st, "set network of sandbox", id, err);
 }
 
 int wr_store_sandbox_release_idem(struct wr_store *s, const char *id, struct wr_err *err)

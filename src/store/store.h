@@ -142,6 +142,8 @@ struct wr_sandbox_rec {
     char *image_json;
     char *volumes_json;  /* what it mounts: [{"id","name","path","readonly"}], "[]" if none */
     uint64_t disk_bytes; /* the disk limit of its writable layer; 0: none */
+    char *net_json;      /* its network (core/net.c's JSON), NULL: loopback only */
+    int64_t net_slot;    /* the slot of the network pool it holds, -1: none */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 
@@ -172,6 +174,9 @@ int wr_store_sandbox_set_deadline(struct wr_store *s, const char *id, int64_t de
                                   struct wr_err *err);
 int wr_store_sandbox_set_runtime(struct wr_store *s, const char *id, int64_t init_pid,
                                  int64_t uid_base, struct wr_err *err);
+/* Its network (NULL: loopback only) and slot (-1: none); a slot is released by setting -1. */
+int wr_store_sandbox_set_net(struct wr_store *s, const char *id, const char *net_json,
+                             int64_t net_slot, struct wr_err *err);
 /* Forget the record's idempotency key, so that a new create can take it. */
 int wr_store_sandbox_release_idem(struct wr_store *s, const char *id, struct wr_err *err);
 int wr_store_sandbox_delete(struct wr_store *s, const char *id, struct wr_err *err);

@@ -3,7 +3,7 @@
 // template (WARREN_BASE_TEMPLATE), a loopback port, and a run directory, cgroup parent and uid
 // pool of its own (as tests/integration/conftest.py), so it cannot collide with another test
 // session. stop() deletes every sandbox and checks that nothing is left behind.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,13 @@ export class Daemon {
     this.cgroupParent = `warren-compat-${id}`;
     // Away from the default pool (2^30), the integration suite's (0x60000000...) and each other.
     this.uidBase = 0x50000000 + ((process.pid * 7 + tag.length) % 64) * UID_SLOTS * 65536;
+    // Networking of its own (docs/networking.md), as conftest.py's daemons: a pool and nftables
+    // table nobody else uses, and a DNS upstream that answers nothing and sends nothing off the
+    // machine (loopback's discard port). The E2B SDKs ask for internet on every create.
+    const k = (process.pid * 7 + tag.length) % 4096;
+    this.netPool = `10.${192 + (k >> 8)}.${k & 255}.0/24`;
+    this.netTable = `wc${process.pid}_${tag.replace(/[^a-z0-9]/g, '')}`.slice(0, 32);
+    this.domain = 'warren.test';
     const tdir = path.join(this.state, 'templates', 'base');
     fs.mkdirSync(tdir, { recursive: true });
     fs.symlinkSync(path.join(path.resolve(BASE), 'rootfs'), path.join(tdir, 'rootfs'));
@@ -40,6 +47,8 @@ export class Daemon {
     this.proc = spawn(path.join(BUILD, 'warrend'), [
       '--state-dir', this.state, '--socket', path.join(this.dir, 'warrend.sock'),
       '--listen', '127.0.0.1:0', '--run-dir', this.runDir, '--pool', '0',
+      '--net-pool', this.netPool, '--net-table', this.netTable, '--net-ready', '2',
+      '--dns-upstream', '127.0.0.1:9', '--domain', this.domain,
     ], {
       stdio: ['ignore', 'pipe', log],
       env: {
@@ -101,6 +110,12 @@ export class Daemon {
     else if (leaksOnly)
       console.error(`warrend reported leaks at exit:\n${log.slice(log.indexOf('==')).slice(0, 4000)}`);
     const left = await waitClean(this);
+    // The network slots outlive a daemon on purpose: the test removes them, and the table.
+    const slots = path.join(this.runDir, 'net', this.netTable);
+    for (const e of safeList(slots)) {
+      spawnSync('umount', ['-l', path.join(slots, e)]);
+    }
+    spawnSync('nft', ['delete', 'table', 'inet', this.netTable]);
     for (const hier of safeList('/sys/fs/cgroup')) {
       try { fs.rmdirSync(path.join('/sys/fs/cgroup', hier, this.cgroupParent)); } catch { }
     }
@@ -135,7 +150,7 @@ function leftovers(d) {
   }
   const runDir = safeList(path.join(d.runDir, 'sandboxes'));
   const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
-    .filter((l) => l.includes(d.runDir));
+    .filter((l) => l.includes(d.runDir) && !l.includes(path.join(d.runDir, 'net') + '/'));
   return { pids, cgroups, runDir, mounts };
 }
 

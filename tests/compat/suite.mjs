@@ -293,6 +293,39 @@ export function suite(name, sdk, prefix) {
       sbx = again;
     });
 
+    // The sandbox's network as E2B's SDK sets, reads and replaces it (docs/networking.md). The
+    // addresses are the tests' "internet" block: nothing here sends a packet to them.
+    test('network: allowInternetAccess, network, updateNetwork, getHost', {
+      skip: !Sandbox.prototype.updateNetwork && 'this SDK has no network options',
+    }, async () => {
+      const s = await Sandbox.create('base', {
+        ...opts(), allowInternetAccess: false, timeoutMs: 60_000,
+        network: { allowOut: ['198.18.0.1'], allowPublicTraffic: false },
+      });
+      try {
+        const info = await s.getInfo();
+        assert.equal(info.allowInternetAccess, false);
+        assert.deepEqual(info.network.allowOut, ['198.18.0.1']);
+        assert.equal(info.network.allowPublicTraffic, false);
+        assert.match(s.trafficAccessToken ?? '', /^[0-9a-f]{64}$/);
+        await s.updateNetwork({ allowOut: [], denyOut: ['198.18.0.2'] });
+        const after = await s.getInfo();
+        assert.equal(after.allowInternetAccess, true);
+        assert.deepEqual(after.network.denyOut, ['198.18.0.2']);
+        await s.updateNetwork({ allowInternetAccess: false });
+        assert.equal((await s.getInfo()).allowInternetAccess, false);
+        assert.equal(s.getHost(3000), `3000-${s.sandboxId}.warren.test`);
+        await assert.rejects(
+          Sandbox.create('base', { ...opts(), network: { allowOut: ['example.test'] } }),
+          (e) => /ALL_TRAFFIC/.test(e.message));
+        await assert.rejects(
+          Sandbox.create('base', { ...opts(), network: { denyOut: ['example.test'] } }),
+          (e) => /invalid denied CIDR example.test/.test(e.message));
+      } finally {
+        await s.kill();
+      }
+    });
+
     test("another team's sandbox is not found", async () => {
       await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: keyB }), (e) => e instanceof NotFoundError);
       await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: keyB }), (e) => e instanceof NotFoundError);

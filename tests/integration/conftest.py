@@ -139,8 +139,12 @@ def run_dir_entries():
 
 
 def mount_lines():
+    """Mounts of this session's sandboxes left behind. The network slots of running daemons
+    (RUN_DIR/net/<table>/<i>, held on purpose: they outlive a daemon) are not sandboxes';
+    Daemon.cleanup removes a daemon's."""
     with open("/proc/self/mountinfo") as f:
-        return [l for l in f if RUN_DIR in l or "warren" in l.split()[4]]
+        return [l for l in f if (RUN_DIR in l or "warren" in l.split()[4])
+                and not ("/net/" in l.split()[4] and " nsfs " in l)]
 
 
 def wait_clean(timeout=5.0):
@@ -181,6 +185,8 @@ def pytest_sessionfinish(session, exitstatus):
                     print("\nleft behind: %s (%s)" % (p, e.strerror))
                     break
                 time.sleep(0.05)
+    if INTERNET is not None:
+        INTERNET.stop()
     subprocess.run(["rm", "-rf", RUN_DIR])
 
 
@@ -198,6 +204,49 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../sdk/python"))
 WARREND = os.path.join(BUILD, "warrend")
 
 
+# ---- networking ---------------------------------------------------------------------------------
+# Every test daemon has networking, on an address pool and nftables table of its own (several
+# daemons, and several test sessions, run at once), internet off unless a test says, and its DNS
+# upstream the test internet's server (netfix.py): nothing a sandbox does reaches past the
+# namespaces the tests made.
+
+_net_seq = [0]
+INTERNET = None
+
+
+def internet():
+    """The session's test internet (netfix.Internet), started on first use."""
+    global INTERNET
+    if INTERNET is None:
+        import netfix
+        INTERNET = netfix.Internet().start()
+    return INTERNET
+
+
+def net_args():
+    _net_seq[0] += 1
+    k = (os.getpid() * 64 + _net_seq[0]) % 16384
+    pool = "10.%d.%d.0/24" % (128 + k // 256, k % 256)
+    table = "wt%d_%d" % (os.getpid(), _net_seq[0])
+    return ["--net-pool", pool, "--net-table", table, "--net-default", "off", "--net-ready", "2",
+            "--dns-upstream", internet().dns], table
+
+
+def net_cleanup(table):
+    """Remove what a daemon's networking left (on purpose: slots outlive a daemon)."""
+    d = os.path.join(RUN_DIR, "net", table)
+    if os.path.isdir(d):
+        for e in os.listdir(d):
+            p = os.path.join(d, e)
+            subprocess.run(["umount", "-l", p], stderr=subprocess.DEVNULL)
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        shutil.rmtree(d, ignore_errors=True)
+    subprocess.run(["nft", "delete", "table", "inet", table], stderr=subprocess.DEVNULL)
+
+
 class Daemon:
     """A real warrend on a temporary state directory, a unix socket and a loopback port."""
 
@@ -208,6 +257,7 @@ class Daemon:
         self.env = dict(ENV, **(env or {}))
         self.state = os.path.join(self.dir, "state")
         self.sock = os.path.join(self.dir, "warrend.sock")
+        self.net, self.table = net_args()
         self.extra = list(extra_args)
         tdir = os.path.join(self.state, "templates", "base")
         os.makedirs(tdir, exist_ok=True)
@@ -220,7 +270,7 @@ class Daemon:
         self.log = open(os.path.join(self.dir, "warrend.log"), "ab")
         self.proc = subprocess.Popen(
             [*self.prefix, self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
-             "--run-dir", RUN_DIR, *self.extra],
+             "--run-dir", RUN_DIR, *self.net, *self.extra],
             stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         LIVE_DAEMONS.add(self)
         line = self.proc.stdout.readline().decode()
@@ -265,6 +315,7 @@ class Daemon:
         say) fails the test that owned it."""
         self.stop()
         LIVE_DAEMONS.discard(self)
+        net_cleanup(self.table)
         report = ""
         if SANITIZED:
             with open(os.path.join(self.dir, "warrend.log"), errors="replace") as f:

@@ -101,8 +101,10 @@ def test_control_plane_shapes_and_errors(daemon, sbx):
     assert st == 400 and j["code"] == 400
     st, _, j = api(daemon, "POST", "/sandboxes/%s/fork" % sbx["sandboxID"], {"count": 0})
     assert st == 400 and j["code"] == 400
-    st, _, j = api(daemon, "PUT", "/sandboxes/%s/network" % sbx["sandboxID"], {})
-    assert st == 501 and j["code"] == 501 and "not supported yet" in j["message"]
+    st, _, j = api(daemon, "PUT", "/sandboxes/%s/network" % sbx["sandboxID"], {"denyOut": ["x.test"]})
+    assert st == 400 and j["code"] == 400 and j["message"] == "invalid denied CIDR x.test"
+    st, _, j = api(daemon, "PUT", "/sandboxes/nosuchsandbox00000/network", {})
+    assert st == 404 and j["code"] == 404
     st, _, j = api(daemon, "POST", "/sandboxes/nosuchsandbox00000/snapshots", {})
     assert st == 404 and j["code"] == 404
     st, _, j = api(daemon, "GET", "/sandboxes/nosuchsandbox00000/metrics")

@@ -813,6 +813,13 @@ def _triggers(daemon, ctx):
     add(S + "/timeout", "post", 404, {"id": gone}, body={"timeout": 5})
     add(S + "/disk", "get", 404, {"id": gone})
     add(S + "/metrics", "get", 404, {"id": gone})
+    # the sandbox of these tests has loopback only (the test daemons' default is internet off)
+    add(S + "/network", "get", 404, {"id": gone})
+    add(S + "/network", "put", 400, {"id": sid}, body={"deny_out": ["example.test"]})
+    add(S + "/network", "put", 404, {"id": gone}, body={})
+    add(S + "/network", "put", 409, {"id": sid}, body={"internet": True})
+    add(S + "/network/stats", "get", 404, {"id": gone})
+    add(S + "/network/stats", "get", 409, {"id": sid})
     add(S + "/disk", "get", 409, call=lambda: send(
         daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
     # This test daemon's state directory is on the plain disk (ext4 without project quotas).

@@ -58,6 +58,8 @@ from .models import (
     FilesystemEvent,
     FilesystemEventType,
     FileType,
+    NetworkPolicy,
+    NetworkStats,
     ProcessInfo,
     SandboxInfo,
     SandboxState,
@@ -98,6 +100,8 @@ __all__ = [
     # models
     "SandboxInfo",
     "SandboxState",
+    "NetworkPolicy",
+    "NetworkStats",
     "FileInfo",
     "FileType",
     "ProcessInfo",

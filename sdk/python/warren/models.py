@@ -150,6 +150,7 @@ class SandboxInfo:
     remaining_ms: int | None = None
     processes_kept: bool | None = None
     volumes: list[VolumeMount] = field(default_factory=list)
+    network: NetworkPolicy | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -186,8 +187,59 @@ class SandboxInfo:
             volumes=[
                 VolumeMount.from_json(v) for v in (d.get("volumes") or []) if isinstance(v, dict)
             ],
+            network=NetworkPolicy.from_json(d["network"])
+            if isinstance(d.get("network"), dict)
+            else None,
             raw=dict(d),
         )
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """A sandbox's network (docs/networking.md). ``enabled``: it has an address of its own
+    (``address``) in a network namespace the host owns; False: loopback only, nothing to
+    change later. ``internet``: egress beyond ``allow_out`` (addresses, CIDR blocks, names and
+    ``*.names`` always reachable) unless ``deny_out`` (addresses and CIDR blocks) says no.
+    Private ranges, link-local (the metadata address), CGNAT, the host and other sandboxes are
+    never reachable, whatever the policy says. ``max_connections``: concurrent egress
+    connections at most. ``ports_public``: False when requests to its ports need its traffic
+    token."""
+
+    enabled: bool
+    internet: bool
+    allow_out: list[str] = field(default_factory=list)
+    deny_out: list[str] = field(default_factory=list)
+    max_connections: int | None = None
+    address: str | None = None
+    ports_public: bool = True
+    mask_host: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> NetworkPolicy:
+        ports = d.get("ports") if isinstance(d.get("ports"), dict) else {}
+        assert isinstance(ports, dict)
+        address = d.get("address")
+        mask = ports.get("mask_host")
+        return cls(
+            enabled=bool(d.get("enabled")),
+            internet=bool(d.get("internet")),
+            allow_out=[str(x) for x in (d.get("allow_out") or [])],
+            deny_out=[str(x) for x in (d.get("deny_out") or [])],
+            max_connections=_opt_int(d.get("max_connections")),
+            address=address if isinstance(address, str) else None,
+            ports_public=ports.get("public") is not False,
+            mask_host=mask if isinstance(mask, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class NetworkStats:
+    """Counters of a sandbox's egress: what its policy let out, and what it dropped."""
+
+    packets_out: int
+    bytes_out: int
+    packets_dropped: int
+    bytes_dropped: int
 
 
 class FileType(StrEnum):

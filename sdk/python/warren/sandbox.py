@@ -19,7 +19,7 @@ from .commands import Commands
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
-from .models import SandboxInfo, SandboxState, VolumeMount
+from .models import NetworkPolicy, NetworkStats, SandboxInfo, SandboxState, VolumeMount
 
 __all__ = ["Sandbox", "TcpStream"]
 
@@ -69,6 +69,12 @@ class Sandbox:
         env: Mapping[str, str] | None = None,
         metadata: Mapping[str, str] | None = None,
         volumes: Sequence[str | Mapping[str, Any] | VolumeMount] | None = None,
+        internet: bool | None = None,
+        allow_out: Sequence[str] | None = None,
+        deny_out: Sequence[str] | None = None,
+        max_connections: int | None = None,
+        public_ports: bool | None = None,
+        network: bool | None = None,
         idempotency_key: str | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
@@ -88,7 +94,12 @@ class Sandbox:
         "timeout"``), and :meth:`resume` gives it its ``timeout`` again. ``env``: environment of every command. ``metadata``: string
         labels to filter :meth:`list` by. ``volumes``: the team's volumes to mount, each
         ``"NAME:/path"``, ``"NAME:/path:ro"``, a dict or a :class:`~warren.VolumeMount` (at
-        most 16). ``idempotency_key``: a retried create with the same
+        most 16). Network (docs/networking.md): ``internet`` (default: the server's),
+        ``allow_out`` (addresses, CIDR blocks, names, ``*.names`` reachable whatever else is
+        denied), ``deny_out`` (addresses and CIDR blocks), ``max_connections`` (concurrent egress
+        connections), ``public_ports=False`` (requests to its ports need its traffic token);
+        ``network=False``: loopback only, no address of its own (the cheapest sandbox; its policy
+        cannot change later). ``idempotency_key``: a retried create with the same
         key returns the first sandbox. Past the host's capacity raises
         :class:`~warren.RateLimitError` (see ``retry_after``).
         """
@@ -115,6 +126,13 @@ class Sandbox:
             body["metadata"] = dict(metadata)
         if volumes:
             body["volumes"] = [VolumeMount.parse(v).to_json() for v in volumes]
+        net = _network_body(internet, allow_out, deny_out, max_connections)
+        if public_ports is not None:
+            net["ports"] = {"public": bool(public_ports)}
+        if network is not None:
+            net["enabled"] = bool(network)
+        if net:
+            body["network"] = net
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
@@ -282,6 +300,43 @@ class Sandbox:
         self._info = SandboxInfo.from_json(r.json_object())
         return self._info
 
+    # ---- network ------------------------------------------------------------------------
+
+    def network(self) -> NetworkPolicy:
+        """Its network: the egress policy in force and its address."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/network")
+        return NetworkPolicy.from_json(r.json_object())
+
+    def update_network(
+        self,
+        *,
+        internet: bool | None = None,
+        allow_out: Sequence[str] | None = None,
+        deny_out: Sequence[str] | None = None,
+        max_connections: int | None = None,
+    ) -> NetworkPolicy:
+        """Replace its egress policy while it runs: the arguments are the whole new policy
+        (what they leave out is cleared; ``internet`` defaults to on). Connections open already
+        are not cut. A sandbox made with ``network=False`` raises
+        :class:`~warren.ConflictError`."""
+        r = self._client.request(
+            "PUT",
+            f"/v1/sandboxes/{path_segment(self._id)}/network",
+            json_body=_network_body(internet, allow_out, deny_out, max_connections),
+        )
+        return NetworkPolicy.from_json(r.json_object())
+
+    def network_stats(self) -> NetworkStats:
+        """Packets and bytes its policy let out, and those it dropped."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/network/stats")
+        d = r.json_object()
+        return NetworkStats(
+            packets_out=int(d.get("packets_out") or 0),
+            bytes_out=int(d.get("bytes_out") or 0),
+            packets_dropped=int(d.get("packets_dropped") or 0),
+            bytes_dropped=int(d.get("bytes_dropped") or 0),
+        )
+
     def pause(self, mode: str = "memory") -> SandboxInfo:
         """Pause the sandbox; its deadline's clock stops. Until :meth:`resume`, commands and
         file operations raise :class:`~warren.ConflictError`.
@@ -427,6 +482,26 @@ def _get_info(client: Client, sandbox_id: str) -> SandboxInfo:
     return SandboxInfo.from_json(r.json_object())
 
 
+def _network_body(
+    internet: bool | None,
+    allow_out: Sequence[str] | None,
+    deny_out: Sequence[str] | None,
+    max_connections: int | None,
+) -> dict[str, Any]:
+    net: dict[str, Any] = {}
+    if internet is not None:
+        net["internet"] = bool(internet)
+    if allow_out is not None:
+        if isinstance(allow_out, str):
+            raise TypeError("allow_out must be a list of strings, not a string")
+        net["allow_out"] = [str(x) for x in allow_out]
+    if deny_out is not None:
+        if isinstance(deny_out, str):
+            raise TypeError("deny_out must be a list of strings, not a string")
+        net["deny_out"] = [str(x) for x in deny_out]
+    if max_connections is not None:
+        net["max_connections"] = int(max_connections)
+    return net
 class TcpStream:
     """A raw TCP stream to a port of a sandbox, carried in binary WebSocket messages
     (:meth:`Sandbox.connect_tcp`). ``send`` writes bytes, ``recv`` returns the next bytes
