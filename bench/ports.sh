@@ -25,7 +25,7 @@ OUT=${BENCH_OUT:-$BUILD/bench}
 command -v wrk >/dev/null || { echo "bench: apt-get install wrk" >&2; exit 1; }
 [ -x "$BASE/rootfs/bin/bash" ] || { echo "bench: no base template in $BASE (scripts/build-base.sh)" >&2; exit 1; }
 
-make -s BUILD="$BUILD" all
+[ -x "$BUILD/warrend" ] && [ -x "$BUILD/warren" ] || { echo "bench: build first (make)" >&2; exit 1; }
 mkdir -p "$OUT"
 cc -O2 -static -D_GNU_SOURCE -o "$OUT/httpd" bench/httpd.c
 

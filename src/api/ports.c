@@ -37,7 +37,7 @@
 struct up;
 struct preq;
 
-/* ---- connections per sandbox (the 429 cap) ------------------------------------------------ */
+/* ---- connections per sandbox (the 429 cap) ------------------------------------------------- */
 
 struct sbcount {
     struct sbcount *next;
@@ -104,8 +104,7 @@ static uint32_t conn_limit(const struct wr_api *api)
     return api->port_conn_limit ? api->port_conn_limit : WR_API_PORT_CONN_LIMIT;
 }
 
-/* ---- the errors -------------------------------------------------------------------------------
- */
+/* ---- the errors ---------------------------------------------------------------------------- */
 
 /* How a route answers errors: E2B's proxy bodies (Host and header routes), or the native API's. */
 enum route_kind { ROUTE_E2B, ROUTE_NATIVE };
@@ -184,7 +183,7 @@ bool api_port_parse(const char *s, size_t n, unsigned *out)
     return true;
 }
 
-/* ---- byte relays ---------------------------------------------------------------------------- */
+/* ---- byte relays --------------------------------------------------------------------------- */
 
 struct wbuf {
     uv_write_t w;
@@ -224,6 +223,31 @@ static int side_write(struct side *s, const void *a, size_t an, const void *t, s
 
     if (s->closing || an + tn == 0)
         return s->closing ? -1 : 0;
+    if (s->wq == 0) {
+        /* Nothing queued: write now. What the socket takes needs no copy, no callback and no
+         * change of the poll set (uv_write's would cost an epoll_ctl each time). */
+        uv_buf_t bufs[2] = {uv_buf_init((char *)a, (unsigned)an),
+                            uv_buf_init((char *)t, (unsigned)tn)};
+        int w = uv_try_write(&s->io.s, bufs, tn ? 2 : 1);
+        if (w < 0 && w != UV_EAGAIN)
+            return -1;
+        if (w > 0) {
+            size_t done = (size_t)w;
+            if (done >= an + tn)
+                return 0;
+            if (done >= an) {
+                t = (const char *)t + (done - an);
+                tn -= done - an;
+                a = t;
+                an = tn;
+                t = NULL;
+                tn = 0;
+            } else {
+                a = (const char *)a + done;
+                an -= done;
+            }
+        }
+    }
     b = xmalloc(sizeof(*b) + an + tn);
     b->n = an + tn;
     memcpy(b->data, a, an);
@@ -258,7 +282,7 @@ static int side_open(uv_loop_t *loop, struct side *s, int fd, bool is_unix)
     return rc;
 }
 
-/* ---- the upstream ---------------------------------------------------------------------------- */
+/* ---- the upstream -------------------------------------------------------------------------- */
 
 enum up_mode { UP_HTTP, UP_TUNNEL, UP_WS };
 
@@ -320,7 +344,6 @@ static struct up *up_new(struct wr_api *api, struct wr_live_sb *sb, uint16_t por
     wr_live_sb_ref(sb);
     u->sb_id = xstrdup(wr_live_sb_id(sb));
     u->port = port;
-    u->counted = true;
     (void)uv_timer_init(api->loop, &u->idle);
     u->idle.data = u;
     u->handles = 1;
@@ -331,6 +354,7 @@ static struct up *up_new(struct wr_api *api, struct wr_live_sb *sb, uint16_t por
     }
     u->side.io.h.data = u;
     u->handles++;
+    u->counted = true; /* the caller's place under the cap is the connection's from here */
     up_touch(u);
     (void)uv_timer_start(&u->idle, on_idle_check, PORT_IDLE_MS, PORT_IDLE_MS / 4);
     return u;
@@ -361,8 +385,7 @@ static void up_read(struct up *u, bool on)
     u->side.reading = on;
 }
 
-/* ---- HTTP requests -----------------------------------------------------------------------------
- */
+/* ---- HTTP requests ------------------------------------------------------------------------- */
 
 struct preq {
     struct wr_api *api;
@@ -463,12 +486,16 @@ static void preq_closed(struct wr_http_req *req, void *data, bool aborted)
             up_close(u);
         }
     }
-    if (pr->opening == NULL)
-        preq_free(pr);
-    /* else: the open's callback frees it */
+    if (pr->opening != NULL) {
+        /* The client left before the port was open: drop the open and its place. */
+        wr_port_req_cancel(pr->opening);
+        pr->opening = NULL;
+        count_put(pr->id);
+    }
+    preq_free(pr);
 }
 
-/* ---- the upstream's response ----------------------------------------------------------------- */
+/* ---- the upstream's response --------------------------------------------------------------- */
 
 static struct preq *parser_req(llhttp_t *p)
 {
@@ -887,14 +914,7 @@ static void on_open(void *arg, int fd, const struct wr_err *err)
 {
     struct preq *pr = arg;
 
-    pr->opening = NULL;
-    if (pr->req == NULL) {
-        if (fd >= 0)
-            (void)close(fd);
-        count_put(pr->id);
-        preq_free(pr);
-        return;
-    }
+    pr->opening = NULL; /* the client is still there: preq_closed cancels the open */
     if (fd < 0) {
         count_put(pr->id);
         pr->resp_started = true;
@@ -915,8 +935,7 @@ static void on_open(void *arg, int fd, const struct wr_err *err)
     send_head(pr);
 }
 
-/* ---- tunnels (after a 101) --------------------------------------------------------------------
- */
+/* ---- tunnels (after a 101) ----------------------------------------------------------------- */
 
 struct tunnel {
     struct side client;
@@ -1116,7 +1135,7 @@ static void tunnel_start(struct preq *pr, const char *rest, size_t nrest)
     up_read(u, true);
 }
 
-/* ---- raw TCP over a WebSocket ---------------------------------------------------------------- */
+/* ---- raw TCP over a WebSocket -------------------------------------------------------------- */
 
 struct wsb {
     struct wr_ws *ws; /* NULL once it closed */
@@ -1304,8 +1323,7 @@ static void tcp_start(struct wr_api *api, struct wr_http_req *req, struct wr_liv
     wr_http_req_set_data(req, t, tcpreq_closed);
 }
 
-/* ---- routing a request to a port ---------------------------------------------------------------
- */
+/* ---- routing a request to a port ----------------------------------------------------------- */
 
 /* Request headers not passed upstream: hop-by-hop ones, the framing (rebuilt), Host (set
  * apart), and, on the native path, the caller's API key. */
@@ -1438,8 +1456,7 @@ static void proxy_start(struct wr_api *api, struct wr_http_req *req, struct wr_l
     open_up(pr);
 }
 
-/* ---- the E2B routes (e2b.c) --------------------------------------------------------------------
- */
+/* ---- the E2B routes (e2b.c) ---------------------------------------------------------------- */
 
 void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port)
 {
@@ -1473,8 +1490,7 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
     proxy_start(api, req, sb, ROUTE_E2B, id, port, wr_http_req_target(req));
 }
 
-/* ---- the native routes ------------------------------------------------------------------------
- */
+/* ---- the native routes --------------------------------------------------------------------- */
 
 /* The raw target with its first `skip` path segments removed ("/" if nothing is left; the
  * query kept). */
@@ -1558,6 +1574,20 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
         api_fail(req, WR_EINVAL, "port %.*s: a port is 1 to 65535 in decimal", (int)portn, portp);
         return true;
     }
+    {
+        /* The prefix taken off the target for the server is the one the route read: written
+         * as it is, not percent-encoded (an encoded '/' would move the cut). */
+        _cleanup_free_ char *prefix =
+            xasprintf("/v1/sandboxes/%s/ports/%.*s", idbuf, (int)portn, portp);
+        const char *raw = wr_http_req_target(req);
+        size_t pl = strlen(prefix);
+        if (strncmp(raw, prefix, pl) != 0 || strchr("/?", raw[pl]) == NULL) {
+            api_fail(req, WR_EINVAL,
+                     "the sandbox id and port of the path must not be "
+                     "percent-encoded");
+            return true;
+        }
+    }
     sb = wr_manager_find(api->mgr, who.admin ? NULL : who.team, idbuf, &err);
     if (sb == NULL) {
         api_error(req, &err);
@@ -1572,8 +1602,7 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
     return true;
 }
 
-/* ---- parked connections ------------------------------------------------------------------------
- */
+/* ---- parked connections -------------------------------------------------------------------- */
 
 static void on_idle_check(uv_timer_t *t)
 {

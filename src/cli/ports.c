@@ -490,6 +490,20 @@ static const char START_SSHD[] =
     "i=0; while [ $i -lt 50 ] && ! grep -q ':0016 00000000:0000 0A' /proc/net/tcp "
     "/proc/net/tcp6 2>/dev/null; do sleep 0.1; i=$((i+1)); done\n";
 
+/* A user name fit for `user@host` and an ssh_config line: what the sandbox says (its `id -un`,
+ * the setup's answer) is the sandbox's, and a name like "-oProxyCommand=..." would be an ssh
+ * option run on this machine. */
+static bool login_ok(const char *s)
+{
+    if (s == NULL || s[0] == '\0' || strlen(s) > 32 || s[0] == '-' || s[0] == '.')
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '-' || *p == '.'))
+            return false;
+    return true;
+}
+
 int cmd_ssh(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -570,7 +584,7 @@ int cmd_ssh(int argc, char **argv)
         return CLI_EXIT_FAIL;
     {
         _cleanup_free_ char *script = xasprintf("set -- '%s'\n%s", user ? user : "", SETUP);
-        if (user != NULL && strpbrk(user, "'\\\n") != NULL) {
+        if (user != NULL && !login_ok(user)) {
             cli_errorf("ssh: bad user name `%s`", user);
             cli_http_close(c);
             return CLI_EXIT_USAGE;
@@ -592,6 +606,12 @@ int cmd_ssh(int argc, char **argv)
             login = xstrndup(so ? so : "root", so ? strcspn(so, "\n") : 4);
             json_decref(body);
             json_decref(out);
+            if (!login_ok(login)) {
+                cli_errorf("ssh: the sandbox's default user `%s` is not a user name; use --user",
+                           login);
+                cli_http_close(c);
+                return CLI_EXIT_FAIL;
+            }
             free(script);
             script = xasprintf("set -- '%s'\n%s", login, SETUP);
             free(login);
@@ -605,6 +625,11 @@ int cmd_ssh(int argc, char **argv)
         }
         got[strcspn(got, "\n")] = '\0';
         login = got;
+        if (!login_ok(login)) {
+            cli_errorf("ssh: the sandbox answered `%s` for the user", login);
+            cli_http_close(c);
+            return CLI_EXIT_FAIL;
+        }
     }
     if (!sshd_listening(c, id)) {
         char *got = sandbox_sh(c, id, START_SSHD, NULL, &code);
@@ -616,17 +641,22 @@ int cmd_ssh(int argc, char **argv)
     }
     cli_http_close(c);
     self = realpath("/proc/self/exe", NULL);
-    proxy = xasprintf("ProxyCommand=%s port-forward --stdio %%h 22", self ? self : "warren");
+    if (self == NULL || strchr(self, '\'') != NULL) {
+        free(self);
+        self = xstrdup("warren"); /* from PATH */
+    }
+    /* ssh runs the ProxyCommand with the shell: the path quoted, %h is the sandbox id */
+    proxy = xasprintf("ProxyCommand='%s' port-forward --stdio %%h 22", self);
     if (config) {
         printf("Host %s\n"
                "    HostName %s\n"
                "    User %s\n"
-               "    IdentityFile %s\n"
+               "    IdentityFile \"%s\"\n"
                "    IdentitiesOnly yes\n"
-               "    UserKnownHostsFile %s\n"
+               "    UserKnownHostsFile \"%s\"\n"
                "    StrictHostKeyChecking accept-new\n"
-               "    ProxyCommand %s port-forward --stdio %%h 22\n",
-               id, id, login, key, known, self ? self : "warren");
+               "    ProxyCommand '%s' port-forward --stdio %%h 22\n",
+               id, id, login, key, known, self);
         return 0;
     }
     {

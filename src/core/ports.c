@@ -131,7 +131,7 @@ static int watch(struct wr_port_req *r, int events, unsigned ms)
     return 0;
 }
 
-/* ---- through warren-init --------------------------------------------------------------------- */
+/* ---- through warren-init ------------------------------------------------------------------- */
 
 static void init_start(struct wr_port_req *r)
 {
@@ -304,7 +304,7 @@ static void init_readable(struct wr_port_req *r)
     }
 }
 
-/* ---- through the slot address ---------------------------------------------------------------- */
+/* ---- through the slot address -------------------------------------------------------------- */
 
 /* Start a connect to the slot address; false if it cannot even start (go to init). */
 static bool slot_start(struct wr_port_req *r)
@@ -349,7 +349,7 @@ static void slot_writable(struct wr_port_req *r)
     finish(r, fd, NULL, 0, NULL);
 }
 
-/* ---- the request ----------------------------------------------------------------------------- */
+/* ---- the request --------------------------------------------------------------------------- */
 
 static void on_poll(uv_poll_t *p, int status, int events)
 {
@@ -467,8 +467,7 @@ void wr_port_req_cancel(struct wr_port_req *r)
         finish(r, -1, NULL, 0, NULL);
 }
 
-/* ---- the proxy's view of a sandbox ------------------------------------------------------------
- */
+/* ---- the proxy's view of a sandbox --------------------------------------------------------- */
 
 const char *wr_live_sb_team(const struct wr_live_sb *sb)
 {

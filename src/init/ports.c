@@ -150,7 +150,7 @@ static void port_open(struct init_conn *c, const struct wr_frame_hdr *h, const u
     open_step(po);
 }
 
-/* ---- PORT_LIST ------------------------------------------------------------------------------ */
+/* ---- PORT_LIST ----------------------------------------------------------------------------- */
 
 static bool seen(const struct wr_port_listen *v, size_t n, const struct wr_port_listen *x)
 {
@@ -228,7 +228,7 @@ static void port_list(struct init_conn *c, const struct wr_frame_hdr *h)
     free(v);
 }
 
-/* ---- entry points --------------------------------------------------------------------------- */
+/* ---- entry points -------------------------------------------------------------------------- */
 
 void init_port_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p)
 {

@@ -468,7 +468,7 @@ def test_default_internet_on_takes_children_pre_cloned_into_slots(inet):
     """With --net-default on, --pool's children wait in network slots: a create takes one (its
     resolver set when it was cloned), and the pool fills again."""
     d = Daemon("--net-default", "on", "--pool", "2", "--net-ready", "4", "--warm", "0",
-               state_dir=base_state()).start()
+               "--domain", "sandbox.test", state_dir=base_state()).start()
     try:
         c = d.client()
         deadline = time.monotonic() + 10
@@ -484,6 +484,7 @@ def test_default_internet_on_takes_children_pre_cloned_into_slots(inet):
                 assert gw.split(".")[:3] == n.address.split(".")[:3]
                 assert http(sb, inet.addr("web"))["server"] == inet.addr("web")
                 assert curl(sb, "http://example.test/")["host"] == "example.test"
+                assert sb.get_host(3000) == "3000-%s.sandbox.test" % sb.sandbox_id
     finally:
         delete_all(d)
         d.cleanup()

@@ -34,7 +34,7 @@ with open(SPEC_PATH) as _f:
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 OPERATIONS = [(p, m) for p, item in SPEC["paths"].items() for m in item if m in METHODS]
-CODES = {501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
+CODES = {502: "upstream", 501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
          413: "too_large", 416: "invalid", 422: "bad_content", 503: "limit", 504: "timeout"}
 
 
@@ -323,7 +323,7 @@ def test_every_documented_operation_is_routed(daemon):
         send(daemon, "PUT", "/v1/sandboxes/%s/files" % sid, query={"path": "/tmp/routed"}, body=b"x")
         send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
         ids = {"id": sid, "key_id": key, "name": "routed", "template": "base",
-               "snapshot": "no-such-snapshot"}
+               "snapshot": "no-such-snapshot", "port": 8999, "path": "routed"}
         bodies = {
             ("/v1/sandboxes", "post"): {"bogus": 1},  # answered by the handler, makes nothing
             ("/v1/sandboxes/{id}/timeout", "post"): {"timeout": 60},
@@ -853,6 +853,22 @@ def _triggers(daemon, ctx):
     add(P + "/signal", "post", 404, {"id": sid, "pid": 999999}, body={"signal": 15})
     add(P + "/resize", "post", 400, {"id": sid, "pid": run}, body={"rows": 0, "cols": 80})
     add(P + "/resize", "post", 404, {"id": sid, "pid": 999999}, body={"rows": 24, "cols": 80})
+    add(S + "/ports", "get", 404, {"id": gone})
+    add(S + "/ports", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/ports" % stopped_sandbox(daemon)))
+    WS = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+          "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    add(S + "/ports/{port}/tcp", "get", 400, {"id": sid, "port": 22})  # not an upgrade
+    add(S + "/ports/{port}/tcp", "get", 404, {"id": gone, "port": 22}, headers=WS)
+    add(S + "/ports/{port}/tcp", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/ports/22/tcp" % stopped_sandbox(daemon), headers=WS))
+    add(S + "/ports/{port}/tcp", "get", 502, {"id": sid, "port": 8999}, headers=WS)
+    add(S + "/ports/{port}/{path}", "get", 400, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/ports/08080/x" % sid))
+    add(S + "/ports/{port}/{path}", "get", 404, {"id": gone, "port": 8000, "path": "x"})
+    add(S + "/ports/{port}/{path}", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/ports/8000/x" % stopped_sandbox(daemon)))
+    add(S + "/ports/{port}/{path}", "get", 502, {"id": sid, "port": 8999, "path": "x"})
     add(S + "/terminal", "get", 400, {"id": sid}, query={"rows": 0})
     add(S + "/terminal", "get", 404, {"id": gone})
     F = S + "/files"
@@ -966,6 +982,9 @@ def exec_while_deleted(daemon, attempts=5):
 
 
 COVERED_ELSEWHERE = {
+    # The connection cap of a sandbox's ports (--port-conn-limit): test_ports.py.
+    ("/v1/sandboxes/{id}/ports/{port}/tcp", "get", 429),
+    ("/v1/sandboxes/{id}/ports/{port}/{path}", "get", 429),
     ("/v1/sandboxes", "post", 503),  # test_capacity_503_with_retry_after
     ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
@@ -1044,7 +1063,7 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
-           "snapshot": "s"}
+           "snapshot": "s", "port": 8999, "path": "x"}
     for template, method in OPERATIONS:
         r = send(daemon, method.upper(), fill(template, ids), tcp=True,
                  body=b"{}" if method in ("post", "put") else None)

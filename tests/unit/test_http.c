@@ -423,6 +423,66 @@ static void ws_gone(struct wr_ws *ws, void *ctx)
     INC(g_ws_closed);
 }
 
+/* The hooks a proxy uses (src/api/ports.c). /streamhead answers with a streamed head of a
+ * 1234-byte body (to HEAD, nothing of the body goes out). /continue sends 100 Continue, then
+ * reads the body. /abort starts a chunked answer and cuts the connection 50 ms later.
+ * /conndata keeps a counter per connection in its data and answers it. */
+static int g_conndata_freed;
+
+static void conndata_free(void *data)
+{
+    free(data);
+    INC(g_conndata_freed);
+}
+
+static void continue_done(struct wr_http_req *req, const char *body, size_t len)
+{
+    char b[32];
+    int n = snprintf(b, sizeof(b), "%zu", len);
+    wr_http_respond(req, 200, "text/plain", b, (size_t)n);
+}
+
+static void abort_fire(uv_timer_t *t)
+{
+    struct late *l = (struct late *)t;
+
+    if (l->req) {
+        wr_http_req_set_data(l->req, NULL, NULL);
+        wr_http_req_abort(l->req);
+    }
+    uv_close((uv_handle_t *)t, handle_free);
+}
+
+static void h_proxyish(struct wr_http_req *req, const char *path)
+{
+    if (strcmp(path, "/streamhead") == 0) {
+        wr_http_resp_start(req, 200, "text/plain", 1234);
+        (void)wr_http_resp_write(req, "x", 1);
+        wr_http_resp_end(req);
+    } else if (strcmp(path, "/continue") == 0) {
+        wr_http_req_continue(req);
+        wr_http_req_continue(req); /* once only */
+        wr_http_req_read_body(req, BUF_MAX, continue_done);
+    } else if (strcmp(path, "/abort") == 0) {
+        struct late *l = xcalloc(1, sizeof(*l));
+        wr_http_resp_start(req, 200, "text/plain", -1);
+        (void)wr_http_resp_write(req, "hello", 5);
+        uv_timer_init(uv_default_loop(), &l->t);
+        l->req = req;
+        wr_http_req_set_data(req, l, late_close);
+        uv_timer_start(&l->t, abort_fire, 50, 0);
+    } else {
+        int *n = wr_http_conn_data(req);
+        char b[16];
+        if (n == NULL) {
+            n = xcalloc(1, sizeof(*n));
+            wr_http_conn_set_data(req, n, conndata_free);
+        }
+        int len = snprintf(b, sizeof(b), "%d", ++*n);
+        wr_http_respond(req, 200, "text/plain", b, (size_t)len);
+    }
+}
+
 /* /hijack takes the connection over and answers on the raw socket: a 101, then what the
  * server had already read past the head, then EOF. */
 static void h_hijack(struct wr_http_req *req)
@@ -477,6 +537,9 @@ static void handler(struct wr_http_req *req, void *ctx)
         h_sink(req, path[1] == 'i');
     } else if (strcmp(path, "/trailer") == 0) {
         wr_http_req_read_body(req, BUF_MAX, trailer_done);
+    } else if (strcmp(path, "/streamhead") == 0 || strcmp(path, "/continue") == 0 ||
+               strcmp(path, "/abort") == 0 || strcmp(path, "/conndata") == 0) {
+        h_proxyish(req, path);
     } else if (strcmp(path, "/hijack") == 0) {
         h_hijack(req);
     } else if (strcmp(path, "/ws") == 0) {
@@ -1625,6 +1688,72 @@ static void test_hijack(void)
     free(r.body);
 }
 
+static void test_proxy_hooks(void)
+{
+    struct client *c = client_new(connect_unix());
+    struct resp r = {0};
+    char got[4096];
+    size_t n = 0;
+
+    /* A streamed answer to HEAD: the head with the body's length, no body. */
+    send_str(c->fd, "HEAD /streamhead HTTP/1.1\r\nHost: t\r\n\r\n");
+    while (n < sizeof(got) - 1 && !strstr(got, "\r\n\r\n")) {
+        ssize_t k = recv(c->fd, got + n, sizeof(got) - 1 - n, 0);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+        got[n] = '\0';
+    }
+    ok(strstr(got, "Content-Length: 1234\r\n") != NULL, "proxy hooks: HEAD keeps the length");
+    ok(strstr(got, "\r\n\r\n") != NULL && strstr(got, "\r\n\r\n")[4] == '\0',
+       "proxy hooks: HEAD: nothing after the head");
+    send_str(c->fd, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && r.blen == 5,
+       "proxy hooks: the next answer on the connection is intact (no stray body bytes)");
+    client_free(c);
+
+    /* 100 Continue before the body is sent, once. */
+    c = client_new(connect_unix());
+    send_str(c->fd, "POST /continue HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n"
+                    "Expect: 100-continue\r\n\r\n");
+    n = 0;
+    while (n < 25) {
+        ssize_t k = recv(c->fd, got + n, 25 - n, 0);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    got[n] = '\0';
+    is_str(got, "HTTP/1.1 100 Continue\r\n\r\n", "proxy hooks: 100 Continue first");
+    send_str(c->fd, "abcd");
+    ok(read_resp(c, &r) == 0 && r.status == 200 && r.body && strcmp(r.body, "4") == 0,
+       "proxy hooks: then the answer, the body read");
+    client_free(c);
+
+    /* An answer cut: the connection ends without the last chunk. */
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /abort HTTP/1.1\r\nHost: t\r\n\r\n");
+    n = read_to_eof(c->fd, got, sizeof(got));
+    ok(strstr(got, "HTTP/1.1 200") != NULL && strstr(got, "5\r\nhello\r\n") != NULL,
+       "proxy hooks: abort: what was sent arrived");
+    ok(strstr(got, "0\r\n\r\n") == NULL, "proxy hooks: abort: no last chunk, then EOF");
+    client_free(c);
+
+    /* Per-connection data: kept across requests, freed with the connection. */
+    STORE(g_conndata_freed, 0);
+    c = client_new(connect_unix());
+    send_str(c->fd, "GET /conndata HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.body && strcmp(r.body, "1") == 0, "proxy hooks: conn data 1");
+    send_str(c->fd, "GET /conndata HTTP/1.1\r\nHost: t\r\n\r\n");
+    ok(read_resp(c, &r) == 0 && r.body && strcmp(r.body, "2") == 0,
+       "proxy hooks: conn data kept across requests");
+    client_free(c);
+    for (int i = 0; i < 200 && LOAD(g_conndata_freed) == 0; i++)
+        usleep(10000);
+    is_int(LOAD(g_conndata_freed), 1, "proxy hooks: conn data freed with the connection");
+    resp_reset(&r);
+}
+
 static void test_concurrent(void)
 {
     static int fds[N_CONCURRENT];
@@ -2077,6 +2206,7 @@ int main(void)
     test_disconnects();
     test_websocket();
     test_hijack();
+    test_proxy_hooks();
     test_concurrent();
     test_timeouts();
     test_caps();

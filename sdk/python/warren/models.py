@@ -551,14 +551,17 @@ class VersionInfo:
     api: str
     runtime: str
     cgroup: str
+    domain: str | None = None  # ports are served as <port>-<id>.<domain> (warrend --domain)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VersionInfo:
+        domain = d.get("domain")
         return cls(
             version=str(d.get("version", "")),
             api=str(d.get("api", "")),
             runtime=str(d.get("runtime", "")),
             cgroup=str(d.get("cgroup", "")),
+            domain=domain if isinstance(domain, str) and domain else None,
             raw=dict(d),
         )

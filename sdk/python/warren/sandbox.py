@@ -254,7 +254,7 @@ class Sandbox:
     def get_host(self, port: int) -> str:
         """Where port ``port`` of the sandbox is reached from outside, through the daemon.
 
-        With a domain (the sandbox's info carries the daemon's ``--domain``) it is E2B's
+        With a domain (the daemon's ``--domain``, from ``GET /v1/version``) it is E2B's
         shape, ``"<port>-<id>.<domain>"`` (a host name: put ``https://`` in front, behind the
         wildcard TLS front proxy). Without one it is the native path URL,
         ``"<api_url>/v1/sandboxes/<id>/ports/<port>"`` (requests there need the API key, which
@@ -262,9 +262,8 @@ class Sandbox:
         """
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
             raise ValueError(f"port must be 1 to 65535, not {port!r}")
-        info = self._info or self.get_info()
-        domain = info.raw.get("domain") if info.raw else None
-        if isinstance(domain, str) and domain:
+        domain = self._client.version().domain  # the daemon's --domain
+        if domain:
             return f"{port}-{self._id}.{domain}"
         ep = self._client.endpoint
         if ep.scheme == "unix":
