@@ -935,3 +935,40 @@ def test_slow_client_backpressure(pd, srv):
         want.update(block[:k])
         left -= k
     assert got == n and h.hexdigest() == want.hexdigest()
+
+
+# ---- a sandbox with a network slot: the kernel's path first ------------------------------------
+
+
+def test_slot_path_and_init_fallback(pd, team):
+    """A networked sandbox's port is reached through its slot address (the server sees the
+    host end of the slot as its peer); a server bound to 127.0.0.1 only refuses there, and is
+    reached through warren-init instead (its peer is 127.0.0.1)."""
+    key, c = team
+    sb = warren.Sandbox.create(client=c, timeout=300, internet=False)
+    try:
+        addr = (sb.get_info().raw.get("network") or {}).get("address")
+        if not addr:
+            pytest.skip("this daemon gives sandboxes no network slot")
+        start_server(sb, SERVER, "0.0.0.0", 8000)
+        start_server(sb, SERVER, "127.0.0.1", 8001, name="srv2")
+        wait_listening(pd, key, sb.sandbox_id, 8000)
+        wait_listening(pd, key, sb.sandbox_id, 8001)
+        st, body = host_req(pd, "8000-%s.sandbox.test" % sb.sandbox_id, "/slot")
+        assert st == 200, body
+        peer = json.loads(body)["peer"]
+        assert peer != "127.0.0.1" and peer != addr, peer  # the slot's host end
+        st, body = host_req(pd, "8001-%s.sandbox.test" % sb.sandbox_id, "/local")
+        assert st == 200, body
+        assert json.loads(body)["peer"] == "127.0.0.1"
+        # raw TCP and keep-alive through the slot as well
+        conn = http.client.HTTPConnection("127.0.0.1", pd.port, timeout=30)
+        seen = set()
+        for i in range(3):
+            st, body = host_req(pd, "8000-%s.sandbox.test" % sb.sandbox_id, "/k%d" % i, conn=conn)
+            assert st == 200
+            seen.add(json.loads(body)["conn"])
+        assert len(seen) == 1
+        conn.close()
+    finally:
+        sb.kill()
