@@ -91,12 +91,14 @@ trap 'exit 130' INT TERM HUP
 mkdir -p "$TMP/state/templates/base"
 ln -s "$(realpath "$IMG")" "$TMP/state/templates/base/rootfs"
 # shellcheck disable=SC2086 # DENV is three VAR=value words
-# Networking (1n): a pool and table of the benchmark's own, internet off and DNS to loopback's
-# discard port (nothing leaves the machine), slots made ahead for every create of 1n (a
-# released slot rests 3 s before it is ready again).
+# Networking (1n): a pool and table of the benchmark's own, DNS to loopback's discard port and
+# every create of the benchmark saying its network (nothing leaves the machine: 1n's sandboxes
+# have internet off, the others no network of their own), slots made ahead for every create of
+# 1n (a released slot rests 3 s before it is ready again). --net-default on puts --pool's
+# children into slots too, as a production daemon has them.
 env $DENV "$BUILD/warrend" --state-dir "$TMP/state" --socket "$SOCK" --listen 127.0.0.1:0 \
     --run-dir "$RUN_DIR" --log-level warn --net-pool 10.251.0.0/20 --net-table "$NET_TABLE" \
-    --net-default off --net-ready "${NET_READY:-1100}" --dns-upstream 127.0.0.1:9 \
+    --net-default on --net-ready "${NET_READY:-1100}" --dns-upstream 127.0.0.1:9 \
     >"$TMP/ready" 2>"$TMP/warrend.log" &
 DPID=$!
 i=0
@@ -125,8 +127,8 @@ say "== machine: $(nproc) cpus, kernel $(uname -r), $(date -u +%Y-%m-%dT%H:%MZ),
 say "== 0. the client's own cost: GET /v1/health on one keep-alive connection, 1000 times"
 step "$API" "$SOCK" health 1000
 
-say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times"
-step "$API" "$SOCK" cycle "$N"
+say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times (loopback only)"
+step env WARREN_BENCH_CREATE='{"network":{"enabled":false}}' "$API" "$SOCK" cycle "$N"
 say "== 1n. the same cycle with a network of its own (a pooled slot: netns, veth, address, rules), $N times"
 i=0
 while [ "$(ls "$RUN_DIR/net/$NET_TABLE" 2>/dev/null | wc -l)" -lt "${NET_READY:-1100}" ] && [ $i -lt 600 ]; do
@@ -134,6 +136,7 @@ while [ "$(ls "$RUN_DIR/net/$NET_TABLE" 2>/dev/null | wc -l)" -lt "${NET_READY:-
     i=$((i + 1))
 done
 step env WARREN_BENCH_CREATE='{"network":{"internet":false}}' "$API" "$SOCK" cycle "$N"
+export WARREN_BENCH_CREATE='{"network":{"enabled":false}}' # the rest: loopback only, as before
 say "== 1b. peers, same run: in-process runtime loop (/bin/true) and the isolation floor, $N each"
 step env WARREN_INIT="$(realpath "$BUILD/warren-init")" "$BUILD/bench/sandbox_loop" --zygote "$ZYGOTE" "$(realpath "$IMG")" "$N"
 step "$BUILD/bench/sandbox_loop" --floor "$(realpath "$IMG")" "$N"

@@ -569,7 +569,7 @@ static size_t norm_cidrs(const struct wr_cidr4 *in, size_t n, struct wr_cidr4 *o
 
 static bool has_cidr(const struct wr_cidr4 *v, size_t n, const struct wr_cidr4 *c)
 {
-    return bsearch(c, v, n, sizeof(*v), cmp_cidr) != NULL;
+    return n > 0 && bsearch(c, v, n, sizeof(*v), cmp_cidr) != NULL;
 }
 
 /* The rule matching `iifname . ip daddr & mask(len)` in set. */
