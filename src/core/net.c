@@ -155,9 +155,11 @@ int wr__net_request(struct wr_manager *m, const struct wr_net_req *req, bool cre
                     struct wr_net_policy *p, bool *slot, struct wr_err *err)
 {
     const struct wr_net_config *cfg = &m->cfg.net;
-    bool internet = req != NULL && req->internet >= 0 ? req->internet > 0
-                    : create                          ? cfg->default_internet
-                                                      : true;
+    /* Not said: the daemon's default at create (but off for a sandbox with loopback only). */
+    bool internet = req != NULL && req->internet >= 0  ? req->internet > 0
+                    : req != NULL && req->enabled == 0 ? false
+                    : create                           ? cfg->default_internet
+                                                       : true;
     bool enabled;
 
     if (req != NULL && req->max_connections > 1000000)

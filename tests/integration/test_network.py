@@ -476,6 +476,10 @@ def test_default_internet_on_takes_children_pre_cloned_into_slots(inet):
                 "/run/warren-test-%d" % os.getpid(), "net", d.table))) < 4:
             time.sleep(0.05)
         time.sleep(0.5)  # the children are cloned once slots are ready
+        # loopback only on a daemon whose default is internet on (warren create --no-network)
+        with make(c, network=False) as sb:
+            n = sb.get_info().network
+            assert not n.enabled and not n.internet and n.address is None
         for _ in range(3):
             with make(c) as sb:
                 n = sb.get_info().network
