@@ -112,6 +112,13 @@ case "$READY" in
 *) echo "bench: warrend did not start: $READY" >&2; cat "$TMP/warrend.log" >&2; exit 1 ;;
 esac
 echo "$DPID" >"$OUT/warrend.pid" # for `perf record -p` from another shell
+# the slots of 1n, made before anything is measured (one batch at a time, in the background)
+i=0
+while [ "$(ls "$RUN_DIR/net/$NET_TABLE" 2>/dev/null | wc -l)" -lt "${NET_READY:-1100}" ] && [ $i -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+sleep 1
 
 LOG=$OUT/api.log
 : >"$LOG"
@@ -130,11 +137,6 @@ step "$API" "$SOCK" health 1000
 say "== 1. create → first stdout of \`echo hi\` → delete over the API, $N times (loopback only)"
 step env WARREN_BENCH_CREATE='{"network":{"enabled":false}}' "$API" "$SOCK" cycle "$N"
 say "== 1n. the same cycle with a network of its own (a pooled slot: netns, veth, address, rules), $N times"
-i=0
-while [ "$(ls "$RUN_DIR/net/$NET_TABLE" 2>/dev/null | wc -l)" -lt "${NET_READY:-1100}" ] && [ $i -lt 600 ]; do
-    sleep 0.1
-    i=$((i + 1))
-done
 step env WARREN_BENCH_CREATE='{"network":{"internet":false}}' "$API" "$SOCK" cycle "$N"
 export WARREN_BENCH_CREATE='{"network":{"enabled":false}}' # the rest: loopback only, as before
 say "== 1b. peers, same run: in-process runtime loop (/bin/true) and the isolation floor, $N each"

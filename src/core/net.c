@@ -310,24 +310,31 @@ static int64_t next_absent(struct wr_net *net)
 /* Make slots in a worker until `ready` are ready or being made. */
 static void net_fill(struct wr_net *net)
 {
-    while (!net->closing && net->n_ready + net->filling < net->cfg.ready) {
-        struct fill_work *f = xcalloc(1, sizeof(*f));
-        while (f->n < FILL_BATCH && net->n_ready + net->filling < net->cfg.ready) {
-            int64_t s = next_absent(net);
-            if (s < 0)
-                break;
-            net->slot[s].state = SLOT_MAKING;
-            f->idx[f->n++] = (uint32_t)s;
-            net->filling++;
-        }
-        if (f->n == 0) {
-            free(f);
-            return;
-        }
-        f->net = net;
-        f->w.data = f;
-        wr__queue_work(net->m, &f->w, fill_run, fill_done);
+    /* Slots resting after a sandbox will be ready again soon: they count. One batch at a time,
+     * so that the pool's workers never queue the creates' work behind a wall of their own (a
+     * slot is made under the host's rtnl lock, more slowly the more slots exist). */
+    size_t coming = net->n_ready + net->filling + net->rest_n;
+    struct fill_work *f;
+
+    if (net->closing || net->filling > 0 || coming >= net->cfg.ready)
+        return;
+    f = xcalloc(1, sizeof(*f));
+    while (f->n < FILL_BATCH && coming < net->cfg.ready) {
+        int64_t s = next_absent(net);
+        if (s < 0)
+            break;
+        net->slot[s].state = SLOT_MAKING;
+        f->idx[f->n++] = (uint32_t)s;
+        net->filling++;
+        coming++;
     }
+    if (f->n == 0) {
+        free(f);
+        return;
+    }
+    f->net = net;
+    f->w.data = f;
+    wr__queue_work(net->m, &f->w, fill_run, fill_done);
 }
 
 /* ---- children pre-cloned into ready slots ------------------------------------------------- */
