@@ -374,15 +374,21 @@ static void up_close(struct up *u)
 
 static void up_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
-static void up_read(struct up *u, bool on)
+/* Start (on) or stop reading a side, with cb: nothing once it is closing or at its end. */
+static void side_read(struct side *sd, bool on, uv_read_cb cb)
 {
-    if (u->side.closing || u->side.eof || u->side.reading == on)
+    if (sd->closing || sd->eof || sd->reading == on)
         return;
-    if (on && uv_read_start(&u->side.io.s, on_alloc, up_read_cb) < 0)
+    if (on && uv_read_start(&sd->io.s, on_alloc, cb) < 0)
         return;
     if (!on)
-        (void)uv_read_stop(&u->side.io.s);
-    u->side.reading = on;
+        (void)uv_read_stop(&sd->io.s);
+    sd->reading = on;
+}
+
+static void up_read(struct up *u, bool on)
+{
+    side_read(&u->side, on, up_read_cb);
 }
 
 /* ---- HTTP requests ------------------------------------------------------------------------- */
@@ -970,13 +976,7 @@ static void tunnel_client_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf
 
 static void tunnel_client_read(struct tunnel *t, bool on)
 {
-    if (t->client.closing || t->client.eof || t->client.reading == on)
-        return;
-    if (on && uv_read_start(&t->client.io.s, on_alloc, tunnel_client_read_cb) < 0)
-        return;
-    if (!on)
-        (void)uv_read_stop(&t->client.io.s);
-    t->client.reading = on;
+    side_read(&t->client, on, tunnel_client_read_cb);
 }
 
 /* Both ways ended (EOF read and passed on as a shutdown): the tunnel is done once flushed. */

@@ -841,6 +841,25 @@ static void deny4_elems(struct batch *b, const struct wr_cidr4 *deny, size_t n)
     elems_flush(&es);
 }
 
+/* pre_nat: from a slot in `set`, proto to dport -> redirect to the host's port `to`. */
+static struct nftnl_rule *redirect_rule(struct wr_nft *t, const char *set, uint8_t proto,
+                                        uint16_t dport, uint16_t to)
+{
+    struct nftnl_rule *r = rule_new(t, "pre_nat");
+    uint16_t port = htons(to);
+    struct nftnl_expr *e;
+
+    m_if_in(r, false, set, false);
+    m_ipv4(r);
+    m_dport(r, proto, dport);
+    e = ex(r, "immediate");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+    nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &port, 2);
+    e = ex(r, "redir");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+    return r;
+}
+
 static void base_rules(struct batch *b, const struct wr_nft_config *cfg)
 {
     struct wr_nft *t = b->t;
@@ -867,34 +886,10 @@ static void base_rules(struct batch *b, const struct wr_nft_config *cfg)
     rule_add(b, r);
 
     /* pre_nat: DNS to the stub, l7 slots' web to the proxy */
-    for (int p = 0; p < 2 && t->dns_port != 0; p++) {
-        uint16_t port = htons(t->dns_port);
-        struct nftnl_expr *e;
-        r = rule_new(t, "pre_nat");
-        m_if_in(r, false, "slots", false);
-        m_ipv4(r);
-        m_dport(r, protos[p], 53);
-        e = ex(r, "immediate");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
-        nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &port, 2);
-        e = ex(r, "redir");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
-        rule_add(b, r);
-    }
-    for (int k = 0; k < 2 && t->proxy_port != 0; k++) {
-        uint16_t port = htons(t->proxy_port);
-        struct nftnl_expr *e;
-        r = rule_new(t, "pre_nat");
-        m_if_in(r, false, "l7", false);
-        m_ipv4(r);
-        m_dport(r, IPPROTO_TCP, k == 0 ? 80 : 443);
-        e = ex(r, "immediate");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
-        nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &port, 2);
-        e = ex(r, "redir");
-        nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
-        rule_add(b, r);
-    }
+    for (int p = 0; p < 2 && t->dns_port != 0; p++)
+        rule_add(b, redirect_rule(t, "slots", protos[p], 53, t->dns_port));
+    for (int k = 0; k < 2 && t->proxy_port != 0; k++)
+        rule_add(b, redirect_rule(t, "l7", IPPROTO_TCP, k == 0 ? 80 : 443, t->proxy_port));
 
     /* input: a slot reaches the stub and the proxy, nothing else of the host's */
     r = rule_new(t, "input");
