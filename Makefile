@@ -73,6 +73,10 @@ WLIB_OBJ    := $(patsubst %.c,$(BUILD)/pic/%.o,$(WLIB_SRC)) \
 WLIB_MAJOR  := 0
 WLIB_VER    := 0.1.0
 WLIB_A      := $(BUILD)/libwarren.a
+# The same objects with their symbols as compiled, for the programs of this tree that also use
+# libwarren's insides (the CLI's verbs not yet on the public API use its transport; the unit
+# test): libwarren.a itself keeps only warren_* global.
+WLIB_INT    := $(BUILD)/libwarren-int.a
 WLIB_SO     := $(BUILD)/libwarren.so
 WLIB_PC     := $(BUILD)/warren.pc
 WLIB_LIBS   := -ljansson -lpthread
@@ -161,8 +165,16 @@ $(BUILD)/pic/llhttp/%.o: $(LLHTTP_DIR)/%.c Makefile
 	    $(SAN_FLAGS) -c -o $@ $<
 
 # libwarren: the static library carries llhttp and its util/ files, so a program links it and
-# jansson alone (warren.pc says so).
+# jansson alone (warren.pc says so). They are linked into one object whose hidden symbols are
+# made local, so that a program's own xmalloc or llhttp cannot clash with ours: only warren_*
+# stay global, as in the shared library.
 $(WLIB_A): $(WLIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(LD) -r -o $(BUILD)/pic/libwarren.o $^
+	objcopy --localize-hidden $(BUILD)/pic/libwarren.o
+	rm -f $@ && ar rcs $@ $(BUILD)/pic/libwarren.o
+
+$(WLIB_INT): $(WLIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -215,7 +227,7 @@ CLI_LDFLAGS := $(HOST_LDFLAGS)
 else
 CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
 endif
-$(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(WLIB_A) $(LIB)
+$(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(WLIB_INT) $(LIB)
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(WLIB_LIBS) $(HOST_LIBS)
 
 # warren-zygote, which clones sandboxes for warrend, is static for the same reason and one more:
@@ -232,10 +244,10 @@ $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
 $(PROBE): $(call static_obj,$(PROBE_SRC))
 	$(CC) $(STATIC_LDFLAGS) -o $@ $^
 
-# libwarren's unit test links the static library (its internals are reachable there).
-$(BUILD)/tests/test_libwarren: tests/unit/test_libwarren.c $(WLIB_A) $(LIB) tests/unit/tap.h
+# libwarren's unit test reaches its insides (libwarren-int.a).
+$(BUILD)/tests/test_libwarren: tests/unit/test_libwarren.c $(WLIB_INT) $(LIB) tests/unit/tap.h
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< $(WLIB_A) $(LIB) $(WLIB_LIBS)
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< $(WLIB_INT) $(LIB) $(WLIB_LIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(DLIB) $(LIB) $(LLHTTP_OBJ) tests/unit/tap.h
 	@mkdir -p $(dir $@)

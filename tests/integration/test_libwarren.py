@@ -80,6 +80,13 @@ def test_pkg_config_and_the_libraries():
     for want in ("warren_connect", "warren_create", "warren_exec", "warren_file_write",
                  "warren_fork", "warren_snapshot_create", "warren_pause", "warren_resume"):
         assert want in exported
+    # The static library too: its util/, transport and llhttp symbols are local, so they cannot
+    # clash with a program's own (an xmalloc, say).
+    nm = subprocess.run(["nm", "-g", "--defined-only", os.path.join(BUILD, "libwarren.a")],
+                        capture_output=True, check=True)
+    static = [l.split()[-1] for l in nm.stdout.decode().splitlines()
+              if l.strip() and not l.endswith(":")]
+    assert sorted(static) == sorted(exported), set(static) ^ set(exported)
     # Every function the header declares is in the library.
     with open(os.path.join(ROOT, "include", "warren.h")) as f:
         declared = set(re.findall(r"\bWARREN_API\b[^;]*?\b(warren_[a-z_]+)\(", f.read(), re.S))
@@ -196,3 +203,19 @@ def test_example_links_statically(daemon, tmp_path):
     assert "libwarren" not in ldd, ldd
     r = run_example(exe, daemon)
     assert r.returncode == 0 and b"deleted " in r.stdout, (r.stdout, r.stderr)
+
+
+def test_static_library_keeps_its_insides_to_itself(tmp_path):
+    # A program with functions named as libwarren's insides (util/'s xmalloc and wr_err_set)
+    # links against libwarren.a and keeps its own.
+    src = tmp_path / "clash.c"
+    src.write_text(
+        "#include <stddef.h>\n#include <warren.h>\n"
+        "void *xmalloc(size_t n) { (void)n; return (void *)0; }\n"
+        "int wr_err_set(void) { return 42; }\n"
+        "int main(void) { warren *w; warren_error e;\n"
+        "  int r = warren_connect(\"/nonexistent/x.sock\", \"\", &w, &e);\n"
+        "  return r == -1 && e.code == WARREN_ESYS && xmalloc(1) == (void *)0 &&\n"
+        "         wr_err_set() == 42 ? 0 : 1; }\n")
+    exe = compile_c(str(src), str(tmp_path / "clash"), "-Wno-missing-prototypes", static=True)
+    assert subprocess.run([exe]).returncode == 0
