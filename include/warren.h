@@ -39,9 +39,10 @@
  * Threads. A `warren` handle is one connection: use it from one thread at a time (one handle per
  * thread is the simple way; handles are independent, and the library keeps no global state).
  * Objects returned (sandboxes, lists) are immutable and may be read from any thread. Only
- * warren_exec with an on_stdin callback starts a thread of its own, joined before it returns;
- * the callbacks it documents say which thread calls them. The library never touches signal
- * dispositions; writes to a closed socket give EPIPE, never SIGPIPE.
+ * warren_exec with on_stdin or a pty starts a thread of its own (with every signal blocked, on a
+ * connection of its own), joined before it returns; the callbacks say which thread calls them.
+ * The library never touches signal dispositions; writes to a closed socket give EPIPE, never
+ * SIGPIPE.
  *
  * Versions. Only warren_* symbols are exported. The soname (libwarren.so.0) changes when a
  * function or a public struct changes incompatibly; new functions and new constants may be

@@ -148,14 +148,14 @@ static void *signal_thread(void *arg)
 /* ---- the callbacks ------------------------------------------------------------------------- */
 
 struct exec_io {
-    bool write_failed; /* a write to our stdout or stderr failed */
-    bool raw;          /* -t: the local terminal goes raw once the command runs */
+    int write_errno; /* a write to our stdout or stderr failed: its errno */
+    bool raw;        /* -t: the local terminal goes raw once the command runs */
 };
 
 static int to_fd(int fd, const void *data, size_t len, struct exec_io *io)
 {
     if (wr_write_all(fd, data, len) < 0) {
-        io->write_failed = true;
+        io->write_errno = errno;
         return -1;
     }
     return 0;
@@ -310,8 +310,8 @@ static int exec_run(struct exec_opts *o)
         free((char *)envv[i]);
     cli_tty_restore();
     if (r < 0) {
-        if (io.write_failed)
-            cli_errorf("%s: write output: %s", o->verb, strerror(errno));
+        if (io.write_errno != 0)
+            cli_errorf("%s: write output: %s", o->verb, strerror(io.write_errno));
         else
             exec_errorf(o->verb, &err);
         return WR_EXIT_ERROR;

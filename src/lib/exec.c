@@ -13,6 +13,7 @@
  * stays listed until released, so it is deleted once its exit is known. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -214,7 +215,14 @@ static void start_feed(struct run *r)
         r->feed = false; /* no input then: the command's stdin stays open until it ends */
         return;
     }
-    if (pthread_create(&r->thread, NULL, feed_thread, r) == 0) {
+    /* The thread takes no signals: they stay the caller's threads' to handle. */
+    sigset_t all, old;
+    int rc;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&r->thread, NULL, feed_thread, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
         r->thread_started = true;
         return;
     }
