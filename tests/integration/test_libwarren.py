@@ -11,13 +11,18 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, ENV
+from conftest import BUILD, ENV, SANITIZED
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CC = os.environ.get("CC", "cc")
 FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
          "-Wno-missing-field-initializers", "-Werror"]
+# Under `make asan` the library is instrumented, and so must be the programs that load it (the
+# ASan runtime comes first); LIBWARREN_TEST_SANITIZE=1 does the same on a plain build, which
+# finds leaks and overflows of the library's (LeakSanitizer watches every malloc).
+if SANITIZED or os.environ.get("LIBWARREN_TEST_SANITIZE") == "1":
+    FLAGS += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g"]
 
 
 def pkg_config(*args):
