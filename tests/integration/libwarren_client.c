@@ -197,6 +197,16 @@ static void exec_scenarios(warren *w, const char *id)
     }
 }
 
+/* One piece, then an error: the write is abandoned. */
+static long half_then_fail(void *buf, size_t cap, int stop_fd, void *ctx)
+{
+    int *calls = ctx;
+    if ((*calls)++ > 0)
+        return -1;
+    memcpy(buf, "partial", 7);
+    return 7;
+}
+
 static void file_scenarios(warren *w, const char *id)
 {
     warren_error err;
@@ -225,6 +235,15 @@ static void file_scenarios(warren *w, const char *id)
     for (long i = 0; i < n; i++)
         fact("list", "%s type=%d", ents[i].path, (int)ents[i].type);
     warren_file_list_free(ents, (size_t)n);
+    {
+        int calls = 0;
+        int r = warren_file_write(w, id, "/tmp/lw/a.txt", 0, half_then_fail, &calls, &err);
+        fact("abandoned", "r=%d code=%s", r, warren_strcode(err.code));
+        CHECK("read after abandon",
+              warren_file_read_buf(w, id, "/tmp/lw/a.txt", &data, &len, &err));
+        fact("after_abandon", "%s", (char *)data);
+        warren_free(data);
+    }
     CHECK("remove", warren_file_remove(w, id, "/tmp/lw/a.txt", 0, &err));
     if (warren_file_stat(w, id, "/tmp/lw/a.txt", &st, &err) < 0)
         fact_err("stat_removed", &err);

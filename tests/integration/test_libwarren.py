@@ -142,6 +142,9 @@ def test_lifecycle(daemon, client_bin):
     assert f["stat"] == ["name=a.txt path=/tmp/lw/a.txt type=0 size=11 mode=600"]
     assert sorted(f["list"]) == ["/tmp/lw/a.txt type=0", "/tmp/lw/sub type=1",
                                  "/tmp/lw/sub/b.txt type=0"]
+    # an abandoned write leaves the file as it was, and the handle goes on working
+    assert f["abandoned"] == ["r=-1 code=internal"]
+    assert f["after_abandon"] == ["hello file\\n"]
     assert f["stat_removed"][0].startswith("code=not_found api_code=not_found status=404")
     assert f["remove_nonempty"][0].startswith("code=conflict api_code=conflict status=409"), \
         f["remove_nonempty"]
