@@ -39,9 +39,8 @@ struct run {
     /* The input thread (mode=background with on_stdin). */
     bool feed, thread_started;
     pthread_t thread;
-    int stop[2]; /* a pipe: written when the input should end (on_stdin's stop_fd) */
-    warren_error thread_err;
-    bool thread_failed;
+    int stop[2];             /* a pipe: written when the input should end (on_stdin's stop_fd) */
+    warren_error thread_err; /* why the input failed; the command's exit is what counts */
 };
 
 /* ---- events --------------------------------------------------------------------------------- */
@@ -189,7 +188,7 @@ static void *feed_thread(void *arg)
         wl_http_resp_fini(&resp);
     }
     {
-        struct warren tmp = {.http = c};
+        struct warren tmp = {.http = c}; /* wl_api on this thread's own connection */
         if (wl_api(&tmp, "POST", close_target, NULL, NULL, &none, &r->thread_err) < 0 &&
             r->thread_err.code != WARREN_ECONFLICT && r->thread_err.code != WARREN_ENOTFOUND)
             goto fail;
@@ -202,7 +201,6 @@ fail_e:
 fail:
     wl_http_resp_fini(&resp);
     wl_http_close(c);
-    r->thread_failed = true;
     return NULL;
 }
 
