@@ -157,10 +157,10 @@ static bool has(json_t *body, const char *key)
 
 void api_desktop_mouse(struct api_call *c)
 {
-    static const char *const allowed[] = {"action", "x",         "y",      "button", "direction",
-                                          "amount", "to_x",      "to_y",   NULL};
-    static const char *const actions[] = {"move", "click", "double_click", "down",
-                                          "up",   "scroll", "drag",        NULL};
+    static const char *const allowed[] = {"action", "x",    "y",    "button", "direction",
+                                          "amount", "to_x", "to_y", NULL};
+    static const char *const actions[] = {"move", "click",  "double_click", "down",
+                                          "up",   "scroll", "drag",         NULL};
     static const char *const buttons[] = {"left", "middle", "right", NULL};
     static const char *const dirs[] = {"up", "down", NULL};
     _cleanup_json_ json_t *j = api_parse_object(c->req, c->body, c->len);
@@ -171,8 +171,9 @@ void api_desktop_mouse(struct api_call *c)
     if (j == NULL || api_only_keys(c->req, j, allowed) < 0)
         return;
     if (!has(j, "action")) {
-        api_fail(c->req, WR_EINVAL, "`action` is required (move, click, double_click, down, up, "
-                                    "scroll or drag)");
+        api_fail(c->req, WR_EINVAL,
+                 "`action` is required (move, click, double_click, down, up, "
+                 "scroll or drag)");
         return;
     }
     if (opt_name(c->req, j, "action", actions, &action) < 0 ||

@@ -21,12 +21,12 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 
-#define RUN_TIMEOUT_MS   15000      /* a short tool */
-#define SHOT_MAX         (64u << 20) /* a screenshot's PNG */
-#define OUT_MAX          (1u << 20)  /* any other tool's output */
-#define ERR_KEEP         2048        /* the end of stderr kept for a message */
-#define CDP_PROFILE      "--user-data-dir=/tmp/.warren-cdp-profile"
-#define TYPE_DELAY_MS    "12"
+#define RUN_TIMEOUT_MS 15000       /* a short tool */
+#define SHOT_MAX       (64u << 20) /* a screenshot's PNG */
+#define OUT_MAX        (1u << 20)  /* any other tool's output */
+#define ERR_KEEP       2048        /* the end of stderr kept for a message */
+#define CDP_PROFILE    "--user-data-dir=/tmp/.warren-cdp-profile"
+#define TYPE_DELAY_MS  "12"
 
 /* Fixed scripts: their only inputs are positional numbers. */
 #define SH_INFO "xdpyinfo >/dev/null 2>&1 || exit 3; xdotool getdisplaygeometry"
@@ -35,21 +35,21 @@
 #define SH_WAIT_XFCE                                                                               \
     "for i in $(seq 600); do pgrep -x xfce4-session >/dev/null && pgrep -x xfwm4 >/dev/null && "   \
     "pgrep -x xfdesktop >/dev/null && exit 0; sleep 0.1; done; exit 1"
-#define SH_CDP_UP "curl -sf -o /dev/null --max-time 2 http://127.0.0.1:9222/json/version"
-#define SH_WAIT_CDP                                                                                \
-    "for i in $(seq 300); do " SH_CDP_UP " && exit 0; sleep 0.1; done; exit 1"
+#define SH_CDP_UP   "curl -sf -o /dev/null --max-time 2 http://127.0.0.1:9222/json/version"
+#define SH_WAIT_CDP "for i in $(seq 300); do " SH_CDP_UP " && exit 0; sleep 0.1; done; exit 1"
 #define SH_WINDOWS                                                                                 \
     "xdpyinfo >/dev/null 2>&1 || exit 3\n"                                                         \
-    "f=$(xprop -root _NET_ACTIVE_WINDOW 2>/dev/null | sed -n 's/.*# \\(0x[0-9a-fA-F]*\\).*/\\1/p')\n" \
-    "[ -n \"$f\" ] && [ \"$f\" != 0x0 ] && f=$(printf '%d' \"$f\") || f=$(xdotool getwindowfocus "  \
+    "f=$(xprop -root _NET_ACTIVE_WINDOW 2>/dev/null | sed -n 's/.*# "                              \
+    "\\(0x[0-9a-fA-F]*\\).*/\\1/p')\n"                                                             \
+    "[ -n \"$f\" ] && [ \"$f\" != 0x0 ] && f=$(printf '%d' \"$f\") || f=$(xdotool getwindowfocus " \
     "2>/dev/null)\n"                                                                               \
     "ids=$(xprop -root _NET_CLIENT_LIST 2>/dev/null | sed -n 's/.*# //p' | tr ',' ' ')\n"          \
-    "[ -n \"$ids\" ] || ids=$(xdotool search --onlyvisible --name . 2>/dev/null)\n"               \
+    "[ -n \"$ids\" ] || ids=$(xdotool search --onlyvisible --name . 2>/dev/null)\n"                \
     "for w in $ids; do\n"                                                                          \
     "  w=$(printf '%d' \"$w\")\n"                                                                  \
     "  c=$(xprop -id \"$w\" WM_CLASS 2>/dev/null | sed -n 's/^WM_CLASS[^=]*= \"[^\"]*\", "         \
     "\"\\(.*\\)\"$/\\1/p')\n"                                                                      \
-    "  t=$(xdotool getwindowname \"$w\" 2>/dev/null)\n"                                         \
+    "  t=$(xdotool getwindowname \"$w\" 2>/dev/null)\n"                                            \
     "  t=$(printf '%s' \"$t\" | tr '\\t\\r\\n' '   ')\n"                                           \
     "  [ \"$w\" = \"$f\" ] && a=1 || a=0\n"                                                        \
     "  printf '%s\\t%s\\t%s\\t%s\\n' \"$w\" \"$a\" \"$c\" \"$t\"\n"                                \
@@ -206,25 +206,30 @@ static bool step_failed(struct dop *d)
     if (d->bg)
         return false;
     if (d->over) {
-        dop_failf(d, WR_EUPSTREAM, "sandbox %s: the output of %s is too large", wr_live_sb_id(d->sb), d->what);
+        dop_failf(d, WR_EUPSTREAM, "sandbox %s: the output of %s is too large",
+                  wr_live_sb_id(d->sb), d->what);
         return true;
     }
     if (d->timed_out) {
-        dop_failf(d, WR_ETIMEOUT, "sandbox %s: %s did not finish in time", wr_live_sb_id(d->sb), d->what);
+        dop_failf(d, WR_ETIMEOUT, "sandbox %s: %s did not finish in time", wr_live_sb_id(d->sb),
+                  d->what);
         return true;
     }
     if (d->ex.signal == 0 && d->ex.exit_code == 0)
         return false;
     tail = err_tail(d);
     if (d->ex.signal == 0 && d->ex.exit_code == 127)
-        dop_failf(d, WR_ECONFLICT,
-                  "sandbox %s has no %s (a desktop needs the `desktop` template)", wr_live_sb_id(d->sb), d->what);
+        dop_failf(d, WR_ECONFLICT, "sandbox %s has no %s (a desktop needs the `desktop` template)",
+                  wr_live_sb_id(d->sb), d->what);
     else if (strstr(tail, "display") != NULL || strstr(tail, "xdo instance") != NULL ||
              (d->ex.signal == 0 && d->ex.exit_code == 3))
-        dop_failf(d, WR_ECONFLICT,
-                  "the desktop of sandbox %s is not running (POST /v1/sandboxes/{id}/desktop/start)", wr_live_sb_id(d->sb));
+        dop_failf(
+            d, WR_ECONFLICT,
+            "the desktop of sandbox %s is not running (POST /v1/sandboxes/{id}/desktop/start)",
+            wr_live_sb_id(d->sb));
     else
-        dop_failf(d, WR_EUPSTREAM, "sandbox %s: %s", wr_live_sb_id(d->sb), *tail ? tail : "the tool failed");
+        dop_failf(d, WR_EUPSTREAM, "sandbox %s: %s", wr_live_sb_id(d->sb),
+                  *tail ? tail : "the tool failed");
     return true;
 }
 
@@ -300,7 +305,8 @@ static void run_started(void *ctx, struct wr_proc *p, const struct wr_err *err)
         return;
     }
     wr_proc_stdin_close(p, NULL, NULL);
-    d->sub = (struct wr_proc_sub){.on_output = run_output, .on_exit = run_exit, .on_lost = run_lost};
+    d->sub =
+        (struct wr_proc_sub){.on_output = run_output, .on_exit = run_exit, .on_lost = run_lost};
     wr_proc_subscribe(p, &d->sub, true);
 }
 
@@ -315,8 +321,9 @@ static void step(struct dop *d, const char *const *argv, bool bg, uint64_t timeo
     d->next = next;
     d->what = argv[0];
     if (strcmp(argv[0], "/bin/sh") == 0 && argv[1] != NULL && argv[2] != NULL)
-        d->what = strstr(argv[2], "curl") ? "curl" : strstr(argv[2], "xdpyinfo") ? "xdpyinfo"
-                                                                                 : "pgrep";
+        d->what = strstr(argv[2], "curl")       ? "curl"
+                  : strstr(argv[2], "xdpyinfo") ? "xdpyinfo"
+                                                : "pgrep";
     d->bg = bg;
     d->failed = d->over = d->timed_out = false;
     d->ex = (struct wr_exit){0};
@@ -345,8 +352,8 @@ static bool parse_info(struct dop *d, struct wr_desktop_info *info)
     if (step_failed(d))
         return false;
     if (sscanf(bstr(&d->out), "%u %u", &info->width, &info->height) != 2) {
-        dop_failf(d, WR_EUPSTREAM, "sandbox %s: xdotool getdisplaygeometry answered %s", wr_live_sb_id(d->sb),
-                  bstr(&d->out));
+        dop_failf(d, WR_EUPSTREAM, "sandbox %s: xdotool getdisplaygeometry answered %s",
+                  wr_live_sb_id(d->sb), bstr(&d->out));
         return false;
     }
     info->running = true;
@@ -376,7 +383,8 @@ static void start_xfce_up(struct dop *d)
     if (d->ex.signal == 0 && d->ex.exit_code == 1 && !d->failed && !d->timed_out) {
         dop_failf(d, WR_ETIMEOUT,
                   "sandbox %s: the XFCE session did not start in 60 s (xfce4-session, xfwm4, "
-                  "xfdesktop)", wr_live_sb_id(d->sb));
+                  "xfdesktop)",
+                  wr_live_sb_id(d->sb));
         return;
     }
     if (step_failed(d))
@@ -396,7 +404,8 @@ static void start_x_up(struct dop *d)
     const char *argv[] = {"startxfce4", NULL};
 
     if (d->ex.signal == 0 && d->ex.exit_code == 1 && !d->failed && !d->timed_out) {
-        dop_failf(d, WR_ETIMEOUT, "sandbox %s: Xvfb did not answer on :0 in 10 s", wr_live_sb_id(d->sb));
+        dop_failf(d, WR_ETIMEOUT, "sandbox %s: Xvfb did not answer on :0 in 10 s",
+                  wr_live_sb_id(d->sb));
         return;
     }
     if (step_failed(d))
@@ -415,9 +424,9 @@ static void start_probed(struct dop *d)
 {
     struct wr_desktop_info info;
     char screen[48], dpi[16];
-    const char *argv[] = {"Xvfb",   WR_DESKTOP_DISPLAY, "-ac",    "-screen",   "0",
-                          screen,   "-retro",           "-dpi",   dpi,         "-nolisten",
-                          "tcp",    "-nolisten",        "unix",   NULL};
+    const char *argv[] = {"Xvfb", WR_DESKTOP_DISPLAY, "-ac",  "-screen", "0",
+                          screen, "-retro",           "-dpi", dpi,       "-nolisten",
+                          "tcp",  "-nolisten",        "unix", NULL};
 
     if (!parse_info(d, &info))
         return;
@@ -481,8 +490,8 @@ static void point_done(struct dop *d)
     for (const char *p = s; (p = strstr(p, "x:")) != NULL; p++)
         s = p;
     if (sscanf(s, "x:%u y:%u", &x, &y) != 2) {
-        dop_failf(d, WR_EUPSTREAM, "sandbox %s: xdotool getmouselocation answered %s", wr_live_sb_id(d->sb),
-                  bstr(&d->out));
+        dop_failf(d, WR_EUPSTREAM, "sandbox %s: xdotool getmouselocation answered %s",
+                  wr_live_sb_id(d->sb), bstr(&d->out));
         return;
     }
     d->cb.point(d->ctx, x, y, NULL);
@@ -660,14 +669,14 @@ static const struct {
     char c;
     const char *sym;
 } punct[] = {
-    {' ', "space"},       {'!', "exclam"},      {'"', "quotedbl"},   {'#', "numbersign"},
-    {'$', "dollar"},      {'%', "percent"},     {'&', "ampersand"},  {'\'', "apostrophe"},
-    {'(', "parenleft"},   {')', "parenright"},  {'*', "asterisk"},   {'+', "plus"},
-    {',', "comma"},       {'-', "minus"},       {'.', "period"},     {'/', "slash"},
-    {':', "colon"},       {';', "semicolon"},   {'<', "less"},       {'=', "equal"},
-    {'>', "greater"},     {'?', "question"},    {'@', "at"},         {'[', "bracketleft"},
-    {'\\', "backslash"},  {']', "bracketright"}, {'^', "asciicircum"}, {'_', "underscore"},
-    {'`', "grave"},       {'{', "braceleft"},   {'|', "bar"},        {'}', "braceright"},
+    {' ', "space"},      {'!', "exclam"},       {'"', "quotedbl"},    {'#', "numbersign"},
+    {'$', "dollar"},     {'%', "percent"},      {'&', "ampersand"},   {'\'', "apostrophe"},
+    {'(', "parenleft"},  {')', "parenright"},   {'*', "asterisk"},    {'+', "plus"},
+    {',', "comma"},      {'-', "minus"},        {'.', "period"},      {'/', "slash"},
+    {':', "colon"},      {';', "semicolon"},    {'<', "less"},        {'=', "equal"},
+    {'>', "greater"},    {'?', "question"},     {'@', "at"},          {'[', "bracketleft"},
+    {'\\', "backslash"}, {']', "bracketright"}, {'^', "asciicircum"}, {'_', "underscore"},
+    {'`', "grave"},      {'{', "braceleft"},    {'|', "bar"},         {'}', "braceright"},
     {'~', "asciitilde"},
 };
 
@@ -684,6 +693,10 @@ int wr_desktop_key_map(const char *name, char *out, size_t outsz, struct wr_err 
                 return 0;
             }
     }
+    if (n == 1 && isalnum((unsigned char)name[0])) { /* a letter or digit is its keysym */
+        snprintf(out, outsz, "%s", name);
+        return 0;
+    }
     if (n == 0 || n > 32 || !isalpha((unsigned char)name[0]))
         goto bad;
     for (size_t i = 0; i < n; i++) {
@@ -698,7 +711,9 @@ int wr_desktop_key_map(const char *name, char *out, size_t outsz, struct wr_err 
             return 0;
         }
     if (lower[0] == 'f' && n <= 3 && isdigit((unsigned char)lower[1])) {
-        k = atoi(lower + 1);
+        k = lower[1] - '0';
+        if (n == 3)
+            k = isdigit((unsigned char)lower[2]) ? k * 10 + (lower[2] - '0') : 0;
         if (k >= 1 && k <= 24) {
             snprintf(out, outsz, "F%d", k);
             return 0;
@@ -784,7 +799,8 @@ static void browser_up(struct dop *d)
 {
     if (d->ex.signal == 0 && d->ex.exit_code == 1 && !d->failed && !d->timed_out) {
         dop_failf(d, WR_ETIMEOUT,
-                  "sandbox %s: Chromium's DevTools endpoint did not answer on port 9222 in 30 s", wr_live_sb_id(d->sb));
+                  "sandbox %s: Chromium's DevTools endpoint did not answer on port 9222 in 30 s",
+                  wr_live_sb_id(d->sb));
         return;
     }
     done_done(d);
@@ -800,26 +816,15 @@ static void browser_launched(struct dop *d)
 static void browser_probed_display(struct dop *d)
 {
     struct wr_desktop_info info;
-    const char *argv[] = {"chromium",
-                          "--remote-debugging-address=127.0.0.1",
-                          "--remote-debugging-port=9222",
-                          CDP_PROFILE,
+    const char *argv[] = {"chromium", "--remote-debugging-address=127.0.0.1",
+                          "--remote-debugging-port=9222", CDP_PROFILE,
                           /* THE NETWORK RULE: no traffic of the browser's own (also set by the
                            * template's /etc/chromium.d/warren and its policies). */
-                          "--no-sandbox",
-                          "--no-first-run",
-                          "--no-default-browser-check",
-                          "--disable-background-networking",
-                          "--disable-component-update",
-                          "--disable-sync",
-                          "--disable-default-apps",
-                          "--disable-breakpad",
-                          "--disable-domain-reliability",
-                          "--metrics-recording-only",
-                          "--password-store=basic",
-                          "about:blank",
-                          NULL,
-                          NULL};
+                          "--no-sandbox", "--no-first-run", "--no-default-browser-check",
+                          "--disable-background-networking", "--disable-component-update",
+                          "--disable-sync", "--disable-default-apps", "--disable-breakpad",
+                          "--disable-domain-reliability", "--metrics-recording-only",
+                          "--password-store=basic", "about:blank", NULL, NULL};
 
     if (!parse_info(d, &info))
         return;
@@ -858,7 +863,8 @@ static void version_done(struct dop *d)
         }
         dop_failf(d, WR_ECONFLICT,
                   "no browser answers on port 9222 of sandbox %s (POST "
-                  "/v1/sandboxes/{id}/browser/start)", wr_live_sb_id(d->sb));
+                  "/v1/sandboxes/{id}/browser/start)",
+                  wr_live_sb_id(d->sb));
         return;
     }
     d->cb.version(d->ctx, bstr(&d->out), d->out.len, NULL);
