@@ -9,6 +9,7 @@
 #include "desktop.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,11 +197,12 @@ static bool step_failed(struct dop *d)
     const char *tail;
 
     if (d->failed) {
-        struct wr_err err;
-        wr_err_set(&err, WR_ECONFLICT, d->err.sys_errno,
-                   "sandbox %s cannot run %s (a desktop needs the `desktop` template): %s",
-                   wr_live_sb_id(d->sb), d->what, d->err.msg);
-        dop_fail(d, &err);
+        struct wr_err err = d->err;
+        if (d->err.sys_errno == ENOENT)
+            wr_err_set(&err, WR_ECONFLICT, ENOENT,
+                       "sandbox %s has no %s (a desktop needs the `desktop` template)",
+                       wr_live_sb_id(d->sb), d->what);
+        dop_fail(d, &err); /* a paused or stopping sandbox: its own error */
         return true;
     }
     if (d->bg)
