@@ -94,7 +94,19 @@ struct dop {
     struct wr_err err;
     unsigned w, h, dpi;
     bool running; /* OP_BROWSER: the display runs */
+    /* OP_START: the other starts of the same sandbox that came meanwhile, answered with it */
+    struct start_wait *waiters;
+    struct dop *next_start;
 };
+
+struct start_wait {
+    struct start_wait *next;
+    wr_desktop_info_cb cb;
+    void *ctx;
+};
+
+/* The starts in flight, one per sandbox. */
+static struct dop *starting;
 
 static struct dop *dop_new(struct wr_live_sb *sb, enum op op, void *ctx)
 {
@@ -133,13 +145,33 @@ static char *bstr(struct wr_buf *b)
     return (char *)b->data;
 }
 
+/* Answer a start and the starts that waited for it. */
+static void start_answer(struct dop *d, const struct wr_desktop_info *info,
+                         const struct wr_err *err)
+{
+    for (struct dop **pp = &starting; *pp != NULL; pp = &(*pp)->next_start)
+        if (*pp == d) {
+            *pp = d->next_start;
+            break;
+        }
+    d->cb.info(d->ctx, info, err);
+    while (d->waiters != NULL) {
+        struct start_wait *w = d->waiters;
+        d->waiters = w->next;
+        w->cb(w->ctx, info, err);
+        free(w);
+    }
+}
+
 /* Answer the operation's error and end it. */
 static void dop_fail(struct dop *d, const struct wr_err *err)
 {
     switch (d->op) {
     case OP_INFO:
-    case OP_START:
         d->cb.info(d->ctx, NULL, err);
+        break;
+    case OP_START:
+        start_answer(d, NULL, err);
         break;
     case OP_SHOT:
         d->cb.png(d->ctx, NULL, 0, err);
@@ -368,7 +400,10 @@ static void info_done(struct dop *d)
 
     if (!parse_info(d, &info))
         return;
-    d->cb.info(d->ctx, &info, NULL);
+    if (d->op == OP_START)
+        start_answer(d, &info, NULL);
+    else
+        d->cb.info(d->ctx, &info, NULL);
     dop_free(d);
 }
 
@@ -433,7 +468,7 @@ static void start_probed(struct dop *d)
     if (!parse_info(d, &info))
         return;
     if (info.running) {
-        d->cb.info(d->ctx, &info, NULL);
+        start_answer(d, &info, NULL);
         dop_free(d);
         return;
     }
@@ -445,7 +480,23 @@ static void start_probed(struct dop *d)
 void wr_desktop_start(struct wr_live_sb *sb, unsigned width, unsigned height, unsigned dpi,
                       wr_desktop_info_cb cb, void *ctx)
 {
-    struct dop *d = dop_new(sb, OP_START, ctx);
+    struct dop *d;
+
+    /* One start at a time per sandbox (two would make two XFCE sessions): a second waits for
+     * the first's answer. */
+    for (d = starting; d != NULL; d = d->next_start)
+        if (d->sb == sb) {
+            struct start_wait *w = xcalloc(1, sizeof(*w)), **pp = &d->waiters;
+            w->cb = cb;
+            w->ctx = ctx;
+            while (*pp != NULL)
+                pp = &(*pp)->next;
+            *pp = w;
+            return;
+        }
+    d = dop_new(sb, OP_START, ctx);
+    d->next_start = starting;
+    starting = d;
 
     d->cb.info = cb;
     d->w = width;

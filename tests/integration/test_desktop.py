@@ -318,3 +318,22 @@ def test_browser_cdp(sb, client, daemon):
     assert any("chromium" in w.window_class.lower() for w in sb.desktop.windows()), sb.desktop.windows()
     tcp.close()
     other.close()
+
+
+def test_concurrent_starts_make_one_desktop(client):
+    import threading
+    s = warren.Sandbox.create(client=client, template="desktop", timeout=120)
+    try:
+        got = []
+        ts = [threading.Thread(target=lambda: got.append(s.desktop.start(width=800, height=600)))
+              for _ in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert got == [{"running": True, "display": ":0", "width": 800, "height": 600}] * 3
+        r = s.commands.run("pgrep -c -x Xvfb; pgrep -c -x xfce4-session; pgrep -c -x xfwm4")
+        assert r.stdout.split() == ["1", "1", "1"], r.stdout
+        assert png_size(s.desktop.screenshot()) == (800, 600)
+    finally:
+        s.kill()
