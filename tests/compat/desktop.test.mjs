@@ -94,6 +94,7 @@ describe('@e2b/desktop 2.4.0', { skip, concurrency: false }, () => {
     console.log(`# Sandbox.create (desktop, Xvfb + XFCE ready): ${Date.now() - t0} ms`);
     const info = await sbx.getInfo();
     assert.equal(info.templateId, 'desktop');
+    assert.equal(info.allowInternetAccess, false);
     const r = await sbx.commands.run('pgrep -x xfce4-session && pgrep -x xfwm4 && pgrep -x xfdesktop && echo $DISPLAY');
     assert.match(r.stdout, /:0\n$/);
   });
