@@ -53,7 +53,7 @@ export interface CallOptions {
   requestTimeoutMs?: number;
 }
 
-/** @internal */
+/** Arguments of Client.request / Client.stream (the raw API). */
 export interface RequestArgs extends CallOptions {
   query?: Query | [string, string | number][];
   json?: unknown;

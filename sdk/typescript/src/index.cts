@@ -4,7 +4,7 @@
 
 export {
   Client, Response, StreamResponse, VERSION, DEFAULT_API_URL, DEFAULT_TIMEOUT_MS, ENV_API_URL, ENV_API_KEY,
-  type BodyInit, type CallOptions, type ClientOptions, type ConnectionOptions, type Query,
+  type BodyInit, type CallOptions, type ClientOptions, type ConnectionOptions, type Query, type RequestArgs,
 } from './client.cjs';
 export {
   WarrenError, InvalidArgumentError, AuthenticationError, PermissionDeniedError, NotFoundError, MethodNotAllowedError,

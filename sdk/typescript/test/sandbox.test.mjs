@@ -103,8 +103,11 @@ describe('sandbox', { skip, concurrency: false }, () => {
 
   it('kills a command whose callback throws', async () => {
     await assert.rejects(sb.commands.run('echo go; sleep 30', { onStdout: () => { throw new Error('cb'); } }), /cb/);
-    const procs = await sb.commands.list();
-    assert.ok(procs.every((p) => !p.running), JSON.stringify(procs));
+    const end = Date.now() + 5000;
+    let procs;
+    do { procs = await sb.commands.list(); } while (procs.some((p) => p.running) && Date.now() < end);
+    assert.ok(procs.every((p) => !p.running), JSON.stringify(procs.filter((p) => p.running)));
+    assert.equal(procs.find((p) => p.cmd.at(-1) === 'echo go; sleep 30').signal, 9);
   });
 
   it('runs background commands with handles', async () => {
