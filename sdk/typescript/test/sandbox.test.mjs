@@ -397,7 +397,7 @@ describe('sandbox', { skip, concurrency: false }, () => {
 
 describe('unix socket', { skip, concurrency: false }, () => {
   let d;
-  before(async () => { d = await new Daemon('unix').start(); });
+  before(async () => { d = await new Daemon('unix', ['--domain', 'warren.test']).start(); });
   after(async () => {
     if (!d) return;
     const left = await d.stop();
@@ -424,7 +424,7 @@ describe('unix socket', { skip, concurrency: false }, () => {
     await h.sendStdin('pipe');
     await h.closeStdin();
     assert.equal((await h.wait()).stdout, 'pipe');
-    assert.match(await sb.getHost(80), /^http\+unix:\/\/%2F.*\/v1\/sandboxes\/.*\/ports\/80$/);
+    assert.equal(await sb.getHost(80), `80-${sb.id}.warren.test`); // the daemon's --domain
     await assert.rejects(client.request('GET', '/v1/sandboxes/nope'), W.NotFoundError);
     const ac = new AbortController();
     const p = sb.commands.run('sleep 20', { signal: ac.signal });
@@ -432,6 +432,15 @@ describe('unix socket', { skip, concurrency: false }, () => {
     await assert.rejects(p, W.AbortError);
     assert.equal(await sb.kill(), true);
     client.close();
+    // Keys (the unix socket acts as the admin team).
+    const k = await W.admin.createKey('team-unix', { client, name: 'k1' });
+    assert.match(k.key, /\S{16,}/);
+    assert.equal(k.team, 'team-unix');
+    assert.ok((await W.admin.listKeys({ client })).some((x) => x.id === k.id && x.key === undefined));
+    const keyed = new Client({ apiUrl: d.url, apiKey: k.key });
+    assert.equal((await keyed.version()).api, '1');
+    await W.admin.deleteKey(k.id, { client });
+    await assert.rejects(keyed.version(), W.AuthenticationError);
     // An env-configured client.
     process.env.WARREN_API_URL = d.unixUrl;
     try { assert.equal(new Client().apiUrl, d.unixUrl); } finally { delete process.env.WARREN_API_URL; }
