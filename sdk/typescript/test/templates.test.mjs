@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import crypto from 'node:crypto';
+import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import * as W from '../dist/index.mjs';
 import { Daemon, isClean, unavailable } from './harness.mjs';
@@ -81,7 +83,39 @@ describe('templates', { skip: unavailable(), concurrency: false }, () => {
     await assert.rejects(W.Template.build('ts-bad', { client, dockerfile: 'FROM base\nADD x /x\n' }), (x) => x instanceof W.InvalidArgumentError && /line 2/.test(x.message));
     await assert.rejects(W.Template.build('ts-bad', { client, dockerfile: 'FROM no-such-base\n' }), W.NotFoundError);
     await assert.rejects(W.Template.build('ts-tools', { client, dockerfile: 'FROM base\n' }), W.ConflictError);
+    await assert.rejects(W.Template.build('base', { client, dockerfile: 'FROM base\n', replace: true }), /shared template/);
     await assert.rejects(W.Template.build('x', { client }), TypeError);
+  });
+
+  it('imports a docker-archive from a path, streamed', async () => {
+    // A docker-archive made here: one layer (a tar of a directory, by the SDK's own tar writer),
+    // its config with the layer's digest, and manifest.json.
+    const { tarDirectory } = createRequire(import.meta.url)('../dist/tar.cjs');
+    const collect = async (it) => { const parts = []; for await (const c of it) parts.push(Buffer.from(c)); return Buffer.concat(parts); };
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), 'tssdk-img-'));
+    try {
+      fs.mkdirSync(path.join(work, 'root', 'etc'), { recursive: true });
+      fs.writeFileSync(path.join(work, 'root', 'etc', 'imported'), 'from an archive\n');
+      const layer = await collect(tarDirectory(path.join(work, 'root')));
+      const arch = path.join(work, 'arch');
+      fs.mkdirSync(arch);
+      fs.writeFileSync(path.join(arch, 'layer.tar'), layer);
+      const diff = 'sha256:' + crypto.createHash('sha256').update(layer).digest('hex');
+      const config = JSON.stringify({ architecture: 'amd64', os: 'linux', config: { Env: ['PATH=/usr/bin:/bin'], WorkingDir: '/etc' }, rootfs: { type: 'layers', diff_ids: [diff] } });
+      const cfgName = crypto.createHash('sha256').update(config).digest('hex') + '.json';
+      fs.writeFileSync(path.join(arch, cfgName), config);
+      fs.writeFileSync(path.join(arch, 'manifest.json'), JSON.stringify([{ Config: cfgName, RepoTags: ['ts/imported:1'], Layers: ['layer.tar'] }]));
+      const tarball = path.join(work, 'image.tar');
+      fs.writeFileSync(tarball, await collect(tarDirectory(arch)));
+      const t = await W.Template.importArchive(tarball, 'ts-imported', { client });
+      assert.equal(t.name, 'ts-imported');
+      assert.equal(t.layers, 1);
+      assert.equal((await W.Template.get('ts-imported', { client })).kind, 'template');
+      await assert.rejects(W.Template.importArchive(tarball, 'ts-imported', { client }), W.ConflictError);
+      await W.Template.importArchive(fs.readFileSync(tarball), 'ts-imported', { client, replace: true });
+      await assert.rejects(W.Template.importArchive(new TextEncoder().encode('not an archive'), 'ts-junk', { client }), W.BadContentError);
+      await W.Template.delete('ts-imported', { client });
+    } finally { fs.rmSync(work, { recursive: true, force: true }); }
   });
 
   it('deletes templates and prunes the cache', async () => {
