@@ -38,6 +38,11 @@ describe('sandbox', { skip, concurrency: false }, () => {
     for await (const info of Sandbox.list({ client, metadata: { suite: 'tssdk' } })) seen.push(info.id);
     assert.deepEqual(seen, [sb.id]);
     assert.equal(await sb.isRunning(), true);
+    // A create repeated with its Idempotency-Key answers the first sandbox.
+    const a = await Sandbox.create({ client, idempotencyKey: 'ts-same' });
+    const b = await Sandbox.create({ client, idempotencyKey: 'ts-same' });
+    assert.equal(a.id, b.id);
+    await a.kill();
     const info = await sb.setTimeout(600);
     assert.ok(info.expiresAt.getTime() > Date.now() + 500_000);
   });
