@@ -262,6 +262,16 @@ export class Sandbox {
     return new Sandbox(info.id || id, c, info);
   }
 
+  /** Kill and delete the sandbox `id` without connecting to it (E2B's `Sandbox.kill`); false if
+   * there was none. */
+  static async kill(id: string, opts: ConnectionOptions = {}): Promise<boolean> {
+    try { await resolveClient(opts).request('DELETE', `/v1/sandboxes/${seg(id)}`, call(opts)); } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+    return true;
+  }
+
   /** The team's sandboxes, oldest first, fetched page by page as you iterate
    * (`for await (const info of Sandbox.list())`). */
   static async *list(opts: ListOptions = {}): AsyncGenerator<SandboxInfo> {

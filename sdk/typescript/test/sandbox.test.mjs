@@ -55,8 +55,10 @@ describe('sandbox', { skip, concurrency: false }, () => {
     const one = [];
     for await (const info of Sandbox.list({ client, metadata: { page: 'x' }, limit: 1 })) one.push(info.id);
     assert.equal(one.length, 1);
-    for (const s of more) assert.equal(await s.kill(), true);
+    assert.equal(await more[0].kill(), true);
+    assert.equal(await Sandbox.kill(more[1].id, { client }), true);
     assert.equal(await more[0].kill(), false);
+    assert.equal(await Sandbox.kill(more[1].id, { client }), false);
     await assert.rejects(Sandbox.connect(more[0].id, { client }), W.NotFoundError);
   });
 
