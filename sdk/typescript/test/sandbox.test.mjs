@@ -74,6 +74,8 @@ describe('sandbox', { skip, concurrency: false }, () => {
     assert.equal(env.stdout, 'ex /tmp\n');
     const bytes = await sb.commands.run("printf '\\377\\000\\001'");
     assert.deepEqual([...bytes.stdoutBytes], [255, 0, 1]);
+    assert.equal((await sb.commands.run('id -un')).stdout, 'user\n');
+    assert.equal((await sb.commands.run('id -un', { user: 'root' })).stdout, 'root\n');
     const stdin = await sb.commands.run('cat; echo', { stdin: 'from stdin' });
     assert.equal(stdin.stdout, 'from stdin\n');
   });
@@ -178,6 +180,10 @@ describe('sandbox', { skip, concurrency: false }, () => {
     assert.equal(n, 48 * chunk.length);
     assert.equal(bad, 0);
     assert.ok(pieces > 1);
+    // Stopping early drops the connection; the next calls go on.
+    const early = await sb.files.read('/tmp/t/big.bin', { format: 'stream' });
+    for await (const c of early) { assert.ok(c.length > 0); break; }
+    assert.equal(await sb.files.read('/tmp/t/a.txt'), 'hello');
     // A web ReadableStream, a Node Readable and a Blob.
     await sb.files.write('/tmp/t/web.txt', new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('web')); c.close(); } }));
     assert.equal(await sb.files.read('/tmp/t/web.txt'), 'web');
@@ -321,7 +327,14 @@ describe('sandbox', { skip, concurrency: false }, () => {
       if (!log.length) await new Promise((r) => setTimeout(r, 200));
     }
     assert.ok(log.some((e) => e.address === '198.18.1.7' && e.allowed === false), JSON.stringify(log));
+    // Followed: the entries so far, then the stream ends when the sandbox's record is deleted.
+    const followed = [];
+    const reader = (async () => { for await (const e of net.networkLog({ follow: true })) followed.push(e); })();
+    const until = Date.now() + 5000;
+    while (!followed.length && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(followed.length >= 1);
     await net.kill();
+    await reader;
     const loop = await Sandbox.create({ client, network: false });
     assert.equal((await loop.network()).enabled, false);
     await assert.rejects(loop.updateNetwork({ internet: false }), W.ConflictError);

@@ -72,6 +72,14 @@ describe('templates', { skip: unavailable(), concurrency: false }, () => {
     assert.equal(await sb2.files.read('/s/x.txt'), 'x\n');
     assert.equal(await sb2.files.exists('/opt/sum'), false);
     await sb2.kill();
+    // A context given as a tar archive's bytes.
+    const { tarDirectory } = createRequire(import.meta.url)('../dist/tar.cjs');
+    const parts = [];
+    for await (const c of tarDirectory(ctx, 'FROM base\nCOPY app/sub/x.txt /x\n')) parts.push(Buffer.from(c));
+    const t3 = await W.Template.build('ts-app3', { client, context: new Uint8Array(Buffer.concat(parts)) });
+    const sb3 = await W.Sandbox.create({ client, template: t3 });
+    assert.equal(await sb3.files.read('/x'), 'x\n');
+    await sb3.kill();
   });
 
   it('throws BuildError and the API errors', async () => {
