@@ -25,6 +25,9 @@ TESTING   ?= 0
 ifneq ($(filter test integration quick compat asan,$(MAKECMDGOALS)),)
 override TESTING := 1
 endif
+ifneq ($(filter sdk-ts,$(MAKECMDGOALS)),)
+override TESTING := 1
+endif
 ifeq ($(TESTING),1)
 BASE_CFLAGS += -DWR_TESTING
 endif
@@ -282,6 +285,16 @@ integration: all
 compat: all
 	WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 tests/compat/
 
+# The TypeScript SDK (sdk/typescript, docs/sdk-typescript.md): npm ci when its lock changed
+# (TypeScript is its only, dev, dependency), the tsc build, then its tests (node's test runner:
+# each file starts a warrend of its own) and the npm pack test.
+.PHONY: sdk-ts
+sdk-ts: all
+	cd sdk/typescript && if [ "$$(cat node_modules/.warren-lock 2>/dev/null)" != "$$(sha256sum <package-lock.json)" ]; then \
+	  npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && sha256sum <package-lock.json >node_modules/.warren-lock; fi
+	cd sdk/typescript && node scripts/build.mjs
+	cd sdk/typescript && WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 test/*.test.mjs
+
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
 # SDKs: a few minutes.
 .PHONY: quick
@@ -290,6 +303,7 @@ quick: all unit fuzz-replay
 
 test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
+	$(MAKE) --no-print-directory sdk-ts
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 test
