@@ -69,8 +69,8 @@ static int sandbox_layers(struct wr_manager *m, const char *team, const char *id
     if (!json_is_array(json_object_get(img, "layers"))) {
         json_decref(img);
         wr_sandbox_rec_fini(&rec);
-        return wr_err_set(err, WR_ECONFLICT, 0,
-                          "sandbox `%s` was made before images were recorded", id);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` was made before images were recorded",
+                          id);
     }
     r = wr_images_layer_paths(m->cfg.images, json_object_get(img, "layers"), dirs, n, err);
     json_decref(img);
@@ -121,9 +121,10 @@ static void diff_done(uv_work_t *w, int status)
 {
     struct diff_work *d = w->data;
     struct wr_manager *m = d->m;
-    struct wr_diff_result r = {
-        .sandbox_id = d->id, .against_kind = d->kind, .against_name = d->name,
-        .content = d->content};
+    struct wr_diff_result r = {.sandbox_id = d->id,
+                               .against_kind = d->kind,
+                               .against_name = d->name,
+                               .content = d->content};
     struct wr_diff_change *ch = NULL;
 
     if (d->rc < 0) {

@@ -22,9 +22,9 @@
 #include "textdiff.h"
 
 /* Layer ids: a shared layer has its index from the bottom; the others are told apart by side. */
-#define OLD_ID 1000
-#define NEW_ID 2000
-#define MAX_OUT_DEFAULT 10000
+#define OLD_ID              1000
+#define NEW_ID              2000
+#define MAX_OUT_DEFAULT     10000
 #define CONTENT_MAX_DEFAULT (1u << 20)
 
 const char *wr_ovl_change_name(enum wr_ovl_change_kind k)
@@ -260,8 +260,9 @@ static bool differs(struct ctx *c, const struct ent *a, const struct ent *b, con
 {
     const struct stat *x = &a->st, *y = &b->st;
 
-    if (type_of(x->st_mode) != type_of(y->st_mode) || (x->st_mode & 07777) != (y->st_mode & 07777) ||
-        x->st_uid != y->st_uid || x->st_gid != y->st_gid)
+    if (type_of(x->st_mode) != type_of(y->st_mode) ||
+        (x->st_mode & 07777) != (y->st_mode & 07777) || x->st_uid != y->st_uid ||
+        x->st_gid != y->st_gid)
         return true;
     if (a->id == b->id)
         return false;
@@ -646,7 +647,9 @@ void wr_ovl_diff_fini(struct wr_ovl_diff *d)
 
 static void ctx_init(struct ctx *c, const char *scope, size_t max, struct wr_ovl_diff *out)
 {
-    *c = (struct ctx){.scope = "", .max = max ? max : MAX_OUT_DEFAULT, .out = out,
+    *c = (struct ctx){.scope = "",
+                      .max = max ? max : MAX_OUT_DEFAULT,
+                      .out = out,
                       .budget = WR_OVL_COMPARE_BUDGET};
     if (scope != NULL && strcmp(scope, "/") != 0)
         c->scope = scope;

@@ -100,11 +100,11 @@ int wr_ovl_diff(const struct wr_ovl_stack *old, const struct wr_ovl_stack *new, 
 struct wr_ovl_content {
     enum wr_ovl_change_kind change; /* added, deleted or modified */
     struct wr_ovl_entry now, old;   /* now: the new tree's (deleted: the old's), old: modified */
-    bool binary;    /* a side holds a NUL byte or is not UTF-8: no diff */
-    bool too_large; /* a side is over max bytes: no diff */
-    char *diff;     /* unified diff ("--- a/p", "+++ b/p", /dev/null for a missing side; a
-                     * symlink's text is its target); NULL when binary or too_large, "" when
-                     * only the metadata differ */
+    bool binary;                    /* a side holds a NUL byte or is not UTF-8: no diff */
+    bool too_large;                 /* a side is over max bytes: no diff */
+    char *diff; /* unified diff ("--- a/p", "+++ b/p", /dev/null for a missing side; a
+                 * symlink's text is its target); NULL when binary or too_large, "" when
+                 * only the metadata differ */
 };
 void wr_ovl_content_fini(struct wr_ovl_content *c);
 

@@ -66,8 +66,9 @@ int wr_text_diff(const char *a, size_t na, const char *b, size_t nb, const char 
 {
     _cleanup_close_ int fa = -1, fb = -1, null = -1;
     _cleanup_buf_ struct wr_buf buf = {0};
-    char *argv[] = {"diff",           "-u",           "--label", (char *)label_a, "--label",
-                    (char *)label_b, "/dev/fd/3", "/dev/fd/4", NULL};
+    char *argv[] = {"diff",          "-u",        "--label",
+                    (char *)label_a, "--label",   (char *)label_b,
+                    "/dev/fd/3",     "/dev/fd/4", NULL};
     int pipefd[2], status;
     bool over = false;
     pid_t pid;
