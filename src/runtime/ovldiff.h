@@ -6,11 +6,13 @@
  *
  * A side is a stack of layer directories, bottom first, merged as overlayfs merges them: the
  * topmost layer that has a name gives it; a whiteout (a character device 0:0, or an empty file
- * with the trusted.overlay.whiteout or user.overlay.whiteout xattr) hides the name in the layers
- * below; a directory marked opaque (trusted.overlay.opaque or user.overlay.opaque "y") hides
- * the directories of the layers below; a directory over a non-directory (or the reverse) hides
- * what is below. Redirects (redirect_dir) and metacopy are not followed: warrend mounts overlays
- * with neither, and a sandbox cannot set trusted.* xattrs.
+ * with the trusted.overlay.whiteout xattr) hides the name in the layers below; a directory
+ * marked opaque (trusted.overlay.opaque "y") hides the directories of the layers below; a
+ * directory over a non-directory (or the reverse) hides what is below. The user.overlay.* marks
+ * count for nothing, as on the kernel's overlays without userxattr (warrend makes no other): a
+ * sandbox can set user.* xattrs, and would otherwise hide files from its diff. Redirects
+ * (redirect_dir) and metacopy are not followed: warrend mounts overlays with neither, and a
+ * sandbox cannot set trusted.* xattrs.
  *
  * The bottom layers that both sides name by the same path are shared: what only they hold is the
  * same on both sides and is never read, so the walk costs in proportion to what the other layers

@@ -255,7 +255,7 @@ def test_sdk_and_cli(daemon, client, sid):
     assert f.change == "modified" and "+extra" in f.diff.splitlines()
     assert {c.path for c in sb.diff(path="/etc").changes} == {"/etc/motd", "/etc/group", "/etc/pw"}
 
-    env = {"WARREN_URL": daemon.url}
+    env = {"WARREN_API_URL": daemon.url}
     r = run_warren("diff", sid, env=env)
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.decode().splitlines()]
