@@ -64,9 +64,12 @@ static void print_change(const json_t *c)
 int cmd_diff(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"against", required_argument, NULL, 'a'}, {"limit", required_argument, NULL, 'l'},
-        {"json", no_argument, NULL, 'j'},          {"list", no_argument, NULL, 'L'},
-        {"output", required_argument, NULL, 'o'},  {"help", no_argument, NULL, 'h'},
+        {"against", required_argument, NULL, 'a'},
+        {"limit", required_argument, NULL, 'l'},
+        {"json", no_argument, NULL, 'j'},
+        {"list", no_argument, NULL, 'L'},
+        {"output", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     _cleanup_buf_ struct wr_buf target = {0};
