@@ -675,7 +675,8 @@ int wr_ovl_diff(const struct wr_ovl_stack *old, const struct wr_ovl_stack *new, 
         wr_ovl_diff_fini(&tmp);
         return -1;
     }
-    qsort(tmp.changes, tmp.n, sizeof(*tmp.changes), cmp_change);
+    if (tmp.n > 1)
+        qsort(tmp.changes, tmp.n, sizeof(*tmp.changes), cmp_change);
     *out = tmp;
     return 0;
 }

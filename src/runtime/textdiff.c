@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +40,9 @@ static void __attribute__((noreturn)) child(int a, int b, int out, int null, cha
 {
     static char *const envp[] = {"LC_ALL=C", NULL};
     struct rlimit as = {512u << 20, 512u << 20}, cpu = {10, 10}, nofile = {16, 16};
+    sigset_t none;
+
+    sigemptyset(&none);
 
     /* Move everything above 4 first, so that the dup2s below never meet their own fd. */
     a = fcntl(a, F_DUPFD_CLOEXEC, 10);
@@ -50,10 +53,13 @@ static void __attribute__((noreturn)) child(int a, int b, int out, int null, cha
         dup2(null, 2) < 0 || dup2(a, 3) < 0 || dup2(b, 4) < 0)
         _exit(126);
     (void)close_range(5, ~0u, 0);
-    if (setgroups(0, NULL) < 0 || setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-        setresuid(NOBODY, NOBODY, NOBODY) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-        setrlimit(RLIMIT_AS, &as) < 0 || setrlimit(RLIMIT_CPU, &cpu) < 0 ||
-        setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+    /* Raw system calls: the libc wrappers would signal the parent's other threads, which the
+     * child of a fork does not have. */
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+        syscall(SYS_setresgid, NOBODY, NOBODY, NOBODY) < 0 ||
+        syscall(SYS_setresuid, NOBODY, NOBODY, NOBODY) < 0 ||
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setrlimit(RLIMIT_AS, &as) < 0 ||
+        setrlimit(RLIMIT_CPU, &cpu) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0)
         _exit(126);
     if (chdir("/") < 0)
         _exit(126);

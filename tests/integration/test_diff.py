@@ -217,6 +217,12 @@ def test_paused_sandbox_and_truncation(client, sid):
     t = diff(client, sid, path="/many", limit=4)
     assert t["truncated"] is True and len(t["changes"]) == 4
     api(client, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
+    # Paused to disk: its files are all there is.
+    api(client, "POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
+    assert changes(diff(client, sid, path="/many")) == changes(d)
+    f = diff(client, sid, path="/many/f3", content=1)
+    assert f["change"] == "added" and "+3" in f["diff"].splitlines()
+    api(client, "POST", "/v1/sandboxes/%s/resume" % sid, {}, 200)
 
 
 def test_bad_input(client, sid):

@@ -103,17 +103,17 @@ static int build(void)
     r |= link_to("low", "etc/s", "a");
     /* An upper layer (a sandbox's): every kind of change. */
     r |= dir("up", "etc") | dir("up", "d") | dir("up", "new") | dir("up", "keep");
-    r |= put("up", "etc/a", "two\n", 0644);                      /* modified */
-    r |= whiteout("up", "etc/b");                                /* deleted */
-    r |= put("up", "etc/c", "", 0644) |                          /* deleted: xattr whiteout */
-         xattr("up", "etc/c", "trusted.overlay.whiteout", "");   /* */
-    r |= put("up", "etc/u", "", 0644) |                          /* a sandbox's own xattr: */
-         xattr("up", "etc/u", "user.overlay.whiteout", "");      /* modified (emptied), not gone */
-    r |= put("up", "etc/m", "mode\n", 0600);                     /* mode only */
+    r |= put("up", "etc/a", "two\n", 0644);                    /* modified */
+    r |= whiteout("up", "etc/b");                              /* deleted */
+    r |= put("up", "etc/c", "", 0644) |                        /* deleted: xattr whiteout */
+         xattr("up", "etc/c", "trusted.overlay.whiteout", ""); /* */
+    r |= put("up", "etc/u", "", 0644) |                        /* a sandbox's own xattr: */
+         xattr("up", "etc/u", "user.overlay.whiteout", "");    /* modified (emptied), not gone */
+    r |= put("up", "etc/m", "mode\n", 0600);                   /* mode only */
     r |= put("up", "etc/dst", "rename me\n", 0644) | whiteout("up", "etc/src"); /* renamed */
-    r |= put("up", "keep/k", "k\n", 0644);                       /* copied up unchanged */
+    r |= put("up", "keep/k", "k\n", 0644); /* copied up unchanged */
     r |= xattr("up", "d", "trusted.overlay.opaque", "y") | put("up", "d/z", "z\n", 0644);
-    r |= whiteout("up", "e");                                    /* a directory deleted */
+    r |= whiteout("up", "e"); /* a directory deleted */
     r |= put("up", "new/file", "n\n", 0755) | link_to("up", "new/out", "/../../../etc/shadow");
     p = xasprintf("%s/up/new/fifo", top);
     r |= mkfifo(p, 0600);
