@@ -275,3 +275,14 @@ def test_sdk_and_cli(daemon, client, sid):
     assert r.returncode == 0 and json.loads(r.stdout)["sandbox_id"] == sid
     r = run_warren("diff", sid, "--against", "no-such-snap", env=env)
     assert r.returncode != 0 and b"no-such-snap" in r.stderr
+
+
+def test_cli_usage_errors(daemon):
+    env = {"WARREN_API_URL": daemon.url}
+    for args in ([], ["a", "b", "c"], ["--bogus", "sb-1"], ["not/an/id"], ["sb-1", "--limit", "0"]):
+        r = run_warren("diff", *args, env=env)
+        assert r.returncode == 2 and r.stdout == b"", (args, r)
+    r = run_warren("diff", "nosuchsb", env=env)
+    assert r.returncode == 1 and b"not_found" in r.stderr, r
+    r = run_warren("diff", "--help", env=env)
+    assert r.returncode == 0 and b"usage: warren diff" in r.stdout
