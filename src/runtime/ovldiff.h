@@ -113,7 +113,8 @@ void wr_ovl_content_fini(struct wr_ovl_content *c);
 /* The unified diff of path (absolute) between the two trees, each side read up to max bytes (0:
  * 1 MiB). The diff is made by /usr/bin/diff (src/runtime/textdiff.h) from copies of the bytes.
  * -1 with err: WR_ENOTFOUND if path is in neither tree or is the same in both ("has not
- * changed"), WR_EINVAL if it is a directory on either side, else as wr_ovl_diff. */
+ * changed"), WR_EINVAL if it is a directory on either side, WR_EUNSUPPORTED without
+ * /usr/bin/diff, else as wr_ovl_diff. */
 int wr_ovl_content(const struct wr_ovl_stack *old, const struct wr_ovl_stack *new, const char *path,
                    size_t max, struct wr_ovl_content *out, struct wr_err *err);
 

@@ -80,6 +80,9 @@ int wr_text_diff(const char *a, size_t na, const char *b, size_t nb, const char 
     pid_t pid;
 
     *out = NULL;
+    if (access(DIFF_PROGRAM, X_OK) < 0)
+        return wr_err_set(err, WR_EUNSUPPORTED, errno, "%s (GNU diffutils) is missing",
+                          DIFF_PROGRAM);
     fa = text_fd("diff-a", a, na, err);
     if (fa < 0)
         return -1;

@@ -17,6 +17,7 @@
 /* The unified diff (-u, 3 lines of context) from text a (na bytes) to text b, with the labels
  * given for the two header lines (e.g. "a/etc/motd" and "b/etc/motd", or "/dev/null"). *out gets
  * a new NUL-terminated string ("" when the texts are equal; free it). -1 with err: WR_ETOOBIG if
- * the diff is over max_out bytes, WR_ESYS (diff missing, killed, or failed: its exit status). */
+ * the diff is over max_out bytes, WR_EUNSUPPORTED if /usr/bin/diff is missing, WR_ESYS (killed,
+ * or failed: its exit status). */
 int wr_text_diff(const char *a, size_t na, const char *b, size_t nb, const char *label_a,
                  const char *label_b, size_t max_out, char **out, struct wr_err *err);
