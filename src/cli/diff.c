@@ -20,7 +20,8 @@
     "Show what a sandbox (running or paused) added (A), modified (M), deleted (D) and renamed\n"   \
     "(R) in its files against its template, or against a snapshot or another sandbox of the\n"     \
     "same lineage: a code, the path and the size (and the mode when it changed), sorted by\n"      \
-    "path. With PATH, the unified diff of that file (--list: only the changes below PATH).\n\n"    \
+    "path. With PATH, the unified diff of that file (a PATH ending in / or --list: the\n"          \
+    "changes at and below it).\n\n"                                                                \
     "      --against X   compare with snapshot X (id or name) or sandbox X instead\n"              \
     "      --limit N     list at most N changes (default 10000)\n"                                 \
     "      --list        with PATH: list the changes at and below it, not its content\n"           \
@@ -119,9 +120,14 @@ int cmd_diff(int argc, char **argv)
     }
     if (!cli_check_id(VERB, argv[optind]))
         return CLI_EXIT_USAGE;
-    if (argc - optind == 2)
+    if (argc - optind == 2) {
         path = argv[optind + 1];
-    content = path != NULL && !list;
+        if (path[0] != '/') {
+            cli_errorf(VERB ": PATH `%s` is not absolute", path);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    content = path != NULL && !list && path[strlen(path) - 1] != '/';
     wr_buf_printf(&target, "/v1/sandboxes/%s/diff?content=%d", argv[optind], content ? 1 : 0);
     if (against != NULL) {
         wr_buf_puts(&target, "&against=");

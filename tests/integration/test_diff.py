@@ -271,6 +271,9 @@ def test_sdk_and_cli(daemon, client, sid):
     assert ["R", "/etc/passwd", "->", "/etc/pw"] in [x[:4] for x in rows]
     r = run_warren("diff", sid, "/etc/motd", env=env)
     assert r.returncode == 0 and "+extra" in r.stdout.decode().splitlines(), r
+    r = run_warren("diff", sid, "/etc/", env=env)
+    assert r.returncode == 0 and sorted(x.split()[1] for x in r.stdout.decode().splitlines()) == [
+        "/etc/group", "/etc/motd", "/etc/passwd"], r
     r = run_warren("diff", sid, "--json", env=env)
     assert r.returncode == 0 and json.loads(r.stdout)["sandbox_id"] == sid
     r = run_warren("diff", sid, "--against", "no-such-snap", env=env)
@@ -279,7 +282,7 @@ def test_sdk_and_cli(daemon, client, sid):
 
 def test_cli_usage_errors(daemon):
     env = {"WARREN_API_URL": daemon.url}
-    for args in ([], ["a", "b", "c"], ["--bogus", "sb-1"], ["not/an/id"], ["sb-1", "--limit", "0"]):
+    for args in ([], ["a", "b", "c"], ["--bogus", "sb-1"], ["not/an/id"], ["sb-1", "--limit", "0"], ["sb-1", ""], ["sb-1", "etc"]):
         r = run_warren("diff", *args, env=env)
         assert r.returncode == 2 and r.stdout == b"", (args, r)
     r = run_warren("diff", "nosuchsb", env=env)
