@@ -453,6 +453,12 @@ class Sandbox:
         content: Literal[True], limit: int | None = None,
     ) -> FileDiff: ...
 
+    @overload
+    def diff(
+        self, against: str | None = None, path: str | None = None, content: bool = False, *,
+        limit: int | None = None,
+    ) -> FilesystemDiff | FileDiff: ...
+
     def diff(
         self,
         against: str | None = None,
