@@ -162,6 +162,24 @@ def test_content_diff(client, sid):
     assert set(changes(d)) == {"/etc/motd", "/etc/group", "/etc/passwd"}
 
 
+def test_nothing_is_followed_or_opened(client, sid):
+    """The daemon reads the sandbox's layer on the host as root: a symlink is text, never a way
+    out, and a FIFO is listed, never opened (the call would hang)."""
+    out(client, sid, "ln -s /etc/shadow /leak && ln -s / /up && mkfifo /fifo && "
+        "mkdir -p /d && ln -s ../../../../../../etc /d/etc")
+    c = by_path(diff(client, sid))
+    assert c["/leak"]["type"] == "symlink" and c["/leak"]["size"] == len("/etc/shadow")
+    assert c["/fifo"]["type"] == "other"
+    leak = diff(client, sid, path="/leak", content=1)
+    assert leak["diff"].splitlines()[-2:] == ["+/etc/shadow", "\\ No newline at end of file"]
+    fifo = diff(client, sid, path="/fifo", content=1)
+    assert fifo["change"] == "added" and fifo["diff"] == ""
+    for p in ("/up/etc/passwd", "/d/etc/passwd", "/up/etc"):
+        e = api(client, "GET", "/v1/sandboxes/%s/diff?path=%s&content=1" % (sid, p), status=404).json()
+        assert e["code"] == "not_found", (p, e)
+    assert changes(diff(client, sid, path="/up/etc")) == {}
+
+
 def test_diff_against_snapshot(client, sid):
     out(client, sid, "echo one > /f1 && echo keep > /f2 && rm /etc/group")
     snap = api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "point"}, 201).json()
