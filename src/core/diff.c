@@ -59,6 +59,10 @@ static int sandbox_layers(struct wr_manager *m, const char *team, const char *id
         return -1;
     if (wr_store_sandbox_get(m->cfg.store, team, id, &rec, err) < 0)
         return -1;
+    if (sb->state == LIVE_SB_CREATING) {
+        wr_sandbox_rec_fini(&rec);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is being created", id);
+    }
     if (wr__live_sb_ending(sb)) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` is %s: its files are gone", id,
                    wr_sb_state_name(rec.state));

@@ -270,7 +270,8 @@ struct wr_diff_req {
  * sandbox that shares its bottom layer (the walk runs on a worker): cb(ctx, result, NULL), the
  * result valid during the call, or cb(ctx, NULL, err). WR_ENOTFOUND for the sandbox, for an
  * unknown `against`, and (content) for a path in neither tree or unchanged; WR_ECONFLICT if a
- * sandbox's files are gone (stopped) or the two share no layer; WR_EINVAL for a bad path or a
+ * sandbox's files are gone (stopped, being deleted) or not there yet (being created), or the two
+ * share no layer; WR_EINVAL for a bad path or a
  * directory's content. */
 typedef void (*wr_manager_diff_cb)(void *ctx, const struct wr_diff_result *r,
                                    const struct wr_err *err);

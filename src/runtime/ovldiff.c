@@ -464,7 +464,9 @@ static int open_roots(struct ctx *c, const struct wr_ovl_stack *old, const struc
             int fd = open(s->dirs[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (fd < 0) {
                 if (errno == ENOENT)
-                    return wr_err_set(err, WR_ENOTFOUND, errno, "layer `%s`", s->dirs[i]);
+                    return wr_err_set(err, WR_ECONFLICT, 0,
+                                      "a layer of the %s tree is gone (removed meanwhile)",
+                                      side ? "new" : "old");
                 return wr_err_sys(err, "open layer `%s`", s->dirs[i]);
             }
             dset_push(d, fd, i < ns ? (int)i : (side ? NEW_ID : OLD_ID) + (int)i);

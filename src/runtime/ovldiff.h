@@ -92,9 +92,9 @@ struct wr_ovl_stack {
  *             without redirect_dir records a rename as a new copy and a whiteout, and nothing
  *             else proves one.
  *
- * Fills *out (free with wr_ovl_diff_fini). -1 with err: WR_ENOTFOUND if a layer directory is
- * missing, WR_EINVAL past WR_OVL_MAX_DEPTH, WR_ELIMIT past WR_WALK_LIVE_ENTRIES entries read,
- * WR_ESYS. */
+ * Fills *out (free with wr_ovl_diff_fini). -1 with err: WR_ECONFLICT if a layer directory is
+ * missing (removed meanwhile), WR_EINVAL past WR_OVL_MAX_DEPTH, WR_ELIMIT past WR_WALK_LIVE_ENTRIES
+ * entries read, WR_ESYS. */
 int wr_ovl_diff(const struct wr_ovl_stack *old, const struct wr_ovl_stack *new, const char *scope,
                 size_t max, struct wr_ovl_diff *out, struct wr_err *err);
 
