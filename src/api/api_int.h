@@ -188,6 +188,9 @@ void api_sandbox_network_get(struct api_call *c);
 void api_sandbox_network_put(struct api_call *c);
 void api_sandbox_network_stats(struct api_call *c);
 
+/* h_diff.c */
+void api_sandbox_diff(struct api_call *c);
+
 /* h_exec.c */
 void api_exec_start(struct api_call *c);
 void api_terminal(struct api_call *c);

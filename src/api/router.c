@@ -260,6 +260,7 @@ static const struct api_route routes[] = {
     {"POST", "sandboxes/*/resume", api_sandbox_resume, CONTROL_BODY_MAX, 0},
     {"GET", "sandboxes/*/metrics", api_sandbox_metrics, 0, 0},
     {"GET", "sandboxes/*/disk", api_sandbox_disk, 0, 0},
+    {"GET", "sandboxes/*/diff", api_sandbox_diff, 0, 0},
     {"GET", "sandboxes/*/network/log", api_sandbox_netlog, 0, 0},
     {"POST", "sandboxes/*/snapshots", api_sandbox_snapshot, CONTROL_BODY_MAX, 0},
     {"POST", "sandboxes/*/fork", api_sandbox_fork, CONTROL_BODY_MAX, 0},

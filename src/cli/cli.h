@@ -40,6 +40,7 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 /* ports.c */
 int cmd_ports(int argc, char **argv);
 int cmd_port_forward(int argc, char **argv);

@@ -225,6 +225,59 @@ typedef void (*wr_manager_fork_cb)(void *ctx, struct wr_sandbox_rec *recs, size_
 void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_manager_fork_cb cb,
                      void *ctx);
 
+/* ---- filesystem diff (src/core/diff.c) ------------------------------------------------------ */
+
+/* One side's entry of a change (src/runtime/ovldiff.h): type "file", "dir", "symlink" or "other";
+ * mode the permission bits; size a file's bytes or a symlink target's length; ids sandbox-side. */
+struct wr_diff_entry {
+    const char *type;
+    uint64_t size;
+    unsigned mode;
+    uint32_t uid, gid;
+};
+struct wr_diff_change {
+    const char *path;         /* "/etc/motd" */
+    const char *change;       /* "added", "modified", "deleted" or "renamed" */
+    const char *from;         /* renamed: the old path; else NULL */
+    struct wr_diff_entry now; /* the new tree's entry (deleted: the old tree's) */
+    struct wr_diff_entry old; /* modified, renamed (has_old) */
+    bool has_old;
+};
+struct wr_diff_result {
+    const char *sandbox_id;
+    const char *against_kind; /* "template", "snapshot" or "sandbox" */
+    const char *against_name;
+    /* A listing (content false): the changes, sorted by path. */
+    const struct wr_diff_change *changes;
+    size_t n;
+    bool truncated;
+    /* One file's content (content true): change as above, binary / too_large (text NULL), or
+     * the unified diff in text ("" when only its metadata changed). */
+    bool content;
+    struct wr_diff_change file;
+    bool binary, too_large;
+    const char *text;
+};
+struct wr_diff_req {
+    const char *team; /* NULL: any */
+    const char *id;
+    const char *against; /* NULL: the sandbox's image; else a snapshot, sandbox or template */
+    const char *path;    /* NULL: everything; else an absolute path (a scope, or content's file) */
+    bool content;        /* the unified diff of path (needs path) */
+    size_t limit;        /* most changes listed (0: 10000) */
+};
+/* What sandbox id (running or paused) changed against its image, or against another image or
+ * sandbox that shares its bottom layer (the walk runs on a worker): cb(ctx, result, NULL), the
+ * result valid during the call, or cb(ctx, NULL, err). WR_ENOTFOUND for the sandbox, for an
+ * unknown `against`, and (content) for a path in neither tree or unchanged; WR_ECONFLICT if a
+ * sandbox's files are gone (stopped, being deleted) or not there yet (being created), or the two
+ * share no layer; WR_EINVAL for a bad path or a
+ * directory's content. */
+typedef void (*wr_manager_diff_cb)(void *ctx, const struct wr_diff_result *r,
+                                   const struct wr_err *err);
+void wr_manager_diff(struct wr_manager *m, const struct wr_diff_req *req, wr_manager_diff_cb cb,
+                     void *ctx);
+
 /* ---- template builds (src/core/build.c) ------------------------------------------------------ */
 
 struct wr_build_req {

@@ -380,6 +380,19 @@ def test_network_log(daemon, sandbox):
     assert r.status == 200 and r.media == "application/x-ndjson"
 
 
+def test_diff(daemon, sandbox):
+    ids = {"id": sandbox.sandbox_id}
+    r = api(daemon, "POST", "/v1/sandboxes/{id}/exec", ids,
+            body={"cmd": ["/bin/sh", "-c", "echo x >> /etc/motd && rm /etc/group && mkdir /d && "
+                          "mv /etc/passwd /d/pw && printf '\\0' > /d/bin"]})
+    assert r.json()["exit_code"] == 0
+    r = api(daemon, "GET", "/v1/sandboxes/{id}/diff", ids)
+    assert {c["change"] for c in r.json()["changes"]} == {"added", "modified", "deleted", "renamed"}
+    for path in ("/etc/motd", "/d/bin", "/etc/group"):
+        r = api(daemon, "GET", "/v1/sandboxes/{id}/diff", ids, query={"path": path, "content": "1"})
+        assert r.json()["path"] == path
+
+
 def test_health_and_version(daemon):
     api(daemon, "GET", "/v1/health")
     v = api(daemon, "GET", "/v1/version").json()
@@ -833,6 +846,10 @@ def _triggers(daemon, ctx):
     add(S + "/network/log", "get", 404, {"id": gone})
     add(S + "/disk", "get", 409, call=lambda: send(
         daemon, "GET", "/v1/sandboxes/%s/disk" % stopped_sandbox(daemon)))
+    add(S + "/diff", "get", 400, {"id": sid}, query={"path": "relative", "content": "1"})
+    add(S + "/diff", "get", 404, {"id": sid}, query={"against": "no-such-snapshot"})
+    add(S + "/diff", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/diff" % stopped_sandbox(daemon)))
     # This test daemon's state directory is on the plain disk (ext4 without project quotas).
     add("/v1/sandboxes", "post", 501, body={"disk_mb": 64})
     add(S + "/exec", "post", 400, {"id": sid}, body={"cmd": []})

@@ -69,6 +69,7 @@ from .models import (
     VolumeInfo,
     VolumeMount,
 )
+from .diff import DiffAgainst, FileChange, FileDiff, FilesystemDiff
 from .sandbox import Sandbox
 from .volume import Volume
 
@@ -118,6 +119,11 @@ __all__ = [
     "ApiKey",
     "CreatedApiKey",
     "VersionInfo",
+    # diff
+    "DiffAgainst",
+    "FileChange",
+    "FileDiff",
+    "FilesystemDiff",
     # errors
     "WarrenError",
     "InvalidArgumentError",

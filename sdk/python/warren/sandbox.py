@@ -11,12 +11,13 @@ import socket
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 from urllib.parse import quote
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
 from .desktop import Browser, Desktop
+from .diff import FileDiff, FilesystemDiff
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
@@ -442,6 +443,58 @@ class Sandbox:
             capture=str(doc.get("capture", "")),
             raw=doc,
         )
+
+    @overload
+    def diff(
+        self, against: str | None = None, path: str | None = None,
+        content: Literal[False] = False, *, limit: int | None = None,
+    ) -> FilesystemDiff: ...
+
+    @overload
+    def diff(
+        self, against: str | None = None, path: str | None = None, *,
+        content: Literal[True], limit: int | None = None,
+    ) -> FileDiff: ...
+
+    @overload
+    def diff(
+        self, against: str | None = None, path: str | None = None, content: bool = False, *,
+        limit: int | None = None,
+    ) -> FilesystemDiff | FileDiff: ...
+
+    def diff(
+        self,
+        against: str | None = None,
+        path: str | None = None,
+        content: bool = False,
+        *,
+        limit: int | None = None,
+    ) -> FilesystemDiff | FileDiff:
+        """What this sandbox (running or paused) added, modified, deleted and renamed in its
+        files: against its own template or image (``against=None``), a snapshot (id or name) or
+        another sandbox of the same lineage (a fork of the same parent, its parent). ``path``:
+        only the changes at and below it; with ``content=True``, the unified diff of that one
+        file (:class:`FileDiff`). ``limit``: most changes listed (default 10000; the result's
+        ``truncated`` says there were more). :class:`~warren.NotFoundError` for an unknown
+        ``against`` and for a ``path`` that did not change; :class:`~warren.InvalidArgumentError`
+        for a relative path or a directory's content; :class:`~warren.ConflictError` when the
+        two share no layer."""
+        q: list[str] = []
+        if against is not None:
+            q.append("against=" + quote(against, safe=""))
+        if path is not None:
+            q.append("path=" + quote(path, safe="/"))
+        if content:
+            if path is None:
+                raise ValueError("content=True needs a path")
+            q.append("content=1")
+        if limit is not None:
+            q.append("limit=%d" % limit)
+        url = f"/v1/sandboxes/{path_segment(self._id)}/diff" + ("?" + "&".join(q) if q else "")
+        doc = self._client.request("GET", url).json_object()
+        if content:
+            return FileDiff.from_json(doc)
+        return FilesystemDiff.from_json(doc)
 
     def is_paused(self) -> bool:
         """True while the sandbox exists and is ``paused``."""
