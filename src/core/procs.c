@@ -25,6 +25,7 @@ struct wr_proc {
     uint32_t id;
     int64_t os_pid;
     char **argv;
+    char *tag; /* e.g. "start" (a template's start command), or NULL */
     bool pty;
     bool running;
     bool timed_out;
@@ -49,6 +50,7 @@ static void timer_closed(uv_handle_t *h)
     for (char **a = p->argv; a && *a; a++)
         free(*a);
     free(p->argv);
+    free(p->tag);
     free(p);
 }
 
@@ -322,6 +324,35 @@ int64_t wr_proc_os_pid(const struct wr_proc *p)
 char *const *wr_proc_argv(const struct wr_proc *p)
 {
     return p->argv;
+}
+
+const char *wr_proc_tag(const struct wr_proc *p)
+{
+    return p->tag;
+}
+
+void wr__proc_set_tag(struct wr_proc *p, const char *tag)
+{
+    free(p->tag);
+    p->tag = tag ? xstrdup(tag) : NULL;
+}
+
+size_t wr__proc_tail(const struct wr_proc *p, char *out, size_t cap)
+{
+    size_t skip = p->rbytes > cap ? p->rbytes - cap : 0, n = 0;
+
+    for (const struct out_chunk *c = p->rhead; c != NULL; c = c->next) {
+        size_t from = 0;
+        if (skip >= c->n) {
+            skip -= c->n;
+            continue;
+        }
+        from = skip;
+        skip = 0;
+        memcpy(out + n, c->data + from, c->n - from);
+        n += c->n - from;
+    }
+    return n;
 }
 
 bool wr_proc_pty(const struct wr_proc *p)
