@@ -167,6 +167,8 @@ void wr__proc_set_tag(struct wr_proc *p, const char *tag);
 /* The last (at most) cap bytes of the process's kept output, both streams in order, into out;
  * returns how many. */
 size_t wr__proc_tail(const struct wr_proc *p, char *out, size_t cap);
+/* Whether a process of the sandbox has the tag. */
+bool wr__procs_tagged(const struct wr_live_sb *sb, const char *tag);
 
 /* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);

@@ -155,8 +155,8 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 struct disk_work {
     uv_work_t w;
     struct wr_live_sb *sb;
-    struct wr_sandbox *rt_sb; /* pause: the one to end; resume: the new one */
-    struct start_spec ss;     /* resume */
+    struct wr_sandbox *rt_sb;   /* pause: the one to end; resume: the new one */
+    struct start_spec ss;       /* resume */
     struct wr_start_cfg *start; /* resume: its template's start command, or NULL */
     char *tname;
     struct wr_err err;

@@ -66,8 +66,8 @@ int wr__start_cfg_parse(const void *config, const char *tname, struct wr_start_c
         return wr_err_set(err, WR_EINVAL, 0, "template `%s`: start must be an object", tname);
     c = xcalloc(1, sizeof(*c));
     c->timeout_s = WR_START_TIMEOUT_DEFAULT_S;
-    if (opt_str(s, "cmd", &c->cmd, tname, err) < 0 || opt_str(s, "user", &c->user, tname, err) < 0 ||
-        opt_str(s, "cwd", &c->cwd, tname, err) < 0)
+    if (opt_str(s, "cmd", &c->cmd, tname, err) < 0 ||
+        opt_str(s, "user", &c->user, tname, err) < 0 || opt_str(s, "cwd", &c->cwd, tname, err) < 0)
         goto bad;
     if (c->cmd == NULL) {
         wr_err_set(err, WR_EINVAL, 0, "template `%s`: start.cmd is missing", tname);
@@ -96,8 +96,7 @@ int wr__start_cfg_parse(const void *config, const char *tname, struct wr_start_c
         }
         if (port != NULL && (!json_is_integer(port) || json_integer_value(port) < 1 ||
                              json_integer_value(port) > 65535)) {
-            wr_err_set(err, WR_EINVAL, 0, "template `%s`: start.ready.port must be 1-65535",
-                       tname);
+            wr_err_set(err, WR_EINVAL, 0, "template `%s`: start.ready.port must be 1-65535", tname);
             goto bad;
         }
         c->port = port ? (uint16_t)json_integer_value(port) : 0;
@@ -141,7 +140,8 @@ int wr__start_cfg_of_image(const char *image_json, const char *tname, struct wr_
     return rc;
 }
 
-/* ---- a run ------------------------------------------------------------------------------------ */
+/* ---- a run ------------------------------------------------------------------------------------
+ */
 
 struct run {
     struct wr_live_sb *sb; /* referenced */
@@ -387,8 +387,8 @@ static void check(struct run *r)
         r->attempts++;
         r->rspawning = true;
         r->refs++;
-        wr_live_sb_spawn(r->sb, &sp, left < READY_CMD_MS ? left + 1 : READY_CMD_MS,
-                         ready_spawned, r);
+        wr_live_sb_spawn(r->sb, &sp, left < READY_CMD_MS ? left + 1 : READY_CMD_MS, ready_spawned,
+                         r);
     }
 }
 

@@ -214,6 +214,43 @@ def test_a_resume_from_disk_runs_the_start_command_again(d):
         sb.kill()
 
 
+def test_a_template_built_from_one_with_a_start_command_keeps_it(d):
+    c = d.client()
+    # The build's steps run without it (a RUN step is not held up by the server, and does not
+    # capture its files); the built template's sandboxes run it.
+    df = "FROM web\nRUN ps -o args > /tmp/during-build\n"
+    r = c.request("POST", "/v1/templates/build", query={"name": "web-built"}, data=df.encode(),
+                  headers={"Content-Type": "text/plain"}, check=False, timeout=120)
+    assert r.status == 200, r.body
+    events = [json.loads(l) for l in r.body.decode().splitlines() if l]
+    assert events[-1].get("type") != "error", events[-1]
+    sb = warren.Sandbox.create("web-built", client=c, timeout=60)
+    try:
+        assert listening(sb, 8000)
+        assert len(start_procs(c, sb.sandbox_id)) == 1
+        during = sb.commands.run("cat /tmp/during-build").stdout
+        assert "ps -o args" in during and "httpd" not in during
+    finally:
+        sb.kill()
+        c.request("DELETE", "/v1/templates/web-built")
+
+
+def test_the_start_process_keeps_its_tag_across_a_daemon_restart():
+    d = Daemon("--warm", "0")
+    make_template(d, "web", HTTPD)
+    d.start()
+    try:
+        sb = warren.Sandbox.create("web", client=d.client(), timeout=60)
+        (before,) = start_procs(d.client(), sb.sandbox_id)
+        d.stop()
+        d.start()
+        (after,) = start_procs(d.client(), sb.sandbox_id)
+        assert after["pid"] == before["pid"] and after["running"]
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
 # ---- warm pools ---------------------------------------------------------------------------------
 
 def warm_ready(c):
