@@ -214,6 +214,27 @@ def test_a_resume_from_disk_runs_the_start_command_again(d):
         sb.kill()
 
 
+def test_a_resume_whose_start_fails_answers_502_and_keeps_the_sandbox(d):
+    c = d.client()
+    make_template(d, "fragile", {"cmd": "if [ -e /tmp/broken ]; then echo broken; exit 3; fi; "
+                                        "exec httpd -f -p 127.0.0.1:8000 -h /tmp",
+                                 "ready": {"port": 8000, "timeout_s": 20}})
+    sb = warren.Sandbox.create("fragile", client=c, timeout=60)
+    try:
+        assert listening(sb, 8000)
+        sb.files.write("/tmp/broken", "1")
+        sb.pause(mode="disk")
+        r = c.request("POST", "/v1/sandboxes/%s/resume" % sb.sandbox_id, json_body={}, check=False)
+        body = r.json()
+        assert r.status == 502 and body["code"] == "start_failed", body
+        assert "exited with code 3" in body["message"] and "broken" in body["message"]
+        # Its files are the caller's: it runs on, without the service.
+        assert sb.get_info().state == "running"
+        assert sb.commands.run("cat /tmp/broken").stdout == "1"
+    finally:
+        sb.kill()
+
+
 def test_a_template_built_from_one_with_a_start_command_keeps_it(d):
     c = d.client()
     # The build's steps run without it (a RUN step is not held up by the server, and does not
