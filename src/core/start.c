@@ -440,7 +440,7 @@ static void check(struct run *r)
                               .user = r->cfg->user,
                               .uid = -1,
                               .gid = -1};
-        uint64_t left = r->deadline - uv_now(r->m->loop);
+        uint64_t now = uv_now(r->m->loop), left = r->deadline > now ? r->deadline - now : 0;
         r->attempts++;
         r->rspawning = true;
         r->refs++;

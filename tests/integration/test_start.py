@@ -97,6 +97,21 @@ def test_a_create_answers_once_the_port_answers(d):
         sb.kill()
 
 
+def test_a_sandbox_with_a_network_slot(d):
+    # Its own address in a slot, no internet: the check dials the slot address first, then
+    # falls back to warren-init (httpd listens on 127.0.0.1 only).
+    c = d.client()
+    sb = warren.Sandbox.create("web", client=c, timeout=60, network=True, internet=False)
+    try:
+        assert listening(sb, 8000)
+        assert len(start_procs(c, sb.sandbox_id)) == 1
+    finally:
+        sb.kill()
+    status, body = create_raw(c, "exits", network={"enabled": True, "internet": False})
+    assert status == 502 and body["code"] == "start_failed", body
+    assert_nothing_left(d, c)
+
+
 def test_a_ready_command(d):
     c = d.client()
     sb = warren.Sandbox.create("readycmd", client=c, timeout=60)
