@@ -10,15 +10,28 @@ export TESTING=1
 make -s -j"$(nproc)" all
 make -s format-check check-layers check-headers check-calls
 (cd sdk/python && /usr/bin/python3 -m mypy warren)
-# The base template (Debian) for tests/integration/test_base_template.py: built once, reused
-# until scripts/build-base.sh changes. Not under build/: the Makefile includes every `*.d` there,
-# and a rootfs is full of /etc/*.d directories.
-export WARREN_BASE_TEMPLATE="${WARREN_BASE_TEMPLATE:-/var/cache/warren/test-templates/base}"
-stamp=$(sha256sum <scripts/build-base.sh)
-if [ ! -e "$WARREN_BASE_TEMPLATE/rootfs/bin/bash" ] ||
-    [ "$(cat "$WARREN_BASE_TEMPLATE/.built-by" 2>/dev/null)" != "$stamp" ]; then
-    sh scripts/build-base.sh "$WARREN_BASE_TEMPLATE"
-    echo "$stamp" >"$WARREN_BASE_TEMPLATE/.built-by"
-fi
+# The Debian templates the tests use: `base` (tests/integration/test_base_template.py,
+# tests/compat) and the profiles of scripts/templates/ built on it (code-interpreter-v1, desktop).
+# Each is built once into $WARREN_TEST_TEMPLATES/<name> and reused until its scripts change. Not
+# under build/: the Makefile includes every `*.d` there, and a rootfs is full of /etc/*.d
+# directories.
+export WARREN_TEST_TEMPLATES="${WARREN_TEST_TEMPLATES:-/var/cache/warren/test-templates}"
+export WARREN_BASE_TEMPLATE="${WARREN_BASE_TEMPLATE:-$WARREN_TEST_TEMPLATES/base}"
+for profile in base $(cd scripts/templates && ls -- *.sh 2>/dev/null | sed 's/\.sh$//'); do
+    if [ "$profile" = base ]; then
+        out=$WARREN_BASE_TEMPLATE stamp=$(sha256sum <scripts/build-base.sh)
+    else
+        out=$WARREN_TEST_TEMPLATES/$profile
+        # A profile's `# stamp: PATH...` line names the files of the tree it puts in the template.
+        # shellcheck disable=SC2046
+        stamp=$(cat scripts/build-base.sh "scripts/templates/$profile.sh" $(
+            sed -n 's/^# stamp: //p' "scripts/templates/$profile.sh" | xargs -r -n1 -I{} find {} -type f | sort
+        ) | sha256sum)
+    fi
+    if [ ! -e "$out/rootfs/bin/bash" ] || [ "$(cat "$out/.built-by" 2>/dev/null)" != "$stamp" ]; then
+        sh scripts/build-base.sh "$out" "$profile"
+        echo "$stamp" >"$out/.built-by"
+    fi
+done
 make test
 make asan

@@ -5,9 +5,11 @@
 # makes them and starts sshd on demand), and a user `user` (uid 1000, /home/user, bash, passwordless sudo). Needs root and
 # the Debian archive; takes about a minute (the .deb cache saves the downloads on rebuilds).
 #
-# Usage: scripts/build-base.sh OUTDIR
+# Usage: scripts/build-base.sh OUTDIR [PROFILE]
 #   writes OUTDIR/rootfs (built in OUTDIR/rootfs.tmp, then renamed: a failed or interrupted build
 #   leaves the previous rootfs, or nothing) and OUTDIR/config.json.
+#   PROFILE (default: base) names scripts/templates/PROFILE.sh, a template built on the base
+#   (code-interpreter-v1, desktop): see the top of scripts/templates/README for what it sets.
 # Environment:
 #   WARREN_DEBIAN_MIRROR    archive to build from (default: the machine's apt mirror, the first
 #                           `URIs:` in /etc/apt/sources.list.d/debian.sources); it also goes into
@@ -21,6 +23,23 @@ set -eu
 SUITE=bookworm
 PACKAGES=bash,coreutils,python3,nodejs,git,curl,ca-certificates,procps,sudo,libnss-myhostname,openssh-server
 PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# A profile adds to the base: PROFILE_PACKAGES, profile_customize, PROFILE_CHECKS, profile_config.
+WB_SRC=$(cd "$(dirname "$0")/.." && pwd)
+export WB_SRC
+PROFILE_PACKAGES=
+PROFILE_CHECKS=
+profile_customize() { :; }
+profile_config() {
+    printf '{"user": "user", "cwd": "/home/user", "setuid": true, "env": {"PATH": "%s", "LANG": "C.UTF-8"}}\n' "$PATH_ENV"
+}
+load_profile() { # NAME
+    [ "$1" = base ] && return 0
+    f=$WB_SRC/scripts/templates/$1.sh
+    [ -r "$f" ] || { echo "build-base: no profile $1 ($f)" >&2; exit 2; }
+    # shellcheck disable=SC1090
+    . "$f"
+}
 
 # ---- hooks: mmdebstrap runs this script again inside the build, with the rootfs in $3 ---------
 
@@ -48,11 +67,14 @@ hook_customize() {
     r=$1
     rm -f "$r/etc/dpkg/dpkg.cfg.d/00warren-build"
     if [ -n "$WB_CACHE" ]; then
-        # Keep exactly what this build used: older versions drop out of the cache.
+        # Keep exactly what this build used: older versions drop out of the cache. A profile's
+        # build adds to what is there instead (the base's packages are a subset of its own).
         for d in archives:var/cache/apt/archives lists:var/lib/apt/lists; do
             name=${d%%:*} src=$r/${d#*:}
             rm -rf "$WB_CACHE/$name.new"
             mkdir -p "$WB_CACHE/$name.new"
+            [ "$WB_PROFILE" = base ] || [ "$name" = lists ] || [ ! -d "$WB_CACHE/$name" ] ||
+                copy_tree_files "$WB_CACHE/$name" "$WB_CACHE/$name.new"
             copy_tree_files "$src" "$WB_CACHE/$name.new"
             rm -f "$WB_CACHE/$name.new/lock"
             rm -rf "$WB_CACHE/$name"
@@ -92,6 +114,8 @@ hook_customize() {
         'path-exclude=/usr/share/lintian/*' 'path-exclude=/usr/share/locale/*' \
         'path-include=/usr/share/locale/locale.alias' >"$r/etc/dpkg/dpkg.cfg.d/01warren-nodoc"
 
+    profile_customize "$r"
+
     # mmdebstrap's cleanup removes the apt lists and .debs and its own logs after this hook.
     rm -f "$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old "$r/var/log/bootstrap.log"
     rm -rf "$r"/var/log/apt/* "$r"/var/tmp/*
@@ -99,6 +123,7 @@ hook_customize() {
 }
 
 if [ "${1:-}" = --hook ]; then
+    load_profile "${WB_PROFILE:-base}"
     case $2 in
     setup) hook_setup "$3" ;;
     customize) hook_customize "$3" ;;
@@ -109,7 +134,11 @@ fi
 
 # ---- the build ---------------------------------------------------------------------------------
 
-[ $# -eq 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { echo "usage: $0 OUTDIR [PROFILE]" >&2; exit 2; }
+WB_PROFILE=${2:-base}
+export WB_PROFILE
+load_profile "$WB_PROFILE"
+[ -z "$PROFILE_PACKAGES" ] || PACKAGES=$PACKAGES,$PROFILE_PACKAGES
 [ "$(id -u)" = 0 ] || { echo "build-base: needs root (mmdebstrap builds as root)" >&2; exit 1; }
 if ! command -v mmdebstrap >/dev/null 2>&1; then
     echo "build-base: installing mmdebstrap" >&2
@@ -176,13 +205,14 @@ trap 'exit 143' TERM
 remove_tree "$TMP"
 
 [ -t 2 ] && TTY=1 || TTY=0
-echo "build-base: Debian $SUITE from $MIRROR into $OUT/rootfs (log: $LOG)" >&2
+echo "build-base: $WB_PROFILE: Debian $SUITE from $MIRROR into $OUT/rootfs (log: $LOG)" >&2
 START=$(date +%s)
 
 # The bar moves with the time the last build took (mmdebstrap's own step lines come late, in
 # bursts), and never past 99 % before the end; a ticker redraws it every second on a tty.
 EXPECT=75
-[ -z "$WB_CACHE" ] || [ ! -s "$WB_CACHE/last-build-seconds" ] || EXPECT=$(cat "$WB_CACHE/last-build-seconds")
+[ -z "$WB_CACHE" ] || [ ! -s "$WB_CACHE/last-build-seconds-$WB_PROFILE" ] ||
+    EXPECT=$(cat "$WB_CACHE/last-build-seconds-$WB_PROFILE")
 {
     TICKER=
     if [ "$TTY" = 1 ]; then
@@ -244,8 +274,16 @@ for c in "bash -c true" "python3 -c pass" "node -e 0" "git --version" "curl --ve
     chroot "$TMP" $c >/dev/null 2>&1 || { echo "build-base: \`$c\` does not run in the new rootfs" >&2; exit 1; }
 done
 
-printf '{"user": "user", "cwd": "/home/user", "setuid": true, "env": {"PATH": "%s", "LANG": "C.UTF-8"}}\n' "$PATH_ENV" \
-    >"$OUT/config.json.tmp"
+# ... and the profile's own checks, one command per line.
+if [ -n "$PROFILE_CHECKS" ]; then
+    printf '%s\n' "$PROFILE_CHECKS" | while IFS= read -r c; do
+        [ -n "$c" ] || continue
+        chroot "$TMP" /bin/sh -c "$c" >/dev/null 2>&1 ||
+            { echo "build-base: \`$c\` does not run in the new rootfs" >&2; exit 1; }
+    done || exit 1
+fi
+
+profile_config >"$OUT/config.json.tmp"
 remove_tree "$OUT/rootfs.old"
 [ ! -e "$OUT/rootfs" ] && [ ! -L "$OUT/rootfs" ] || mv "$OUT/rootfs" "$OUT/rootfs.old"
 mv "$TMP" "$OUT/rootfs"
@@ -253,7 +291,7 @@ mv "$OUT/config.json.tmp" "$OUT/config.json"
 remove_tree "$OUT/rootfs.old"
 
 ELAPSED=$(($(date +%s) - START))
-[ -z "$WB_CACHE" ] || echo "$ELAPSED" >"$WB_CACHE/last-build-seconds"
+[ -z "$WB_CACHE" ] || echo "$ELAPSED" >"$WB_CACHE/last-build-seconds-$WB_PROFILE"
 SIZE=$(du -sm "$OUT/rootfs" | cut -f1)
 NPKG=$(chroot "$OUT/rootfs" dpkg-query -W -f='.\n' | wc -l)
-echo "build-base: done in $ELAPSED s: $OUT/rootfs, $SIZE MB, $NPKG packages" >&2
+echo "build-base: $WB_PROFILE done in $ELAPSED s: $OUT/rootfs, $SIZE MB, $NPKG packages" >&2

@@ -14,6 +14,15 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const BUILD = process.env.WARREN_BUILD || path.join(here, '../../build');
 const BASE = process.env.WARREN_BASE_TEMPLATE || '/var/cache/warren/test-templates/base';
 const UID_SLOTS = 64;
+// The templates built on the base (scripts/templates/, built by test.sh): linked into every
+// daemon that finds them, so the unchanged SDKs' default names (code-interpreter-v1, desktop)
+// resolve.
+const TEST_TEMPLATES = process.env.WARREN_TEST_TEMPLATES || '/var/cache/warren/test-templates';
+
+export function templateAvailable(name) {
+  const d = path.join(TEST_TEMPLATES, name);
+  return fs.existsSync(path.join(d, 'rootfs/bin/bash')) && fs.existsSync(path.join(d, 'config.json'));
+}
 
 export function baseAvailable() {
   return fs.existsSync(path.join(BASE, 'rootfs/bin/bash')) &&
@@ -40,6 +49,16 @@ export class Daemon {
     fs.mkdirSync(tdir, { recursive: true });
     fs.symlinkSync(path.join(path.resolve(BASE), 'rootfs'), path.join(tdir, 'rootfs'));
     fs.copyFileSync(path.join(BASE, 'config.json'), path.join(tdir, 'config.json'));
+    const profiles = fs.existsSync(path.join(here, '../../scripts/templates'))
+      ? fs.readdirSync(path.join(here, '../../scripts/templates')).filter((f) => f.endsWith('.sh'))
+      : [];
+    for (const name of profiles.map((f) => f.slice(0, -3)).filter(templateAvailable)) {
+      const src = path.join(TEST_TEMPLATES, name);
+      const dir = path.join(this.state, 'templates', name);
+      fs.mkdirSync(dir, { recursive: true });
+      fs.symlinkSync(path.join(src, 'rootfs'), path.join(dir, 'rootfs'));
+      fs.copyFileSync(path.join(src, 'config.json'), path.join(dir, 'config.json'));
+    }
   }
 
   async start() {

@@ -17,6 +17,17 @@ WARREN = os.path.join(BUILD, "warren")
 # `make asan` runs this suite on binaries built with ASan+UBSan (in build-asan).
 SANITIZED = os.path.basename(os.path.normpath(BUILD)) == "build-asan"
 IMAGE = os.path.join(BUILD, "images", "busybox")
+# The Debian templates test.sh builds (scripts/templates/): Daemon(templates=(NAME,)) links them.
+TEST_TEMPLATES = os.environ.get("WARREN_TEST_TEMPLATES", "/var/cache/warren/test-templates")
+
+
+def template_dir(name):
+    """The directory of the test template NAME (rootfs/, config.json), or skip the test when
+    test.sh has not built it (it always does: scripts/templates/NAME.sh)."""
+    d = os.path.join(TEST_TEMPLATES, name)
+    if not os.path.exists(os.path.join(d, "rootfs", "bin", "bash")):
+        pytest.skip("test template %s is not built (test.sh builds it into %s)" % (name, TEST_TEMPLATES))
+    return d
 # The fault hooks the tests drive (WARREN_FAULT, WARREN_CRASH) exist only in a test build (the
 # Makefile's TESTING=1, which `make test`, `make integration` and test.sh use).
 if not os.path.exists(os.path.join(BUILD, ".config-testing-1")):
@@ -250,7 +261,7 @@ def net_cleanup(table):
 class Daemon:
     """A real warrend on a temporary state directory, a unix socket and a loopback port."""
 
-    def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=()):
+    def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=(), templates=()):
         self.binary = binary or WARREND
         self.prefix = list(prefix)  # a command that runs warrend, e.g. prlimit
         self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
@@ -263,6 +274,13 @@ class Daemon:
         os.makedirs(tdir, exist_ok=True)
         if not os.path.exists(os.path.join(tdir, "rootfs")):
             os.symlink(os.path.abspath(IMAGE), os.path.join(tdir, "rootfs"))
+        for name in templates:  # test templates, used in place (rootfs) with their config
+            src = template_dir(name)
+            tdir = os.path.join(self.state, "templates", name)
+            os.makedirs(tdir, exist_ok=True)
+            if not os.path.lexists(os.path.join(tdir, "rootfs")):
+                os.symlink(os.path.join(src, "rootfs"), os.path.join(tdir, "rootfs"))
+            shutil.copyfile(os.path.join(src, "config.json"), os.path.join(tdir, "config.json"))
         self.proc = None
         self.port = None
 

@@ -938,6 +938,28 @@ def _triggers(daemon, ctx):
         body=b"x")
     add(pull, "post", 403, tcp=True, key=ctx["team_key"],
         body={"name": "x", "image": "127.0.0.1:1/a/b:1", "shared": True})
+    # The desktop and browser (docs/desktop.md; the tools themselves: test_desktop.py).
+    stopped = []
+
+    def one_stopped():
+        if not stopped:
+            stopped.append(stopped_sandbox(daemon))
+        return stopped[0]
+
+    for path, method, bad in [("/desktop", "get", None), ("/desktop/start", "post", {"width": 0}),
+                              ("/desktop/screenshot", "get", None), ("/desktop/mouse", "get", None),
+                              ("/desktop/mouse", "post", {"action": "fly"}),
+                              ("/desktop/keyboard", "post", {}), ("/desktop/windows", "get", None),
+                              ("/browser/start", "post", {"x": 1}), ("/cdp", "get", None),
+                              ("/cdp/json/version", "get", None)]:
+        body = {} if method == "post" else None
+        add(S + path, method, 404, {"id": gone}, body=body)
+        add(S + path, method, 409, call=lambda path=path, method=method, body=body: send(
+            daemon, method.upper(), "/v1/sandboxes/%s%s" % (one_stopped(), path), body=body))
+        if bad is not None:
+            add(S + path, method, 400, {"id": sid}, body=bad)
+    add(S + "/desktop/screenshot", "get", 400, {"id": sid}, query={"cursor": "maybe"})
+    add(S + "/cdp", "get", 400, {"id": sid})  # not an upgrade
     return t
 
 

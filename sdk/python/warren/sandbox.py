@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
+from .desktop import Browser, Desktop
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
@@ -60,6 +61,8 @@ class Sandbox:
         self._info = info
         self.commands: Commands = Commands(client, sandbox_id)
         self.files: Files = Files(client, sandbox_id)
+        self.desktop: Desktop = Desktop(client, sandbox_id)
+        self.browser: Browser = Browser(client, sandbox_id)
 
     # ---- class-level operations ---------------------------------------------------------
 
