@@ -38,7 +38,8 @@ int main(void)
     ok(parse("{\"start\": {\"cmd\": \"srv --port 1\", \"user\": \"user\", \"cwd\": \"/home/user\","
              " \"env\": {\"K\": \"V\", \"E\": \"\"},"
              " \"ready\": {\"port\": 49999, \"path\": \"/health\", \"timeout_s\": 7}}}",
-             &c, &err) == 0 && c != NULL,
+             &c, &err) == 0 &&
+           c != NULL,
        "a full start");
     if (c != NULL) {
         is_str(c->cmd, "srv --port 1", "cmd");
