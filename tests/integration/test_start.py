@@ -310,6 +310,8 @@ def test_a_warm_pool_of_a_template_with_a_start_command():
     try:
         c = d.client()
         wait_pool(c, "web", 1)
+        assert c.warm_pools() == [{"template": "base", "target": 1, "ready": 1},
+                                  {"template": "web", "target": 1, "ready": 1}]
         assert c.request("GET", "/v1/warm-pools").json_object() == {"pools": [
             {"template": "base", "target": 1, "ready": 1},
             {"template": "web", "target": 1, "ready": 1}]}
