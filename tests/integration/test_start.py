@@ -148,6 +148,29 @@ def test_a_start_that_never_becomes_ready_fails_and_leaves_nothing(d):
     assert_nothing_left(d, c)
 
 
+def test_a_delete_while_the_start_command_runs(d):
+    import threading
+    c = d.client()
+    make_template(d, "slowready", {"cmd": "exec sleep 1000", "ready": {"port": 8003, "timeout_s": 30}})
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=create_raw(d.client(), "slowready")))
+    t0 = time.monotonic()
+    t.start()
+    sid = None
+    while sid is None and time.monotonic() - t0 < 10:
+        sbs = c.request("GET", "/v1/sandboxes", query={"state": "creating"}).json_object()["sandboxes"]
+        sid = sbs[0]["id"] if sbs else None
+        time.sleep(0.02)
+    assert sid is not None
+    r = c.request("DELETE", "/v1/sandboxes/%s" % sid, check=False)
+    assert r.status == 204, r.body
+    t.join(10)
+    status, body = got["r"]
+    assert status == 409 and "deleted" in body["message"], body
+    assert time.monotonic() - t0 < 10  # not the 30 s of its timeout
+    assert_nothing_left(d, c)
+
+
 def test_a_start_that_exits_at_once_fails_at_once(d):
     c = d.client()
     t0 = time.monotonic()
@@ -282,6 +305,42 @@ def test_the_start_process_keeps_its_tag_across_a_daemon_restart():
         d.start()
         (after,) = start_procs(d.client(), sb.sandbox_id)
         assert after["pid"] == before["pid"] and after["running"]
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
+def test_a_daemon_that_stops_while_a_start_command_runs_keeps_nothing_of_it():
+    import threading
+    d = Daemon("--warm", "0")
+    make_template(d, "slowready", {"cmd": "exec sleep 1000", "ready": {"port": 8003, "timeout_s": 30}})
+    d.start()
+    try:
+        c = d.client()
+        got = {}
+
+        def create():
+            try:
+                got["r"] = create_raw(d.client(), "slowready")
+            except Exception as e:  # the daemon may close the connection first
+                got["r"] = e
+        t = threading.Thread(target=create)
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not c.request(
+                "GET", "/v1/sandboxes", query={"state": "creating"}).json_object()["sandboxes"]:
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        d.stop()
+        assert time.monotonic() - t0 < 5
+        t.join(10)
+        assert not isinstance(got.get("r"), tuple) or got["r"][0] >= 400, got
+        left = wait_clean()
+        assert not any(left.values()), "left behind: %r" % left
+        assert homes(d) == []
+        d.start()
+        assert d.client().request("GET", "/v1/sandboxes", query={
+            "state": "creating,running,paused,stopped,error"}).json_object()["sandboxes"] == []
     finally:
         delete_all(d)
         d.cleanup()
