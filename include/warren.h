@@ -93,6 +93,7 @@ typedef enum warren_code {
     WARREN_ENOSPACE,      /* "no_space": a disk is full */
     WARREN_EUPSTREAM,     /* "upstream": a server the daemon called failed */
     WARREN_ETIMEOUT,      /* "timeout": it did not finish in the time allowed */
+    WARREN_ESTARTFAILED,  /* "start_failed": a template's start command failed or was not ready */
 } warren_code;
 
 typedef struct warren_error {

@@ -320,6 +320,8 @@ static const struct api_route routes[] = {
     {"POST", "sandboxes/*/browser/start", api_browser_start, CONTROL_BODY_MAX, API_LIVE},
     {"GET", "sandboxes/*/cdp", api_cdp, 0, API_LIVE},
     {"GET", "sandboxes/*/cdp/json/version", api_cdp_version, 0, API_LIVE},
+
+    {"GET", "warm-pools", api_warm_pools, 0, 0},
 };
 
 /* Whether the path's segments fit pattern. */

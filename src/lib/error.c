@@ -15,7 +15,7 @@
     _Static_assert((int)WARREN_E##k == (int)WR_E##k, "warren_code " #k " != wr_err_kind");
 WR_ERR_MAP(WL__SAME)
 #undef WL__SAME
-_Static_assert((int)WARREN_ETIMEOUT + 1 == (int)WR_ERR_NKINDS, "warren_code lacks a kind");
+_Static_assert((int)WARREN_ESTARTFAILED + 1 == (int)WR_ERR_NKINDS, "warren_code lacks a kind");
 
 const char *warren_strcode(warren_code code)
 {

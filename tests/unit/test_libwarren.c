@@ -137,7 +137,8 @@ static void test_errors(void)
     is_str(warren_strcode(WARREN_EOK), "ok", "strcode ok");
     is_str(warren_strcode(WARREN_ENOTFOUND), "not_found", "strcode not_found");
     is_str(warren_strcode(WARREN_EUNAUTHORIZED), "unauthorized", "strcode unauthorized");
-    is_str(warren_strcode(WARREN_ETIMEOUT), "timeout", "strcode timeout (the last)");
+    is_str(warren_strcode(WARREN_ETIMEOUT), "timeout", "strcode timeout");
+    is_str(warren_strcode(WARREN_ESTARTFAILED), "start_failed", "strcode start_failed (the last)");
     is_str(warren_strcode((warren_code)99), "unknown", "strcode out of range");
     is_str(warren_strcode((warren_code)-1), "unknown", "strcode negative");
     for (int k = 1; k < WR_ERR_NKINDS; k++)
@@ -154,9 +155,15 @@ static void test_errors(void)
     wl_http_resp_fini(&r);
 
     /* A code the kinds do not name: its status decides; the code is passed on. */
+    resp_of(&r, 502, "{\"code\":\"some_new_code\",\"message\":\"a newer daemon\"}", NULL);
+    wl_fail_resp(&err, &r);
+    is_int(err.code, WARREN_EUPSTREAM, "an unknown code with 502 is upstream");
+    is_str(err.api_code, "some_new_code", "... its api_code kept");
+    wl_http_resp_fini(&r);
+
     resp_of(&r, 502, "{\"code\":\"start_failed\",\"message\":\"template x: exit 1\"}", NULL);
     wl_fail_resp(&err, &r);
-    is_int(err.code, WARREN_EUPSTREAM, "start_failed (502) is upstream");
+    is_int(err.code, WARREN_ESTARTFAILED, "start_failed (502) is its own kind");
     is_str(err.api_code, "start_failed", "... its api_code kept");
     wl_http_resp_fini(&r);
 
