@@ -38,6 +38,8 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
+/* mcp.c: an MCP server on stdio, forwarding to warrend's /mcp. */
+int cmd_mcp(int argc, char **argv);
 /* ports.c */
 int cmd_ports(int argc, char **argv);
 int cmd_port_forward(int argc, char **argv);

@@ -57,7 +57,9 @@ struct options {
     const char *domain;
     const char *net_table;
     uint32_t net_max_conns, net_ready;
-    uint32_t port_conn_limit; /* exposed ports: connections to one sandbox (0: 1000) */
+    uint32_t port_conn_limit;    /* exposed ports: connections to one sandbox (0: 1000) */
+    const char *mcp_origins[16]; /* --mcp-origin: Origin values /mcp accepts */
+    size_t n_mcp_origins;
 };
 
 static void usage(FILE *f)
@@ -105,7 +107,10 @@ static void usage(FILE *f)
            "  --max-body-connections N  with a request body arriving; beyond: 503\n"
            "                         (half of --max-connections)\n"
            "  --port-conn-limit N    connections to the exposed ports of one sandbox; beyond:\n"
-           "                         429 (1000)\n");
+           "                         429 (1000)\n"
+           "\nMCP server (docs/mcp.md):\n"
+           "  --mcp-origin ORIGIN    an Origin /mcp accepts, e.g. http://localhost:3000\n"
+           "                         (repeatable; requests without one are accepted)\n");
 }
 
 /* An option's number, min..max, into *out. */
@@ -153,7 +158,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_NETTABLE,
         O_NETMAXCONN,
         O_NETREADY,
-        O_PORTCONN
+        O_PORTCONN,
+        O_MCPORIGIN
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -186,6 +192,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"net-max-connections", required_argument, NULL, O_NETMAXCONN},
         {"net-ready", required_argument, NULL, O_NETREADY},
         {"port-conn-limit", required_argument, NULL, O_PORTCONN},
+        {"mcp-origin", required_argument, NULL, O_MCPORIGIN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -330,6 +337,13 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_NETREADY:
             if (opt_uint(optarg, 0, 4096, &o->net_ready, &err) < 0)
                 goto bad;
+            break;
+        case O_MCPORIGIN:
+            if (o->n_mcp_origins == sizeof(o->mcp_origins) / sizeof(o->mcp_origins[0])) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most 16 origins");
+                goto bad;
+            }
+            o->mcp_origins[o->n_mcp_origins++] = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -601,6 +615,8 @@ int main(int argc, char **argv)
         .version = WARREN_VERSION,
         .domain = o.domain,
         .port_conn_limit = o.port_conn_limit,
+        .mcp_origins = o.mcp_origins,
+        .n_mcp_origins = o.n_mcp_origins,
     };
     the_api = &api;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
