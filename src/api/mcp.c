@@ -507,15 +507,32 @@ bool api_mcp_handle(struct wr_api *api, struct wr_http_req *req)
     const char *path = wr_http_req_path(req);
     const char *method = wr_http_req_method(req);
     const char *pv = wr_http_req_header(req, "MCP-Protocol-Version");
+    const char *origin = wr_http_req_header(req, "Origin");
     const char *hname = NULL, *hval = NULL, *key;
     struct wr_key_info ki;
     struct wr_err err;
 
     if (strcmp(path, "/mcp") != 0 && strcmp(path, "/mcp/") != 0)
         return false;
-    if (!origin_allowed(api, wr_http_req_header(req, "Origin"))) {
+    if (!origin_allowed(api, origin)) {
         rpc_error(req, 403, NULL, RPC_FORBIDDEN, "origin %s is not allowed (warrend --mcp-origin)",
-                  wr_http_req_header(req, "Origin"));
+                  origin);
+        return true;
+    }
+    /* A browser page of an allowed origin: CORS, its preflight included (before any key). */
+    if (origin != NULL) {
+        wr_http_resp_header(req, "Access-Control-Allow-Origin", origin);
+        wr_http_resp_header(req, "Vary", "Origin");
+        wr_http_resp_header(req, "Access-Control-Expose-Headers",
+                            "Mcp-Session-Id, WWW-Authenticate");
+    }
+    if (strcmp(method, "OPTIONS") == 0 && origin != NULL) {
+        wr_http_resp_header(req, "Access-Control-Allow-Methods", "POST, DELETE");
+        wr_http_resp_header(req, "Access-Control-Allow-Headers",
+                            "Authorization, X-API-Key, Content-Type, Accept, Mcp-Session-Id, "
+                            "MCP-Protocol-Version, Last-Event-ID");
+        wr_http_resp_header(req, "Access-Control-Max-Age", "600");
+        wr_http_respond(req, 204, NULL, NULL, 0);
         return true;
     }
     if (strcmp(method, "DELETE") == 0) {
