@@ -535,11 +535,7 @@ bool api_mcp_handle(struct wr_api *api, struct wr_http_req *req)
         wr_http_respond(req, 204, NULL, NULL, 0);
         return true;
     }
-    if (strcmp(method, "DELETE") == 0) {
-        wr_http_respond(req, 204, NULL, NULL, 0);
-        return true;
-    }
-    if (strcmp(method, "POST") != 0) {
+    if (strcmp(method, "POST") != 0 && strcmp(method, "DELETE") != 0) {
         wr_http_resp_header(req, "Allow", "POST, DELETE");
         rpc_error(req, 405, NULL, RPC_INVALID,
                   "use POST (this server opens no server-to-client stream) or DELETE");
@@ -559,6 +555,10 @@ bool api_mcp_handle(struct wr_api *api, struct wr_http_req *req)
             return true;
         }
         wr_key_info_fini(&ki);
+    }
+    if (strcmp(method, "DELETE") == 0) {
+        wr_http_respond(req, 204, NULL, NULL, 0);
+        return true;
     }
     if (pv != NULL && !version_ok(pv)) {
         rpc_error(req, 400, NULL, RPC_INVALID, "unsupported MCP-Protocol-Version %s", pv);
