@@ -141,6 +141,11 @@ void mcp_done(struct mcp_call *mc, json_t *structured, json_t *content, bool is_
 
     if (content == NULL)
         content = json_array();
+    if (structured == NULL) {
+        /* A tool could not build its answer from what the API said. */
+        structured = json_pack("{s:s}", "error", "the API's answer was not understood");
+        is_error = true;
+    }
     text = json_dumps(structured, JSON_COMPACT);
     json_array_append_new(content,
                           json_pack("{s:s,s:s}", "type", "text", "text", text ? text : "{}"));
@@ -175,19 +180,21 @@ bool mcp_api_failed(struct mcp_call *mc, const struct wr_http_sub_resp *r)
 {
     _cleanup_json_ json_t *j = NULL;
     const char *code, *msg;
+    char raw[1024];
+    json_t *o;
 
     if (r->status >= 200 && r->status < 300)
         return false;
     j = mcp_resp_json(r);
     code = json_string_value(json_object_get(j, "code"));
     msg = json_string_value(json_object_get(j, "message"));
-    if (msg == NULL && json_is_integer(json_object_get(j, "code")))
-        code = NULL;
-    mcp_done(mc,
-             json_pack("{s:s,s:s,s:i}", "error",
-                       msg ? msg : (r->len ? r->body : "the API gave no reason"), "code",
-                       code ? code : "error", "status", r->status),
-             NULL, true);
+    /* Not the API's {"code","message"}: its text (a sandbox server's, say), cut short. */
+    snprintf(raw, sizeof(raw), "%s", r->len ? r->body : "the API gave no reason");
+    o = json_object();
+    json_object_set_new(o, "error", msg ? json_string(msg) : api_json_message(raw));
+    json_object_set_new(o, "code", json_string(code ? code : "error"));
+    json_object_set_new(o, "status", json_integer(r->status));
+    mcp_done(mc, o, NULL, true);
     return true;
 }
 
