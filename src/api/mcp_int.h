@@ -54,6 +54,7 @@ struct mcp_call {
     char *sandbox_id; /* a sandbox the tool made or names */
     json_t *acc;      /* anything the tool accumulates (freed with the call) */
     bool created;     /* the tool made sandbox_id */
+    mcp_cont_fn next; /* a continuation the tool keeps for later */
 };
 
 /* Send a sub-request of the native API as the caller: method, target (already escaped), a JSON

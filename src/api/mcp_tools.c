@@ -798,6 +798,63 @@ static void t_diff(struct mcp_call *mc)
 
 /* ---- desktop ------------------------------------------------------------------------------- */
 
+/* A desktop call: the desktop is started (POST .../desktop/start, idempotent) when the first
+ * try finds it not running, then the call is made again. mc->acc keeps the call. */
+static void desk_send(struct mcp_call *mc, mcp_cont_fn cont)
+{
+    json_t *a = mc->acc;
+    json_t *body = json_object_get(a, "body");
+
+    if (body != NULL)
+        mcp_sub_json(mc, json_string_value(json_object_get(a, "method")),
+                     json_string_value(json_object_get(a, "target")), json_incref(body), cont);
+    else
+        mcp_sub_raw(mc, json_string_value(json_object_get(a, "method")),
+                    json_string_value(json_object_get(a, "target")), NULL, 0, NULL, 64u << 20,
+                    cont);
+}
+
+static void desk_last(struct mcp_call *mc, const struct wr_http_sub_resp *r)
+{
+    mc->next(mc, r);
+}
+
+static void desk_started(struct mcp_call *mc, const struct wr_http_sub_resp *r)
+{
+    if (mcp_api_failed(mc, r))
+        return;
+    desk_send(mc, desk_last);
+}
+
+static void desk_first(struct mcp_call *mc, const struct wr_http_sub_resp *r)
+{
+    _cleanup_json_ json_t *j = NULL;
+    const char *msg;
+
+    if (r->status == 409) {
+        j = mcp_resp_json(r);
+        msg = json_string_value(json_object_get(j, "message"));
+        if (msg != NULL && strstr(msg, "desktop/start") != NULL) {
+            _cleanup_free_ char *p = sb_path(sid(mc), "/desktop/start");
+            mcp_sub_json(mc, "POST", p, json_object(), desk_started);
+            return;
+        }
+    }
+    mc->next(mc, r);
+}
+
+static void desk_call(struct mcp_call *mc, const char *method, const char *rest, json_t *body,
+                      mcp_cont_fn cont)
+{
+    _cleanup_free_ char *p = sb_path(sid(mc), rest);
+
+    mc->acc = json_pack("{s:s,s:s}", "method", method, "target", p);
+    if (body != NULL)
+        json_object_set_new(mc->acc, "body", body);
+    mc->next = cont;
+    desk_send(mc, desk_first);
+}
+
 static void shot_done(struct mcp_call *mc, const struct wr_http_sub_resp *r)
 {
     const unsigned char *p = (const unsigned char *)r->body;
@@ -818,8 +875,7 @@ static void shot_done(struct mcp_call *mc, const struct wr_http_sub_resp *r)
 
 static void t_screenshot(struct mcp_call *mc)
 {
-    _cleanup_free_ char *p = sb_path(sid(mc), "/desktop/screenshot");
-    mcp_sub_raw(mc, "GET", p, NULL, 0, NULL, 64u << 20, shot_done);
+    desk_call(mc, "GET", "/desktop/screenshot", NULL, shot_done);
 }
 
 static void action_done(struct mcp_call *mc, const struct wr_http_sub_resp *r)
@@ -847,20 +903,18 @@ static void t_action(struct mcp_call *mc)
     json_t *b;
 
     if (strcmp(action, "type") == 0 || strcmp(action, "key") == 0) {
-        _cleanup_free_ char *p = sb_path(sid(mc), "/desktop/keyboard");
         const char *k = strcmp(action, "type") == 0 ? "text" : "keys";
         if (arg(mc, k) == NULL) {
             mcp_fail(mc, "action `%s` needs `%s`", action, k);
             return;
         }
-        mcp_sub_json(mc, "POST", p, json_pack("{s:O}", k, arg(mc, k)), action_done);
+        desk_call(mc, "POST", "/desktop/keyboard", json_pack("{s:O}", k, arg(mc, k)), action_done);
         return;
     }
     b = json_pack("{s:s}", "action", action);
     for (const char *const *k = mouse_args; *k; k++)
         copy_arg(mc, b, *k, *k);
-    _cleanup_free_ char *p = sb_path(sid(mc), "/desktop/mouse");
-    mcp_sub_json(mc, "POST", p, b, action_done);
+    desk_call(mc, "POST", "/desktop/mouse", b, action_done);
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
