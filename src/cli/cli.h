@@ -38,8 +38,6 @@ int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
-/* mcp.c: an MCP server on stdio, forwarding to warrend's /mcp. */
-int cmd_mcp(int argc, char **argv);
 /* ports.c */
 int cmd_ports(int argc, char **argv);
 int cmd_port_forward(int argc, char **argv);
@@ -48,6 +46,8 @@ int cmd_ssh(int argc, char **argv);
 int cli_template_build(int argc, char **argv);
 /* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
 int cli_template_oci(int argc, char **argv);
+/* mcp.c: an MCP server on stdio, forwarding to warrend's /mcp. */
+int cmd_mcp(int argc, char **argv);
 
 /* ---- network.c ------------------------------------------------------------------------------ */
 
