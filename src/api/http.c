@@ -2720,6 +2720,11 @@ void wr_http_sub_peek(const struct wr_http_sub *s, struct wr_http_sub_resp *out)
     sub_resp(s, out);
 }
 
+void wr_http_sub_consume(struct wr_http_sub *s, size_t n)
+{
+    wr_buf_consume(&s->out, n);
+}
+
 void wr_http_sub_cancel(struct wr_http_sub *s)
 {
     if (s == NULL || s->finished || s->cancelled)

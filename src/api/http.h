@@ -242,6 +242,9 @@ struct wr_http_sub *wr_http_sub_start(uv_loop_t *loop, const struct wr_http_sub_
                                       const struct wr_http_sub_cbs *cbs, void *ctx);
 /* What it has answered so far (valid until the next loop iteration or call on it). */
 void wr_http_sub_peek(const struct wr_http_sub *sub, struct wr_http_sub_resp *out);
+/* Drop the first n bytes of the answer kept so far (a caller that reads a stream as it comes
+ * keeps only what it has not read yet; max_body counts what is kept). */
+void wr_http_sub_consume(struct wr_http_sub *sub, size_t n);
 /* Give up on it, as a client that hangs up: the handler's on_close says aborted (from the loop),
  * on_done never comes, and sub must not be used again. Safe inside on_data. */
 void wr_http_sub_cancel(struct wr_http_sub *sub);

@@ -103,6 +103,8 @@ static void call_timer_closed(uv_handle_t *h)
     free(mc->auth_value);
     free(mc->base_url);
     free(mc->sandbox_id);
+    wr_buf_fini(&mc->out[0]);
+    wr_buf_fini(&mc->out[1]);
     free(mc);
 }
 
@@ -120,6 +122,8 @@ static void call_closed(struct wr_http_req *req, void *data, bool aborted)
     struct mcp_call *mc = data;
 
     mc->req = NULL;
+    if (mc->on_abandon != NULL)
+        mc->on_abandon(mc);
     call_free(mc);
 }
 
@@ -254,6 +258,47 @@ void mcp_sub_json(struct mcp_call *mc, const char *method, const char *target, j
 
     json_decref(body);
     mcp_sub_raw(mc, method, target, s, s ? strlen(s) : 0, s ? "application/json" : NULL, 0, cont);
+}
+
+static void detached_done(struct wr_http_sub *sub, const struct wr_http_sub_resp *r, void *ctx)
+{
+    if (r->status >= 300)
+        log_debug("mcp: req=%s: a request left behind answered %d", (const char *)ctx, r->status);
+}
+
+void mcp_sub_detached(struct mcp_call *mc, const char *method, const char *target, json_t *body)
+{
+    static const struct wr_http_sub_cbs cbs = {.on_done = detached_done};
+    _cleanup_free_ char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    const char *h[7];
+    size_t n = 0;
+
+    json_decref(body);
+    if (mc->auth_name != NULL) {
+        h[n++] = mc->auth_name;
+        h[n++] = mc->auth_value;
+    }
+    if (s != NULL) {
+        h[n++] = "Content-Type";
+        h[n++] = "application/json";
+    }
+    h[n] = NULL;
+    struct wr_http_sub_req sr = {
+        .method = method,
+        .target = target,
+        .headers = h,
+        .body = s,
+        .len = s ? strlen(s) : 0,
+        .is_unix = mc->is_unix,
+        .id = mc->req_id,
+    };
+    (void)wr_http_sub_start(mc->api->loop, &sr, wr_api_handle, mc->api, &cbs, "-");
+}
+
+void mcp_sub_consume(struct mcp_call *mc, size_t n)
+{
+    if (mc->sub != NULL)
+        wr_http_sub_consume(mc->sub, n);
 }
 
 void mcp_sub_cancel(struct mcp_call *mc)

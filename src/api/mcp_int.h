@@ -50,11 +50,17 @@ struct mcp_call {
     mcp_cont_fn on_data; /* optional: progress of the sub-request's body */
     uv_timer_t timer;    /* for the tools that wait (mcp_timer) */
     void (*on_timer)(struct mcp_call *mc);
+    /* Called when the client leaves before the answer (optional): what to undo. */
+    void (*on_abandon)(struct mcp_call *mc);
     /* ---- the tool's own state ---- */
-    char *sandbox_id; /* a sandbox the tool made or names */
-    json_t *acc;      /* anything the tool accumulates (freed with the call) */
-    bool created;     /* the tool made sandbox_id */
-    mcp_cont_fn next; /* a continuation the tool keeps for later */
+    char *sandbox_id;     /* a sandbox the tool made or names */
+    json_t *acc;          /* anything the tool accumulates (freed with the call) */
+    bool created;         /* the tool made sandbox_id */
+    mcp_cont_fn next;     /* a continuation the tool keeps for later */
+    struct wr_buf out[2]; /* a command's stdout and stderr */
+    bool trunc[2];
+    json_int_t pid; /* the process a tool started (0: none yet) */
+    bool ended;     /* it ended */
 };
 
 /* Send a sub-request of the native API as the caller: method, target (already escaped), a JSON
@@ -64,6 +70,10 @@ void mcp_sub_json(struct mcp_call *mc, const char *method, const char *target, j
 /* The same with raw body bytes (copied) and a cap on the answer kept (0: the default). */
 void mcp_sub_raw(struct mcp_call *mc, const char *method, const char *target, const void *body,
                  size_t len, const char *content_type, size_t max_body, mcp_cont_fn cont);
+/* Send a sub-request whose answer nobody waits for (it goes on after the call is over). */
+void mcp_sub_detached(struct mcp_call *mc, const char *method, const char *target, json_t *body);
+/* Drop the first n bytes of what the sub-request in flight answered so far. */
+void mcp_sub_consume(struct mcp_call *mc, size_t n);
 /* Give up the sub-request in flight (no continuation runs for it). */
 void mcp_sub_cancel(struct mcp_call *mc);
 /* What the sub-request in flight has answered so far. */

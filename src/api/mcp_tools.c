@@ -184,29 +184,96 @@ static void t_kill(struct mcp_call *mc)
 /* ---- sandbox_exec and sandbox_start_process ---------------------------------------------------
  */
 
+/* sandbox_exec streams the command's events (POST .../exec, mode stream), so that it knows the
+ * pid from the start: a client that leaves before the end has the command killed. Output past
+ * max_output_bytes is counted out, not kept. */
+
+/* Keep what fits of p in stream idx. */
+static void exec_keep(struct mcp_call *mc, int idx, const char *p, size_t n)
+{
+    size_t max = arg_size(mc, "max_output_bytes", OUT_DEFAULT);
+    size_t room = max > mc->out[idx].len ? max - mc->out[idx].len : 0;
+
+    if (mc->trunc[idx])
+        return;
+    if (n > room) {
+        /* At a UTF-8 boundary: the text stays text. */
+        while (room > 0 && ((unsigned char)p[room] & 0xC0) == 0x80)
+            room--;
+        mc->trunc[idx] = true;
+        n = room;
+    }
+    wr_buf_append(&mc->out[idx], p, n);
+}
+
+/* The complete lines of the stream so far; returns how many bytes they took. Keeps the exit
+ * event in mc->acc. */
+static size_t exec_lines(struct mcp_call *mc, const char *body, size_t len)
+{
+    const char *s = body, *end = body + len;
+
+    while (s < end) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        if (nl == NULL)
+            break;
+        _cleanup_json_ json_t *ev = json_loadb(s, (size_t)(nl - s), 0, NULL);
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        json_t *data = json_object_get(ev, "data");
+        s = nl + 1;
+        if (type == NULL)
+            continue;
+        if (strcmp(type, "start") == 0)
+            mc->pid = json_integer_value(json_object_get(ev, "pid"));
+        else if ((strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) &&
+                 json_is_string(data))
+            exec_keep(mc, type[3] == 'e' ? 1 : 0, json_string_value(data),
+                      json_string_length(data));
+        else if (strcmp(type, "exit") == 0 || strcmp(type, "error") == 0) {
+            mc->ended = true;
+            json_decref(mc->acc);
+            mc->acc = json_incref(ev);
+        }
+    }
+    return (size_t)(s - body);
+}
+
+static void exec_data(struct mcp_call *mc, const struct wr_http_sub_resp *r)
+{
+    if (r->status >= 200 && r->status < 300)
+        mcp_sub_consume(mc, exec_lines(mc, r->body, r->len));
+}
+
+static void exec_abandoned(struct mcp_call *mc)
+{
+    _cleanup_free_ char *rest = NULL, *p = NULL;
+
+    if (mc->pid <= 0 || mc->ended)
+        return;
+    rest = xasprintf("/processes/%lld/signal", (long long)mc->pid);
+    p = sb_path(sid(mc), rest);
+    mcp_sub_detached(mc, "POST", p, json_pack("{s:s}", "signal", "KILL"));
+}
+
 static void exec_done(struct mcp_call *mc, const struct wr_http_sub_resp *r)
 {
-    _cleanup_json_ json_t *j = NULL;
-    json_t *o;
-    bool t1, t2, bad;
+    json_t *ev, *o, *code;
 
     if (mcp_api_failed(mc, r))
         return;
-    j = mcp_resp_json(r);
-    t1 = json_is_true(json_object_get(j, "stdout_truncated"));
-    t2 = json_is_true(json_object_get(j, "stderr_truncated"));
-    o = json_pack("{s:O,s:O,s:O,s:O,s:b,s:b,s:b,s:O}", "exit_code", json_object_get(j, "exit_code"),
-                  "signal", json_object_get(j, "signal"), "stdout", json_object_get(j, "stdout"),
-                  "stderr", json_object_get(j, "stderr"), "truncated", t1 || t2, "stdout_truncated",
-                  t1, "stderr_truncated", t2, "timed_out",
-                  json_object_get(j, "timed_out") ? json_object_get(j, "timed_out") : json_false());
-    if (o == NULL) {
-        mcp_fail(mc, "the exec answer was not understood");
+    exec_lines(mc, r->body, r->len);
+    ev = mc->acc;
+    if (ev == NULL || strcmp(json_string_value(json_object_get(ev, "type")), "exit") != 0) {
+        const char *msg = json_string_value(json_object_get(ev, "message"));
+        mcp_fail(mc, "the command's end was not seen: %s", msg ? msg : "the stream broke off");
         return;
     }
-    bad = !json_is_integer(json_object_get(j, "exit_code")) ||
-          json_integer_value(json_object_get(j, "exit_code")) != 0;
-    mcp_done(mc, o, NULL, bad);
+    code = json_object_get(ev, "exit_code");
+    o = json_pack("{s:O*,s:O*,s:s%,s:s%,s:b,s:b,s:b,s:O*}", "exit_code", code, "signal",
+                  json_object_get(ev, "signal"), "stdout", (const char *)wr_buf_str(&mc->out[0]),
+                  mc->out[0].len, "stderr", (const char *)wr_buf_str(&mc->out[1]), mc->out[1].len,
+                  "truncated", mc->trunc[0] || mc->trunc[1], "stdout_truncated", mc->trunc[0],
+                  "stderr_truncated", mc->trunc[1], "timed_out", json_object_get(ev, "timed_out"));
+    mcp_done(mc, o, NULL, !json_is_integer(code) || json_integer_value(code) != 0);
 }
 
 static void t_exec(struct mcp_call *mc)
@@ -214,11 +281,12 @@ static void t_exec(struct mcp_call *mc)
     _cleanup_free_ char *p = sb_path(sid(mc), "/exec");
     json_t *b = exec_body(mc);
 
+    json_object_set_new(b, "mode", json_string("stream"));
     json_object_set_new(b, "timeout", json_integer((json_int_t)arg_size(mc, "timeout_s", 60)));
-    json_object_set_new(b, "max_output",
-                        json_integer((json_int_t)arg_size(mc, "max_output_bytes", OUT_DEFAULT)));
     copy_arg(mc, b, "stdin", "stdin");
     mcp_sub_json(mc, "POST", p, b, exec_done);
+    mc->on_data = exec_data;
+    mc->on_abandon = exec_abandoned;
 }
 
 static void start_done(struct mcp_call *mc, const struct wr_http_sub_resp *r)

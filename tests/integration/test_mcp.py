@@ -210,27 +210,32 @@ def test_tools_on_the_unix_socket_act_as_admin(d):
         assert call(d, "sandbox_kill", {"sandbox_id": sid})["isError"] is False
 
 
+def leave_mid_call(d, tool, args):
+    """Send a tools/call and hang up 0.3 s later, before its answer."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(d.sock)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": args}}).encode()
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(0.3)
+    s.close()
+
+
 def test_a_client_that_leaves_mid_call(d):
     sid = call(d, "sandbox_create", {"timeout_s": 120})["structuredContent"]["sandbox_id"]
     try:
-        for tool, args in (("sandbox_exec", {"command": "sleep 2; touch /tmp/left"}),
-                           ("sandbox_read_output", {"pid": 1, "wait_s": 30})):
-            s = socket.socket(socket.AF_UNIX)
-            s.connect(d.sock)
-            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                               "params": {"name": tool, "arguments": dict(args, sandbox_id=sid)}}).encode()
-            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
-            time.sleep(0.3)
-            s.close()
-        # The daemon goes on; the command the client left runs on (as the REST API's exec).
-        deadline = time.monotonic() + 15
-        while True:
-            r = call(d, "sandbox_exec", {"sandbox_id": sid, "command": "test -e /tmp/left"})
-            if r["structuredContent"]["exit_code"] == 0:
-                break
-            assert time.monotonic() < deadline, r
-            time.sleep(0.2)
+        # The command of a sandbox_exec the client gave up on is killed.
+        leave_mid_call(d, "sandbox_exec", {"sandbox_id": sid, "command": "echo $$ > /tmp/pid; sleep 2; touch /tmp/left"})
+        time.sleep(3)
+        r = call(d, "sandbox_exec", {"sandbox_id": sid, "command": "test -e /tmp/left || echo gone; kill -0 $(cat /tmp/pid) 2>/dev/null || echo dead"})
+        assert r["structuredContent"]["stdout"] == "gone\ndead\n", r
+        # A background process someone stopped reading from runs on.
+        pid = call(d, "sandbox_start_process", {"sandbox_id": sid, "command": "sleep 1; touch /tmp/bg"})["structuredContent"]["pid"]
+        leave_mid_call(d, "sandbox_read_output", {"sandbox_id": sid, "pid": pid, "wait_s": 30})
+        r = call(d, "sandbox_read_output", {"sandbox_id": sid, "pid": pid, "wait_s": 30})
+        assert r["structuredContent"]["running"] is False and r["structuredContent"]["exit_code"] == 0, r
+        assert call(d, "sandbox_exec", {"sandbox_id": sid, "command": "test -e /tmp/bg"})["isError"] is False
     finally:
         call(d, "sandbox_kill", {"sandbox_id": sid})
 
