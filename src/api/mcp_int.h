@@ -98,6 +98,7 @@ void mcp_esc(struct wr_buf *b, const char *s);
 
 /* Check args against the JSON Schema text schema (the subset the table uses: object with
  * properties, required, additionalProperties false; string, integer, number, boolean, array,
- * object; enum, minimum, maximum, minLength, items, additionalProperties of a type). Returns 0,
+ * object; enum, minimum, maximum, minLength, pattern (POSIX extended), items,
+ * additionalProperties of a type). Returns 0,
  * or -1 with a message in msg. */
 int mcp_check_args(const char *schema, json_t *args, char *msg, size_t n);

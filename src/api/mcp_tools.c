@@ -7,6 +7,7 @@
  * structuredContent object mirrored as JSON text; a failure of the API is a tool error
  * (isError) carrying its code and message. */
 #include <ctype.h>
+#include <regex.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -797,6 +798,7 @@ static void code_run(struct mcp_call *mc)
 
     copy_arg(mc, b, "language", "language");
     copy_arg(mc, b, "context_id", "context_id");
+    copy_arg(mc, b, "env", "env");
     copy_arg(mc, b, "timeout_s", "timeout");
     mcp_sub_json(mc, "POST", p, b, code_done);
 }
@@ -988,8 +990,8 @@ static void t_action(struct mcp_call *mc)
 /* ---- the table ----------------------------------------------------------------------------- */
 
 #define SID_PROP                                                                                   \
-    "\"sandbox_id\":{\"type\":\"string\",\"minLength\":1,\"description\":\"The sandbox's id, as "  \
-    "sandbox_create or sandbox_list gave it.\"}"
+    "\"sandbox_id\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z0-9_-]{1,64}$\",\"description\":"   \
+    "\"The sandbox's id, as sandbox_create or sandbox_list gave it.\"}"
 #define STRMAP(what)                                                                               \
     "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},\"description\":\"" what  \
     "\"}"
@@ -1146,7 +1148,9 @@ const struct mcp_tool mcp_tools[] = {
      "\"language\":{\"type\":\"string\",\"description\":\"python (default), or another kernel's "
      "language.\"},"
      "\"context_id\":{\"type\":\"string\"},"
-     "\"timeout_s\":{\"type\":\"integer\",\"minimum\":1}}}",
+     "\"env\":" STRMAP("Environment variables for this run.") ","
+                                                              "\"timeout_s\":{\"type\":\"integer\","
+                                                              "\"minimum\":1}}}",
      false, true, false, true, t_run_code},
     {"sandbox_diff", "What changed in a sandbox",
      "The files a sandbox added, modified or deleted against its template (or a snapshot or "
@@ -1228,6 +1232,19 @@ static int check_value(json_t *s, json_t *v, const char *name, char *msg, size_t
         json_number_value(v) > json_number_value(lim)) {
         snprintf(msg, n, "`%s` must be at most %g", name, json_number_value(lim));
         return -1;
+    }
+    if (json_is_string(v) && json_is_string(lim = json_object_get(s, "pattern"))) {
+        regex_t re;
+        int rc = regcomp(&re, json_string_value(lim), REG_EXTENDED | REG_NOSUB);
+        if (rc == 0) {
+            rc = strlen(json_string_value(v)) != json_string_length(v) ||
+                 regexec(&re, json_string_value(v), 0, NULL, 0) != 0;
+            regfree(&re);
+        }
+        if (rc != 0) {
+            snprintf(msg, n, "`%s` must match %s", name, json_string_value(lim));
+            return -1;
+        }
     }
     if (json_is_string(v) && (lim = json_object_get(s, "minLength")) != NULL &&
         json_string_length(v) < (size_t)json_integer_value(lim)) {

@@ -100,6 +100,9 @@ int main(void)
             "must be a string");
     refused("sandbox_port_url", "{\"sandbox_id\":\"a\",\"port\":70000}", "at most 65535");
     accepted("run_code", "{\"code\":\"1+1\"}");
+    refused("sandbox_kill", "{\"sandbox_id\":\"a/exec\"}", "must match");
+    refused("sandbox_kill", "{\"sandbox_id\":\"\"}", "must match");
+    accepted("sandbox_kill", "{\"sandbox_id\":\"sb_A-9\"}");
     accepted("sandbox_list", "{}");
     return done();
 }
