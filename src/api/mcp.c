@@ -228,6 +228,10 @@ void mcp_sub_raw(struct mcp_call *mc, const char *method, const char *target, co
     const char *h[7];
     size_t n = 0;
 
+    mc->cont = cont;
+    /* A stopping daemon starts nothing: the call waits for its connection to close. */
+    if (mc->api->stopping)
+        return;
     if (mc->auth_name != NULL) {
         h[n++] = mc->auth_name;
         h[n++] = mc->auth_value;
@@ -247,7 +251,6 @@ void mcp_sub_raw(struct mcp_call *mc, const char *method, const char *target, co
         .is_unix = mc->is_unix,
         .id = mc->req_id,
     };
-    mc->cont = cont;
     mc->sub = wr_http_sub_start(mc->api->loop, &sr, wr_api_handle, mc->api, &cbs, mc);
 }
 
@@ -274,6 +277,8 @@ void mcp_sub_detached(struct mcp_call *mc, const char *method, const char *targe
     size_t n = 0;
 
     json_decref(body);
+    if (mc->api->stopping)
+        return;
     if (mc->auth_name != NULL) {
         h[n++] = mc->auth_name;
         h[n++] = mc->auth_value;

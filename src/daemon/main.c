@@ -444,6 +444,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
     wr_pool_stop(pool);
+    the_api->stopping = true;
     wr_api_e2b_close(the_api);
     /* What is buffered is written; followers' streams end. */
     wr_manager_set_netlog(manager, NULL);

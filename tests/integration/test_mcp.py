@@ -281,3 +281,33 @@ def test_warren_mcp_errors_keep_the_request_id(d):
     # No daemon to forward to: nothing on stdout, the reason on stderr, a failing exit.
     rc, out, err = stdio(d, [msg], env={"WARREN_API_URL": "http://127.0.0.1:9"})
     assert rc == 1 and out == "" and "127.0.0.1:9" in err
+
+
+def test_the_daemon_stops_with_calls_in_flight():
+    """SIGTERM while tools wait (an exec, a read_output, a create): the daemon exits cleanly (no
+    sanitizer report under `make asan`; Daemon.cleanup checks)."""
+    dm = Daemon().start()
+    try:
+        sid = call(dm, "sandbox_create", {"timeout_s": 120})["structuredContent"]["sandbox_id"]
+        pid = call(dm, "sandbox_start_process", {"sandbox_id": sid, "command": "sleep 60"})["structuredContent"]["pid"]
+        socks = []
+        for tool, args in (("sandbox_exec", {"sandbox_id": sid, "command": "sleep 60"}),
+                           ("sandbox_read_output", {"sandbox_id": sid, "pid": pid, "wait_s": 60}),
+                           ("sandbox_create", {})):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(dm.sock)
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                               "params": {"name": tool, "arguments": args}}).encode()
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            socks.append(s)
+        time.sleep(0.5)
+        dm.stop()
+        assert dm.proc.returncode == 0, dm.proc.returncode
+        for s in socks:
+            s.close()
+    finally:
+        dm.start()
+        try:
+            delete_all(dm)
+        finally:
+            dm.cleanup()
