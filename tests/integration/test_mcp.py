@@ -311,3 +311,12 @@ def test_the_daemon_stops_with_calls_in_flight():
             delete_all(dm)
         finally:
             dm.cleanup()
+
+
+def test_warren_mcp_on_the_unix_socket_needs_no_key(d):
+    rc, out, err = stdio(d, [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                         "params": {"name": "sandbox_list", "arguments": {}}})],
+                         env={"WARREN_API_URL": d.url, "WARREN_API_KEY": ""})
+    assert rc == 0, err
+    m = json.loads(out)
+    assert m["id"] == 1 and m["result"]["isError"] is False, m
