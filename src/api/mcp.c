@@ -92,6 +92,44 @@ void mcp_esc(struct wr_buf *b, const char *s)
 
 /* ---- calls --------------------------------------------------------------------------------- */
 
+/* The calls in progress, for notifications/cancelled (the loop's; one server per process). */
+static struct mcp_call *calls;
+
+static void calls_del(struct mcp_call *mc)
+{
+    if (mc->lprev != NULL)
+        mc->lprev->lnext = mc->lnext;
+    else if (calls == mc)
+        calls = mc->lnext;
+    if (mc->lnext != NULL)
+        mc->lnext->lprev = mc->lprev;
+    mc->lprev = mc->lnext = NULL;
+}
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/* notifications/cancelled: the call of this session and credential with that id is given up
+ * as if its client had left (its connection is closed; a command it runs is killed). */
+static void cancel_call(struct wr_http_req *req, json_t *params, const char *auth_value)
+{
+    const char *session = wr_http_req_header(req, "Mcp-Session-Id");
+    json_t *id = json_object_get(params, "requestId");
+
+    if (session == NULL || id == NULL)
+        return;
+    for (struct mcp_call *mc = calls; mc != NULL; mc = mc->lnext)
+        if (mc->req != NULL && same_str(mc->session, session) &&
+            same_str(mc->auth_value, auth_value) && mc->is_unix == wr_http_req_is_unix(req) &&
+            json_equal(mc->id, id)) {
+            log_debug("mcp: req=%s: call %s cancelled by its client", mc->req_id, mc->tool->name);
+            wr_http_req_abort(mc->req);
+            return;
+        }
+}
+
 static void call_timer_closed(uv_handle_t *h)
 {
     struct mcp_call *mc = h->data;
@@ -102,6 +140,7 @@ static void call_timer_closed(uv_handle_t *h)
     free(mc->auth_name);
     free(mc->auth_value);
     free(mc->base_url);
+    free(mc->session);
     free(mc->sandbox_id);
     wr_buf_fini(&mc->out[0]);
     wr_buf_fini(&mc->out[1]);
@@ -110,6 +149,7 @@ static void call_timer_closed(uv_handle_t *h)
 
 static void call_free(struct mcp_call *mc)
 {
+    calls_del(mc);
     if (mc->sub != NULL)
         wr_http_sub_cancel(mc->sub);
     mc->sub = NULL;
@@ -445,6 +485,12 @@ static void m_tools_call(struct rpc *r)
     mc->base_url =
         xasprintf("http://%s", host && *host && !strpbrk(host, "/ \t") ? host : "localhost");
     snprintf(mc->req_id, sizeof(mc->req_id), "%s", wr_http_req_id(r->req));
+    if (wr_http_req_header(r->req, "Mcp-Session-Id") != NULL)
+        mc->session = xstrdup(wr_http_req_header(r->req, "Mcp-Session-Id"));
+    mc->lnext = calls;
+    if (calls != NULL)
+        calls->lprev = mc;
+    calls = mc;
     uv_timer_init(r->api->loop, &mc->timer);
     mc->timer.data = mc;
     wr_http_req_set_data(r->req, mc, call_closed);
@@ -540,6 +586,8 @@ static void on_body(struct wr_http_req *req, const char *body, size_t len)
         return;
     }
     /* Notifications (initialized, cancelled, ...) and responses: accepted, nothing to say. */
+    if (method != NULL && id == NULL && strcmp(method, "notifications/cancelled") == 0)
+        cancel_call(req, json_object_get(msg, "params"), hval);
     if (method == NULL || id == NULL) {
         wr_http_respond(req, 202, NULL, NULL, 0);
         return;

@@ -44,6 +44,8 @@ struct mcp_call {
     char *auth_name, *auth_value; /* the caller's credential header, or NULL (unix socket) */
     bool is_unix;
     char *base_url; /* http://<Host of the MCP request> */
+    char *session;  /* its Mcp-Session-Id, or NULL: what notifications/cancelled must name */
+    struct mcp_call *lprev, *lnext; /* the calls in progress (mcp.c) */
     char req_id[72];
     struct wr_http_sub *sub; /* the sub-request in flight, or NULL */
     mcp_cont_fn cont;

@@ -198,6 +198,36 @@ async function lifecycle(client) {
   assert.equal(again.code, 'not_found');
 }
 
+// Calls run side by side, and a call the client gives up on (AbortSignal: the SDK sends
+// notifications/cancelled) has its command killed.
+async function sideBySideAndCancelled(client) {
+  const { sandbox_id } = await ok(client, 'sandbox_create', {});
+  try {
+    const ac = new AbortController();
+    const slow = client.callTool({ name: 'sandbox_exec', arguments: { sandbox_id, command: 'sleep 30; touch /tmp/cancelled' } },
+      undefined, { signal: ac.signal });
+    const t0 = Date.now();
+    const [a, b] = await Promise.all([
+      ok(client, 'sandbox_exec', { sandbox_id, command: 'sleep 1; echo a' }),
+      ok(client, 'sandbox_exec', { sandbox_id, command: 'sleep 1; echo b' }),
+    ]);
+    assert.deepEqual([a.stdout, b.stdout], ['a\n', 'b\n']);
+    assert.ok(Date.now() - t0 < 1900, `side by side: ${Date.now() - t0} ms`);
+    ac.abort('the test gives up');
+    await assert.rejects(slow);
+    const count = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 30' || true";
+    let left;
+    for (let i = 0; i < 50; i++) {
+      left = (await ok(client, 'sandbox_exec', { sandbox_id, command: count })).stdout;
+      if (left === '0\n') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(left, '0\n', 'the cancelled command is killed');
+  } finally {
+    await ok(client, 'sandbox_kill', { sandbox_id });
+  }
+}
+
 async function listsTheTable(client) {
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name), TOOLS);
@@ -263,6 +293,7 @@ describe('mcp', { skip }, () => {
     test('lists the tool table', () => listsTheTable(c.client));
     test('errors come as MCP errors', () => errorsAsMcpErrors(c.client));
     test('every sandbox tool, create to kill', () => lifecycle(c.client));
+    test('calls side by side; a cancelled call\'s command is killed', () => sideBySideAndCancelled(c.client));
 
     test('a foreign team\'s sandbox is invisible', async () => {
       const mine = await ok(c.client, 'sandbox_create', {});
@@ -321,6 +352,7 @@ describe('mcp', { skip }, () => {
       await errorsAsMcpErrors(c.client);
     });
     test('every sandbox tool, create to kill', () => lifecycle(c.client));
+    test('calls side by side; a cancelled call\'s command is killed', () => sideBySideAndCancelled(c.client));
     test('a bad key fails the initialize with the daemon\'s 401', async () => {
       await assert.rejects(stdioClient('wr_bogus'), /API key is not valid/);
     });

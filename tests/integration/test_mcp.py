@@ -264,12 +264,84 @@ def test_warren_mcp_stdio_framing(d):
     lines = out.split("\n")
     assert lines[-1] == ""
     msgs = [json.loads(l) for l in lines[:-1]]
-    # One line per request (none for the notification or the blank line), in order.
-    assert [m.get("id") for m in msgs] == [0, 1, None, 2], out
-    assert msgs[0]["result"]["protocolVersion"] == "2025-11-25"
-    assert len(msgs[1]["result"]["tools"]) == 18
-    assert msgs[2]["error"]["code"] == -32700
-    assert msgs[3]["result"]["isError"] is False
+    # One line per request (none for the notification or the blank line); initialize first, the
+    # others as they finish.
+    assert msgs[0]["id"] == 0 and msgs[0]["result"]["protocolVersion"] == "2025-11-25"
+    by_id = {m.get("id"): m for m in msgs}
+    assert sorted(by_id, key=str) == sorted([0, 1, None, 2], key=str), out
+    assert len(by_id[1]["result"]["tools"]) == 18
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[2]["result"]["isError"] is False
+
+
+def test_warren_mcp_runs_requests_side_by_side_and_cancels(d):
+    sid = call(d, "sandbox_create", {"timeout_s": 120})["structuredContent"]["sandbox_id"]
+    try:
+        e = dict(ENV, WARREN_API_URL=d.tcp_url, WARREN_API_KEY=d.admin_key, HOME=d.dir)
+        p = subprocess.Popen([WARREN, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=e)
+
+        def send(m):
+            p.stdin.write((json.dumps(m) + "\n").encode())
+            p.stdin.flush()
+
+        def exec_(i, cmd):
+            send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                  "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": cmd}}})
+
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "1"}}})
+        assert json.loads(p.stdout.readline())["id"] == 0
+        t0 = time.monotonic()
+        exec_(1, "sleep 30; touch /tmp/cancelled")  # cancelled below
+        exec_(2, "sleep 1; echo two")
+        exec_(3, "sleep 1; echo three")
+        time.sleep(0.3)
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "test"}})
+        got = {}
+        for _ in range(2):
+            m = json.loads(p.stdout.readline())
+            got[m["id"]] = m["result"]["structuredContent"]["stdout"]
+        assert got == {2: "two\n", 3: "three\n"}
+        assert time.monotonic() - t0 < 10, "the calls ran one after the other"
+        # The cancelled call's command is gone, and its answer is never written.
+        exec_(4, "sleep 1; test -e /tmp/cancelled && echo there; ps -o args | grep -c '[s]leep 30' || true")
+        m = json.loads(p.stdout.readline())
+        assert m["id"] == 4 and m["result"]["structuredContent"]["stdout"] == "0\n", m
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+        assert p.stdout.read() == b""
+    finally:
+        call(d, "sandbox_kill", {"sandbox_id": sid})
+
+
+def test_cancelled_over_http_needs_the_session(d):
+    sid = call(d, "sandbox_create", {"timeout_s": 120})["structuredContent"]["sandbox_id"]
+    try:
+        for session, killed in (("other", False), ("s-1", True)):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d.sock)
+            s.settimeout(30)
+            body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                               "params": {"name": "sandbox_exec", "arguments": {"sandbox_id": sid, "command": "sleep 2; echo done"}}}).encode()
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nMcp-Session-Id: s-1\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.3)
+            st, h, b = post(d, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
+                            headers={"Mcp-Session-Id": session})
+            assert st == 202
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                if b'"id":7' in data and data.endswith(b"}"):
+                    break
+            s.close()
+            assert (data == b"") == killed, data
+    finally:
+        call(d, "sandbox_kill", {"sandbox_id": sid})
 
 
 def test_warren_mcp_errors_keep_the_request_id(d):
