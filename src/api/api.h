@@ -23,6 +23,12 @@ struct wr_api {
     /* Exposed ports (ports.c): concurrent connections to one sandbox's ports, beyond which a
      * new one is answered 429; 0: WR_API_PORT_CONN_LIMIT. */
     uint32_t port_conn_limit;
+    /* The MCP server (mcp.c): the Origin values it accepts besides none (--mcp-origin). */
+    const char *const *mcp_origins;
+    size_t n_mcp_origins;
+    /* Set as warrend starts to stop (its manager is closed next): nothing new may reach the
+     * manager, and the MCP tools start no more sub-requests. */
+    bool stopping;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 

@@ -22,6 +22,8 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 /* Exposed ports (ports.c). The native path /v1/sandboxes/{id}/ports/{port}[/...]: true if
  * the request is one (then it is answered: proxied, or raw TCP at .../tcp). */
 bool api_ports_handle(struct wr_api *api, struct wr_http_req *req);
+/* The MCP server (mcp.c): true if the request is for /mcp (then it is answered). */
+bool api_mcp_handle(struct wr_api *api, struct wr_http_req *req);
 /* A request routed by E2B's Host or headers to a port of sandbox id (not envd's): proxied,
  * with E2B's proxy answers for errors (and its traffic token for private ports). */
 void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port);

@@ -116,10 +116,11 @@ struct wr_http_req {
     int64_t resp_left; /* fixed-length responses: body bytes still owed */
     void (*on_drain)(struct wr_http_req *req);
     bool drain_armed;
-    bool numeric_errors; /* wr_http_respond_error writes the status as `code` (E2B's shape) */
-    bool interactive;    /* wr_http_req_interactive_body: no body timeout */
-    bool head_only;      /* a streamed answer to HEAD: its body is not sent */
-    bool sent_continue;  /* wr_http_req_continue wrote its 100 */
+    bool numeric_errors;     /* wr_http_respond_error writes the status as `code` (E2B's shape) */
+    bool interactive;        /* wr_http_req_interactive_body: no body timeout */
+    bool head_only;          /* a streamed answer to HEAD: its body is not sent */
+    bool sent_continue;      /* wr_http_req_continue wrote its 100 */
+    struct wr_http_sub *sub; /* a sub-request (c is NULL): the end of this file */
 };
 
 struct wr_ws {
@@ -132,6 +133,34 @@ struct wr_ws {
     bool paused;      /* wr_ws_pause: no message is delivered, the socket is not read */
     bool drain_armed; /* wr_ws_send left the queue above LOW_WATER */
     void (*on_drain)(struct wr_ws *ws, void *ctx);
+};
+
+/* A sub-request (wr_http_sub_start): the request's connection, in memory. */
+/* A sub-request is a connection of its own: its data goes with it. */
+struct sub_conn_data {
+    void *data;
+    void (*data_free)(void *data);
+};
+
+struct wr_http_sub {
+    struct wr_http_req *req;
+    uv_timer_t kick; /* sub_process from the loop */
+    char *method;
+    bool is_unix;
+    /* The request body and how much of it was delivered. */
+    uint8_t *in;
+    size_t in_len, in_off;
+    /* The answer. */
+    int status;
+    char *content_type;
+    struct wr_buf out;
+    size_t max_body;
+    bool truncated;
+    bool fresh_data; /* body bytes came since on_data last ran */
+    bool cancelled, finished, in_process;
+    struct wr_http_sub_cbs cbs;
+    void *ctx;
+    struct sub_conn_data conn;
 };
 
 /* Where a connection is, for its timeout and the caps: just accepted (not yet admitted),
@@ -240,6 +269,10 @@ static void conn_fail(struct conn *c, int status, const char *msg);
 static void resp_error(struct wr_http_req *r, int status, const char *code, const char *msg);
 static void srv_handle_closed(struct wr_http_server *srv);
 static void on_kick_idle(uv_idle_t *h);
+static void sub_kick(struct wr_http_sub *s);
+static void sub_respond(struct wr_http_req *r, int status, const char *ct, const void *p, size_t n,
+                        bool end);
+static bool sub_read_body(struct wr_http_req *r);
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -1892,7 +1925,7 @@ const char *wr_http_req_id(const struct wr_http_req *req)
 
 bool wr_http_req_is_unix(const struct wr_http_req *req)
 {
-    return req->c->is_unix;
+    return req->sub ? req->sub->is_unix : req->c->is_unix;
 }
 
 int64_t wr_http_req_content_length(const struct wr_http_req *req)
@@ -1921,11 +1954,15 @@ void wr_http_req_read_body(struct wr_http_req *req, size_t max,
 {
     struct conn *c = req->c;
 
-    if (req->mode != BODY_NONE || req->resp_started || req->closed || c->closing)
+    if (req->mode != BODY_NONE || req->resp_started || req->closed || (c && c->closing))
         return;
     req->mode = BODY_BUFFER;
     req->body_max = max;
     req->read_cb = cb;
+    if (req->sub != NULL) {
+        (void)sub_read_body(req);
+        return;
+    }
     if (req->content_length > 0 && (uint64_t)req->content_length > max) {
         conn_fail(c, 413, "request body is too large");
         return;
@@ -1938,11 +1975,15 @@ void wr_http_req_stream_body(struct wr_http_req *req,
                              void (*on_data)(struct wr_http_req *req, const char *p, size_t n),
                              void (*on_end)(struct wr_http_req *req))
 {
-    if (req->mode != BODY_NONE || req->resp_ended || req->closed || req->c->closing)
+    if (req->mode != BODY_NONE || req->resp_ended || req->closed || (req->c && req->c->closing))
         return;
     req->mode = BODY_STREAM;
     req->on_data = on_data;
     req->on_end = on_end;
+    if (req->sub != NULL) {
+        (void)sub_read_body(req);
+        return;
+    }
     conn_kick(req->c);
 }
 
@@ -1952,7 +1993,7 @@ void wr_http_req_pause_body(struct wr_http_req *req)
     if (req->closed || req->body_paused)
         return;
     req->body_paused = true;
-    if (!req->c->closing)
+    if (req->sub == NULL && !req->c->closing)
         conn_update_read(req->c);
 }
 
@@ -1961,13 +2002,17 @@ void wr_http_req_resume_body(struct wr_http_req *req)
     if (req->closed || !req->body_paused)
         return;
     req->body_paused = false;
-    conn_kick(req->c);
+    if (req->sub != NULL)
+        sub_kick(req->sub);
+    else
+        conn_kick(req->c);
 }
 
 void wr_http_req_interactive_body(struct wr_http_req *req)
 {
     req->interactive = true;
-    conn_arm(req->c);
+    if (req->sub == NULL)
+        conn_arm(req->c);
 }
 
 /* ---- responses ----------------------------------------------------------------------------- */
@@ -2034,12 +2079,15 @@ static void resp_ended(struct wr_http_req *r)
         r->mode = BODY_DISCARD;
         r->body_paused = false;
     }
-    conn_kick(r->c);
+    if (r->sub != NULL)
+        sub_kick(r->sub);
+    else
+        conn_kick(r->c);
 }
 
 static bool resp_can_start(const struct wr_http_req *r)
 {
-    return !r->resp_started && !r->closed && r->dispatched && !r->c->closing;
+    return !r->resp_started && !r->closed && r->dispatched && (r->sub || !r->c->closing);
 }
 
 void wr_http_respond(struct wr_http_req *req, int status, const char *content_type,
@@ -2049,6 +2097,11 @@ void wr_http_respond(struct wr_http_req *req, int status, const char *content_ty
 
     if (!resp_can_start(req))
         return;
+    if (req->sub != NULL) {
+        sub_respond(req, status, content_type, body, len, true);
+        resp_ended(req);
+        return;
+    }
     resp_head(req, &h, status, content_type, (int64_t)len);
     conn_write3(req->c, h.data, h.len, body, len, NULL, 0);
     wr_buf_fini(&h);
@@ -2106,6 +2159,12 @@ void wr_http_resp_start(struct wr_http_req *req, int status, const char *content
 
     if (!resp_can_start(req))
         return;
+    if (req->sub != NULL) {
+        sub_respond(req, status, content_type, NULL, 0, false);
+        req->resp_started = true;
+        req->head_only = strcmp(wr_http_req_method(req), "HEAD") == 0;
+        return;
+    }
     resp_head(req, &h, status, content_type, content_length);
     req->resp_chunked = content_length < 0;
     req->resp_left = content_length;
@@ -2119,6 +2178,11 @@ size_t wr_http_resp_write(struct wr_http_req *req, const void *p, size_t n)
 {
     struct conn *c = req->c;
 
+    if (req->sub != NULL) {
+        if (req->resp_started && !req->resp_ended && !req->closed && !req->head_only)
+            sub_respond(req, 0, NULL, p, n, false);
+        return 0;
+    }
     if (!req->resp_started || req->resp_ended || req->closed || c->closing)
         return req->closed ? 0 : c->pending;
     if (n == 0 || req->head_only)
@@ -2147,14 +2211,16 @@ void wr_http_resp_on_drain(struct wr_http_req *req, void (*on_drain)(struct wr_h
 
 size_t wr_http_resp_pending(const struct wr_http_req *req)
 {
-    return req->closed || req->c->closing ? 0 : req->c->pending;
+    return req->sub || req->closed || req->c->closing ? 0 : req->c->pending;
 }
 
 void wr_http_resp_end(struct wr_http_req *req)
 {
     if (!req->resp_started || req->resp_ended || req->closed)
         return;
-    if (req->head_only) {
+    if (req->sub != NULL) {
+        /* Buffered: nothing to frame. */
+    } else if (req->head_only) {
         /* The head announced the body; a HEAD answer has none. */
     } else if (req->resp_chunked) {
         conn_write3(req->c, "0\r\n\r\n", 5, NULL, 0, NULL, 0);
@@ -2210,6 +2276,11 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
     char accept[64];
     struct wr_ws *ws;
 
+    if (req->sub != NULL) {
+        wr_http_respond_error(req, 400, wr_err_kind_name(WR_EINVAL),
+                              "not a websocket upgrade request");
+        return NULL;
+    }
     if (!resp_can_start(req) || c->ws)
         return NULL;
     if (strcmp(wr_http_req_method(req), "GET") != 0 || !req->no_body ||
@@ -2345,7 +2416,7 @@ void wr_http_req_continue(struct wr_http_req *req)
     const char *e = wr_http_req_header(req, "Expect");
 
     if (e == NULL || strcasecmp(e, "100-continue") != 0 || req->resp_started || req->closed ||
-        req->sent_continue || req->body_done)
+        req->sent_continue || req->body_done || req->sub)
         return;
     req->sent_continue = true;
     conn_write3(req->c, cont, sizeof(cont) - 1, NULL, 0, NULL, 0);
@@ -2353,24 +2424,31 @@ void wr_http_req_continue(struct wr_http_req *req)
 
 void wr_http_req_abort(struct wr_http_req *req)
 {
-    if (!req->closed)
+    if (req->sub != NULL)
+        wr_http_sub_cancel(req->sub);
+    else if (!req->closed)
         conn_close(req->c);
 }
 
 void wr_http_req_idle_timeout(struct wr_http_req *req, unsigned ms)
 {
-    req->c->idle_ms = ms;
+    if (req->sub == NULL)
+        req->c->idle_ms = ms;
 }
 
 void wr_http_conn_set_data(struct wr_http_req *req, void *data, void (*data_free)(void *data))
 {
+    if (req->sub != NULL) {
+        req->sub->conn = (struct sub_conn_data){data, data_free};
+        return;
+    }
     req->c->data = data;
     req->c->data_free = data_free;
 }
 
 void *wr_http_conn_data(const struct wr_http_req *req)
 {
-    return req->c->data;
+    return req->sub ? req->sub->conn.data : req->c->data;
 }
 
 int wr_http_req_hijack(struct wr_http_req *req, int *fd, bool *is_unix, struct wr_buf *rest,
@@ -2380,6 +2458,8 @@ int wr_http_req_hijack(struct wr_http_req *req, int *fd, bool *is_unix, struct w
     uv_os_fd_t ofd;
     int nfd;
 
+    if (req->sub != NULL)
+        return wr_err_set(err, WR_ECONFLICT, 0, "a sub-request has no connection to take over");
     if (req->closed || c->closing || req->resp_started || c->ws || req->mode != BODY_NONE)
         return wr_err_set(err, WR_ECONFLICT, 0, "the connection cannot be taken over now");
     if (uv_fileno(&c->io.h, &ofd) < 0)
@@ -2442,4 +2522,214 @@ void wr__http_target_free(char *path, char **query)
         free(query[i]);
     free(query);
     free(path);
+}
+
+/* ---- sub-requests -------------------------------------------------------------------------- */
+
+#define SUB_BODY_MAX   (16u << 20)
+#define SUB_BODY_PIECE (64u << 10) /* a streamed request body comes in pieces of this size */
+
+static void sub_process(uv_timer_t *t);
+
+static void sub_kick(struct wr_http_sub *s)
+{
+    if (!s->finished)
+        (void)uv_timer_start(&s->kick, sub_process, 0, 0);
+}
+
+static void sub_respond(struct wr_http_req *r, int status, const char *ct, const void *p, size_t n,
+                        bool end)
+{
+    struct wr_http_sub *s = r->sub;
+
+    if (status != 0) {
+        s->status = status;
+        free(s->content_type);
+        s->content_type = xstrdup(ct != NULL && strpbrk(ct, "\r\n") == NULL ? ct : "");
+    }
+    if (n > 0) {
+        size_t room = s->max_body > s->out.len ? s->max_body - s->out.len : 0;
+        if (n > room) {
+            s->truncated = true;
+            n = room;
+        }
+        wr_buf_append(&s->out, p, n);
+        s->fresh_data = true;
+    }
+    if (!end)
+        sub_kick(s);
+}
+
+/* Deliver the buffered body from the loop (sub_process). */
+static bool sub_read_body(struct wr_http_req *r)
+{
+    if (r->mode == BODY_BUFFER && r->sub->in_len > r->body_max) {
+        r->body_done = true;
+        r->server_answered = true;
+        resp_error(r, 413, wr_err_kind_name(WR_ETOOBIG), "request body is too large");
+        return false;
+    }
+    sub_kick(r->sub);
+    return true;
+}
+
+static void sub_resp(const struct wr_http_sub *s, struct wr_http_sub_resp *out)
+{
+    *out = (struct wr_http_sub_resp){
+        .status = s->status,
+        .content_type = s->content_type ? s->content_type : "",
+        .body = wr_buf_str(&s->out),
+        .len = s->out.len,
+        .truncated = s->truncated,
+        .ended = s->req->resp_ended,
+    };
+}
+
+static void sub_handle_closed(uv_handle_t *h)
+{
+    struct wr_http_sub *s = h->data;
+
+    if (s->conn.data_free)
+        s->conn.data_free(s->conn.data);
+    req_free(s->req);
+    free(s->method);
+    free(s->in);
+    free(s->content_type);
+    wr_buf_fini(&s->out);
+    free(s);
+}
+
+/* The request is over: the handler's on_close, then (not cancelled) on_done, then free. */
+static void sub_finish(struct wr_http_sub *s, bool aborted)
+{
+    struct wr_http_req *r = s->req;
+    struct wr_http_sub_resp resp;
+
+    s->finished = true;
+    uv_timer_stop(&s->kick);
+    if (!r->closed) {
+        r->closed = true;
+        if (r->on_close)
+            r->on_close(r, r->data, aborted || r->server_answered);
+    }
+    if (!aborted && s->cbs.on_done) {
+        sub_resp(s, &resp);
+        s->cbs.on_done(s, &resp, s->ctx);
+    }
+    uv_close((uv_handle_t *)&s->kick, sub_handle_closed);
+}
+
+static void sub_process(uv_timer_t *t)
+{
+    struct wr_http_sub *s = t->data;
+    struct wr_http_req *r = s->req;
+    struct wr_http_sub_resp resp;
+
+    if (s->finished || s->in_process)
+        return;
+    s->in_process = true;
+    for (;;) {
+        if (s->cancelled) {
+            sub_finish(s, true);
+            return;
+        }
+        if (!r->body_done && !r->resp_ended && r->mode == BODY_BUFFER) {
+            r->body_done = r->end_delivered = true;
+            if (r->read_cb)
+                r->read_cb(r, (const char *)(s->in ? s->in : (const uint8_t *)""), s->in_len);
+            continue;
+        }
+        if (!r->body_done && !r->resp_ended && r->mode == BODY_STREAM && !r->body_paused) {
+            size_t n = s->in_len - s->in_off;
+            if (n > SUB_BODY_PIECE)
+                n = SUB_BODY_PIECE;
+            if (n > 0) {
+                s->in_off += n;
+                if (r->on_data)
+                    r->on_data(r, (const char *)s->in + s->in_off - n, n);
+                continue;
+            }
+            r->body_done = r->end_delivered = true;
+            if (r->on_end)
+                r->on_end(r);
+            continue;
+        }
+        if (s->fresh_data && s->cbs.on_data && !r->resp_ended) {
+            s->fresh_data = false;
+            sub_resp(s, &resp);
+            s->cbs.on_data(s, &resp, s->ctx);
+            continue;
+        }
+        if (r->resp_ended && (r->body_done || r->mode == BODY_NONE || r->mode == BODY_DISCARD)) {
+            sub_finish(s, false);
+            return;
+        }
+        break;
+    }
+    s->in_process = false;
+}
+
+struct wr_http_sub *wr_http_sub_start(uv_loop_t *loop, const struct wr_http_sub_req *sr,
+                                      wr_http_handler_fn handler, void *hctx,
+                                      const struct wr_http_sub_cbs *cbs, void *ctx)
+{
+    struct wr_http_sub *s = xcalloc(1, sizeof(*s));
+    struct wr_http_req *r = xcalloc(1, sizeof(*r));
+    const char *msg = NULL;
+    static uint64_t seq;
+
+    s->req = r;
+    s->method = xstrdup(sr->method);
+    s->is_unix = sr->is_unix;
+    s->max_body = sr->max_body ? sr->max_body : SUB_BODY_MAX;
+    s->cbs = *cbs;
+    s->ctx = ctx;
+    if (sr->len > 0) {
+        s->in = xmalloc(sr->len);
+        memcpy(s->in, sr->body, sr->len);
+        s->in_len = sr->len;
+    }
+    uv_timer_init(loop, &s->kick);
+    s->kick.data = s;
+    r->sub = s;
+    r->method = s->method;
+    r->content_length = (int64_t)sr->len;
+    r->no_body = sr->len == 0;
+    r->resp_left = -1;
+    r->keep_alive = true;
+    r->headers_done = r->dispatched = true;
+    if (sr->id != NULL && request_id_valid(sr->id) && strlen(sr->id) + 6 <= REQUEST_ID_MAX)
+        snprintf(r->id, sizeof(r->id), "%s.%llu", sr->id, (unsigned long long)(++seq % 10000));
+    else
+        snprintf(r->id, sizeof(r->id), "sub.%llu", (unsigned long long)++seq);
+    for (const char *const *h = sr->headers; h != NULL && h[0] != NULL && h[1] != NULL; h += 2)
+        kvs_push(&r->headers, xstrdup(h[0]), xstrdup(h[1]));
+    wr_buf_puts(&r->url, sr->target);
+    if (parse_target(r, &msg) < 0) {
+        resp_error(r, 400, wr_err_kind_name(WR_EINVAL), msg);
+        return s;
+    }
+    handler(r, hctx);
+    /* A handler that answered without reading the body is done with it. */
+    sub_kick(s);
+    return s;
+}
+
+void wr_http_sub_peek(const struct wr_http_sub *s, struct wr_http_sub_resp *out)
+{
+    sub_resp(s, out);
+}
+
+void wr_http_sub_consume(struct wr_http_sub *s, size_t n)
+{
+    wr_buf_consume(&s->out, n);
+}
+
+void wr_http_sub_cancel(struct wr_http_sub *s)
+{
+    if (s == NULL || s->finished || s->cancelled)
+        return;
+    s->cancelled = true;
+    s->fresh_data = false;
+    (void)uv_timer_start(&s->kick, sub_process, 0, 0);
 }

@@ -195,3 +195,56 @@ void *wr_http_conn_data(const struct wr_http_req *req);
  * response, body read or WebSocket has started). */
 int wr_http_req_hijack(struct wr_http_req *req, int *fd, bool *is_unix, struct wr_buf *rest,
                        struct wr_err *err);
+
+/* ---- sub-requests -------------------------------------------------------------------------- */
+
+/* A request made inside the daemon (the MCP server's tools, src/api/mcp.c): it goes to a
+ * handler as if a client had sent it, and its answer is collected in memory. Every request and
+ * response call above works on it: the body comes from memory (read or streamed, with pause and
+ * resume), the response (complete or streamed) is buffered; a WebSocket upgrade answers 400 and
+ * a hijack fails (WR_ECONFLICT). The handler's calls never call back into it synchronously:
+ * bodies, progress and the end are delivered from the loop. */
+struct wr_http_sub;
+
+struct wr_http_sub_req {
+    const char *method;         /* "GET", ... */
+    const char *target;         /* path and query, percent-encoded as on the wire */
+    const char *const *headers; /* NULL-terminated name, value, name, value, ...; or NULL */
+    const void *body;           /* copied; NULL/0: none */
+    size_t len;
+    size_t max_body; /* response body bytes kept (beyond: dropped, `truncated`); 0: 16 MiB */
+    bool is_unix;    /* wr_http_req_is_unix answers this */
+    const char *id;  /* X-Request-Id (NULL: one is made) */
+};
+
+/* The answer so far (in on_data) or the whole answer (in on_done). body is NUL-terminated. */
+struct wr_http_sub_resp {
+    int status;               /* 0 until the response started */
+    const char *content_type; /* "" when none */
+    const char *body;
+    size_t len;
+    bool truncated; /* more came than max_body */
+    bool ended;     /* the response is complete (always true in on_done) */
+};
+
+struct wr_http_sub_cbs {
+    /* Called from the loop after more of the body came (optional). */
+    void (*on_data)(struct wr_http_sub *sub, const struct wr_http_sub_resp *resp, void *ctx);
+    /* Called once when the response has ended; sub is freed after it returns. */
+    void (*on_done)(struct wr_http_sub *sub, const struct wr_http_sub_resp *resp, void *ctx);
+};
+
+/* Make the request and hand it to handler(req, hctx) now. Returns the sub-request, owned by the
+ * server until on_done returns or wr_http_sub_cancel. A bad target answers 400 itself (on_done
+ * still comes). */
+struct wr_http_sub *wr_http_sub_start(uv_loop_t *loop, const struct wr_http_sub_req *sr,
+                                      wr_http_handler_fn handler, void *hctx,
+                                      const struct wr_http_sub_cbs *cbs, void *ctx);
+/* What it has answered so far (valid until the next loop iteration or call on it). */
+void wr_http_sub_peek(const struct wr_http_sub *sub, struct wr_http_sub_resp *out);
+/* Drop the first n bytes of the answer kept so far (a caller that reads a stream as it comes
+ * keeps only what it has not read yet; max_body counts what is kept). */
+void wr_http_sub_consume(struct wr_http_sub *sub, size_t n);
+/* Give up on it, as a client that hangs up: the handler's on_close says aborted (from the loop),
+ * on_done never comes, and sub must not be used again. Safe inside on_data. */
+void wr_http_sub_cancel(struct wr_http_sub *sub);

@@ -434,6 +434,9 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     /* Exposed ports: the proxied path has any depth, so it is not a route of the table. */
     if (api_ports_handle(api, req))
         return;
+    /* The MCP server (mcp.c): JSON-RPC on /mcp. */
+    if (api_mcp_handle(api, req))
+        return;
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;

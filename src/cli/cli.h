@@ -49,6 +49,8 @@ int cmd_ssh(int argc, char **argv);
 int cli_template_build(int argc, char **argv);
 /* template_oci.c: `warren template import|pull` (argv[0] is the sub-verb). */
 int cli_template_oci(int argc, char **argv);
+/* mcp.c: an MCP server on stdio, forwarding to warrend's /mcp. */
+int cmd_mcp(int argc, char **argv);
 
 /* ---- network.c ------------------------------------------------------------------------------ */
 

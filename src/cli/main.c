@@ -39,6 +39,7 @@ static const struct verb verbs[] = {
     {"network", cmd_network, "show or replace a sandbox's egress policy"},
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},
+    {"mcp", cmd_mcp, "serve MCP on stdin/stdout (for agents), forwarding to warrend's /mcp"},
 };
 
 void cli_errorf(const char *fmt, ...)

@@ -59,7 +59,9 @@ struct options {
     const char *domain;
     const char *net_table;
     uint32_t net_max_conns, net_ready;
-    uint32_t port_conn_limit; /* exposed ports: connections to one sandbox (0: 1000) */
+    uint32_t port_conn_limit;    /* exposed ports: connections to one sandbox (0: 1000) */
+    const char *mcp_origins[16]; /* --mcp-origin: Origin values /mcp accepts */
+    size_t n_mcp_origins;
 };
 
 static void usage(FILE *f)
@@ -109,7 +111,10 @@ static void usage(FILE *f)
            "  --max-body-connections N  with a request body arriving; beyond: 503\n"
            "                         (half of --max-connections)\n"
            "  --port-conn-limit N    connections to the exposed ports of one sandbox; beyond:\n"
-           "                         429 (1000)\n");
+           "                         429 (1000)\n"
+           "\nMCP server (docs/mcp.md):\n"
+           "  --mcp-origin ORIGIN    an Origin /mcp accepts, e.g. http://localhost:3000\n"
+           "                         (repeatable; requests without one are accepted)\n");
 }
 
 /* An option's number, min..max, into *out. */
@@ -183,7 +188,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_NETTABLE,
         O_NETMAXCONN,
         O_NETREADY,
-        O_PORTCONN
+        O_PORTCONN,
+        O_MCPORIGIN
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -216,6 +222,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"net-max-connections", required_argument, NULL, O_NETMAXCONN},
         {"net-ready", required_argument, NULL, O_NETREADY},
         {"port-conn-limit", required_argument, NULL, O_PORTCONN},
+        {"mcp-origin", required_argument, NULL, O_MCPORIGIN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -365,6 +372,13 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (opt_uint(optarg, 0, 4096, &o->net_ready, &err) < 0)
                 goto bad;
             break;
+        case O_MCPORIGIN:
+            if (o->n_mcp_origins == sizeof(o->mcp_origins) / sizeof(o->mcp_origins[0])) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most 16 origins");
+                goto bad;
+            }
+            o->mcp_origins[o->n_mcp_origins++] = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -467,6 +481,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
     wr_pool_stop(pool);
+    the_api->stopping = true;
     wr_api_e2b_close(the_api);
     /* What is buffered is written; followers' streams end. */
     wr_manager_set_netlog(manager, NULL);
@@ -640,6 +655,8 @@ int main(int argc, char **argv)
         .version = WARREN_VERSION,
         .domain = o.domain,
         .port_conn_limit = o.port_conn_limit,
+        .mcp_origins = o.mcp_origins,
+        .n_mcp_origins = o.n_mcp_origins,
     };
     the_api = &api;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {

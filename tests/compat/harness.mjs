@@ -45,6 +45,7 @@ export class Daemon {
     this.netPool = `10.${192 + (k >> 8)}.${k & 255}.0/24`;
     this.netTable = `wc${process.pid}_${tag.replace(/[^a-z0-9]/g, '')}`.slice(0, 32);
     this.domain = 'warren.test';
+    this.extraArgs = []; // more warrend flags, set before start()
     const tdir = path.join(this.state, 'templates', 'base');
     fs.mkdirSync(tdir, { recursive: true });
     fs.symlinkSync(path.join(path.resolve(BASE), 'rootfs'), path.join(tdir, 'rootfs'));
@@ -68,6 +69,7 @@ export class Daemon {
       '--listen', '127.0.0.1:0', '--run-dir', this.runDir, '--pool', '0',
       '--net-pool', this.netPool, '--net-table', this.netTable, '--net-ready', '2',
       '--dns-upstream', '127.0.0.1:9', '--domain', this.domain,
+      ...this.extraArgs,
     ], {
       stdio: ['ignore', 'pipe', log],
       env: {

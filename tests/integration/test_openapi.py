@@ -34,6 +34,9 @@ with open(SPEC_PATH) as _f:
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 OPERATIONS = [(p, m) for p, item in SPEC["paths"].items() for m in item if m in METHODS]
+# Paths that speak JSON-RPC (the MCP server, docs/mcp.md): their errors are JSON-RPC's, not the
+# Error schema; test_mcp_operations below and tests/integration/test_mcp.py check them.
+JSONRPC_PATHS = {"/mcp"}
 CODES = {502: "upstream", 501: "unsupported", 400: "invalid", 401: "unauthorized", 403: "forbidden", 404: "not_found", 409: "conflict",
          413: "too_large", 416: "invalid", 422: "bad_content", 503: "limit", 504: "timeout"}
 
@@ -296,7 +299,7 @@ def test_the_document_is_a_consistent_openapi_3_1():
             r = inline(r)
             for media, c in r.get("content", {}).items():
                 jsonschema.Draft202012Validator(meta).validate(c.get("schema", {}))
-            if status.startswith("4") or status.startswith("5"):
+            if (status.startswith("4") or status.startswith("5")) and template not in JSONRPC_PATHS:
                 assert r["content"]["application/json"]["schema"] == \
                     SPEC["components"]["schemas"]["Error"], (template, method, status)
 
@@ -339,6 +342,7 @@ def test_every_documented_operation_is_routed(daemon):
             # answered by the handlers, make nothing
             ("/v1/sandboxes/{id}/snapshots", "post"): {"name": "bad name!"},
             ("/v1/sandboxes/{id}/fork", "post"): {"count": 0},
+            ("/mcp", "post"): {"jsonrpc": "2.0", "id": 1, "method": "ping"},
         }
         queries = {
             "/v1/sandboxes/{id}/files": {"path": "/tmp/routed"},
@@ -1056,7 +1060,7 @@ def test_every_documented_error_status(daemon):
         assert wait_proc(daemon, sid, done)["exit_code"] == 0
         ctx = dict(sid=sid, running=running, done=done, team_key=team["key"])
         triggers = _triggers(daemon, ctx)
-        wanted = {(p, m, int(s)) for p, m in OPERATIONS
+        wanted = {(p, m, int(s)) for p, m in OPERATIONS if p not in JSONRPC_PATHS
                   for s in operation(p, m)["responses"] if s[0] in "45"}
         missing = wanted - set(triggers) - COVERED_ELSEWHERE
         assert not missing, "documented statuses without a test: %s" % sorted(missing)
@@ -1107,6 +1111,8 @@ def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
            "snapshot": "s", "port": 8999, "path": "x"}
     for template, method in OPERATIONS:
+        if template in JSONRPC_PATHS:
+            continue  # test_mcp_operations
         r = send(daemon, method.upper(), fill(template, ids), tcp=True,
                  body=b"{}" if method in ("post", "put") else None)
         if not secured(template, method):
@@ -1186,3 +1192,25 @@ def test_template_import_and_pull(daemon):
     assert r.status == 502 and r.json()["code"] == "upstream", r
     check(r, pull, "POST")
     assert send(daemon, "DELETE", "/v1/templates/openapi-imp").status == 204
+
+
+def test_mcp_operations(daemon):
+    """/mcp's answers match the document: a response, a notification's 202, and its JSON-RPC
+    refusals (400, 401, 403)."""
+    t = "/mcp"
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    r = api(daemon, "POST", t, body={"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                     "params": {"protocolVersion": "2025-11-25"}})
+    assert r.status == 200 and r.headers["mcp-session-id"]
+    api(daemon, "POST", t, body={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    assert api(daemon, "POST", t, body={"jsonrpc": "2.0", "method": "notifications/initialized"}).status == 202
+    assert api(daemon, "DELETE", t).status == 204
+    for kw, status in ((dict(body=b"{nope"), 400), (dict(body=ping, tcp=True), 401),
+                       (dict(body=ping, tcp=True, key="wr_bogus"), 401),
+                       (dict(method="DELETE", tcp=True), 401),
+                       (dict(body=ping, headers={"Origin": "https://evil.example"}), 403),
+                       (dict(method="DELETE", headers={"Origin": "null"}), 403)):
+        m = kw.pop("method", "POST")
+        r = api(daemon, m, t, **kw)
+        assert r.status == status, (kw, r)
+        assert r.json()["id"] is None and r.json()["error"]["message"], r
