@@ -235,6 +235,9 @@ void api_sandbox_snapshot(struct api_call *c);
 void api_sandbox_fork(struct api_call *c);
 /* 403: only an admin key makes a shared template (h_images.c). */
 void api_forbid_shared(struct wr_http_req *req);
+
+/* h_warm.c: GET /v1/warm-pools */
+void api_warm_pools(struct api_call *c);
 /* JSON of a template of the store as the caller sees it (h_images.c). */
 json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
                           const struct wr_image_rec *r);

@@ -461,6 +461,8 @@ static void list_proc(struct wr_proc *p, void *ctx)
     o = json_pack("{s:o,s:I}", "config", config, "pid", (json_int_t)wr_proc_id(p));
     if (m != NULL && m->tag != NULL)
         json_object_set_new(o, "tag", json_string(m->tag));
+    else if (wr_proc_tag(p) != NULL) /* the template's start command */
+        json_object_set_new(o, "tag", json_string(wr_proc_tag(p)));
     json_array_append_new(l->arr, o);
 }
 

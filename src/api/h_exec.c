@@ -84,11 +84,15 @@ json_t *api_proc_json(struct wr_proc *p)
         json_t *s = json_string(*a);
         json_array_append_new(cmd, s ? s : json_string("\xef\xbf\xbd"));
     }
-    return json_pack("{s:I,s:I,s:o,s:b,s:b,s:o,s:o}", "pid", (json_int_t)wr_proc_id(p), "os_pid",
-                     (json_int_t)wr_proc_os_pid(p), "cmd", cmd, "pty", wr_proc_pty(p), "running",
-                     wr_proc_running(p), "exit_code",
-                     ex && ex->signal == 0 ? json_integer(ex->exit_code) : json_null(), "signal",
-                     ex && ex->signal ? json_integer(ex->signal) : json_null());
+    json_t *o = json_pack("{s:I,s:I,s:o,s:b,s:b,s:o,s:o}", "pid", (json_int_t)wr_proc_id(p),
+                          "os_pid", (json_int_t)wr_proc_os_pid(p), "cmd", cmd, "pty",
+                          wr_proc_pty(p), "running", wr_proc_running(p), "exit_code",
+                          ex && ex->signal == 0 ? json_integer(ex->exit_code) : json_null(),
+                          "signal", ex && ex->signal ? json_integer(ex->signal) : json_null());
+
+    if (wr_proc_tag(p) != NULL) /* "start": the template's start command */
+        json_object_set_new(o, "tag", json_string(wr_proc_tag(p)));
+    return o;
 }
 
 /* ---- exec and attach ------------------------------------------------------------------------ */

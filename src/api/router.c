@@ -316,6 +316,8 @@ static const struct api_route routes[] = {
     {"POST", "volumes", api_volume_create, CONTROL_BODY_MAX, 0},
     {"GET", "volumes/*", api_volume_get, 0, 0},
     {"DELETE", "volumes/*", api_volume_delete, 0, 0},
+
+    {"GET", "warm-pools", api_warm_pools, 0, 0},
 };
 
 /* Whether the path's segments fit pattern. */

@@ -162,6 +162,13 @@ void wr__procs_adopt(struct wr_live_sb *sb);
  * and thawed: start them again with it. */
 void wr__procs_pause(struct wr_live_sb *sb);
 void wr__procs_resume(struct wr_live_sb *sb);
+/* Tag a process (NULL: none; see wr_proc_tag). */
+void wr__proc_set_tag(struct wr_proc *p, const char *tag);
+/* The last (at most) cap bytes of the process's kept output, both streams in order, into out;
+ * returns how many. */
+size_t wr__proc_tail(const struct wr_proc *p, char *out, size_t cap);
+/* Whether a process of the sandbox has the tag. */
+bool wr__procs_tagged(const struct wr_live_sb *sb, const char *tag);
 
 /* manager.c */
 const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
@@ -259,18 +266,23 @@ int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox
 /* manager.c: 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
 
-/* warm.c: sandboxes of the default template started ahead of creates (see there).
+/* warm.c: sandboxes of a template started ahead of creates (see there), one pool per template
+ * (warrend --warm N for base, --warm NAME=N).
  * wr__warm_open: remove the warm sandboxes a killed daemon left (after reconcile), start
  * filling. wr__warm_close: destroy them (blocking; at shutdown). wr__warm_take: a warm sandbox
- * for a create of image_json (the record's) with the default limits and no env, volume or disk
- * limit, or NULL; *id is its id, which the create's record must take. wr__warm_recorded: the
- * record of the one taken with id is in the store; wr__warm_drop: destroy the one taken with
- * id instead (its create failed), on a worker. */
+ * of template tname for a create of image_json (the record's) with the default limits and no
+ * env, volume or disk limit, or NULL; *id is its id, which the create's record must take; *sb
+ * is its live sandbox (CREATING, not in the table, its agent connected and its start process
+ * running) when the template has a start command, else NULL. wr__warm_recorded: the record of
+ * the one taken with id is in the store; wr__warm_drop: destroy the one taken with id instead
+ * (its create failed), on a worker (sb, or NULL, is let go first). */
 void wr__warm_open(struct wr_manager *m);
 void wr__warm_close(struct wr_manager *m);
-struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *image_json, char id[21]);
+struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *tname, const char *image_json,
+                                 char id[21], struct wr_live_sb **sb);
 void wr__warm_recorded(struct wr_manager *m, const char *id);
-void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt);
+void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
+                   struct wr_live_sb *sb);
 
 /* volumes.c: check the team's volumes `v` (names, paths, limits) and resolve them to the
  * record's volumes_json (*out, free it): [{"id","name","path","readonly"}]. WR_EINVAL for bad

@@ -16,6 +16,7 @@
 #include "../util/cleanup.h"
 #include "core_int.h"
 #include "images.h"
+#include "start.h"
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
@@ -178,6 +179,8 @@ struct create_work {
     int rc;
     wr_manager_create_cb cb;
     void *ctx;
+    struct wr_start_cfg *start; /* the template's start command (start.c), or NULL */
+    bool slot_noted;            /* wr__net_slot_made was called (before the start command) */
 };
 
 static void create_run(uv_work_t *w)
@@ -243,7 +246,7 @@ static void create_finish(struct create_work *c)
         (void)wr__sandbox_teardown(m, c->rec.id, c->rt_sb, false, c->ss.home, NULL);
         c->rc = wr_err_set(&c->err, WR_ECONFLICT, 0, "the daemon is shutting down");
     }
-    if (c->ss.net_slot >= 0 && (c->rc == 0 || !c->ss.net_make))
+    if (c->ss.net_slot >= 0 && !c->slot_noted && (c->rc == 0 || !c->ss.net_make))
         wr__net_slot_made(m, c->ss.net_slot);
     if (c->rc < 0) {
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
@@ -285,7 +288,59 @@ static void create_finish(struct create_work *c)
 out:
     wr_sandbox_rec_fini(&c->rec);
     wr__start_spec_fini(&c->ss);
+    wr__start_cfg_free(c->start);
     free(c);
+}
+
+/* ---- the template's start command, before the create answers ------------------------------- */
+
+struct start_fail_work {
+    uv_work_t w;
+    struct create_work *c;
+};
+
+static void start_fail_run(uv_work_t *w)
+{
+    struct start_fail_work *f = w->data;
+    struct create_work *c = f->c;
+    struct wr_err err;
+
+    if (wr__sandbox_teardown(c->m, c->rec.id, c->rt_sb, false, c->ss.home, &err) < 0)
+        log_warn("sandbox %s: %s", c->rec.id, err.msg);
+}
+
+static void start_fail_done(uv_work_t *w, int status)
+{
+    struct start_fail_work *f = w->data;
+    struct create_work *c = f->c;
+    struct wr_manager *m = c->m;
+
+    free(f);
+    c->sb->rt = NULL;
+    c->rt_sb = NULL;
+    c->rc = -1;
+    create_finish(c);
+    wr__work_done(m);
+}
+
+/* The start command is ready (the create goes on as if the sandbox had just started), or not:
+ * everything of the sandbox goes (processes, cgroups, home, slot, record) and the create fails
+ * with why. */
+static void create_started(void *ctx, const struct wr_err *err)
+{
+    struct create_work *c = ctx;
+    struct start_fail_work *f;
+
+    if (err == NULL) {
+        create_finish(c);
+        return;
+    }
+    c->err = *err;
+    wr__start_forget(c->sb, err);
+    f = xcalloc(1, sizeof(*f));
+    f->c = c;
+    f->w.data = f;
+    wr__queue_work(c->m, &f->w, start_fail_run, start_fail_done);
 }
 
 static void create_done(uv_work_t *w, int status)
@@ -293,7 +348,18 @@ static void create_done(uv_work_t *w, int status)
     struct create_work *c = w->data;
     struct wr_manager *m = c->m;
 
-    create_finish(c);
+    if (c->rc == 0 && c->start != NULL && !m->closing && !c->sb->pending_end.due) {
+        struct wr_start_cfg *start = c->start;
+        if (c->ss.net_slot >= 0) {
+            wr__net_slot_made(m, c->ss.net_slot);
+            c->slot_noted = true;
+        }
+        c->start = NULL;
+        c->sb->rt = c->rt_sb;
+        wr__start_run(c->sb, start, c->rec.template_name, create_started, c);
+    } else {
+        create_finish(c);
+    }
     wr__work_done(m);
 }
 
@@ -302,9 +368,9 @@ static void create_done(uv_work_t *w, int status)
 static bool warm_fits(const struct wr_manager *m, const struct wr_create_req *req,
                       const struct wr_sandbox_rec *rec, json_t *env)
 {
-    return m->warm != NULL && req->image_json == NULL && strcmp(rec->template_name, "base") == 0 &&
-           req->n_volumes == 0 && req->context_dir == NULL && req->disk_bytes == 0 &&
-           json_object_size(env) == 0 && rec->cpu_millis == m->cfg.default_cpu_millis &&
+    return m->warm != NULL && req->image_json == NULL && req->n_volumes == 0 &&
+           req->context_dir == NULL && req->disk_bytes == 0 && json_object_size(env) == 0 &&
+           rec->cpu_millis == m->cfg.default_cpu_millis &&
            rec->memory_bytes == m->cfg.default_memory_bytes;
 }
 
@@ -352,6 +418,11 @@ static int idem_lookup(struct wr_manager *m, const struct wr_create_req *req,
     return 1;
 }
 
+static void start_cfg_freep(struct wr_start_cfg **p)
+{
+    wr__start_cfg_free(*p);
+}
+
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                        wr_manager_create_cb cb, void *ctx)
 {
@@ -361,6 +432,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     struct wr_image img = {0};
     struct create_work *c;
     struct wr_sandbox *warm = NULL;
+    struct wr_live_sb *warm_sb = NULL;
+    _cleanup_(start_cfg_freep) struct wr_start_cfg *start = NULL;
     json_t *env, *image;
     struct wr_err err;
     char id[21];
@@ -386,6 +459,10 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
         goto fail;
     }
+    /* A build's step runs its command alone: the start command is for the template's sandboxes. */
+    if (strncmp(tname, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) != 0 &&
+        wr__start_cfg_parse(img.config, img.name, &start, &err) < 0)
+        goto fail;
     if (req->disk_bytes > 0) {
         const char *why;
         if (wr_images_quota_method(m->cfg.images, &why) == NULL) {
@@ -438,6 +515,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->m = m;
     c->cb = cb;
     c->ctx = ctx;
+    c->start = start;
+    start = NULL;
     wr__core_new_id(id);
     env = req->env_json != NULL ? json_loads(req->env_json, 0, NULL) : NULL;
     if (!json_is_object(env)) {
@@ -466,7 +545,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
             wr__net_json(m, &pol, slot, req->net == NULL || req->net->ports_public != 0,
                          req->net ? req->net->mask_host : NULL);
     if (slot < 0 && warm_fits(m, req, &c->rec, env) &&
-        (warm = wr__warm_take(m, c->rec.image_json, id)) != NULL) {
+        (warm = wr__warm_take(m, c->rec.template_name, c->rec.image_json, id, &warm_sb)) != NULL) {
         free(c->rec.id);
         c->rec.id = xstrdup(id);
     }
@@ -483,18 +562,27 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         if (warm != NULL)
-            wr__warm_drop(m, id, warm);
+            wr__warm_drop(m, id, warm, warm_sb);
         wr__net_release_slot(m, slot, !make_slot);
         wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_spec_fini(&c->ss);
+        wr__start_cfg_free(c->start);
         free(c);
         cb(ctx, NULL, false, &err, 0);
         return;
     }
     wr_runtime_crash_point(m->cfg.rt, "recorded");
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
-    c->sb = wr__live_sb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
+    if (warm_sb != NULL) {
+        /* A warm sandbox that ran its template's start command comes with its live sandbox
+         * (its agent connected, the start process in its table): it is the create's now. */
+        c->sb = warm_sb;
+        free(c->sb->team);
+        c->sb->team = xstrdup(req->team);
+    } else {
+        c->sb = wr__live_sb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
+    }
     c->sb->store_layers = wr__uses_store_layers(c->rec.image_json);
     c->sb->on_timeout = req->on_timeout;
     c->sb->timeout_s = timeout_s;

@@ -175,7 +175,7 @@ void wr__live_sb_start_watching(struct wr_live_sb *sb, enum live_sb_state to, in
         uv_poll_start(&sb->pidfd_poll, UV_READABLE, on_pidfd);
         sb->polling = true;
     }
-    if (to == LIVE_SB_RUNNING)
+    if (to == LIVE_SB_RUNNING && sb->agent == NULL) /* a start command's run connected it */
         wr__live_sb_connect(sb, connect_by_path);
 }
 
@@ -434,6 +434,14 @@ static void agent_closed(struct wr_agent *a, const struct wr_err *err, void *ctx
 
     if (sb->agent != a || wr__live_sb_ending(sb))
         return;
+    if (sb->state == LIVE_SB_CREATING) {
+        /* Opened for a start command (start.c), before the sandbox is watched: the run sees
+         * the agent gone and fails. */
+        log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
+        sb->agent = NULL;
+        wr_agent_close(a);
+        return;
+    }
     log_warn("sandbox %s: agent connection closed: %s", sb->id, err ? err->msg : "closed");
     sb->agent = NULL;
     wr_agent_close(a);

@@ -51,6 +51,13 @@ struct wr_net_config {
     const char *run_dir;      /* where slots are held (<run_dir>/net/<table>/) */
 };
 
+/* A pool of warm sandboxes: this many of the template (a directory or shared template). */
+struct wr_warm_pool_cfg {
+    const char *template_name;
+    uint32_t target;
+};
+#define WR_WARM_POOLS_MAX 16
+
 struct wr_manager_config {
     uv_loop_t *loop;
     struct wr_store *store;
@@ -69,11 +76,27 @@ struct wr_manager_config {
      * creates (0: none), with their markers in warm_dir (required if warm > 0). */
     uint32_t warm;
     const char *warm_dir;
+    /* More pools of warm sandboxes, one per template (warrend --warm NAME=N): a pool for
+     * "base" here replaces `warm`. A template with a start command has its warm sandboxes run
+     * it, and pass its readiness check, before a create can take one. */
+    const struct wr_warm_pool_cfg *warm_pools;
+    size_t n_warm_pools;
     struct wr_net_config net;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
                     struct wr_err *err);
+
+/* The warm pools (GET /v1/warm-pools): each template's target and how many are ready to be
+ * taken now (started, and past their start command's readiness check). */
+struct wr_warm_pool_info {
+    const char *template_name; /* valid until the next call on the loop */
+    uint32_t target;
+    uint32_t ready;
+};
+/* Fills at most cap entries of out, in the order the pools were configured; returns how many
+ * pools there are. */
+size_t wr_manager_warm_pools(const struct wr_manager *m, struct wr_warm_pool_info *out, size_t cap);
 /* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon);
  * warm sandboxes, which no create has taken, are destroyed. */
 void wr_manager_close(struct wr_manager *m);
@@ -368,6 +391,8 @@ uint32_t wr_proc_id(const struct wr_proc *p);
 int64_t wr_proc_os_pid(const struct wr_proc *p);
 char *const *wr_proc_argv(const struct wr_proc *p);
 bool wr_proc_pty(const struct wr_proc *p);
+/* What the daemon started it as: "start" for a template's start command, or NULL. */
+const char *wr_proc_tag(const struct wr_proc *p);
 bool wr_proc_running(const struct wr_proc *p);
 const struct wr_exit *wr_proc_exit(const struct wr_proc *p);
 

@@ -10,6 +10,7 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "start.h"
 
 /* ---- pause and resume --------------------------------------------------------------------- */
 
@@ -154,8 +155,10 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 struct disk_work {
     uv_work_t w;
     struct wr_live_sb *sb;
-    struct wr_sandbox *rt_sb; /* pause: the one to end; resume: the new one */
-    struct start_spec ss;     /* resume */
+    struct wr_sandbox *rt_sb;   /* pause: the one to end; resume: the new one */
+    struct start_spec ss;       /* resume */
+    struct wr_start_cfg *start; /* resume: its template's start command, or NULL */
+    char *tname;
     struct wr_err err;
     int rc;
     wr_manager_state_cb cb;
@@ -236,6 +239,41 @@ static void disk_resume_run(uv_work_t *w)
     d->rc = wr__start_sandbox(d->sb->m, &d->ss, &d->rt_sb, &d->err);
 }
 
+struct resume_start {
+    struct wr_live_sb *sb; /* referenced */
+    wr_manager_state_cb cb;
+    void *ctx;
+};
+
+/* The start command after a resume from disk is ready, or not: the sandbox runs on either way
+ * (its files are the caller's), and the resume answers with the start command's error. */
+static void resume_started(void *arg, const struct wr_err *err)
+{
+    struct resume_start *rs = arg;
+    struct wr_live_sb *sb = rs->sb;
+    struct wr_manager *m = sb->m;
+    struct wr_err e2;
+
+    sb->busy = false;
+    if (m->closing) {
+        wr_err_set(&e2, WR_ECONFLICT, 0, "the daemon is shutting down");
+        if (rs->cb != NULL)
+            rs->cb(rs->ctx, NULL, &e2);
+        wr__live_sb_let_go(sb);
+    } else if (wr__run_pending_end(sb)) {
+        wr_err_set(&e2, WR_ECONFLICT, 0, "sandbox `%s` ended while being resumed", sb->id);
+        if (rs->cb != NULL)
+            rs->cb(rs->ctx, NULL, &e2);
+    } else if (err != NULL) {
+        if (rs->cb != NULL)
+            rs->cb(rs->ctx, NULL, err);
+    } else {
+        answer(rs->cb, rs->ctx, m->cfg.store, sb->id);
+    }
+    wr_live_sb_unref(sb);
+    free(rs);
+}
+
 static void disk_resume_done(uv_work_t *w, int status)
 {
     struct disk_work *d = w->data;
@@ -267,8 +305,22 @@ static void disk_resume_done(uv_work_t *w, int status)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, sb->deadline_ms, false);
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
+    if (d->start != NULL) {
+        /* Its template's start command runs again; the resume answers once it is ready. */
+        struct resume_start *rs = xcalloc(1, sizeof(*rs));
+        rs->sb = sb;
+        wr_live_sb_ref(sb);
+        rs->cb = d->cb;
+        rs->ctx = d->ctx;
+        sb->busy = true;
+        wr__start_run(sb, d->start, d->tname, resume_started, rs);
+        d->start = NULL;
+        goto out;
+    }
     answer(d->cb, d->ctx, m->cfg.store, sb->id);
 out:
+    wr__start_cfg_free(d->start);
+    free(d->tname);
     wr__start_spec_fini(&d->ss);
     wr_live_sb_unref(sb);
     free(d);
@@ -299,12 +351,15 @@ static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_mana
         return;
     }
     d = xcalloc(1, sizeof(*d));
-    if (wr__start_spec_of(m, &rec, &d->ss, &err) < 0) {
+    if (wr__start_cfg_of_image(rec.image_json, rec.template_name, &d->start, &err) < 0 ||
+        wr__start_spec_of(m, &rec, &d->ss, &err) < 0) {
+        wr__start_cfg_free(d->start);
         wr_sandbox_rec_fini(&rec);
         free(d);
         cb(ctx, NULL, &err);
         return;
     }
+    d->tname = xstrdup(rec.template_name ? rec.template_name : "");
     wr_sandbox_rec_fini(&rec);
     d->ss.home_exists = true;
     if (timeout_s != 0)

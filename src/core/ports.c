@@ -133,6 +133,13 @@ static int watch(struct wr_port_req *r, int events, unsigned ms)
 
 /* ---- through warren-init ------------------------------------------------------------------- */
 
+/* Running, or being created with its processes up: the start command's readiness check
+ * (start.c) dials a sandbox before it is handed out. */
+static bool reachable(const struct wr_live_sb *sb)
+{
+    return sb->rt != NULL && (wr_live_sb_alive(sb) || sb->state == LIVE_SB_CREATING);
+}
+
 static void init_start(struct wr_port_req *r)
 {
     const char *path = wr_live_sb_ctl_path(r->sb);
@@ -143,7 +150,7 @@ static void init_start(struct wr_port_req *r)
     int rc;
 
     r->step = STEP_INIT;
-    if (!wr_live_sb_alive(r->sb) || path == NULL) {
+    if (!reachable(r->sb) || path == NULL) {
         fail(r, WR_ECONFLICT, 0, "sandbox %s is not running", r->sb->id);
         return;
     }
@@ -377,7 +384,7 @@ static struct wr_port_req *req_start(struct wr_live_sb *sb, uint16_t type, uint1
 {
     struct wr_port_req *r;
 
-    if (!wr_live_sb_alive(sb) || wr__live_sb_paused(sb) || sb->rt == NULL) {
+    if (!reachable(sb) || wr__live_sb_paused(sb)) {
         wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s is not running", sb->id);
         return NULL;
     }

@@ -11,7 +11,9 @@
 #include "../util/log.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
+#include "../store/store.h"
 #include "core_int.h"
+#include "start.h"
 
 struct out_chunk {
     struct out_chunk *next;
@@ -25,6 +27,7 @@ struct wr_proc {
     uint32_t id;
     int64_t os_pid;
     char **argv;
+    char *tag; /* e.g. "start" (a template's start command), or NULL */
     bool pty;
     bool running;
     bool timed_out;
@@ -49,6 +52,7 @@ static void timer_closed(uv_handle_t *h)
     for (char **a = p->argv; a && *a; a++)
         free(*a);
     free(p->argv);
+    free(p->tag);
     free(p);
 }
 
@@ -324,6 +328,35 @@ char *const *wr_proc_argv(const struct wr_proc *p)
     return p->argv;
 }
 
+const char *wr_proc_tag(const struct wr_proc *p)
+{
+    return p->tag;
+}
+
+void wr__proc_set_tag(struct wr_proc *p, const char *tag)
+{
+    free(p->tag);
+    p->tag = tag ? xstrdup(tag) : NULL;
+}
+
+size_t wr__proc_tail(const struct wr_proc *p, char *out, size_t cap)
+{
+    size_t skip = p->rbytes > cap ? p->rbytes - cap : 0, n = 0;
+
+    for (const struct out_chunk *c = p->rhead; c != NULL; c = c->next) {
+        size_t from = 0;
+        if (skip >= c->n) {
+            skip -= c->n;
+            continue;
+        }
+        from = skip;
+        skip = 0;
+        memcpy(out + n, c->data + from, c->n - from);
+        n += c->n - from;
+    }
+    return n;
+}
+
 bool wr_proc_pty(const struct wr_proc *p)
 {
     return p->pty;
@@ -531,10 +564,18 @@ static const struct wr_agent_proc_cbs adopt_cbs = {
     .on_exit = on_exit_ev,
 };
 
+/* A LIST after a restart: the sandbox, and its template's start command (to tag its process
+ * again: the tag is the daemon's, not warren-init's), or NULL. */
+struct adopt_ctx {
+    struct wr_live_sb *sb;
+    char *start_cmd;
+};
+
 static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *pl, bool final,
                              const struct wr_err *err)
 {
-    struct wr_live_sb *sb = ctx;
+    struct adopt_ctx *ac = ctx;
+    struct wr_live_sb *sb = ac->sb;
     struct wr_proc_info pi;
     struct wr_err derr;
     struct wr_proc *p;
@@ -543,6 +584,8 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
         if (err != NULL)
             log_warn("sandbox %s: list processes: %s", sb->id, err->msg);
         wr_live_sb_unref(sb);
+        free(ac->start_cmd);
+        free(ac);
         return;
     }
     if (h->type != WR_MSG_PROC || wr_proc_info_decode(pl, h->len, &pi, &derr) < 0)
@@ -556,6 +599,11 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
         p->running = pi.running;
         p->ex.exit_code = pi.exit_code;
         p->ex.signal = pi.signal;
+        if (ac->start_cmd != NULL && pi.argv != NULL && pi.argv[0] && pi.argv[1] && pi.argv[2] &&
+            !pi.argv[3] && strcmp(pi.argv[0], "/bin/sh") == 0 && strcmp(pi.argv[1], "-c") == 0 &&
+            strcmp(pi.argv[2], ac->start_cmd) == 0 && !wr__procs_tagged(sb, WR_START_TAG)) {
+            p->tag = xstrdup(WR_START_TAG);
+        }
         table_add(sb, p);
         /* Attach to ended processes too: warren-init still holds the output they wrote while
          * no daemon read it, and sends it before their EXIT. */
@@ -567,17 +615,41 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
 
 void wr__procs_adopt(struct wr_live_sb *sb)
 {
+    struct adopt_ctx *ac;
+    struct wr_sandbox_rec rec;
+    struct wr_start_cfg *start = NULL;
     struct wr_buf *b;
     struct wr_err err;
-    size_t start;
+    size_t at;
 
     if (sb->agent == NULL)
         return;
+    ac = xcalloc(1, sizeof(*ac));
+    ac->sb = sb;
+    if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, &rec, &err) == 0) {
+        if (wr__start_cfg_of_image(rec.image_json, rec.template_name, &start, &err) == 0 &&
+            start != NULL) {
+            ac->start_cmd = start->cmd;
+            start->cmd = NULL;
+        }
+        wr__start_cfg_free(start);
+        wr_sandbox_rec_fini(&rec);
+    }
     wr_live_sb_ref(sb);
-    b = wr_agent_begin(sb->agent, WR_MSG_LIST, &start);
+    b = wr_agent_begin(sb->agent, WR_MSG_LIST, &at);
     (void)b;
-    if (wr_agent_end(sb->agent, start, adopt_list_reply, sb, &err) == 0) {
+    if (wr_agent_end(sb->agent, at, adopt_list_reply, ac, &err) == 0) {
         log_warn("sandbox %s: list processes: %s", sb->id, err.msg);
         wr_live_sb_unref(sb);
+        free(ac->start_cmd);
+        free(ac);
     }
+}
+
+bool wr__procs_tagged(const struct wr_live_sb *sb, const char *tag)
+{
+    for (size_t i = 0; i < sb->nprocs; i++)
+        if (sb->procs[i]->tag != NULL && strcmp(sb->procs[i]->tag, tag) == 0)
+            return true;
+    return false;
 }

@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Warm sandboxes: complete sandboxes of the default template, started ahead of creates
- * (warrend --warm N). A create that asks for exactly what they are (template "base", no env of
- * its own, the default CPU and memory, no volume, no disk limit) takes one and is answered at
- * once, instead of waiting for the namespaces, mounts, cgroups and warren-init. Its id,
+/* Warm sandboxes: complete sandboxes of a template, started ahead of creates, one pool per
+ * template (warrend --warm N for base, --warm NAME=N for others). A create that asks for exactly
+ * what they are (that template, no env of its own, the default CPU and memory, no volume, no
+ * disk limit) takes one and is answered at once, instead of waiting for the namespaces, mounts,
+ * cgroups and warren-init (and the template's start command, below). Its id,
  * hostname, home and cgroups were made for the id the create then gets, so nothing is renamed;
- * nothing has run in it but its warren-init, so it cannot be told from a sandbox made for the
- * request except by warren-init's start time. Its deadline starts at the create.
+ * nothing has run in it but its warren-init (and its template's start command), so it cannot be
+ * told from a sandbox made for the request except by the start times. Its deadline starts at
+ * the create.
+ *
+ * A template with a start command (start.h): a warm sandbox of it has a live sandbox of its own
+ * (CREATING, in no table, counted nowhere) whose agent is connected and whose start command
+ * runs; it is "ready" only once the command's readiness check has answered, and the create
+ * that takes it takes that live sandbox too (the start process stays in its process table). A
+ * start that fails is logged and tried again after WARM_RETRY_MS.
  *
  * Each warm sandbox has a marker, <warm_dir>/<id>, from before it is made until the record of
  * the create that took it is in the store; it says "ready" once the sandbox can be taken. A daemon
@@ -13,8 +21,8 @@
  * their markers and kills them (wr__warm_open). On a normal stop they are destroyed
  * (wr__warm_close).
  *
- * Refills run one sandbox at a time on the loop's pool, WARM_DELAY_MS after the take that made
- * room: long enough for the new sandbox's first command to start before the refill competes
+ * Refills run one sandbox at a time per pool on the loop's pool, WARM_DELAY_MS after the take that
+ * made room: long enough for the new sandbox's first command to start before the refill competes
  * with it, short enough that a sequential loop of creates (bench/run-api.sh) finds the next one
  * ready. Measured with bench/api.c cycle, create -> first output median (p99): 5.4-5.6 ms
  * (11-14) with 4 ms, 6.6 (11-12) with 0, 5.6-6.2 (20-21) with 8, 9.1 (20) with 20, and
@@ -40,8 +48,8 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "start.h"
 
-#define WARM_TEMPLATE "base"
 #define WARM_DELAY_MS 4
 #define WARM_RETRY_MS 5000
 #define WARM_MAX      64
@@ -49,25 +57,33 @@
 struct warm_entry {
     char id[21];
     struct wr_sandbox *rt;
-    char *image_json; /* of the image it was made from, as a create records it */
+    struct wr_live_sb *sb; /* with a start command: its live sandbox; else NULL */
+    char *image_json;      /* of the image it was made from, as a create records it */
 };
 
-struct wr_warm {
-    struct wr_manager *m;
+struct warm_pool {
+    struct wr_warm *wm;
+    char *name; /* the template */
     struct warm_entry v[WARM_MAX];
     size_t n, target;
     bool filling;
     uv_timer_t *timer; /* the next refill */
 };
 
-/* The image of the warm template as a create records it (see wr_manager_create), or NULL. */
-static char *warm_image_json(struct wr_manager *m, struct wr_err *err)
+struct wr_warm {
+    struct wr_manager *m;
+    struct warm_pool pools[WR_WARM_POOLS_MAX];
+    size_t npools;
+};
+
+/* The image of a pool's template as a create records it (see wr_manager_create), or NULL. */
+static char *warm_image_json(struct wr_manager *m, const char *name, struct wr_err *err)
 {
     struct wr_image img = {0};
     json_t *image;
     char *s;
 
-    if (wr_images_resolve(m->cfg.images, "", WARM_TEMPLATE, &img, err) < 0)
+    if (wr_images_resolve(m->cfg.images, "", name, &img, err) < 0)
         return NULL;
     image = json_pack("{sOsO}", "layers", img.layers, "config", img.config);
     s = json_dumps(image, JSON_COMPACT);
@@ -94,20 +110,34 @@ static void warm_remove(struct wr_manager *m, const char *id, struct wr_sandbox 
     (void)unlink(marker);
 }
 
+/* Let go of a warm sandbox's live sandbox (loop): its agent and processes. */
+static void let_go_sb(struct wr_live_sb *sb)
+{
+    struct wr_err why;
+
+    if (sb == NULL)
+        return;
+    wr_err_set(&why, WR_ECONFLICT, 0, "warm sandbox %s is removed", sb->id);
+    wr__start_forget(sb, &why);
+    wr_live_sb_unref(sb);
+}
+
 /* ---- filling -------------------------------------------------------------------------------- */
 
 struct fill_work {
     uv_work_t w;
     struct wr_manager *m;
+    struct warm_pool *pool;
     char id[21];
     char *image_json;
     struct start_spec ss;
     struct wr_sandbox *rt;
+    struct wr_live_sb *sb; /* while its start command runs */
     struct wr_err err;
     int rc;
 };
 
-static void schedule(struct wr_warm *wm, uint64_t ms);
+static void schedule(struct warm_pool *p, uint64_t ms);
 
 static void fill_run(uv_work_t *w)
 {
@@ -125,61 +155,111 @@ static void fill_run(uv_work_t *w)
         (void)unlink(marker);
 }
 
+static void fill_free(struct fill_work *f)
+{
+    free(f->image_json);
+    wr__start_spec_fini(&f->ss);
+    free(f);
+}
+
+/* f's sandbox is up (and ready, if its template has a start command): into the pool. */
+static void fill_add(struct fill_work *f)
+{
+    struct warm_pool *p = f->pool;
+    struct warm_entry *e = &p->v[p->n++];
+    _cleanup_free_ char *marker = marker_path(f->m, f->id);
+    struct wr_err err;
+
+    if (wr_write_fileat(AT_FDCWD, marker, "ready\n", false, &err) < 0)
+        log_warn("warm sandbox %s: %s", f->id, err.msg);
+    memcpy(e->id, f->id, sizeof(e->id));
+    e->rt = f->rt;
+    e->sb = f->sb;
+    e->image_json = f->image_json;
+    f->image_json = NULL;
+    log_debug("warm sandbox %s of `%s` ready (%zu of %zu)", e->id, p->name, p->n, p->target);
+    if (p->n < p->target)
+        schedule(p, WARM_DELAY_MS);
+}
+
+static void fill_started(void *ctx, const struct wr_err *err)
+{
+    struct fill_work *f = ctx;
+    struct wr_manager *m = f->m;
+
+    if (m->closing || m->warm == NULL) {
+        let_go_sb(f->sb);
+        warm_remove(m, f->id, f->rt);
+    } else if (err != NULL) {
+        f->pool->filling = false;
+        log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, err->msg,
+                 WARM_RETRY_MS / 1000);
+        wr__warm_drop(m, f->id, f->rt, f->sb);
+        schedule(f->pool, WARM_RETRY_MS);
+    } else {
+        f->pool->filling = false;
+        fill_add(f);
+    }
+    fill_free(f);
+}
+
 static void fill_done(uv_work_t *w, int status)
 {
     struct fill_work *f = w->data;
     struct wr_manager *m = f->m;
-    struct wr_warm *wm = m->warm;
+    struct wr_start_cfg *start = NULL;
+    struct wr_err err;
 
-    if (m->closing || wm == NULL) {
+    if (m->closing || m->warm == NULL) {
         if (f->rc == 0)
             warm_remove(m, f->id, f->rt);
+    } else if (f->rc < 0) {
+        f->pool->filling = false;
+        log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, f->err.msg,
+                 WARM_RETRY_MS / 1000);
+        schedule(f->pool, WARM_RETRY_MS);
+    } else if (wr__start_cfg_of_image(f->image_json, f->pool->name, &start, &err) < 0) {
+        f->pool->filling = false;
+        log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, err.msg,
+                 WARM_RETRY_MS / 1000);
+        wr__warm_drop(m, f->id, f->rt, NULL);
+        schedule(f->pool, WARM_RETRY_MS);
+    } else if (start != NULL) {
+        /* Its start command runs before it can be taken; the pool stays "filling" meanwhile. */
+        f->sb = wr__live_sb_new(m, f->id, "", f->ss.memory_bytes, f->ss.cpu_millis);
+        f->sb->rt = f->rt;
+        f->sb->busy = true;
+        wr__start_run(f->sb, start, f->pool->name, fill_started, f);
+        wr__work_done(m);
+        return;
     } else {
-        wm->filling = false;
-        if (f->rc < 0) {
-            log_warn("warm sandbox: %s; retrying in %d s", f->err.msg, WARM_RETRY_MS / 1000);
-            schedule(wm, WARM_RETRY_MS);
-        } else {
-            struct warm_entry *e = &wm->v[wm->n++];
-            _cleanup_free_ char *marker = marker_path(m, f->id);
-            struct wr_err err;
-
-            if (wr_write_fileat(AT_FDCWD, marker, "ready\n", false, &err) < 0)
-                log_warn("warm sandbox %s: %s", f->id, err.msg);
-            memcpy(e->id, f->id, sizeof(e->id));
-            e->rt = f->rt;
-            e->image_json = f->image_json;
-            f->image_json = NULL;
-            log_debug("warm sandbox %s ready (%zu of %zu)", e->id, wm->n, wm->target);
-            if (wm->n < wm->target)
-                schedule(wm, WARM_DELAY_MS);
-        }
+        f->pool->filling = false;
+        fill_add(f);
     }
-    free(f->image_json);
-    wr__start_spec_fini(&f->ss);
-    free(f);
+    fill_free(f);
     wr__work_done(m);
 }
 
 /* Start one more warm sandbox, unless enough are there or one is on its way. */
-static void fill(struct wr_warm *wm)
+static void fill(struct warm_pool *p)
 {
-    struct wr_manager *m = wm->m;
+    struct wr_manager *m = p->wm->m;
     struct wr_sandbox_rec rec = {.net_slot = -1};
     struct fill_work *f;
     struct wr_err err;
 
-    if (m->closing || wm->filling || wm->n >= wm->target)
+    if (m->closing || p->filling || p->n >= p->target)
         return;
     f = xcalloc(1, sizeof(*f));
     f->m = m;
+    f->pool = p;
     wr__core_new_id(f->id);
-    f->image_json = warm_image_json(m, &err);
+    f->image_json = warm_image_json(m, p->name, &err);
     if (f->image_json == NULL) {
-        log_warn("warm sandbox: template `%s`: %s; retrying in %d s", WARM_TEMPLATE, err.msg,
+        log_warn("warm sandbox: template `%s`: %s; retrying in %d s", p->name, err.msg,
                  WARM_RETRY_MS / 1000);
         free(f);
-        schedule(wm, WARM_RETRY_MS);
+        schedule(p, WARM_RETRY_MS);
         return;
     }
     /* What wr_manager_create records for a create with no env, volume or limit of its own. */
@@ -189,13 +269,14 @@ static void fill(struct wr_warm *wm)
     rec.memory_bytes = m->cfg.default_memory_bytes;
     rec.cpu_millis = m->cfg.default_cpu_millis;
     if (wr__start_spec_of(m, &rec, &f->ss, &err) < 0) {
-        log_warn("warm sandbox: %s; retrying in %d s", err.msg, WARM_RETRY_MS / 1000);
+        log_warn("warm sandbox of `%s`: %s; retrying in %d s", p->name, err.msg,
+                 WARM_RETRY_MS / 1000);
         free(f->image_json);
         free(f);
-        schedule(wm, WARM_RETRY_MS);
+        schedule(p, WARM_RETRY_MS);
         return;
     }
-    wm->filling = true;
+    p->filling = true;
     f->w.data = f;
     wr__queue_work(m, &f->w, fill_run, fill_done);
 }
@@ -205,10 +286,10 @@ static void on_timer(uv_timer_t *t)
     fill(t->data);
 }
 
-static void schedule(struct wr_warm *wm, uint64_t ms)
+static void schedule(struct warm_pool *p, uint64_t ms)
 {
-    if (!wm->m->closing && !uv_is_active((uv_handle_t *)wm->timer))
-        uv_timer_start(wm->timer, on_timer, ms, 0);
+    if (!p->wm->m->closing && !uv_is_active((uv_handle_t *)p->timer))
+        uv_timer_start(p->timer, on_timer, ms, 0);
 }
 
 /* ---- taking --------------------------------------------------------------------------------- */
@@ -235,10 +316,12 @@ static void discard_done(uv_work_t *w, int status)
     wr__work_done(m);
 }
 
-void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt)
+void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
+                   struct wr_live_sb *sb)
 {
     struct discard_work *d = xcalloc(1, sizeof(*d));
 
+    let_go_sb(sb);
     d->m = m;
     memcpy(d->id, id, sizeof(d->id));
     d->rt = rt;
@@ -246,45 +329,77 @@ void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt)
     wr__queue_work(m, &d->w, discard_run, discard_done);
 }
 
-/* A warm sandbox that cannot be used (its template changed, or its warren-init died). */
+/* A warm sandbox that cannot be used (its template changed, its warren-init or its start
+ * command died). */
 static void discard(struct wr_manager *m, struct warm_entry *e)
 {
-    wr__warm_drop(m, e->id, e->rt);
+    wr__warm_drop(m, e->id, e->rt, e->sb);
     free(e->image_json);
 }
 
-struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *image_json, char id[21])
+static struct warm_pool *pool_of(struct wr_warm *wm, const char *name)
 {
-    struct wr_warm *wm = m->warm;
+    for (size_t i = 0; wm != NULL && i < wm->npools; i++)
+        if (strcmp(wm->pools[i].name, name) == 0)
+            return &wm->pools[i];
+    return NULL;
+}
 
-    if (wm != NULL && wm->n > 0 && strcmp(wm->v[wm->n - 1].image_json, image_json) != 0) {
+/* Whether a warm sandbox's start command (if it has one) still runs, its agent connected. */
+static bool start_alive(struct wr_live_sb *sb)
+{
+    if (sb == NULL)
+        return true;
+    if (sb->agent == NULL || !wr_agent_is_ready(sb->agent))
+        return false;
+    for (size_t i = 0; i < sb->nprocs; i++) {
+        const char *tag = wr_proc_tag(sb->procs[i]);
+        if (tag != NULL && strcmp(tag, WR_START_TAG) == 0 && wr_proc_running(sb->procs[i]))
+            return true;
+    }
+    return false;
+}
+
+struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *tname, const char *image_json,
+                                 char id[21], struct wr_live_sb **sb)
+{
+    struct warm_pool *p = pool_of(m->warm, tname);
+
+    *sb = NULL;
+    if (p != NULL && p->n > 0 && strcmp(p->v[p->n - 1].image_json, image_json) != 0) {
         /* A team's own template of that name, or the template changed since the warm ones were
          * made; in the second case none of them fits any more. */
         struct wr_err err;
-        char *now = warm_image_json(m, &err);
-        bool stale = now == NULL || strcmp(now, wm->v[wm->n - 1].image_json) != 0;
+        char *now = warm_image_json(m, p->name, &err);
+        bool stale = now == NULL || strcmp(now, p->v[p->n - 1].image_json) != 0;
 
         free(now);
         if (!stale)
             return NULL;
-        log_info("warm sandboxes: template `%s` changed; replacing them", WARM_TEMPLATE);
-        while (wm->n > 0)
-            discard(m, &wm->v[--wm->n]);
-        schedule(wm, WARM_DELAY_MS);
+        log_info("warm sandboxes: template `%s` changed; replacing them", p->name);
+        while (p->n > 0)
+            discard(m, &p->v[--p->n]);
+        schedule(p, WARM_DELAY_MS);
         return NULL;
     }
-    while (wm != NULL && wm->n > 0) {
-        struct warm_entry e = wm->v[--wm->n];
-        struct pollfd p = {.fd = wr_sandbox_pidfd(e.rt), .events = POLLIN};
+    while (p != NULL && p->n > 0) {
+        struct warm_entry e = p->v[--p->n];
+        struct pollfd pfd = {.fd = wr_sandbox_pidfd(e.rt), .events = POLLIN};
 
-        schedule(wm, WARM_DELAY_MS);
-        if (poll(&p, 1, 0) != 0) { /* its warren-init has exited */
+        schedule(p, WARM_DELAY_MS);
+        if (poll(&pfd, 1, 0) != 0) { /* its warren-init has exited */
             log_warn("warm sandbox %s: warren-init is gone", e.id);
+            discard(m, &e);
+            continue;
+        }
+        if (!start_alive(e.sb)) {
+            log_warn("warm sandbox %s: its start command is no longer running", e.id);
             discard(m, &e);
             continue;
         }
         memcpy(id, e.id, sizeof(e.id));
         free(e.image_json);
+        *sb = e.sb;
         return e.rt;
     }
     return NULL;
@@ -298,6 +413,17 @@ void wr__warm_recorded(struct wr_manager *m, const char *id)
         log_warn("warm sandbox %s: unlink `%s`: %s", id, marker, strerror(errno));
 }
 
+size_t wr_manager_warm_pools(const struct wr_manager *m, struct wr_warm_pool_info *out, size_t cap)
+{
+    const struct wr_warm *wm = m->warm;
+
+    for (size_t i = 0; wm != NULL && i < wm->npools && i < cap; i++)
+        out[i] = (struct wr_warm_pool_info){.template_name = wm->pools[i].name,
+                                            .target = (uint32_t)wm->pools[i].target,
+                                            .ready = (uint32_t)wm->pools[i].n};
+    return wm != NULL ? wm->npools : 0;
+}
+
 /* ---- open and close ------------------------------------------------------------------------- */
 
 static void timer_closed(uv_handle_t *h)
@@ -305,10 +431,27 @@ static void timer_closed(uv_handle_t *h)
     free(h);
 }
 
+static void add_pool(struct wr_warm *wm, const char *name, uint32_t target)
+{
+    struct warm_pool *p;
+
+    if (target == 0 || wm->npools >= WR_WARM_POOLS_MAX || pool_of(wm, name) != NULL)
+        return;
+    p = &wm->pools[wm->npools++];
+    p->wm = wm;
+    p->name = xstrdup(name);
+    p->target = target < WARM_MAX ? target : WARM_MAX;
+    p->timer = xcalloc(1, sizeof(*p->timer));
+    uv_timer_init(wm->m->loop, p->timer);
+    p->timer->data = p;
+    uv_unref((uv_handle_t *)p->timer);
+}
+
 void wr__warm_open(struct wr_manager *m)
 {
     struct wr_warm *wm;
     struct wr_err err;
+    bool base_named = false;
 
     if (m->cfg.warm_dir == NULL)
         return;
@@ -339,17 +482,21 @@ void wr__warm_open(struct wr_manager *m)
             warm_remove(m, de->d_name, NULL);
         }
     }
-    if (m->cfg.warm == 0)
-        return;
     wm = xcalloc(1, sizeof(*wm));
     wm->m = m;
-    wm->target = m->cfg.warm < WARM_MAX ? m->cfg.warm : WARM_MAX;
-    wm->timer = xcalloc(1, sizeof(*wm->timer));
-    uv_timer_init(m->loop, wm->timer);
-    wm->timer->data = wm;
-    uv_unref((uv_handle_t *)wm->timer);
+    for (size_t i = 0; i < m->cfg.n_warm_pools; i++)
+        base_named |= strcmp(m->cfg.warm_pools[i].template_name, "base") == 0;
+    if (!base_named)
+        add_pool(wm, "base", m->cfg.warm);
+    for (size_t i = 0; i < m->cfg.n_warm_pools; i++)
+        add_pool(wm, m->cfg.warm_pools[i].template_name, m->cfg.warm_pools[i].target);
+    if (wm->npools == 0) {
+        free(wm);
+        return;
+    }
     m->warm = wm;
-    fill(wm);
+    for (size_t i = 0; i < wm->npools; i++)
+        fill(&wm->pools[i]);
 }
 
 void wr__warm_close(struct wr_manager *m)
@@ -359,11 +506,16 @@ void wr__warm_close(struct wr_manager *m)
     if (wm == NULL)
         return;
     m->warm = NULL; /* a fill still running removes its sandbox when done (m->closing) */
-    uv_timer_stop(wm->timer);
-    uv_close((uv_handle_t *)wm->timer, timer_closed);
-    for (size_t i = 0; i < wm->n; i++) {
-        warm_remove(m, wm->v[i].id, wm->v[i].rt);
-        free(wm->v[i].image_json);
+    for (size_t i = 0; i < wm->npools; i++) {
+        struct warm_pool *p = &wm->pools[i];
+        uv_timer_stop(p->timer);
+        uv_close((uv_handle_t *)p->timer, timer_closed);
+        for (size_t j = 0; j < p->n; j++) {
+            let_go_sb(p->v[j].sb);
+            warm_remove(m, p->v[j].id, p->v[j].rt);
+            free(p->v[j].image_json);
+        }
+        free(p->name);
     }
     free(wm);
 }

@@ -42,6 +42,8 @@ struct options {
     uint32_t default_timeout, max_timeout;
     uint32_t pool;
     uint32_t warm;
+    struct wr_warm_pool_cfg warm_pools[WR_WARM_POOLS_MAX]; /* --warm NAME=N */
+    size_t n_warm_pools;
     uint64_t disk_reserve;
     /* The HTTP server's (0: its default, or computed from RLIMIT_NOFILE for max_conns). */
     uint32_t header_timeout, body_timeout, keepalive_timeout; /* seconds */
@@ -77,6 +79,8 @@ static void usage(FILE *f)
            "                         with --net-default on, as many again in network slots\n"
            "  --warm N               sandboxes of the base template kept started ahead of creates\n"
            "                         (2; 0: none)\n"
+           "  --warm NAME=N          the same for template NAME (repeatable; its start command\n"
+           "                         run and ready before one is taken)\n"
            "  --disk-reserve SIZE    space on the state filesystem kept for the daemon: no new\n"
            "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
            "                         of the filesystem if less)\n"
@@ -118,6 +122,32 @@ static int opt_uint(const char *arg, uint64_t min, uint64_t max, uint32_t *out, 
     if (v < min)
         return wr_err_set(err, WR_EINVAL, 0, "must be at least %llu", (unsigned long long)min);
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* --warm NAME=N: a pool for template NAME (a later one for the same name replaces it). */
+static int parse_warm_pool(char *arg, struct options *o, struct wr_err *err)
+{
+    char *eq = strchr(arg, '=');
+    struct wr_warm_pool_cfg *p = NULL;
+    uint32_t n;
+
+    *eq = '\0';
+    if (!wr_images_name_valid(arg))
+        return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a template name", arg);
+    if (opt_uint(eq + 1, 0, 64, &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < o->n_warm_pools; i++)
+        if (strcmp(o->warm_pools[i].template_name, arg) == 0)
+            p = &o->warm_pools[i];
+    if (p == NULL) {
+        if (o->n_warm_pools >= WR_WARM_POOLS_MAX)
+            return wr_err_set(err, WR_EINVAL, 0, "at most %d templates have warm pools",
+                              WR_WARM_POOLS_MAX);
+        p = &o->warm_pools[o->n_warm_pools++];
+    }
+    p->template_name = arg;
+    p->target = n;
     return 0;
 }
 
@@ -237,8 +267,12 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             break;
         case O_WARM:
-            if (opt_uint(optarg, 0, 64, &o->warm, &err) < 0)
+            if (strchr(optarg, '=') != NULL) {
+                if (parse_warm_pool(optarg, o, &err) < 0)
+                    goto bad;
+            } else if (opt_uint(optarg, 0, 64, &o->warm, &err) < 0) {
                 goto bad;
+            }
             break;
         case O_HEADTO:
             if (opt_uint(optarg, 1, 86400, &o->header_timeout, &err) < 0)
@@ -384,6 +418,9 @@ static int bootstrap_admin(struct wr_store *store, const char *state_dir, struct
 static void size_fds(struct options *o)
 {
     uint64_t sandboxes = (uint64_t)o->max_sandboxes + o->warm + o->pool;
+
+    for (size_t i = 0; i < o->n_warm_pools; i++)
+        sandboxes += o->warm_pools[i].target;
     uint64_t fit;
     struct wr_nofile nf = {.soft = 1024, .hard = 1024};
 
@@ -550,6 +587,8 @@ int main(int argc, char **argv)
             .volumes_dir = volumes,
             .warm = o.warm,
             .warm_dir = warm_dir,
+            .warm_pools = o.warm_pools,
+            .n_warm_pools = o.n_warm_pools,
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,

@@ -46,7 +46,9 @@
     /* a server we called refused or did not answer (a registry) */                                \
     XX(UPSTREAM, "upstream", 502, "unavailable")                                                   \
     /* it did not finish in the time allowed */                                                    \
-    XX(TIMEOUT, "timeout", 504, "deadline_exceeded")
+    XX(TIMEOUT, "timeout", 504, "deadline_exceeded")                                               \
+    /* a template's start command failed or did not become ready (docs/templates.md) */            \
+    XX(STARTFAILED, "start_failed", 502, "unavailable")
 
 enum wr_err_kind {
 #define WR__ERR_KIND(k, name, status, connect) WR_E##k,
