@@ -47,9 +47,7 @@ describe('@e2b/code-interpreter 2.8.0', { skip, concurrency: false }, () => {
 
   after(async () => {
     if (!d) return;
-    const t = Date.now();
     const left = await d.stop();
-    console.log(`# stop ${Date.now() - t} ms`);
     assert.ok(isClean(left), `left behind: ${JSON.stringify(left)}`);
     assert.equal(d.failure, undefined);
   });
@@ -60,6 +58,9 @@ describe('@e2b/code-interpreter 2.8.0', { skip, concurrency: false }, () => {
     assert.equal(info.templateId, 'code-interpreter-v1');
     const wasUp = await ensureServer(sbx);
     console.log(`# the server was ${wasUp ? 'up at create (template start)' : 'started by the test'}`);
+    // A daemon with template start support (it has GET /v1/warm-pools) must have started it.
+    const pools = await fetch(`${d.url}/v1/warm-pools`, { headers: { Authorization: `Bearer ${d.adminKey}` } });
+    if (pools.status === 200) assert.equal(wasUp, true, 'the template start command did not run');
   });
 
   test('state across cells, the main result, executionCount', async () => {
@@ -134,9 +135,9 @@ describe('@e2b/code-interpreter 2.8.0', { skip, concurrency: false }, () => {
     assert.equal((await sbx.runCode('only_here', { context: ctx })).error.name, 'NameError');
     await sbx.removeCodeContext(ctx.id);
     assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id));
-    // (A short timeoutMs: the SDK leaves the body timer of a rejected call running, and its
-    // default 60 s would hold the test process open that long.)
-    await assert.rejects(sbx.runCode('1', { context: ctx, timeoutMs: 3000 }), NotFoundError);
+    // (A short requestTimeoutMs: the SDK leaves the request timer of a call answered non-2xx
+    // running, and its default 60 s would hold the test process open that long.)
+    await assert.rejects(sbx.runCode('1', { context: ctx, requestTimeoutMs: 5000 }), NotFoundError);
   });
 
   test('timeoutMs: TimeoutError, and the next cell runs promptly', async () => {
@@ -149,7 +150,7 @@ describe('@e2b/code-interpreter 2.8.0', { skip, concurrency: false }, () => {
   });
 
   test('an unsupported language is an error', async () => {
-    await assert.rejects(sbx.runCode('1', { language: 'java', timeoutMs: 3000 }), /500|unsupported/);
+    await assert.rejects(sbx.runCode('1', { language: 'java', requestTimeoutMs: 5000 }), /500|unsupported/);
   });
 
   test('kill', async () => {

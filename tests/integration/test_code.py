@@ -92,8 +92,14 @@ def lines(data):
 
 # ---- the native API ---------------------------------------------------------------------------
 
-def test_started_with_the_sandbox(sb):
+def test_started_with_the_sandbox(client, sb):
     print("server up at create (template start):", sb.started_by_template)
+    # A daemon with template start support (it has GET /v1/warm-pools) must have started it.
+    if client.request("GET", "/v1/warm-pools", check=False).status == 200:
+        assert sb.started_by_template, "the template's start command did not run"
+        procs = client.request("GET", "/v1/sandboxes/%s/processes" % sb.id).json()["processes"]
+        assert [p["cmd"][-1] for p in procs if p.get("tag") == "start"] == [
+            "/usr/lib/warren/warren-interp --port 49999"]
     r = sb.commands.run("curl -s http://127.0.0.1:49999/health")
     assert r.stdout == "OK"
 
