@@ -21,15 +21,16 @@
 
 #define VERB "run-code"
 #define USAGE                                                                                      \
-    "usage: warren run-code ID [-|FILE] [--language LANG] [--context CTX] [--env K=V]...\n"       \
+    "usage: warren run-code ID [-|FILE] [--language LANG] [--context CTX] [--env K=V]...\n"        \
     "                          [--timeout SECONDS] [--json]\n\n"                                   \
-    "Run a cell in the code interpreter of a sandbox (template code-interpreter-v1): the code\n"  \
-    "comes from FILE, or stdin (- or nothing). State is kept across calls, per context. Prints\n" \
-    "the cell's stdout and stderr as they come, then the text of its main result (the value of\n" \
+    "Run a cell in the code interpreter of a sandbox (template code-interpreter-v1): the code\n"   \
+    "comes from FILE, or stdin (- or nothing). State is kept across calls, per context. Prints\n"  \
+    "the cell's stdout and stderr as they come, then the text of its main result (the value of\n"  \
     "its last expression). Exits 1 when the cell raised (the traceback goes to stderr).\n\n"       \
-    "  -l, --language LANG   python (default) or bash: that language's default context\n"         \
-    "  -c, --context CTX     a context made with POST /v1/sandboxes/ID/code/contexts\n"           \
-    "  -e, --env K=V         an environment variable for this cell only (repeatable)\n"           \
+    "  -l, --language LANG   python (default), javascript or bash: that language's default\n"      \
+    "                        context\n"                                                            \
+    "  -c, --context CTX     a context made with POST /v1/sandboxes/ID/code/contexts\n"            \
+    "  -e, --env K=V         an environment variable for this cell only (repeatable)\n"            \
     "  -t, --timeout S       interrupt the cell after S seconds (it then fails: TimeoutError)\n"   \
     "      --json            print the server's lines (NDJSON) as they come instead\n"
 
@@ -131,9 +132,12 @@ static int read_code(const char *path, struct wr_buf *out)
 int cmd_run_code(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"language", required_argument, NULL, 'l'}, {"context", required_argument, NULL, 'c'},
-        {"env", required_argument, NULL, 'e'},      {"timeout", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
+        {"language", required_argument, NULL, 'l'},
+        {"context", required_argument, NULL, 'c'},
+        {"env", required_argument, NULL, 'e'},
+        {"timeout", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     _cleanup_json_ json_t *body = json_object();
@@ -196,7 +200,8 @@ int cmd_run_code(int argc, char **argv)
         wr_buf_fini(&code);
         return CLI_EXIT_FAIL;
     }
-    json_object_set_new(body, "code", json_stringn(code.data ? (const char *)code.data : "", code.len));
+    json_object_set_new(body, "code",
+                        json_stringn(code.data ? (const char *)code.data : "", code.len));
     wr_buf_fini(&code);
     if (json_object_get(body, "code") == NULL) {
         cli_errorf(VERB ": the code is not UTF-8 text");

@@ -149,6 +149,15 @@ describe('@e2b/code-interpreter 2.8.0', { skip, concurrency: false }, () => {
     assert.ok(Date.now() - t < 5000, `the next cell took ${Date.now() - t} ms`);
   });
 
+  test('JavaScript: language js, state, console, the value', async () => {
+    await sbx.runCode('const base = 40', { language: 'js' });
+    const e = await sbx.runCode('console.log("from js"); base + 2', { language: 'javascript' });
+    assert.equal(e.text, '42');
+    assert.deepEqual(e.logs.stdout, ['from js\n']);
+    const err = await sbx.runCode('undefinedThing', { language: 'js' });
+    assert.equal(err.error.name, 'ReferenceError');
+  });
+
   test('an unsupported language is an error', async () => {
     await assert.rejects(sbx.runCode('1', { language: 'java', requestTimeoutMs: 5000 }), /500|unsupported/);
   });

@@ -326,3 +326,24 @@ def test_cli_run_code(cid, sb, tmp_path):
     assert r.returncode == 1 and b"TimeoutError" in r.stderr
     r = run_cli(cid, "run-code", "--language", "python", "--context", "x", sb.id)
     assert r.returncode == 2
+
+
+def test_javascript_context(sb):
+    assert sb.run_code("let jv = 40", language="js").error is None
+    e = sb.run_code("console.log('out'); console.error('err'); jv + 2", language="javascript")
+    assert e.text == "42" and e.logs.stdout == ["out\n"] and e.logs.stderr == ["err\n"], e
+    e = sb.run_code("await new Promise((r) => setTimeout(r, 50)); console.log('later')", language="js")
+    assert e.logs.stdout == ["later\n"] and e.error is None
+    assert sb.run_code("Promise.resolve({a: [1]})", language="js").text == "{ a: [ 1 ] }"
+    e = sb.run_code("null.x", language="js")
+    assert e.error.name == "TypeError" and "reading 'x'" in e.error.value
+    assert "at cell.js:1" in e.error.traceback and "node:vm" not in e.error.traceback
+    assert sb.run_code("process.env.JV", language="js", env={"JV": "set"}).text == "set"
+    assert sb.run_code("String(process.env.JV)", language="js").text == "undefined"
+    t0 = time.monotonic()
+    e = sb.run_code("while (true) {}", language="js", timeout=1)
+    assert e.error.name == "TimeoutError" and time.monotonic() - t0 < 5
+    assert sb.run_code("jv", language="js").text == "40"
+    ctx = sb.create_code_context(language="javascript", cwd="/tmp")
+    assert sb.run_code("process.cwd() + ' ' + typeof jv", context=ctx).text == "/tmp undefined"
+    sb.remove_code_context(ctx)

@@ -312,7 +312,7 @@ class Sandbox:
         """Run a cell in the sandbox's code interpreter and return its :class:`Execution`
         (``.text``, ``.results``, ``.logs``, ``.error``, ``.execution_count``). State is kept
         across calls, per context: the default Python one, the default of ``language``
-        (``"python"``, ``"bash"``), or ``context`` (from :meth:`create_code_context`). ``env``
+        (``"python"``, ``"javascript"``, ``"bash"``), or ``context`` (from :meth:`create_code_context`). ``env``
         is set for this cell only. ``timeout`` (seconds) interrupts the cell, which then ends
         with an error named ``TimeoutError``. The callbacks get each stdout/stderr message
         (:class:`~warren.code.OutputMessage`) and result as they come. A sandbox without an
