@@ -25,6 +25,9 @@ TESTING   ?= 0
 ifneq ($(filter test integration quick compat asan,$(MAKECMDGOALS)),)
 override TESTING := 1
 endif
+ifneq ($(filter sdk-ts,$(MAKECMDGOALS)),)
+override TESTING := 1
+endif
 ifeq ($(TESTING),1)
 BASE_CFLAGS += -DWR_TESTING
 endif
@@ -63,6 +66,25 @@ LLHTTP_INC  := /usr/share/include/llhttp
 LLHTTP_SRC  := $(LLHTTP_DIR)/api.c $(LLHTTP_DIR)/http.c $(LLHTTP_DIR)/llhttp.c
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
+# libwarren, the public C client (include/warren.h): src/lib/ and the few util/ files it uses,
+# compiled position-independent with hidden visibility into one set of objects for both the
+# shared and the static library; src/lib/libwarren.map exports warren_* only.
+WLIB_SRC    := $(wildcard src/lib/*.c) src/util/err.c src/util/xalloc.c src/util/buf.c \
+               src/util/b64.c
+WLIB_OBJ    := $(patsubst %.c,$(BUILD)/pic/%.o,$(WLIB_SRC)) \
+               $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/pic/llhttp/%.o,$(LLHTTP_SRC))
+WLIB_MAJOR  := 0
+WLIB_VER    := 0.1.0
+WLIB_A      := $(BUILD)/libwarren.a
+# The same objects with their symbols as compiled, for the programs of this tree that also use
+# libwarren's insides (the CLI's verbs not yet on the public API use its transport; the unit
+# test): libwarren.a itself keeps only warren_* global.
+WLIB_INT    := $(BUILD)/libwarren-int.a
+WLIB_SO     := $(BUILD)/libwarren.so
+WLIB_PC     := $(BUILD)/warren.pc
+WLIB_LIBS   := -ljansson -lpthread
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib
 ZYGOTE_SRC  := $(wildcard src/zygote/*.c)
 PROBE_SRC   := tests/probe/probe.c
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
@@ -72,7 +94,8 @@ host_obj   = $(patsubst %.c,$(BUILD)/host/%.o,$(1))
 static_obj = $(patsubst %.c,$(BUILD)/static/%.o,$(1))
 
 LIB_OBJ    := $(call host_obj,$(UTIL_SRC) $(PROTO_SRC) $(RUNTIME_SRC))
-LIB        := $(BUILD)/libwarren.a
+# util/, proto/ and runtime/ for the programs of this tree (not the public libwarren below).
+LIB        := $(BUILD)/libwarren-base.a
 # warren-init's body, linked into the programs that become a sandbox's PID 1 without an exec
 # (warren-zygote, warren, the runtime benchmark; see src/init/entry.h).
 INIT_LIB   := $(BUILD)/libwarren-init.a
@@ -99,7 +122,7 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
-all: $(DAEMON) $(CLI) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
+all: $(DAEMON) $(CLI) $(WLIB_SO) $(WLIB_A) $(WLIB_PC) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
      $(BUILD)/bench/nft_update
 
 $(CONFIG_STAMP):
@@ -110,6 +133,10 @@ $(CONFIG_STAMP):
 $(BUILD)/host/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) -c -o $@ $<
+
+$(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -fPIC -fvisibility=hidden $(SAN_FLAGS) $(CFLAGS) -I$(LLHTTP_INC) -c -o $@ $<
 
 $(BUILD)/static/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
@@ -135,6 +162,63 @@ $(BUILD)/llhttp/%.o: $(LLHTTP_DIR)/%.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -fPIE -w -DLLHTTP_STRICT_MODE=1 -I$(LLHTTP_INC) $(SAN_FLAGS) -c -o $@ $<
 
+$(BUILD)/pic/llhttp/%.o: $(LLHTTP_DIR)/%.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -w -DLLHTTP_STRICT_MODE=1 -I$(LLHTTP_INC) \
+	    $(SAN_FLAGS) -c -o $@ $<
+
+# libwarren: the static library carries llhttp and its util/ files, so a program links it and
+# jansson alone (warren.pc says so). They are linked into one object whose hidden symbols are
+# made local, so that a program's own xmalloc or llhttp cannot clash with ours: only warren_*
+# stay global, as in the shared library.
+$(WLIB_A): $(WLIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(LD) -r -o $(BUILD)/pic/libwarren.o $^
+	objcopy --localize-hidden $(BUILD)/pic/libwarren.o
+	rm -f $@ && ar rcs $@ $(BUILD)/pic/libwarren.o
+
+$(WLIB_INT): $(WLIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(WLIB_SO).$(WLIB_VER): $(WLIB_OBJ) src/lib/libwarren.map
+	$(CC) -shared -Wl,-soname,libwarren.so.$(WLIB_MAJOR) -Wl,--version-script=src/lib/libwarren.map \
+	    -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now $(SAN_FLAGS) $(LDFLAGS) -o $@ $(WLIB_OBJ) $(WLIB_LIBS)
+
+$(WLIB_SO): $(WLIB_SO).$(WLIB_VER)
+	ln -sf libwarren.so.$(WLIB_VER) $(WLIB_SO).$(WLIB_MAJOR)
+	ln -sf libwarren.so.$(WLIB_VER) $@
+
+# build/warren.pc points into this tree (PKG_CONFIG_PATH=build); install-lib writes one for PREFIX.
+define WLIB_PC_TEXT
+prefix=$(1)
+includedir=$(2)
+libdir=$(3)
+
+Name: warren
+Description: C client of warrend, the Warren sandbox daemon
+Version: $(WLIB_VER)
+Requires.private: jansson
+Libs: -L$${libdir} -lwarren
+Libs.private: -lpthread
+Cflags: -I$${includedir}
+endef
+$(WLIB_PC): Makefile
+	@mkdir -p $(dir $@)
+	$(file >$@,$(call WLIB_PC_TEXT,$(abspath .),$(abspath include),$(abspath $(BUILD))))
+	@true
+
+.PHONY: install-lib
+install-lib: $(WLIB_SO) $(WLIB_A)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 0644 include/warren.h $(DESTDIR)$(PREFIX)/include/warren.h
+	install -m 0755 $(WLIB_SO).$(WLIB_VER) $(DESTDIR)$(LIBDIR)/
+	ln -sf libwarren.so.$(WLIB_VER) $(DESTDIR)$(LIBDIR)/libwarren.so.$(WLIB_MAJOR)
+	ln -sf libwarren.so.$(WLIB_VER) $(DESTDIR)$(LIBDIR)/libwarren.so
+	install -m 0644 $(WLIB_A) $(DESTDIR)$(LIBDIR)/
+	$(file >$(BUILD)/warren-install.pc,$(call WLIB_PC_TEXT,$(PREFIX),$${prefix}/include,$(LIBDIR)))
+	install -m 0644 $(BUILD)/warren-install.pc $(DESTDIR)$(LIBDIR)/pkgconfig/warren.pc
+
 $(DAEMON): $(call host_obj,$(DAEMON_SRC)) $(DLIB) $(LIB) $(LLHTTP_OBJ)
 	$(CC) $(HOST_LDFLAGS) -o $@ $^ $(DAEMON_LIBS)
 
@@ -146,8 +230,8 @@ CLI_LDFLAGS := $(HOST_LDFLAGS)
 else
 CLI_LDFLAGS := -static-pie -Wl,-z,relro -Wl,-z,now $(LDFLAGS)
 endif
-$(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(LIB) $(LLHTTP_OBJ)
-	$(CC) $(CLI_LDFLAGS) -o $@ $^ -ljansson $(HOST_LIBS)
+$(CLI): $(call host_obj,$(CLI_SRC)) $(INIT_LIB) $(WLIB_INT) $(LIB)
+	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(WLIB_LIBS) $(HOST_LIBS)
 
 # warren-zygote, which clones sandboxes for warrend, is static for the same reason and one more:
 # every clone copies its address space (src/runtime/zygote.c). Its segments start on 2 MiB
@@ -162,6 +246,11 @@ $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
 
 $(PROBE): $(call static_obj,$(PROBE_SRC))
 	$(CC) $(STATIC_LDFLAGS) -o $@ $^
+
+# libwarren's unit test reaches its insides (libwarren-int.a).
+$(BUILD)/tests/test_libwarren: tests/unit/test_libwarren.c $(WLIB_INT) $(LIB) tests/unit/tap.h
+	@mkdir -p $(dir $@)
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(HOST_LDFLAGS) -o $@ $< $(WLIB_INT) $(LIB) $(WLIB_LIBS)
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(DLIB) $(LIB) $(LLHTTP_OBJ) tests/unit/tap.h
 	@mkdir -p $(dir $@)
@@ -196,6 +285,16 @@ integration: all
 compat: all
 	WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 tests/compat/
 
+# The TypeScript SDK (sdk/typescript, docs/sdk-typescript.md): npm ci when its lock changed
+# (TypeScript is its only, dev, dependency), the tsc build, then its tests (node's test runner:
+# each file starts a warrend of its own) and the npm pack test.
+.PHONY: sdk-ts
+sdk-ts: all
+	cd sdk/typescript && if [ "$$(cat node_modules/.warren-lock 2>/dev/null)" != "$$(sha256sum <package-lock.json)" ]; then \
+	  npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && sha256sum <package-lock.json >node_modules/.warren-lock; fi
+	cd sdk/typescript && node scripts/build.mjs
+	cd sdk/typescript && WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 test/*.test.mjs
+
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
 # SDKs: a few minutes.
 .PHONY: quick
@@ -204,6 +303,7 @@ quick: all unit fuzz-replay
 
 test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
+	$(MAKE) --no-print-directory sdk-ts
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 test
@@ -213,7 +313,7 @@ asan:
 # to the current directory. FUZZ_TARGETS picks some (`make fuzz FUZZ_TARGETS=http`).
 FUZZ_BUILD   := $(BUILD)-fuzz
 FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
-FUZZ_LIBS    := $(FUZZ_BUILD)/libwarrend.a $(FUZZ_BUILD)/libwarren.a \
+FUZZ_LIBS    := $(FUZZ_BUILD)/libwarrend.a $(FUZZ_BUILD)/libwarren-base.a \
                 $(patsubst $(BUILD)/%,$(FUZZ_BUILD)/%,$(LLHTTP_OBJ))
 fuzz:
 	$(MAKE) --no-print-directory CC=clang BUILD=$(FUZZ_BUILD) WERROR=0 \
@@ -250,6 +350,11 @@ check-headers:
 	@set -e; for h in $$(git ls-files 'src/*.h'); do \
 	  $(CC) $(filter-out -MMD -MP,$(BASE_CFLAGS)) -I$(LLHTTP_INC) -fsyntax-only -include $$h \
 	    -x c /dev/null || { echo "check-headers: $$h does not compile alone"; exit 1; }; done
+	@$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -include include/warren.h -x c \
+	    /dev/null || { echo "check-headers: include/warren.h is not plain C99"; exit 1; }
+	@! command -v g++ >/dev/null || g++ -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only \
+	    -include include/warren.h -x c++ /dev/null || \
+	    { echo "check-headers: include/warren.h does not compile as C++"; exit 1; }
 	@echo "check-headers: ok"
 
 # Calls that invite overflows or silent misparses are not used in src/: snprintf, memcpy with a
@@ -288,9 +393,13 @@ check-layers:
 	    { echo "check-layers: util/, proto/, runtime/ or init/ needs jansson"; exit 1; }
 	@! grep -nE '#include "\.\./(api|store|core|runtime|image|proto)/|jansson\.h|sqlite3\.h' $$(git ls-files 'src/net/*') || \
 	    { echo "check-layers: net/ uses more than libuv and util/"; exit 1; }
+	@! grep -nE '#include "\.\./(api|store|core|runtime|image|net|init|cli|daemon|zygote)/' $$(git ls-files 'src/lib/*') || \
+	    { echo "check-layers: lib/ (libwarren) uses more than util/ and proto/"; exit 1; }
+	@! grep -nE '#include' include/warren.h | grep -vE '<(stddef|stdint)\.h>' || \
+	    { echo "check-layers: include/warren.h includes more than <stddef.h> and <stdint.h>"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:
 	rm -rf build build-asan build-fuzz build-asan-fuzz
 
--include $(shell find $(BUILD)/host $(BUILD)/static $(BUILD)/tests $(BUILD)/bench -name '*.d' -type f 2>/dev/null)
+-include $(shell find $(BUILD)/host $(BUILD)/pic $(BUILD)/static $(BUILD)/tests $(BUILD)/bench -name '*.d' -type f 2>/dev/null)

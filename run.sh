@@ -29,6 +29,15 @@ if [ ! -e "$T/base/rootfs/bin/bash" ]; then
     echo "run: building the base template (Debian bookworm) into $T/base; only this once" >&2
     sh scripts/build-base.sh "$T/base"
 fi
+# The templates built on the base (scripts/templates/): code-interpreter-v1, the default of
+# @e2b/code-interpreter, and desktop, of @e2b/desktop; each about a minute and 1.2-1.4 GB, once.
+# WARREN_TEMPLATES picks which (default: all of them; "none" builds none).
+for name in ${WARREN_TEMPLATES:-$(cd scripts/templates && ls -- *.sh | sed 's/\.sh$//')}; do
+    [ "$name" != none ] || break
+    [ -e "$T/$name/rootfs/bin/bash" ] && continue
+    echo "run: building the $name template into $T/$name; only this once" >&2
+    sh scripts/build-base.sh "$T/$name" "$name"
+done
 echo "warrend: API on unix:///run/warrend/warrend.sock and http://127.0.0.1:7860;" \
      "the admin key is in $STATE/admin.key; try: ./build/warren create" >&2
 exec ./build/warrend --state-dir "$STATE" "$@"

@@ -32,3 +32,14 @@ if [ "${1:-run}" = test ]; then
         echo "$stamp" >"$compat/node_modules/.warren-lock"
     fi
 fi
+
+# The TypeScript SDK's dev tools (sdk/typescript/package-lock.json: TypeScript), likewise.
+if [ "${1:-run}" = test ]; then
+    tssdk="$(dirname "$0")/../sdk/typescript"
+    stamp=$(sha256sum <"$tssdk/package-lock.json")
+    if [ "$(cat "$tssdk/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
+        echo "deps: npm ci in sdk/typescript"
+        (cd "$tssdk" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
+        echo "$stamp" >"$tssdk/node_modules/.warren-lock"
+    fi
+fi

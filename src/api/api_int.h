@@ -25,6 +25,11 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req);
 /* A request routed by E2B's Host or headers to a port of sandbox id (not envd's): proxied,
  * with E2B's proxy answers for errors (and its traffic token for private ports). */
 void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, unsigned port);
+/* Proxy req (HTTP, or a WebSocket upgrade: a tunnel after the 101) to port of sb as a native
+ * route would, with `target` as the upstream's request-target and `host` as its Host (NULL: the
+ * client's). sb is referenced by the proxy as long as it needs it. */
+void api_port_proxy(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
+                    unsigned port, const char *target, const char *host);
 /* A port in canonical decimal, 1-65535 (no sign, no leading zero). */
 bool api_port_parse(const char *s, size_t n, unsigned *out);
 /* The port of the code-interpreter server inside a sandbox (src/interp/warren-interp; E2B's). */
@@ -256,6 +261,20 @@ void api_code_contexts_list(struct api_call *c);
 void api_code_context_create(struct api_call *c);
 void api_code_context_delete(struct api_call *c);
 void api_code_context_restart(struct api_call *c);
+
+/* desktop.c: the desktop and browser of a sandbox (docs/desktop.md). The keyboard's body: text
+ * to type (WR_DESKTOP_MAX_TEXT bytes), JSON-escaped. */
+#define API_DESKTOP_BODY_MAX (128u << 10)
+void api_desktop_get(struct api_call *c);
+void api_desktop_start(struct api_call *c);
+void api_desktop_screenshot(struct api_call *c);
+void api_desktop_mouse_get(struct api_call *c);
+void api_desktop_mouse(struct api_call *c);
+void api_desktop_keyboard(struct api_call *c);
+void api_desktop_windows(struct api_call *c);
+void api_browser_start(struct api_call *c);
+void api_cdp(struct api_call *c);
+void api_cdp_version(struct api_call *c);
 
 /* h_volumes.c */
 void api_volumes_list(struct api_call *c);

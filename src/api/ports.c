@@ -408,6 +408,7 @@ struct preq {
     struct wr_live_sb *sb; /* referenced */
     char id[72];
     uint16_t port;
+    const char *host; /* the Host sent upstream in place of the client's (NULL: the client's) */
     struct wr_port_req *opening;
     struct up *up;
     struct wr_buf head; /* the request head for the upstream */
@@ -1362,11 +1363,15 @@ static bool header_dropped(const char *name, bool native, const char *connection
 
 /* The Host sent upstream: the sandbox's maskRequestHost with ${PORT} replaced, or the client's. */
 static void put_host(struct wr_buf *b, struct wr_http_req *req, struct wr_live_sb *sb,
-                     unsigned port)
+                     unsigned port, const char *over)
 {
     const char *mask = wr_live_sb_mask_host(sb);
     const char *host = wr_http_req_header(req, "Host");
 
+    if (over != NULL) {
+        wr_buf_printf(b, "Host: %s\r\n", over);
+        return;
+    }
     if (mask == NULL) {
         if (host != NULL)
             wr_buf_printf(b, "Host: %s\r\n", host);
@@ -1396,7 +1401,7 @@ static void build_head(struct preq *pr, const char *target)
     size_t n = wr_http_req_header_count(req);
 
     wr_buf_printf(b, "%s %s HTTP/1.1\r\n", wr_http_req_method(req), target);
-    put_host(b, req, pr->sb, pr->port);
+    put_host(b, req, pr->sb, pr->port, pr->host);
     for (size_t i = 0; i < n; i++) {
         const char *name, *value;
         wr_http_req_header_at(req, i, &name, &value);
@@ -1424,7 +1429,8 @@ static void build_head(struct preq *pr, const char *target)
 /* Proxy req to port of sb (found by the caller; referenced here), the upstream path being
  * `target` (with its query). */
 static void proxy_start(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
-                        enum route_kind kind, const char *id, unsigned port, const char *target)
+                        enum route_kind kind, const char *id, unsigned port, const char *target,
+                        const char *host)
 {
     struct pconn *pc = wr_http_conn_data(req);
     struct preq *pr = xcalloc(1, sizeof(*pr));
@@ -1444,6 +1450,7 @@ static void proxy_start(struct wr_api *api, struct wr_http_req *req, struct wr_l
     wr_live_sb_ref(sb);
     snprintf(pr->id, sizeof(pr->id), "%s", id);
     pr->port = (uint16_t)port;
+    pr->host = host;
     pr->is_head = strcmp(wr_http_req_method(req), "HEAD") == 0;
     pr->upgrade = wr_http_req_is_upgrade(req) && wr_http_req_header(req, "Upgrade") != NULL;
     pr->chunked = clen < 0 && wr_http_req_header(req, "Transfer-Encoding") != NULL;
@@ -1496,7 +1503,7 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
             return;
         }
     }
-    proxy_start(api, req, sb, ROUTE_E2B, id, port, wr_http_req_target(req));
+    proxy_start(api, req, sb, ROUTE_E2B, id, port, wr_http_req_target(req), NULL);
 }
 
 /* ---- the native routes --------------------------------------------------------------------- */
@@ -1613,8 +1620,14 @@ bool api_ports_handle(struct wr_api *api, struct wr_http_req *req)
         return true;
     }
     _cleanup_free_ char *target = strip_segments(wr_http_req_target(req), 5);
-    proxy_start(api, req, sb, ROUTE_NATIVE, idbuf, port, target);
+    proxy_start(api, req, sb, ROUTE_NATIVE, idbuf, port, target, NULL);
     return true;
+}
+
+void api_port_proxy(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
+                    unsigned port, const char *target, const char *host)
+{
+    proxy_start(api, req, sb, ROUTE_NATIVE, wr_live_sb_id(sb), port, target, host);
 }
 
 /* ---- parked connections -------------------------------------------------------------------- */

@@ -316,6 +316,16 @@ static const struct api_route routes[] = {
     {"POST", "volumes", api_volume_create, CONTROL_BODY_MAX, 0},
     {"GET", "volumes/*", api_volume_get, 0, 0},
     {"DELETE", "volumes/*", api_volume_delete, 0, 0},
+    {"GET", "sandboxes/*/desktop", api_desktop_get, 0, API_LIVE},
+    {"POST", "sandboxes/*/desktop/start", api_desktop_start, CONTROL_BODY_MAX, API_LIVE},
+    {"GET", "sandboxes/*/desktop/screenshot", api_desktop_screenshot, 0, API_LIVE},
+    {"GET", "sandboxes/*/desktop/mouse", api_desktop_mouse_get, 0, API_LIVE},
+    {"POST", "sandboxes/*/desktop/mouse", api_desktop_mouse, CONTROL_BODY_MAX, API_LIVE},
+    {"POST", "sandboxes/*/desktop/keyboard", api_desktop_keyboard, API_DESKTOP_BODY_MAX, API_LIVE},
+    {"GET", "sandboxes/*/desktop/windows", api_desktop_windows, 0, API_LIVE},
+    {"POST", "sandboxes/*/browser/start", api_browser_start, CONTROL_BODY_MAX, API_LIVE},
+    {"GET", "sandboxes/*/cdp", api_cdp, 0, API_LIVE},
+    {"GET", "sandboxes/*/cdp/json/version", api_cdp_version, 0, API_LIVE},
 
     {"GET", "warm-pools", api_warm_pools, 0, 0},
 };

@@ -6,7 +6,9 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "../../include/warren.h"
 #include "../util/err.h"
+#include "client.h"
 
 /* Exit statuses of warren's own failures (as docker run): the command's status passes through
  * otherwise. */
@@ -98,8 +100,6 @@ void cli_tty_restore(void);
 
 /* ---- common.c ------------------------------------------------------------------------------- */
 
-struct cli_http;
-
 /* Where and how to reach warrend: the config file, overridden by WARREN_API_URL and
  * WARREN_API_KEY, else unix:///run/warrend/warrend.sock with no key. `*_from` says which
  * ("env", "config", "default"). */
@@ -115,6 +115,15 @@ struct cli_config {
  * or malformed file). cli_config_fini frees it. */
 int cli_config_load(struct cli_config *cfg, struct wr_err *err);
 void cli_config_fini(struct cli_config *cfg);
+
+/* A libwarren client for the configuration (warren_connect(NULL, NULL): the same endpoint and
+ * key as cli_connect), or print why not (prefixed with verb) and return NULL. The verbs moved
+ * onto the public API (include/warren.h) use this; the others use cli_connect. */
+warren *cli_warren_or_complain(const char *verb);
+
+/* The JSON of a description libwarren handed out (warren_sandbox_json, ...), parsed; the caller
+ * owns it. A JSON null if text is NULL or not JSON (it always is). */
+json_t *cli_json(const char *text);
 
 /* cli_connect, or print why not (prefixed with verb) and return NULL. */
 struct cli_http *cli_connect_or_complain(const char *verb);

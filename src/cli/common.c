@@ -11,61 +11,21 @@
 #include <unistd.h>
 
 #include "../util/xalloc.h"
+#include "../lib/config.h"
 #include "client.h"
-
-static char *config_path(void)
-{
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-
-    if (xdg != NULL && xdg[0] == '/')
-        return xasprintf("%s/warren/config.json", xdg);
-    /* No getpwuid(): warren is static, and NSS lookups need glibc's shared libraries. */
-    if (home == NULL || home[0] == '\0')
-        home = getuid() == 0 ? "/root" : "/";
-    return xasprintf("%s/.config/warren/config.json", home);
-}
 
 int cli_config_load(struct cli_config *cfg, struct wr_err *err)
 {
-    const char *env_url = getenv("WARREN_API_URL"), *env_key = getenv("WARREN_API_KEY");
-    json_t *j = NULL;
-    json_error_t je;
+    struct wl_config c;
 
     memset(cfg, 0, sizeof(*cfg));
-    cfg->path = config_path();
-    if (access(cfg->path, F_OK) == 0) {
-        j = json_load_file(cfg->path, 0, &je);
-        if (j == NULL || !json_is_object(j)) {
-            json_decref(j);
-            wr_err_set(err, WR_EINVAL, 0, "config %s: %s", cfg->path,
-                       j ? "not a JSON object" : je.text);
-            /* On failure the caller has nothing to free. */
-            free(cfg->path);
-            cfg->path = NULL;
-            return -1;
-        }
-    }
-    if (env_url != NULL && env_url[0] != '\0') {
-        cfg->endpoint = xstrdup(env_url);
-        cfg->endpoint_from = "env WARREN_API_URL";
-    } else if (json_string_value(json_object_get(j, "endpoint")) != NULL) {
-        cfg->endpoint = xstrdup(json_string_value(json_object_get(j, "endpoint")));
-        cfg->endpoint_from = "config";
-    } else {
-        cfg->endpoint = xstrdup(CLI_DEFAULT_ENDPOINT);
-        cfg->endpoint_from = "default";
-    }
-    if (env_key != NULL && env_key[0] != '\0') {
-        cfg->key = xstrdup(env_key);
-        cfg->key_from = "env WARREN_API_KEY";
-    } else if (json_string_value(json_object_get(j, "key")) != NULL &&
-               json_string_value(json_object_get(j, "key"))[0] != '\0') {
-        cfg->key = xstrdup(json_string_value(json_object_get(j, "key")));
-        cfg->key_from = "config";
-    } else {
-        cfg->key_from = "none";
-    }
-    json_decref(j);
+    if (wl_config_load(&c, err) < 0)
+        return -1;
+    cfg->endpoint = c.endpoint;
+    cfg->key = c.key;
+    cfg->endpoint_from = c.endpoint_from;
+    cfg->key_from = c.key_from;
+    cfg->path = c.path;
     return 0;
 }
 
@@ -90,6 +50,24 @@ int cli_connect(struct cli_http **out, struct wr_err *err)
     if (r == 0 && rid != NULL && rid[0] != '\0')
         cli_http_set_request_id(*out, rid);
     return r;
+}
+
+warren *cli_warren_or_complain(const char *verb)
+{
+    warren *w = NULL;
+    warren_error err;
+
+    if (warren_connect(NULL, NULL, &w, &err) < 0) {
+        cli_errorf("%s: %s", verb, err.message);
+        return NULL;
+    }
+    return w;
+}
+
+json_t *cli_json(const char *text)
+{
+    json_t *j = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    return j != NULL ? j : json_null();
 }
 
 int cli_api(struct cli_http *c, const char *method, const char *target, json_t *body, json_t **out,

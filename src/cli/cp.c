@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,6 @@
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/xalloc.h"
-#include "client.h"
 
 struct remote {
     char *id;
@@ -38,46 +38,47 @@ static bool parse_remote(const char *arg, struct remote *r)
     return true;
 }
 
-static char *files_target(const char *id, const char *endpoint, const char *path)
-{
-    struct wr_buf b = {0};
-
-    wr_buf_printf(&b, "/v1/sandboxes/%s/%s?path=", id, endpoint);
-    cli_buf_add_escaped(&b, path);
-    return wr_buf_steal_str(&b);
-}
-
 static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
 }
 
-/* The remote entry's stat, or NULL with err filled: *failed is false when the answer was
- * not_found (the path, or the sandbox, does not exist), true on any other failure. */
-static json_t *remote_stat(struct cli_http *c, const struct remote *r, bool *failed,
-                           struct wr_err *err)
-{
-    _cleanup_free_ char *t = files_target(r->id, "files/stat", r->path);
-    json_t *st = NULL;
+/* Fill err with a failure of ours (not the daemon's). Returns -1. */
+static int cp_fail(warren_error *err, warren_code code, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-    *failed = false;
-    if (cli_api(c, "GET", t, NULL, &st, err) < 0) {
-        *failed = err->kind != WR_ENOTFOUND;
-        return NULL;
-    }
-    return st;
+static int cp_fail(warren_error *err, warren_code code, int errnum, const char *fmt, ...)
+{
+    struct wr_err e;
+    va_list ap;
+
+    va_start(ap, fmt);
+    wr_err_vset(&e, (enum wr_err_kind)code, errnum, fmt, ap);
+    va_end(ap);
+    memset(err, 0, sizeof(*err));
+    err->code = code;
+    err->sys_errno = errnum;
+    snprintf(err->message, sizeof(err->message), "%s", e.msg);
+    return -1;
 }
 
-static int upload(struct cli_http *c, const char *local, struct remote *r, struct wr_err *err)
+/* The remote entry's stat into *st: 1 when it exists, 0 when the answer was not_found (the
+ * path, or the sandbox, does not exist; err says which), -1 on any other failure. */
+static int remote_stat(warren *w, const struct remote *r, warren_file_info *st, warren_error *err)
+{
+    if (warren_file_stat(w, r->id, r->path, st, err) == 0)
+        return 1;
+    return err->code == WARREN_ENOTFOUND ? 0 : -1;
+}
+
+static int upload(warren *w, const char *local, struct remote *r, warren_error *err)
 {
     _cleanup_close_ int fd = -1;
-    _cleanup_free_ char *dest = NULL, *target = NULL, *mode_q = NULL;
-    struct cli_http_resp resp;
+    _cleanup_free_ char *dest = NULL;
+    warren_file_info rst = {0};
     struct stat st;
-    json_t *rst;
-    bool failed;
-    int ret;
+    int found;
 
     if (strcmp(local, "-") == 0) {
         fd = dup(STDIN_FILENO);
@@ -85,87 +86,58 @@ static int upload(struct cli_http *c, const char *local, struct remote *r, struc
         fd = open(local, O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0 || fstat(fd, &st) < 0)
-        return wr_err_sys(err, "%s", local);
+        return cp_fail(err, WARREN_ESYS, errno, "%s", local);
     if (S_ISDIR(st.st_mode))
-        return wr_err_set(err, WR_EUNSUPPORTED, 0,
-                          "%s is a directory; copying directories is not supported yet", local);
+        return cp_fail(err, WARREN_EUNSUPPORTED, 0,
+                       "%s is a directory; copying directories is not supported yet", local);
 
     /* Into an existing directory: keep the file's name, as cp does. */
-    rst = remote_stat(c, r, &failed, err);
-    if (failed)
+    if ((found = remote_stat(w, r, &rst, err)) < 0)
         return -1;
-    if (rst != NULL && strcmp(json_string_value(json_object_get(rst, "type")) ?: "", "dir") == 0) {
+    if (found && rst.type == WARREN_DIR) {
         const char *name = strcmp(local, "-") == 0 ? "stdin" : base_name(local);
         size_t n = strlen(r->path);
         dest = xasprintf("%s%s%s", r->path, n && r->path[n - 1] == '/' ? "" : "/", name);
     } else if (r->path[strlen(r->path) - 1] == '/') {
-        json_decref(rst);
-        return wr_err_set(err, WR_ENOTFOUND, 0, "%s:%s: no such directory", r->id, r->path);
+        warren_file_info_fini(&rst);
+        return cp_fail(err, WARREN_ENOTFOUND, 0, "%s:%s: no such directory", r->id, r->path);
     } else {
         dest = xstrdup(r->path);
     }
-    json_decref(rst);
-
-    target = files_target(r->id, "files", dest);
-    if (S_ISREG(st.st_mode)) {
-        mode_q = xasprintf("%s&mode=0%o", target, (unsigned)(st.st_mode & 07777));
-        free(target);
-        target = steal_pointer(&mode_q);
-    }
-    struct cli_http_req req = {.method = "PUT",
-                               .target = target,
-                               .content_type = "application/octet-stream",
-                               .body_kind = CLI_BODY_FD,
-                               .body_fd = fd,
-                               .body_fd_len = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1};
-    if (cli_http_request(c, &req, &resp, err) < 0)
-        return -1;
-    ret = resp.status >= 200 && resp.status <= 299 ? 0 : cli_http_error(&resp, err);
-    cli_http_resp_fini(&resp);
-    return ret;
+    warren_file_info_fini(&rst);
+    return warren_file_write_fd(w, r->id, dest, S_ISREG(st.st_mode) ? st.st_mode & 07777 : 0, fd,
+                                S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1, err);
 }
 
-struct sink {
-    int fd;
-};
-
-static int on_download(const char *data, size_t len, void *ctx, struct wr_err *err)
+static int on_download(const void *data, size_t len, void *ctx)
 {
-    struct sink *s = ctx;
-
-    if (wr_write_all(s->fd, data, len) < 0)
-        return wr_err_sys(err, "write");
-    return 0;
+    return wr_write_all(*(int *)ctx, data, len) < 0 ? -1 : 0;
 }
 
-static int download(struct cli_http *c, struct remote *r, const char *local, struct wr_err *err)
+static int download(warren *w, struct remote *r, const char *local, warren_error *err)
 {
-    _cleanup_free_ char *target = files_target(r->id, "files", r->path);
     _cleanup_free_ char *dest = NULL, *tmp = NULL;
     _cleanup_close_ int fd = -1;
-    struct cli_http_resp resp;
+    warren_file_info rst = {0};
     struct stat st;
-    json_t *rst;
-    bool failed, to_stdout = strcmp(local, "-") == 0;
+    bool to_stdout = strcmp(local, "-") == 0;
     int ret;
 
-    rst = remote_stat(c, r, &failed, err);
-    if (failed)
+    /* not found: the server's message says whether the file or the sandbox is missing */
+    if (remote_stat(w, r, &rst, err) <= 0)
         return -1;
-    if (rst == NULL)
-        return -1; /* the server's message says whether the file or the sandbox is missing */
-    if (strcmp(json_string_value(json_object_get(rst, "type")) ?: "", "dir") == 0) {
-        json_decref(rst);
-        return wr_err_set(err, WR_EUNSUPPORTED, 0,
-                          "%s:%s is a directory; copying directories is not supported yet", r->id,
-                          r->path);
+    if (rst.type == WARREN_DIR) {
+        warren_file_info_fini(&rst);
+        return cp_fail(err, WARREN_EUNSUPPORTED, 0,
+                       "%s:%s is a directory; copying directories is not supported yet", r->id,
+                       r->path);
     }
-    json_decref(rst);
+    warren_file_info_fini(&rst);
 
     if (to_stdout) {
         fd = dup(STDOUT_FILENO);
         if (fd < 0)
-            return wr_err_sys(err, "stdout");
+            return cp_fail(err, WARREN_ESYS, errno, "stdout");
     } else {
         /* Into an existing directory: keep the file's name. The data goes to a temporary file
          * renamed over the destination at the end, so a failed copy leaves no torn file. */
@@ -177,25 +149,18 @@ static int download(struct cli_http *c, struct remote *r, const char *local, str
         tmp = xasprintf("%s/.%s.warren-%d", dirname(d), base_name(dest), (int)getpid());
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0)
-            return wr_err_sys(err, "create %s", tmp);
+            return cp_fail(err, WARREN_ESYS, errno, "create %s", tmp);
     }
 
-    struct sink s = {.fd = fd};
-    struct cli_http_req req = {.method = "GET",
-                               .target = target,
-                               .accept = "application/octet-stream",
-                               .on_body = on_download,
-                               .ctx = &s};
-    ret = cli_http_request(c, &req, &resp, err);
-    if (ret == 0 && (resp.status < 200 || resp.status > 299))
-        ret = cli_http_error(&resp, err);
-    cli_http_resp_fini(&resp);
+    ret = warren_file_read(w, r->id, r->path, on_download, &fd, err);
+    if (ret < 0 && err->code == WARREN_EINTERNAL && err->status == 0)
+        cp_fail(err, WARREN_ESYS, errno, "write");
     if (to_stdout)
         return ret;
     if (ret == 0 && fsync(fd) < 0 && errno != EINVAL)
-        ret = wr_err_sys(err, "write %s", tmp);
+        ret = cp_fail(err, WARREN_ESYS, errno, "write %s", tmp);
     if (ret == 0 && rename(tmp, dest) < 0)
-        ret = wr_err_sys(err, "rename %s to %s", tmp, dest);
+        ret = cp_fail(err, WARREN_ESYS, errno, "rename %s to %s", tmp, dest);
     if (ret < 0)
         (void)unlink(tmp);
     return ret;
@@ -208,8 +173,8 @@ int cmd_cp(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct remote src = {0}, dst = {0};
-    struct cli_http *c = NULL;
-    struct wr_err err;
+    warren *w = NULL;
+    warren_error err;
     bool src_remote, dst_remote;
     int ch, rc = CLI_EXIT_USAGE;
 
@@ -243,18 +208,16 @@ int cmd_cp(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_FAIL;
-    if (cli_connect(&c, &err) < 0) {
-        cli_errorf("cp: %s", err.msg);
+    if ((w = cli_warren_or_complain("cp")) == NULL)
         goto out;
-    }
-    if (src_remote ? download(c, &src, argv[optind + 1], &err) < 0
-                   : upload(c, argv[optind], &dst, &err) < 0) {
-        cli_errorf("cp: %s", err.msg);
+    if (src_remote ? download(w, &src, argv[optind + 1], &err) < 0
+                   : upload(w, argv[optind], &dst, &err) < 0) {
+        cli_errorf("cp: %s", err.message);
         goto out;
     }
     rc = 0;
 out:
-    cli_http_close(c);
+    warren_close(w);
     free(src.id);
     free(dst.id);
     return rc;

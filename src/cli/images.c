@@ -374,10 +374,11 @@ static int snapshot_create(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
-    json_t *body = json_object(), *snap = NULL;
-    struct wr_err err;
+    warren *w = NULL;
+    warren_snapshot *made = NULL;
+    json_t *snap = NULL;
+    const char *name = NULL;
+    warren_error err;
     bool json = false;
     int c, rc = CLI_EXIT_USAGE;
 
@@ -387,7 +388,7 @@ static int snapshot_create(int argc, char **argv)
         case 'N':
             if (!check_name("snapshot", "snapshot name", optarg))
                 goto out;
-            json_object_set_new(body, "name", json_string(optarg));
+            name = optarg;
             break;
         case 'o':
             if (cli_output_arg("snapshot", optarg, &json) < 0)
@@ -410,21 +411,21 @@ static int snapshot_create(int argc, char **argv)
     if (!cli_check_id("snapshot", argv[optind]))
         goto out;
     rc = CLI_EXIT_FAIL;
-    if ((http = cli_connect_or_complain("snapshot")) == NULL)
+    if ((w = cli_warren_or_complain("snapshot")) == NULL)
         goto out;
-    target = target_of("sandboxes", argv[optind], "/snapshots");
-    if (cli_api(http, "POST", target, body, &snap, &err) < 0) {
-        cli_errorf("snapshot: %s", err.msg);
+    if (warren_snapshot_create(w, argv[optind], name, &made, &err) < 0) {
+        cli_errorf("snapshot: %s", err.message);
         goto out;
     }
+    snap = cli_json(warren_snapshot_json(made));
     if (json)
         cli_print_json(snap);
     else
         printf("%s\n", str_or(snap, "id", "?"));
     rc = 0;
 out:
-    cli_http_close(http);
-    json_decref(body);
+    warren_snapshot_free(made);
+    warren_close(w);
     json_decref(snap);
     return rc;
 }
@@ -579,13 +580,16 @@ int cmd_fork(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
-    json_t *body = json_object(), *meta = json_object(), *res = NULL, *list, *v;
+    _cleanup_free_ const char **metav = xcalloc((size_t)argc + 1, sizeof(*metav));
+    json_t *meta = json_object(), *res = NULL;
+    warren_fork_opts fo = {0};
+    warren_sandbox_list *copies = NULL;
+    warren *w = NULL;
+    warren_error werr;
     struct wr_err err;
     bool json = false;
     uint64_t n;
-    size_t k;
+    size_t k, n_meta = 0;
     int c, rc = CLI_EXIT_USAGE;
 
     opterr = 0;
@@ -596,7 +600,7 @@ int cmd_fork(int argc, char **argv)
                 cli_errorf("fork: -n `%s`: want a count from 1 to %d", optarg, MAX_FORK);
                 goto out;
             }
-            json_object_set_new(body, "count", json_integer((json_int_t)n));
+            fo.count = (int)n;
             break;
         case O_TIMEOUT:
             if (wr_parse_uint(optarg, MAX_TIMEOUT_S, &n, &err) < 0 || n == 0) {
@@ -604,11 +608,12 @@ int cmd_fork(int argc, char **argv)
                            optarg);
                 goto out;
             }
-            json_object_set_new(body, "timeout", json_integer((json_int_t)n));
+            fo.timeout_s = (int64_t)n;
             break;
         case O_META:
             if (cli_kv_set("fork", "--metadata", meta, optarg) < 0)
                 goto out;
+            metav[n_meta++] = optarg;
             break;
         case 'o':
             if (cli_output_arg("fork", optarg, &json) < 0)
@@ -636,37 +641,31 @@ int cmd_fork(int argc, char **argv)
     }
     if (!cli_check_id("fork", argv[optind]))
         goto out;
-    if (json_object_size(meta))
-        json_object_set(body, "metadata", meta);
+    fo.metadata = n_meta ? metav : NULL;
     rc = CLI_EXIT_FAIL;
-    if ((http = cli_connect_or_complain("fork")) == NULL)
+    if ((w = cli_warren_or_complain("fork")) == NULL)
         goto out;
-    target = target_of("sandboxes", argv[optind], "/fork");
-    if (cli_api(http, "POST", target, body, &res, &err) < 0) {
-        cli_errorf("fork: %s", err.msg);
-        goto out;
-    }
-    list = json_object_get(res, "sandboxes");
-    if (!json_is_array(list)) {
-        cli_errorf("fork: bad answer from warrend: no `sandboxes` array");
+    if (warren_fork(w, argv[optind], &fo, &copies, &werr) < 0) {
+        cli_errorf("fork: %s", werr.message);
         goto out;
     }
     if (json) {
+        res = cli_json(warren_sandbox_list_json(copies));
         cli_print_json(res);
     } else {
-        json_array_foreach(list, k, v) printf("%s\n", str_or(v, "id", "?"));
+        for (k = 0; k < warren_sandbox_list_len(copies); k++)
+            printf("%s\n", warren_sandbox_id(warren_sandbox_list_at(copies, k)) ?: "?");
     }
     fflush(stdout);
     rc = 0;
-    json_array_foreach(json_object_get(res, "errors"), k, v)
-    {
-        cli_errorf("fork: a copy failed: %s (%s)", str_or(v, "message", "?"),
-                   str_or(v, "code", "?"));
+    for (k = 0; k < warren_sandbox_list_nerrors(copies); k++) {
+        const warren_error *e = warren_sandbox_list_error(copies, k);
+        cli_errorf("fork: a copy failed: %s (%s)", e->message, e->api_code[0] ? e->api_code : "?");
         rc = CLI_EXIT_FAIL;
     }
 out:
-    cli_http_close(http);
-    json_decref(body);
+    warren_sandbox_list_free(copies);
+    warren_close(w);
     json_decref(meta);
     json_decref(res);
     return rc;

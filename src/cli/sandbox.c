@@ -201,10 +201,16 @@ int cmd_create(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    json_t *body = json_object(), *env = json_object(), *meta = json_object(), *sb = NULL;
-    json_t *vols = json_array(), *net = json_object();
-    _cleanup_free_ char *idem = NULL;
-    struct cli_http *http = NULL;
+    json_t *env = json_object(), *meta = json_object(), *sb = NULL;
+    json_t *vols = json_array(), *net = json_object(), *extra = json_object();
+    _cleanup_free_ char *extra_text = NULL;
+    _cleanup_free_ const char **envv = xcalloc((size_t)argc + 1, sizeof(*envv));
+    _cleanup_free_ const char **metav = xcalloc((size_t)argc + 1, sizeof(*metav));
+    size_t n_env = 0, n_meta = 0;
+    warren_create_opts o = {0};
+    warren_sandbox *created = NULL;
+    warren *w = NULL;
+    warren_error werr;
     struct wr_err err;
     bool json = false;
     int c, rc = CLI_EXIT_USAGE;
@@ -215,24 +221,22 @@ int cmd_create(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
         case O_TEMPLATE:
-            json_object_set_new(body, "template", json_string(optarg));
+            o.template_name = optarg;
             break;
         case O_CPUS:
             if (wr_parse_cpus(optarg, &millis, &err) < 0)
                 goto bad;
-            json_object_set_new(body, "cpus", json_real(millis / 1000.0));
+            o.cpus = millis / 1000.0;
             break;
         case O_MEMORY:
             if (wr_parse_size(optarg, &v, &err) < 0)
                 goto bad;
-            json_object_set_new(body, "memory_mb",
-                                json_integer((json_int_t)((v + (1 << 20) - 1) >> 20)));
+            o.memory_mb = (int64_t)((v + (1 << 20) - 1) >> 20);
             break;
         case O_DISK:
             if (wr_parse_size(optarg, &v, &err) < 0)
                 goto bad;
-            json_object_set_new(body, "disk_mb",
-                                json_integer((json_int_t)((v + (1 << 20) - 1) >> 20)));
+            o.disk_mb = (int64_t)((v + (1 << 20) - 1) >> 20);
             break;
         case O_TIMEOUT:
             if (wr_parse_uint(optarg, MAX_TIMEOUT_S, &v, &err) < 0)
@@ -241,30 +245,31 @@ int cmd_create(int argc, char **argv)
                 cli_errorf("create: --timeout must be at least 1 second");
                 goto out;
             }
-            json_object_set_new(body, "timeout", json_integer((json_int_t)v));
+            o.timeout_s = (int64_t)v;
             break;
         case O_ON_TIMEOUT:
             if (strcmp(optarg, "kill") != 0 && strcmp(optarg, "pause") != 0) {
                 cli_errorf("create: --on-timeout `%s`: want kill or pause", optarg);
                 goto out;
             }
-            json_object_set_new(body, "on_timeout", json_string(optarg));
+            o.on_timeout = optarg;
             break;
         case O_ENV:
             if (cli_kv_set("create", "--env", env, optarg) < 0)
                 goto out;
+            envv[n_env++] = optarg;
             break;
         case O_META:
             if (cli_kv_set("create", "--metadata", meta, optarg) < 0)
                 goto out;
+            metav[n_meta++] = optarg;
             break;
         case O_VOLUME:
             if (volume_arg(optarg, vols) < 0)
                 goto out;
             break;
         case O_IDEM:
-            free(idem);
-            idem = xasprintf("Idempotency-Key: %s", optarg);
+            o.idempotency_key = optarg;
             break;
         case CLI_NET_INTERNET:
         case CLI_NET_NO_INTERNET:
@@ -293,60 +298,36 @@ int cmd_create(int argc, char **argv)
         cli_errorf("create: unexpected argument `%s`", argv[optind]);
         goto out;
     }
-    if (json_object_size(env))
-        json_object_set(body, "env", env);
-    if (json_object_size(meta))
-        json_object_set(body, "metadata", meta);
+    o.env = n_env ? envv : NULL;
+    o.metadata = n_meta ? metav : NULL;
     if (json_array_size(vols))
-        json_object_set(body, "volumes", vols);
+        json_object_set(extra, "volumes", vols);
     if (json_object_size(net))
-        json_object_set(body, "network", net);
+        json_object_set(extra, "network", net);
+    if (json_object_size(extra))
+        o.extra_json = extra_text = json_dumps(extra, JSON_COMPACT);
 
     rc = CLI_EXIT_FAIL;
-    if ((http = cli_connect_or_complain("create")) == NULL)
+    if ((w = cli_warren_or_complain("create")) == NULL)
         goto out;
-    if (idem != NULL) {
-        /* cli_api has no header parameter; this one request is made by hand */
-        const char *extra[] = {idem, NULL};
-        _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
-        struct cli_http_req req = {.method = "POST",
-                                   .target = "/v1/sandboxes",
-                                   .content_type = "application/json",
-                                   .extra = extra,
-                                   .body_kind = CLI_BODY_MEM,
-                                   .body = text,
-                                   .body_len = strlen(text)};
-        struct cli_http_resp resp;
-        if (cli_http_request(http, &req, &resp, &err) < 0)
-            goto fail;
-        if (resp.status < 200 || resp.status > 299) {
-            cli_http_error(&resp, &err);
-            cli_http_resp_fini(&resp);
-            goto fail;
-        }
-        sb = json_loadb(resp.body ? resp.body : "", resp.body_len, 0, NULL);
-        cli_http_resp_fini(&resp);
-        if (sb == NULL) {
-            wr_err_set(&err, WR_EPROTO, 0, "bad JSON from warrend");
-            goto fail;
-        }
-    } else if (cli_api(http, "POST", "/v1/sandboxes", body, &sb, &err) < 0) {
-        goto fail;
+    if (warren_create(w, &o, &created, &werr) < 0) {
+        cli_errorf("create: %s", werr.message);
+        goto out;
     }
-    if (json)
+    if (json) {
+        sb = cli_json(warren_sandbox_json(created));
         cli_print_json(sb);
-    else
-        printf("%s\n", json_string_value(json_object_get(sb, "id")) ?: "?");
+    } else {
+        printf("%s\n", warren_sandbox_id(created) ?: "?");
+    }
     rc = 0;
     goto out;
 bad:
     cli_errorf("create: %s", err.msg);
-    goto out;
-fail:
-    cli_errorf("create: %s", err.msg);
 out:
-    cli_http_close(http);
-    json_decref(body);
+    warren_sandbox_free(created);
+    warren_close(w);
+    json_decref(extra);
     json_decref(env);
     json_decref(meta);
     json_decref(vols);
@@ -366,28 +347,31 @@ int cmd_ls(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct wr_buf query = {0};
-    struct cli_http *http = NULL;
-    json_t *all = json_array(), *page = NULL;
-    _cleanup_free_ char *cursor = NULL;
-    struct wr_err err;
+    _cleanup_free_ const char **metav = xcalloc((size_t)argc + 1, sizeof(*metav));
+    _cleanup_free_ char *states = NULL;
+    warren_list_opts lo = {0};
+    warren_sandbox_list *list = NULL;
+    warren *w = NULL;
+    warren_error err;
+    size_t n_meta = 0;
     bool json = false;
     int c, rc = CLI_EXIT_USAGE;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 's':
-            wr_buf_puts(&query, "&state=");
-            cli_buf_add_escaped(&query, optarg);
+        case 's': {
+            char *more = states ? xasprintf("%s,%s", states, optarg) : xstrdup(optarg);
+            free(states);
+            states = more;
             break;
+        }
         case 'm':
             if (strchr(optarg, '=') == NULL || optarg[0] == '=') {
                 cli_errorf("ls: --metadata `%s` must be KEY=VALUE", optarg);
                 goto out;
             }
-            wr_buf_puts(&query, "&metadata=");
-            cli_buf_add_escaped(&query, optarg);
+            metav[n_meta++] = optarg;
             break;
         case 'o':
             if (cli_output_arg("ls", optarg, &json) < 0)
@@ -409,62 +393,30 @@ int cmd_ls(int argc, char **argv)
         goto out;
     }
     rc = CLI_EXIT_FAIL;
-    if ((http = cli_connect_or_complain("ls")) == NULL)
+    if ((w = cli_warren_or_complain("ls")) == NULL)
         goto out;
-    for (bool header = !json;;) {
-        struct wr_buf target = {0};
-        json_t *list, *s;
-        size_t i;
-        int r;
-
-        wr_buf_printf(&target, "/v1/sandboxes?limit=1000%s", wr_buf_str(&query));
-        if (cursor) {
-            wr_buf_puts(&target, "&cursor=");
-            cli_buf_add_escaped(&target, cursor);
-        }
-        r = cli_api(http, "GET", wr_buf_str(&target), NULL, &page, &err);
-        wr_buf_fini(&target);
-        if (r < 0) {
-            cli_errorf("ls: %s", err.msg);
-            goto out;
-        }
-        list = json_object_get(page, "sandboxes");
-        if (!json_is_array(list)) {
-            cli_errorf("ls: bad answer from warrend: no `sandboxes` array");
-            goto out;
-        }
-        if (header)
-            print_row("ID", "TEMPLATE", "STATE", "CPUS", "MEMORY", "EXPIRES");
-        header = false;
-        json_array_foreach(list, i, s)
-        {
-            if (json)
-                json_array_append(all, s);
-            else
-                print_sandbox_row(s);
-        }
-        free(cursor);
-        cursor = json_string_value(json_object_get(page, "next_cursor"))
-                     ? xstrdup(json_string_value(json_object_get(page, "next_cursor")))
-                     : NULL;
-        bool empty = json_array_size(list) == 0;
-        json_decref(page);
-        page = NULL;
-        if (cursor == NULL || cursor[0] == '\0' || empty)
-            break;
-        fflush(stdout);
+    lo.state = states;
+    lo.metadata = n_meta ? metav : NULL;
+    if (warren_list(w, &lo, &list, &err) < 0) {
+        cli_errorf("ls: %s", err.message);
+        goto out;
     }
     if (json) {
-        json_t *o = json_pack("{s:O}", "sandboxes", all);
-        cli_print_json(o);
-        json_decref(o);
+        json_t *doc = cli_json(warren_sandbox_list_json(list));
+        cli_print_json(doc);
+        json_decref(doc);
+    } else {
+        print_row("ID", "TEMPLATE", "STATE", "CPUS", "MEMORY", "EXPIRES");
+        for (size_t i = 0; i < warren_sandbox_list_len(list); i++) {
+            json_t *s = cli_json(warren_sandbox_json(warren_sandbox_list_at(list, i)));
+            print_sandbox_row(s);
+            json_decref(s);
+        }
     }
     rc = 0;
 out:
-    cli_http_close(http);
-    wr_buf_fini(&query);
-    json_decref(all);
-    json_decref(page);
+    warren_sandbox_list_free(list);
+    warren_close(w);
     return rc;
 }
 
@@ -506,10 +458,10 @@ int cli_simple_opts(const char *verb, const char *usage, int argc, char **argv, 
 
 int cmd_info(int argc, char **argv)
 {
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
+    warren *w = NULL;
+    warren_sandbox *got = NULL;
     json_t *sb = NULL;
-    struct wr_err err;
+    warren_error err;
     bool json = false;
     int rc,
         i = cli_simple_opts("info", "usage: warren info ID [-o json]\n", argc, argv, &json, &rc);
@@ -522,27 +474,28 @@ int cmd_info(int argc, char **argv)
     }
     if (!cli_check_id("info", argv[i]))
         return CLI_EXIT_USAGE;
-    if ((http = cli_connect_or_complain("info")) == NULL)
+    if ((w = cli_warren_or_complain("info")) == NULL)
         return CLI_EXIT_FAIL;
-    target = xasprintf("/v1/sandboxes/%s", argv[i]);
-    if (cli_api(http, "GET", target, NULL, &sb, &err) < 0) {
-        cli_errorf("info: %s", err.msg);
-        cli_http_close(http);
+    if (warren_get(w, argv[i], &got, &err) < 0) {
+        cli_errorf("info: %s", err.message);
+        warren_close(w);
         return CLI_EXIT_FAIL;
     }
+    sb = cli_json(warren_sandbox_json(got));
     if (json)
         cli_print_json(sb);
     else
         print_sandbox(sb);
     json_decref(sb);
-    cli_http_close(http);
+    warren_sandbox_free(got);
+    warren_close(w);
     return 0;
 }
 
 int cmd_rm(int argc, char **argv)
 {
-    struct cli_http *http = NULL;
-    struct wr_err err;
+    warren *w = NULL;
+    warren_error err;
     int rc = 0, i = cli_simple_opts("rm", "usage: warren rm ID...\n\nKill and delete sandboxes.\n",
                                     argc, argv, NULL, &rc);
 
@@ -555,27 +508,27 @@ int cmd_rm(int argc, char **argv)
     for (int j = i; j < argc; j++)
         if (!cli_check_id("rm", argv[j]))
             return CLI_EXIT_USAGE;
-    if ((http = cli_connect_or_complain("rm")) == NULL)
+    if ((w = cli_warren_or_complain("rm")) == NULL)
         return CLI_EXIT_FAIL;
     /* Go on past a failure: the others are still worth removing. */
     for (; i < argc; i++) {
-        _cleanup_free_ char *target = xasprintf("/v1/sandboxes/%s", argv[i]);
-        if (cli_api(http, "DELETE", target, NULL, NULL, &err) < 0) {
-            cli_errorf("rm %s: %s", argv[i], err.msg);
+        if (warren_delete(w, argv[i], &err) < 0) {
+            cli_errorf("rm %s: %s", argv[i], err.message);
             rc = CLI_EXIT_FAIL;
         } else {
             printf("%s\n", argv[i]);
         }
     }
-    cli_http_close(http);
+    warren_close(w);
     return rc;
 }
 
 int cmd_timeout(int argc, char **argv)
 {
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
-    json_t *body, *sb = NULL;
+    warren *w = NULL;
+    warren_sandbox *got = NULL;
+    warren_error werr;
+    json_t *sb = NULL;
     struct wr_err err;
     bool json = false;
     uint64_t secs;
@@ -596,17 +549,16 @@ int cmd_timeout(int argc, char **argv)
         cli_errorf("timeout: SECS `%s` must be a whole number of seconds, at least 1", argv[i + 1]);
         return CLI_EXIT_USAGE;
     }
-    if ((http = cli_connect_or_complain("timeout")) == NULL)
+    if ((w = cli_warren_or_complain("timeout")) == NULL)
         return CLI_EXIT_FAIL;
-    target = xasprintf("/v1/sandboxes/%s/timeout", argv[i]);
-    body = json_pack("{s:I}", "timeout", (json_int_t)secs);
-    rc = cli_api(http, "POST", target, body, &sb, &err) < 0 ? CLI_EXIT_FAIL : 0;
-    json_decref(body);
-    cli_http_close(http);
+    rc = warren_set_timeout(w, argv[i], (int64_t)secs, &got, &werr) < 0 ? CLI_EXIT_FAIL : 0;
+    warren_close(w);
     if (rc != 0) {
-        cli_errorf("timeout: %s", err.msg);
+        cli_errorf("timeout: %s", werr.message);
         return rc;
     }
+    sb = cli_json(warren_sandbox_json(got));
+    warren_sandbox_free(got);
     if (json)
         cli_print_json(sb);
     else
@@ -627,11 +579,12 @@ int cmd_pause(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
-    json_t *body, *sb = NULL;
-    const char *mode = "memory", *got;
-    struct wr_err err;
+    warren *w = NULL;
+    warren_sandbox *paused = NULL;
+    json_t *sb = NULL;
+    warren_pause_mode mode = WARREN_PAUSE_MEMORY;
+    const char *got;
+    warren_error err;
     bool json = false;
     int c, rc;
 
@@ -639,10 +592,10 @@ int cmd_pause(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd':
-            mode = "disk";
+            mode = WARREN_PAUSE_DISK;
             break;
         case 'm':
-            mode = "memory";
+            mode = WARREN_PAUSE_MEMORY;
             break;
         case 'o':
             if (cli_output_arg("pause", optarg, &json) < 0)
@@ -666,17 +619,16 @@ int cmd_pause(int argc, char **argv)
     }
     if (!cli_check_id("pause", argv[optind]))
         return CLI_EXIT_USAGE;
-    if ((http = cli_connect_or_complain("pause")) == NULL)
+    if ((w = cli_warren_or_complain("pause")) == NULL)
         return CLI_EXIT_FAIL;
-    target = xasprintf("/v1/sandboxes/%s/pause", argv[optind]);
-    body = json_pack("{s:s}", "mode", mode);
-    rc = cli_api(http, "POST", target, body, &sb, &err) < 0 ? CLI_EXIT_FAIL : 0;
-    json_decref(body);
-    cli_http_close(http);
+    rc = warren_pause(w, argv[optind], mode, &paused, &err) < 0 ? CLI_EXIT_FAIL : 0;
+    warren_close(w);
     if (rc != 0) {
-        cli_errorf("pause: %s", err.msg);
+        cli_errorf("pause: %s", err.message);
         return rc;
     }
+    sb = cli_json(warren_sandbox_json(paused));
+    warren_sandbox_free(paused);
     if (json) {
         cli_print_json(sb);
     } else {
@@ -706,12 +658,13 @@ int cmd_resume(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct cli_http *http = NULL;
-    _cleanup_free_ char *target = NULL;
-    json_t *body = json_object(), *sb = NULL;
+    warren *w = NULL;
+    warren_sandbox *resumed = NULL;
+    json_t *sb = NULL;
+    warren_error werr;
     struct wr_err err;
     bool json = false;
-    uint64_t secs;
+    uint64_t secs = 0;
     int c, rc = CLI_EXIT_USAGE;
 
     opterr = 0;
@@ -723,7 +676,6 @@ int cmd_resume(int argc, char **argv)
                            optarg);
                 goto out;
             }
-            json_object_set_new(body, "timeout", json_integer((json_int_t)secs));
             break;
         case 'o':
             if (cli_output_arg("resume", optarg, &json) < 0)
@@ -750,13 +702,13 @@ int cmd_resume(int argc, char **argv)
     if (!cli_check_id("resume", argv[optind]))
         goto out;
     rc = CLI_EXIT_FAIL;
-    if ((http = cli_connect_or_complain("resume")) == NULL)
+    if ((w = cli_warren_or_complain("resume")) == NULL)
         goto out;
-    target = xasprintf("/v1/sandboxes/%s/resume", argv[optind]);
-    if (cli_api(http, "POST", target, body, &sb, &err) < 0) {
-        cli_errorf("resume: %s", err.msg);
+    if (warren_resume(w, argv[optind], (int64_t)secs, &resumed, &werr) < 0) {
+        cli_errorf("resume: %s", werr.message);
         goto out;
     }
+    sb = cli_json(warren_sandbox_json(resumed));
     if (json) {
         cli_print_json(sb);
     } else {
@@ -773,8 +725,8 @@ int cmd_resume(int argc, char **argv)
     }
     rc = 0;
 out:
-    cli_http_close(http);
-    json_decref(body);
+    warren_sandbox_free(resumed);
+    warren_close(w);
     json_decref(sb);
     return rc;
 }

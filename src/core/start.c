@@ -5,6 +5,7 @@
 #include "start.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <poll.h>
 #include <stdio.h>
@@ -150,10 +151,10 @@ struct run {
     char *tname;
     wr_start_cb cb;
     void *ctx;
-    int refs;            /* the run's own, one per spawn in flight, the timer's */
-    bool done;           /* cb has been called */
-    bool connected_here; /* the run opened sb's agent */
-    uint64_t deadline;   /* uv_now */
+    int refs;              /* the run's own, one per spawn in flight, the timer's */
+    bool done;             /* cb has been called */
+    bool connected_here;   /* the run opened sb's agent */
+    uint64_t t0, deadline; /* uv_now */
     uv_timer_t timer;
     /* the start command */
     bool spawning;
@@ -162,6 +163,7 @@ struct run {
     /* the check in flight */
     struct wr_port_req *preq;
     int http_fd;
+    struct http_watch *http_w; /* wakes the run when the answer comes */
     uint64_t http_until;
     char http_buf[16];
     size_t http_n;
@@ -170,6 +172,35 @@ struct run {
     uint32_t rproc_id;
     int attempts;
 };
+
+/* A poll handle on the HTTP check's socket: closed (and the socket with it) on its own, so a
+ * run never waits for it. */
+struct http_watch {
+    uv_poll_t h;
+    int fd;
+    struct run *r; /* NULL once the run let go */
+};
+
+static void http_watch_closed(uv_handle_t *h)
+{
+    struct http_watch *w = h->data;
+
+    (void)close(w->fd);
+    free(w);
+}
+
+/* Stop the HTTP check in flight: its socket goes. */
+static void http_stop(struct run *r)
+{
+    if (r->http_w != NULL) {
+        r->http_w->r = NULL;
+        uv_close((uv_handle_t *)&r->http_w->h, http_watch_closed);
+        r->http_w = NULL;
+    } else if (r->http_fd >= 0) {
+        (void)close(r->http_fd);
+    }
+    r->http_fd = -1;
+}
 
 static void run_unref(struct run *r)
 {
@@ -229,11 +260,11 @@ static void finish(struct run *r, enum wr_err_kind kind, const char *fmt, ...)
     uv_timer_stop(&r->timer);
     wr_port_req_cancel(r->preq);
     r->preq = NULL;
-    if (r->http_fd >= 0)
-        (void)close(r->http_fd);
-    r->http_fd = -1;
+    http_stop(r);
     if (fmt == NULL) {
-        log_info("sandbox %s: template `%s`: started and ready", r->sb->id, r->tname);
+        uv_update_time(m->loop);
+        log_info("sandbox %s: template `%s`: started and ready in %" PRIu64 " ms (%d checks)",
+                 r->sb->id, r->tname, uv_now(m->loop) - r->t0, r->attempts);
         r->cb(r->ctx, NULL);
     } else {
         char why[256], tail[TAIL_BYTES + 64];
@@ -256,6 +287,8 @@ static void finish(struct run *r, enum wr_err_kind kind, const char *fmt, ...)
     wr__work_done(m);
 }
 
+static void tick(uv_timer_t *t);
+
 static void started(void *ctx, struct wr_proc *p, const struct wr_err *err)
 {
     struct run *r = ctx;
@@ -265,7 +298,11 @@ static void started(void *ctx, struct wr_proc *p, const struct wr_err *err)
         wr__proc_set_tag(p, WR_START_TAG);
         r->proc_id = wr_proc_id(p);
         r->spawned = true;
-        log_debug("sandbox %s: start command is process %u", r->sb->id, r->proc_id);
+        uv_update_time(r->m->loop);
+        log_debug("sandbox %s: start command is process %u (%" PRIu64 " ms)", r->sb->id, r->proc_id,
+                  uv_now(r->m->loop) - r->t0);
+        if (!r->done) /* the first check now, then every WR_START_POLL_MS */
+            uv_timer_start(&r->timer, tick, 0, WR_START_POLL_MS);
     }
     if (!r->done && err != NULL)
         finish(r, WR_ESTARTFAILED, "start command: %s", err->msg);
@@ -284,6 +321,17 @@ static void ready_spawned(void *ctx, struct wr_proc *p, const struct wr_err *err
     if (!r->done && err != NULL)
         finish(r, WR_ESTARTFAILED, "ready command: %s", err->msg);
     run_unref(r);
+}
+
+static void check(struct run *r);
+
+/* The answer (or its start) is there: look at once rather than at the next tick. */
+static void http_readable(uv_poll_t *h, int status, int events)
+{
+    struct http_watch *w = h->data;
+
+    if (w->r != NULL && !w->r->done)
+        check(w->r);
 }
 
 static void port_opened(void *arg, int fd, const struct wr_err *err)
@@ -316,6 +364,16 @@ static void port_opened(void *arg, int fd, const struct wr_err *err)
     r->http_fd = fd;
     r->http_n = 0;
     r->http_until = uv_now(r->m->loop) + HTTP_ATTEMPT_MS;
+    r->http_w = xcalloc(1, sizeof(*r->http_w));
+    r->http_w->fd = fd;
+    r->http_w->r = r;
+    r->http_w->h.data = r->http_w;
+    if (uv_poll_init(r->m->loop, &r->http_w->h, fd) < 0) {
+        free(r->http_w); /* the ticks read it instead */
+        r->http_w = NULL;
+        return;
+    }
+    (void)uv_poll_start(&r->http_w->h, UV_READABLE, http_readable);
 }
 
 /* The HTTP check in flight: 1 answered 2xx, 0 still waiting, -1 this try failed. */
@@ -346,8 +404,7 @@ static void check(struct run *r)
             int h = http_poll(r);
             if (h == 0)
                 return;
-            (void)close(r->http_fd);
-            r->http_fd = -1;
+            http_stop(r);
             if (h > 0)
                 finish(r, WR_EOK, NULL);
             return;
@@ -383,7 +440,7 @@ static void check(struct run *r)
                               .user = r->cfg->user,
                               .uid = -1,
                               .gid = -1};
-        uint64_t left = r->deadline - uv_now(r->m->loop);
+        uint64_t now = uv_now(r->m->loop), left = r->deadline > now ? r->deadline - now : 0;
         r->attempts++;
         r->rspawning = true;
         r->refs++;
@@ -480,7 +537,9 @@ void wr__start_run(struct wr_live_sb *sb, struct wr_start_cfg *cfg, const char *
     r->http_fd = -1;
     r->refs = 2; /* the run's, the timer's */
     m->inflight++;
-    r->deadline = uv_now(m->loop) + (uint64_t)cfg->timeout_s * 1000;
+    uv_update_time(m->loop);
+    r->t0 = uv_now(m->loop);
+    r->deadline = r->t0 + (uint64_t)cfg->timeout_s * 1000;
     uv_timer_init(m->loop, &r->timer);
     r->timer.data = r;
     /* The first tick on the next turn (the callback never runs inside this call), then every

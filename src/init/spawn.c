@@ -162,6 +162,13 @@ static int child_run(void *arg)
         for (int i = 0; i < 3; i++)
             if (dup2(pl->stdio[i], i) < 0)
                 child_fail(pl, STAGE_STDIO);
+        /* The pipes are the process's own, as a shell's would be: owned by its user, so that
+         * opening /dev/stdout (/proc/self/fd/1) works after the uid changes (scrot -, tee
+         * /dev/stderr). Init keeps the other ends; nothing else has them. */
+        for (int i = 0; i < 3; i++)
+            if (fchown(i, pl->user->uid, (gid_t)-1) < 0) {
+                /* the pipe stays root's: only a reopen of /dev/std* is refused */
+            }
     }
 
     if (syscall(SYS_setgroups, pl->user->ngroups, pl->user->groups) < 0 && errno != EPERM)

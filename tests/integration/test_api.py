@@ -522,3 +522,10 @@ def test_a_sandbox_whose_init_dies_is_stopped_with_a_reason(client):
     with pytest.raises(warren.ConflictError):
         sb.commands.run("true")
     client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
+
+
+def test_exec_reopens_its_own_stdio_as_its_user(sandbox):
+    # A process's pipes are its user's (as a shell's are), so reopening /dev/stdout or
+    # /dev/stderr (scrot -, tee /dev/stderr, `echo x > /dev/stdout`) works without root.
+    r = sandbox.commands.run("echo out >/dev/stdout; echo err >/dev/stderr; id -u", user="user")
+    assert (r.stdout, r.stderr, r.exit_code) == ("out\n1000\n", "err\n", 0)

@@ -958,6 +958,28 @@ def _triggers(daemon, ctx):
         body=b"x")
     add(pull, "post", 403, tcp=True, key=ctx["team_key"],
         body={"name": "x", "image": "127.0.0.1:1/a/b:1", "shared": True})
+    # The desktop and browser (docs/desktop.md; the tools themselves: test_desktop.py).
+    stopped = []
+
+    def one_stopped():
+        if not stopped:
+            stopped.append(stopped_sandbox(daemon))
+        return stopped[0]
+
+    for path, method, bad in [("/desktop", "get", None), ("/desktop/start", "post", {"width": 0}),
+                              ("/desktop/screenshot", "get", None), ("/desktop/mouse", "get", None),
+                              ("/desktop/mouse", "post", {"action": "fly"}),
+                              ("/desktop/keyboard", "post", {}), ("/desktop/windows", "get", None),
+                              ("/browser/start", "post", {"x": 1}), ("/cdp", "get", None),
+                              ("/cdp/json/version", "get", None)]:
+        body = {} if method == "post" else None
+        add(S + path, method, 404, {"id": gone}, body=body)
+        add(S + path, method, 409, call=lambda path=path, method=method, body=body: send(
+            daemon, method.upper(), "/v1/sandboxes/%s%s" % (one_stopped(), path), body=body))
+        if bad is not None:
+            add(S + path, method, 400, {"id": sid}, body=bad)
+    add(S + "/desktop/screenshot", "get", 400, {"id": sid}, query={"cursor": "maybe"})
+    add(S + "/cdp", "get", 400, {"id": sid})  # not an upgrade
     return t
 
 
@@ -1024,6 +1046,9 @@ COVERED_ELSEWHERE = {
     ("/v1/templates/build", "post", 507),
     ("/v1/templates/import", "post", 507),
     ("/v1/templates/pull", "post", 507),
+    # A template's start command that fails: test_start.py makes such templates.
+    ("/v1/sandboxes", "post", 502),
+    ("/v1/sandboxes/{id}/resume", "post", 502),
     # A tree deeper than the walks go (1024 directories): test_walks.py makes one.
     ("/v1/sandboxes/{id}/disk", "get", 400),
     ("/v1/volumes/{name}", "get", 400),

@@ -97,6 +97,21 @@ def test_a_create_answers_once_the_port_answers(d):
         sb.kill()
 
 
+def test_a_sandbox_with_a_network_slot(d):
+    # Its own address in a slot, no internet: the check dials the slot address first, then
+    # falls back to warren-init (httpd listens on 127.0.0.1 only).
+    c = d.client()
+    sb = warren.Sandbox.create("web", client=c, timeout=60, network=True, internet=False)
+    try:
+        assert listening(sb, 8000)
+        assert len(start_procs(c, sb.sandbox_id)) == 1
+    finally:
+        sb.kill()
+    status, body = create_raw(c, "exits", network={"enabled": True, "internet": False})
+    assert status == 502 and body["code"] == "start_failed", body
+    assert_nothing_left(d, c)
+
+
 def test_a_ready_command(d):
     c = d.client()
     sb = warren.Sandbox.create("readycmd", client=c, timeout=60)
@@ -130,6 +145,29 @@ def test_a_start_that_never_becomes_ready_fails_and_leaves_nothing(d):
     assert "`never`" in body["message"] and "not ready after 2 s" in body["message"]
     assert "never listening" in body["message"] and "on stderr" in body["message"]
     assert 2 <= took < 6
+    assert_nothing_left(d, c)
+
+
+def test_a_delete_while_the_start_command_runs(d):
+    import threading
+    c = d.client()
+    make_template(d, "slowready", {"cmd": "exec sleep 1000", "ready": {"port": 8003, "timeout_s": 30}})
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=create_raw(d.client(), "slowready")))
+    t0 = time.monotonic()
+    t.start()
+    sid = None
+    while sid is None and time.monotonic() - t0 < 10:
+        sbs = c.request("GET", "/v1/sandboxes", query={"state": "creating"}).json_object()["sandboxes"]
+        sid = sbs[0]["id"] if sbs else None
+        time.sleep(0.02)
+    assert sid is not None
+    r = c.request("DELETE", "/v1/sandboxes/%s" % sid, check=False)
+    assert r.status == 204, r.body
+    t.join(10)
+    status, body = got["r"]
+    assert status == 409 and "deleted" in body["message"], body
+    assert time.monotonic() - t0 < 10  # not the 30 s of its timeout
     assert_nothing_left(d, c)
 
 
@@ -214,6 +252,27 @@ def test_a_resume_from_disk_runs_the_start_command_again(d):
         sb.kill()
 
 
+def test_a_resume_whose_start_fails_answers_502_and_keeps_the_sandbox(d):
+    c = d.client()
+    make_template(d, "fragile", {"cmd": "if [ -e /tmp/broken ]; then echo broken; exit 3; fi; "
+                                        "exec httpd -f -p 127.0.0.1:8000 -h /tmp",
+                                 "ready": {"port": 8000, "timeout_s": 20}})
+    sb = warren.Sandbox.create("fragile", client=c, timeout=60)
+    try:
+        assert listening(sb, 8000)
+        sb.files.write("/tmp/broken", "1")
+        sb.pause(mode="disk")
+        r = c.request("POST", "/v1/sandboxes/%s/resume" % sb.sandbox_id, json_body={}, check=False)
+        body = r.json()
+        assert r.status == 502 and body["code"] == "start_failed", body
+        assert "exited with code 3" in body["message"] and "broken" in body["message"]
+        # Its files are the caller's: it runs on, without the service.
+        assert sb.get_info().state == "running"
+        assert sb.commands.run("cat /tmp/broken").stdout == "1"
+    finally:
+        sb.kill()
+
+
 def test_a_template_built_from_one_with_a_start_command_keeps_it(d):
     c = d.client()
     # The build's steps run without it (a RUN step is not held up by the server, and does not
@@ -251,6 +310,42 @@ def test_the_start_process_keeps_its_tag_across_a_daemon_restart():
         d.cleanup()
 
 
+def test_a_daemon_that_stops_while_a_start_command_runs_keeps_nothing_of_it():
+    import threading
+    d = Daemon("--warm", "0")
+    make_template(d, "slowready", {"cmd": "exec sleep 1000", "ready": {"port": 8003, "timeout_s": 30}})
+    d.start()
+    try:
+        c = d.client()
+        got = {}
+
+        def create():
+            try:
+                got["r"] = create_raw(d.client(), "slowready")
+            except Exception as e:  # the daemon may close the connection first
+                got["r"] = e
+        t = threading.Thread(target=create)
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not c.request(
+                "GET", "/v1/sandboxes", query={"state": "creating"}).json_object()["sandboxes"]:
+            time.sleep(0.02)
+        t0 = time.monotonic()
+        d.stop()
+        assert time.monotonic() - t0 < 5
+        t.join(10)
+        assert not isinstance(got.get("r"), tuple) or got["r"][0] >= 400, got
+        left = wait_clean()
+        assert not any(left.values()), "left behind: %r" % left
+        assert homes(d) == []
+        d.start()
+        assert d.client().request("GET", "/v1/sandboxes", query={
+            "state": "creating,running,paused,stopped,error"}).json_object()["sandboxes"] == []
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
 # ---- warm pools ---------------------------------------------------------------------------------
 
 def warm_ready(c):
@@ -274,6 +369,8 @@ def test_a_warm_pool_of_a_template_with_a_start_command():
     try:
         c = d.client()
         wait_pool(c, "web", 1)
+        assert c.warm_pools() == [{"template": "base", "target": 1, "ready": 1},
+                                  {"template": "web", "target": 1, "ready": 1}]
         assert c.request("GET", "/v1/warm-pools").json_object() == {"pools": [
             {"template": "base", "target": 1, "ready": 1},
             {"template": "web", "target": 1, "ready": 1}]}

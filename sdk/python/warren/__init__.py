@@ -48,6 +48,7 @@ from .errors import (
     UpstreamError,
     WarrenError,
 )
+from .desktop import Browser, Desktop, Window
 from .files import FileData, Files, WatchHandle
 from .images import BuildStep, ForkResult, Snapshot, Template
 from .models import (
@@ -73,6 +74,9 @@ from .sandbox import Sandbox
 from .volume import Volume
 
 __all__ = [
+    "Browser",
+    "Desktop",
+    "Window",
     "__version__",
     "admin",
     # client

@@ -677,6 +677,13 @@ class Client:
     def version(self) -> VersionInfo:
         return VersionInfo.from_json(self.request("GET", "/v1/version").json_object())
 
+    def warm_pools(self) -> list[dict[str, Any]]:
+        """The daemon's warm pools (``GET /v1/warm-pools``): one ``{"template", "target",
+        "ready"}`` per template it keeps sandboxes of, started (and, for a template with a
+        start command, ready) ahead of creates."""
+        pools = self.request("GET", "/v1/warm-pools").json_object().get("pools")
+        return [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
+
     def close(self) -> None:
         """Close the idle pooled connections (the client stays usable)."""
         self._pool.close()

@@ -27,6 +27,7 @@ from .code import (
     restart_context,
     run_code,
 )
+from .desktop import Browser, Desktop
 from .errors import NotFoundError, WarrenError, error_from_code
 from .files import Files
 from .images import ForkResult, Snapshot, Template
@@ -71,6 +72,8 @@ class Sandbox:
         self._info = info
         self.commands: Commands = Commands(client, sandbox_id)
         self.files: Files = Files(client, sandbox_id)
+        self.desktop: Desktop = Desktop(client, sandbox_id)
+        self.browser: Browser = Browser(client, sandbox_id)
 
     # ---- class-level operations ---------------------------------------------------------
 

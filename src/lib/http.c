@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CLI's HTTP/1.1 client (client.h). Requests are written by hand (they are simple and ours);
- * responses are parsed only by llhttp, which also undoes chunked transfer coding. Every socket
- * write uses MSG_NOSIGNAL, so a server that hangs up gives EPIPE, never SIGPIPE. */
-#include "client.h"
+/* libwarren's HTTP/1.1 client (http.h), which the `warren` command also uses. Requests are written
+ * by hand (they are simple and ours); responses are parsed only by llhttp, which also undoes
+ * chunked transfer coding. Every socket write uses MSG_NOSIGNAL, so a server that hangs up gives
+ * EPIPE, never SIGPIPE. */
+#include "http.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -28,7 +29,7 @@
 #define BODY_MAX     (256u << 20) /* a collected (JSON) body larger than this is not ours */
 #define HEADERS_MAX  100
 
-struct cli_http {
+struct wl_http {
     char *unix_path;   /* unix:// */
     char *host, *port; /* http:// */
     char *host_hdr;
@@ -41,8 +42,8 @@ struct cli_http {
 
     /* Response parsing state. */
     llhttp_t parser;
-    const struct cli_http_req *req;
-    struct cli_http_resp *resp;
+    const struct wl_http_req *req;
+    struct wl_http_resp *resp;
     struct wr_buf field, value;
     bool done, got_bytes;
     struct wr_err *cb_err;
@@ -51,7 +52,7 @@ struct cli_http {
 
 /* ---- strings -------------------------------------------------------------------------------- */
 
-void cli_buf_add_escaped(struct wr_buf *b, const char *s)
+void wl_buf_add_escaped(struct wr_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
 
@@ -69,7 +70,7 @@ void cli_buf_add_escaped(struct wr_buf *b, const char *s)
 
 /* ---- connecting ----------------------------------------------------------------------------- */
 
-static int parse_url(struct cli_http *c, const char *url, struct wr_err *err)
+static int parse_url(struct wl_http *c, const char *url, struct wr_err *err)
 {
     if (strncmp(url, "unix://", 7) == 0) {
         const char *path = url + 7;
@@ -136,8 +137,9 @@ static bool ip_literal(const char *host, uint16_t port, struct sockaddr_storage 
 }
 
 /* Resolve host to an address: an IP literal, or a name from /etc/hosts ("localhost" included).
- * warren is linked statically, and glibc's getaddrinfo would need the NSS shared libraries of
- * the exact glibc it was built with at run time; so no DNS here (docs/cli.md). */
+ * the `warren` command is linked statically, and glibc's getaddrinfo would need the NSS shared
+ * libraries of the exact glibc it was built with at run time; so no DNS here (docs/cli.md). The
+ * shared library behaves the same, so that both resolve a name alike. */
 static int resolve(const char *host, const char *port_s, struct sockaddr_storage *sa,
                    socklen_t *len, struct wr_err *err)
 {
@@ -166,7 +168,7 @@ static int resolve(const char *host, const char *port_s, struct sockaddr_storage
                       host);
 }
 
-static int do_connect(struct cli_http *c, struct wr_err *err)
+static int do_connect(struct wl_http *c, struct wr_err *err)
 {
     _cleanup_close_ int fd = -1;
 
@@ -196,13 +198,13 @@ static int do_connect(struct cli_http *c, struct wr_err *err)
     return 0;
 }
 
-int cli_http_open(const char *url, const char *key, struct cli_http **out, struct wr_err *err)
+int wl_http_open(const char *url, const char *key, struct wl_http **out, struct wr_err *err)
 {
-    struct cli_http *c = xcalloc(1, sizeof(*c));
+    struct wl_http *c = xcalloc(1, sizeof(*c));
 
     c->fd = -1;
     if (parse_url(c, url, err) < 0 || do_connect(c, err) < 0) {
-        cli_http_close(c);
+        wl_http_close(c);
         return -1;
     }
     if (key != NULL && key[0] != '\0')
@@ -211,9 +213,9 @@ int cli_http_open(const char *url, const char *key, struct cli_http **out, struc
     return 0;
 }
 
-int cli_http_check_url(const char *url, struct wr_err *err)
+int wl_http_check_url(const char *url, struct wr_err *err)
 {
-    struct cli_http c = {.fd = -1};
+    struct wl_http c = {.fd = -1};
     int r = parse_url(&c, url, err);
 
     free(c.unix_path);
@@ -223,13 +225,19 @@ int cli_http_check_url(const char *url, struct wr_err *err)
     return r;
 }
 
-static void drop_fd(struct cli_http *c)
+static void drop_fd(struct wl_http *c)
 {
     wr_closep(&c->fd);
     c->fd = -1;
 }
 
-void cli_http_close(struct cli_http *c)
+void wl_http_abort(struct wl_http *c)
+{
+    drop_fd(c);
+    c->send_failed = false;
+}
+
+void wl_http_close(struct wl_http *c)
 {
     if (c == NULL)
         return;
@@ -244,7 +252,7 @@ void cli_http_close(struct cli_http *c)
     free(c);
 }
 
-void cli_http_set_request_id(struct cli_http *c, const char *id)
+void wl_http_set_request_id(struct wl_http *c, const char *id)
 {
     c->request_id = id;
 }
@@ -276,8 +284,8 @@ static int send_iov(int fd, struct iovec *iov, int n)
 }
 
 /* Failed sends are recorded in c->send_err: the server may have answered early (an error
- * before reading the body), and cli_http_response prefers that answer to EPIPE. */
-static int send_bytes(struct cli_http *c, const void *p, size_t len)
+ * before reading the body), and wl_http_response prefers that answer to EPIPE. */
+static int send_bytes(struct wl_http *c, const void *p, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
 
@@ -288,7 +296,7 @@ static int send_bytes(struct cli_http *c, const void *p, size_t len)
     return 0;
 }
 
-static int send_head(struct cli_http *c, const struct cli_http_req *req)
+static int send_head(struct wl_http *c, const struct wl_http_req *req)
 {
     struct wr_buf h = {0};
     int r;
@@ -300,43 +308,43 @@ static int send_head(struct cli_http *c, const struct cli_http_req *req)
         wr_buf_printf(&h, "Authorization: %s\r\n", c->auth);
     if (c->request_id)
         wr_buf_printf(&h, "X-Request-Id: %s\r\n", c->request_id);
-    if (req->content_type && req->body_kind != CLI_BODY_NONE)
+    if (req->content_type && req->body_kind != WL_BODY_NONE)
         wr_buf_printf(&h, "Content-Type: %s\r\n", req->content_type);
     for (const char *const *x = req->extra; x && *x; x++)
         wr_buf_printf(&h, "%s\r\n", *x);
     switch (req->body_kind) {
-    case CLI_BODY_NONE:
+    case WL_BODY_NONE:
         if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
             strcmp(req->method, "DELETE") != 0)
             wr_buf_puts(&h, "Content-Length: 0\r\n");
         break;
-    case CLI_BODY_MEM:
+    case WL_BODY_MEM:
         wr_buf_printf(&h, "Content-Length: %zu\r\n", req->body_len);
         break;
-    case CLI_BODY_FD:
+    case WL_BODY_FD:
         if (req->body_fd_len >= 0)
             wr_buf_printf(&h, "Content-Length: %lld\r\n", (long long)req->body_fd_len);
         else
             wr_buf_puts(&h, "Transfer-Encoding: chunked\r\n");
         break;
-    case CLI_BODY_STREAM:
+    case WL_BODY_STREAM:
         wr_buf_puts(&h, "Transfer-Encoding: chunked\r\n");
         break;
     }
     wr_buf_puts(&h, "\r\n");
-    if (req->body_kind == CLI_BODY_MEM && req->body_len > 0 && req->body_len <= 16384) {
+    if (req->body_kind == WL_BODY_MEM && req->body_len > 0 && req->body_len <= 16384) {
         wr_buf_append(&h, req->body, req->body_len); /* one write for a small request */
         r = send_bytes(c, h.data, h.len);
     } else {
         r = send_bytes(c, h.data, h.len);
-        if (r == 0 && req->body_kind == CLI_BODY_MEM && req->body_len > 0)
+        if (r == 0 && req->body_kind == WL_BODY_MEM && req->body_len > 0)
             r = send_bytes(c, req->body, req->body_len);
     }
     wr_buf_fini(&h);
     return r;
 }
 
-int cli_http_chunk(struct cli_http *c, const void *data, size_t len, struct wr_err *err)
+int wl_http_chunk(struct wl_http *c, const void *data, size_t len, struct wr_err *err)
 {
     char head[32];
     struct iovec iov[3];
@@ -358,7 +366,7 @@ int cli_http_chunk(struct cli_http *c, const void *data, size_t len, struct wr_e
     return 0;
 }
 
-int cli_http_end(struct cli_http *c, struct wr_err *err)
+int wl_http_end(struct wl_http *c, struct wr_err *err)
 {
     if (send_bytes(c, "0\r\n\r\n", 5) < 0) {
         *err = c->send_err;
@@ -369,7 +377,7 @@ int cli_http_end(struct cli_http *c, struct wr_err *err)
 
 /* Stream an fd as the body: Content-Length bytes or chunks until EOF. Errors go to c->send_err;
  * c->send_failed tells a failed send from a failed local read. */
-static int send_fd_body(struct cli_http *c, const struct cli_http_req *req)
+static int send_fd_body(struct wl_http *c, const struct wl_http_req *req)
 {
     struct wr_err *err = &c->send_err;
     _cleanup_free_ char *buf = xmalloc(IO_SIZE);
@@ -395,16 +403,16 @@ static int send_fd_body(struct cli_http *c, const struct cli_http_req *req)
             if (send_bytes(c, buf, (size_t)n) < 0)
                 return -1;
             left -= n;
-        } else if (cli_http_chunk(c, buf, (size_t)n, err) < 0) {
+        } else if (wl_http_chunk(c, buf, (size_t)n, err) < 0) {
             return -1;
         }
     }
-    return left < 0 ? cli_http_end(c, err) : 0;
+    return left < 0 ? wl_http_end(c, err) : 0;
 }
 
 /* ---- receiving ------------------------------------------------------------------------------ */
 
-static struct cli_http *of(llhttp_t *p)
+static struct wl_http *of(llhttp_t *p)
 {
     return p->data;
 }
@@ -423,8 +431,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
 
 static int on_header_value_complete(llhttp_t *p)
 {
-    struct cli_http *c = of(p);
-    struct cli_http_resp *r = c->resp;
+    struct wl_http *c = of(p);
+    struct wl_http_resp *r = c->resp;
 
     if (r->n_headers < HEADERS_MAX && c->field.len > 0) {
         r->headers = xrealloc(r->headers, (r->n_headers + 1) * sizeof(*r->headers));
@@ -438,7 +446,7 @@ static int on_header_value_complete(llhttp_t *p)
 
 static int on_headers_complete(llhttp_t *p)
 {
-    struct cli_http *c = of(p);
+    struct wl_http *c = of(p);
 
     c->resp->status = llhttp_get_status_code(p);
     if (c->req->on_headers != NULL && c->resp->status >= 200 &&
@@ -449,15 +457,15 @@ static int on_headers_complete(llhttp_t *p)
     return 0;
 }
 
-static bool collecting(const struct cli_http *c)
+static bool collecting(const struct wl_http *c)
 {
     return c->req->on_body == NULL || c->resp->status < 200 || c->resp->status > 299;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
-    struct cli_http *c = of(p);
-    struct cli_http_resp *r = c->resp;
+    struct wl_http *c = of(p);
+    struct wl_http_resp *r = c->resp;
 
     if (!collecting(c)) {
         if (c->req->on_body(at, len, c->req->ctx, c->cb_err) < 0) {
@@ -485,7 +493,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
-static void resp_clear(struct cli_http_resp *r)
+static void resp_clear(struct wl_http_resp *r)
 {
     for (size_t i = 0; i < r->n_headers; i++) {
         free(r->headers[i].name);
@@ -498,7 +506,7 @@ static void resp_clear(struct cli_http_resp *r)
 
 static int on_message_complete(llhttp_t *p)
 {
-    struct cli_http *c = of(p);
+    struct wl_http *c = of(p);
 
     /* An interim 1xx answer (100 Continue) is followed by the real one. */
     if (c->resp->status >= 100 && c->resp->status < 200 && c->resp->status != 101) {
@@ -518,8 +526,8 @@ static const llhttp_settings_t settings = {
     .on_message_complete = on_message_complete,
 };
 
-int cli_http_response(struct cli_http *c, const struct cli_http_req *req,
-                      struct cli_http_resp *resp, struct wr_err *err)
+int wl_http_response(struct wl_http *c, const struct wl_http_req *req, struct wl_http_resp *resp,
+                     struct wr_err *err)
 {
     _cleanup_free_ char *buf = xmalloc(IO_SIZE);
 
@@ -582,7 +590,7 @@ fail:
     return -1;
 }
 
-int cli_http_begin(struct cli_http *c, const struct cli_http_req *req, struct wr_err *err)
+int wl_http_begin(struct wl_http *c, const struct wl_http_req *req, struct wr_err *err)
 {
     c->send_failed = false;
     if (c->fd < 0 && do_connect(c, err) < 0)
@@ -594,18 +602,18 @@ int cli_http_begin(struct cli_http *c, const struct cli_http_req *req, struct wr
     return 0;
 }
 
-/* Send the whole request; a failed send is left in c->send_err for cli_http_response. */
-static void send_request(struct cli_http *c, const struct cli_http_req *req)
+/* Send the whole request; a failed send is left in c->send_err for wl_http_response. */
+static void send_request(struct wl_http *c, const struct wl_http_req *req)
 {
     if (send_head(c, req) < 0)
         return;
     /* A failed local read leaves the request half sent: the connection is unusable. */
-    if (req->body_kind == CLI_BODY_FD && send_fd_body(c, req) < 0 && !c->send_failed)
+    if (req->body_kind == WL_BODY_FD && send_fd_body(c, req) < 0 && !c->send_failed)
         drop_fd(c);
 }
 
-int cli_http_request(struct cli_http *c, const struct cli_http_req *req, struct cli_http_resp *resp,
-                     struct wr_err *err)
+int wl_http_request(struct wl_http *c, const struct wl_http_req *req, struct wl_http_resp *resp,
+                    struct wr_err *err)
 {
     for (int attempt = 0;; attempt++) {
         bool reused;
@@ -620,16 +628,16 @@ int cli_http_request(struct cli_http *c, const struct cli_http_req *req, struct 
             *err = c->send_err;
             return -1;
         }
-        if (cli_http_response(c, req, resp, err) == 0)
+        if (wl_http_response(c, req, resp, err) == 0)
             return 0;
         /* A keep-alive connection the server closed while idle: nothing was answered. */
-        if (attempt > 0 || !reused || c->got_bytes || req->body_kind == CLI_BODY_FD)
+        if (attempt > 0 || !reused || c->got_bytes || req->body_kind == WL_BODY_FD)
             return -1;
-        cli_http_resp_fini(resp);
+        wl_http_resp_fini(resp);
     }
 }
 
-const char *cli_http_resp_header(const struct cli_http_resp *resp, const char *name)
+const char *wl_http_resp_header(const struct wl_http_resp *resp, const char *name)
 {
     for (size_t i = 0; i < resp->n_headers; i++)
         if (strcasecmp(resp->headers[i].name, name) == 0)
@@ -637,44 +645,42 @@ const char *cli_http_resp_header(const struct cli_http_resp *resp, const char *n
     return NULL;
 }
 
-void cli_http_resp_fini(struct cli_http_resp *resp)
+void wl_http_resp_fini(struct wl_http_resp *resp)
 {
     resp_clear(resp);
 }
 
-static enum wr_err_kind kind_of_code(const char *code, int status)
+enum wr_err_kind wl_http_kind_of(const char *code, int status)
 {
     static const struct {
         const char *code;
         enum wr_err_kind kind;
     } map[] = {
-        {"invalid", WR_EINVAL},  {"not_found", WR_ENOTFOUND}, {"conflict", WR_ECONFLICT},
-        {"limit", WR_ELIMIT},    {"too_large", WR_ETOOBIG},   {"unsupported", WR_EUNSUPPORTED},
-        {"protocol", WR_EPROTO}, {"system", WR_ESYS},
+#define WL__KIND(k, name, st, connect) {name, WR_E##k},
+        WR_ERR_MAP(WL__KIND)
+#undef WL__KIND
     };
-    for (size_t i = 0; code && i < WR_ARRAY_SIZE(map); i++)
+    static const struct {
+        int status;
+        enum wr_err_kind kind;
+    } by_status[] = {
+        {400, WR_EINVAL},   {401, WR_EUNAUTHORIZED}, {403, WR_EFORBIDDEN}, {404, WR_ENOTFOUND},
+        {405, WR_EMETHOD},  {409, WR_ECONFLICT},     {413, WR_ETOOBIG},    {422, WR_EBADDATA},
+        {429, WR_ELIMIT},   {501, WR_EUNSUPPORTED},  {502, WR_EUPSTREAM},  {503, WR_ELIMIT},
+        {504, WR_ETIMEOUT}, {507, WR_ENOSPACE},
+    };
+    for (size_t i = 1; code && i < WR_ARRAY_SIZE(map); i++) /* [0] is "ok" */
         if (strcmp(code, map[i].code) == 0)
             return map[i].kind;
-    switch (status) {
-    case 400:
-        return WR_EINVAL;
-    case 404:
-        return WR_ENOTFOUND;
-    case 409:
-        return WR_ECONFLICT;
-    case 413:
-        return WR_ETOOBIG;
-    case 429:
-    case 503:
-        return WR_ELIMIT;
-    default:
-        return WR_EINTERNAL;
-    }
+    for (size_t i = 0; i < WR_ARRAY_SIZE(by_status); i++)
+        if (by_status[i].status == status)
+            return by_status[i].kind;
+    return WR_EINTERNAL;
 }
 
-int cli_http_error(const struct cli_http_resp *resp, struct wr_err *err)
+int wl_http_error(const struct wl_http_resp *resp, struct wr_err *err)
 {
-    const char *retry = cli_http_resp_header(resp, "Retry-After");
+    const char *retry = wl_http_resp_header(resp, "Retry-After");
     json_t *j = resp->body_len ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
     const char *code = json_string_value(json_object_get(j, "code"));
     const char *msg = json_string_value(json_object_get(j, "message"));
@@ -683,14 +689,14 @@ int cli_http_error(const struct cli_http_resp *resp, struct wr_err *err)
     if (retry && strspn(retry, "0123456789") == strlen(retry) && retry[0])
         snprintf(retry_note, sizeof(retry_note), "; retry in %s s", retry);
     if (msg != NULL) {
-        wr_err_set(err, kind_of_code(code, resp->status), 0, "%s (%s)%s", msg,
+        wr_err_set(err, wl_http_kind_of(code, resp->status), 0, "%s (%s)%s", msg,
                    code ? code : "error", retry_note);
     } else {
         const char *b = resp->body ? resp->body : "";
         int line = (int)strcspn(b, "\r\n");
         if (line > 200)
             line = 200;
-        wr_err_set(err, kind_of_code(NULL, resp->status), 0, "HTTP %d%s%.*s%s", resp->status,
+        wr_err_set(err, wl_http_kind_of(NULL, resp->status), 0, "HTTP %d%s%.*s%s", resp->status,
                    line ? ": " : "", line, b, retry_note);
     }
     json_decref(j);
@@ -699,8 +705,8 @@ int cli_http_error(const struct cli_http_resp *resp, struct wr_err *err)
 
 /* ---- protocol upgrades ------------------------------------------------------------------- */
 
-int cli_http_upgrade(struct cli_http *c, const char *target, const char *key64, int *fd,
-                     struct wr_buf *rest, struct wr_err *err)
+int wl_http_upgrade(struct wl_http *c, const char *target, const char *key64, int *fd,
+                    struct wr_buf *rest, struct wr_err *err)
 {
     struct wr_buf out = {0}, in = {0};
     const char *end;
