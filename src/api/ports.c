@@ -1511,7 +1511,7 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
 void api_port_code(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
                    const char *target)
 {
-    proxy_start(api, req, sb, ROUTE_CODE, wr_live_sb_id(sb), WR_API_INTERP_PORT, target);
+    proxy_start(api, req, sb, ROUTE_CODE, wr_live_sb_id(sb), WR_API_INTERP_PORT, target, NULL);
 }
 
 /* The raw target with its first `skip` path segments removed ("/" if nothing is left; the
