@@ -34,6 +34,13 @@ void api_port_proxy(struct wr_api *api, struct wr_http_req *req, struct wr_live_
                     unsigned port, const char *target, const char *host);
 /* A port in canonical decimal, 1-65535 (no sign, no leading zero). */
 bool api_port_parse(const char *s, size_t n, unsigned *out);
+/* The port of the code-interpreter server inside a sandbox (src/interp/warren-interp; E2B's). */
+#define WR_API_INTERP_PORT 49999
+/* The native code-interpreter routes (h_code.c): req (its body not read) proxied, streamed both
+ * ways, to the server on WR_API_INTERP_PORT of sb (referenced by the callee) at path `target`;
+ * nothing listening there answers 409 no_interpreter, the other failures as the ports route. */
+void api_port_code(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
+                   const char *target);
 
 /* An answer that may outlive its client: the work it waits for goes on if the client leaves
  * (the request's data slot holds it). api_pending_end frees it and returns the request still
@@ -252,6 +259,13 @@ void api_template_build(struct api_call *c);
 
 /* ports.c: GET /v1/sandboxes/{id}/ports */
 void api_ports_list(struct api_call *c);
+
+/* h_code.c: the code interpreter (docs/code-interpreter.md) */
+void api_code_execute(struct api_call *c);
+void api_code_contexts_list(struct api_call *c);
+void api_code_context_create(struct api_call *c);
+void api_code_context_delete(struct api_call *c);
+void api_code_context_restart(struct api_call *c);
 
 /* desktop.c: the desktop and browser of a sandbox (docs/desktop.md). The keyboard's body: text
  * to type (WR_DESKTOP_MAX_TEXT bytes), JSON-escaped. */

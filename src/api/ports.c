@@ -106,8 +106,10 @@ static uint32_t conn_limit(const struct wr_api *api)
 
 /* ---- the errors ---------------------------------------------------------------------------- */
 
-/* How a route answers errors: E2B's proxy bodies (Host and header routes), or the native API's. */
-enum route_kind { ROUTE_E2B, ROUTE_NATIVE };
+/* How a route answers errors: E2B's proxy bodies (Host and header routes), the native API's, or
+ * the native code-interpreter API's (the native ones, with 409 no_interpreter for a closed port).
+ */
+enum route_kind { ROUTE_E2B, ROUTE_NATIVE, ROUTE_CODE };
 
 static void e2b_body(struct wr_http_req *req, int status, const char *id, const char *msg,
                      const char *extra_key, json_int_t extra)
@@ -135,6 +137,11 @@ static void answer_port_closed(struct wr_http_req *req, enum route_kind kind, co
 {
     if (kind == ROUTE_E2B)
         e2b_body(req, 502, id, "The sandbox is running but port is not open", "port", port);
+    else if (kind == ROUTE_CODE)
+        wr_http_respond_error(req, 409, "no_interpreter",
+                              "sandbox %s has no code interpreter: nothing listens on its port %u "
+                              "(create it from the code-interpreter-v1 template)",
+                              id, port);
     else
         api_fail(req, WR_EUPSTREAM, "port %u of sandbox %s is not open: nothing listens there",
                  port, id);
@@ -1398,12 +1405,14 @@ static void build_head(struct preq *pr, const char *target)
     for (size_t i = 0; i < n; i++) {
         const char *name, *value;
         wr_http_req_header_at(req, i, &name, &value);
-        if (header_dropped(name, pr->kind == ROUTE_NATIVE, connection))
+        if (header_dropped(name, pr->kind != ROUTE_E2B, connection))
             continue;
         if (strpbrk(value, "\r\n") != NULL)
             continue;
         wr_buf_printf(b, "%s: %s\r\n", name, value);
     }
+    if (pr->kind == ROUTE_CODE)
+        wr_buf_puts(b, "X-Warren-Errors: json\r\n"); /* warren-interp answers errors as ours */
     if (pr->upgrade) {
         const char *up = wr_http_req_header(req, "Upgrade");
         wr_buf_printf(b, "Connection: Upgrade\r\nUpgrade: %s\r\n", up ? up : "");
@@ -1498,6 +1507,12 @@ void api_port_e2b(struct wr_api *api, struct wr_http_req *req, const char *id, u
 }
 
 /* ---- the native routes --------------------------------------------------------------------- */
+
+void api_port_code(struct wr_api *api, struct wr_http_req *req, struct wr_live_sb *sb,
+                   const char *target)
+{
+    proxy_start(api, req, sb, ROUTE_CODE, wr_live_sb_id(sb), WR_API_INTERP_PORT, target, NULL);
+}
 
 /* The raw target with its first `skip` path segments removed ("/" if nothing is left; the
  * query kept). */

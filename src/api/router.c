@@ -290,6 +290,13 @@ static const struct api_route routes[] = {
 
     {"GET", "sandboxes/*/ports", api_ports_list, 0, API_LIVE},
 
+    {"POST", "sandboxes/*/code", api_code_execute, 0, API_LIVE | API_STREAM},
+    {"GET", "sandboxes/*/code/contexts", api_code_contexts_list, 0, API_LIVE},
+    {"POST", "sandboxes/*/code/contexts", api_code_context_create, 0, API_LIVE | API_STREAM},
+    {"DELETE", "sandboxes/*/code/contexts/*", api_code_context_delete, 0, API_LIVE},
+    {"POST", "sandboxes/*/code/contexts/*/restart", api_code_context_restart, 0,
+     API_LIVE | API_STREAM},
+
     {"GET", "keys", api_keys_list, 0, 0},
     {"POST", "keys", api_key_create, CONTROL_BODY_MAX, 0},
     {"DELETE", "keys/*", api_key_delete, 0, 0},

@@ -41,6 +41,8 @@ int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+/* code.c: `warren run-code` */
+int cmd_run_code(int argc, char **argv);
 /* ports.c */
 int cmd_ports(int argc, char **argv);
 int cmd_port_forward(int argc, char **argv);

@@ -25,6 +25,7 @@ static const struct verb verbs[] = {
     {"pause", cmd_pause, "pause a sandbox in memory, or to disk (its clock stops)"},
     {"resume", cmd_resume, "resume a paused sandbox"},
     {"exec", cmd_exec, "run a command in a sandbox"},
+    {"run-code", cmd_run_code, "run a cell in a sandbox's code interpreter (code-interpreter-v1)"},
     {"shell", cmd_shell, "an interactive shell in a sandbox"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
     {"ports", cmd_ports, "list the TCP ports listening in a sandbox"},

@@ -26,6 +26,7 @@ from .client import (
     UnixHTTPConnection,
 )
 from .commands import CommandHandle, Commands, OutputCallback, Signal
+from .code import CodeContext, Execution, ExecutionError, Logs, OutputMessage, Result
 from .errors import (
     APIConnectionError,
     AuthenticationError,
@@ -95,6 +96,12 @@ __all__ = [
     "CommandHandle",
     "OutputCallback",
     "Signal",
+    "Execution",
+    "ExecutionError",
+    "Logs",
+    "OutputMessage",
+    "Result",
+    "CodeContext",
     "Files",
     "FileData",
     "WatchHandle",

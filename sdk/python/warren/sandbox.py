@@ -16,6 +16,17 @@ from urllib.parse import quote
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
+from .code import (
+    CodeContext,
+    Execution,
+    OutputHandler,
+    ResultHandler,
+    create_context,
+    list_contexts,
+    remove_context,
+    restart_context,
+    run_code,
+)
 from .desktop import Browser, Desktop
 from .diff import FileDiff, FilesystemDiff
 from .errors import NotFoundError, WarrenError, error_from_code
@@ -287,6 +298,61 @@ class Sandbox:
         """A raw TCP byte stream to port ``port`` inside the sandbox, over the daemon's
         WebSocket (``/v1/sandboxes/<id>/ports/<port>/tcp``). Use it with ``with``."""
         return TcpStream(self._client, self._id, port, timeout=timeout)
+
+    # ---- code interpreter (a code-interpreter-v1 sandbox; docs/code-interpreter.md) -------
+
+    def run_code(
+        self,
+        code: str,
+        *,
+        language: str | None = None,
+        context: CodeContext | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        on_stdout: OutputHandler | None = None,
+        on_stderr: OutputHandler | None = None,
+        on_result: ResultHandler | None = None,
+    ) -> Execution:
+        """Run a cell in the sandbox's code interpreter and return its :class:`Execution`
+        (``.text``, ``.results``, ``.logs``, ``.error``, ``.execution_count``). State is kept
+        across calls, per context: the default Python one, the default of ``language``
+        (``"python"``, ``"javascript"``, ``"bash"``), or ``context`` (from :meth:`create_code_context`). ``env``
+        is set for this cell only. ``timeout`` (seconds) interrupts the cell, which then ends
+        with an error named ``TimeoutError``. The callbacks get each stdout/stderr message
+        (:class:`~warren.code.OutputMessage`) and result as they come. A sandbox without an
+        interpreter raises :class:`~warren.ConflictError` (``no_interpreter``); an unknown
+        context :class:`~warren.NotFoundError`. A cell that raises does not raise here: see
+        ``.error``."""
+        return run_code(
+            self._client,
+            self._id,
+            code,
+            language=language,
+            context=context,
+            env=env,
+            timeout=timeout,
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
+            on_result=on_result,
+        )
+
+    def create_code_context(
+        self, language: str | None = None, cwd: str | None = None
+    ) -> CodeContext:
+        """A new interpreter state of its own (default: Python in ``/home/user``)."""
+        return create_context(self._client, self._id, language, cwd)
+
+    def list_code_contexts(self) -> builtins.list[CodeContext]:
+        """The contexts made with :meth:`create_code_context` (not the default ones)."""
+        return list_contexts(self._client, self._id)
+
+    def restart_code_context(self, context: CodeContext | str) -> None:
+        """Restart the context's kernel: its state is gone."""
+        restart_context(self._client, self._id, context)
+
+    def remove_code_context(self, context: CodeContext | str) -> None:
+        """Stop the context's kernel and forget it."""
+        remove_context(self._client, self._id, context)
 
     def get_info(self) -> SandboxInfo:
         self._info = _get_info(self._client, self._id)
