@@ -273,16 +273,20 @@ void wr__core_new_id(char out[21]);
  * of template tname for a create of image_json (the record's) with the default limits and no
  * env, volume or disk limit, or NULL; *id is its id, which the create's record must take; *sb
  * is its live sandbox (CREATING, not in the table, its agent connected and its start process
- * running) when the template has a start command, else NULL. wr__warm_recorded: the record of
+ * running) when the template has a start command, else NULL. want_net: the create wants a
+ * network slot; a warm sandbox that holds one (*net_slot, no policy bound: the create binds its
+ * own) serves only such creates, one without only the others. wr__warm_recorded: the record of
  * the one taken with id is in the store; wr__warm_drop: destroy the one taken with id instead
- * (its create failed), on a worker (sb, or NULL, is let go first). */
+ * (its create failed), on a worker (sb, or NULL, is let go first; net_slot, or -1, is released
+ * once it is gone). */
 void wr__warm_open(struct wr_manager *m);
 void wr__warm_close(struct wr_manager *m);
 struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *tname, const char *image_json,
-                                 char id[21], struct wr_live_sb **sb);
+                                 bool want_net, char id[21], struct wr_live_sb **sb,
+                                 int32_t *net_slot);
 void wr__warm_recorded(struct wr_manager *m, const char *id);
 void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
-                   struct wr_live_sb *sb);
+                   struct wr_live_sb *sb, int32_t net_slot);
 
 /* volumes.c: check the team's volumes `v` (names, paths, limits) and resolve them to the
  * record's volumes_json (*out, free it): [{"id","name","path","readonly"}]. WR_EINVAL for bad

@@ -438,7 +438,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     struct wr_err err;
     char id[21];
     struct wr_net_policy pol = {0};
-    bool want_net = false, make_slot = false, pooled = false;
+    bool want_net = false, make_slot = false, pooled = false, fits;
     int32_t slot = -1;
 
     if (timeout_s > m->cfg.max_timeout_s) {
@@ -504,12 +504,6 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 
     if (wr__net_request(m, req->net, true, &pol, &want_net, &err) < 0)
         goto fail;
-    if (want_net && wr__net_take(m, &slot, &make_slot, &pooled, &err) < 0) {
-        wr_image_fini(&img);
-        wr_net_policy_fini(&pol);
-        cb(ctx, NULL, false, &err, 5);
-        return;
-    }
 
     c = xcalloc(1, sizeof(*c));
     c->m = m;
@@ -539,19 +533,28 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
+    /* A warm sandbox comes with its network slot, if it wants one; else a slot is taken now. */
+    fits = warm_fits(m, req, &c->rec, env);
+    json_decref(env);
+    json_decref(image);
+    wr_image_fini(&img);
+    if (fits && (warm = wr__warm_take(m, c->rec.template_name, c->rec.image_json, want_net, id,
+                                      &warm_sb, &slot)) != NULL) {
+        free(c->rec.id);
+        c->rec.id = xstrdup(id);
+    } else if (want_net && wr__net_take(m, &slot, &make_slot, &pooled, &err) < 0) {
+        wr_net_policy_fini(&pol);
+        wr_sandbox_rec_fini(&c->rec);
+        wr__start_cfg_free(c->start);
+        free(c);
+        cb(ctx, NULL, false, &err, 5);
+        return;
+    }
     c->rec.net_slot = slot;
     if (slot >= 0)
         c->rec.net_json =
             wr__net_json(m, &pol, slot, req->net == NULL || req->net->ports_public != 0,
                          req->net ? req->net->mask_host : NULL);
-    if (slot < 0 && warm_fits(m, req, &c->rec, env) &&
-        (warm = wr__warm_take(m, c->rec.template_name, c->rec.image_json, id, &warm_sb)) != NULL) {
-        free(c->rec.id);
-        c->rec.id = xstrdup(id);
-    }
-    json_decref(env);
-    json_decref(image);
-    wr_image_fini(&img);
 
     /* Volumes are resolved and recorded on the loop, in the same turn as the insert: a volume
      * delete (also on the loop) either finds this sandbox using it or ran before and made this
@@ -562,8 +565,9 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         add_context_mount(&c->ss, req->context_dir, &err) < 0 ||
         wr_store_sandbox_insert(m->cfg.store, &c->rec, &err) < 0) {
         if (warm != NULL)
-            wr__warm_drop(m, id, warm, warm_sb);
-        wr__net_release_slot(m, slot, !make_slot);
+            wr__warm_drop(m, id, warm, warm_sb, slot); /* and its slot, once it is gone */
+        else
+            wr__net_release_slot(m, slot, !make_slot);
         wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_spec_fini(&c->ss);

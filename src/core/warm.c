@@ -15,6 +15,13 @@
  * that takes it takes that live sandbox too (the start process stays in its process table). A
  * start that fails is logged and tried again after WARM_RETRY_MS.
  *
+ * Networking: on a daemon whose creates get the internet by default (--net-default on), a pool's
+ * sandboxes each hold a network slot (net.c), joined like a create's but with no policy bound:
+ * nothing leaves the slot until the create that takes it binds its own policy (wr__net_bind).
+ * Such a pool serves only creates that want a network, and a pool of loopback-only sandboxes
+ * only creates that do not. A start command that needs the network at warm time therefore fails
+ * its readiness check there; such a template cannot be kept warm.
+ *
  * Each warm sandbox has a marker, <warm_dir>/<id>, from before it is made until the record of
  * the create that took it is in the store; it says "ready" once the sandbox can be taken. A daemon
  * killed with warm sandboxes running has no record to adopt them by: the next one finds them by
@@ -59,6 +66,7 @@ struct warm_entry {
     struct wr_sandbox *rt;
     struct wr_live_sb *sb; /* with a start command: its live sandbox; else NULL */
     char *image_json;      /* of the image it was made from, as a create records it */
+    int32_t net_slot;      /* the network slot it joined (no policy bound), or -1 */
 };
 
 struct warm_pool {
@@ -67,6 +75,7 @@ struct warm_pool {
     struct warm_entry v[WARM_MAX];
     size_t n, target;
     bool filling;
+    bool net;          /* its sandboxes hold network slots */
     uv_timer_t *timer; /* the next refill */
 };
 
@@ -120,6 +129,14 @@ static void let_go_sb(struct wr_live_sb *sb)
     wr_err_set(&why, WR_ECONFLICT, 0, "warm sandbox %s is removed", sb->id);
     wr__start_forget(sb, &why);
     wr_live_sb_unref(sb);
+}
+
+/* Give back the network slot of a warm sandbox that is gone (loop). made: its namespace was
+ * made. At shutdown the pool is rebuilt from the kernel at the next start instead. */
+static void let_go_slot(struct wr_manager *m, int32_t slot, bool made)
+{
+    if (slot >= 0 && !m->closing)
+        wr__net_release_slot(m, slot, made);
 }
 
 /* ---- filling -------------------------------------------------------------------------------- */
@@ -176,6 +193,7 @@ static void fill_add(struct fill_work *f)
     e->rt = f->rt;
     e->sb = f->sb;
     e->image_json = f->image_json;
+    e->net_slot = f->ss.net_slot;
     f->image_json = NULL;
     log_debug("warm sandbox %s of `%s` ready (%zu of %zu)", e->id, p->name, p->n, p->target);
     if (p->n < p->target)
@@ -194,7 +212,7 @@ static void fill_started(void *ctx, const struct wr_err *err)
         f->pool->filling = false;
         log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, err->msg,
                  WARM_RETRY_MS / 1000);
-        wr__warm_drop(m, f->id, f->rt, f->sb);
+        wr__warm_drop(m, f->id, f->rt, f->sb, f->ss.net_slot);
         schedule(f->pool, WARM_RETRY_MS);
     } else {
         f->pool->filling = false;
@@ -210,10 +228,14 @@ static void fill_done(uv_work_t *w, int status)
     struct wr_start_cfg *start = NULL;
     struct wr_err err;
 
+    if (f->rc == 0 || !f->ss.net_make)
+        wr__net_slot_made(m, f->ss.net_slot);
     if (m->closing || m->warm == NULL) {
         if (f->rc == 0)
             warm_remove(m, f->id, f->rt);
+        let_go_slot(m, f->ss.net_slot, true);
     } else if (f->rc < 0) {
+        let_go_slot(m, f->ss.net_slot, !f->ss.net_make);
         f->pool->filling = false;
         log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, f->err.msg,
                  WARM_RETRY_MS / 1000);
@@ -222,7 +244,7 @@ static void fill_done(uv_work_t *w, int status)
         f->pool->filling = false;
         log_warn("warm sandbox of `%s`: %s; retrying in %d s", f->pool->name, err.msg,
                  WARM_RETRY_MS / 1000);
-        wr__warm_drop(m, f->id, f->rt, NULL);
+        wr__warm_drop(m, f->id, f->rt, NULL, f->ss.net_slot);
         schedule(f->pool, WARM_RETRY_MS);
     } else if (start != NULL) {
         /* Its start command runs before it can be taken; the pool stays "filling" meanwhile. */
@@ -247,6 +269,8 @@ static void fill(struct warm_pool *p)
     struct wr_sandbox_rec rec = {.net_slot = -1};
     struct fill_work *f;
     struct wr_err err;
+    int32_t slot = -1;
+    bool make = false, pooled = false;
 
     if (m->closing || p->filling || p->n >= p->target)
         return;
@@ -268,17 +292,24 @@ static void fill(struct warm_pool *p)
     rec.env_json = (char *)"{}";
     rec.memory_bytes = m->cfg.default_memory_bytes;
     rec.cpu_millis = m->cfg.default_cpu_millis;
+    if (p->net && wr__net_take(m, &slot, &make, &pooled, &err) < 0)
+        goto retry;
+    rec.net_slot = slot;
     if (wr__start_spec_of(m, &rec, &f->ss, &err) < 0) {
-        log_warn("warm sandbox of `%s`: %s; retrying in %d s", p->name, err.msg,
-                 WARM_RETRY_MS / 1000);
-        free(f->image_json);
-        free(f);
-        schedule(p, WARM_RETRY_MS);
-        return;
+        wr__net_release_slot(m, slot, !make);
+        goto retry;
     }
+    f->ss.net_make = make;
+    f->ss.net_pooled = pooled;
     p->filling = true;
     f->w.data = f;
     wr__queue_work(m, &f->w, fill_run, fill_done);
+    return;
+retry:
+    log_warn("warm sandbox of `%s`: %s; retrying in %d s", p->name, err.msg, WARM_RETRY_MS / 1000);
+    free(f->image_json);
+    free(f);
+    schedule(p, WARM_RETRY_MS);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -299,6 +330,7 @@ struct discard_work {
     struct wr_manager *m;
     char id[21];
     struct wr_sandbox *rt;
+    int32_t net_slot;
 };
 
 static void discard_run(uv_work_t *w)
@@ -312,12 +344,13 @@ static void discard_done(uv_work_t *w, int status)
     struct discard_work *d = w->data;
     struct wr_manager *m = d->m;
 
+    let_go_slot(m, d->net_slot, true); /* once nothing of the sandbox is left in it */
     free(d);
     wr__work_done(m);
 }
 
 void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
-                   struct wr_live_sb *sb)
+                   struct wr_live_sb *sb, int32_t net_slot)
 {
     struct discard_work *d = xcalloc(1, sizeof(*d));
 
@@ -325,6 +358,7 @@ void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
     d->m = m;
     memcpy(d->id, id, sizeof(d->id));
     d->rt = rt;
+    d->net_slot = net_slot;
     d->w.data = d;
     wr__queue_work(m, &d->w, discard_run, discard_done);
 }
@@ -333,7 +367,7 @@ void wr__warm_drop(struct wr_manager *m, const char *id, struct wr_sandbox *rt,
  * command died). */
 static void discard(struct wr_manager *m, struct warm_entry *e)
 {
-    wr__warm_drop(m, e->id, e->rt, e->sb);
+    wr__warm_drop(m, e->id, e->rt, e->sb, e->net_slot);
     free(e->image_json);
 }
 
@@ -361,11 +395,15 @@ static bool start_alive(struct wr_live_sb *sb)
 }
 
 struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *tname, const char *image_json,
-                                 char id[21], struct wr_live_sb **sb)
+                                 bool want_net, char id[21], struct wr_live_sb **sb,
+                                 int32_t *net_slot)
 {
     struct warm_pool *p = pool_of(m->warm, tname);
 
     *sb = NULL;
+    *net_slot = -1;
+    if (p != NULL && p->net != want_net)
+        return NULL;
     if (p != NULL && p->n > 0 && strcmp(p->v[p->n - 1].image_json, image_json) != 0) {
         /* A team's own template of that name, or the template changed since the warm ones were
          * made; in the second case none of them fits any more. */
@@ -400,6 +438,7 @@ struct wr_sandbox *wr__warm_take(struct wr_manager *m, const char *tname, const 
         memcpy(id, e.id, sizeof(e.id));
         free(e.image_json);
         *sb = e.sb;
+        *net_slot = e.net_slot;
         return e.rt;
     }
     return NULL;
@@ -441,6 +480,7 @@ static void add_pool(struct wr_warm *wm, const char *name, uint32_t target)
     p->wm = wm;
     p->name = xstrdup(name);
     p->target = target < WARM_MAX ? target : WARM_MAX;
+    p->net = wm->m->net != NULL && wm->m->cfg.net.default_internet;
     p->timer = xcalloc(1, sizeof(*p->timer));
     uv_timer_init(wm->m->loop, p->timer);
     p->timer->data = p;

@@ -102,6 +102,20 @@ def homes(d):
     return sorted(set(os.listdir(os.path.join(d.state, "sandboxes"))) - warm)
 
 
+def init_pid(sid):
+    """The host pid of a sandbox's warren-init (its cgroup's first process), or None."""
+    root = "/sys/fs/cgroup"
+    for hier in sorted(os.listdir(root)):
+        p = os.path.join(root, hier, CGROUP_PARENT, sid, "cgroup.procs")
+        try:
+            with open(p) as f:
+                pids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        return min(pids) if pids else None
+    return None
+
+
 def pool_pids(include_warm=False):
     """Host pids of processes whose real uid is in the test pool's range (but those of warm
     sandboxes, unless include_warm). A pre-cloned child (`warrend --pool`) waiting for its

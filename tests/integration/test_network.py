@@ -10,13 +10,14 @@ is made local in the test internet first.
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 
 import pytest
 
 import warren
-from conftest import Daemon, delete_all, internet
+from conftest import Daemon, delete_all, init_pid, internet
 
 BASE = os.environ.get("WARREN_BASE_TEMPLATE")
 if not BASE:
@@ -489,6 +490,50 @@ def test_default_internet_on_takes_children_pre_cloned_into_slots(inet):
                 assert http(sb, inet.addr("web"))["server"] == inet.addr("web")
                 assert curl(sb, "http://example.test/")["host"] == "example.test"
                 assert sb.get_host(3000) == "3000-%s.sandbox.test" % sb.sandbox_id
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
+def test_warm_sandboxes_hold_slots_and_take_the_creates_policy(inet):
+    """With --net-default on, warm sandboxes wait in network slots with no policy bound (nothing
+    leaves them), and the create that takes one binds its own policy; a create that wants no
+    network gets a sandbox of its own."""
+    d = Daemon("--net-default", "on", "--warm", "1", state_dir=base_state()).start()
+    warm_dir = os.path.join(d.state, "warm")
+
+    def warm_one():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ids = os.listdir(warm_dir) if os.path.isdir(warm_dir) else []
+            if len(ids) == 1 and open(os.path.join(warm_dir, ids[0])).read() == "ready\n":
+                return ids[0]
+            time.sleep(0.05)
+        raise AssertionError("no warm sandbox ready")
+
+    try:
+        c = d.client()
+        w = warm_one()
+        # Before it is taken: it has its slot's interface, and nothing gets out of it.
+        r = subprocess.run(["nsenter", "-t", str(init_pid(w)), "-n", "python3", "-c",
+                            "import socket; socket.create_connection((%r, 80), timeout=2)"
+                            % inet.addr("web")], capture_output=True, text=True)
+        assert r.returncode != 0 and any(
+            e in r.stderr for e in ("TimeoutError", "ConnectionRefused", "unreachable")), r.stderr
+        with make(c) as sb:
+            assert sb.sandbox_id == w
+            n = sb.get_info().network
+            assert n.enabled and n.internet and n.address.startswith("10.")
+            assert http(sb, inet.addr("web"))["server"] == inet.addr("web")
+        w = warm_one()
+        with make(c, internet=False) as sb:
+            assert sb.sandbox_id == w
+            assert sb.get_info().network.enabled and not sb.get_info().network.internet
+            assert http(sb, inet.addr("web")) is None
+        w = warm_one()
+        with make(c, network=False) as sb:
+            assert sb.sandbox_id != w
+            assert sb.get_info().network.address is None
     finally:
         delete_all(d)
         d.cleanup()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import warren
-from conftest import CGROUP_PARENT, RUN_DIR, Daemon, delete_all, pool_pids
+from conftest import CGROUP_PARENT, RUN_DIR, Daemon, delete_all, init_pid, pool_pids
 
 
 def warm(d):
@@ -39,20 +39,6 @@ def wait_warm(d, n, timeout=30):
             return ids
         time.sleep(0.05)
     raise AssertionError("warm sandboxes: %r, wanted %d ready" % (warm(d), n))
-
-
-def init_pid(sid):
-    """The host pid of a sandbox's warren-init (its cgroup's first process), or None."""
-    root = "/sys/fs/cgroup"
-    for hier in sorted(os.listdir(root)):
-        p = os.path.join(root, hier, CGROUP_PARENT, sid, "cgroup.procs")
-        try:
-            with open(p) as f:
-                pids = [int(x) for x in f.read().split()]
-        except OSError:
-            continue
-        return min(pids) if pids else None
-    return None
 
 
 def gone(sid):
