@@ -253,7 +253,7 @@ static int on_headers(const struct wl_http_resp *resp, void *ctx, struct wr_err 
 /* The exec request's body. Returns 0 with *body, or -1 with err. */
 int wl_exec_body(const warren_exec_opts *o, const char *mode, json_t **body, warren_error *err)
 {
-    json_t *b = json_object(), *env = json_object();
+    json_t *b = json_object(), *env;
 
     *body = b;
     if (o->argv != NULL) {
@@ -268,6 +268,7 @@ int wl_exec_body(const warren_exec_opts *o, const char *mode, json_t **body, war
     } else {
         return wl_failf(err, WR_EINVAL, 0, "exec: no command (argv or shell)");
     }
+    env = json_object();
     if (wl_kv_object("env", o->env, env, err) < 0) {
         json_decref(env);
         return -1;
