@@ -11,8 +11,8 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const BUILD = process.env.WARREN_BUILD || path.join(here, '../../build');
-const BASE = process.env.WARREN_BASE_TEMPLATE || '/var/cache/warren/test-templates/base';
+export const BUILD = process.env.WARREN_BUILD || path.join(here, '../../build');
+export const BASE = process.env.WARREN_BASE_TEMPLATE || '/var/cache/warren/test-templates/base';
 const UID_SLOTS = 64;
 // The templates built on the base (scripts/templates/, built by test.sh): linked into every
 // daemon that finds them, so the unchanged SDKs' default names (code-interpreter-v1, desktop)
@@ -29,23 +29,35 @@ export function baseAvailable() {
          fs.existsSync(path.join(BASE, 'config.json'));
 }
 
+let seq = 0;
+
+// The compat suites' daemons: uids from 0x50000000 (away from the default pool at 2^30 and the
+// integration suite's 0x60000000), 64 ranges of UID_SLOTS; address pools 10.192-207.x.
+const COMPAT = { name: 'compat', uidBase: 0x50000000, uidSpread: 64, netBase: 192, netSpread: 4096,
+                 tablePrefix: 'wc', netReady: 2, domain: 'warren.test', args: [] };
+
 export class Daemon {
-  constructor(tag) {
+  // tag names the daemon; opts (sdk/typescript/test/harness.mjs passes its own) pick the names,
+  // the uid and address ranges, and more warrend flags (`args`).
+  constructor(tag, opts = {}) {
+    const o = { ...COMPAT, ...opts };
     const id = `${process.pid}-${tag}`;
-    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-compat-'));
+    const k = process.pid * 8 + seq++;
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), `warren-${o.name}-`));
     this.state = path.join(this.dir, 'state');
-    this.runDir = `/run/warren-compat-${id}`;
-    this.cgroupParent = `warren-compat-${id}`;
-    // Away from the default pool (2^30), the integration suite's (0x60000000...) and each other.
-    this.uidBase = 0x50000000 + ((process.pid * 7 + tag.length) % 64) * UID_SLOTS * 65536;
+    this.sock = path.join(this.dir, 'warrend.sock');
+    this.runDir = `/run/warren-${o.name}-${id}`;
+    this.cgroupParent = `warren-${o.name}-${id}`;
+    this.uidBase = o.uidBase + (k % o.uidSpread) * UID_SLOTS * 65536;
     // Networking of its own (docs/networking.md), as conftest.py's daemons: a pool and nftables
     // table nobody else uses, and a DNS upstream that answers nothing and sends nothing off the
     // machine (loopback's discard port). The E2B SDKs ask for internet on every create.
-    const k = (process.pid * 7 + tag.length) % 4096;
-    this.netPool = `10.${192 + (k >> 8)}.${k & 255}.0/24`;
-    this.netTable = `wc${process.pid}_${tag.replace(/[^a-z0-9]/g, '')}`.slice(0, 32);
-    this.domain = 'warren.test';
-    this.extraArgs = []; // more warrend flags, set before start()
+    const n = k % o.netSpread;
+    this.netPool = `10.${o.netBase + (n >> 8)}.${n & 255}.0/24`;
+    this.netTable = `${o.tablePrefix}${process.pid}_${tag.replace(/[^a-z0-9]/g, '')}`.slice(0, 32);
+    this.netReady = o.netReady;
+    this.domain = o.domain;
+    this.extraArgs = [...o.args]; // more warrend flags, may be added to before start()
     const tdir = path.join(this.state, 'templates', 'base');
     fs.mkdirSync(tdir, { recursive: true });
     fs.symlinkSync(path.join(path.resolve(BASE), 'rootfs'), path.join(tdir, 'rootfs'));
@@ -65,10 +77,10 @@ export class Daemon {
   async start() {
     const log = fs.openSync(path.join(this.dir, 'warrend.log'), 'a');
     this.proc = spawn(path.join(BUILD, 'warrend'), [
-      '--state-dir', this.state, '--socket', path.join(this.dir, 'warrend.sock'),
+      '--state-dir', this.state, '--socket', this.sock,
       '--listen', '127.0.0.1:0', '--run-dir', this.runDir, '--pool', '0',
-      '--net-pool', this.netPool, '--net-table', this.netTable, '--net-ready', '2',
-      '--dns-upstream', '127.0.0.1:9', '--domain', this.domain,
+      '--net-pool', this.netPool, '--net-table', this.netTable, '--net-ready', String(this.netReady),
+      '--dns-upstream', '127.0.0.1:9', ...(this.domain ? ['--domain', this.domain] : []),
       ...this.extraArgs,
     ], {
       stdio: ['ignore', 'pipe', log],
@@ -90,6 +102,7 @@ export class Daemon {
     if (!m) throw new Error(`warrend did not start: ${line}`);
     this.port = Number(m[1]);
     this.url = `http://127.0.0.1:${this.port}`;
+    this.unixUrl = `unix://${this.sock}`;
     this.adminKey = fs.readFileSync(path.join(this.state, 'admin.key'), 'utf8').trim();
     return this;
   }
@@ -105,6 +118,8 @@ export class Daemon {
     const j = await r.json();
     return j.key || j.secret;
   }
+
+  log() { try { return fs.readFileSync(path.join(this.dir, 'warrend.log'), 'utf8'); } catch { return ''; } }
 
   async deleteAll() {
     const h = { 'Authorization': `Bearer ${this.adminKey}` };
@@ -124,7 +139,7 @@ export class Daemon {
     // A daemon that crashed, or hit an ASan or UBSan error, fails the suite. Leaks (LeakSanitizer,
     // at exit) are shown but do not fail it: the manager leaks a sandbox's record when it is
     // deleted before its agent is ready, which is not this suite's to fix.
-    const log = fs.readFileSync(path.join(this.dir, 'warrend.log'), 'utf8');
+    const log = this.log();
     const leaksOnly = /ERROR: LeakSanitizer/.test(log) && !/ERROR: AddressSanitizer|runtime error:/.test(log);
     if (this.proc && this.proc.exitCode !== 0 && !leaksOnly)
       this.failure = `warrend exited with ${this.proc.exitCode} (${this.proc.signalCode}): ${log.slice(-8000)}`;
