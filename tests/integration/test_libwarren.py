@@ -22,7 +22,10 @@ FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
 # ASan runtime comes first); LIBWARREN_TEST_SANITIZE=1 does the same on a plain build, which
 # finds leaks and overflows of the library's (LeakSanitizer watches every malloc).
 if SANITIZED or os.environ.get("LIBWARREN_TEST_SANITIZE") == "1":
-    FLAGS += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g"]
+    SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g"]
+else:
+    SAN_FLAGS = []
+FLAGS += SAN_FLAGS
 
 
 def pkg_config(*args):
@@ -106,7 +109,7 @@ def test_header_is_plain_c_and_cxx(tmp_path):
         cxx = tmp_path / "h.cc"
         cxx.write_text("#include <warren.h>\nint main() { warren_error e = {};"
                        " return warren_strcode(e.code)[0] != 'o'; }\n")
-        r = subprocess.run(["g++", "-std=c++11", "-Wall", "-Werror", "-pedantic", "-o",
+        r = subprocess.run(["g++", "-std=c++11", "-Wall", "-Werror", "-pedantic", *SAN_FLAGS, "-o",
                             str(tmp_path / "hxx"), str(cxx), *pkg_config("--cflags"),
                             *pkg_config("--libs"), "-Wl,-rpath," + os.path.abspath(BUILD)],
                            capture_output=True)
