@@ -46,9 +46,9 @@ static json_t *rec_json(const struct wr_audit_rec *r)
 
     api_time(r->time_ms, at);
     snprintf(id, sizeof(id), "%" PRId64, r->id);
-    return json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:{s:s,s:s},s:{s:s,s:s},s:{s:i,s:s?}}",
-                     "id", id, "time", at, "request_id", r->request_id, "who", "team", r->team,
-                     "key_id", r->key_id, "from", r->peer, "action", r->action, "object", "kind",
+    return json_pack("{s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:{s:s,s:s},s:{s:s,s:s},s:{s:i,s:s?}}", "id",
+                     id, "time", at, "request_id", r->request_id, "who", "team", r->team, "key_id",
+                     r->key_id, "from", r->peer, "action", r->action, "object", "kind",
                      r->object_kind, "id", r->object_id, "request", "method", r->method, "route",
                      r->route, "result", "status", r->status, "code",
                      r->code && *r->code ? r->code : NULL);
@@ -115,7 +115,7 @@ void api_audit_list(struct api_call *c)
     for (size_t i = 0; i < n; i++)
         wr_audit_rec_fini(&v[i]);
     free(v);
-    wr_http_respond_json(req, 200,
-                         json_pack("{s:o,s:s?}", "events", arr, "next_cursor",
-                                   n == f.limit ? next : NULL));
+    wr_http_respond_json(
+        req, 200,
+        json_pack("{s:o,s:s?}", "events", arr, "next_cursor", n == f.limit ? next : NULL));
 }

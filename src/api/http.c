@@ -170,6 +170,9 @@ struct wr_http_sub {
     bool cancelled, finished, in_process;
     struct wr_http_sub_cbs cbs;
     void *ctx;
+    char *peer;
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *hctx);
+    void *hctx;
     struct sub_conn_data conn;
 };
 
@@ -1982,7 +1985,7 @@ bool wr_http_req_is_unix(const struct wr_http_req *req)
 
 const char *wr_http_req_peer(const struct wr_http_req *req)
 {
-    return req->sub ? "internal" : req->c->peer_name;
+    return req->sub ? (req->sub->peer ? req->sub->peer : "internal") : req->c->peer_name;
 }
 
 void wr_http_req_set_note(struct wr_http_req *req, void *note, void (*note_free)(void *note))
@@ -2677,6 +2680,7 @@ static void sub_handle_closed(uv_handle_t *h)
     free(s->method);
     free(s->in);
     free(s->content_type);
+    free(s->peer);
     wr_buf_fini(&s->out);
     free(s);
 }
@@ -2689,6 +2693,16 @@ static void sub_finish(struct wr_http_sub *s, bool aborted)
 
     s->finished = true;
     uv_timer_stop(&s->kick);
+    if (s->on_finish != NULL) {
+        struct wr_http_finish f = {
+            .status = r->status,
+            .bytes_in = s->in_len,
+            .bytes_out = s->out.len,
+            .duration_s = (double)(uv_hrtime() - r->t0) / 1e9,
+            .aborted = aborted || !r->resp_ended,
+        };
+        s->on_finish(r, &f, s->hctx);
+    }
     if (!r->closed) {
         r->closed = true;
         if (r->on_close)
@@ -2766,6 +2780,10 @@ struct wr_http_sub *wr_http_sub_start(uv_loop_t *loop, const struct wr_http_sub_
     s->max_body = sr->max_body ? sr->max_body : SUB_BODY_MAX;
     s->cbs = *cbs;
     s->ctx = ctx;
+    s->peer = sr->peer ? xstrdup(sr->peer) : NULL;
+    s->on_finish = sr->on_finish;
+    s->hctx = hctx;
+    r->t0 = uv_hrtime();
     if (sr->len > 0) {
         s->in = xmalloc(sr->len);
         memcpy(s->in, sr->body, sr->len);

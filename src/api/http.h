@@ -63,7 +63,8 @@ struct wr_http_config {
     void *ctx;
     /* Optional: called once per request the handler saw or the server answered itself (a 400,
      * 413 or 503 of its own), when it is over: its response written out or the client gone
-     * (before the handler's on_close). Sub-requests are not reported. */
+     * (before the handler's on_close). A sub-request is reported by its own on_finish
+     * (struct wr_http_sub_req). */
     void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *ctx);
 };
 
@@ -234,9 +235,12 @@ struct wr_http_sub_req {
     const char *const *headers; /* NULL-terminated name, value, name, value, ...; or NULL */
     const void *body;           /* copied; NULL/0: none */
     size_t len;
-    size_t max_body; /* response body bytes kept (beyond: dropped, `truncated`); 0: 16 MiB */
-    bool is_unix;    /* wr_http_req_is_unix answers this */
-    const char *id;  /* X-Request-Id (NULL: one is made) */
+    size_t max_body;  /* response body bytes kept (beyond: dropped, `truncated`); 0: 16 MiB */
+    bool is_unix;     /* wr_http_req_is_unix answers this */
+    const char *id;   /* X-Request-Id (NULL: one is made) */
+    const char *peer; /* wr_http_req_peer answers this (copied; NULL: "internal") */
+    /* Optional: called with hctx once the sub-request is over, as a server's on_finish. */
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *hctx);
 };
 
 /* The answer so far (in on_data) or the whole answer (in on_done). body is NUL-terminated. */

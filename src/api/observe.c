@@ -98,10 +98,10 @@ void wr_api_on_finish(struct wr_http_req *req, const struct wr_http_finish *f, v
     size_t nf = 0;
 
     /* A method outside the table is one label value, not the client's string. */
-    if (method == NULL || (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 &&
-                           strcmp(method, "PUT") != 0 && strcmp(method, "DELETE") != 0 &&
-                           strcmp(method, "HEAD") != 0 && strcmp(method, "PATCH") != 0 &&
-                           strcmp(method, "OPTIONS") != 0))
+    if (method == NULL ||
+        (strcmp(method, "GET") != 0 && strcmp(method, "POST") != 0 && strcmp(method, "PUT") != 0 &&
+         strcmp(method, "DELETE") != 0 && strcmp(method, "HEAD") != 0 &&
+         strcmp(method, "PATCH") != 0 && strcmp(method, "OPTIONS") != 0))
         method = "other";
     wr_metric_inc(m_requests, (const char *const[]){which, route, method, status_class(f->status)});
     wr_metric_observe(m_duration, (const char *const[]){which, route}, f->duration_s);

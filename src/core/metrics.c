@@ -14,8 +14,8 @@
 /* The manager read by the scrape's callbacks (loop thread), or NULL once it closes. */
 static struct wr_manager *scraped;
 
-static struct wr_metric *m_creates, *m_create_fail, *m_create_dur, *m_exits, *m_deletes,
-    *m_execs, *m_exec_dur, *m_pauses, *m_resumes, *m_limits;
+static struct wr_metric *m_creates, *m_create_fail, *m_create_dur, *m_exits, *m_deletes, *m_execs,
+    *m_exec_dur, *m_pauses, *m_resumes, *m_limits;
 
 /* Buckets of create and pause durations: 0.5 ms to 10 s. */
 static const double create_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -136,10 +136,9 @@ void wr__metrics_open(struct wr_manager *m)
         "Time from a create's request to its sandbox running (successful creates).", source,
         create_buckets, WR_ARRAY_SIZE(create_buckets));
     m_exits = wr_metric_counter("warrend_sandbox_exits_total",
-                                "Sandboxes ended, by why (deleted, timeout, died, store).",
-                                reason);
-    m_deletes = wr_metric_counter("warrend_sandbox_deletes_total",
-                                  "Sandboxes ended by a delete.", NULL);
+                                "Sandboxes ended, by why (deleted, timeout, died, store).", reason);
+    m_deletes =
+        wr_metric_counter("warrend_sandbox_deletes_total", "Sandboxes ended by a delete.", NULL);
     m_execs = wr_metric_counter("warrend_execs_total", "Commands started, by result.", result);
     m_exec_dur = wr_metric_histogram("warrend_exec_start_duration_seconds",
                                      "Time from asking the sandbox's init to start a command to "
@@ -149,9 +148,9 @@ void wr__metrics_open(struct wr_manager *m)
                                  "Pauses asked for, by mode (memory, disk).", mode);
     m_resumes = wr_metric_counter("warrend_sandbox_resumes_total",
                                   "Resumes asked for, by where from (memory, disk).", mode);
-    m_limits = wr_metric_counter("warrend_limit_rejections_total",
-                                 "Requests turned away by a limit, by policy and reason.",
-                                 policy_reason);
+    m_limits =
+        wr_metric_counter("warrend_limit_rejections_total",
+                          "Requests turned away by a limit, by policy and reason.", policy_reason);
     wr_metric_gauge_fn("warrend_sandboxes", "Sandboxes the manager holds, by state.", state,
                        read_sandboxes, NULL);
     wr_metric_gauge_fn("warrend_committed_memory_bytes",
@@ -167,8 +166,8 @@ void wr__metrics_open(struct wr_manager *m)
     wr_metric_gauge_fn("warrend_warm_target_sandboxes",
                        "Warm sandboxes each pool keeps (--warm), by template.", tmpl,
                        read_warm_target, NULL);
-    wr_metric_gauge_fn("warrend_layer_store_bytes", "Bytes of the layers in the layer store.",
-                       NULL, read_layers, NULL);
+    wr_metric_gauge_fn("warrend_layer_store_bytes", "Bytes of the layers in the layer store.", NULL,
+                       read_layers, NULL);
     wr_metric_gauge_fn("warrend_layer_store_layers", "Layers in the layer store.", NULL,
                        read_layer_count, NULL);
 }

@@ -146,8 +146,7 @@ int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int
     return 0;
 }
 
-int wr_store_layers_total(struct wr_store *s, uint64_t *bytes, uint64_t *count,
-                          struct wr_err *err)
+int wr_store_layers_total(struct wr_store *s, uint64_t *bytes, uint64_t *count, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st = wr__stmt(
         s, WR_ST_LAYERS_TOTAL, "SELECT coalesce(sum(size_bytes), 0), count(*) FROM layers", err);

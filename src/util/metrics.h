@@ -20,8 +20,8 @@
 
 #include "buf.h"
 
-#define WR_METRIC_LABELS 4
-#define WR_METRIC_SERIES 1024
+#define WR_METRIC_LABELS  4
+#define WR_METRIC_SERIES  1024
 #define WR_METRIC_BUCKETS 20
 
 struct wr_metric;

@@ -218,3 +218,62 @@ def test_retention_flag(tmp_path):
     finally:
         import shutil
         shutil.rmtree(dm.dir, ignore_errors=True)
+
+
+def test_mcp_tool_calls_are_audited(d, teams):
+    """An MCP tool is a sub-request of the native API with the caller's key: its state changes
+    are in the trail under the caller's team and key, from the /mcp client's address."""
+    import http.client
+    key = teams["alpha_key"]
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "sandbox_create", "arguments": {"timeout_s": 60}}}
+    conn.request("POST", "/mcp", body=json.dumps(msg), headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        "Authorization": "Bearer " + key.key})
+    r = conn.getresponse()
+    body = json.loads(r.read())
+    conn.close()
+    assert r.status == 200, body
+    sid = body["result"]["structuredContent"]["sandbox_id"]
+    try:
+        ev = all_events(teams["alpha"], object=sid)
+        assert [e["action"] for e in ev] == ["sandbox.create"], ev
+        assert ev[0]["who"] == {"team": "alpha", "key_id": key.id}
+        assert ev[0]["from"] == "tcp:127.0.0.1"
+        assert ev[0]["result"]["status"] == 201
+    finally:
+        teams["alpha"].request("DELETE", "/v1/sandboxes/" + sid, check=False)
+
+
+def test_records_past_the_retention_are_pruned():
+    """At start (and hourly) the prune deletes the records older than --audit-retention-days,
+    on a worker, and keeps the rest."""
+    dm = Daemon("--audit-retention-days", "30").start()
+    try:
+        dm.client().request("POST", "/v1/keys", json_body={"team": "prune"})
+        dm.stop()
+        now = int(time.time() * 1000)
+        db = sqlite3.connect("%s/warren.db" % dm.state)
+        try:
+            for days, rid in ((31, "old"), (29, "recent")):
+                db.execute("INSERT INTO audit (time_ms, request_id, team, key_id, peer, action,"
+                           " object_kind, object_id, method, route, status) VALUES"
+                           " (?, ?, 'prune', 'k', 'unix', 'key.create', 'key', '', 'POST',"
+                           " '/v1/keys', 201)", (now - days * 86400 * 1000, rid))
+            db.commit()
+        finally:
+            db.close()
+        dm.start()
+        admin = dm.client()
+        deadline = time.monotonic() + 10
+        while True:
+            ids = {e["request_id"] for e in all_events(admin, team="prune")}
+            if "old" not in ids or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert "old" not in ids and "recent" in ids, ids
+        # The records of this daemon's own requests stay (the admin's key.create).
+        assert [e["action"] for e in all_events(admin, team="admin")] == ["key.create"]
+    finally:
+        dm.cleanup()

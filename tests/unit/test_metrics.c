@@ -129,8 +129,7 @@ static void test_audit_store(void)
     for (size_t i = 0; i < n; i++)
         wr_audit_rec_fini(&v[i]);
     free(v);
-    ok(wr_store_audit_list(s, &(struct wr_audit_filter){.action = "sandbox."}, &v, &n, &err) ==
-               0 &&
+    ok(wr_store_audit_list(s, &(struct wr_audit_filter){.action = "sandbox."}, &v, &n, &err) == 0 &&
            n == 2 && strcmp(v[1].action, "sandbox.delete") == 0,
        "an action prefix");
     for (size_t i = 0; i < n; i++)
