@@ -128,11 +128,12 @@ int wr_store_audit_list(struct wr_store *s, const struct wr_audit_filter *f,
 int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
                          struct wr_err *err)
 {
-    /* Through the time index: as many steps as rows deleted. */
+    /* Rows are appended in time order, so the old ones are the first ids: the statement reads
+     * at most max rows (the oldest), and there is no time index to keep up on every insert. */
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_AUDIT_PRUNE,
-                 "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE time_ms < ?1"
-                 " ORDER BY time_ms LIMIT ?2)",
+                 "DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, time_ms FROM audit"
+                 " ORDER BY id LIMIT ?2) WHERE time_ms < ?1)",
                  err);
 
     *deleted = 0;

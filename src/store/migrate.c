@@ -219,7 +219,6 @@ static const char migration_13[] = "CREATE TABLE audit (\n"
                                    "    code TEXT NOT NULL DEFAULT ''\n"
                                    ");\n"
                                    "CREATE INDEX audit_team ON audit (team, id);\n"
-                                   "CREATE INDEX audit_time ON audit (time_ms);\n"
                                    "CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit BEGIN\n"
                                    "    SELECT RAISE(ABORT, 'the audit trail is append-only');\n"
                                    "END;\n";

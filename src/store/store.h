@@ -350,7 +350,8 @@ struct wr_audit_filter {
  * (fini each, free the array). */
 int wr_store_audit_list(struct wr_store *s, const struct wr_audit_filter *f,
                         struct wr_audit_rec **out, size_t *n, struct wr_err *err);
-/* Delete rows older than before_ms, at most max of them (the oldest); *deleted gets how many. */
+/* Delete the rows older than before_ms among the max oldest (by id; rows are appended in time
+ * order, so fewer than max deleted means none older is left); *deleted gets how many. */
 int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
                          struct wr_err *err);
 

@@ -156,6 +156,15 @@ void wr_log_emit(enum wr_log_level lvl, const char *func, int line, const char *
     line_end(&b);
 }
 
+/* A number: an integer as one (the cheap conversion), anything else with 9 digits. */
+static void put_num(struct wr_buf *b, double v)
+{
+    if (v == (double)(long long)v && v > -9e15 && v < 9e15)
+        wr_buf_printf(b, "%lld", (long long)v);
+    else
+        wr_buf_printf(b, "%.9g", v);
+}
+
 void wr_log_fields(enum wr_log_level lvl, const char *msg, const struct wr_log_field *f, size_t n)
 {
     struct wr_buf b = {0};
@@ -169,13 +178,13 @@ void wr_log_fields(enum wr_log_level lvl, const char *msg, const struct wr_log_f
             if (f[i].str != NULL)
                 json_str(&b, f[i].str);
             else
-                wr_buf_printf(&b, "%.9g", f[i].num);
+                put_num(&b, f[i].num);
         } else {
             wr_buf_printf(&b, " %s=", f[i].key);
             if (f[i].str != NULL)
                 text_val(&b, f[i].str);
             else
-                wr_buf_printf(&b, "%.9g", f[i].num);
+                put_num(&b, f[i].num);
         }
     }
     line_end(&b);
