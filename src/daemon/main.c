@@ -506,6 +506,13 @@ static void server_stopped(void *arg)
 static struct wr_api *the_api;
 static struct wr_pool *pool;
 
+/* warrend_pool_children: the runtime's pre-cloned children, bare and in network slots. */
+static void read_pool(struct wr_metric_emitter *e, void *ctx)
+{
+    wr_metric_emit(e, (double)wr_runtime_pooled(ctx), (const char *const[]){"bare"});
+    wr_metric_emit(e, (double)wr_runtime_net_pooled(ctx), (const char *const[]){"slot"});
+}
+
 /* The server is gone (no request will be audited): the audit trail goes, then the signals. */
 static void audit_close_and_stopped(void *arg)
 {
@@ -647,6 +654,10 @@ int main(int argc, char **argv)
                                   "The daemon's version and cgroup interface (always 1).",
                                   (const char *const[]){"version", "cgroup", NULL}),
                   (const char *const[]){WARREN_VERSION, wr_runtime_cgroup_version(rt)}, 1);
+    wr_metric_gauge_fn("warrend_pool_children",
+                       "Sandbox children cloned ahead of creates (--pool), bare or in a network "
+                       "slot.",
+                       (const char *const[]){"kind", NULL}, read_pool, rt);
     size_fds(&o);
     if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
         wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {

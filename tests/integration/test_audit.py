@@ -277,3 +277,34 @@ def test_records_past_the_retention_are_pruned():
         assert [e["action"] for e in all_events(admin, team="admin")] == ["key.create"]
     finally:
         dm.cleanup()
+
+
+def test_e2b_requests_are_audited(d, teams):
+    """The E2B API's requests other than GET are in the trail as e2b.request, the path the
+    object, with the caller's team and key."""
+    import http.client
+    key = teams["beta_key"]
+
+    def e2b(method, path, obj=None):
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+        h = {"X-API-KEY": key.key}
+        body = None
+        if obj is not None:
+            body, h["Content-Type"] = json.dumps(obj), "application/json"
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        return r.status, json.loads(data) if data else None
+
+    st, sbx = e2b("POST", "/sandboxes", {"templateID": "base", "timeout": 60})
+    assert st == 201, sbx
+    sid = sbx["sandboxID"]
+    assert e2b("GET", "/sandboxes/" + sid)[0] == 200
+    assert e2b("DELETE", "/sandboxes/" + sid)[0] == 204
+    ev = [e for e in all_events(teams["beta"], action="e2b.request")
+          if e["object"]["id"] in ("/sandboxes", "/sandboxes/" + sid)]
+    got = [(e["request"]["method"], e["object"]["id"], e["result"]["status"]) for e in ev]
+    assert got[-2:] == [("POST", "/sandboxes", 201), ("DELETE", "/sandboxes/" + sid, 204)], got
+    assert all(e["who"] == {"team": "beta", "key_id": key.id} and e["object"]["kind"] == "e2b"
+               for e in ev)

@@ -6,6 +6,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -101,12 +102,19 @@ def test_metric_families_and_units(mdaemon):
               "warrend_sandbox_create_duration_seconds", "warrend_exec_start_duration_seconds",
               "warrend_limit_rejections_total", "warrend_warm_sandboxes",
               "warrend_layer_store_bytes", "warrend_committed_memory_bytes",
-              "warrend_capacity_memory_bytes", "process_resident_memory_bytes"):
+              "warrend_capacity_memory_bytes", "warrend_pool_children",
+              "process_resident_memory_bytes"):
         assert n in types, n
     assert types["warrend_http_request_duration_seconds"] == "histogram"
     assert value(samples, "warrend_build_info") == 1
     assert value(samples, "process_resident_memory_bytes") > 1 << 20
     assert value(samples, "warrend_capacity_memory_bytes") > 0
+    # --pool (4 by default) fills with children cloned ahead of creates.
+    deadline = time.monotonic() + 15
+    while value(samples, "warrend_pool_children") == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        samples, _ = parse(scrape(mdaemon))
+    assert value(samples, "warrend_pool_children") > 0
 
 
 def test_counters_move_with_creates_execs_and_errors(mdaemon):
