@@ -1909,6 +1909,22 @@ int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server
     return 0;
 }
 
+void wr_http_server_conns(const struct wr_http_server *srv, uint32_t *tcp, uint32_t *unix_conns,
+                          uint32_t *websockets)
+{
+    *tcp = *unix_conns = *websockets = 0;
+    for (const struct conn *c = srv->conns; c != NULL; c = c->next) {
+        if (c->closing)
+            continue;
+        if (c->is_unix)
+            (*unix_conns)++;
+        else
+            (*tcp)++;
+        if (c->ws != NULL)
+            (*websockets)++;
+    }
+}
+
 /* The bound TCP port (useful with port 0), or -1 without a TCP listener. */
 int wr_http_server_tcp_port(const struct wr_http_server *srv)
 {

@@ -71,6 +71,9 @@ struct wr_http_config {
 int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server **out,
                          struct wr_err *err);
 int wr_http_server_tcp_port(const struct wr_http_server *srv);
+/* The connections open now: over TCP, over the unix socket, and (of either) WebSockets. */
+void wr_http_server_conns(const struct wr_http_server *srv, uint32_t *tcp, uint32_t *unix_conns,
+                          uint32_t *websockets);
 /* Stop listening, close every connection (requests see on_close), free the server once all
  * handles are closed, then call done(arg) if given. */
 void wr_http_server_stop(struct wr_http_server *srv, void (*done)(void *arg), void *arg);

@@ -33,8 +33,8 @@ void wr_api_metrics_register(void)
         "warrend_http_request_duration_seconds",
         "Time from a request's first byte to its answer's end, by API and route pattern.",
         route_labels, duration_buckets, WR_ARRAY_SIZE(duration_buckets));
-    m_in_flight = wr_metric_gauge("warrend_http_requests_in_flight",
-                                  "API requests being handled, by API.", NULL);
+    m_in_flight =
+        wr_metric_gauge("warrend_http_requests_in_flight", "API requests being handled.", NULL);
     m_bytes_in = wr_metric_counter("warrend_http_request_body_bytes_total",
                                    "Request body bytes read, by API.", api_label);
     m_bytes_out = wr_metric_counter("warrend_http_response_body_bytes_total",

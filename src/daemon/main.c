@@ -506,6 +506,19 @@ static void server_stopped(void *arg)
 static struct wr_api *the_api;
 static struct wr_pool *pool;
 
+/* warrend_http_connections: the API server's connections by kind (none once it stops). */
+static void read_conns(struct wr_metric_emitter *e, void *ctx)
+{
+    uint32_t tcp, unix_conns, ws;
+
+    if (server == NULL)
+        return;
+    wr_http_server_conns(server, &tcp, &unix_conns, &ws);
+    wr_metric_emit(e, tcp, (const char *const[]){"tcp"});
+    wr_metric_emit(e, unix_conns, (const char *const[]){"unix"});
+    wr_metric_emit(e, ws, (const char *const[]){"websocket"});
+}
+
 /* warrend_pool_children: the runtime's pre-cloned children, bare and in network slots. */
 static void read_pool(struct wr_metric_emitter *e, void *ctx)
 {
@@ -540,6 +553,7 @@ static void on_stop_signal(uv_signal_t *s, int signum)
         wr_http_server_stop(metrics_server, NULL, NULL);
     metrics_server = NULL;
     wr_http_server_stop(server, audit_close_and_stopped, NULL);
+    server = NULL;
 }
 
 int main(int argc, char **argv)
@@ -658,6 +672,9 @@ int main(int argc, char **argv)
                        "Sandbox children cloned ahead of creates (--pool), bare or in a network "
                        "slot.",
                        (const char *const[]){"kind", NULL}, read_pool, rt);
+    wr_metric_gauge_fn("warrend_http_connections",
+                       "Connections to the API, by kind (tcp, unix; websocket: of either).",
+                       (const char *const[]){"kind", NULL}, read_conns, NULL);
     size_fds(&o);
     if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
         wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {

@@ -57,8 +57,8 @@ void wr_metric_inc(struct wr_metric *m, const char *const *values);
 void wr_metric_set(struct wr_metric *m, const char *const *values, double v);
 void wr_metric_observe(struct wr_metric *m, const char *const *values, double v);
 
-/* The value of one series (0 if it does not exist); for a histogram, its count. For tests and
- * for modules that read their own numbers back. */
+/* The value of one series (made, at 0, if new); for a histogram, its count. For tests and for
+ * modules that read their own numbers back. */
 double wr_metric_value(struct wr_metric *m, const char *const *values);
 
 /* Append every family, in registration order, in the text format to out. */

@@ -102,7 +102,7 @@ def test_metric_families_and_units(mdaemon):
               "warrend_sandbox_create_duration_seconds", "warrend_exec_start_duration_seconds",
               "warrend_limit_rejections_total", "warrend_warm_sandboxes",
               "warrend_layer_store_bytes", "warrend_committed_memory_bytes",
-              "warrend_capacity_memory_bytes", "warrend_pool_children",
+              "warrend_capacity_memory_bytes", "warrend_pool_children", "warrend_http_connections",
               "process_resident_memory_bytes"):
         assert n in types, n
     assert types["warrend_http_request_duration_seconds"] == "histogram"
@@ -215,3 +215,20 @@ def test_bad_metrics_listen_is_refused():
             assert "--metrics-listen" in r.stderr
         finally:
             shutil.rmtree(d.dir, ignore_errors=True)
+
+
+def test_connections_gauge(mdaemon):
+    before, _ = parse(scrape(mdaemon))
+    conns = []
+    for _ in range(3):
+        c = http.client.HTTPConnection("127.0.0.1", mdaemon.port, timeout=10)
+        c.request("GET", "/v1/health")
+        c.getresponse().read()  # keep-alive: the connection stays open
+        conns.append(c)
+    try:
+        during, _ = parse(scrape(mdaemon))
+        assert value(during, "warrend_http_connections", kind="tcp") >= \
+            value(before, "warrend_http_connections", kind="tcp") + 3
+    finally:
+        for c in conns:
+            c.close()
