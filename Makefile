@@ -50,7 +50,7 @@ STATIC_LDFLAGS := -static $(LDFLAGS)
 
 UTIL_SRC    := src/util/err.c src/util/log.c src/util/xalloc.c src/util/fs.c src/util/parse.c \
                src/util/buf.c src/util/b64.c src/util/strv.c src/util/inet.c \
-               src/util/utf8.c src/util/walk.c
+               src/util/utf8.c src/util/walk.c src/util/metrics.c
 PROTO_SRC   := src/proto/proto.c
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CORE_SRC    := $(wildcard src/core/*.c)

@@ -9,6 +9,7 @@
 struct wr_images;
 struct wr_space;
 struct wr_e2b;
+struct wr_audit;
 
 struct wr_api {
     struct wr_manager *mgr;
@@ -29,11 +30,21 @@ struct wr_api {
     /* Set as warrend starts to stop (its manager is closed next): nothing new may reach the
      * manager, and the MCP tools start no more sub-requests. */
     bool stopping;
+    /* The audit trail (core/audit.h) state-changing requests are written to, or NULL: none. */
+    struct wr_audit *audit;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 
 /* The server's handler: ctx is a struct wr_api. */
 void wr_api_handle(struct wr_http_req *req, void *ctx);
+/* The server's on_finish (ctx: a struct wr_api): the request's metrics, its access line (info)
+ * and, for a state-changing request, its audit record. */
+void wr_api_on_finish(struct wr_http_req *req, const struct wr_http_finish *f, void *ctx);
+/* Register the API's metric families (once, before serving). */
+void wr_api_metrics_register(void);
+/* The handler of the metrics listener (ctx unused): GET /metrics, the registry in the text
+ * format; anything else 404 (405 for another method on /metrics). */
+void wr_api_metrics_handle(struct wr_http_req *req, void *ctx);
 
 /* Serve the E2B-compatible API (docs/e2b.md) on the same listeners: load the secret that envd
  * access tokens derive from from <state_dir>/e2b.secret (made, 32 random bytes, mode 0600, if

@@ -9,8 +9,29 @@
 /* Who is calling: the team of the API key, or the admin team on the unix socket. */
 struct wr_caller {
     char team[128];
+    char key_id[64]; /* the key's public id; "unix" for the admin on the unix socket */
     bool admin;
 };
+
+/* ---- observability (observe.c) ------------------------------------------------------------- */
+
+/* What the API knows of a request for its access line, metrics and audit record (the request's
+ * note, http.h): set as the router learns it, reported by api_on_finish. */
+struct api_note {
+    const char *api;    /* "native", "e2b", "mcp", "ports" (static) */
+    const char *route;  /* the route pattern, "/v1/sandboxes/{id}/exec" (static), or "unmatched" */
+    const char *action; /* an audited request's action (static), else NULL */
+    const char *object_kind; /* "sandbox", "key", ... (static) */
+    char object_id[128];
+    char team[128];
+    char key_id[64];
+};
+/* The request's note, made (native, unmatched) on first use. */
+struct api_note *api_note(struct wr_http_req *req);
+/* The caller, once authenticated. */
+void api_note_caller(struct wr_http_req *req, const struct wr_caller *who);
+/* The object an audited request made (a create's new id). */
+void api_note_object(struct wr_http_req *req, const char *id);
 
 /* Authenticate a request by its key (Authorization: Bearer or X-API-Key; none is the admin on
  * the unix socket). Returns 0 with *who filled, or -1 having answered 401. */
@@ -182,6 +203,9 @@ struct api_route {
 
 /* h_netlog.c */
 void api_sandbox_netlog(struct api_call *c);
+
+/* h_audit.c: GET /v1/audit, the audit trail of the caller's team (an admin's: any team's). */
+void api_audit_list(struct api_call *c);
 
 /* h_sandboxes.c */
 void api_sandboxes_list(struct api_call *c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/metrics.h"
 #include "../util/log.h"
 #include "../util/parse.h"
 #include "../util/xalloc.h"
@@ -95,11 +96,13 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
                 char ra[16];
                 snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
                 wr_http_resp_header(c->req, "Retry-After", ra);
+                wr_core_metric_limit_rejected("sandboxes", "capacity");
                 api_fail(c->req, WR_ELIMIT, "%s", err->msg);
             } else {
                 api_error(c->req, err);
             }
         } else {
+            api_note_object(c->req, rec->id);
             wr_http_respond_json(c->req, existed ? 200 : 201, api_sandbox_json(rec));
         }
         wr_http_req_set_data(c->req, NULL, NULL);

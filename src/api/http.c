@@ -20,6 +20,8 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <wslay/wslay.h>
@@ -121,6 +123,14 @@ struct wr_http_req {
     bool head_only;          /* a streamed answer to HEAD: its body is not sent */
     bool sent_continue;      /* wr_http_req_continue wrote its 100 */
     struct wr_http_sub *sub; /* a sub-request (c is NULL): the end of this file */
+    /* For the server's on_finish: when the request began (uv_hrtime), the status answered, the
+     * bytes each way, and the handler's note (wr_http_req_set_note). */
+    uint64_t t0;
+    int status;
+    uint64_t bytes_in, bytes_out;
+    void *note;
+    void (*note_free)(void *note);
+    char err_code[32]; /* the code of an error answer (wr_http_respond_error), else "" */
 };
 
 struct wr_ws {
@@ -160,6 +170,9 @@ struct wr_http_sub {
     bool cancelled, finished, in_process;
     struct wr_http_sub_cbs cbs;
     void *ctx;
+    char *peer;
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *hctx);
+    void *hctx;
     struct sub_conn_data conn;
 };
 
@@ -214,6 +227,7 @@ struct conn {
     unsigned idle_ms; /* wr_http_req_idle_timeout; 0: the server's */
     void *data;       /* wr_http_conn_set_data */
     void (*data_free)(void *data);
+    char peer_name[64]; /* "tcp:ADDR" or "unix" (wr_http_req_peer) */
 };
 
 enum limit_kind { LIM_PEER, LIM_CONNS, LIM_UNAUTH, LIM_BODIES, LIM_FDS, LIM_KINDS };
@@ -222,6 +236,7 @@ struct wr_http_server {
     uv_loop_t *loop;
     wr_http_handler_fn handler;
     void *ctx;
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *ctx);
     size_t max_header_bytes;
     unsigned idle_ms, head_ms, body_ms;
     uint32_t max_conns, max_per_peer, max_unauth, max_body;
@@ -499,6 +514,7 @@ static struct wr_http_req *req_new(struct conn *c)
     r->c = c;
     r->content_length = -1;
     r->resp_left = -1;
+    r->t0 = uv_hrtime();
     return r;
 }
 
@@ -512,7 +528,24 @@ static void req_free(struct wr_http_req *r)
     kvs_free(&r->headers);
     wr_buf_fini(&r->body);
     wr_buf_fini(&r->resp_hdrs);
+    if (r->note_free)
+        r->note_free(r->note);
     free(r);
+}
+
+/* Tell the server's on_finish about a request the handler saw or the server answered. */
+static void req_report(struct wr_http_server *srv, struct wr_http_req *r, bool aborted)
+{
+    struct wr_http_finish f;
+
+    if (srv->on_finish == NULL || (!r->dispatched && r->status == 0))
+        return;
+    f.status = r->status;
+    f.bytes_in = r->bytes_in;
+    f.bytes_out = r->bytes_out;
+    f.duration_s = (double)(uv_hrtime() - r->t0) / 1e9;
+    f.aborted = aborted;
+    srv->on_finish(r, &f, srv->ctx);
 }
 
 /* The request is over: tell the handler (unless the server made it) and free it. */
@@ -520,6 +553,7 @@ static void req_finish(struct conn *c, struct wr_http_req *r, bool aborted)
 {
     if (c->cur == r)
         c->cur = NULL;
+    req_report(c->srv, r, aborted || !r->resp_ended);
     if (!r->closed) {
         r->closed = true;
         if (r->on_close && !r->internal)
@@ -1177,6 +1211,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
     struct conn *c = p->data;
     struct wr_http_req *r = c->cur;
 
+    r->bytes_in += n;
     switch (r->mode) {
     case BODY_BUFFER:
         if (r->body.len + n > r->body_max)
@@ -1596,6 +1631,23 @@ static int conn_turn_away(struct conn *c, enum limit_kind k, const char *why)
     return -1;
 }
 
+/* "tcp:ADDR" of a peer (IPv4-mapped IPv6 as IPv4). */
+static void peer_name(const struct sockaddr *sa, char *out, size_t n)
+{
+    char a[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET) {
+        (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, a, sizeof(a));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *ip = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(ip))
+            (void)inet_ntop(AF_INET, &ip->s6_addr[12], a, sizeof(a));
+        else
+            (void)inet_ntop(AF_INET6, ip, a, sizeof(a));
+    }
+    snprintf(out, n, "tcp:%s", a);
+}
+
 /* Count a new TCP connection against the caps. Returns 0, or -1 if it was turned away. */
 static int conn_admit(struct conn *c)
 {
@@ -1605,6 +1657,7 @@ static int conn_admit(struct conn *c)
 
     if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&ss, &len) < 0)
         ss.ss_family = AF_UNSPEC;
+    peer_name((struct sockaddr *)&ss, c->peer_name, sizeof(c->peer_name));
     wr_peer_key_of((struct sockaddr *)&ss, &c->peer);
     c->counted = true;
     srv->tcp_conns++;
@@ -1667,6 +1720,7 @@ static void on_connection(uv_stream_t *server, int status)
     c = xcalloc(1, sizeof(*c));
     c->srv = srv;
     c->is_unix = server == (uv_stream_t *)&srv->unix_l;
+    snprintf(c->peer_name, sizeof(c->peer_name), "%s", c->is_unix ? "unix" : "tcp:?");
     if (c->is_unix)
         rc = uv_pipe_init(srv->loop, &c->io.pipe, 0);
     else
@@ -1825,6 +1879,7 @@ int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server
     srv->loop = cfg->loop;
     srv->handler = cfg->handler;
     srv->ctx = cfg->ctx;
+    srv->on_finish = cfg->on_finish;
     srv->max_header_bytes = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HDR;
     srv->idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : DEFAULT_IDLE_MS;
     srv->head_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : DEFAULT_HEAD_MS;
@@ -1852,6 +1907,22 @@ int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server
     }
     *out = srv;
     return 0;
+}
+
+void wr_http_server_conns(const struct wr_http_server *srv, uint32_t *tcp, uint32_t *unix_conns,
+                          uint32_t *websockets)
+{
+    *tcp = *unix_conns = *websockets = 0;
+    for (const struct conn *c = srv->conns; c != NULL; c = c->next) {
+        if (c->closing)
+            continue;
+        if (c->is_unix)
+            (*unix_conns)++;
+        else
+            (*tcp)++;
+        if (c->ws != NULL)
+            (*websockets)++;
+    }
 }
 
 /* The bound TCP port (useful with port 0), or -1 without a TCP listener. */
@@ -1926,6 +1997,29 @@ const char *wr_http_req_id(const struct wr_http_req *req)
 bool wr_http_req_is_unix(const struct wr_http_req *req)
 {
     return req->sub ? req->sub->is_unix : req->c->is_unix;
+}
+
+const char *wr_http_req_peer(const struct wr_http_req *req)
+{
+    return req->sub ? (req->sub->peer ? req->sub->peer : "internal") : req->c->peer_name;
+}
+
+void wr_http_req_set_note(struct wr_http_req *req, void *note, void (*note_free)(void *note))
+{
+    if (req->note_free)
+        req->note_free(req->note);
+    req->note = note;
+    req->note_free = note_free;
+}
+
+void *wr_http_req_note(const struct wr_http_req *req)
+{
+    return req->note;
+}
+
+const char *wr_http_req_error_code(const struct wr_http_req *req)
+{
+    return req->err_code;
 }
 
 int64_t wr_http_req_content_length(const struct wr_http_req *req)
@@ -2051,6 +2145,7 @@ static void resp_head(struct wr_http_req *r, struct wr_buf *h, int status, const
         c->want_close = true;
     if (status < 100 || status > 999)
         status = 500;
+    r->status = status;
     wr_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
     wr_buf_printf(h, "X-Request-Id: %s\r\n", r->id);
     if (status == 204 || status == 304) {
@@ -2103,6 +2198,7 @@ void wr_http_respond(struct wr_http_req *req, int status, const char *content_ty
         return;
     }
     resp_head(req, &h, status, content_type, (int64_t)len);
+    req->bytes_out += len;
     conn_write3(req->c, h.data, h.len, body, len, NULL, 0);
     wr_buf_fini(&h);
     resp_ended(req);
@@ -2129,6 +2225,8 @@ static void resp_error(struct wr_http_req *r, int status, const char *code, cons
 {
     _cleanup_free_ char *msg = wr_utf8_fix(raw, WR_UTF8_ESCAPE);
 
+    if (!r->resp_started)
+        snprintf(r->err_code, sizeof(r->err_code), "%s", code ? code : "");
     if (r->numeric_errors)
         wr_http_respond_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
     else
@@ -2187,6 +2285,7 @@ size_t wr_http_resp_write(struct wr_http_req *req, const void *p, size_t n)
         return req->closed ? 0 : c->pending;
     if (n == 0 || req->head_only)
         return c->pending;
+    req->bytes_out += n;
     if (req->resp_chunked) {
         char head[32];
         int hl = snprintf(head, sizeof(head), "%zx\r\n", n);
@@ -2322,6 +2421,7 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
     conn_write3(c, h.data, h.len, NULL, 0, NULL, 0);
     wr_buf_fini(&h);
     req->resp_started = req->resp_ended = true;
+    req->status = 101;
     c->ws = ws;
     c->parse_dead = false;
     conn_arm(c);
@@ -2544,6 +2644,7 @@ static void sub_respond(struct wr_http_req *r, int status, const char *ct, const
 
     if (status != 0) {
         s->status = status;
+        r->status = status;
         free(s->content_type);
         s->content_type = xstrdup(ct != NULL && strpbrk(ct, "\r\n") == NULL ? ct : "");
     }
@@ -2595,6 +2696,7 @@ static void sub_handle_closed(uv_handle_t *h)
     free(s->method);
     free(s->in);
     free(s->content_type);
+    free(s->peer);
     wr_buf_fini(&s->out);
     free(s);
 }
@@ -2607,6 +2709,16 @@ static void sub_finish(struct wr_http_sub *s, bool aborted)
 
     s->finished = true;
     uv_timer_stop(&s->kick);
+    if (s->on_finish != NULL) {
+        struct wr_http_finish f = {
+            .status = r->status,
+            .bytes_in = s->in_len,
+            .bytes_out = s->out.len,
+            .duration_s = (double)(uv_hrtime() - r->t0) / 1e9,
+            .aborted = aborted || !r->resp_ended,
+        };
+        s->on_finish(r, &f, s->hctx);
+    }
     if (!r->closed) {
         r->closed = true;
         if (r->on_close)
@@ -2684,6 +2796,10 @@ struct wr_http_sub *wr_http_sub_start(uv_loop_t *loop, const struct wr_http_sub_
     s->max_body = sr->max_body ? sr->max_body : SUB_BODY_MAX;
     s->cbs = *cbs;
     s->ctx = ctx;
+    s->peer = sr->peer ? xstrdup(sr->peer) : NULL;
+    s->on_finish = sr->on_finish;
+    s->hctx = hctx;
+    r->t0 = uv_hrtime();
     if (sr->len > 0) {
         s->in = xmalloc(sr->len);
         memcpy(s->in, sr->body, sr->len);

@@ -24,6 +24,15 @@ struct wr_ws;
 
 typedef void (*wr_http_handler_fn)(struct wr_http_req *req, void *ctx);
 
+/* What the server's on_finish gets when a request is over. */
+struct wr_http_finish {
+    int status;         /* the status answered; 0: none was */
+    uint64_t bytes_in;  /* request body bytes read */
+    uint64_t bytes_out; /* response body bytes queued */
+    double duration_s;  /* from the request's first byte to its end */
+    bool aborted;       /* the client went away before the answer was complete */
+};
+
 /* No cap, for the cap fields below. */
 #define WR_HTTP_UNLIMITED UINT32_MAX
 
@@ -52,11 +61,19 @@ struct wr_http_config {
                                     * max_conns / 2 */
     wr_http_handler_fn handler;
     void *ctx;
+    /* Optional: called once per request the handler saw or the server answered itself (a 400,
+     * 413 or 503 of its own), when it is over: its response written out or the client gone
+     * (before the handler's on_close). A sub-request is reported by its own on_finish
+     * (struct wr_http_sub_req). */
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *ctx);
 };
 
 int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server **out,
                          struct wr_err *err);
 int wr_http_server_tcp_port(const struct wr_http_server *srv);
+/* The connections open now: over TCP, over the unix socket, and (of either) WebSockets. */
+void wr_http_server_conns(const struct wr_http_server *srv, uint32_t *tcp, uint32_t *unix_conns,
+                          uint32_t *websockets);
 /* Stop listening, close every connection (requests see on_close), free the server once all
  * handles are closed, then call done(arg) if given. */
 void wr_http_server_stop(struct wr_http_server *srv, void (*done)(void *arg), void *arg);
@@ -74,6 +91,15 @@ size_t wr_http_req_query_all(const struct wr_http_req *req, const char *name, co
 const char *wr_http_req_header(const struct wr_http_req *req, const char *name);
 const char *wr_http_req_id(const struct wr_http_req *req); /* X-Request-Id */
 bool wr_http_req_is_unix(const struct wr_http_req *req);   /* came over the unix socket */
+/* Where the request came from: "tcp:ADDR", "unix", or "internal" for a sub-request. */
+const char *wr_http_req_peer(const struct wr_http_req *req);
+/* A note of the handler's about the request (what on_finish reports on), apart from its data
+ * slot: replaced notes are freed with their note_free, and the last one when the request is
+ * freed (after on_finish). */
+void wr_http_req_set_note(struct wr_http_req *req, void *note, void (*note_free)(void *note));
+void *wr_http_req_note(const struct wr_http_req *req);
+/* The code of the error the request was answered with (wr_http_respond_error's), or "". */
+const char *wr_http_req_error_code(const struct wr_http_req *req);
 /* Content-Length of the request body, or -1 if chunked or absent. */
 int64_t wr_http_req_content_length(const struct wr_http_req *req);
 
@@ -212,9 +238,12 @@ struct wr_http_sub_req {
     const char *const *headers; /* NULL-terminated name, value, name, value, ...; or NULL */
     const void *body;           /* copied; NULL/0: none */
     size_t len;
-    size_t max_body; /* response body bytes kept (beyond: dropped, `truncated`); 0: 16 MiB */
-    bool is_unix;    /* wr_http_req_is_unix answers this */
-    const char *id;  /* X-Request-Id (NULL: one is made) */
+    size_t max_body;  /* response body bytes kept (beyond: dropped, `truncated`); 0: 16 MiB */
+    bool is_unix;     /* wr_http_req_is_unix answers this */
+    const char *id;   /* X-Request-Id (NULL: one is made) */
+    const char *peer; /* wr_http_req_peer answers this (copied; NULL: "internal") */
+    /* Optional: called with hctx once the sub-request is over, as a server's on_finish. */
+    void (*on_finish)(struct wr_http_req *req, const struct wr_http_finish *f, void *hctx);
 };
 
 /* The answer so far (in on_data) or the whole answer (in on_done). body is NUL-terminated. */

@@ -290,6 +290,8 @@ void mcp_sub_raw(struct mcp_call *mc, const char *method, const char *target, co
         .max_body = max_body,
         .is_unix = mc->is_unix,
         .id = mc->req_id,
+        .peer = mc->req ? wr_http_req_peer(mc->req) : NULL,
+        .on_finish = wr_api_on_finish,
     };
     mc->sub = wr_http_sub_start(mc->api->loop, &sr, wr_api_handle, mc->api, &cbs, mc);
 }
@@ -336,6 +338,8 @@ void mcp_sub_detached(struct mcp_call *mc, const char *method, const char *targe
         .len = s ? strlen(s) : 0,
         .is_unix = mc->is_unix,
         .id = mc->req_id,
+        .peer = mc->req ? wr_http_req_peer(mc->req) : NULL,
+        .on_finish = wr_api_on_finish,
     };
     (void)wr_http_sub_start(mc->api->loop, &sr, wr_api_handle, mc->api, &cbs, "-");
 }

@@ -9,6 +9,7 @@
 
 #include "../core/keys.h"
 #include "../util/b64.h"
+#include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/parse.h"
@@ -200,7 +201,9 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 
     if (key == NULL && wr_http_req_is_unix(req)) {
         snprintf(who->team, sizeof(who->team), "admin");
+        snprintf(who->key_id, sizeof(who->key_id), "unix");
         who->admin = true;
+        api_note_caller(req, who);
         return 0;
     }
     if (key == NULL) {
@@ -215,8 +218,10 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
         return -1;
     }
     snprintf(who->team, sizeof(who->team), "%s", ki.team);
+    snprintf(who->key_id, sizeof(who->key_id), "%s", ki.id ? ki.id : "");
     who->admin = ki.admin;
     wr_key_info_fini(&ki);
+    api_note_caller(req, who);
     return 0;
 }
 
@@ -329,7 +334,115 @@ static const struct api_route routes[] = {
     {"GET", "sandboxes/*/cdp/json/version", api_cdp_version, 0, API_LIVE},
 
     {"GET", "warm-pools", api_warm_pools, 0, 0},
+
+    {"GET", "audit", api_audit_list, 0, 0},
 };
+
+/* ---- the audit trail's routes (observe.c) ---------------------------------------------------- */
+
+/* The state-changing routes and their audit actions: every route whose method is not GET, and
+ * the GET routes listed here (a terminal starts a shell). A route that changes state and is not
+ * listed is audited as "request". The object is the path's seg[1] (a create's id comes from its
+ * handler, api_note_object). */
+static const struct {
+    const char *method, *pattern, *action;
+} audit_actions[] = {
+    {"POST", "sandboxes", "sandbox.create"},
+    {"DELETE", "sandboxes/*", "sandbox.delete"},
+    {"POST", "sandboxes/*/timeout", "sandbox.timeout.set"},
+    {"PUT", "sandboxes/*/network", "sandbox.network.set"},
+    {"POST", "sandboxes/*/pause", "sandbox.pause"},
+    {"POST", "sandboxes/*/resume", "sandbox.resume"},
+    {"POST", "sandboxes/*/snapshots", "sandbox.snapshot"},
+    {"POST", "sandboxes/*/fork", "sandbox.fork"},
+    {"POST", "sandboxes/*/exec", "exec.start"},
+    {"GET", "sandboxes/*/terminal", "terminal.open"},
+    {"DELETE", "sandboxes/*/processes/*", "process.release"},
+    {"POST", "sandboxes/*/processes/*/stdin", "process.stdin"},
+    {"POST", "sandboxes/*/processes/*/stdin/close", "process.stdin.close"},
+    {"POST", "sandboxes/*/processes/*/signal", "process.signal"},
+    {"POST", "sandboxes/*/processes/*/resize", "process.resize"},
+    {"PUT", "sandboxes/*/files", "file.write"},
+    {"DELETE", "sandboxes/*/files", "file.delete"},
+    {"POST", "sandboxes/*/files/mkdir", "file.mkdir"},
+    {"POST", "sandboxes/*/files/move", "file.move"},
+    {"POST", "sandboxes/*/code", "code.run"},
+    {"POST", "sandboxes/*/code/contexts", "code.context.create"},
+    {"DELETE", "sandboxes/*/code/contexts/*", "code.context.delete"},
+    {"POST", "sandboxes/*/code/contexts/*/restart", "code.context.restart"},
+    {"POST", "sandboxes/*/desktop/start", "desktop.start"},
+    {"POST", "sandboxes/*/desktop/mouse", "desktop.mouse"},
+    {"POST", "sandboxes/*/desktop/keyboard", "desktop.keyboard"},
+    {"POST", "sandboxes/*/browser/start", "browser.start"},
+    {"POST", "keys", "key.create"},
+    {"DELETE", "keys/*", "key.delete"},
+    {"POST", "templates/build", "template.build"},
+    {"POST", "templates/prune", "template.prune"},
+    {"POST", "templates/import", "template.import"},
+    {"POST", "templates/pull", "template.pull"},
+    {"DELETE", "templates/*", "template.delete"},
+    {"DELETE", "snapshots/*", "snapshot.delete"},
+    {"POST", "volumes", "volume.create"},
+    {"DELETE", "volumes/*", "volume.delete"},
+};
+
+/* The route's pattern as a label: "/v1/sandboxes/{id}/processes/{pid}" (made once). */
+static const char *route_label(const struct api_route *r)
+{
+    static char *labels[WR_ARRAY_SIZE(routes)];
+    size_t i = (size_t)(r - routes);
+    struct wr_buf b = {0};
+
+    if (labels[i] != NULL)
+        return labels[i];
+    wr_buf_puts(&b, "/v1/");
+    for (const char *p = r->pattern; *p; p++) {
+        if (*p != '*')
+            wr_buf_append(&b, p, 1);
+        else if (p - r->pattern >= 10 && strncmp(p - 10, "processes/", 10) == 0)
+            wr_buf_puts(&b, "{pid}");
+        else if (p - r->pattern >= 9 && strncmp(p - 9, "contexts/", 9) == 0)
+            wr_buf_puts(&b, "{context}");
+        else
+            wr_buf_puts(&b, "{id}");
+    }
+    labels[i] = wr_buf_steal_str(&b);
+    return labels[i];
+}
+
+/* Note the route of a request, and (audited: r is the request's own route) for a state-changing
+ * one its action and object. */
+static void note_route(struct api_call *c, const struct api_route *r, bool audited)
+{
+    static const char *const kinds[][2] = {{"sandboxes", "sandbox"},
+                                           {"keys", "key"},
+                                           {"templates", "template"},
+                                           {"snapshots", "snapshot"},
+                                           {"volumes", "volume"}};
+    struct api_note *n = api_note(c->req);
+    const char *action = NULL;
+
+    n->route = route_label(r);
+    if (!audited)
+        return;
+    for (size_t i = 0; i < WR_ARRAY_SIZE(audit_actions) && action == NULL; i++)
+        if (strcmp(audit_actions[i].method, r->method) == 0 &&
+            strcmp(audit_actions[i].pattern, r->pattern) == 0)
+            action = audit_actions[i].action;
+    if (action == NULL && strcmp(r->method, "GET") != 0)
+        action = "request";
+    if (action == NULL)
+        return;
+    n->action = action;
+    /* The object's kind: the first segment, singular. */
+    n->object_kind = "other";
+    for (size_t i = 0; i < WR_ARRAY_SIZE(kinds); i++)
+        if (strcmp(c->seg[0], kinds[i][0]) == 0)
+            n->object_kind = kinds[i][1];
+    if (c->nseg > 1 && strcmp(c->seg[1], "build") != 0 && strcmp(c->seg[1], "prune") != 0 &&
+        strcmp(c->seg[1], "import") != 0 && strcmp(c->seg[1], "pull") != 0)
+        api_note_object(c->req, c->seg[1]);
+}
 
 /* Whether the path's segments fit pattern. */
 static bool pattern_match(const char *pattern, const struct api_call *c)
@@ -403,7 +516,10 @@ static void call_body(struct wr_http_req *req, const char *body, size_t len)
             return;
         }
     }
+    wr_log_ctx_set(wr_http_req_id(req), c->who.team,
+                   strcmp(c->seg[0], "sandboxes") == 0 && c->nseg > 1 ? c->seg[1] : NULL);
     c->route->handler(c);
+    wr_log_ctx_clear();
     call_free(c);
 }
 
@@ -434,22 +550,43 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     unsigned needs = 0;
     bool found = false, public = true;
     struct api_call *c;
+    struct api_note *n = api_note(req);
 
-    /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. */
-    if (e2b_handle(api, req))
+    wr_log_ctx_set(wr_http_req_id(req), NULL, NULL);
+    /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. Its
+     * requests other than GET are audited as one action, their path the object. */
+    if (e2b_handle(api, req)) {
+        n->api = "e2b";
+        n->route = "/e2b";
+        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+            n->action = "e2b.request";
+            n->object_kind = "e2b";
+            api_note_object(req, path);
+        }
+        wr_log_ctx_clear();
         return;
+    }
     /* Exposed ports: the proxied path has any depth, so it is not a route of the table. */
-    if (api_ports_handle(api, req))
+    if (api_ports_handle(api, req)) {
+        n->api = "ports";
+        n->route = "/v1/sandboxes/{id}/ports/{port}";
+        wr_log_ctx_clear();
         return;
+    }
     /* The MCP server (mcp.c): JSON-RPC on /mcp. */
-    if (api_mcp_handle(api, req))
+    if (api_mcp_handle(api, req)) {
+        n->api = "mcp";
+        n->route = "/mcp";
+        wr_log_ctx_clear();
         return;
+    }
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;
     if (!split_route(path, c)) {
         api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
         free(c);
+        wr_log_ctx_clear();
         return;
     }
     for (size_t i = 0; i < WR_ARRAY_SIZE(routes); i++) {
@@ -462,10 +599,18 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         if (hit == NULL && strcmp(r->method, method) == 0)
             hit = r;
     }
+    /* The route label (and audit action) of the request, or of its path's first route. */
+    for (size_t i = 0; i < WR_ARRAY_SIZE(routes); i++)
+        if (hit == &routes[i] || (hit == NULL && pattern_match(routes[i].pattern, c))) {
+            note_route(c, &routes[i], hit != NULL);
+            break;
+        }
     if (!found || !public) {
         if (api_authenticate(api, req, &c->who) < 0)
             goto out;
         c->team = c->who.admin ? NULL : c->who.team;
+        wr_log_ctx_set(wr_http_req_id(req), c->who.team,
+                       strcmp(c->seg[0], "sandboxes") == 0 && c->nseg > 1 ? c->seg[1] : NULL);
     }
     if (!found) {
         api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
@@ -481,9 +626,11 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     if (hit->body_max > 0 && !(hit->flags & API_STREAM)) {
         wr_http_req_set_data(req, c, call_closed);
         wr_http_req_read_body(req, hit->body_max, call_body);
+        wr_log_ctx_clear();
         return;
     }
     hit->handler(c);
 out:
+    wr_log_ctx_clear();
     call_free(c);
 }

@@ -177,6 +177,17 @@ const struct wr_manager_config *wr__core_config(const struct wr_manager *m);
 struct wr_live_sb *wr__table_get(struct wr_manager *m, const char *id);
 void wr__table_put(struct wr_manager *m, struct wr_live_sb *sb);
 void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb);
+
+/* metrics.c: the manager's families (registered by wr_manager_open, read at scrape time until
+ * wr_manager_close), and the updates of the places where the events happen. t0_ns: uv_hrtime()
+ * when the create or spawn was asked for. */
+void wr__metrics_open(struct wr_manager *m);
+void wr__metrics_close(struct wr_manager *m);
+void wr__metric_create(bool warm, const struct wr_err *err, uint64_t t0_ns);
+void wr__metric_exit(const char *reason);
+void wr__metric_exec(const struct wr_err *err, uint64_t t0_ns);
+void wr__metric_pause(bool disk);  /* a pause asked for (memory or disk) */
+void wr__metric_resume(bool disk); /* a resume asked for (from memory or disk) */
 /* Whether the sandbox counts in m->count and m->committed: not while it is paused to disk (it
  * holds no memory and no processes). */
 void wr__account(struct wr_live_sb *sb, bool counted);

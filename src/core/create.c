@@ -181,6 +181,8 @@ struct create_work {
     void *ctx;
     struct wr_start_cfg *start; /* the template's start command (start.c), or NULL */
     bool slot_noted;            /* wr__net_slot_made was called (before the start command) */
+    bool warm;                  /* a warm sandbox was taken */
+    uint64_t t0;                /* uv_hrtime() of the request */
 };
 
 static void create_run(uv_work_t *w)
@@ -248,6 +250,7 @@ static void create_finish(struct create_work *c)
     }
     if (c->ss.net_slot >= 0 && !c->slot_noted && (c->rc == 0 || !c->ss.net_make))
         wr__net_slot_made(m, c->ss.net_slot);
+    wr__metric_create(c->warm, c->rc < 0 ? &c->err : NULL, c->t0);
     if (c->rc < 0) {
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
         wr__net_release(m, sb);
@@ -426,6 +429,7 @@ static void start_cfg_freep(struct wr_start_cfg **p)
 void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                        wr_manager_create_cb cb, void *ctx)
 {
+    uint64_t t0 = uv_hrtime();
     const char *tname = req->template_name ? req->template_name : "base";
     uint32_t timeout_s = req->timeout_s ? req->timeout_s : m->cfg.default_timeout_s;
     uint64_t memory = req->memory_bytes ? req->memory_bytes : m->cfg.default_memory_bytes;
@@ -507,6 +511,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 
     c = xcalloc(1, sizeof(*c));
     c->m = m;
+    c->t0 = t0;
     c->cb = cb;
     c->ctx = ctx;
     c->start = start;
@@ -604,6 +609,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (warm != NULL) {
         /* Started already: recorded and answered in this turn of the loop. */
         wr__warm_recorded(m, id);
+        c->warm = true;
         c->rt_sb = warm;
         c->rc = 0;
         create_finish(c);
@@ -615,5 +621,6 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 fail:
     wr_image_fini(&img);
     wr_net_policy_fini(&pol);
+    wr__metric_create(false, &err, 0);
     cb(ctx, NULL, false, &err, 0);
 }

@@ -329,6 +329,7 @@ static void live_sb_end_now(struct wr_live_sb *sb, bool forget, enum wr_sb_state
 
     d->thaw = sb->state == LIVE_SB_PAUSED;
     sb->busy = true;
+    wr__metric_exit(reason);
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
     wr__live_sb_stop_watching(sb, LIVE_SB_ENDING, &why);
     d->sb = sb;

@@ -154,6 +154,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         free(m);
         return -1;
     }
+    wr__metrics_open(m);
     if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
         manager_free(m);
         return wr_err_wrap(err, "reconcile");
@@ -202,6 +203,7 @@ void wr_manager_close(struct wr_manager *m)
     if (m == NULL)
         return;
     m->closing = true;
+    wr__metrics_close(m);
     wr__warm_close(m);
     if (m->sampler != NULL) {
         uv_timer_stop(m->sampler);

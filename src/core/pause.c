@@ -392,6 +392,7 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
         cb(ctx, NULL, &err);
         return;
     }
+    wr__metric_pause(mode == WR_SB_PAUSED_DISK);
     if (mode == WR_SB_PAUSED_DISK)
         disk_pause_start(sb, cb, ctx);
     else
@@ -422,6 +423,7 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         cb(ctx, NULL, &err);
         return;
     }
+    wr__metric_resume(sb->state == LIVE_SB_ON_DISK);
     if (sb->state == LIVE_SB_ON_DISK)
         disk_resume_start(sb, timeout_s, cb, ctx);
     else

@@ -44,6 +44,7 @@ struct wr_proc {
     /* spawn in flight */
     void (*start_cb)(void *ctx, struct wr_proc *p, const struct wr_err *err);
     void *start_ctx;
+    uint64_t start_t0; /* uv_hrtime() of the spawn's request */
 };
 
 static void timer_closed(uv_handle_t *h)
@@ -152,6 +153,7 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
         if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
             e2.sys_errno == ENOTDIR)
             e2.kind = WR_EINVAL;
+        wr__metric_exec(&e2, p->start_t0);
         p->start_cb(p->start_ctx, NULL, &e2);
         proc_free(p);
         return;
@@ -168,6 +170,7 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
         uv_timer_start(&p->timer, on_timeout, p->timeout_ms, 0);
         p->timer_on = true;
     }
+    wr__metric_exec(NULL, p->start_t0);
     if (p->start_cb != NULL)
         p->start_cb(p->start_ctx, p, NULL);
     p->start_cb = NULL;
@@ -266,6 +269,7 @@ void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t
     p->timeout_ms = timeout_ms;
     p->start_cb = cb;
     p->start_ctx = ctx;
+    p->start_t0 = uv_hrtime();
     if (wr_agent_spawn(sb->agent, sp, &proc_cbs, p, &err) < 0) {
         proc_free(p);
         cb(ctx, NULL, &err);

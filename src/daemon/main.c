@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../api/api.h"
+#include "../core/audit.h"
 #include "../core/images.h"
 #include "../core/manager.h"
 #include "../core/netlog.h"
@@ -24,6 +25,7 @@
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/log.h"
+#include "../util/metrics.h"
 #include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "nofile.h"
@@ -62,6 +64,9 @@ struct options {
     uint32_t port_conn_limit;    /* exposed ports: connections to one sandbox (0: 1000) */
     const char *mcp_origins[16]; /* --mcp-origin: Origin values /mcp accepts */
     size_t n_mcp_origins;
+    /* Observability (docs/operations.md). */
+    const char *metrics_listen;    /* --metrics-listen HOST:PORT, or NULL: no metrics listener */
+    uint32_t audit_retention_days; /* --audit-retention-days */
 };
 
 static void usage(FILE *f)
@@ -114,7 +119,12 @@ static void usage(FILE *f)
            "                         429 (1000)\n"
            "\nMCP server (docs/mcp.md):\n"
            "  --mcp-origin ORIGIN    an Origin /mcp accepts, e.g. http://localhost:3000\n"
-           "                         (repeatable; requests without one are accepted)\n");
+           "                         (repeatable; requests without one are accepted)\n"
+           "\nObservability (docs/operations.md):\n"
+           "  --metrics-listen HOST:PORT  serve GET /metrics (Prometheus text, no auth) there\n"
+           "                         (off; e.g. 127.0.0.1:9464)\n"
+           "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
+           "  --audit-retention-days N  audit records are kept this long (90)\n");
 }
 
 /* An option's number, min..max, into *out. */
@@ -189,7 +199,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_NETMAXCONN,
         O_NETREADY,
         O_PORTCONN,
-        O_MCPORIGIN
+        O_MCPORIGIN,
+        O_METRICS,
+        O_LOGFMT,
+        O_AUDITDAYS
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -223,6 +236,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"net-ready", required_argument, NULL, O_NETREADY},
         {"port-conn-limit", required_argument, NULL, O_PORTCONN},
         {"mcp-origin", required_argument, NULL, O_MCPORIGIN},
+        {"metrics-listen", required_argument, NULL, O_METRICS},
+        {"log-format", required_argument, NULL, O_LOGFMT},
+        {"audit-retention-days", required_argument, NULL, O_AUDITDAYS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -379,6 +395,19 @@ static int parse_options(int argc, char **argv, struct options *o)
             }
             o->mcp_origins[o->n_mcp_origins++] = optarg;
             break;
+        case O_METRICS:
+            o->metrics_listen = optarg[0] ? optarg : NULL;
+            break;
+        case O_LOGFMT:
+            if (wr_log_set_format(optarg) < 0) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be text or json");
+                goto bad;
+            }
+            break;
+        case O_AUDITDAYS:
+            if (opt_uint(optarg, 1, 36500, &o->audit_retention_days, &err) < 0)
+                goto bad;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -459,6 +488,8 @@ static void size_fds(struct options *o)
 
 static uv_signal_t sigterm, sigint;
 static struct wr_http_server *server;
+static struct wr_http_server *metrics_server; /* --metrics-listen, or NULL */
+static struct wr_audit *audit;
 static struct wr_manager *manager;
 static struct wr_netlog *netlog;
 
@@ -475,6 +506,35 @@ static void server_stopped(void *arg)
 static struct wr_api *the_api;
 static struct wr_pool *pool;
 
+/* warrend_http_connections: the API server's connections by kind (none once it stops). */
+static void read_conns(struct wr_metric_emitter *e, void *ctx)
+{
+    uint32_t tcp, unix_conns, ws;
+
+    if (server == NULL)
+        return;
+    wr_http_server_conns(server, &tcp, &unix_conns, &ws);
+    wr_metric_emit(e, tcp, (const char *const[]){"tcp"});
+    wr_metric_emit(e, unix_conns, (const char *const[]){"unix"});
+    wr_metric_emit(e, ws, (const char *const[]){"websocket"});
+}
+
+/* warrend_pool_children: the runtime's pre-cloned children, bare and in network slots. */
+static void read_pool(struct wr_metric_emitter *e, void *ctx)
+{
+    wr_metric_emit(e, (double)wr_runtime_pooled(ctx), (const char *const[]){"bare"});
+    wr_metric_emit(e, (double)wr_runtime_net_pooled(ctx), (const char *const[]){"slot"});
+}
+
+/* The server is gone (no request will be audited): the audit trail goes, then the signals. */
+static void audit_close_and_stopped(void *arg)
+{
+    the_api->audit = NULL;
+    wr_audit_close(audit);
+    audit = NULL;
+    server_stopped(arg);
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
@@ -489,7 +549,11 @@ static void on_stop_signal(uv_signal_t *s, int signum)
     netlog = NULL;
     wr_manager_close(manager);
     manager = NULL;
-    wr_http_server_stop(server, server_stopped, NULL);
+    if (metrics_server != NULL)
+        wr_http_server_stop(metrics_server, NULL, NULL);
+    metrics_server = NULL;
+    wr_http_server_stop(server, audit_close_and_stopped, NULL);
+    server = NULL;
 }
 
 int main(int argc, char **argv)
@@ -502,6 +566,7 @@ int main(int argc, char **argv)
         .warm = 2,
         .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
         .max_sandboxes = 1000,
+        .audit_retention_days = WR_AUDIT_RETENTION_DAYS,
         .net_pool = {.addr = 10u << 24 | 200u << 16, .len = 15},
         .net_default = true,
         .net_table = "warren",
@@ -513,6 +578,8 @@ int main(int argc, char **argv)
     struct wr_space *space = NULL;
     struct wr_err err;
     struct wr_api api = {0};
+    char *mhost = NULL;
+    int mport = 0;
     char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL, *warm_dir = NULL;
     int port = 0, rc = 1;
     uv_loop_t *loop;
@@ -538,6 +605,17 @@ int main(int argc, char **argv)
         }
         host = xstrndup(o.listen, (size_t)(colon - o.listen));
         port = (int)p;
+    }
+    if (o.metrics_listen != NULL) {
+        const char *colon = strrchr(o.metrics_listen, ':');
+        uint64_t p;
+        if (colon == NULL || colon == o.metrics_listen ||
+            wr_parse_uint(colon + 1, 65535, &p, &err) < 0) {
+            fprintf(stderr, "warrend: --metrics-listen `%s` must be HOST:PORT\n", o.metrics_listen);
+            return 2;
+        }
+        mhost = xstrndup(o.metrics_listen, (size_t)(colon - o.metrics_listen));
+        mport = (int)p;
     }
     if (wr_mkdir_p(o.state_dir, 0700, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
@@ -586,6 +664,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
+    wr_metric_set(wr_metric_gauge("warrend_build_info",
+                                  "The daemon's version and cgroup interface (always 1).",
+                                  (const char *const[]){"version", "cgroup", NULL}),
+                  (const char *const[]){WARREN_VERSION, wr_runtime_cgroup_version(rt)}, 1);
+    wr_metric_gauge_fn("warrend_pool_children",
+                       "Sandbox children cloned ahead of creates (--pool), bare or in a network "
+                       "slot.",
+                       (const char *const[]){"kind", NULL}, read_pool, rt);
+    wr_metric_gauge_fn("warrend_http_connections",
+                       "Connections to the API, by kind (tcp, unix; websocket: of either).",
+                       (const char *const[]){"kind", NULL}, read_conns, NULL);
     size_fds(&o);
     if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
         wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {
@@ -659,6 +748,13 @@ int main(int argc, char **argv)
         .n_mcp_origins = o.n_mcp_origins,
     };
     the_api = &api;
+    wr_api_metrics_register();
+    if (wr_audit_open(loop, store, dbpath, o.audit_retention_days, &audit, &err) < 0) {
+        fprintf(stderr, "warrend: %s\n", err.msg);
+        wr_manager_close(manager);
+        goto out;
+    }
+    api.audit = audit;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         wr_manager_close(manager);
@@ -679,12 +775,32 @@ int main(int argc, char **argv)
             .max_body_conns = o.max_body_conns,
             .handler = wr_api_handle,
             .ctx = &api,
+            .on_finish = wr_api_on_finish,
         };
         if (wr_http_server_start(&hc, &server, &err) < 0) {
             fprintf(stderr, "warrend: %s\n", err.msg);
             wr_manager_close(manager);
             goto out;
         }
+    }
+    if (mhost != NULL) {
+        /* The metrics listener: a server of its own, so that a scrape has no key and the
+         * API's port serves no metrics. */
+        struct wr_http_config mc = {
+            .loop = loop,
+            .tcp_host = mhost,
+            .tcp_port = mport,
+            .max_conns = 64,
+            .handler = wr_api_metrics_handle,
+        };
+        if (wr_http_server_start(&mc, &metrics_server, &err) < 0) {
+            fprintf(stderr, "warrend: metrics listener %s: %s\n", o.metrics_listen, err.msg);
+            wr_http_server_stop(server, NULL, NULL);
+            wr_manager_close(manager);
+            goto out;
+        }
+        log_info("metrics: serving GET /metrics on %s:%d", mhost,
+                 wr_http_server_tcp_port(metrics_server));
     }
     uv_signal_init(loop, &sigterm);
     uv_signal_init(loop, &sigint);
@@ -693,9 +809,12 @@ int main(int argc, char **argv)
     wr_pool_start(pool, rt, o.pool);
 
     /* The line tests and scripts wait for. */
-    printf("warrend ready version=%s cgroup=%s unix=%s tcp=%s:%d\n", WARREN_VERSION,
+    printf("warrend ready version=%s cgroup=%s unix=%s tcp=%s:%d", WARREN_VERSION,
            wr_runtime_cgroup_version(rt), o.socket_path, host ? host : "",
            host ? wr_http_server_tcp_port(server) : 0);
+    if (metrics_server != NULL)
+        printf(" metrics=%s:%d", mhost, wr_http_server_tcp_port(metrics_server));
+    printf("\n");
     fflush(stdout);
     log_info("serving: unix %s, tcp %s:%d, cgroup %s", o.socket_path, host ? host : "-",
              host ? wr_http_server_tcp_port(server) : 0, wr_runtime_cgroup_version(rt));
@@ -709,6 +828,7 @@ out:
     wr_runtime_close(rt);
     wr_store_close(store);
     free(host);
+    free(mhost);
     free(dbpath);
     free(templates);
     free(volumes);

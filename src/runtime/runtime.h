@@ -105,6 +105,8 @@ int wr_runtime_prewarm_net(struct wr_runtime *rt, const int *netns_fds, const ui
                            const uint32_t *resolvers, size_t n, struct wr_err *err);
 /* How many pre-cloned children sit in slots. */
 size_t wr_runtime_net_pooled(struct wr_runtime *rt);
+/* How many pre-cloned children (wr_runtime_prewarm) wait outside slots. Any thread. */
+size_t wr_runtime_pooled(struct wr_runtime *rt);
 
 /* spec.netns_fd: take a child pre-cloned into a slot (wr_runtime_prewarm_net): the one in
  * spec.pooled_slot, or any (spec.pooled_any); WR_ELIMIT if there is none. */

@@ -842,6 +842,16 @@ int wr_runtime_prewarm_net(struct wr_runtime *rt, const int *netns_fds, const ui
     return made;
 }
 
+size_t wr_runtime_pooled(struct wr_runtime *rt)
+{
+    size_t n;
+
+    pthread_mutex_lock(&rt->pool_lock);
+    n = rt->npool;
+    pthread_mutex_unlock(&rt->pool_lock);
+    return n;
+}
+
 size_t wr_runtime_net_pooled(struct wr_runtime *rt)
 {
     size_t n;

@@ -193,9 +193,41 @@ static const char migration_10[] =
     "    DELETE FROM netlog WHERE sandbox = OLD.id;\n"
     "END;\n";
 
+/* Versions 11 and 12 are other branches' (usage metering and limits): until they are merged,
+ * these keep the numbering contiguous. At the merge their real text replaces them. */
+static const char migration_11[] = "SELECT 1;\n";
+static const char migration_12[] = "SELECT 1;\n";
+
+/* Version 13: the audit trail of the API's state-changing requests (store/audit.c).
+ * - audit: one row per request, written when its answer is complete. id is AUTOINCREMENT (the
+ *   API's cursor, never reused). key_id is the public id of the caller's key ("unix" for the
+ *   admin on the unix socket), never the secret. peer is "tcp:ADDR", "unix" or "internal".
+ * - Rows are never changed (the trigger); the periodic prune deletes those past the retention. */
+static const char migration_13[] = "CREATE TABLE audit (\n"
+                                   "    id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+                                   "    time_ms INTEGER NOT NULL,\n"
+                                   "    request_id TEXT NOT NULL,\n"
+                                   "    team TEXT NOT NULL,\n"
+                                   "    key_id TEXT NOT NULL,\n"
+                                   "    peer TEXT NOT NULL,\n"
+                                   "    action TEXT NOT NULL,\n"
+                                   "    object_kind TEXT NOT NULL,\n"
+                                   "    object_id TEXT NOT NULL,\n"
+                                   "    method TEXT NOT NULL,\n"
+                                   "    route TEXT NOT NULL,\n"
+                                   "    status INTEGER NOT NULL,\n"
+                                   "    code TEXT NOT NULL DEFAULT ''\n"
+                                   ");\n"
+                                   "CREATE INDEX audit_team ON audit (team, id);\n"
+                                   "CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit BEGIN\n"
+                                   "    SELECT RAISE(ABORT, 'the audit trail is append-only');\n"
+                                   "END;\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
-    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9}, {10, migration_10},
+    {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
+    {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
+    {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
+    {13, migration_13},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

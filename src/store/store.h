@@ -320,3 +320,40 @@ int wr_store_netlog_trim(struct wr_store *s, const char *sandbox_id, int64_t n, 
  * record (wr_store_sandbox_delete). */
 int wr_store_netlog_list(struct wr_store *s, const char *sandbox_id, int64_t after, size_t limit,
                          struct wr_netlog_rec **out, size_t *n, struct wr_err *err);
+
+/* ---- the audit trail (store/audit.c) -------------------------------------------------------- */
+
+/* One state-changing API request: who (team, key id), from where (peer), what (action, the
+ * object's kind and id, method and route pattern) and the result (HTTP status, error code). */
+struct wr_audit_rec {
+    int64_t id; /* the cursor: assigned at insert, ascending, never reused */
+    int64_t time_ms;
+    char *request_id, *team, *key_id, *peer, *action, *object_kind, *object_id, *method, *route;
+    int status;
+    char *code; /* the error's code ("" on success) */
+};
+void wr_audit_rec_fini(struct wr_audit_rec *r);
+
+/* Append r (every string required; NULL is stored as ""); r->id gets its id. */
+int wr_store_audit_insert(struct wr_store *s, struct wr_audit_rec *r, struct wr_err *err);
+
+struct wr_audit_filter {
+    const char *team;   /* NULL: every team */
+    int64_t from_ms;    /* time_ms >= from_ms (0: no bound) */
+    int64_t to_ms;      /* time_ms < to_ms (0: no bound) */
+    const char *action; /* exact, or a prefix ending in '.' ("sandbox."); NULL: any */
+    const char *object; /* object_id, exact; NULL: any */
+    int64_t after;      /* id > after: the cursor */
+    size_t limit;       /* 1 to 1000; 0: 100 */
+};
+/* The rows that match f, oldest first (by id), at most f->limit. *out is an array of *n records
+ * (fini each, free the array). */
+int wr_store_audit_list(struct wr_store *s, const struct wr_audit_filter *f,
+                        struct wr_audit_rec **out, size_t *n, struct wr_err *err);
+/* Delete the rows older than before_ms among the max oldest (by id; rows are appended in time
+ * order, so fewer than max deleted means none older is left); *deleted gets how many. */
+int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
+                         struct wr_err *err);
+
+/* The layer store's total: bytes and layers recorded. */
+int wr_store_layers_total(struct wr_store *s, uint64_t *bytes, uint64_t *count, struct wr_err *err);

@@ -60,6 +60,10 @@ enum wr__stmt_id {
     WR_ST_NETLOG_COUNT,
     WR_ST_NETLOG_TRIM,
     WR_ST_NETLOG_LIST,
+    WR_ST_AUDIT_INSERT,
+    WR_ST_AUDIT_PRUNE,
+    WR_ST_AUDIT_LIST,
+    WR_ST_LAYERS_TOTAL,
     WR_ST__COUNT,
 };
 

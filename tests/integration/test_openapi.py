@@ -391,6 +391,13 @@ def test_network_log(daemon, sandbox):
     assert r.status == 200 and r.media == "application/x-ndjson"
 
 
+def test_audit(daemon, sandbox):
+    r = api(daemon, "GET", "/v1/audit", {}, query={"limit": 2})
+    assert len(r.json()["events"]) == 2
+    r = api(daemon, "GET", "/v1/audit", {}, query={"object": sandbox.sandbox_id})
+    assert r.json()["events"][0]["action"] == "sandbox.create"
+
+
 def test_diff(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id}
     r = api(daemon, "POST", "/v1/sandboxes/{id}/exec", ids,
@@ -963,6 +970,9 @@ def _triggers(daemon, ctx):
     add(S + "/fork", "post", 409, call=lambda: fork_stopped(daemon))
     add("/v1/keys", "post", 400, body={"team": "bad team!"})
     add("/v1/keys", "post", 403, tcp=True, key=ctx["team_key"], body={"team": "x"})
+    add("/v1/audit", "get", 400, query={"limit": 0})
+    add("/v1/audit", "get", 401, tcp=True, key="wr_" + "0" * 64)
+    add("/v1/audit", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
     add("/v1/volumes", "post", 400, body={"name": "../x"})
     add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
