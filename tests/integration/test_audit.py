@@ -359,3 +359,23 @@ def test_the_cli_prints_the_trail(d, teams, session):
     r = warren_cli(d, key, "--team", "beta")
     assert r.returncode == 1 and r.stderr.decode().count("\n") == 1, r.stderr
     assert b"admin" in r.stderr
+
+
+def test_records_are_written_within_the_batch_window_and_at_stop():
+    """The trail is written in batches (src/core/audit.c): a record older than the window
+    survives a kill -9, and a stop writes what is queued."""
+    d = Daemon("--warm", "0").start()
+    try:
+        c = d.client()
+        warren.admin.create_key("kept-by-timer", client=c)
+        time.sleep(0.3)  # past WR_AUDIT_FLUSH_MS (20 ms), with no read to flush it
+        d.kill9()
+        d.start()
+        warren.admin.create_key("kept-by-stop", client=d.client())
+        d.stop()  # SIGTERM at once: the queue is written on the way down
+        d.start()
+        got = all_events(d.client(), action="key.create")
+        assert [e["result"]["status"] for e in got] == [201, 201], got
+    finally:
+        delete_all(d)
+        d.cleanup()
