@@ -187,11 +187,16 @@ int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
     int rc, fd;
 
     /* Create the file ourselves so it is 0600 whatever the umask: it holds key hashes and
-     * sandbox environments. SQLite gives the -wal and -shm files the same mode. */
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
+     * sandbox environments. SQLite gives the -wal and -shm files the same mode. Only when it
+     * does not exist: closing any fd of the file drops every POSIX lock this process holds on
+     * it, and a second connection of the process (the audit prune's) would then let another
+     * process's connection think it is the last one, checkpoint and delete the WAL file the
+     * daemon still writes to, so that its commits were seen by no one else and lost. */
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST)
         return wr_err_sys(err, "open database `%s`", path);
-    close(fd);
+    if (fd >= 0)
+        close(fd);
 
     /* NOMUTEX: a store is used from one thread (store.h). */
     rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);

@@ -2,6 +2,7 @@
 GET /v1/audit with its filters and cursor pagination, through the real daemon."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import time
@@ -376,6 +377,31 @@ def test_records_are_written_within_the_batch_window_and_at_stop():
         d.start()
         got = all_events(d.client(), action="key.create")
         assert [e["result"]["status"] for e in got] == [201, 201], got
+    finally:
+        delete_all(d)
+        d.cleanup()
+
+
+def test_the_prunes_connection_keeps_the_daemons_commits_visible():
+    """Regression: the prune's connection (opened a second after start) once opened and closed a
+    plain fd of warren.db, which drops every POSIX lock of the process on it; another process's
+    connection closing then deleted the WAL file the daemon still wrote to, and the daemon's
+    later commits were seen by no one else (and lost at its stop)."""
+    d = Daemon("--warm", "0").start()
+    try:
+        time.sleep(1.5)  # the prune's first run has opened its connection
+        path = os.path.join(d.state, "warren.db")
+        db = sqlite3.connect(path, timeout=10)
+        db.execute("SELECT count(*) FROM api_keys").fetchone()
+        db.close()  # the last connection of this process: it checkpoints if it may
+        key = warren.admin.create_key("after-close", client=d.client())
+        db = sqlite3.connect(path, timeout=10)
+        try:
+            got = db.execute("SELECT team FROM api_keys WHERE id = ?", (key.id,)).fetchone()
+        finally:
+            db.close()
+        assert got == ("after-close",)
+        assert os.path.exists(path + "-wal")
     finally:
         delete_all(d)
         d.cleanup()
