@@ -602,6 +602,13 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (slot >= 0 &&
         wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
                      req->net ? req->net->mask_host : NULL, &c->err) < 0) {
+        if (warm != NULL) {
+            /* A warm sandbox is running: it is torn down like one the pool discards (its marker
+             * with it); create_finish releases its slot and its record. */
+            if (warm_sb != NULL)
+                wr__start_forget(c->sb, &c->err);
+            wr__warm_drop(m, id, warm, NULL, -1);
+        }
         c->rc = -1;
         create_finish(c);
         return;
