@@ -336,6 +336,9 @@ static const struct api_route routes[] = {
     {"GET", "warm-pools", api_warm_pools, 0, 0},
 
     {"GET", "audit", api_audit_list, 0, 0},
+
+    {"GET", "events", api_events_list, 0, 0},
+    {"GET", "events/stream", api_events_stream, 0, 0},
 };
 
 /* ---- the audit trail's routes (observe.c) ---------------------------------------------------- */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Internals shared by the files of src/core/ that make up the manager: manager.c, lifecycle.c,
- * create.c, pause.c, usage.c, reconcile.c, procs.c, volumes.c, warm.c, snapshot.c. */
+ * create.c, pause.c, usage.c, reconcile.c, procs.c, volumes.c, warm.c, snapshot.c, events.c. */
 #pragma once
+
+#include <jansson.h>
 
 #include "../runtime/runtime.h"
 #include "agent.h"
@@ -23,6 +25,7 @@ struct wr_manager {
     struct wr_warm *warm;     /* warm.c; NULL without --warm */
     struct wr_net *net;       /* net.c; NULL with networking off */
     struct wr_netlog *netlog; /* netlog.c: the egress log's sink, or NULL */
+    struct wr_events *events; /* events.c: lifecycle events; NULL while closing */
 };
 #define WR_USAGE_PERIOD_MS 5000
 
@@ -276,6 +279,24 @@ int wr__sandbox_teardown(struct wr_manager *m, const char *id, struct wr_sandbox
 #define WR_BUILD_TEMPLATE_PREFIX "build:"
 /* manager.c: 20 random characters of [a-z0-9]. */
 void wr__core_new_id(char out[21]);
+
+/* events.c (events.h): record a lifecycle event of sandbox_id of team (NULL: "") of type, with
+ * data (a JSON object, stolen; NULL: {}), and tell the followers. A store failure is logged.
+ * wr__events_open/close: at the manager's open and close (followers hear the end). */
+void wr__event(struct wr_manager *m, const char *team, const char *sandbox_id, const char *type,
+               json_t *data);
+void wr__events_open(struct wr_manager *m);
+void wr__events_close(struct wr_manager *m);
+/* Replace a manager call's callback (*cb, *ctx) by one that records the call's event on its
+ * success, then calls it: type for a pause or resume (sandbox.paused, sandbox.resumed, with the
+ * record's paused_mode), sandbox.snapshotted (the snapshot's id and name) and sandbox.forked
+ * (the children's ids) of sandbox_id. */
+void wr__events_wrap_state(struct wr_manager *m, const char *type, wr_manager_state_cb *cb,
+                           void **ctx);
+void wr__events_wrap_snapshot(struct wr_manager *m, const char *sandbox_id,
+                              wr_manager_snapshot_cb *cb, void **ctx);
+void wr__events_wrap_fork(struct wr_manager *m, const char *sandbox_id, wr_manager_fork_cb *cb,
+                          void **ctx);
 
 /* warm.c: sandboxes of a template started ahead of creates (see there), one pool per template
  * (warrend --warm N for base, --warm NAME=N).

@@ -252,6 +252,9 @@ static void create_finish(struct create_work *c)
         wr__net_slot_made(m, c->ss.net_slot);
     wr__metric_create(c->warm, c->rc < 0 ? &c->err : NULL, c->t0);
     if (c->rc < 0) {
+        wr__event(
+            m, c->rec.team, c->rec.id, "sandbox.failed",
+            json_pack("{s:s,s:s}", "code", wr_err_kind_name(c->err.kind), "message", c->err.msg));
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
         wr__net_release(m, sb);
         wr__table_del(m, sb);
@@ -280,6 +283,8 @@ static void create_finish(struct create_work *c)
     }
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, c->rec.deadline_ms, false);
     wr__sample(sb); /* the anchor of the first CPU share */
+    wr__event(m, c->rec.team, c->rec.id, "sandbox.created",
+              json_pack("{s:s,s:b}", "template", c->rec.template_name, "warm", c->warm));
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
         free(out);
@@ -602,6 +607,13 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     if (slot >= 0 &&
         wr__net_bind(m, c->sb, slot, &pol, req->net == NULL || req->net->ports_public != 0,
                      req->net ? req->net->mask_host : NULL, &c->err) < 0) {
+        if (warm != NULL) {
+            /* A warm sandbox is running: it is torn down like one the pool discards (its marker
+             * with it); create_finish releases its slot and its record. */
+            if (warm_sb != NULL)
+                wr__start_forget(c->sb, &c->err);
+            wr__warm_drop(m, id, warm, NULL, -1);
+        }
         c->rc = -1;
         create_finish(c);
         return;

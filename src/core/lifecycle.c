@@ -330,6 +330,12 @@ static void live_sb_end_now(struct wr_live_sb *sb, bool forget, enum wr_sb_state
     d->thaw = sb->state == LIVE_SB_PAUSED;
     sb->busy = true;
     wr__metric_exit(reason);
+    if (reason == NULL || strcmp(reason, "deleted") == 0)
+        wr__event(sb->m, sb->team, sb->id, "sandbox.killed", NULL);
+    else if (strcmp(reason, "timeout") == 0)
+        wr__event(sb->m, sb->team, sb->id, "sandbox.timed_out", NULL);
+    else
+        wr__event(sb->m, sb->team, sb->id, "sandbox.stopped", json_pack("{s:s}", "reason", reason));
     wr_err_set(&why, WR_ECONFLICT, 0, "sandbox %s ended: %s", sb->id, reason ? reason : "deleted");
     wr__live_sb_stop_watching(sb, LIVE_SB_ENDING, &why);
     d->sb = sb;

@@ -379,6 +379,8 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
     struct wr_err err;
     struct wr_live_sb *sb = wr__lookup(m, team, id, &err);
 
+    wr__events_wrap_state(m, "sandbox.paused", &cb, &ctx);
+
     if (sb == NULL) {
         cb(ctx, NULL, &err);
         return;
@@ -404,6 +406,8 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
 {
     struct wr_err err;
     struct wr_live_sb *sb = wr__lookup(m, team, id, &err);
+
+    wr__events_wrap_state(m, "sandbox.resumed", &cb, &ctx);
 
     if (sb == NULL) {
         cb(ctx, NULL, &err);

@@ -161,8 +161,9 @@ static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, cha
     return 0;
 }
 
-void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id, const char *name,
-                         wr_manager_snapshot_cb cb, void *ctx)
+/* wr_manager_snapshot without its event (a fork's snapshot is part of the fork's). */
+static void snapshot_start(struct wr_manager *m, const char *team, const char *id, const char *name,
+                           wr_manager_snapshot_cb cb, void *ctx)
 {
     struct wr_sandbox_rec rec;
     struct snap_work *s;
@@ -205,6 +206,13 @@ void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id,
     return;
 fail:
     cb(ctx, NULL, NULL, &err);
+}
+
+void wr_manager_snapshot(struct wr_manager *m, const char *team, const char *id, const char *name,
+                         wr_manager_snapshot_cb cb, void *ctx)
+{
+    wr__events_wrap_snapshot(m, id, &cb, &ctx);
+    snapshot_start(m, team, id, name, cb, ctx);
 }
 
 /* ---- fork ---------------------------------------------------------------------------------- */
@@ -308,6 +316,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     struct fork_op *f;
     struct wr_err err;
 
+    wr__events_wrap_fork(m, req->id, &cb, &ctx);
     if (req->count < 1 || req->count > WR_FORK_MAX) {
         wr_err_set(&err, WR_EINVAL, 0, "count must be 1 to %d", WR_FORK_MAX);
         cb(ctx, NULL, 0, NULL, 0, NULL, &err);
@@ -344,5 +353,5 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->cb = cb;
     f->ctx = ctx;
     wr_sandbox_rec_fini(&rec);
-    wr_manager_snapshot(m, req->team, req->id, NULL, fork_snapshot_done, f);
+    snapshot_start(m, req->team, req->id, NULL, fork_snapshot_done, f);
 }

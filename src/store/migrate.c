@@ -223,11 +223,27 @@ static const char migration_13[] = "CREATE TABLE audit (\n"
                                    "    SELECT RAISE(ABORT, 'the audit trail is append-only');\n"
                                    "END;\n";
 
+/* Version 14: lifecycle events (store/events.c, core/events.h).
+ * - events: one row per change of a sandbox's life (created, paused, resumed, snapshotted,
+ *   forked, timed out, killed, stopped, failed), with its team, so that a team lists and
+ *   follows its own. id is AUTOINCREMENT: the cursor and the SSE event id, never reused. data is
+ *   a JSON object whose fields depend on the type. */
+static const char migration_14[] = "CREATE TABLE events (\n"
+                                   "    id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+                                   "    time_ms INTEGER NOT NULL,\n"
+                                   "    team TEXT NOT NULL,\n"
+                                   "    sandbox_id TEXT NOT NULL,\n"
+                                   "    type TEXT NOT NULL,\n"
+                                   "    data TEXT NOT NULL DEFAULT '{}'\n"
+                                   ");\n"
+                                   "CREATE INDEX events_team ON events (team, id);\n"
+                                   "CREATE INDEX events_sandbox ON events (sandbox_id, id);\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
     {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
     {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
-    {13, migration_13},
+    {13, migration_13}, {14, migration_14},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

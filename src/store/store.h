@@ -340,6 +340,34 @@ int wr_store_audit_insert(struct wr_store *s, struct wr_audit_rec *r, struct wr_
 int wr_store_audit_insert_n(struct wr_store *s, struct wr_audit_rec *rows, size_t n,
                             struct wr_err *err);
 
+/* A lifecycle event (migration 14). */
+struct wr_event_rec {
+    int64_t id; /* the cursor: assigned at insert, ascending, never reused */
+    int64_t time_ms;
+    char *team, *sandbox_id;
+    char *type; /* "sandbox.created", ... (core/events.h) */
+    char *data; /* a JSON object */
+};
+void wr_event_rec_fini(struct wr_event_rec *r);
+
+/* Append r (strings required but data, NULL: "{}"); r->id gets its id. */
+int wr_store_event_insert(struct wr_store *s, struct wr_event_rec *r, struct wr_err *err);
+
+struct wr_event_filter {
+    const char *team;       /* NULL: every team */
+    const char *sandbox_id; /* NULL: every sandbox */
+    const char *type;       /* exact, or a prefix ending in '.'; NULL: any */
+    int64_t after;          /* id > after: the cursor */
+    size_t limit;           /* 1 to 1000; 0: 100 */
+};
+/* The events that match f, by ascending id. *out: an array of *n records (fini each, free the
+ * array). */
+int wr_store_event_list(struct wr_store *s, const struct wr_event_filter *f,
+                        struct wr_event_rec **out, size_t *n, struct wr_err *err);
+/* Delete at most max events older than before_ms, oldest first; *deleted: how many. */
+int wr_store_event_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
+                         struct wr_err *err);
+
 struct wr_audit_filter {
     const char *team;   /* NULL: every team */
     int64_t from_ms;    /* time_ms >= from_ms (0: no bound) */

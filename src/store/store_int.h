@@ -63,6 +63,9 @@ enum wr__stmt_id {
     WR_ST_AUDIT_INSERT,
     WR_ST_AUDIT_PRUNE,
     WR_ST_AUDIT_LIST,
+    WR_ST_EVENT_INSERT,
+    WR_ST_EVENT_LIST,
+    WR_ST_EVENT_PRUNE,
     WR_ST_LAYERS_TOTAL,
     WR_ST__COUNT,
 };

@@ -391,6 +391,13 @@ def test_network_log(daemon, sandbox):
     assert r.status == 200 and r.media == "application/x-ndjson"
 
 
+def test_events(daemon, sandbox):
+    r = api(daemon, "GET", "/v1/events", {}, query={"sandbox": sandbox.sandbox_id})
+    assert r.json()["events"][0]["type"] == "sandbox.created"
+    r = api(daemon, "GET", "/v1/events/stream", {}, query={"after": "0"}, head_only=True)
+    assert r.status == 200 and r.media == "text/event-stream"
+
+
 def test_audit(daemon, sandbox):
     r = api(daemon, "GET", "/v1/audit", {}, query={"limit": 2})
     assert len(r.json()["events"]) == 2
@@ -973,6 +980,10 @@ def _triggers(daemon, ctx):
     add("/v1/audit", "get", 400, query={"limit": 0})
     add("/v1/audit", "get", 401, tcp=True, key="wr_" + "0" * 64)
     add("/v1/audit", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
+    for path in ("/v1/events", "/v1/events/stream"):
+        add(path, "get", 400, query={"after": "x"})
+        add(path, "get", 401, tcp=True, key="wr_" + "0" * 64)
+        add(path, "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
     add("/v1/volumes", "post", 400, body={"name": "../x"})
     add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))

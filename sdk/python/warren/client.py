@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
-from .models import AuditRecord, VersionInfo
+from .models import AuditRecord, Event, VersionInfo
 
 __all__ = [
     "Client",
@@ -726,6 +726,63 @@ class Client:
                 if not items or not isinstance(nxt, str) or not nxt:
                     return
                 doc = self.request("GET", "/v1/audit", query=dict(query, cursor=nxt)).json_object()
+
+        return pages()
+
+    def events(
+        self,
+        *,
+        sandbox_id: str | None = None,
+        type: str | None = None,
+        team: str | None = None,
+        after: str | None = None,
+        follow: bool = False,
+        page_size: int = 100,
+    ) -> Iterator[Event]:
+        """The team's lifecycle events (``GET /v1/events``), oldest first, every page.
+        ``type``: one type ("sandbox.paused") or a prefix ("sandbox."); ``after``: only those
+        after this event id. With ``follow``, the iterator reads ``GET /v1/events/stream``
+        (Server-Sent Events): the stored events after ``after``, then each as it happens, until
+        the daemon stops (close the iterator to stop earlier). The first request is made at
+        once, so that a bad filter raises here."""
+        query: dict[str, str | int | None] = {
+            "sandbox": sandbox_id, "type": type, "team": team, "after": after,
+        }
+        if follow:
+            stream = self.stream("GET", "/v1/events/stream", query=query,
+                                 headers={"Accept": "text/event-stream"})
+
+            def live() -> Iterator[Event]:
+                with stream:
+                    data: list[str] = []
+                    while raw := stream.readline():  # an empty line ends each event
+                        line = raw.decode().rstrip("\r\n")
+                        if line.startswith("data: "):
+                            data.append(line[6:])
+                        elif line == "" and data:
+                            doc = json.loads("\n".join(data))
+                            data = []
+                            if isinstance(doc, dict):
+                                yield Event.from_json(doc)
+
+            return live()
+        size = min(max(page_size, 1), 1000)
+        first = self.request("GET", "/v1/events", query=dict(query, limit=size)).json_object()
+
+        def pages() -> Iterator[Event]:
+            doc = first
+            while True:
+                items = doc.get("events")
+                items = items if isinstance(items, list) else []
+                for d in items:
+                    if isinstance(d, dict):
+                        yield Event.from_json(d)
+                nxt = doc.get("next_cursor")
+                if not items or not isinstance(nxt, str) or not nxt:
+                    return
+                doc = self.request(
+                    "GET", "/v1/events", query=dict(query, limit=size, after=nxt)
+                ).json_object()
 
         return pages()
 

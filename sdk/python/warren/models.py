@@ -503,6 +503,32 @@ class NetworkLogEntry:
 
 
 @dataclass(frozen=True)
+class Event:
+    """A lifecycle event of a sandbox (``GET /v1/events``): ``type`` is one of
+    sandbox.created, .failed, .paused, .resumed, .snapshotted, .forked, .timed_out, .killed and
+    .stopped; ``data`` holds the type's fields (e.g. ``paused_mode``). ``id`` is the cursor."""
+
+    id: str
+    time: datetime | None
+    type: str
+    sandbox_id: str
+    team: str
+    data: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Event:
+        data = d.get("data")
+        return cls(
+            id=str(d.get("id", "")),
+            time=parse_time(d.get("time")),
+            type=str(d.get("type", "")),
+            sandbox_id=str(d.get("sandbox_id", "")),
+            team=str(d.get("team", "")),
+            data=dict(data) if isinstance(data, dict) else {},
+        )
+
+
+@dataclass(frozen=True)
 class AuditRecord:
     """One state-changing request in the team's audit trail (``GET /v1/audit``): when, who (the
     team and the id of the key, never the key), from where (the peer address), the action and
