@@ -193,9 +193,24 @@ static const char migration_10[] =
     "    DELETE FROM netlog WHERE sandbox = OLD.id;\n"
     "END;\n";
 
+/* Version 11 is another branch's (usage metering): until it is merged, this keeps the numbering
+ * contiguous. At the merge its real text replaces it. */
+static const char migration_11[] = "SELECT 1;\n";
+
+/* Version 12: per-team limits (store/limits.c). limits is a JSON object of the operator's
+ * overrides for the team (api/limits.c reads it: requests, creates, bytes as {rate, burst};
+ * max_sandboxes; max_memory_mb); what it does not name keeps the daemon's defaults. */
+static const char migration_12[] =
+    "CREATE TABLE team_limits (\n"
+    "    team TEXT PRIMARY KEY NOT NULL,\n"
+    "    limits TEXT NOT NULL CHECK (json_type(limits) = 'object'),\n"
+    "    updated_ms INTEGER NOT NULL\n"
+    ");\n";
+
 const struct wr__migration wr__migrations[] = {
-    {1, migration_1}, {2, migration_2}, {3, migration_3}, {4, migration_4}, {5, migration_5},
-    {6, migration_6}, {7, migration_7}, {8, migration_8}, {9, migration_9}, {10, migration_10},
+    {1, migration_1}, {2, migration_2},   {3, migration_3},   {4, migration_4},
+    {5, migration_5}, {6, migration_6},   {7, migration_7},   {8, migration_8},
+    {9, migration_9}, {10, migration_10}, {11, migration_11}, {12, migration_12},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -320,3 +320,12 @@ int wr_store_netlog_trim(struct wr_store *s, const char *sandbox_id, int64_t n, 
  * record (wr_store_sandbox_delete). */
 int wr_store_netlog_list(struct wr_store *s, const char *sandbox_id, int64_t after, size_t limit,
                          struct wr_netlog_rec **out, size_t *n, struct wr_err *err);
+
+/* ---- per-team limits (store/limits.c) ------------------------------------------------------ */
+
+/* The operator's overrides of team's limits, a JSON object's text, into *json (free it), or
+ * NULL when the team has none. */
+int wr_store_team_limits_get(struct wr_store *s, const char *team, char **json, struct wr_err *err);
+/* Record json (a JSON object's text) as team's overrides, replacing any; NULL deletes them. */
+int wr_store_team_limits_put(struct wr_store *s, const char *team, const char *json,
+                             struct wr_err *err);

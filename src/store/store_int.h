@@ -60,6 +60,9 @@ enum wr__stmt_id {
     WR_ST_NETLOG_COUNT,
     WR_ST_NETLOG_TRIM,
     WR_ST_NETLOG_LIST,
+    WR_ST_TLIM_GET,
+    WR_ST_TLIM_PUT,
+    WR_ST_TLIM_DELETE,
     WR_ST__COUNT,
 };
 
