@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from conftest import Daemon, warren
+from conftest import LIVE_DAEMONS, Daemon, net_cleanup, warren
 
 # ---- helpers -----------------------------------------------------------------------------------
 
@@ -425,6 +425,8 @@ def test_admin_overrides_per_team_survive_a_restart(tmp_dir):
     finally:
         delete_all(d)
         d.stop()
+        LIVE_DAEMONS.discard(d)
+        net_cleanup(d.table)  # its state stays for the next daemon
     d2 = Daemon("--test-clock", clock.path, state_dir=d.dir)
     d2.start()
     try:
@@ -514,6 +516,26 @@ def test_size_presets(tmp_dir):
         p = warren("create", "--size", "nope", env=env)
         assert p.returncode != 0 and b"small, medium" in p.stderr
         assert p.stderr.decode().strip().count("\n") == 0
+    finally:
+        delete_all(d)
+        d.stop()
+        d.cleanup()
+
+
+def test_python_sdk_size_and_rate_limit_error(tmp_dir):
+    import warren as sdk
+    clock, d = limited(tmp_dir, "--team-max-sandboxes", "1")
+    d.start()
+    try:
+        key = team_key(d, "sdk")
+        c = d.client(key=key, tcp=True)
+        sb = sdk.Sandbox.create(client=c, size="medium", timeout=60)
+        assert sb.info is not None and (sb.info.cpus, sb.info.memory_mb) == (2, 2048)
+        with pytest.raises(sdk.RateLimitError) as e:
+            sdk.Sandbox.create(client=c, timeout=60)
+        assert e.value.status == 429 and e.value.reason == "quota"
+        assert e.value.policy == "sandboxes" and e.value.retry_after >= 1
+        c.close()
     finally:
         delete_all(d)
         d.stop()
