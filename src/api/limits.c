@@ -94,8 +94,7 @@ static int apply_overrides(json_t *o, struct wr_api_limits_cfg *l, struct wr_err
             l->rate[p].rate = json_number_value(rate);
             l->rate[p].burst = (uint64_t)json_integer_value(burst);
         } else if (strcmp(k, "max_sandboxes") == 0) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > 1000000)
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
                 return wr_err_set(err, WR_EINVAL, 0,
                                   "`max_sandboxes` must be an integer from 0 (none) to 1000000");
             l->max_sandboxes = (uint32_t)json_integer_value(v);
@@ -200,8 +199,8 @@ static unsigned secs_ceil(int64_t ns)
 }
 
 /* The fields of every policy that is on, for team t at now. */
-static void put_fields(struct wr_api *api, struct wr_http_req *req, struct team_lim *t,
-                       int64_t now, bool e2b)
+static void put_fields(struct wr_api *api, struct wr_http_req *req, struct team_lim *t, int64_t now,
+                       bool e2b)
 {
     struct wr_buf pol = {0}, cur = {0};
 
@@ -431,8 +430,8 @@ int wr_api_size_parse(const char *s, struct wr_api_size *out, struct wr_err *err
     return 0;
 }
 
-int api_apply_size(struct wr_api *api, struct wr_http_req *req, json_t *body,
-                   uint32_t *cpu_millis, uint64_t *memory_bytes)
+int api_apply_size(struct wr_api *api, struct wr_http_req *req, json_t *body, uint32_t *cpu_millis,
+                   uint64_t *memory_bytes)
 {
     json_t *v = json_object_get(body, "size");
     const char *name;
@@ -451,7 +450,8 @@ int api_apply_size(struct wr_api *api, struct wr_http_req *req, json_t *body,
         }
     for (size_t i = 0; i < api->n_sizes; i++)
         wr_buf_printf(&names, "%s%s", i ? ", " : "", api->sizes[i].name);
-    api_fail(req, WR_EINVAL, "`size` must be one of: %s", names.len ? (const char *)names.data : "(none)");
+    api_fail(req, WR_EINVAL, "`size` must be one of: %s",
+             names.len ? (const char *)names.data : "(none)");
     wr_buf_fini(&names);
     return -1;
 }
@@ -467,7 +467,8 @@ static json_t *limits_json(const struct team_lim *t, json_t *overrides)
                             json_pack("{s:f, s:I}", "rate", t->l.rate[p].rate, "burst",
                                       (json_int_t)t->l.rate[p].burst));
     json_object_set_new(j, "max_sandboxes", json_integer(t->l.max_sandboxes));
-    json_object_set_new(j, "max_memory_mb", json_integer((json_int_t)(t->l.max_memory_bytes >> 20)));
+    json_object_set_new(j, "max_memory_mb",
+                        json_integer((json_int_t)(t->l.max_memory_bytes >> 20)));
     json_object_set_new(j, "overrides", overrides != NULL ? overrides : json_object());
     return j;
 }

@@ -12,8 +12,7 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int wr_store_team_limits_get(struct wr_store *s, const char *team, char **json,
-                             struct wr_err *err)
+int wr_store_team_limits_get(struct wr_store *s, const char *team, char **json, struct wr_err *err)
 {
     _cleanup_stmt_ sqlite3_stmt *st =
         wr__stmt(s, WR_ST_TLIM_GET, "SELECT limits FROM team_limits WHERE team = ?1", err);
