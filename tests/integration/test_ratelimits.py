@@ -276,6 +276,39 @@ def test_request_bucket_refills_with_the_clock_and_teams_are_apart(tmp_dir):
         d.cleanup()
 
 
+def test_request_bucket_steady_rate(tmp_dir):
+    """Over 30 simulated seconds at 3 requests per step of 0.25 s (12/s offered), a 4/s bucket
+    of burst 2 lets in its burst plus 4 per second, within one."""
+    clock, d = limited(tmp_dir, "--team-rate-requests", "4/s:2")
+    d.start()
+    try:
+        key = team_key(d, "steady")
+        s = socket.create_connection(("127.0.0.1", d.port))
+        f = s.makefile("rb")
+        passed = 0
+        for _ in range(120):
+            for _ in range(3):
+                s.sendall(b"GET /v1/version HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                          + key.encode() + b"\r\n\r\n")
+                status = int(f.readline().split()[1])
+                n = 0
+                while True:
+                    line = f.readline()
+                    if line == b"\r\n":
+                        break
+                    if line.lower().startswith(b"content-length:"):
+                        n = int(line.split(b":")[1])
+                f.read(n)
+                assert status in (200, 429)
+                passed += status == 200
+            clock.advance(0.25)
+        s.close()
+        assert abs(passed - (2 + 4 * 30)) <= 1, passed
+    finally:
+        d.stop()
+        d.cleanup()
+
+
 def test_creates_bucket_fork_of_n_costs_n(tmp_dir):
     clock, d = limited(tmp_dir, "--team-rate-creates", "1/s:4")
     d.start()
