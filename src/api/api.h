@@ -11,6 +11,36 @@ struct wr_space;
 struct wr_e2b;
 struct wr_audit;
 
+/* The per-team limits (limits.c, docs/operations.md): token buckets (GCRA) of API requests,
+ * of creates (a fork of N costs N) and of file bytes moved, and quotas of concurrent sandboxes
+ * and of their memory. A rate of 0 turns a bucket off; a quota of 0 is none. */
+enum wr_api_policy { WR_POL_REQUESTS, WR_POL_CREATES, WR_POL_BYTES, WR_POL_N };
+struct wr_api_rate {
+    double rate;    /* tokens per second */
+    uint64_t burst; /* the bucket's size */
+};
+struct wr_api_limits_cfg {
+    struct wr_api_rate rate[WR_POL_N];
+    uint32_t max_sandboxes;    /* per team */
+    uint64_t max_memory_bytes; /* per team: the sum of its sandboxes' memory limits */
+    /* Tests only (WR_TESTING builds): the buckets' clock is the number of milliseconds written
+     * in this file, read at each check, instead of CLOCK_MONOTONIC. */
+    const char *clock_path;
+};
+struct api_limits;
+
+/* A size preset of a create (`size`, `warren create --size`): its cpus and memory. */
+#define WR_API_SIZES_MAX 8
+struct wr_api_size {
+    char name[32];
+    uint32_t cpu_millis;
+    uint64_t memory_bytes;
+};
+/* The presets a daemon starts with (docs/operations.md): small, medium, large. */
+extern const struct wr_api_size wr_api_default_sizes[3];
+/* Parse --size NAME=CPUS:MEMORY (e.g. "xl=8:16G") into *out. Returns 0 or -1 (WR_EINVAL). */
+int wr_api_size_parse(const char *s, struct wr_api_size *out, struct wr_err *err);
+
 struct wr_api {
     struct wr_manager *mgr;
     struct wr_images *images;
@@ -32,6 +62,10 @@ struct wr_api {
     bool stopping;
     /* The audit trail (core/audit.h) state-changing requests are written to, or NULL: none. */
     struct wr_audit *audit;
+    struct wr_api_limits_cfg limits; /* the operator's defaults for every team */
+    struct api_limits *lim;          /* the teams' buckets (limits.c), made at first use */
+    struct wr_api_size sizes[WR_API_SIZES_MAX]; /* the create's size presets */
+    size_t n_sizes;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 
@@ -52,3 +86,10 @@ void wr_api_metrics_handle(struct wr_http_req *req, void *ctx);
 int wr_api_e2b_open(struct wr_api *api, const char *state_dir, struct wr_err *err);
 /* Free its state (after the HTTP server stopped). NULL-safe on api->e2b. */
 void wr_api_e2b_close(struct wr_api *api);
+
+/* Free the teams' buckets (after the HTTP server stopped). */
+void wr_api_limits_close(struct wr_api *api);
+/* Parse "RATE/s:BURST" (RATE a decimal number, BURST an integer; "0" or "off": no bucket) for
+ * --team-rate-*; sizes (RATE and BURST in bytes: K, M, G suffixes) when bytes. Returns 0 or -1
+ * with err (WR_EINVAL). */
+int wr_api_rate_parse(const char *s, bool bytes, struct wr_api_rate *out, struct wr_err *err);

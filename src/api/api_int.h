@@ -97,6 +97,35 @@ json_t *api_json_message(const char *s);
 /* Bytes as a JSON string of their base64 (standard, padded). Never NULL. */
 json_t *api_json_b64(const uint8_t *p, size_t n);
 
+/* ---- limits (limits.c) ------------------------------------------------------------------- */
+
+/* Take one request token of team's bucket (an admin is exempt: no check, no fields) and put the
+ * team's RateLimit-Policy and RateLimit fields on the answer (e2b: also E2B's legacy
+ * RateLimit-Limit, -Remaining and -Reset of the request bucket). Returns 0, or -1 having
+ * answered 429 `limit` reason `rate` with Retry-After. */
+int api_limits_request(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                       bool e2b);
+/* Take n tokens of policy pol for who's team (an admin: none). Returns 0, or -1 having answered
+ * 429 `limit` reason `rate` with Retry-After (n above the burst: never possible, said so). */
+int api_limits_take(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                    enum wr_api_policy pol, uint64_t n);
+/* Charge n tokens of pol after the fact (bytes already moved: the bucket may go below empty,
+ * and the team's next take waits for it). */
+void api_limits_charge(struct wr_api *api, const struct wr_caller *who, enum wr_api_policy pol,
+                       uint64_t n);
+/* The team quotas for a create of n sandboxes of memory_bytes each (an admin: none). Returns 0,
+ * or -1 having answered 429 `limit` reason `quota` with Retry-After. */
+int api_limits_quota(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                     uint32_t n, uint64_t memory_bytes);
+/* body's `size` (absent or null: nothing), a preset of api->sizes: fills *cpu_millis and
+ * *memory_bytes where they are 0 (a cpus or memory_mb of the request wins). Returns 0, or -1
+ * having answered 400 (not a string, or no such preset: the message names them). */
+int api_apply_size(struct wr_api *api, struct wr_http_req *req, json_t *body, uint32_t *cpu_millis,
+                   uint64_t *memory_bytes);
+/* Answer a host's limit (err WR_ELIMIT from the manager) as 503 `limit` reason `capacity` with
+ * Retry-After retry_s (at least 1). */
+void api_limits_capacity(struct wr_http_req *req, const struct wr_err *err, unsigned retry_s);
+
 /* ---- spawn requests (spawn_req.c) ---------------------------------------------------------- */
 
 /* The three doors to a command. Each leaves *sp owning its strings, also on failure, so the
@@ -253,6 +282,11 @@ void api_file_move(struct api_call *c);
  * api_error. */
 void api_file_download(struct wr_http_req *req, struct wr_live_sb *sb, const char *path,
                        const char *user);
+
+/* limits.c: GET, PUT, DELETE /v1/teams/{team}/limits (docs/operations.md "Limits") */
+void api_team_limits_get(struct api_call *c);
+void api_team_limits_put(struct api_call *c);
+void api_team_limits_delete(struct api_call *c);
 
 /* h_keys.c */
 void api_keys_list(struct api_call *c);

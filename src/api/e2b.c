@@ -513,7 +513,7 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req)
     if (!control_path(path))
         return false;
     wr_http_req_numeric_errors(req);
-    if (api_authenticate(api, req, &who) < 0)
+    if (api_authenticate(api, req, &who) < 0 || api_limits_request(api, req, &who, true) < 0)
         return true;
     e2b_control(api, req, &who);
     return true;

@@ -241,10 +241,7 @@ static void created(void *ctx, struct wr_sandbox_rec *rec, bool existed, const s
         wr_http_req_set_data(req, NULL, NULL);
         o->req = NULL;
         if (err != NULL && err->kind == WR_ELIMIT) {
-            char ra[16];
-            snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
-            wr_http_resp_header(req, "Retry-After", ra);
-            wr_http_respond_error(req, 429, wr_err_kind_name(WR_ELIMIT), "%s", err->msg);
+            api_limits_capacity(req, err, retry_after_s);
         } else if (err != NULL) {
             api_error(req, err);
         } else {
@@ -378,6 +375,13 @@ static void create(struct op_ctx *o, json_t *j)
     if (api_net_parse_e2b(req, j, true, &net) < 0)
         goto fail;
     cr.net = &net.r;
+    {
+        struct wr_caller who = {.admin = o->any_team};
+        snprintf(who.team, sizeof(who.team), "%s", o->team);
+        if (api_limits_take(o->api, req, &who, WR_POL_CREATES, 1) < 0 ||
+            api_limits_quota(o->api, req, &who, 1, wr_manager_default_memory(o->api->mgr)) < 0)
+            goto fail;
+    }
     op_wait(o);
     wr_manager_create(o->api->mgr, &cr, created, o);
     api_net_req_fini(&net);

@@ -287,10 +287,17 @@ struct xfer {
     /* watch */
     bool recursive;
     bool finished;
+    /* The native routes: the bytes moved, charged to the caller's `bytes` bucket at the end */
+    struct wr_api *api;
+    struct wr_caller who;
+    uint64_t moved;
 };
 
 static void xfer_free(struct xfer *x)
 {
+    /* The one byte the admission took is in moved. */
+    if (x->api != NULL && x->moved > 1)
+        api_limits_charge(x->api, &x->who, WR_POL_BYTES, x->moved - 1);
     wr_fconn_close(x->fc);
     free(x->path);
     free(x->user);
@@ -376,6 +383,7 @@ static void read_data(void *ctx, const uint8_t *p, size_t n)
 
     if (x->req == NULL || x->finished || !x->started)
         return;
+    x->moved += n;
     if (wr_http_resp_write(x->req, p, n) > RESP_HIGH) {
         wr_fconn_pause(x->fc);
         wr_http_resp_on_drain(x->req, read_drained);
@@ -419,6 +427,7 @@ static void write_body_data(struct wr_http_req *req, const char *p, size_t n)
 
     if (x->write_failed || x->fc == NULL)
         return;
+    x->moved += n;
     wr_fconn_write_data(x->fc, p, n);
     if (wr_fconn_full(x->fc) && !x->body_paused) {
         x->body_paused = true;
@@ -673,8 +682,14 @@ void api_file_read(struct api_call *c)
 
     if ((path = path_param(req, "path")) == NULL)
         return;
+    /* A transfer is let in while the team's bytes bucket is not empty; its bytes are charged
+     * as it ends (docs/operations.md). */
+    if (api_limits_take(c->api, req, &c->who, WR_POL_BYTES, 1) < 0)
+        return;
     range = wr_http_req_header(req, "Range");
     x = xcalloc(1, sizeof(*x));
+    x->api = c->api;
+    x->who = c->who;
     x->kind = XFER_READ;
     x->path = xstrdup(path);
     x->length = -1;
@@ -700,8 +715,12 @@ void api_file_write(struct api_call *c)
 
     if ((path = path_param(req, "path")) == NULL)
         return;
+    if (api_limits_take(c->api, req, &c->who, WR_POL_BYTES, 1) < 0)
+        return;
     m = wr_http_req_query(req, "mode");
     x = xcalloc(1, sizeof(*x));
+    x->api = c->api;
+    x->who = c->who;
     x->kind = XFER_WRITE;
     x->path = xstrdup(path);
     x->mode = 0644;

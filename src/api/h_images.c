@@ -283,6 +283,10 @@ static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const st
 
     if (req == NULL)
         return;
+    if (err != NULL && err->kind == WR_ELIMIT) {
+        api_limits_capacity(req, err, 5);
+        return;
+    }
     if (err != NULL) {
         api_error(req, err);
         return;
@@ -322,6 +326,22 @@ void api_sandbox_fork(struct api_call *c)
         api_string_map(req, j, "metadata", &meta) < 0)
         goto out;
     fr.metadata_json = meta;
+    {
+        /* A fork of N costs N creates, and needs room for N sandboxes of the parent's memory in
+         * the team's quota. */
+        struct wr_sandbox_rec parent = {0};
+        struct wr_err err;
+        uint64_t mem;
+        if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &parent, &err) < 0) {
+            api_error(req, &err);
+            goto out;
+        }
+        mem = parent.memory_bytes;
+        wr_sandbox_rec_fini(&parent);
+        if (api_limits_take(c->api, req, &c->who, WR_POL_CREATES, fr.count) < 0 ||
+            api_limits_quota(c->api, req, &c->who, fr.count, mem) < 0)
+            goto out;
+    }
     wr_manager_fork(c->api->mgr, &fr, fork_done, api_pending_new(req));
 out:
     json_decref(j);

@@ -93,11 +93,7 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
     if (!c->gone) {
         if (err != NULL) {
             if (err->kind == WR_ELIMIT) {
-                char ra[16];
-                snprintf(ra, sizeof(ra), "%u", retry_after_s ? retry_after_s : 1);
-                wr_http_resp_header(c->req, "Retry-After", ra);
-                wr_core_metric_limit_rejected("sandboxes", "capacity");
-                api_fail(c->req, WR_ELIMIT, "%s", err->msg);
+                api_limits_capacity(c->req, err, retry_after_s);
             } else {
                 api_error(c->req, err);
             }
@@ -205,7 +201,7 @@ void api_sandbox_create(struct api_call *call)
 {
     static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
                                           "timeout",  "env",        "metadata",  "volumes",
-                                          "network",  "on_timeout", NULL};
+                                          "network",  "on_timeout", "size",      NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
@@ -277,6 +273,15 @@ void api_sandbox_create(struct api_call *call)
         api_fail(req, WR_EINVAL, "Idempotency-Key must be 1 to 128 bytes");
         goto out;
     }
+    if (api_apply_size(api, req, j, &cr.cpu_millis, &cr.memory_bytes) < 0)
+        goto out;
+    /* After the request is valid: the team's create rate, its quotas, then (the manager) the
+     * host's capacity. */
+    if (api_limits_take(api, req, &call->who, WR_POL_CREATES, 1) < 0 ||
+        api_limits_quota(api, req, &call->who, 1,
+                         cr.memory_bytes ? cr.memory_bytes : wr_manager_default_memory(api->mgr)) <
+            0)
+        goto out;
     cr.team = call->who.team;
     c = xcalloc(1, sizeof(*c));
     c->api = api;

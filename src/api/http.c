@@ -245,7 +245,8 @@ struct wr_http_server {
     /* TCP connections in PH_HEAD (unauthenticated), PH_IDLE and PH_LINGER */
     struct conn_list heads, idles, lingers;
     struct wr_peers *peers;
-    int spare_fd; /* given up to accept-and-close when out of fds */
+    char *region_hdr; /* "Warren-Region: <name>\r\n", or NULL */
+    int spare_fd;     /* given up to accept-and-close when out of fds */
     struct {
         uint64_t at;
         unsigned n;
@@ -1766,6 +1767,7 @@ static void srv_handle_closed(struct wr_http_server *srv)
     void *arg = srv->done_arg;
     free(srv->unix_path);
     wr_peers_free(srv->peers);
+    free(srv->region_hdr);
     if (srv->spare_fd >= 0)
         (void)close(srv->spare_fd);
     free(srv);
@@ -1880,6 +1882,8 @@ int wr_http_server_start(const struct wr_http_config *cfg, struct wr_http_server
     srv->handler = cfg->handler;
     srv->ctx = cfg->ctx;
     srv->on_finish = cfg->on_finish;
+    if (cfg->region != NULL && *cfg->region != '\0' && strpbrk(cfg->region, "\r\n") == NULL)
+        srv->region_hdr = xasprintf("Warren-Region: %s\r\n", cfg->region);
     srv->max_header_bytes = cfg->max_header_bytes ? cfg->max_header_bytes : DEFAULT_MAX_HDR;
     srv->idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : DEFAULT_IDLE_MS;
     srv->head_ms = cfg->header_timeout_ms ? cfg->header_timeout_ms : DEFAULT_HEAD_MS;
@@ -2128,7 +2132,8 @@ void wr_http_resp_header(struct wr_http_req *req, const char *name, const char *
     if (req->resp_started || req->closed || !header_name_ok(name) || strpbrk(value, "\r\n"))
         return;
     if (strcasecmp(name, "Content-Length") == 0 || strcasecmp(name, "Transfer-Encoding") == 0 ||
-        strcasecmp(name, "Connection") == 0 || strcasecmp(name, "X-Request-Id") == 0)
+        strcasecmp(name, "Connection") == 0 || strcasecmp(name, "X-Request-Id") == 0 ||
+        strcasecmp(name, "Warren-Region") == 0)
         return;
     wr_buf_printf(&req->resp_hdrs, "%s: %s\r\n", name, value);
 }
@@ -2148,6 +2153,8 @@ static void resp_head(struct wr_http_req *r, struct wr_buf *h, int status, const
     r->status = status;
     wr_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, reason_phrase(status));
     wr_buf_printf(h, "X-Request-Id: %s\r\n", r->id);
+    if (c->srv->region_hdr != NULL)
+        wr_buf_puts(h, c->srv->region_hdr);
     if (status == 204 || status == 304) {
         /* RFC 9110 8.6, 15.3.5: no body, so no Content-Length and no type. */
     } else if (clen == 0 && (ct == NULL || *ct == '\0')) {
@@ -2221,16 +2228,39 @@ void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j)
 
 /* msg may carry a client's or a sandbox's bytes (a path, a header), or end in a sequence cut by
  * a buffer: it is made UTF-8 (invalid bytes as \xNN), so the error always encodes. */
-static void resp_error(struct wr_http_req *r, int status, const char *code, const char *raw)
+static void resp_error_with(struct wr_http_req *r, int status, const char *code, const char *raw,
+                            json_t *extra)
 {
     _cleanup_free_ char *msg = wr_utf8_fix(raw, WR_UTF8_ESCAPE);
+    json_t *j;
 
     if (!r->resp_started)
         snprintf(r->err_code, sizeof(r->err_code), "%s", code ? code : "");
     if (r->numeric_errors)
-        wr_http_respond_json(r, status, json_pack("{s:i, s:s}", "code", status, "message", msg));
+        j = json_pack("{s:i, s:s}", "code", status, "message", msg);
     else
-        wr_http_respond_json(r, status, json_pack("{s:s, s:s}", "code", code, "message", msg));
+        j = json_pack("{s:s, s:s}", "code", code, "message", msg);
+    if (j != NULL && extra != NULL)
+        (void)json_object_update_missing(j, extra);
+    json_decref(extra);
+    wr_http_respond_json(r, status, j);
+}
+
+static void resp_error(struct wr_http_req *r, int status, const char *code, const char *raw)
+{
+    resp_error_with(r, status, code, raw, NULL);
+}
+
+void wr_http_respond_error_with(struct wr_http_req *req, int status, const char *code,
+                                json_t *extra, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    resp_error_with(req, status, code, msg, extra);
 }
 
 void wr_http_req_numeric_errors(struct wr_http_req *req)
@@ -2416,6 +2446,8 @@ struct wr_ws *wr_http_ws_accept(struct wr_http_req *req, const struct wr_ws_call
     wr_buf_puts(&h, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                     "Connection: Upgrade\r\n");
     wr_buf_printf(&h, "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n", accept, req->id);
+    if (c->srv->region_hdr != NULL)
+        wr_buf_puts(&h, c->srv->region_hdr);
     wr_buf_append(&h, req->resp_hdrs.data, req->resp_hdrs.len);
     wr_buf_puts(&h, "\r\n");
     conn_write3(c, h.data, h.len, NULL, 0, NULL, 0);

@@ -59,6 +59,8 @@ struct wr_http_config {
                                     * them is closed; default max_conns / 2, at most 4096 */
     uint32_t max_body_conns;       /* with a request body still arriving; beyond: 503; default
                                     * max_conns / 2 */
+    /* Named in a Warren-Region header on every response (NULL or "": none). */
+    const char *region;
     wr_http_handler_fn handler;
     void *ctx;
     /* Optional: called once per request the handler saw or the server answered itself (a 400,
@@ -134,7 +136,8 @@ void wr_http_req_interactive_body(struct wr_http_req *req);
 /* Add a response header (before the response starts). */
 void wr_http_resp_header(struct wr_http_req *req, const char *name, const char *value);
 
-/* A complete response. Every response carries X-Request-Id. */
+/* A complete response. Every response carries X-Request-Id (and Warren-Region, when the server
+ * has one). */
 void wr_http_respond(struct wr_http_req *req, int status, const char *content_type,
                      const void *body, size_t len);
 /* JSON response; takes the reference to j. */
@@ -142,6 +145,12 @@ void wr_http_respond_json(struct wr_http_req *req, int status, json_t *j);
 /* {"code": code, "message": ...} */
 void wr_http_respond_error(struct wr_http_req *req, int status, const char *code, const char *fmt,
                            ...) __attribute__((format(printf, 4, 5)));
+
+/* The same with the members of `extra` (a JSON object; the reference is taken; NULL: none) added
+ * beside code and message. */
+void wr_http_respond_error_with(struct wr_http_req *req, int status, const char *code,
+                                json_t *extra, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* From now on wr_http_respond_error answers {"code": <status int>, "message": ...} for this
  * request (the shape of the E2B API), whatever code string it is given. */

@@ -306,6 +306,10 @@ static const struct api_route routes[] = {
     {"POST", "keys", api_key_create, CONTROL_BODY_MAX, 0},
     {"DELETE", "keys/*", api_key_delete, 0, 0},
 
+    {"GET", "teams/*/limits", api_team_limits_get, 0, 0},
+    {"PUT", "teams/*/limits", api_team_limits_put, CONTROL_BODY_MAX, 0},
+    {"DELETE", "teams/*/limits", api_team_limits_delete, 0, 0},
+
     {"GET", "templates", api_templates_list, 0, 0},
     {"POST", "templates/build", api_template_build, 0, API_STREAM},
     {"POST", "templates/prune", api_template_prune, 0, 0},
@@ -614,6 +618,10 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         c->team = c->who.admin ? NULL : c->who.team;
         wr_log_ctx_set(wr_http_req_id(req), c->who.team,
                        strcmp(c->seg[0], "sandboxes") == 0 && c->nseg > 1 ? c->seg[1] : NULL);
+        /* The order of checks (docs/operations.md): the key, then the team's request rate,
+         * then the route and the request, the team's quotas, the host's capacity. */
+        if (api_limits_request(api, req, &c->who, false) < 0)
+            goto out;
     }
     if (!found) {
         api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);

@@ -129,6 +129,8 @@ static void create_usage(FILE *f)
                "                         (default: the server's, base)\n"
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
                "  --memory SIZE          memory, e.g. 512M, 2G (default 512M)\n"
+               "  --size NAME            a size preset of the server's, e.g. small, medium,\n"
+               "                         large: its cpus and memory (--cpus or --memory win)\n"
                "  --disk SIZE            limit its files, e.g. 2G (refused where the host's\n"
                "                         filesystem cannot enforce it)\n"
                "  --timeout SECS         kill the sandbox after SECS seconds (default 300)\n"
@@ -182,7 +184,8 @@ int cmd_create(int argc, char **argv)
         O_ENV,
         O_META,
         O_IDEM,
-        O_VOLUME
+        O_VOLUME,
+        O_SIZE
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -195,6 +198,7 @@ int cmd_create(int argc, char **argv)
         {"metadata", required_argument, NULL, O_META},
         {"idempotency-key", required_argument, NULL, O_IDEM},
         {"volume", required_argument, NULL, O_VOLUME},
+        {"size", required_argument, NULL, O_SIZE},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -232,6 +236,9 @@ int cmd_create(int argc, char **argv)
             if (wr_parse_size(optarg, &v, &err) < 0)
                 goto bad;
             o.memory_mb = (int64_t)((v + (1 << 20) - 1) >> 20);
+            break;
+        case O_SIZE:
+            json_object_set_new(extra, "size", json_string(optarg));
             break;
         case O_DISK:
             if (wr_parse_size(optarg, &v, &err) < 0)

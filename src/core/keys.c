@@ -26,3 +26,14 @@ int wr_keys_delete(struct wr_manager *m, const char *team, const char *key_id, s
 {
     return wr_store_key_delete(m->cfg.store, team, key_id, err);
 }
+
+int wr_keys_team_limits_get(struct wr_manager *m, const char *team, char **json, struct wr_err *err)
+{
+    return wr_store_team_limits_get(m->cfg.store, team, json, err);
+}
+
+int wr_keys_team_limits_put(struct wr_manager *m, const char *team, const char *json,
+                            struct wr_err *err)
+{
+    return wr_store_team_limits_put(m->cfg.store, team, json, err);
+}

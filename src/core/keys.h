@@ -21,3 +21,11 @@ int wr_keys_list(struct wr_manager *m, const char *team, struct wr_key_info **ou
                  struct wr_err *err);
 /* Delete a key (of `team` unless team is NULL). WR_ENOTFOUND if there is none. */
 int wr_keys_delete(struct wr_manager *m, const char *team, const char *key_id, struct wr_err *err);
+
+/* A team's limits as the operator set them (store/limits.c): *json is a JSON object's text
+ * (free it), or NULL when the team has the daemon's defaults. */
+int wr_keys_team_limits_get(struct wr_manager *m, const char *team, char **json,
+                            struct wr_err *err);
+/* Set them (json: a JSON object's text), or go back to the defaults (json NULL). */
+int wr_keys_team_limits_put(struct wr_manager *m, const char *team, const char *json,
+                            struct wr_err *err);

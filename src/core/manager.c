@@ -117,6 +117,24 @@ void wr__account(struct wr_live_sb *sb, bool counted)
     }
 }
 
+void wr_manager_team_usage(const struct wr_manager *m, const char *team, uint32_t *sandboxes,
+                           uint64_t *memory_bytes)
+{
+    *sandboxes = 0;
+    *memory_bytes = 0;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (const struct wr_live_sb *s = m->buckets[b]; s != NULL; s = s->hnext)
+            if (s->counted && s->team != NULL && strcmp(s->team, team) == 0) {
+                (*sandboxes)++;
+                *memory_bytes += s->memory_bytes;
+            }
+}
+
+uint64_t wr_manager_default_memory(const struct wr_manager *m)
+{
+    return m->cfg.default_memory_bytes;
+}
+
 const char *wr_manager_cgroup_version(const struct wr_manager *m)
 {
     return wr_runtime_cgroup_version(m->cfg.rt);

@@ -404,6 +404,13 @@ typedef void (*wr_manager_disk_cb)(void *ctx, uint64_t used, uint64_t limit, con
 void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_manager_disk_cb cb,
                      void *ctx);
 
+/* What team's sandboxes hold of the host's limits now: how many count (creating, running,
+ * paused in memory; not paused to disk) and the sum of their memory limits. A walk of the table,
+ * for creates, not for every request. */
+void wr_manager_team_usage(const struct wr_manager *m, const char *team, uint32_t *sandboxes,
+                           uint64_t *memory_bytes);
+/* The memory limit of a sandbox created without one. */
+uint64_t wr_manager_default_memory(const struct wr_manager *m);
 const char *wr_manager_cgroup_version(const struct wr_manager *m);
 
 /* ---- processes (src/core/procs.c) ---------------------------------------------------------- */

@@ -67,6 +67,12 @@ struct options {
     /* Observability (docs/operations.md). */
     const char *metrics_listen;    /* --metrics-listen HOST:PORT, or NULL: no metrics listener */
     uint32_t audit_retention_days; /* --audit-retention-days */
+    /* Limits (docs/operations.md "Limits"): the region named on every response, each team's
+     * buckets and quotas, the create's size presets. */
+    const char *region;
+    struct wr_api_limits_cfg limits;
+    struct wr_api_size sizes[WR_API_SIZES_MAX];
+    size_t n_sizes;
 };
 
 static void usage(FILE *f)
@@ -117,6 +123,17 @@ static void usage(FILE *f)
            "                         (half of --max-connections)\n"
            "  --port-conn-limit N    connections to the exposed ports of one sandbox; beyond:\n"
            "                         429 (1000)\n"
+           "\nLimits (docs/operations.md):\n"
+           "  --region NAME          named in Warren-Region on every response (local)\n"
+           "  --team-rate-requests RATE/s:BURST  each team's API requests (100/s:200; off)\n"
+           "  --team-rate-creates RATE/s:BURST   each team's creates, a fork of N costs N\n"
+           "                         (5/s:20; off)\n"
+           "  --team-rate-bytes SIZE/s:SIZE      each team's file bytes up and down\n"
+           "                         (64M/s:1G; off)\n"
+           "  --team-max-sandboxes N each team's concurrent sandboxes (100; 0: no quota)\n"
+           "  --team-max-memory SIZE each team's memory committed to sandboxes (0: no quota)\n"
+           "  --size NAME=CPUS:MEMORY  a size preset of creates (repeatable; small=1:512M,\n"
+           "                         medium=2:2G, large=4:8G)\n"
            "\nMCP server (docs/mcp.md):\n"
            "  --mcp-origin ORIGIN    an Origin /mcp accepts, e.g. http://localhost:3000\n"
            "                         (repeatable; requests without one are accepted)\n"
@@ -202,7 +219,15 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MCPORIGIN,
         O_METRICS,
         O_LOGFMT,
-        O_AUDITDAYS
+        O_AUDITDAYS,
+        O_REGION,
+        O_RATEREQ,
+        O_RATECREATE,
+        O_RATEBYTES,
+        O_TEAMMAXSB,
+        O_TEAMMAXMEM,
+        O_SIZE,
+        O_TESTCLOCK
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -239,6 +264,16 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"metrics-listen", required_argument, NULL, O_METRICS},
         {"log-format", required_argument, NULL, O_LOGFMT},
         {"audit-retention-days", required_argument, NULL, O_AUDITDAYS},
+        {"region", required_argument, NULL, O_REGION},
+        {"team-rate-requests", required_argument, NULL, O_RATEREQ},
+        {"team-rate-creates", required_argument, NULL, O_RATECREATE},
+        {"team-rate-bytes", required_argument, NULL, O_RATEBYTES},
+        {"team-max-sandboxes", required_argument, NULL, O_TEAMMAXSB},
+        {"team-max-memory", required_argument, NULL, O_TEAMMAXMEM},
+        {"size", required_argument, NULL, O_SIZE},
+#ifdef WR_TESTING
+        {"test-clock", required_argument, NULL, O_TESTCLOCK},
+#endif
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -408,6 +443,54 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (opt_uint(optarg, 1, 36500, &o->audit_retention_days, &err) < 0)
                 goto bad;
             break;
+        case O_REGION:
+            if (*optarg == '\0' || strlen(optarg) > 64 || strpbrk(optarg, " \t\r\n,;\"") != NULL) {
+                wr_err_set(&err, WR_EINVAL, 0, "a region is 1 to 64 bytes, no spaces");
+                goto bad;
+            }
+            o->region = optarg;
+            break;
+        case O_RATEREQ:
+        case O_RATECREATE:
+        case O_RATEBYTES: {
+            enum wr_api_policy p = c == O_RATEREQ      ? WR_POL_REQUESTS
+                                   : c == O_RATECREATE ? WR_POL_CREATES
+                                                       : WR_POL_BYTES;
+            if (wr_api_rate_parse(optarg, p == WR_POL_BYTES, &o->limits.rate[p], &err) < 0)
+                goto bad;
+            break;
+        }
+        case O_TEAMMAXSB:
+            if (opt_uint(optarg, 0, 1000000, &o->limits.max_sandboxes, &err) < 0)
+                goto bad;
+            break;
+        case O_TEAMMAXMEM:
+            if (strcmp(optarg, "0") == 0)
+                o->limits.max_memory_bytes = 0;
+            else if (wr_parse_size(optarg, &o->limits.max_memory_bytes, &err) < 0)
+                goto bad;
+            break;
+        case O_SIZE: {
+            struct wr_api_size sz;
+            size_t i;
+            if (wr_api_size_parse(optarg, &sz, &err) < 0)
+                goto bad;
+            for (i = 0; i < o->n_sizes && strcmp(o->sizes[i].name, sz.name) != 0; i++)
+                ;
+            if (i == WR_API_SIZES_MAX) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most %d sizes", WR_API_SIZES_MAX);
+                goto bad;
+            }
+            o->sizes[i] = sz;
+            if (i == o->n_sizes)
+                o->n_sizes++;
+            break;
+        }
+#ifdef WR_TESTING
+        case O_TESTCLOCK:
+            o->limits.clock_path = optarg;
+            break;
+#endif
         case 'h':
             usage(stdout);
             exit(0);
@@ -570,6 +653,15 @@ int main(int argc, char **argv)
         .net_pool = {.addr = 10u << 24 | 200u << 16, .len = 15},
         .net_default = true,
         .net_table = "warren",
+        .region = "local",
+        .limits =
+            {
+                .rate = {[WR_POL_REQUESTS] = {100, 200},
+                         [WR_POL_CREATES] = {5, 20},
+                         [WR_POL_BYTES] = {64.0 * (1 << 20), 1ULL << 30}},
+                .max_sandboxes = 100,
+            },
+        .n_sizes = WR_ARRAY_SIZE(wr_api_default_sizes),
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
@@ -584,6 +676,7 @@ int main(int argc, char **argv)
     int port = 0, rc = 1;
     uv_loop_t *loop;
 
+    memcpy(o.sizes, wr_api_default_sizes, sizeof(wr_api_default_sizes));
     wr_log_min = WR_LOG_INFO;
     wr_log_set_level(getenv("WARREN_LOG"));
     if (parse_options(argc, argv, &o) < 0)
@@ -746,7 +839,10 @@ int main(int argc, char **argv)
         .port_conn_limit = o.port_conn_limit,
         .mcp_origins = o.mcp_origins,
         .n_mcp_origins = o.n_mcp_origins,
+        .limits = o.limits,
+        .n_sizes = o.n_sizes,
     };
+    memcpy(api.sizes, o.sizes, sizeof(api.sizes));
     the_api = &api;
     wr_api_metrics_register();
     if (wr_audit_open(loop, store, dbpath, o.audit_retention_days, &audit, &err) < 0) {
@@ -773,6 +869,7 @@ int main(int argc, char **argv)
             .max_conns_per_client = o.max_conns_per_client,
             .max_unauthenticated = o.max_unauthenticated,
             .max_body_conns = o.max_body_conns,
+            .region = o.region,
             .handler = wr_api_handle,
             .ctx = &api,
             .on_finish = wr_api_on_finish,
@@ -821,6 +918,7 @@ int main(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(loop);
+    wr_api_limits_close(&api);
     rc = 0;
 out:
     wr_images_close(images);

@@ -193,10 +193,19 @@ static const char migration_10[] =
     "    DELETE FROM netlog WHERE sandbox = OLD.id;\n"
     "END;\n";
 
-/* Versions 11 and 12 are other branches' (usage metering and limits): until they are merged,
- * these keep the numbering contiguous. At the merge their real text replaces them. */
+/* Version 11 is another branch's (usage metering): until it is merged, this keeps the numbering
+ * contiguous. At the merge its real text replaces it. */
 static const char migration_11[] = "SELECT 1;\n";
-static const char migration_12[] = "SELECT 1;\n";
+
+/* Version 12: per-team limits (store/limits.c). limits is a JSON object of the operator's
+ * overrides for the team (api/limits.c reads it: requests, creates, bytes as {rate, burst};
+ * max_sandboxes; max_memory_mb); what it does not name keeps the daemon's defaults. */
+static const char migration_12[] =
+    "CREATE TABLE team_limits (\n"
+    "    team TEXT PRIMARY KEY NOT NULL,\n"
+    "    limits TEXT NOT NULL CHECK (json_type(limits) = 'object'),\n"
+    "    updated_ms INTEGER NOT NULL\n"
+    ");\n";
 
 /* Version 13: the audit trail of the API's state-changing requests (store/audit.c).
  * - audit: one row per request, written when its answer is complete. id is AUTOINCREMENT (the

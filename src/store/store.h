@@ -388,3 +388,11 @@ int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int
 
 /* The layer store's total: bytes and layers recorded. */
 int wr_store_layers_total(struct wr_store *s, uint64_t *bytes, uint64_t *count, struct wr_err *err);
+/* ---- per-team limits (store/limits.c) ------------------------------------------------------ */
+
+/* The operator's overrides of team's limits, a JSON object's text, into *json (free it), or
+ * NULL when the team has none. */
+int wr_store_team_limits_get(struct wr_store *s, const char *team, char **json, struct wr_err *err);
+/* Record json (a JSON object's text) as team's overrides, replacing any; NULL deletes them. */
+int wr_store_team_limits_put(struct wr_store *s, const char *team, const char *json,
+                             struct wr_err *err);

@@ -67,6 +67,9 @@ enum wr__stmt_id {
     WR_ST_EVENT_LIST,
     WR_ST_EVENT_PRUNE,
     WR_ST_LAYERS_TOTAL,
+    WR_ST_TLIM_GET,
+    WR_ST_TLIM_PUT,
+    WR_ST_TLIM_DELETE,
     WR_ST__COUNT,
 };
 

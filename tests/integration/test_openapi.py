@@ -331,7 +331,7 @@ def test_every_documented_operation_is_routed(daemon):
         key = send(daemon, "POST", "/v1/keys", body={"team": "routing"}).json()["id"]
         send(daemon, "PUT", "/v1/sandboxes/%s/files" % sid, query={"path": "/tmp/routed"}, body=b"x")
         send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
-        ids = {"id": sid, "key_id": key, "name": "routed", "template": "base",
+        ids = {"id": sid, "key_id": key, "name": "routed", "template": "base", "team": "routing",
                "snapshot": "no-such-snapshot", "port": 8999, "path": "routed",
                "ctx": "00000000-0000-0000-0000-000000000000"}
         bodies = {
@@ -345,6 +345,7 @@ def test_every_documented_operation_is_routed(daemon):
             ("/v1/sandboxes/{id}/files/mkdir", "post"): {"path": "/tmp/routed-dir"},
             ("/v1/sandboxes/{id}/files/move", "post"): {"from": "/tmp/routed", "to": "/tmp/moved"},
             ("/v1/keys", "post"): {"name": "no team"},
+            ("/v1/teams/{team}/limits", "put"): {"nope": 1},  # answered by the handler
             ("/v1/volumes", "post"): {"name": "routed-2"},
             # answered by the handlers, make nothing
             ("/v1/sandboxes/{id}/snapshots", "post"): {"name": "bad name!"},
@@ -623,6 +624,17 @@ def test_files_operations(daemon, sandbox):
         assert ("create", "new") in seen
     finally:
         c.close()
+
+
+def test_team_limits_operations(daemon):
+    L = "/v1/teams/{team}/limits"
+    j = api(daemon, "GET", L, {"team": "openapi-limits"}).json()
+    assert j["overrides"] == {} and j["team"] == "openapi-limits"
+    j = api(daemon, "PUT", L, {"team": "openapi-limits"},
+            body={"creates": {"rate": 2, "burst": 4}, "max_memory_mb": 4096}).json()
+    assert j["creates"] == {"rate": 2, "burst": 4} and j["max_memory_mb"] == 4096
+    assert api(daemon, "DELETE", L, {"team": "openapi-limits"}).status == 204
+    assert api(daemon, "GET", L, {"team": "openapi-limits"}).json()["overrides"] == {}
 
 
 def test_keys_operations(daemon):
@@ -985,6 +997,11 @@ def _triggers(daemon, ctx):
         add(path, "get", 401, tcp=True, key="wr_" + "0" * 64)
         add(path, "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
+    L = "/v1/teams/{team}/limits"
+    add(L, "get", 403, {"team": "other"}, tcp=True, key=ctx["team_key"])
+    add(L, "put", 400, {"team": "openapi-errors"}, body={"requests": {"rate": 1}})
+    add(L, "put", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"], body={})
+    add(L, "delete", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"])
     add("/v1/volumes", "post", 400, body={"name": "../x"})
     add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
     add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
@@ -1075,6 +1092,8 @@ COVERED_ELSEWHERE = {
     ("/v1/sandboxes/{id}/ports/{port}/tcp", "get", 429),
     ("/v1/sandboxes/{id}/ports/{port}/{path}", "get", 429),
     ("/v1/sandboxes", "post", 503),  # test_capacity_503_with_retry_after
+    # The team's buckets and quotas (429 rate, quota): test_ratelimits.py.
+    ("/v1/sandboxes", "post", 429),
     ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
@@ -1155,7 +1174,7 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
-           "snapshot": "s", "port": 8999, "path": "x", "ctx": "c"}
+           "snapshot": "s", "port": 8999, "path": "x", "ctx": "c", "team": "t"}
     for template, method in OPERATIONS:
         if template in JSONRPC_PATHS:
             continue  # test_mcp_operations

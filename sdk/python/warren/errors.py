@@ -112,7 +112,10 @@ class RangeNotSatisfiableError(InvalidArgumentError):
 
 class RateLimitError(WarrenError):
     """``limit`` (429, or 503 past the host's capacity). ``retry_after`` is the server's
-    ``Retry-After`` in seconds, when given."""
+    ``Retry-After`` in seconds, when given; ``reason`` says which limit (``"rate"`` or
+    ``"quota"``: the team's own, 429; ``"capacity"``: the host's, 503), and ``policy`` which
+    bucket or quota (``"requests"``, ``"creates"``, ``"bytes"``, ``"sandboxes"``,
+    ``"memory"``), when the server said."""
 
     def __init__(
         self,
@@ -121,9 +124,13 @@ class RateLimitError(WarrenError):
         status: int | None = None,
         request_id: str | None = None,
         retry_after: float | None = None,
+        reason: str | None = None,
+        policy: str | None = None,
     ) -> None:
         super().__init__(code, message, status, request_id)
         self.retry_after = retry_after
+        self.reason = reason
+        self.policy = policy
 
 
 class ServerError(WarrenError):
@@ -319,6 +326,8 @@ def error_from_response(
     else the status and the first line of the body."""
     code: str | None = None
     message: str | None = None
+    reason: str | None = None
+    policy: str | None = None
     try:
         doc = json.loads(body.decode("utf-8")) if body else None
     except (ValueError, UnicodeDecodeError):
@@ -329,12 +338,18 @@ def error_from_response(
             code = c
         if isinstance(m, str):
             message = m
+        r, p = doc.get("reason"), doc.get("policy")
+        reason = r if isinstance(r, str) else None
+        policy = p if isinstance(p, str) else None
     if code is None:
         code = _default_code(status)
     if message is None:
         first = body.decode("utf-8", errors="replace").strip().splitlines()[:1]
         message = first[0][:300] if first else f"HTTP {status}"
-    return error_from_code(code, message, status, request_id, _parse_retry_after(retry_after_header))
+    err = error_from_code(code, message, status, request_id, _parse_retry_after(retry_after_header))
+    if isinstance(err, RateLimitError):
+        err.reason, err.policy = reason, policy
+    return err
 
 
 def _default_code(status: int) -> str:

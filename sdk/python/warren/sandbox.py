@@ -83,6 +83,7 @@ class Sandbox:
         cls,
         template: str | Template | Snapshot = "base",
         *,
+        size: str | None = None,
         cpus: float | None = None,
         memory_mb: int | None = None,
         disk_mb: int | None = None,
@@ -108,7 +109,9 @@ class Sandbox:
         ``template``: a template's name, or a snapshot's id (``snap-...``) or name (the
         sandbox then starts with the snapshot's files); a :class:`~warren.Template` or
         :class:`~warren.Snapshot` object works too.
-        ``disk_mb``: a limit on its files (btrfs qgroup or project quota); a host that cannot
+        ``size``: a size preset of the server's (``"small"``, ``"medium"``, ``"large"`` unless
+        its operator set others) for cpus and memory; ``cpus`` or ``memory_mb`` given beside it
+        win. ``disk_mb``: a limit on its files (btrfs qgroup or project quota); a host that cannot
         enforce one raises :class:`~warren.UnsupportedError` rather than ignoring it.
         ``timeout``: seconds until the server kills it (server default 300; extend with
         :meth:`set_timeout`). ``on_timeout``: ``"kill"`` (default) or ``"pause"``: at the
@@ -122,14 +125,16 @@ class Sandbox:
         connections), ``public_ports=False`` (requests to its ports need its traffic token);
         ``network=False``: loopback only, no address of its own (the cheapest sandbox; its policy
         cannot change later). ``idempotency_key``: a retried create with the same
-        key returns the first sandbox. Past the host's capacity raises
-        :class:`~warren.RateLimitError` (see ``retry_after``).
+        key returns the first sandbox. Past the team's rate or quota (429) or the host's capacity
+        (503) raises :class:`~warren.RateLimitError` (see ``retry_after`` and ``reason``).
         """
         if isinstance(template, Template):
             template = template.name
         elif isinstance(template, Snapshot):
             template = template.id
         body: dict[str, Any] = {"template": template}
+        if size is not None:
+            body["size"] = size
         if cpus is not None:
             body["cpus"] = cpus
         if memory_mb is not None:
