@@ -32,6 +32,9 @@ struct wr_api {
     bool stopping;
     /* The audit trail (core/audit.h) state-changing requests are written to, or NULL: none. */
     struct wr_audit *audit;
+    /* What GET /v1/usage bills as a vCPU-second: "allocated", "measured" or "max"
+     * (--billed-seconds; NULL: allocated). */
+    const char *billed_seconds;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 

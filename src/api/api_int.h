@@ -206,6 +206,8 @@ void api_sandbox_netlog(struct api_call *c);
 
 /* h_audit.c: GET /v1/audit, the audit trail of the caller's team (an admin's: any team's). */
 void api_audit_list(struct api_call *c);
+/* h_usage.c */
+void api_usage(struct api_call *c);
 
 /* h_sandboxes.c */
 void api_sandboxes_list(struct api_call *c);

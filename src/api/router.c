@@ -336,6 +336,8 @@ static const struct api_route routes[] = {
     {"GET", "warm-pools", api_warm_pools, 0, 0},
 
     {"GET", "audit", api_audit_list, 0, 0},
+
+    {"GET", "usage", api_usage, 0, 0},
 };
 
 /* ---- the audit trail's routes (observe.c) ---------------------------------------------------- */

@@ -67,6 +67,10 @@ struct options {
     /* Observability (docs/operations.md). */
     const char *metrics_listen;    /* --metrics-listen HOST:PORT, or NULL: no metrics listener */
     uint32_t audit_retention_days; /* --audit-retention-days */
+    /* The usage ledger (docs/usage.md). */
+    const char *billed_seconds; /* --billed-seconds allocated|measured|max */
+    uint32_t usage_interval_ms; /* --usage-interval-ms (test builds) */
+    uint32_t storage_period_ms; /* --usage-storage-ms (test builds) */
 };
 
 static void usage(FILE *f)
@@ -124,7 +128,15 @@ static void usage(FILE *f)
            "  --metrics-listen HOST:PORT  serve GET /metrics (Prometheus text, no auth) there\n"
            "                         (off; e.g. 127.0.0.1:9464)\n"
            "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
-           "  --audit-retention-days N  audit records are kept this long (90)\n");
+           "  --audit-retention-days N  audit records are kept this long (90)\n"
+           "\nUsage ledger (docs/usage.md):\n"
+           "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
+           "                         vCPU-second (allocated)\n"
+#ifdef WR_TESTING
+           "  --usage-interval-ms MS running intervals close this often (test builds; 60000)\n"
+           "  --usage-storage-ms MS  the storage sample's period (test builds; an hour)\n"
+#endif
+    );
 }
 
 /* An option's number, min..max, into *out. */
@@ -202,7 +214,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MCPORIGIN,
         O_METRICS,
         O_LOGFMT,
-        O_AUDITDAYS
+        O_AUDITDAYS,
+        O_BILLED,
+        O_USAGEMS,
+        O_STORAGEMS,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -239,6 +254,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"metrics-listen", required_argument, NULL, O_METRICS},
         {"log-format", required_argument, NULL, O_LOGFMT},
         {"audit-retention-days", required_argument, NULL, O_AUDITDAYS},
+        {"billed-seconds", required_argument, NULL, O_BILLED},
+#ifdef WR_TESTING
+        {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
+        {"usage-storage-ms", required_argument, NULL, O_STORAGEMS},
+#endif
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -406,6 +426,22 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_AUDITDAYS:
             if (opt_uint(optarg, 1, 36500, &o->audit_retention_days, &err) < 0)
+                goto bad;
+            break;
+        case O_BILLED:
+            if (strcmp(optarg, "allocated") != 0 && strcmp(optarg, "measured") != 0 &&
+                strcmp(optarg, "max") != 0) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be allocated, measured or max");
+                goto bad;
+            }
+            o->billed_seconds = optarg;
+            break;
+        case O_USAGEMS:
+            if (opt_uint(optarg, 100, 3600000, &o->usage_interval_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_STORAGEMS:
+            if (opt_uint(optarg, 100, 86400000, &o->storage_period_ms, &err) < 0)
                 goto bad;
             break;
         case 'h':
@@ -697,6 +733,8 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .max_memory_bytes = o.max_memory,
+            .usage_interval_ms = o.usage_interval_ms,
+            .storage_period_ms = o.storage_period_ms,
             .net =
                 {
                     .enabled = !o.net_off,
@@ -755,6 +793,7 @@ int main(int argc, char **argv)
         goto out;
     }
     api.audit = audit;
+    api.billed_seconds = o.billed_seconds;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         wr_manager_close(manager);

@@ -64,6 +64,9 @@ enum wr__stmt_id {
     WR_ST_AUDIT_PRUNE,
     WR_ST_AUDIT_LIST,
     WR_ST_LAYERS_TOTAL,
+    WR_ST_USAGE_INSERT,
+    WR_ST_USAGE_LAST,
+    WR_ST_STORAGE_INSERT,
     WR_ST__COUNT,
 };
 
