@@ -391,6 +391,11 @@ def test_network_log(daemon, sandbox):
     assert r.status == 200 and r.media == "application/x-ndjson"
 
 
+def test_usage(daemon, sandbox):
+    r = api(daemon, "GET", "/v1/usage", {}, query={"group_by": "day"})
+    assert r.json()["billed_seconds"] == "allocated"
+
+
 def test_audit(daemon, sandbox):
     r = api(daemon, "GET", "/v1/audit", {}, query={"limit": 2})
     assert len(r.json()["events"]) == 2
@@ -973,6 +978,9 @@ def _triggers(daemon, ctx):
     add("/v1/audit", "get", 400, query={"limit": 0})
     add("/v1/audit", "get", 401, tcp=True, key="wr_" + "0" * 64)
     add("/v1/audit", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
+    add("/v1/usage", "get", 400, query={"group_by": "week"})
+    add("/v1/usage", "get", 401, tcp=True, key="wr_" + "0" * 64)
+    add("/v1/usage", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
     add("/v1/volumes", "post", 400, body={"name": "../x"})
     add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
