@@ -68,16 +68,15 @@ static json_t *sum_json(const struct wr_usage_sum *u, enum wr_usage_group g, con
 
     api_time(u->first_ms, first);
     api_time(u->last_ms, last);
-    return json_pack("{s:s,s:s,s:s?,s:s,s:s,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I}",
-                     group_names[g], u->key, "team", u->team, "template",
-                     g == WR_USAGE_BY_DAY ? NULL : u->template_name, "from", first, "to", last,
-                     "intervals", (json_int_t)u->intervals, "sandbox_seconds", u->running_seconds,
-                     "paused_seconds", u->paused_seconds, "vcpu_seconds", u->vcpu_seconds,
-                     "cpu_seconds", u->cpu_seconds, "gib_seconds", u->gib_seconds,
-                     "memory_gib_seconds_measured", u->mem_gib_seconds, "billed_vcpu_seconds",
-                     billed(mode, u), "peak_memory_bytes", (json_int_t)u->peak_memory_bytes,
-                     "net_bytes_in", (json_int_t)u->net_bytes_in, "net_bytes_out",
-                     (json_int_t)u->net_bytes_out);
+    return json_pack(
+        "{s:s,s:s,s:s?,s:s,s:s,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I}", group_names[g],
+        u->key, "team", u->team, "template", g == WR_USAGE_BY_DAY ? NULL : u->template_name, "from",
+        first, "to", last, "intervals", (json_int_t)u->intervals, "sandbox_seconds",
+        u->running_seconds, "paused_seconds", u->paused_seconds, "vcpu_seconds", u->vcpu_seconds,
+        "cpu_seconds", u->cpu_seconds, "gib_seconds", u->gib_seconds, "memory_gib_seconds_measured",
+        u->mem_gib_seconds, "billed_vcpu_seconds", billed(mode, u), "peak_memory_bytes",
+        (json_int_t)u->peak_memory_bytes, "net_bytes_in", (json_int_t)u->net_bytes_in,
+        "net_bytes_out", (json_int_t)u->net_bytes_out);
 }
 
 /* A CSV field: quoted when it holds a comma, quote or line break. */
@@ -205,13 +204,12 @@ void api_usage(struct api_call *c)
         char at[32];
         api_time(st[i].time_ms, at);
         json_array_append_new(storage,
-                              json_pack("{s:s,s:s,s:s,s:I}", "time", at, "team", st[i].team,
-                                        "kind", st[i].kind, "bytes", (json_int_t)st[i].bytes));
+                              json_pack("{s:s,s:s,s:s,s:I}", "time", at, "team", st[i].team, "kind",
+                                        st[i].kind, "bytes", (json_int_t)st[i].bytes));
     }
     wr_http_respond_json(req, 200,
                          json_pack("{s:s,s:s,s:s?,s:o,s:o}", "billed_seconds", mode, "group_by",
-                                   group_names[g], "team", team, "rows", rows, "storage",
-                                   storage));
+                                   group_names[g], "team", team, "rows", rows, "storage", storage));
 out:
     for (size_t i = 0; i < n; i++)
         wr_usage_sum_fini(&v[i]);

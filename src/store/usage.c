@@ -137,8 +137,7 @@ int wr_store_usage_sum(struct wr_store *s, const char *team, int64_t from_ms, in
         u = &v[cnt++];
         u->key = wr__col_text(st, 0);
         u->team = wr__col_text(st, 1);
-        u->template_name =
-            sqlite3_column_type(st, 2) == SQLITE_NULL ? NULL : wr__col_text(st, 2);
+        u->template_name = sqlite3_column_type(st, 2) == SQLITE_NULL ? NULL : wr__col_text(st, 2);
         u->first_ms = sqlite3_column_int64(st, 3);
         u->last_ms = sqlite3_column_int64(st, 4);
         u->intervals = sqlite3_column_int64(st, 5);

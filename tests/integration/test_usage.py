@@ -13,7 +13,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import Daemon, delete_all
+from conftest import Daemon, delete_all, warren as warren_cli
 
 INTERVAL_MS = 500
 
@@ -72,14 +72,17 @@ def burned(d, teams):
     t0 = time.time()
     busy = warren.Sandbox.create(client=c, cpus=1, memory_mb=256, timeout=120)
     idle = warren.Sandbox.create(client=c, cpus=2, memory_mb=512, timeout=120)
-    # the shell's `times`: its children's user and system CPU time (the loop's)
-    r = busy.commands.run("""sh -c 'timeout 2 sh -c "while :; do :; done"; times'""", timeout=30)
-    m = re.findall(r"(\d+)m([\d.]+)s", r.stdout.splitlines()[-1])
-    used = sum(int(a) * 60 + float(b) for a, b in m)
-    assert used > 0.5, r.stdout
-    time.sleep(0.5)
-    busy.kill()
-    idle.kill()
+    try:
+        # the shell's `times`: its children's user and system CPU time (the loop's)
+        r = busy.commands.run("""sh -c 'timeout 2 sh -c "while :; do :; done"; times'""",
+                              timeout=30)
+        m = re.findall(r"(\d+)m([\d.]+)s", r.stdout.splitlines()[-1])
+        used = sum(int(a) * 60 + float(b) for a, b in m)
+        assert used > 0.5, r.stdout
+        time.sleep(0.5)
+    finally:
+        busy.kill()
+        idle.kill()
     wall = time.time() - t0
     return {"busy": busy.sandbox_id, "idle": idle.sandbox_id, "wall": wall, "used": used}
 
@@ -111,12 +114,14 @@ def test_measured_cpu_and_allocated_seconds(d, teams, burned):
 def test_pause_closes_intervals_and_is_not_billed(d, teams):
     c = teams["alpha"]
     sb = warren.Sandbox.create(client=c, cpus=1, timeout=120)
-    time.sleep(1)
-    sb.pause()
-    time.sleep(2)
-    sb.resume()
-    time.sleep(1)
-    sb.kill()
+    try:
+        time.sleep(1)
+        sb.pause()
+        time.sleep(2)
+        sb.resume()
+        time.sleep(1)
+    finally:
+        sb.kill()
     iv = intervals(d.state, sb.sandbox_id)
     contiguous(iv)
     runs = [r[3] for r in iv]
@@ -158,6 +163,22 @@ def test_group_by_template_and_day_and_csv(d, teams, burned):
     assert len(c.usage(start=now - 3600, end=now + 60).rows) == len(by_sb.rows)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 3600))
     assert len(c.usage(start=stamp).rows) == len(by_sb.rows)
+
+
+def test_cli(d, teams, burned):
+    env = {"WARREN_API_URL": d.url}
+    r = warren_cli("usage", "--team", "alpha", "--group-by", "sandbox", env=env)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert out.startswith("billed seconds: allocated\n") and burned["busy"] in out
+    r = warren_cli("usage", "--team", "alpha", "--csv", "--group-by", "template", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout.decode())))
+    assert [x["template"] for x in rows] == ["base"]
+    r = warren_cli("usage", "--group-by", "week", env=env)
+    assert r.returncode == 2 and b"--group-by" in r.stderr
+    r = warren_cli("usage", "--from", "soon", env=env)
+    assert r.returncode != 0 and b"from" in r.stderr and len(r.stderr.splitlines()) == 1
 
 
 def test_teams_see_only_their_own_rows(d, teams, burned):
