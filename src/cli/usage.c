@@ -15,16 +15,17 @@
 
 #define VERB "usage"
 #define USAGE                                                                                      \
-    "usage: warren usage [--from TIME] [--to TIME] [--group-by sandbox|template|day] [--csv]\n"   \
+    "usage: warren usage [--from TIME] [--to TIME] [--group-by sandbox|template|day] [--csv]\n"    \
     "                    [--team TEAM] [--json]\n\n"                                               \
     "Show what the team used: per sandbox, template or day, the allocated vCPU-seconds and\n"      \
-    "GiB-seconds, the measured CPU seconds and memory, the peak memory, the egress bytes and the\n" \
+    "GiB-seconds, the measured CPU seconds and memory, the peak memory, the egress bytes and "     \
+    "the\n"                                                                                        \
     "billed vCPU-seconds (the daemon's --billed-seconds names what those are).\n\n"                \
-    "      --from TIME      intervals starting at or after TIME (RFC 3339 or unix seconds)\n"     \
-    "      --to TIME        intervals starting before TIME\n"                                     \
-    "      --group-by KEY   sandbox (default), template or day (UTC)\n"                           \
+    "      --from TIME      intervals starting at or after TIME (RFC 3339 or unix seconds)\n"      \
+    "      --to TIME        intervals starting before TIME\n"                                      \
+    "      --group-by KEY   sandbox (default), template or day (UTC)\n"                            \
     "      --csv            print the daemon's CSV\n"                                              \
-    "      --team TEAM      another team's (an admin key)\n"                                      \
+    "      --team TEAM      another team's (an admin key)\n"                                       \
     "      --json           print the JSON answer\n"
 
 static const char *str_of(const json_t *o, const char *k)
@@ -42,7 +43,9 @@ static void print_table(const json_t *body)
 
     printf("billed seconds: %s\n", str_of(body, "billed_seconds"));
     printf("%-22s %-12s %-16s %10s %10s %12s %12s %12s %12s %12s %12s\n",
-           strcmp(g, "day") == 0 ? "DAY" : strcmp(g, "template") == 0 ? "TEMPLATE" : "SANDBOX",
+           strcmp(g, "day") == 0        ? "DAY"
+           : strcmp(g, "template") == 0 ? "TEMPLATE"
+                                        : "SANDBOX",
            "TEAM", "TEMPLATE", "RUN_S", "PAUSED_S", "VCPU_S", "CPU_S", "GIB_S", "BILLED_S",
            "PEAK_MEM", "NET_OUT");
     json_array_foreach(rows, i, r)
@@ -132,9 +135,8 @@ int cmd_usage(int argc, char **argv)
     if ((http = cli_connect_or_complain(VERB)) == NULL)
         return CLI_EXIT_FAIL;
     if (csv) {
-        struct cli_http_req req = {.method = "GET",
-                                   .target = wr_buf_str(&target),
-                                   .accept = "text/csv"};
+        struct cli_http_req req = {
+            .method = "GET", .target = wr_buf_str(&target), .accept = "text/csv"};
         struct cli_http_resp resp = {0};
         if (cli_http_request(http, &req, &resp, &err) < 0) {
             cli_errorf(VERB ": %s", err.msg);
