@@ -253,6 +253,8 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 void wr__sample(struct wr_live_sb *sb);
 void wr__on_sample(uv_timer_t *t);
 void wr__sampler_closed(uv_handle_t *h);
+/* net.c: the bytes its slot's egress counter accepted so far (0 without a slot of its own). */
+uint64_t wr__net_bytes_out(struct wr_live_sb *sb);
 /* usage.c, the ledger: a state change from `from` to sb's state now closes its open interval
  * (one row, written at once) and opens the next (RUNNING: running, PAUSED or ON_DISK: paused;
  * none for ENDING). */

@@ -151,18 +151,6 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* The sandbox's egress byte counter (0 without a network of its own). */
-static uint64_t led_net_out(struct wr_live_sb *sb)
-{
-    struct wr_net_stats st;
-    struct wr_err err;
-
-    if (sb->net_slot < 0 || sb->m->net == NULL ||
-        wr_manager_network_stats(sb->m, NULL, sb->id, &st, &err) < 0)
-        return 0;
-    return st.bytes_out;
-}
-
 /* Read its CPU and memory now (false: no processes to read; cpu_last stands). */
 static bool led_read(struct wr_live_sb *sb, uint64_t *mem)
 {
@@ -227,7 +215,7 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
     sb->led.running = running;
     sb->led.mem_gib_s = 0;
     sb->led.peak = 0;
-    net = led_net_out(sb);
+    net = wr__net_bytes_out(sb);
     if (!go_on) {
         sb->led.start_ms = now;
         sb->led.cpu0 = read ? sb->led.cpu_last : 0;
@@ -251,7 +239,7 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
 /* Close the open interval at now into *iv (its strings are sb's). */
 static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interval *iv)
 {
-    uint64_t mem = sb->led.mem_last, net = led_net_out(sb);
+    uint64_t mem = sb->led.mem_last, net = wr__net_bytes_out(sb);
     double secs;
 
     (void)led_read(sb, &mem); /* no processes: the last reading stands */

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import sqlite3
+import subprocess
 import time
 
 import pytest
@@ -218,7 +219,7 @@ def test_storage_is_sampled(d, teams):
 
 
 def test_ledger_survives_kill9():
-    dm = Daemon("--usage-interval-ms", str(INTERVAL_MS)).start()
+    dm = Daemon("--usage-interval-ms", str(INTERVAL_MS), "--billed-seconds", "measured").start()
     try:
         c = dm.client()
         t0 = time.time()
@@ -238,6 +239,20 @@ def test_ledger_survives_kill9():
         assert wall - INTERVAL_MS / 1000 - 0.6 <= running <= wall + 0.1, (running, wall, iv)
         row = row_of(c, sb.sandbox_id)
         assert row.sandbox_seconds == pytest.approx(running, abs=0.01)
+        u = c.usage()
+        assert u.billed_seconds == "measured"
+        assert row.billed_vcpu_seconds == pytest.approx(row.cpu_seconds)
+        assert row.billed_vcpu_seconds < row.vcpu_seconds
     finally:
         delete_all(dm)
+        dm.cleanup()
+
+
+def test_bad_billed_seconds_flag():
+    dm = Daemon("--billed-seconds", "sometimes")
+    try:
+        r = subprocess.run([dm.binary, "--state-dir", dm.state, "--billed-seconds", "sometimes"],
+                           capture_output=True, timeout=30)
+        assert r.returncode != 0 and b"allocated, measured or max" in r.stderr, r.stderr
+    finally:
         dm.cleanup()

@@ -112,8 +112,8 @@ int main(void)
            "the days' sums");
     free_sums(v, n);
 
-    ok(wr_store_usage_sum(s, "alpha", T0 + 5000, T0 + DAY_MS, WR_USAGE_BY_SANDBOX, &v, &n,
-                          &err) == 0 &&
+    ok(wr_store_usage_sum(s, "alpha", T0 + 5000, T0 + DAY_MS, WR_USAGE_BY_SANDBOX, &v, &n, &err) ==
+               0 &&
            n == 1 && v[0].intervals == 1 && v[0].paused_seconds == 10,
        "from/to: intervals that start in the span");
     free_sums(v, n);
