@@ -188,6 +188,7 @@ void api_usage(struct api_call *c)
         api_error(req, &err);
         return;
     }
+    wr_http_resp_header(req, "Warren-Billed-Seconds", mode);
     if (csv) {
         respond_csv(req, g, mode, v, n);
         goto out;

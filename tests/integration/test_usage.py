@@ -157,6 +157,7 @@ def test_group_by_template_and_day_and_csv(d, teams, burned):
     assert float(busy["cpu_seconds"]) == pytest.approx(row_of(c, burned["busy"]).cpu_seconds, abs=1e-3)
     r = c.request("GET", "/v1/usage", headers={"Accept": "text/csv"})
     assert r.headers.get("Content-Type", "").startswith("text/csv")
+    assert r.headers.get("Warren-Billed-Seconds") == "allocated"
     assert r.body.decode().splitlines()[0].startswith("sandbox,team,template,")
     # from/to: nothing started in the future, everything after an hour ago
     now = int(time.time())
