@@ -143,9 +143,7 @@ void wr_api_on_finish(struct wr_http_req *req, const struct wr_http_finish *f, v
             .status = f->status,
             .code = (char *)(f->status >= 400 ? code : ""),
         };
-        struct wr_err err;
-        if (wr_audit_append(api->audit, &r, &err) < 0)
-            log_error("audit: request %s: %s", wr_http_req_id(req), err.msg);
+        wr_audit_append(api->audit, &r);
     }
 }
 

@@ -34,6 +34,7 @@ static const struct verb verbs[] = {
     {"snapshot", cmd_snapshot, "capture a sandbox's files; list and delete snapshots"},
     {"fork", cmd_fork, "copy a running sandbox into N new ones"},
     {"net-log", cmd_net_log, "show a sandbox's egress log (connections, DNS, denials)"},
+    {"audit", cmd_audit, "show the team's audit trail (who changed what, from where)"},
     {"diff", cmd_diff, "show what a sandbox changed in its files, or one file's diff"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},

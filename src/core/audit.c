@@ -19,7 +19,10 @@ struct wr_audit {
     struct wr_store *store;
     char *db_path;
     uint32_t retention_days;
-    uv_timer_t *timer;
+    uv_timer_t *timer;       /* the prune */
+    uv_timer_t *flush_timer; /* the queued records */
+    struct wr_audit_rec queue[WR_AUDIT_BATCH];
+    size_t nqueue;
     uv_work_t work;
     bool running, closing;
     struct wr_store *prune_store; /* the worker's connection, opened by its first run */
@@ -117,25 +120,70 @@ int wr_audit_open(uv_loop_t *loop, struct wr_store *store, const char *db_path,
     a->timer->data = a;
     uv_timer_start(a->timer, on_timer, 1000, WR_AUDIT_PRUNE_MS);
     uv_unref((uv_handle_t *)a->timer);
+    a->flush_timer = xmalloc(sizeof(*a->flush_timer));
+    uv_timer_init(loop, a->flush_timer);
+    a->flush_timer->data = a;
+    uv_unref((uv_handle_t *)a->flush_timer);
     *out = a;
     return 0;
 }
 
-int wr_audit_append(struct wr_audit *a, struct wr_audit_rec *r, struct wr_err *err)
+static void flush(struct wr_audit *a)
 {
-    if (r->time_ms == 0)
-        r->time_ms = now_ms();
-    if (wr_store_audit_insert(a->store, r, err) < 0) {
-        wr_metric_inc(a->m_errors, NULL);
-        return -1;
+    struct wr_err err;
+
+    if (a->nqueue == 0)
+        return;
+    uv_timer_stop(a->flush_timer);
+    if (wr_store_audit_insert_n(a->store, a->queue, a->nqueue, &err) < 0) {
+        log_error("audit: %zu records lost: %s", a->nqueue, err.msg);
+        wr_metric_add(a->m_errors, NULL, (double)a->nqueue);
+    } else {
+        wr_metric_add(a->m_writes, NULL, (double)a->nqueue);
     }
-    wr_metric_inc(a->m_writes, NULL);
-    return 0;
+    for (size_t i = 0; i < a->nqueue; i++)
+        wr_audit_rec_fini(&a->queue[i]);
+    a->nqueue = 0;
+}
+
+static void on_flush_timer(uv_timer_t *t)
+{
+    flush(t->data);
+}
+
+static char *dup_or_empty(const char *s)
+{
+    return xstrdup(s ? s : "");
+}
+
+void wr_audit_append(struct wr_audit *a, const struct wr_audit_rec *r)
+{
+    struct wr_audit_rec *q = &a->queue[a->nqueue++];
+
+    *q = (struct wr_audit_rec){
+        .time_ms = r->time_ms ? r->time_ms : now_ms(),
+        .request_id = dup_or_empty(r->request_id),
+        .team = dup_or_empty(r->team),
+        .key_id = dup_or_empty(r->key_id),
+        .peer = dup_or_empty(r->peer),
+        .action = dup_or_empty(r->action),
+        .object_kind = dup_or_empty(r->object_kind),
+        .object_id = dup_or_empty(r->object_id),
+        .method = dup_or_empty(r->method),
+        .route = dup_or_empty(r->route),
+        .status = r->status,
+        .code = dup_or_empty(r->code),
+    };
+    if (a->nqueue == WR_AUDIT_BATCH)
+        flush(a);
+    else if (a->nqueue == 1)
+        uv_timer_start(a->flush_timer, on_flush_timer, WR_AUDIT_FLUSH_MS, 0);
 }
 
 int wr_audit_list(struct wr_audit *a, const struct wr_audit_filter *f, struct wr_audit_rec **out,
                   size_t *n, struct wr_err *err)
 {
+    flush(a);
     return wr_store_audit_list(a->store, f, out, n, err);
 }
 
@@ -148,9 +196,11 @@ void wr_audit_close(struct wr_audit *a)
 {
     if (a == NULL)
         return;
+    flush(a);
     a->closing = true;
     uv_timer_stop(a->timer);
     uv_close((uv_handle_t *)a->timer, timer_closed);
+    uv_close((uv_handle_t *)a->flush_timer, timer_closed);
     if (!a->running)
         audit_free(a);
 }

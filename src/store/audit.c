@@ -61,6 +61,21 @@ int wr_store_audit_insert(struct wr_store *s, struct wr_audit_rec *r, struct wr_
     return 0;
 }
 
+int wr_store_audit_insert_n(struct wr_store *s, struct wr_audit_rec *rows, size_t n,
+                            struct wr_err *err)
+{
+    _cleanup_txn_ struct wr__txn tx = {s};
+
+    if (n == 0)
+        return 0;
+    if (wr__txn_begin(&tx, err) < 0)
+        return wr_err_wrap(err, "insert audit records");
+    for (size_t i = 0; i < n; i++)
+        if (wr_store_audit_insert(s, &rows[i], err) < 0)
+            return -1;
+    return wr__txn_commit(&tx, err);
+}
+
 int wr_store_audit_list(struct wr_store *s, const struct wr_audit_filter *f,
                         struct wr_audit_rec **out, size_t *n, struct wr_err *err)
 {

@@ -336,6 +336,9 @@ void wr_audit_rec_fini(struct wr_audit_rec *r);
 
 /* Append r (every string required; NULL is stored as ""); r->id gets its id. */
 int wr_store_audit_insert(struct wr_store *s, struct wr_audit_rec *r, struct wr_err *err);
+/* Append n records in one transaction (all or none); each gets its id. */
+int wr_store_audit_insert_n(struct wr_store *s, struct wr_audit_rec *rows, size_t n,
+                            struct wr_err *err);
 
 struct wr_audit_filter {
     const char *team;   /* NULL: every team */

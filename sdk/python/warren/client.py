@@ -20,13 +20,14 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
-from .models import VersionInfo
+from .models import AuditRecord, VersionInfo
 from .usage import Usage, time_param
 
 __all__ = [
@@ -717,6 +718,50 @@ class Client:
             if v is not None:
                 q[k] = v
         return self.request("GET", "/v1/usage", query=q).body.decode("utf-8")
+
+    def audit(
+        self,
+        *,
+        since: datetime | str | int | None = None,
+        until: datetime | str | int | None = None,
+        action: str | None = None,
+        object_id: str | None = None,
+        team: str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[AuditRecord]:
+        """The audit trail (``GET /v1/audit``), oldest first, every page: each state-changing
+        request of the key's team. ``since``/``until``: a datetime, an RFC 3339 UTC string or
+        milliseconds since the epoch; ``action``: one action ("sandbox.create") or a prefix
+        ("sandbox."); ``object_id``: records about that object only; ``team``: another team's
+        trail (admin keys; "" for every team; ForbiddenError otherwise). The first page is
+        fetched at once, so that a bad filter raises here."""
+        def when(v: datetime | str | int | None) -> str | None:
+            if isinstance(v, datetime):
+                t = v.astimezone(timezone.utc) if v.tzinfo else v.replace(tzinfo=timezone.utc)
+                return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (t.microsecond // 1000)
+            return None if v is None else str(v)
+
+        size = min(max(page_size, 1), 1000)
+        query: dict[str, str | int | None] = {
+            "from": when(since), "to": when(until), "action": action, "object": object_id,
+            "team": team, "limit": size,
+        }
+        first = self.request("GET", "/v1/audit", query=query).json_object()
+
+        def pages() -> Iterator[AuditRecord]:
+            doc = first
+            while True:
+                items = doc.get("events")
+                items = items if isinstance(items, list) else []
+                for d in items:
+                    if isinstance(d, dict):
+                        yield AuditRecord.from_json(d)
+                nxt = doc.get("next_cursor")
+                if not items or not isinstance(nxt, str) or not nxt:
+                    return
+                doc = self.request("GET", "/v1/audit", query=dict(query, cursor=nxt)).json_object()
+
+        return pages()
 
     def close(self) -> None:
         """Close the idle pooled connections (the client stays usable)."""

@@ -503,6 +503,52 @@ class NetworkLogEntry:
 
 
 @dataclass(frozen=True)
+class AuditRecord:
+    """One state-changing request in the team's audit trail (``GET /v1/audit``): when, who (the
+    team and the id of the key, never the key), from where (the peer address), the action and
+    its object, and the result (the HTTP status and, for an error, its code). ``id`` is the
+    cursor to continue after."""
+
+    id: str
+    time: datetime | None
+    request_id: str
+    team: str
+    key_id: str
+    peer: str
+    action: str
+    object_kind: str
+    object_id: str
+    method: str
+    route: str
+    status: int
+    code: str | None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> AuditRecord:
+        def part(name: str) -> Mapping[str, Any]:
+            v = d.get(name)
+            return v if isinstance(v, dict) else {}
+
+        who, obj, req, res = part("who"), part("object"), part("request"), part("result")
+        code = res.get("code")
+        return cls(
+            id=str(d.get("id", "")),
+            time=parse_time(d.get("time")),
+            request_id=str(d.get("request_id", "")),
+            team=str(who.get("team", "")),
+            key_id=str(who.get("key_id", "")),
+            peer=str(d.get("from", "")),
+            action=str(d.get("action", "")),
+            object_kind=str(obj.get("kind", "")),
+            object_id=str(obj.get("id", "")),
+            method=str(req.get("method", "")),
+            route=str(req.get("route", "")),
+            status=_opt_int(res.get("status")) or 0,
+            code=code if isinstance(code, str) else None,
+        )
+
+
+@dataclass(frozen=True)
 class ApiKey:
     """An API key's record (never its secret)."""
 
