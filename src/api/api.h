@@ -66,6 +66,9 @@ struct wr_api {
     struct api_limits *lim;          /* the teams' buckets (limits.c), made at first use */
     struct wr_api_size sizes[WR_API_SIZES_MAX]; /* the create's size presets */
     size_t n_sizes;
+    /* What GET /v1/usage bills as a vCPU-second: "allocated", "measured" or "max"
+     * (--billed-seconds; NULL: allocated). */
+    const char *billed_seconds;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 

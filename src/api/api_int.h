@@ -237,6 +237,8 @@ void api_sandbox_netlog(struct api_call *c);
 void api_audit_list(struct api_call *c);
 void api_events_list(struct api_call *c);
 void api_events_stream(struct api_call *c);
+/* h_usage.c */
+void api_usage(struct api_call *c);
 
 /* h_sandboxes.c */
 void api_sandboxes_list(struct api_call *c);

@@ -343,6 +343,7 @@ static const struct api_route routes[] = {
 
     {"GET", "events", api_events_list, 0, 0},
     {"GET", "events/stream", api_events_stream, 0, 0},
+    {"GET", "usage", api_usage, 0, 0},
 };
 
 /* ---- the audit trail's routes (observe.c) ---------------------------------------------------- */

@@ -42,6 +42,7 @@ static const struct verb verbs[] = {
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},
     {"mcp", cmd_mcp, "serve MCP on stdin/stdout (for agents), forwarding to warrend's /mcp"},
+    {"usage", cmd_usage, "show the team's usage: per sandbox, template or day, and storage"},
 };
 
 void cli_errorf(const char *fmt, ...)

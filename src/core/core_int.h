@@ -26,8 +26,17 @@ struct wr_manager {
     struct wr_net *net;       /* net.c; NULL with networking off */
     struct wr_netlog *netlog; /* netlog.c: the egress log's sink, or NULL */
     struct wr_events *events; /* events.c: lifecycle events; NULL while closing */
+    /* The usage ledger (usage.c): every usage_interval_ms the open intervals are closed, at
+     * most WR_LEDGER_BATCH sandboxes per loop turn (ledger_next: the bucket the walk goes on
+     * at; ledger_more: the turn after). storage: the storage sample's timer. */
+    uv_timer_t *ledger, *ledger_more, *storage;
+    unsigned ledger_next;
+    bool storage_busy;
 };
-#define WR_USAGE_PERIOD_MS 5000
+#define WR_LEDGER_BATCH       64
+#define WR_LEDGER_INTERVAL_MS 60000
+#define WR_STORAGE_PERIOD_MS  (3600 * 1000)
+#define WR_USAGE_PERIOD_MS    5000
 
 /* A sample of a running sandbox's resource use (see wr_manager_metrics). */
 #define WR_USAGE_SAMPLES 120
@@ -92,6 +101,18 @@ struct wr_live_sb {
     struct wr_usage_sample usage[WR_USAGE_SAMPLES];
     unsigned usage_head, usage_n;
     uint32_t cpu_millis;
+    /* Its open interval of the usage ledger (usage.c): from start_ms, running or paused; cpu0
+     * and net0 the cumulative counters at its start; memory integrated since (mem_gib_s, up to
+     * mem_at_ms, the last reading mem_last) and its peak. seq: the last closed interval's.
+     * loaded: the store's last interval was read (at the first open; an adopted sandbox goes
+     * on from its end). cpu_last: the last CPU reading (for a close without processes). */
+    struct {
+        bool open, running, loaded;
+        int64_t seq, start_ms, mem_at_ms;
+        uint64_t cpu0, net0, cpu_last, mem_last, peak;
+        double mem_gib_s;
+        char *template_name;
+    } led;
     enum wr_sb_on_timeout on_timeout; /* what its deadline does */
     uint32_t timeout_s;               /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;              /* wall clock, while running */
@@ -235,6 +256,15 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 void wr__sample(struct wr_live_sb *sb);
 void wr__on_sample(uv_timer_t *t);
 void wr__sampler_closed(uv_handle_t *h);
+/* net.c: the bytes its slot's egress counter accepted so far (0 without a slot of its own). */
+uint64_t wr__net_bytes_out(struct wr_live_sb *sb);
+/* usage.c, the ledger: a state change from `from` to sb's state now closes its open interval
+ * (one row, written at once) and opens the next (RUNNING: running, PAUSED or ON_DISK: paused;
+ * none for ENDING). */
+void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from);
+/* Start the ledger's and the storage sample's timers; stop them and close their handles. */
+void wr__ledger_start(struct wr_manager *m);
+void wr__ledger_stop(struct wr_manager *m);
 
 /* reconcile.c: take back one sandbox found in the store at open (adopt it, or end what is left
  * of it). */

@@ -41,7 +41,11 @@ void wr__live_sb_set_state(struct wr_live_sb *sb, enum live_sb_state to)
         abort(); /* a test build stops at the bug; a daemon serving other teams goes on */
 #endif
     }
-    sb->state = to;
+    {
+        enum live_sb_state from = sb->state;
+        sb->state = to;
+        wr__ledger_state(sb, from);
+    }
 }
 
 /* Each open handle (deadline timer, pidfd poll) holds a reference of its own. */
@@ -63,6 +67,7 @@ void wr_live_sb_unref(struct wr_live_sb *sb)
         return;
     free(sb->id);
     free(sb->team);
+    free(sb->led.template_name);
     free(sb->mask_host);
     if (sb->net != NULL) {
         wr_net_policy_fini(sb->net);

@@ -200,6 +200,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     m->sampler->data = m;
     uv_timer_start(m->sampler, wr__on_sample, WR_USAGE_PERIOD_MS, WR_USAGE_PERIOD_MS);
     uv_unref((uv_handle_t *)m->sampler);
+    wr__ledger_start(m);
     /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
      * right after the daemon says it is ready must find them connected. */
     for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
@@ -230,6 +231,7 @@ void wr_manager_close(struct wr_manager *m)
         uv_close((uv_handle_t *)m->sampler, wr__sampler_closed);
         m->sampler = NULL;
     }
+    wr__ledger_stop(m);
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct wr_live_sb *sb = m->buckets[b];
         while (sb != NULL) {

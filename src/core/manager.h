@@ -82,6 +82,8 @@ struct wr_manager_config {
     const struct wr_warm_pool_cfg *warm_pools;
     size_t n_warm_pools;
     struct wr_net_config net;
+    uint32_t usage_interval_ms; /* the ledger closes running intervals this often; 0: 60000 */
+    uint32_t storage_period_ms; /* the storage sample's period; 0: an hour */
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
@@ -493,3 +495,14 @@ struct wr_net_stats {
 /* The counters of a sandbox's egress (WR_ECONFLICT without a network of its own). */
 int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
                              struct wr_net_stats *st, struct wr_err *err);
+
+/* ---- the usage ledger (usage.c, docs/usage.md) ---------------------------------------------- */
+
+/* The ledger's intervals of team (NULL: every team) starting in [from_ms, to_ms) (0: no bound),
+ * grouped (wr_store_usage_sum). Running intervals still open are not in it. */
+int wr_manager_usage(struct wr_manager *m, const char *team, int64_t from_ms, int64_t to_ms,
+                     enum wr_usage_group g, struct wr_usage_sum **out, size_t *n,
+                     struct wr_err *err);
+/* The storage samples of team (NULL: every team) in [from_ms, to_ms) (wr_store_storage_list). */
+int wr_manager_storage(struct wr_manager *m, const char *team, int64_t from_ms, int64_t to_ms,
+                       struct wr_usage_storage **out, size_t *n, struct wr_err *err);

@@ -972,6 +972,17 @@ int wr_manager_set_network(struct wr_manager *m, const char *team, const char *i
     return wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err);
 }
 
+uint64_t wr__net_bytes_out(struct wr_live_sb *sb)
+{
+    struct wr_nft_counters c;
+    struct wr_err err;
+
+    if (sb->net_slot < 0 || sb->m->net == NULL ||
+        wr_nft_counters(sb->m->net->nft, (uint32_t)sb->net_slot, &c, &err) < 0)
+        return 0;
+    return c.accepted_bytes;
+}
+
 int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
                              struct wr_net_stats *st, struct wr_err *err)
 {

@@ -2,12 +2,16 @@
 /* Usage samples of running sandboxes and the disk use of their writable layers (see
  * manager.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../runtime/layer.h"
 #include "../util/cleanup.h"
+#include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+
+static void led_mem(struct wr_live_sb *sb, int64_t now, uint64_t mem);
 
 /* ---- usage samples ------------------------------------------------------------------------- */
 
@@ -20,6 +24,10 @@ void wr__sample(struct wr_live_sb *sb)
     if (sb->state != LIVE_SB_RUNNING || wr__live_sb_ending(sb) || sb->rt == NULL ||
         wr_sandbox_usage(sb->rt, &u, &err) < 0)
         return;
+    if (sb->led.open) {
+        sb->led.cpu_last = u.cpu_ns;
+        led_mem(sb, wr__core_now_ms(), u.memory_bytes);
+    }
     s = &sb->usage[sb->usage_head];
     *s = (struct wr_usage_sample){wr__core_now_ms(), u.cpu_ns, u.memory_bytes};
     sb->usage_head = (sb->usage_head + 1) % WR_USAGE_SAMPLES;
@@ -137,4 +145,367 @@ void wr_manager_disk(struct wr_manager *m, const char *team, const char *id, wr_
     d->ctx = ctx;
     d->w.data = d;
     wr__queue_work(m, &d->w, disk_use_run, disk_use_done);
+}
+
+/* ---- the usage ledger (docs/usage.md) ------------------------------------------------------ */
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* Read its CPU and memory now (false: no processes to read; cpu_last stands). */
+static bool led_read(struct wr_live_sb *sb, uint64_t *mem)
+{
+    struct wr_sandbox_usage u;
+    struct wr_err err;
+
+    if (sb->rt == NULL || wr_sandbox_usage(sb->rt, &u, &err) < 0)
+        return false;
+    sb->led.cpu_last = u.cpu_ns;
+    *mem = u.memory_bytes;
+    return true;
+}
+
+/* Integrate memory up to now with the reading mem. */
+static void led_mem(struct wr_live_sb *sb, int64_t now, uint64_t mem)
+{
+    if (sb->led.running && now > sb->led.mem_at_ms)
+        sb->led.mem_gib_s +=
+            (double)sb->led.mem_last / GIB * (double)(now - sb->led.mem_at_ms) / 1000.0;
+    sb->led.mem_at_ms = now;
+    sb->led.mem_last = mem;
+    if (mem > sb->led.peak)
+        sb->led.peak = mem;
+}
+
+/* The first open: the template, and where an earlier daemon's ledger ended. Returns true if the
+ * interval goes on from that end (its start and counters set). */
+static bool led_load(struct wr_live_sb *sb)
+{
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+    int64_t seq = 0, end_ms = 0;
+    uint64_t cpu_end = 0, net_end = 0;
+    int rc;
+
+    sb->led.loaded = true;
+    if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, &rec, &err) == 0) {
+        sb->led.template_name = xstrdup(rec.template_name ? rec.template_name : "");
+        wr_sandbox_rec_fini(&rec);
+    } else {
+        sb->led.template_name = xstrdup("");
+    }
+    rc = wr_store_usage_last(sb->m->cfg.store, sb->id, &seq, &end_ms, &cpu_end, &net_end, &err);
+    if (rc < 0)
+        log_warn("sandbox %s: usage ledger: %s", sb->id, err.msg);
+    if (rc <= 0)
+        return false;
+    sb->led.seq = seq;
+    sb->led.start_ms = end_ms;
+    sb->led.cpu0 = cpu_end;
+    sb->led.net0 = net_end;
+    return true;
+}
+
+static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
+{
+    uint64_t mem = 0, net;
+    bool go_on = !sb->led.loaded && led_load(sb);
+    bool read = led_read(sb, &mem);
+
+    sb->led.open = true;
+    sb->led.running = running;
+    sb->led.mem_gib_s = 0;
+    sb->led.peak = 0;
+    net = wr__net_bytes_out(sb);
+    if (!go_on) {
+        sb->led.start_ms = now;
+        sb->led.cpu0 = read ? sb->led.cpu_last : 0;
+        sb->led.net0 = net;
+    } else {
+        /* Counters that went back belong to new processes or a new network slot. */
+        if (!read || sb->led.cpu_last < sb->led.cpu0)
+            sb->led.cpu0 = read ? sb->led.cpu_last : 0;
+        if (net < sb->led.net0)
+            sb->led.net0 = net;
+        if (sb->led.start_ms > now)
+            sb->led.start_ms = now;
+    }
+    if (!read)
+        sb->led.cpu_last = sb->led.cpu0;
+    sb->led.mem_at_ms = sb->led.start_ms;
+    sb->led.mem_last = mem;
+    sb->led.peak = mem;
+}
+
+/* Close the open interval at now into *iv (its strings are sb's). */
+static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interval *iv)
+{
+    uint64_t mem = sb->led.mem_last, net = wr__net_bytes_out(sb);
+    double secs;
+
+    (void)led_read(sb, &mem); /* no processes: the last reading stands */
+    led_mem(sb, now, mem);
+    if (now < sb->led.start_ms)
+        now = sb->led.start_ms;
+    secs = (double)(now - sb->led.start_ms) / 1000.0;
+    *iv = (struct wr_usage_interval){
+        .sandbox = sb->id,
+        .team = sb->team,
+        .template_name = sb->led.template_name,
+        .seq = ++sb->led.seq,
+        .start_ms = sb->led.start_ms,
+        .end_ms = now,
+        .running = sb->led.running,
+        .cpu_millis = sb->cpu_millis,
+        .memory_bytes = sb->memory_bytes,
+        .peak_memory_bytes = sb->led.running ? sb->led.peak : 0,
+        .cpu_end_ns = sb->led.cpu_last,
+        .net_out_end = net,
+    };
+    if (sb->led.running) {
+        iv->vcpu_seconds = secs * (double)sb->cpu_millis / 1000.0;
+        iv->gib_seconds = secs * (double)sb->memory_bytes / GIB;
+        iv->mem_gib_seconds = sb->led.mem_gib_s;
+    }
+    if (sb->led.cpu_last >= sb->led.cpu0)
+        iv->cpu_seconds = (double)(sb->led.cpu_last - sb->led.cpu0) / 1e9;
+    if (net >= sb->led.net0)
+        iv->net_bytes_out = net - sb->led.net0;
+    sb->led.open = false;
+}
+
+static void on_ledger_more(uv_timer_t *t);
+
+static void led_write(struct wr_manager *m, const struct wr_usage_interval *v, size_t n)
+{
+    struct wr_err err;
+
+    if (wr_store_usage_insert(m->cfg.store, v, n, &err) < 0)
+        log_warn("usage ledger: %zu intervals lost: %s", n, err.msg);
+}
+
+void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from)
+{
+    enum live_sb_state to = sb->state;
+    bool was = from == LIVE_SB_RUNNING || from == LIVE_SB_PAUSED || from == LIVE_SB_ON_DISK;
+    bool will = to == LIVE_SB_RUNNING || to == LIVE_SB_PAUSED || to == LIVE_SB_ON_DISK;
+    int64_t now = wr__core_now_ms();
+
+    if (was && will && (from == LIVE_SB_RUNNING) == (to == LIVE_SB_RUNNING))
+        return;
+    if (sb->led.open) {
+        struct wr_usage_interval iv;
+        led_close(sb, now, &iv);
+        led_write(sb->m, &iv, 1);
+    }
+    if (will)
+        led_open(sb, to == LIVE_SB_RUNNING, now);
+}
+
+/* Close and reopen the open intervals of the sandboxes of whole buckets from m->ledger_next on,
+ * until WR_LEDGER_BATCH or more are done, in one transaction; the next loop turn goes on. */
+static void ledger_walk(struct wr_manager *m)
+{
+    _cleanup_free_ struct wr_usage_interval *v = NULL;
+    size_t n = 0, cap = 0;
+    int64_t now = wr__core_now_ms();
+    unsigned b;
+
+    for (b = m->ledger_next; b < NBUCKETS && n < WR_LEDGER_BATCH; b++)
+        for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext) {
+            bool running = sb->led.running;
+            if (!sb->led.open)
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : WR_LEDGER_BATCH;
+                v = xrealloc(v, cap * sizeof(*v));
+            }
+            led_close(sb, now, &v[n++]);
+            led_open(sb, running, now);
+        }
+    led_write(m, v, n);
+    m->ledger_next = b;
+    if (b < NBUCKETS)
+        uv_timer_start(m->ledger_more, on_ledger_more, 0, 0);
+}
+
+static void on_ledger_more(uv_timer_t *t)
+{
+    ledger_walk(t->data);
+}
+
+static void on_ledger(uv_timer_t *t)
+{
+    struct wr_manager *m = t->data;
+
+    m->ledger_next = 0;
+    ledger_walk(m);
+}
+
+/* ---- storage by kind, sampled ---------------------------------------------------------------- */
+
+struct storage_dir {
+    char *team, *kind, *path;
+};
+
+struct storage_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct storage_dir *dirs;
+    size_t n;
+    uint64_t *bytes;
+};
+
+static void storage_run(uv_work_t *w)
+{
+    struct storage_work *sw = w->data;
+    struct wr_err err;
+
+    for (size_t i = 0; i < sw->n; i++)
+        if (wr_layer_usage(sw->dirs[i].path, &sw->bytes[i], &err) < 0)
+            sw->bytes[i] = 0;
+}
+
+static void storage_add(struct wr_usage_storage **v, size_t *n, size_t *cap, int64_t now,
+                        const char *team, const char *kind, uint64_t bytes)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*v)[i].team, team) == 0 && strcmp((*v)[i].kind, kind) == 0) {
+            (*v)[i].bytes += bytes;
+            return;
+        }
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *v = xrealloc(*v, *cap * sizeof(**v));
+    }
+    (*v)[(*n)++] = (struct wr_usage_storage){now, xstrdup(team), xstrdup(kind), bytes};
+}
+
+static void storage_done(uv_work_t *w, int status)
+{
+    struct storage_work *sw = w->data;
+    struct wr_manager *m = sw->m;
+    struct wr_usage_storage *img = NULL, *v = NULL;
+    size_t nimg = 0, n = 0, cap = 0;
+    int64_t now = wr__core_now_ms();
+    struct wr_err err;
+
+    (void)status;
+    if (wr_store_storage_images(m->cfg.store, &img, &nimg, &err) < 0)
+        log_warn("usage: storage sample: %s", err.msg);
+    for (size_t i = 0; i < nimg; i++)
+        storage_add(&v, &n, &cap, now, img[i].team, img[i].kind, img[i].bytes);
+    for (size_t i = 0; i < sw->n; i++)
+        storage_add(&v, &n, &cap, now, sw->dirs[i].team, sw->dirs[i].kind, sw->bytes[i]);
+    if (wr_store_storage_insert(m->cfg.store, v, n, &err) < 0)
+        log_warn("usage: storage sample: %s", err.msg);
+    for (size_t i = 0; i < nimg; i++)
+        wr_usage_storage_fini(&img[i]);
+    free(img);
+    for (size_t i = 0; i < n; i++)
+        wr_usage_storage_fini(&v[i]);
+    free(v);
+    for (size_t i = 0; i < sw->n; i++) {
+        free(sw->dirs[i].team);
+        free(sw->dirs[i].kind);
+        free(sw->dirs[i].path);
+    }
+    free(sw->dirs);
+    free(sw->bytes);
+    free(sw);
+    m->storage_busy = false;
+    wr__work_done(m);
+}
+
+/* Sample the storage: the images' sizes from the store, and (on a worker) the disk use of the
+ * volumes and of the sandboxes paused to disk. */
+static void on_storage(uv_timer_t *t)
+{
+    struct wr_manager *m = t->data;
+    struct wr_volume_rec *vols = NULL;
+    size_t nvols = 0, cap = 0;
+    struct storage_work *sw;
+    struct wr_err err;
+
+    if (m->storage_busy || m->closing)
+        return;
+    sw = xcalloc(1, sizeof(*sw));
+    sw->m = m;
+    if (wr_store_volume_list(m->cfg.store, NULL, &vols, &nvols, &err) < 0)
+        log_warn("usage: storage sample: %s", err.msg);
+    cap = nvols + 16;
+    sw->dirs = xcalloc(cap, sizeof(*sw->dirs));
+    for (size_t i = 0; i < nvols; i++) {
+        sw->dirs[sw->n++] =
+            (struct storage_dir){xstrdup(vols[i].team), xstrdup("volume"),
+                                 xasprintf("%s/%s/data", m->cfg.volumes_dir, vols[i].id)};
+        wr_volume_rec_fini(&vols[i]);
+    }
+    free(vols);
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext) {
+            if (sb->state != LIVE_SB_ON_DISK)
+                continue;
+            if (sw->n == cap) {
+                cap *= 2;
+                sw->dirs = xrealloc(sw->dirs, cap * sizeof(*sw->dirs));
+            }
+            sw->dirs[sw->n++] = (struct storage_dir){xstrdup(sb->team), xstrdup("paused"),
+                                                     wr_images_home(m->cfg.images, sb->id)};
+        }
+    sw->bytes = xcalloc(sw->n + 1, sizeof(*sw->bytes));
+    sw->w.data = sw;
+    m->storage_busy = true;
+    wr__queue_work(m, &sw->w, storage_run, storage_done);
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static uv_timer_t *timer_new(struct wr_manager *m)
+{
+    uv_timer_t *t = xcalloc(1, sizeof(*t));
+
+    uv_timer_init(m->loop, t);
+    t->data = m;
+    uv_unref((uv_handle_t *)t);
+    return t;
+}
+
+void wr__ledger_start(struct wr_manager *m)
+{
+    uint64_t every = m->cfg.usage_interval_ms ? m->cfg.usage_interval_ms : WR_LEDGER_INTERVAL_MS;
+    uint64_t storage = m->cfg.storage_period_ms ? m->cfg.storage_period_ms : WR_STORAGE_PERIOD_MS;
+
+    m->ledger = timer_new(m);
+    m->ledger_more = timer_new(m);
+    m->storage = timer_new(m);
+    uv_timer_start(m->ledger, on_ledger, every, every);
+    uv_timer_start(m->storage, on_storage, storage < 1000 ? storage : 1000, storage);
+}
+
+void wr__ledger_stop(struct wr_manager *m)
+{
+    uv_timer_t **ts[] = {&m->ledger, &m->ledger_more, &m->storage};
+
+    for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
+        if (*ts[i] != NULL) {
+            uv_timer_stop(*ts[i]);
+            uv_close((uv_handle_t *)*ts[i], timer_closed);
+            *ts[i] = NULL;
+        }
+}
+
+int wr_manager_usage(struct wr_manager *m, const char *team, int64_t from_ms, int64_t to_ms,
+                     enum wr_usage_group g, struct wr_usage_sum **out, size_t *n,
+                     struct wr_err *err)
+{
+    return wr_store_usage_sum(m->cfg.store, team, from_ms, to_ms, g, out, n, err);
+}
+
+int wr_manager_storage(struct wr_manager *m, const char *team, int64_t from_ms, int64_t to_ms,
+                       struct wr_usage_storage **out, size_t *n, struct wr_err *err)
+{
+    return wr_store_storage_list(m->cfg.store, team, from_ms, to_ms, out, n, err);
 }

@@ -73,6 +73,10 @@ struct options {
     struct wr_api_limits_cfg limits;
     struct wr_api_size sizes[WR_API_SIZES_MAX];
     size_t n_sizes;
+    /* The usage ledger (docs/usage.md). */
+    const char *billed_seconds; /* --billed-seconds allocated|measured|max */
+    uint32_t usage_interval_ms; /* --usage-interval-ms (test builds) */
+    uint32_t storage_period_ms; /* --usage-storage-ms (test builds) */
 };
 
 static void usage(FILE *f)
@@ -141,7 +145,15 @@ static void usage(FILE *f)
            "  --metrics-listen HOST:PORT  serve GET /metrics (Prometheus text, no auth) there\n"
            "                         (off; e.g. 127.0.0.1:9464)\n"
            "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
-           "  --audit-retention-days N  audit records are kept this long (90)\n");
+           "  --audit-retention-days N  audit records are kept this long (90)\n"
+           "\nUsage ledger (docs/usage.md):\n"
+           "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
+           "                         vCPU-second (allocated)\n"
+#ifdef WR_TESTING
+           "  --usage-interval-ms MS running intervals close this often (test builds; 60000)\n"
+           "  --usage-storage-ms MS  the storage sample's period (test builds; an hour)\n"
+#endif
+    );
 }
 
 /* An option's number, min..max, into *out. */
@@ -227,7 +239,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_TEAMMAXSB,
         O_TEAMMAXMEM,
         O_SIZE,
-        O_TESTCLOCK
+        O_TESTCLOCK,
+        O_BILLED,
+        O_USAGEMS,
+        O_STORAGEMS,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -271,8 +286,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"team-max-sandboxes", required_argument, NULL, O_TEAMMAXSB},
         {"team-max-memory", required_argument, NULL, O_TEAMMAXMEM},
         {"size", required_argument, NULL, O_SIZE},
+        {"billed-seconds", required_argument, NULL, O_BILLED},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
+        {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
+        {"usage-storage-ms", required_argument, NULL, O_STORAGEMS},
 #endif
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -491,6 +509,22 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->limits.clock_path = optarg;
             break;
 #endif
+        case O_BILLED:
+            if (strcmp(optarg, "allocated") != 0 && strcmp(optarg, "measured") != 0 &&
+                strcmp(optarg, "max") != 0) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be allocated, measured or max");
+                goto bad;
+            }
+            o->billed_seconds = optarg;
+            break;
+        case O_USAGEMS:
+            if (opt_uint(optarg, 100, 3600000, &o->usage_interval_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_STORAGEMS:
+            if (opt_uint(optarg, 100, 86400000, &o->storage_period_ms, &err) < 0)
+                goto bad;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -790,6 +824,8 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .max_memory_bytes = o.max_memory,
+            .usage_interval_ms = o.usage_interval_ms,
+            .storage_period_ms = o.storage_period_ms,
             .net =
                 {
                     .enabled = !o.net_off,
@@ -851,6 +887,7 @@ int main(int argc, char **argv)
         goto out;
     }
     api.audit = audit;
+    api.billed_seconds = o.billed_seconds;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         wr_manager_close(manager);

@@ -193,9 +193,44 @@ static const char migration_10[] =
     "    DELETE FROM netlog WHERE sandbox = OLD.id;\n"
     "END;\n";
 
-/* Version 11 is another branch's (usage metering): until it is merged, this keeps the numbering
- * contiguous. At the merge its real text replaces it. */
-static const char migration_11[] = "SELECT 1;\n";
+/* Version 11: the usage ledger (store/usage.c, docs/usage.md).
+ * - usage_intervals: one row per closed interval of a sandbox, keyed by (sandbox, seq): a
+ *   daemon that writes a seq again (after a restart) changes nothing. running is 1 for a running
+ *   interval, 0 for a paused one. cpu_end_ns and net_out_end are the sandbox's cumulative
+ *   counters at end_ms, where a restarted daemon continues from. The rows outlive the sandbox's
+ *   record (team and template are copied).
+ * - usage_storage: bytes stored per team and kind (template, snapshot, paused, volume) at a
+ *   sample time. */
+static const char migration_11[] = "CREATE TABLE usage_intervals (\n"
+                                   "    sandbox TEXT NOT NULL,\n"
+                                   "    seq INTEGER NOT NULL,\n"
+                                   "    team TEXT NOT NULL,\n"
+                                   "    template TEXT NOT NULL,\n"
+                                   "    start_ms INTEGER NOT NULL,\n"
+                                   "    end_ms INTEGER NOT NULL,\n"
+                                   "    running INTEGER NOT NULL,\n"
+                                   "    cpu_millis INTEGER NOT NULL,\n"
+                                   "    memory_bytes INTEGER NOT NULL,\n"
+                                   "    vcpu_seconds REAL NOT NULL,\n"
+                                   "    gib_seconds REAL NOT NULL,\n"
+                                   "    cpu_seconds REAL NOT NULL,\n"
+                                   "    mem_gib_seconds REAL NOT NULL,\n"
+                                   "    peak_memory_bytes INTEGER NOT NULL,\n"
+                                   "    net_bytes_in INTEGER NOT NULL,\n"
+                                   "    net_bytes_out INTEGER NOT NULL,\n"
+                                   "    cpu_end_ns INTEGER NOT NULL,\n"
+                                   "    net_out_end INTEGER NOT NULL,\n"
+                                   "    PRIMARY KEY (sandbox, seq)\n"
+                                   ") WITHOUT ROWID;\n"
+                                   "CREATE INDEX usage_intervals_team ON usage_intervals "
+                                   "(team, start_ms);\n"
+                                   "CREATE TABLE usage_storage (\n"
+                                   "    time_ms INTEGER NOT NULL,\n"
+                                   "    team TEXT NOT NULL,\n"
+                                   "    kind TEXT NOT NULL,\n"
+                                   "    bytes INTEGER NOT NULL,\n"
+                                   "    PRIMARY KEY (team, time_ms, kind)\n"
+                                   ") WITHOUT ROWID;\n";
 
 /* Version 12: per-team limits (store/limits.c). limits is a JSON object of the operator's
  * overrides for the team (api/limits.c reads it: requests, creates, bytes as {rate, burst};

@@ -396,3 +396,70 @@ int wr_store_team_limits_get(struct wr_store *s, const char *team, char **json, 
 /* Record json (a JSON object's text) as team's overrides, replacing any; NULL deletes them. */
 int wr_store_team_limits_put(struct wr_store *s, const char *team, const char *json,
                              struct wr_err *err);
+
+/* ---- the usage ledger (store/usage.c, docs/usage.md) ---------------------------------------- */
+
+/* One closed interval of a sandbox: running (allocated and measured use) or paused. */
+struct wr_usage_interval {
+    const char *sandbox, *team, *template_name;
+    int64_t seq; /* 1, 2, ... per sandbox */
+    int64_t start_ms, end_ms;
+    bool running;
+    uint32_t cpu_millis;
+    uint64_t memory_bytes;               /* the memory limit */
+    double vcpu_seconds, gib_seconds;    /* allocated: limits x running seconds */
+    double cpu_seconds, mem_gib_seconds; /* measured: CPU time, memory integrated over time */
+    uint64_t peak_memory_bytes;
+    uint64_t net_bytes_in, net_bytes_out;
+    uint64_t cpu_end_ns, net_out_end; /* the cumulative counters at end_ms */
+};
+/* Insert n intervals in one transaction; one whose (sandbox, seq) is stored already is left as
+ * it is (never counted twice). */
+int wr_store_usage_insert(struct wr_store *s, const struct wr_usage_interval *v, size_t n,
+                          struct wr_err *err);
+/* The sandbox's last interval: returns 1 and fills *seq, *end_ms, *cpu_end_ns, *net_out_end, or
+ * 0 if it has none. */
+int wr_store_usage_last(struct wr_store *s, const char *sandbox, int64_t *seq, int64_t *end_ms,
+                        uint64_t *cpu_end_ns, uint64_t *net_out_end, struct wr_err *err);
+
+enum wr_usage_group { WR_USAGE_BY_SANDBOX, WR_USAGE_BY_TEMPLATE, WR_USAGE_BY_DAY };
+/* The sums of a group of intervals. */
+struct wr_usage_sum {
+    char *key; /* the sandbox id, template name or day (YYYY-MM-DD, UTC) */
+    char *team;
+    char *template_name;       /* a sandbox's or template's; NULL for a day */
+    int64_t first_ms, last_ms; /* the earliest start and latest end */
+    int64_t intervals;
+    double running_seconds, paused_seconds;
+    double vcpu_seconds, gib_seconds, cpu_seconds, mem_gib_seconds;
+    double max_seconds; /* per interval the larger of vcpu_seconds and cpu_seconds, summed */
+    uint64_t peak_memory_bytes, net_bytes_in, net_bytes_out;
+};
+void wr_usage_sum_fini(struct wr_usage_sum *u);
+/* The intervals of team (NULL: every team) that start in [from_ms, to_ms) (0: no bound),
+ * grouped by g (with the team: a day's row is per team), ordered by team and key. *out is an
+ * array of *n sums (fini each, free the array). */
+int wr_store_usage_sum(struct wr_store *s, const char *team, int64_t from_ms, int64_t to_ms,
+                       enum wr_usage_group g, struct wr_usage_sum **out, size_t *n,
+                       struct wr_err *err);
+
+/* Bytes stored by a team of one kind ("template", "snapshot", "paused", "volume"). */
+struct wr_usage_storage {
+    int64_t time_ms;
+    char *team;
+    char *kind;
+    uint64_t bytes;
+};
+void wr_usage_storage_fini(struct wr_usage_storage *u);
+/* Insert a sample of n rows in one transaction (a row at the same team, time and kind is
+ * replaced). */
+int wr_store_storage_insert(struct wr_store *s, const struct wr_usage_storage *v, size_t n,
+                            struct wr_err *err);
+/* The bytes of templates and snapshots (images) per team now: rows with time_ms 0, kinds
+ * "template" and "snapshot". *out as for wr_store_storage_list. */
+int wr_store_storage_images(struct wr_store *s, struct wr_usage_storage **out, size_t *n,
+                            struct wr_err *err);
+/* The samples of team (NULL: every team) taken in [from_ms, to_ms) (0: no bound), by team,
+ * time and kind. *out is an array of *n rows (fini each, free the array). */
+int wr_store_storage_list(struct wr_store *s, const char *team, int64_t from_ms, int64_t to_ms,
+                          struct wr_usage_storage **out, size_t *n, struct wr_err *err);

@@ -70,6 +70,9 @@ enum wr__stmt_id {
     WR_ST_TLIM_GET,
     WR_ST_TLIM_PUT,
     WR_ST_TLIM_DELETE,
+    WR_ST_USAGE_INSERT,
+    WR_ST_USAGE_LAST,
+    WR_ST_STORAGE_INSERT,
     WR_ST__COUNT,
 };
 

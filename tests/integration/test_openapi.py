@@ -399,6 +399,11 @@ def test_events(daemon, sandbox):
     assert r.status == 200 and r.media == "text/event-stream"
 
 
+def test_usage(daemon, sandbox):
+    r = api(daemon, "GET", "/v1/usage", {}, query={"group_by": "day"})
+    assert r.json()["billed_seconds"] == "allocated"
+
+
 def test_audit(daemon, sandbox):
     r = api(daemon, "GET", "/v1/audit", {}, query={"limit": 2})
     assert len(r.json()["events"]) == 2
@@ -996,6 +1001,9 @@ def _triggers(daemon, ctx):
         add(path, "get", 400, query={"after": "x"})
         add(path, "get", 401, tcp=True, key="wr_" + "0" * 64)
         add(path, "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
+    add("/v1/usage", "get", 400, query={"group_by": "week"})
+    add("/v1/usage", "get", 401, tcp=True, key="wr_" + "0" * 64)
+    add("/v1/usage", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
     add("/v1/keys/{key_id}", "delete", 404, {"key_id": "no-such-key"})
     L = "/v1/teams/{team}/limits"
     add(L, "get", 403, {"team": "other"}, tcp=True, key=ctx["team_key"])

@@ -75,6 +75,7 @@ from .models import (
 from .diff import DiffAgainst, FileChange, FileDiff, FilesystemDiff
 from .sandbox import Sandbox
 from .volume import Volume
+from .usage import StorageSample, Usage, UsageRow
 
 __all__ = [
     "Browser",
@@ -92,6 +93,10 @@ __all__ = [
     # sandbox
     "Sandbox",
     "Volume",
+    # usage ledger
+    "Usage",
+    "UsageRow",
+    "StorageSample",
     "VolumeInfo",
     "VolumeMount",
     "Commands",

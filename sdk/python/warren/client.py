@@ -28,6 +28,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
 from .models import AuditRecord, Event, VersionInfo
+from .usage import Usage, time_param
 
 __all__ = [
     "Client",
@@ -684,6 +685,39 @@ class Client:
         start command, ready) ahead of creates."""
         pools = self.request("GET", "/v1/warm-pools").json_object().get("pools")
         return [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
+
+    def usage(
+        self,
+        *,
+        start: Any = None,
+        end: Any = None,
+        group_by: str = "sandbox",
+        team: str | None = None,
+    ) -> Usage:
+        """The usage ledger (``GET /v1/usage``) of the caller's team, or of ``team`` (an
+        admin's), for intervals starting in [start, end) (datetimes, unix seconds or RFC 3339
+        strings; None: no bound), grouped by ``sandbox``, ``template`` or ``day``."""
+        q: dict[str, str] = {"group_by": group_by}
+        for k, v in (("from", time_param(start)), ("to", time_param(end)), ("team", team)):
+            if v is not None:
+                q[k] = v
+        return Usage.from_json(self.request("GET", "/v1/usage", query=q).json_object())
+
+    def usage_csv(
+        self,
+        *,
+        start: Any = None,
+        end: Any = None,
+        group_by: str = "sandbox",
+        team: str | None = None,
+    ) -> str:
+        """The same as :meth:`usage`, as the daemon's CSV text (a header line, then a row per
+        group)."""
+        q: dict[str, str] = {"group_by": group_by, "format": "csv"}
+        for k, v in (("from", time_param(start)), ("to", time_param(end)), ("team", team)):
+            if v is not None:
+                q[k] = v
+        return self.request("GET", "/v1/usage", query=q).body.decode("utf-8")
 
     def audit(
         self,
