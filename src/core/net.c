@@ -977,7 +977,9 @@ uint64_t wr__net_bytes_out(struct wr_live_sb *sb)
     struct wr_nft_counters c;
     struct wr_err err;
 
-    if (sb->net_slot < 0 || sb->m->net == NULL ||
+    /* While the daemon starts (sandboxes are adopted before wr__net_start builds the table)
+     * there is no table yet, and its counters start at 0 with it. */
+    if (sb->net_slot < 0 || sb->m->net == NULL || sb->m->net->nft == NULL ||
         wr_nft_counters(sb->m->net->nft, (uint32_t)sb->net_slot, &c, &err) < 0)
         return 0;
     return c.accepted_bytes;
