@@ -739,6 +739,7 @@ int main(int argc, char **argv)
         if (colon == NULL || colon == o.metrics_listen ||
             wr_parse_uint(colon + 1, 65535, &p, &err) < 0) {
             fprintf(stderr, "warrend: --metrics-listen `%s` must be HOST:PORT\n", o.metrics_listen);
+            free(host);
             return 2;
         }
         mhost = xstrndup(o.metrics_listen, (size_t)(colon - o.metrics_listen));

@@ -349,7 +349,7 @@ class Daemon:
         LIVE_DAEMONS.discard(self)
         net_cleanup(self.table)
         report = ""
-        if SANITIZED:
+        if SANITIZED and os.path.exists(os.path.join(self.dir, "warrend.log")):  # it ran
             with open(os.path.join(self.dir, "warrend.log"), errors="replace") as f:
                 log = f.read()
             for marker in ("ERROR: LeakSanitizer", "ERROR: AddressSanitizer", "runtime error:"):
