@@ -125,6 +125,22 @@ int api_apply_size(struct wr_api *api, struct wr_http_req *req, json_t *body, ui
 /* Answer a host's limit (err WR_ELIMIT from the manager) as 503 `limit` reason `capacity` with
  * Retry-After retry_s (at least 1). */
 void api_limits_capacity(struct wr_http_req *req, const struct wr_err *err, unsigned retry_s);
+/* Answer 429 reason "budget" with Retry-After retry_s and msg (h_budget.c's). */
+void api_limits_budget(struct wr_http_req *req, unsigned retry_s, const char *msg);
+
+/* ---- budgets (h_budget.c) ----------------------------------------------------------------- */
+
+struct wr_budget;
+/* The Warren-Budget header on a response to team, when the team is past a cap of its budget:
+ * `soft; used=U; limit=L; unit=U` (hard past the hard cap). */
+void api_budget_header(struct wr_api *api, struct wr_http_req *req, const char *team);
+/* A create of team past its budget's hard cap: answered 429 reason budget, -1; else 0. */
+int api_budget_create(struct wr_api *api, struct wr_http_req *req, const char *team);
+/* The sandbox's budget as the API shows it (its state and spend), or JSON null. */
+json_t *api_sandbox_budget_json(struct wr_api *api, const char *id);
+/* The `budget` member of a create's body into *out (*set: there is one); -1 answered 400. */
+int api_sandbox_budget_parse(struct wr_api *api, struct wr_http_req *req, json_t *body,
+                             struct wr_budget *out, bool *set);
 
 /* ---- spawn requests (spawn_req.c) ---------------------------------------------------------- */
 
@@ -284,6 +300,15 @@ void api_file_move(struct api_call *c);
  * api_error. */
 void api_file_download(struct wr_http_req *req, struct wr_live_sb *sb, const char *path,
                        const char *user);
+
+/* h_budget.c: GET, PUT, DELETE /v1/teams/{team}/budget and /v1/sandboxes/{id}/budget
+ * (docs/usage.md "Budgets") */
+void api_team_budget_get(struct api_call *c);
+void api_team_budget_put(struct api_call *c);
+void api_team_budget_delete(struct api_call *c);
+void api_sandbox_budget_get(struct api_call *c);
+void api_sandbox_budget_put(struct api_call *c);
+void api_sandbox_budget_delete(struct api_call *c);
 
 /* limits.c: GET, PUT, DELETE /v1/teams/{team}/limits (docs/operations.md "Limits") */
 void api_team_limits_get(struct api_call *c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/budget.h"
 #include "../core/metrics.h"
 #include "../util/log.h"
 #include "../util/parse.h"
@@ -65,6 +66,10 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                         r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
                                       : json_null());
     json_object_set_new(j, "network", api_network_json(r));
+    /* Why it is paused: "timeout", "budget", or null (asked for). */
+    json_object_set_new(j, "paused_reason",
+                        r->state == WR_SB_PAUSED && r->reason ? json_string(r->reason)
+                                                              : json_null());
     return j;
 }
 
@@ -73,7 +78,9 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
 struct create_ctx {
     struct wr_api *api;
     struct wr_http_req *req;
-    bool gone; /* the client left before the answer */
+    bool gone;       /* the client left before the answer */
+    bool has_budget; /* the create asked for a budget of its own */
+    struct wr_budget budget;
 };
 
 static void create_closed(struct wr_http_req *req, void *data, bool aborted)
@@ -89,7 +96,13 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
                             const struct wr_err *err, unsigned retry_after_s)
 {
     struct create_ctx *c = ctx;
+    struct wr_err berr;
 
+    /* Before any interval of the new sandbox closes (this is the loop thread). A retry with the
+     * same Idempotency-Key keeps the budget of the first. */
+    if (err == NULL && rec != NULL && !existed && c->has_budget &&
+        wr_manager_sandbox_budget_set(c->api->mgr, NULL, rec->id, &c->budget, NULL, &berr) < 0)
+        log_error("sandbox %s: its budget: %s", rec->id, berr.msg);
     if (!c->gone) {
         if (err != NULL) {
             if (err->kind == WR_ELIMIT) {
@@ -98,8 +111,10 @@ static void create_answered(void *ctx, struct wr_sandbox_rec *rec, bool existed,
                 api_error(c->req, err);
             }
         } else {
+            json_t *j = api_sandbox_json(rec);
             api_note_object(c->req, rec->id);
-            wr_http_respond_json(c->req, existed ? 200 : 201, api_sandbox_json(rec));
+            json_object_set_new(j, "budget", api_sandbox_budget_json(c->api, rec->id));
+            wr_http_respond_json(c->req, existed ? 200 : 201, j);
         }
         wr_http_req_set_data(c->req, NULL, NULL);
     }
@@ -199,15 +214,17 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 void api_sandbox_create(struct api_call *call)
 {
-    static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
-                                          "timeout",  "env",        "metadata",  "volumes",
-                                          "network",  "on_timeout", "size",      NULL};
+    static const char *const allowed[] = {
+        "template", "cpus",    "memory_mb",  "disk_mb", "timeout", "env", "metadata",
+        "volumes",  "network", "on_timeout", "size",    "budget",  NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
     struct wr_create_req cr = {0};
     struct wr_volume_mount vols[WR_MAX_VOLUMES];
     struct api_net_req net = {0};
+    struct wr_budget budget;
+    bool has_budget;
     char *env = NULL, *meta = NULL;
     json_t *j, *v;
 
@@ -273,10 +290,11 @@ void api_sandbox_create(struct api_call *call)
         api_fail(req, WR_EINVAL, "Idempotency-Key must be 1 to 128 bytes");
         goto out;
     }
-    if (api_apply_size(api, req, j, &cr.cpu_millis, &cr.memory_bytes) < 0)
+    if (api_apply_size(api, req, j, &cr.cpu_millis, &cr.memory_bytes) < 0 ||
+        api_sandbox_budget_parse(api, req, j, &budget, &has_budget) < 0)
         goto out;
-    /* After the request is valid: the team's create rate, its quotas, then (the manager) the
-     * host's capacity. */
+    /* After the request is valid: the team's create rate, its quotas and budget, then (the
+     * manager) the host's capacity. */
     if (api_limits_take(api, req, &call->who, WR_POL_CREATES, 1) < 0 ||
         api_limits_quota(api, req, &call->who, 1,
                          cr.memory_bytes ? cr.memory_bytes : wr_manager_default_memory(api->mgr)) <
@@ -286,6 +304,9 @@ void api_sandbox_create(struct api_call *call)
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;
+    c->has_budget = has_budget;
+    if (has_budget)
+        c->budget = budget;
     wr_http_req_set_data(req, c, create_closed);
     wr_manager_create(api->mgr, &cr, create_answered, c);
 out:
@@ -536,8 +557,21 @@ void api_sandbox_resume(struct api_call *c)
     if (api_opt_seconds(req, j, "timeout", &timeout_s) < 0)
         goto out;
     {
-        struct state_ctx *s = state_ctx_new(req);
+        struct wr_budget_state st;
+        struct state_ctx *s;
         struct wr_sandbox_rec rec;
+        /* Past its own hard cap it stays paused: 429 budget, until the cap is raised. */
+        if (wr_manager_sandbox_budget(c->api->mgr, c->team, c->seg[1], &st, NULL) == 0 &&
+            st.level == WR_BUDGET_HARD) {
+            char msg[256];
+            snprintf(msg, sizeof(msg),
+                     "sandbox `%s` is past its own budget (%.6g of %.6g %s): raise it "
+                     "(PUT /v1/sandboxes/{id}/budget) to resume",
+                     c->seg[1], st.used, st.b.hard, wr_budget_unit_name(st.b.unit));
+            api_limits_budget(req, 3600, msg);
+            goto out;
+        }
+        s = state_ctx_new(req);
         /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
         if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, NULL) == 0) {
             s->kept = rec.paused_mode != WR_SB_PAUSED_DISK;
@@ -558,7 +592,11 @@ void api_sandbox_get(struct api_call *c)
         api_error(c->req, &err);
         return;
     }
-    wr_http_respond_json(c->req, 200, api_sandbox_json(&rec));
+    {
+        json_t *j = api_sandbox_json(&rec);
+        json_object_set_new(j, "budget", api_sandbox_budget_json(c->api, rec.id));
+        wr_http_respond_json(c->req, 200, j);
+    }
     wr_sandbox_rec_fini(&rec);
 }
 

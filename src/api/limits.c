@@ -294,6 +294,7 @@ int api_limits_request(struct wr_api *api, struct wr_http_req *req, const struct
     if (policy_on(&t->l, WR_POL_REQUESTS))
         rc = bucket_take(t, WR_POL_REQUESTS, 1, now, &retry, msg, sizeof(msg));
     put_fields(api, req, t, now, e2b);
+    api_budget_header(api, req, who->team);
     if (rc < 0) {
         limit_answer(req, 429, "rate", policy_names[WR_POL_REQUESTS], retry,
                      e2b ? "Rate limit exceeded" : msg);
@@ -351,7 +352,7 @@ int api_limits_quota(struct wr_api *api, struct wr_http_req *req, const struct w
         return 0;
     l = &team_of(api, who->team)->l;
     if (l->max_sandboxes == 0 && l->max_memory_bytes == 0)
-        return 0;
+        return api_budget_create(api, req, who->team);
     wr_manager_team_usage(api->mgr, who->team, &have, &mem);
     if (l->max_sandboxes > 0 && (uint64_t)have + n > l->max_sandboxes) {
         snprintf(msg, sizeof(msg),
@@ -368,7 +369,12 @@ int api_limits_quota(struct wr_api *api, struct wr_http_req *req, const struct w
         limit_answer(req, 429, "quota", "memory", 5, msg);
         return -1;
     }
-    return 0;
+    return api_budget_create(api, req, who->team);
+}
+
+void api_limits_budget(struct wr_http_req *req, unsigned retry_s, const char *msg)
+{
+    limit_answer(req, 429, "budget", "budget", retry_s, msg);
 }
 
 void api_limits_capacity(struct wr_http_req *req, const struct wr_err *err, unsigned retry_s)

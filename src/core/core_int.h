@@ -7,6 +7,7 @@
 
 #include "../runtime/runtime.h"
 #include "agent.h"
+#include "budget.h"
 #include "manager.h"
 
 struct wr_sandbox;
@@ -32,6 +33,7 @@ struct wr_manager {
     uv_timer_t *ledger, *ledger_more, *storage;
     unsigned ledger_next;
     bool storage_busy;
+    struct wr_budgets *budgets; /* budget.c: the teams' running totals; NULL until needed */
 };
 #define WR_LEDGER_BATCH       64
 #define WR_LEDGER_INTERVAL_MS 60000
@@ -113,6 +115,14 @@ struct wr_live_sb {
         double mem_gib_s;
         char *template_name;
     } led;
+    /* Its own budget (budget.c), read from the store once (loaded), and its spend: the billed
+     * vCPU-seconds and GiB-seconds of its closed intervals. warned: the soft cap's event was
+     * written; due: past the hard cap, to be paused. */
+    struct {
+        bool loaded, set, warned, due;
+        struct wr_budget b;
+        double vcpu, gib;
+    } bud;
     enum wr_sb_on_timeout on_timeout; /* what its deadline does */
     uint32_t timeout_s;               /* the create timeout, for a resume after a deadline pause */
     int64_t deadline_ms;              /* wall clock, while running */
@@ -316,6 +326,17 @@ void wr__core_new_id(char out[21]);
 void wr__event(struct wr_manager *m, const char *team, const char *sandbox_id, const char *type,
                json_t *data);
 void wr__events_open(struct wr_manager *m);
+
+/* Budgets (budget.c). wr__budget_account: an interval of sb just closed (its team's and its
+ * own totals grow; a cap passed is announced, or pauses sb). wr__budget_over: sb is past its
+ * own hard cap. wr__budget_close: at the manager's close. */
+void wr__budget_account(struct wr_live_sb *sb, const struct wr_usage_interval *iv);
+bool wr__budget_over(struct wr_live_sb *sb);
+void wr__budget_close(struct wr_manager *m);
+/* Pause a running sandbox to disk for its budget (the record's reason "budget", a
+ * sandbox.paused event): 1 started (cb hears the end), 0 not now (busy: try again), -1 never
+ * (it is not running). */
+int wr__pause_budget(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx);
 void wr__events_close(struct wr_manager *m);
 /* Replace a manager call's callback (*cb, *ctx) by one that records the call's event on its
  * success, then calls it: type for a pause or resume (sandbox.paused, sandbox.resumed, with the

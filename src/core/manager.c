@@ -232,6 +232,7 @@ void wr_manager_close(struct wr_manager *m)
         m->sampler = NULL;
     }
     wr__ledger_stop(m);
+    wr__budget_close(m);
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct wr_live_sb *sb = m->buckets[b];
         while (sb != NULL) {

@@ -84,6 +84,12 @@ struct wr_manager_config {
     struct wr_net_config net;
     uint32_t usage_interval_ms; /* the ledger closes running intervals this often; 0: 60000 */
     uint32_t storage_period_ms; /* the storage sample's period; 0: an hour */
+    /* Budgets (budget.h): what a billed vCPU-second is ("allocated", "measured", "max"; NULL:
+     * allocated), and the prices of a vCPU-second and of a GiB-second of memory, in currency
+     * (a name for display, e.g. "USD"; NULL: none). */
+    const char *billed_seconds;
+    double price_vcpu_second, price_gib_second;
+    const char *currency;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,

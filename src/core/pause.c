@@ -206,7 +206,8 @@ static void disk_pause_done(uv_work_t *w, int status)
 
 /* Stop watching the sandbox (its processes are about to end: their subscribers hear it now),
  * then end its processes on a worker, keeping its home. */
-static void disk_pause_start(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx)
+static void disk_pause_start(struct wr_live_sb *sb, const char *reason, wr_manager_state_cb cb,
+                             void *ctx)
 {
     struct disk_work *d = xcalloc(1, sizeof(*d));
     struct wr_err why;
@@ -219,7 +220,7 @@ static void disk_pause_start(struct wr_live_sb *sb, wr_manager_state_cb cb, void
     /* Recorded before its processes end: a daemon killed meanwhile leaves a sandbox paused to
      * disk with its files (the next start ends what still runs), never one that reads as
      * running with its init gone, which the next start would end, files and all. */
-    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, WR_SB_PAUSED_DISK, NULL,
+    if (wr_store_sandbox_set_paused(sb->m->cfg.store, sb->id, WR_SB_PAUSED_DISK, reason,
                                     sb->remaining_ms, &why) < 0)
         log_error("sandbox %s: store: %s", sb->id, why.msg);
     d->sb = sb;
@@ -396,9 +397,21 @@ void wr_manager_pause(struct wr_manager *m, const char *team, const char *id,
     }
     wr__metric_pause(mode == WR_SB_PAUSED_DISK);
     if (mode == WR_SB_PAUSED_DISK)
-        disk_pause_start(sb, cb, ctx);
+        disk_pause_start(sb, NULL, cb, ctx);
     else
         wr__pause_start(sb, NULL, sb->deadline_ms - wr__core_now_ms(), cb, ctx);
+}
+
+int wr__pause_budget(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx)
+{
+    if (sb->state != LIVE_SB_RUNNING || wr__live_sb_ending(sb))
+        return -1;
+    if (wr__check_settled(sb, NULL) < 0)
+        return 0;
+    wr__events_wrap_state(sb->m, "sandbox.paused", &cb, &ctx);
+    wr__metric_pause(true);
+    disk_pause_start(sb, "budget", cb, ctx);
+    return 1;
 }
 
 void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, uint32_t timeout_s,
@@ -424,6 +437,12 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
     }
     if (!wr__live_sb_paused(sb)) {
         wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` is not paused", id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (wr__budget_over(sb)) {
+        wr_err_set(&err, WR_ELIMIT, 0,
+                   "sandbox `%s` is past its own budget: raise or remove it to resume", id);
         cb(ctx, NULL, &err);
         return;
     }

@@ -296,6 +296,7 @@ void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from)
         struct wr_usage_interval iv;
         led_close(sb, now, &iv);
         led_write(sb->m, &iv, 1);
+        wr__budget_account(sb, &iv);
     }
     if (will)
         led_open(sb, to == LIVE_SB_RUNNING, now);
@@ -319,7 +320,8 @@ static void ledger_walk(struct wr_manager *m)
                 cap = cap ? cap * 2 : WR_LEDGER_BATCH;
                 v = xrealloc(v, cap * sizeof(*v));
             }
-            led_close(sb, now, &v[n++]);
+            led_close(sb, now, &v[n]);
+            wr__budget_account(sb, &v[n++]);
             led_open(sb, running, now);
         }
     led_write(m, v, n);

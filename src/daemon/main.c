@@ -77,6 +77,9 @@ struct options {
     const char *billed_seconds; /* --billed-seconds allocated|measured|max */
     uint32_t usage_interval_ms; /* --usage-interval-ms (test builds) */
     uint32_t storage_period_ms; /* --usage-storage-ms (test builds) */
+    /* Budgets (docs/usage.md, "Budgets"). */
+    double price_vcpu_second, price_gib_second; /* --price-vcpu-second, --price-gib-second */
+    const char *currency;                       /* --currency */
 };
 
 static void usage(FILE *f)
@@ -149,6 +152,9 @@ static void usage(FILE *f)
            "\nUsage ledger (docs/usage.md):\n"
            "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
            "                         vCPU-second (allocated)\n"
+           "  --price-vcpu-second P  the price of a billed vCPU-second, for budgets in money (0)\n"
+           "  --price-gib-second P   the price of a GiB-second of allocated memory (0)\n"
+           "  --currency NAME        the prices' currency, as budgets show it (USD)\n"
 #ifdef WR_TESTING
            "  --usage-interval-ms MS running intervals close this often (test builds; 60000)\n"
            "  --usage-storage-ms MS  the storage sample's period (test builds; an hour)\n"
@@ -243,6 +249,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_BILLED,
         O_USAGEMS,
         O_STORAGEMS,
+        O_PRICEVCPU,
+        O_PRICEGIB,
+        O_CURRENCY,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -287,6 +296,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"team-max-memory", required_argument, NULL, O_TEAMMAXMEM},
         {"size", required_argument, NULL, O_SIZE},
         {"billed-seconds", required_argument, NULL, O_BILLED},
+        {"price-vcpu-second", required_argument, NULL, O_PRICEVCPU},
+        {"price-gib-second", required_argument, NULL, O_PRICEGIB},
+        {"currency", required_argument, NULL, O_CURRENCY},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -516,6 +528,26 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             }
             o->billed_seconds = optarg;
+            break;
+        case O_PRICEVCPU:
+        case O_PRICEGIB: {
+            char *end;
+            double p;
+            errno = 0;
+            p = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(p >= 0) || p > 1e9) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be a price from 0 to 1e9");
+                goto bad;
+            }
+            *(c == O_PRICEVCPU ? &o->price_vcpu_second : &o->price_gib_second) = p;
+            break;
+        }
+        case O_CURRENCY:
+            if (*optarg == '\0' || strlen(optarg) > 16) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be 1 to 16 bytes, e.g. USD");
+                goto bad;
+            }
+            o->currency = optarg;
             break;
         case O_USAGEMS:
             if (opt_uint(optarg, 100, 3600000, &o->usage_interval_ms, &err) < 0)
@@ -827,6 +859,10 @@ int main(int argc, char **argv)
             .max_memory_bytes = o.max_memory,
             .usage_interval_ms = o.usage_interval_ms,
             .storage_period_ms = o.storage_period_ms,
+            .billed_seconds = o.billed_seconds,
+            .price_vcpu_second = o.price_vcpu_second,
+            .price_gib_second = o.price_gib_second,
+            .currency = o.currency ? o.currency : "USD",
             .net =
                 {
                     .enabled = !o.net_off,

@@ -283,11 +283,28 @@ static const char migration_14[] = "CREATE TABLE events (\n"
                                    "CREATE INDEX events_team ON events (team, id);\n"
                                    "CREATE INDEX events_sandbox ON events (sandbox_id, id);\n";
 
+/* Version 15: budgets (store/budgets.c, core/budget.c; docs/usage.md "Budgets").
+ * - budgets: a spend cap of a team (kind 'team', owner the team) or of a sandbox (kind
+ *   'sandbox', owner its id, team its team). budget is a JSON object {unit, soft, hard,
+ *   period} as core/budget.c writes it. A sandbox's row goes with its record. */
+static const char migration_15[] =
+    "CREATE TABLE budgets (\n"
+    "    kind TEXT NOT NULL CHECK (kind IN ('team', 'sandbox')),\n"
+    "    owner TEXT NOT NULL,\n"
+    "    team TEXT NOT NULL,\n"
+    "    budget TEXT NOT NULL CHECK (json_type(budget) = 'object'),\n"
+    "    updated_ms INTEGER NOT NULL,\n"
+    "    PRIMARY KEY (kind, owner)\n"
+    ");\n"
+    "CREATE TRIGGER budgets_sandbox_gone AFTER DELETE ON sandboxes BEGIN\n"
+    "    DELETE FROM budgets WHERE kind = 'sandbox' AND owner = OLD.id;\n"
+    "END;\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
     {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
     {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
-    {13, migration_13}, {14, migration_14},
+    {13, migration_13}, {14, migration_14}, {15, migration_15},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

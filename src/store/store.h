@@ -388,6 +388,23 @@ int wr_store_audit_prune(struct wr_store *s, int64_t before_ms, int64_t max, int
 
 /* The layer store's total: bytes and layers recorded. */
 int wr_store_layers_total(struct wr_store *s, uint64_t *bytes, uint64_t *count, struct wr_err *err);
+/* ---- budgets (store/budgets.c) ---------------------------------------------------------- */
+
+/* The budget of kind ("team" or "sandbox") owner (the team, or the sandbox's id), a JSON
+ * object's text, into *json (free it), or NULL when it has none. */
+int wr_store_budget_get(struct wr_store *s, const char *kind, const char *owner, char **json,
+                        struct wr_err *err);
+/* Record json (a JSON object's text) as owner's budget of its team, replacing any; NULL deletes
+ * it. A sandbox's budget is deleted with its record. */
+int wr_store_budget_put(struct wr_store *s, const char *kind, const char *owner, const char *team,
+                        const char *json, struct wr_err *err);
+/* The ledger's closed intervals of team (sandbox NULL) or of sandbox that start at from_ms or
+ * later, summed: billed vCPU-seconds (billed: "allocated", "measured" or "max"; NULL: allocated)
+ * and allocated GiB-seconds. */
+int wr_store_budget_spend(struct wr_store *s, const char *team, const char *sandbox,
+                          int64_t from_ms, const char *billed, double *vcpu_seconds,
+                          double *gib_seconds, struct wr_err *err);
+
 /* ---- per-team limits (store/limits.c) ------------------------------------------------------ */
 
 /* The operator's overrides of team's limits, a JSON object's text, into *json (free it), or

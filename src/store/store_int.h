@@ -73,6 +73,9 @@ enum wr__stmt_id {
     WR_ST_USAGE_INSERT,
     WR_ST_USAGE_LAST,
     WR_ST_STORAGE_INSERT,
+    WR_ST_BUDGET_GET,
+    WR_ST_BUDGET_PUT,
+    WR_ST_BUDGET_DELETE,
     WR_ST__COUNT,
 };
 
