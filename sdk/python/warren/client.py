@@ -703,6 +703,40 @@ class Client:
                 q[k] = v
         return Usage.from_json(self.request("GET", "/v1/usage", query=q).json_object())
 
+    def budget(self, team: str) -> dict[str, Any]:
+        """A team's budget and its spend this period (``GET /v1/teams/{team}/budget``; a team's
+        key reads its own). Keys: ``team``, ``budget`` (``{"unit", "soft", "hard", "period"}``
+        or None), ``used``, ``state`` (``ok``, ``soft``, ``hard``), ``period_start``,
+        ``period_end``, ``vcpu_seconds``, ``gib_seconds``, ``currency``, ``prices``."""
+        return self.request("GET", "/v1/teams/%s/budget" % path_segment(team)).json_object()
+
+    def set_budget(
+        self,
+        team: str,
+        *,
+        hard: float | None = None,
+        soft: float | None = None,
+        unit: str = "vcpu_seconds",
+        period: str = "month",
+    ) -> dict[str, Any]:
+        """Set a team's budget (``PUT /v1/teams/{team}/budget``, an admin key): caps in
+        ``unit`` (``vcpu_seconds`` or ``money`` at the operator's prices) over ``period``
+        (``month``: the calendar month in UTC; ``total``: all time). Past ``soft`` responses
+        carry ``Warren-Budget``; past ``hard`` creates raise :class:`~warren.RateLimitError`
+        with ``reason == "budget"``."""
+        body: dict[str, Any] = {"unit": unit, "period": period}
+        if hard is not None:
+            body["hard"] = hard
+        if soft is not None:
+            body["soft"] = soft
+        return self.request(
+            "PUT", "/v1/teams/%s/budget" % path_segment(team), json_body=body
+        ).json_object()
+
+    def delete_budget(self, team: str) -> None:
+        """Remove a team's budget (``DELETE /v1/teams/{team}/budget``, an admin key)."""
+        self.request("DELETE", "/v1/teams/%s/budget" % path_segment(team))
+
     def usage_csv(
         self,
         *,

@@ -130,7 +130,8 @@ class SandboxInfo:
     timeout given at create (seconds). While paused, ``paused_mode`` says how (``"memory"``:
     every process frozen, memory kept; ``"disk"``: the files kept, the processes ended, the
     memory freed) and ``remaining_ms`` is the time left on the stopped deadline clock
-    (``expires_at`` is then now + that); both are None otherwise. ``processes_kept`` is set only by
+    (``expires_at`` is then now + that); both are None otherwise. ``paused_reason``: why it
+    was paused, ``"timeout"``, ``"budget"`` (its own budget's hard cap), or None (asked for). ``processes_kept`` is set only by
     :meth:`~warren.Sandbox.resume`: True when the same processes went on (a pause in memory),
     False when they did not (a pause to disk: the sandbox runs a fresh init on its files).
     """
@@ -149,6 +150,7 @@ class SandboxInfo:
     timeout: int | None = None
     paused_mode: str | None = None
     remaining_ms: int | None = None
+    paused_reason: str | None = None
     processes_kept: bool | None = None
     volumes: list[VolumeMount] = field(default_factory=list)
     network: NetworkPolicy | None = None
@@ -184,6 +186,7 @@ class SandboxInfo:
             timeout=_opt_int(d.get("timeout")),
             paused_mode=paused_mode if isinstance(paused_mode, str) else None,
             remaining_ms=_opt_int(d.get("remaining_ms")),
+            paused_reason=d["paused_reason"] if isinstance(d.get("paused_reason"), str) else None,
             processes_kept=kept if isinstance(kept, bool) else None,
             volumes=[
                 VolumeMount.from_json(v) for v in (d.get("volumes") or []) if isinstance(v, dict)

@@ -99,12 +99,18 @@ class Sandbox:
         public_ports: bool | None = None,
         network: bool | None = None,
         idempotency_key: str | None = None,
+        budget: float | Mapping[str, Any] | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
         client: Client | None = None,
         request_timeout: Timeout = UNSET,
     ) -> Sandbox:
         """Start a sandbox from ``template`` and return it running.
+
+        ``budget``: its own spend cap (docs/usage.md, "Budgets"): a number is a hard cap in
+        billed vCPU-seconds; a dict is the API's ``{"unit": "vcpu_seconds" | "money", "soft",
+        "hard"}``. Past the hard cap the server pauses it to disk (``paused_reason ==
+        "budget"``); :meth:`set_budget` raises the cap, then :meth:`resume`.
 
         ``template``: a template's name, or a snapshot's id (``snap-...``) or name (the
         sandbox then starts with the snapshot's files); a :class:`~warren.Template` or
@@ -160,6 +166,8 @@ class Sandbox:
             net["enabled"] = bool(network)
         if net:
             body["network"] = net
+        if budget is not None:
+            body["budget"] = _budget_body(budget)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
@@ -369,6 +377,32 @@ class Sandbox:
             return self.get_info().state == SandboxState.RUNNING
         except NotFoundError:
             return False
+
+    def budget(self) -> dict[str, Any]:
+        """Its own budget and what it spent (``GET /v1/sandboxes/{id}/budget``): ``budget``
+        (None without one), ``used`` (in the budget's unit), ``state`` (``ok``, ``soft``,
+        ``hard``), ``vcpu_seconds``, ``gib_seconds``, ``currency``, ``prices``."""
+        return self._client.request(
+            "GET", "/v1/sandboxes/%s/budget" % path_segment(self.id)
+        ).json_object()
+
+    def set_budget(
+        self,
+        hard: float | None = None,
+        *,
+        soft: float | None = None,
+        unit: str = "vcpu_seconds",
+    ) -> dict[str, Any]:
+        """Set its own budget (``PUT /v1/sandboxes/{id}/budget``); None for both caps removes
+        it. A sandbox paused for its budget stays paused: :meth:`resume` it."""
+        if hard is None and soft is None:
+            self._client.request("DELETE", "/v1/sandboxes/%s/budget" % path_segment(self.id))
+            return {"budget": None}
+        return self._client.request(
+            "PUT",
+            "/v1/sandboxes/%s/budget" % path_segment(self.id),
+            json_body=_budget_body({"unit": unit, "soft": soft, "hard": hard}),
+        ).json_object()
 
     def set_timeout(self, timeout: float) -> SandboxInfo:
         """Kill the sandbox ``timeout`` seconds from now (extends or shortens its life);
@@ -789,3 +823,12 @@ class TcpStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _budget_body(budget: float | Mapping[str, Any]) -> dict[str, Any]:
+    """A budget as the API takes it: a number is a hard cap in vCPU-seconds."""
+    if isinstance(budget, bool):
+        raise TypeError("budget must be a number or a mapping")
+    if isinstance(budget, (int, float)):
+        return {"unit": "vcpu_seconds", "hard": budget}
+    return {k: v for k, v in dict(budget).items() if v is not None}
