@@ -67,7 +67,7 @@ static const char *budget_team(struct api_call *c, bool change)
 
 static void team_answer(struct api_call *c, const char *team, const struct wr_budget_state *st)
 {
-    json_t *j = wr_budget_json(c->api->mgr, st);
+    json_t *j = wr_budget_json(c->api->mgr, st, true);
 
     json_object_set_new(j, "team", json_string(team));
     wr_http_respond_json(c->req, 200, j);
@@ -124,15 +124,10 @@ json_t *api_sandbox_budget_json(struct wr_api *api, const char *id)
 {
     struct wr_budget_state st;
     struct wr_err err;
-    json_t *j;
 
     if (wr_manager_sandbox_budget(api->mgr, NULL, id, &st, &err) < 0 || !st.set)
         return json_null();
-    j = wr_budget_json(api->mgr, &st);
-    /* A sandbox's window is its life. */
-    json_object_del(j, "period_start");
-    json_object_del(j, "period_end");
-    return j;
+    return wr_budget_json(api->mgr, &st, false); /* a sandbox's window is its life */
 }
 
 int api_sandbox_budget_parse(struct wr_api *api, struct wr_http_req *req, json_t *body,

@@ -42,6 +42,7 @@ int cmd_volume(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
 /* usage.c: `warren usage` (GET /v1/usage). */
 int cmd_usage(int argc, char **argv);
+int cmd_budget(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 /* code.c: `warren run-code` */

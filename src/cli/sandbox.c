@@ -2,6 +2,7 @@
 /* The sandbox verbs: `warren create`, `ls`, `info`, `rm`, `timeout`, `pause` and `resume`. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,8 @@ static void create_usage(FILE *f)
                "  --volume NAME:PATH[:ro]  mount the volume NAME at PATH, read-only with :ro\n"
                "                         (repeatable, at most 16)\n"
                "  --idempotency-key KEY  a retried create returns the same sandbox\n"
+               "  --budget N[:UNIT]      its own hard cap: N billed vCPU-seconds, or N:money at\n"
+               "                         the operator's prices; past it it is paused to disk\n"
                "  -o json                print the sandbox as JSON\n");
 }
 
@@ -172,6 +175,26 @@ static int volume_arg(const char *arg, json_t *vols)
     return 0;
 }
 
+/* N[:UNIT] as the create's {"budget": {"unit", "hard"}}; the server checks the unit. Returns
+ * 0, or -1 having printed why. */
+static int budget_arg(const char *arg, json_t *extra)
+{
+    const char *colon = strchr(arg, ':');
+    char *end;
+    double n;
+
+    errno = 0;
+    n = strtod(arg, &end);
+    if (errno != 0 || end == arg || (*end != '\0' && end != colon) || !(n > 0)) {
+        cli_errorf("create: --budget `%s`: want a number above 0, optionally :UNIT", arg);
+        return -1;
+    }
+    json_object_set_new(
+        extra, "budget",
+        json_pack("{s:s,s:f}", "unit", colon ? colon + 1 : "vcpu_seconds", "hard", n));
+    return 0;
+}
+
 int cmd_create(int argc, char **argv)
 {
     enum {
@@ -185,7 +208,8 @@ int cmd_create(int argc, char **argv)
         O_META,
         O_IDEM,
         O_VOLUME,
-        O_SIZE
+        O_SIZE,
+        O_BUDGET
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -199,6 +223,7 @@ int cmd_create(int argc, char **argv)
         {"idempotency-key", required_argument, NULL, O_IDEM},
         {"volume", required_argument, NULL, O_VOLUME},
         {"size", required_argument, NULL, O_SIZE},
+        {"budget", required_argument, NULL, O_BUDGET},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -239,6 +264,10 @@ int cmd_create(int argc, char **argv)
             break;
         case O_SIZE:
             json_object_set_new(extra, "size", json_string(optarg));
+            break;
+        case O_BUDGET:
+            if (budget_arg(optarg, extra) < 0)
+                goto out;
             break;
         case O_DISK:
             if (wr_parse_size(optarg, &v, &err) < 0)

@@ -200,16 +200,21 @@ static json_t *time_json(int64_t ms)
     return json_string(buf);
 }
 
-json_t *wr_budget_json(const struct wr_manager *m, const struct wr_budget_state *st)
+json_t *wr_budget_json(const struct wr_manager *m, const struct wr_budget_state *st, bool team)
 {
-    return json_pack("{s:o,s:o,s:s,s:o,s:o,s:f,s:f,s:s,s:{s:f,s:f}}", "budget",
-                     st->set ? budget_obj(&st->b, st->b.period == WR_BUDGET_MONTH) : json_null(),
-                     "used", st->set ? json_real(st->used) : json_null(), "state",
-                     level_names[st->level], "period_start", time_json(st->period_start_ms),
-                     "period_end", time_json(st->period_end_ms), "vcpu_seconds", st->vcpu_seconds,
-                     "gib_seconds", st->gib_seconds, "currency",
-                     m->cfg.currency ? m->cfg.currency : "", "prices", "vcpu_second",
-                     m->cfg.price_vcpu_second, "gib_second", m->cfg.price_gib_second);
+    json_t *j =
+        json_pack("{s:o,s:o,s:s,s:f,s:f,s:s,s:{s:f,s:f}}", "budget",
+                  st->set ? budget_obj(&st->b, team) : json_null(), "used",
+                  st->set ? json_real(st->used) : json_null(), "state", level_names[st->level],
+                  "vcpu_seconds", st->vcpu_seconds, "gib_seconds", st->gib_seconds, "currency",
+                  m->cfg.currency ? m->cfg.currency : "", "prices", "vcpu_second",
+                  m->cfg.price_vcpu_second, "gib_second", m->cfg.price_gib_second);
+
+    if (team) {
+        json_object_set_new(j, "period_start", time_json(st->period_start_ms));
+        json_object_set_new(j, "period_end", time_json(st->period_end_ms));
+    }
+    return j;
 }
 
 /* A stored budget's text back (it was written by budget_obj). */

@@ -45,9 +45,9 @@ struct wr_budget_state {
  * hard. WR_EINVAL naming the field otherwise. */
 int wr_budget_parse(const struct wr_manager *m, const json_t *j, bool team, struct wr_budget *out,
                     struct wr_err *err);
-/* The API's view: {"budget": {...} or null, "used", "state", "period_start", "period_end",
- * "currency", "prices"} (new reference). */
-json_t *wr_budget_json(const struct wr_manager *m, const struct wr_budget_state *st);
+/* The API's view: {"budget": {...} or null, "used", "state", "vcpu_seconds", "gib_seconds",
+ * "currency", "prices"} and, for a team's, "period_start" and "period_end" (new reference). */
+json_t *wr_budget_json(const struct wr_manager *m, const struct wr_budget_state *st, bool team);
 const char *wr_budget_level_name(enum wr_budget_level l);
 const char *wr_budget_unit_name(enum wr_budget_unit u);
 

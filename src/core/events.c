@@ -202,7 +202,7 @@ static void state_done(void *ctx, const struct wr_sandbox_rec *rec, const struct
 
     if (err == NULL && rec != NULL)
         wr__event(w->m, rec->team, rec->id, w->type,
-                  json_pack("{s:s?,s:s?}", "paused_mode", wr_sb_paused_mode_name(rec->paused_mode),
+                  json_pack("{s:s?,s:s*}", "paused_mode", wr_sb_paused_mode_name(rec->paused_mode),
                             "reason", rec->state == WR_SB_PAUSED ? rec->reason : NULL));
     w->cb(w->ctx, rec, err);
     free(w);

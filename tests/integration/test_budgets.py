@@ -11,7 +11,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import Daemon, delete_all
+from conftest import Daemon, delete_all, warren as warren_cli
 from test_ratelimits import raw
 
 INTERVAL_MS = 300
@@ -221,8 +221,10 @@ def test_sandbox_own_cap_pauses_it(d, keys):
         assert info.raw["budget"]["state"] == "hard" and info.raw["budget"]["used"] >= 0.6
         ev = wait_for(lambda: events(c, "sandbox.budget"), what="the sandbox.budget event")
         assert ev[-1].sandbox_id == sb.id and ev[-1].data["action"] == "paused"
-        paused = [e for e in events(c, "sandbox.paused") if e.sandbox_id == sb.id]
-        assert paused and paused[-1].data == {"paused_mode": "disk", "reason": "budget"}
+        # written once its processes have ended (the record says paused before)
+        paused = wait_for(lambda: [e for e in events(c, "sandbox.paused") if e.sandbox_id == sb.id],
+                          what="the sandbox.paused event")
+        assert paused[-1].data == {"paused_mode": "disk", "reason": "budget"}
         # paused, never deleted: a resume over the cap is refused with the reason
         with pytest.raises(warren.RateLimitError) as e:
             sb.resume()
@@ -284,6 +286,41 @@ def test_money_budget_at_the_operators_prices(d, keys):
         assert st == 429 and json.loads(resp)["reason"] == "budget"
     finally:
         sb.kill()
+
+
+# ---- the CLI ----------------------------------------------------------------------------------
+
+
+def test_cli(d, keys):
+    env = {"WARREN_API_URL": d.url}  # the unix socket: an admin
+    r = warren_cli("budget", "clit", "--soft", "5", "--hard", "10", "--period", "total", env=env)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert "soft: 5\n" in out and "hard: 10\n" in out and "state: ok" in out, out
+    r = warren_cli("budget", "clit", "--json", env=env)
+    assert json.loads(r.stdout)["budget"] == {"unit": "vcpu_seconds", "soft": 5.0, "hard": 10.0,
+                                              "period": "total"}
+    r = warren_cli("budget", "clit", "--hard", "-3", env=env)
+    assert r.returncode == 2 and b"cap" in r.stderr
+    r = warren_cli("budget", "clit", "--hard", "1", "--unit", "furlongs", env=env)
+    assert r.returncode == 1 and b"unit" in r.stderr
+    assert warren_cli("budget", "clit", "--delete", env=env).returncode == 0
+    assert warren_cli("budget", "clit", env=env).stdout == b"no budget\n"
+    # create --budget N[:UNIT]
+    r = warren_cli("create", "--budget", "2.5", "--metadata", "team=admin", "-o", "json", env=env)
+    assert r.returncode == 0, r.stderr
+    sid = json.loads(r.stdout)["id"]
+    try:
+        r = warren_cli("budget", "--sandbox", sid, "--json", env=env)
+        assert json.loads(r.stdout)["budget"]["hard"] == 2.5
+        r = warren_cli("budget", "--sandbox", sid, "--hard", "7", "--unit", "money", env=env)
+        assert r.returncode == 0 and "hard: 7\n" in r.stdout.decode() and "EUR" in r.stdout.decode()
+    finally:
+        warren_cli("rm", sid, env=env)
+    r = warren_cli("create", "--budget", "x:money", env=env)
+    assert r.returncode != 0 and b"--budget" in r.stderr
+    r = warren_cli("create", "--budget", "3:yen", env=env)
+    assert r.returncode == 1 and b"budget" in r.stderr
 
 
 # ---- across a restart --------------------------------------------------------------------------
