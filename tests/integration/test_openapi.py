@@ -1010,6 +1010,15 @@ def _triggers(daemon, ctx):
     add(L, "put", 400, {"team": "openapi-errors"}, body={"requests": {"rate": 1}})
     add(L, "put", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"], body={})
     add(L, "delete", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"])
+    B = "/v1/teams/{team}/budget"
+    add(B, "get", 403, {"team": "other"}, tcp=True, key=ctx["team_key"])
+    add(B, "put", 400, {"team": "openapi-errors"}, body={"hard": -1})
+    add(B, "put", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"], body={"hard": 1})
+    add(B, "delete", 403, {"team": "openapi-errors"}, tcp=True, key=ctx["team_key"])
+    add(S + "/budget", "get", 404, {"id": gone})
+    add(S + "/budget", "put", 400, {"id": sid}, body={"unit": "yen", "hard": 1})
+    add(S + "/budget", "put", 404, {"id": gone}, body={"hard": 1})
+    add(S + "/budget", "delete", 404, {"id": gone})
     add("/v1/volumes", "post", 400, body={"name": "../x"})
     add("/v1/volumes", "post", 409, call=lambda: volume_twice(daemon))
     add("/v1/volumes/{name}", "get", 404, {"name": "no-such-volume"})
@@ -1102,6 +1111,8 @@ COVERED_ELSEWHERE = {
     ("/v1/sandboxes", "post", 503),  # test_capacity_503_with_retry_after
     # The team's buckets and quotas (429 rate, quota): test_ratelimits.py.
     ("/v1/sandboxes", "post", 429),
+    # A resume past the sandbox's own budget (429 budget): test_budgets.py.
+    ("/v1/sandboxes/{id}/resume", "post", 429),
     ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
