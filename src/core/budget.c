@@ -568,6 +568,11 @@ int wr_manager_sandbox_budget_set(struct wr_manager *m, const char *team, const 
     }
     if (wr_store_budget_put(m->cfg.store, "sandbox", sb->id, sb->team, text, err) < 0)
         return -1;
+    /* Its spend is not counted while it has no budget: from the ledger again. */
+    if (b != NULL && !sb->bud.set &&
+        wr_store_budget_spend(m->cfg.store, sb->team, sb->id, 0, m->cfg.billed_seconds,
+                              &sb->bud.vcpu, &sb->bud.gib, err) < 0)
+        return -1;
     sb->bud.set = b != NULL;
     if (b != NULL) {
         sb->bud.b = *b;

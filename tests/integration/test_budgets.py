@@ -256,6 +256,12 @@ def test_sandbox_budget_update_and_bad_input(d, keys):
         assert sb.set_budget(soft=2, hard=5)["budget"] == {"unit": "vcpu_seconds", "soft": 2.0,
                                                            "hard": 5.0}
         assert sb.set_budget(None)["budget"] is None and sb.budget()["budget"] is None
+        # set again after a spell without one: its whole life's spend counts (the ledger's)
+        sb.commands.run(BURN, timeout=10)
+        wait_for(lambda: sum(r.billed_vcpu_seconds for r in c.usage().rows if r.key == sb.id) > 0.2,
+                 what="some spend")
+        spent = sum(r.billed_vcpu_seconds for r in c.usage().rows if r.key == sb.id)
+        assert sb.set_budget(1000)["used"] >= spent - 1e-6
     finally:
         sb.kill()
 
