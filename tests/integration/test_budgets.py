@@ -190,6 +190,10 @@ def test_team_hard_cap_refuses_creates(d, keys):
         with pytest.raises(warren.RateLimitError) as e:
             warren.Sandbox.create(client=c, metadata={"team": "hard"})
         assert e.value.reason == "budget" and e.value.retry_after >= 1
+        # a fork is a create (of N)
+        st, _, resp = raw(d, "POST", "/v1/sandboxes/%s/fork" % sb.id, {"count": 1},
+                          key=keys["hard"])
+        assert st == 429 and json.loads(resp)["reason"] == "budget", resp
         # nothing made, nothing left behind
         assert team_sandboxes(d, "hard") == before
         ev = [e.data["level"] for e in events(c, "team.budget")]
