@@ -491,8 +491,10 @@ uint16_t wr_manager_net_log_group(const struct wr_manager *m);
 struct wr_net_stats {
     uint64_t packets_out, bytes_out;         /* accepted from the sandbox */
     uint64_t packets_dropped, bytes_dropped; /* denied by its policy or the always-denied list */
+    uint64_t packets_in, bytes_in;           /* forwarded to it (the answers to the above) */
 };
-/* The counters of a sandbox's egress (WR_ECONFLICT without a network of its own). */
+/* The counters of a sandbox's traffic (WR_ECONFLICT without a network of its own); they start
+ * at 0 with each start of the daemon. */
 int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
                              struct wr_net_stats *st, struct wr_err *err);
 

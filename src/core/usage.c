@@ -207,7 +207,7 @@ static bool led_load(struct wr_live_sb *sb)
 
 static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
 {
-    uint64_t mem = 0, net;
+    uint64_t mem = 0, net, in;
     bool go_on = !sb->led.loaded && led_load(sb);
     bool read = led_read(sb, &mem);
 
@@ -215,12 +215,16 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
     sb->led.running = running;
     sb->led.mem_gib_s = 0;
     sb->led.peak = 0;
-    net = wr__net_bytes_out(sb);
+    wr__net_bytes(sb, &net, &in);
     if (!go_on) {
         sb->led.start_ms = now;
         sb->led.cpu0 = read ? sb->led.cpu_last : 0;
         sb->led.net0 = net;
+        sb->led.in0 = in;
     } else {
+        /* Going on from the store's last interval, after a restart: this daemon's counters
+         * started at 0 after that interval closed, so all they hold is the open one's. */
+        sb->led.in0 = 0;
         /* Counters that went back belong to new processes or a new network slot. */
         if (!read || sb->led.cpu_last < sb->led.cpu0)
             sb->led.cpu0 = read ? sb->led.cpu_last : 0;
@@ -239,9 +243,10 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
 /* Close the open interval at now into *iv (its strings are sb's). */
 static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interval *iv)
 {
-    uint64_t mem = sb->led.mem_last, net = wr__net_bytes_out(sb);
+    uint64_t mem = sb->led.mem_last, net, in;
     double secs;
 
+    wr__net_bytes(sb, &net, &in);
     (void)led_read(sb, &mem); /* no processes: the last reading stands */
     led_mem(sb, now, mem);
     if (now < sb->led.start_ms)
@@ -270,6 +275,8 @@ static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interv
         iv->cpu_seconds = (double)(sb->led.cpu_last - sb->led.cpu0) / 1e9;
     if (net >= sb->led.net0)
         iv->net_bytes_out = net - sb->led.net0;
+    if (in >= sb->led.in0)
+        iv->net_bytes_in = in - sb->led.in0;
     sb->led.open = false;
 }
 

@@ -235,12 +235,15 @@ class NetworkPolicy:
 
 @dataclass(frozen=True)
 class NetworkStats:
-    """Counters of a sandbox's egress: what its policy let out, and what it dropped."""
+    """Counters of a sandbox's traffic: what its policy let out, what it dropped, and what
+    came back to it through the host (not the DNS stub's or the HTTP proxy's answers)."""
 
     packets_out: int
     bytes_out: int
     packets_dropped: int
     bytes_dropped: int
+    packets_in: int = 0
+    bytes_in: int = 0
 
 
 class FileType(StrEnum):
