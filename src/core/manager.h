@@ -83,6 +83,7 @@ struct wr_manager_config {
     size_t n_warm_pools;
     struct wr_net_config net;
     uint32_t usage_interval_ms; /* the ledger closes running intervals this often; 0: 60000 */
+    bool no_ledger;             /* keep no usage ledger (--metering off): nothing is written */
     uint32_t storage_period_ms; /* the storage sample's period; 0: an hour */
 };
 

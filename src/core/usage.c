@@ -297,6 +297,8 @@ void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from)
     bool will = to == LIVE_SB_RUNNING || to == LIVE_SB_PAUSED || to == LIVE_SB_ON_DISK;
     int64_t now = wr__core_now_ms();
 
+    if (sb->m->cfg.no_ledger)
+        return;
     if (was && will && (from == LIVE_SB_RUNNING) == (to == LIVE_SB_RUNNING))
         return;
     if (sb->led.open) {
@@ -485,6 +487,8 @@ void wr__ledger_start(struct wr_manager *m)
     uint64_t every = m->cfg.usage_interval_ms ? m->cfg.usage_interval_ms : WR_LEDGER_INTERVAL_MS;
     uint64_t storage = m->cfg.storage_period_ms ? m->cfg.storage_period_ms : WR_STORAGE_PERIOD_MS;
 
+    if (m->cfg.no_ledger)
+        return;
     m->ledger = timer_new(m);
     m->ledger_more = timer_new(m);
     m->storage = timer_new(m);
@@ -508,6 +512,9 @@ int wr_manager_usage(struct wr_manager *m, const char *team, int64_t from_ms, in
                      enum wr_usage_group g, struct wr_usage_sum **out, size_t *n,
                      struct wr_err *err)
 {
+    if (m->cfg.no_ledger)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "this daemon keeps no usage ledger (it runs with --metering off)");
     return wr_store_usage_sum(m->cfg.store, team, from_ms, to_ms, g, out, n, err);
 }
 

@@ -234,12 +234,48 @@ def test_region_default_and_bad_flags(tmp_dir):
         d.stop()
         d.cleanup()
     for args in (["--region", "a b"], ["--team-rate-requests", "10"], ["--team-rate-creates", "x/s:1"],
-                 ["--team-rate-requests", "1/s:0"], ["--size", "tiny"], ["--size", "tiny=0:1G"]):
+                 ["--team-rate-requests", "1/s:0"], ["--size", "tiny"], ["--size", "tiny=0:1G"],
+                 ["--limits", "no"], ["--audit", "1"], ["--metering", ""]):
         bad = Daemon(*args)
         import subprocess
         p = subprocess.run([bad.binary, "--state-dir", bad.state, *args], capture_output=True, timeout=10)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.decode().count("\n") == 1 and "warrend:" in p.stderr.decode()
+
+
+def test_limits_audit_and_metering_off(tmp_dir):
+    """The switches the benchmark compares against (docs/benchmarks.md): with --limits off a
+    team's bucket of 1 request and its quota of 1 sandbox are not checked and no RateLimit
+    header is sent; with --audit off and --metering off nothing is recorded and their reads
+    answer 501, not an empty list."""
+    _, d = limited(tmp_dir, "--limits", "off", "--audit", "off", "--metering", "off",
+                   "--team-rate-requests", "1/s:1", "--team-max-sandboxes", "1")
+    d.start()
+    try:
+        key = team_key(d, "off")
+        for _ in range(5):
+            st, h, _ = raw(d, "GET", "/v1/sandboxes", key=key)
+            assert st == 200
+            assert_base_headers(h)
+            assert "ratelimit" not in h and "ratelimit-policy" not in h
+        ids = []
+        for _ in range(2):
+            st, _, body = create(d, key)
+            assert st == 201, body
+            ids.append(json.loads(body)["id"])
+        for path in ("/v1/audit", "/v1/usage"):
+            st, _, body = raw(d, "GET", path, key=key)
+            assert st == 501 and json.loads(body)["code"] == "unsupported", (path, body)
+        for sid in ids:
+            assert raw(d, "DELETE", "/v1/sandboxes/" + sid, key=key)[0] == 204
+        d.stop()
+        import sqlite3
+        c = sqlite3.connect(os.path.join(d.state, "warren.db"))
+        assert c.execute("SELECT count(*) FROM audit").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM usage_intervals").fetchone()[0] == 0
+        c.close()
+    finally:
+        d.cleanup()
 
 
 # ---- buckets -----------------------------------------------------------------------------------
