@@ -520,6 +520,62 @@ def test_admin_overrides_per_team_survive_a_restart(tmp_dir):
 # ---- E2B ---------------------------------------------------------------------------------------
 
 
+def test_cli_and_sdk_show_and_set_team_limits(tmp_dir):
+    """`warren limits` and the Python SDK's team_limits/set_team_limits/reset_team_limits: a
+    team's key reads its own (named by GET /v1/version), an admin merges flags into the
+    overrides, a team's key may not, bad values are refused before any request."""
+    import subprocess
+    import warren as sdk
+    from conftest import ENV, WARREN
+    _, d = limited(tmp_dir, "--team-rate-requests", "100/s:200")
+    d.start()
+
+    def cli(key, *args):
+        return subprocess.run([WARREN, "limits", *args], capture_output=True, timeout=60,
+                              env=dict(ENV, WARREN_API_URL=d.tcp_url, WARREN_API_KEY=key))
+    try:
+        key = team_key(d, "cli-t")
+        r = cli(d.admin_key, "cli-t", "--requests", "1000/s:1500", "--max-memory", "1G")
+        assert r.returncode == 0, r.stderr
+        r = cli(d.admin_key, "cli-t", "--max-sandboxes", "4", "--json")
+        j = json.loads(r.stdout)
+        assert j["requests"] == {"rate": 1000.0, "burst": 1500} and j["max_sandboxes"] == 4
+        assert j["max_memory_mb"] == 1024 and sorted(j["overrides"]) == [
+            "max_memory_mb", "max_sandboxes", "requests"]
+        r = cli(key)  # the key's own team, from /v1/version
+        out = r.stdout.decode()
+        assert r.returncode == 0 and "team           cli-t" in out, (out, r.stderr)
+        assert "1000/s, burst 1500" in out and "1024 MiB" in out and "bytes          64" not in out
+        r = cli(key, "--max-sandboxes", "9")
+        assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and b"admin" in r.stderr
+        for bad in (["--requests", "fast"], ["--max-memory", "lots"], ["a", "b"], ["a b"]):
+            r = cli(d.admin_key, *bad)
+            assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, (bad, r.stderr)
+        # the SDK
+        c, admin = d.client(key=key, tcp=True), d.client(key=d.admin_key, tcp=True)
+        try:
+            assert c.version().team == "cli-t" and not c.version().admin
+            assert admin.version().admin
+            assert c.team_limits()["max_sandboxes"] == 4
+            got = admin.set_team_limits("cli-t", requests=None, creates={"rate": 1, "burst": 1})
+            assert got["requests"]["rate"] == 0 and got["creates"] == {"rate": 1.0, "burst": 1}
+            assert got["max_sandboxes"] == 4  # kept
+            with pytest.raises(sdk.PermissionDeniedError):
+                c.set_team_limits("cli-t", max_sandboxes=9)
+            with pytest.raises(TypeError):
+                admin.set_team_limits("cli-t", nope=1)
+            admin.reset_team_limits("cli-t")
+            assert c.team_limits()["overrides"] == {}
+        finally:
+            c.close()
+            admin.close()
+        r = cli(key)
+        assert r.returncode == 0 and "none (the daemon's defaults)" in r.stdout.decode()
+    finally:
+        d.stop()
+        d.cleanup()
+
+
 def test_e2b_routes_send_the_legacy_fields(tmp_dir):
     clock, d = limited(tmp_dir, "--team-rate-requests", "1/s:3")
     d.start()

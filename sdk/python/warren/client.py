@@ -679,6 +679,36 @@ class Client:
     def version(self) -> VersionInfo:
         return VersionInfo.from_json(self.request("GET", "/v1/version").json_object())
 
+    def team_limits(self, team: str | None = None) -> dict[str, Any]:
+        """A team's limits in force (``GET /v1/teams/{team}/limits``): ``requests``,
+        ``creates`` and ``bytes`` buckets (``{"rate", "burst"}``, rate 0: off),
+        ``max_sandboxes``, ``max_memory_mb`` (0: none) and the ``overrides`` that make them.
+        ``team``: another team's (admin keys); None: the key's own."""
+        t = team if team is not None else self.version().team
+        if not t:
+            raise ValueError("the daemon does not say the key's team: name it")
+        return self.request("GET", f"/v1/teams/{path_segment(t)}/limits").json_object()
+
+    def set_team_limits(self, team: str, **overrides: Any) -> dict[str, Any]:
+        """Change a team's overrides of the daemon's limits (admin keys): each keyword
+        (``requests``/``creates``/``bytes`` as ``{"rate": R, "burst": B}`` or None for off,
+        ``max_sandboxes``, ``max_memory_mb``) replaces that override; the others are kept.
+        Returns the limits now in force."""
+        allowed = {"requests", "creates", "bytes", "max_sandboxes", "max_memory_mb"}
+        bad = sorted(set(overrides) - allowed)
+        if bad:
+            raise TypeError("unknown limits: " + ", ".join(bad))
+        path = f"/v1/teams/{path_segment(team)}/limits"
+        cur = self.request("GET", path).json_object().get("overrides")
+        body: dict[str, Any] = dict(cur) if isinstance(cur, dict) else {}
+        for k, v in overrides.items():
+            body[k] = {"rate": 0, "burst": 0} if v is None and k in ("requests", "creates", "bytes") else v
+        return self.request("PUT", path, json_body=body).json_object()
+
+    def reset_team_limits(self, team: str) -> None:
+        """Drop a team's overrides (admin keys): the daemon's defaults again."""
+        self.request("DELETE", f"/v1/teams/{path_segment(team)}/limits")
+
     def warm_pools(self) -> list[dict[str, Any]]:
         """The daemon's warm pools (``GET /v1/warm-pools``): one ``{"template", "target",
         "ready"}`` per template it keeps sandboxes of, started (and, for a template with a

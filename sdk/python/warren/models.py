@@ -627,16 +627,21 @@ class VersionInfo:
     runtime: str
     cgroup: str
     domain: str | None = None  # ports are served as <port>-<id>.<domain> (warrend --domain)
+    team: str | None = None  # the caller's team
+    admin: bool = False  # the caller's key is an admin's
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VersionInfo:
         domain = d.get("domain")
+        team = d.get("team")
         return cls(
             version=str(d.get("version", "")),
             api=str(d.get("api", "")),
             runtime=str(d.get("runtime", "")),
             cgroup=str(d.get("cgroup", "")),
             domain=domain if isinstance(domain, str) and domain else None,
+            team=team if isinstance(team, str) else None,
+            admin=d.get("admin") is True,
             raw=dict(d),
         )
