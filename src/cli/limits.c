@@ -20,9 +20,9 @@
     "usage: warren limits [TEAM] [--requests RATE/s:BURST] [--creates RATE/s:BURST]\n"             \
     "                     [--bytes SIZE/s:SIZE] [--max-sandboxes N] [--max-memory SIZE]\n"         \
     "                     [--reset] [--json]\n\n"                                                  \
-    "Show a team's limits (your key's team without TEAM): its buckets of API requests, creates\n" \
+    "Show a team's limits (your key's team without TEAM): its buckets of API requests, creates\n"  \
     "(a fork of N costs N) and file bytes, and its quotas of concurrent sandboxes and memory.\n"   \
-    "With flags (admin keys), change the team's overrides of the daemon's defaults; what no\n"    \
+    "With flags (admin keys), change the team's overrides of the daemon's defaults; what no\n"     \
     "flag names keeps its override.\n\n"                                                           \
     "  --requests RATE/s:BURST  API requests, e.g. 100/s:200 (off: no bucket)\n"                   \
     "  --creates RATE/s:BURST   creates, e.g. 5/s:20 (off: no bucket)\n"                           \
@@ -83,7 +83,8 @@ static void print_limits(const json_t *l)
     else
         printf("%-14s none\n", "max_memory");
     printf("%-14s ", "overrides");
-    json_object_foreach ((json_t *)ov, k, v) {
+    json_object_foreach((json_t *)ov, k, v)
+    {
         printf("%s%s", first ? "" : ", ", k);
         first = false;
     }
@@ -192,8 +193,11 @@ int cmd_limits(int argc, char **argv)
         case 'r':
         case 'c':
         case 'b':
-            if (add_bucket(&ch, c == 'r' ? "requests" : c == 'c' ? "creates" : "bytes", optarg,
-                           c == 'b') < 0)
+            if (add_bucket(&ch,
+                           c == 'r'   ? "requests"
+                           : c == 'c' ? "creates"
+                                      : "bytes",
+                           optarg, c == 'b') < 0)
                 return CLI_EXIT_USAGE;
             break;
         case 'n':
