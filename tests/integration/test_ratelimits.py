@@ -447,6 +447,36 @@ def test_quota_429_before_capacity_503(tmp_dir):
         d.cleanup()
 
 
+def test_resume_from_disk_counts_against_the_quota(tmp_dir):
+    """A sandbox paused to disk leaves its team's quota; resumed (native or E2B), it comes back
+    into it, so a resume over the quota is 429 quota and the sandbox stays paused."""
+    _, d = limited(tmp_dir, "--team-max-sandboxes", "1")
+    d.start()
+    try:
+        key = team_key(d, "disk")
+        st, _, body = create(d, key)
+        assert st == 201, body
+        a = json.loads(body)["id"]
+        st, _, body = raw(d, "POST", "/v1/sandboxes/%s/pause" % a, {"mode": "disk"}, key=key)
+        assert st == 200, body
+        st, _, body = create(d, key)
+        assert st == 201, body
+        b = json.loads(body)["id"]
+        st, h, body = raw(d, "POST", "/v1/sandboxes/%s/resume" % a, {}, key=key)
+        assert_limit(st, h, body, 429, "quota", "sandboxes")
+        st, h, body = raw(d, "POST", "/sandboxes/%s/resume" % a, {}, headers={"X-API-Key": key})
+        assert st == 429 and json.loads(body)["reason"] == "quota", body
+        st, _, body = raw(d, "GET", "/v1/sandboxes/" + a, key=key)
+        assert json.loads(body)["state"] == "paused", body
+        assert raw(d, "DELETE", "/v1/sandboxes/" + b, key=key)[0] == 204
+        st, _, body = raw(d, "POST", "/v1/sandboxes/%s/resume" % a, {}, key=key)
+        assert st == 200 and json.loads(body)["state"] == "running", body
+    finally:
+        delete_all(d)
+        d.stop()
+        d.cleanup()
+
+
 def test_memory_quota(tmp_dir):
     clock, d = limited(tmp_dir, "--team-max-memory", "768M")
     d.start()
