@@ -9,7 +9,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import Daemon, delete_all
+from conftest import Daemon, delete_all, make_teams
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +24,7 @@ def d():
 
 @pytest.fixture(scope="module")
 def teams(d):
-    admin = d.client()
-    alpha = warren.admin.create_key("alpha", client=admin)
-    beta = warren.admin.create_key("beta", client=admin)
-    return {"admin": admin, "alpha": warren.Client(d.tcp_url, alpha.key),
-            "alpha_key": alpha.key, "beta": warren.Client(d.tcp_url, beta.key),
-            "beta_key": beta.key}
+    return make_teams(d, "alpha", "beta")
 
 
 def events(c, **query):
@@ -151,7 +146,7 @@ class Sse:
 
 def test_the_stream_follows_and_resumes_with_last_event_id(d, teams):
     c = teams["alpha"]
-    first = Sse(d, teams["alpha_key"], **{"Last-Event-ID": str(2 ** 62)})  # only what comes
+    first = Sse(d, teams["alpha_key"].key, **{"Last-Event-ID": str(2 ** 62)})  # only what comes
     sb = warren.Sandbox.create(client=c, timeout=120)
     eid, typ, data = first.next()
     assert typ == "sandbox.created" and data["sandbox_id"] == sb.sandbox_id and data["id"] == eid
@@ -162,13 +157,13 @@ def test_the_stream_follows_and_resumes_with_last_event_id(d, teams):
     # Gone while the client was away: a reconnect with the last id it saw gets the rest, once.
     sb.resume()
     sb.kill()
-    again = Sse(d, teams["alpha_key"], **{"Last-Event-ID": eid2})
+    again = Sse(d, teams["alpha_key"].key, **{"Last-Event-ID": eid2})
     got = [again.next()[1:] for _ in range(2)]
     assert [(t, e["sandbox_id"]) for t, e in got] == [
         ("sandbox.resumed", sb.sandbox_id), ("sandbox.killed", sb.sandbox_id)]
     again.close()
     # Another team's stream never sees alpha's events.
-    beta = Sse(d, teams["beta_key"], **{"Last-Event-ID": str(2 ** 62)})
+    beta = Sse(d, teams["beta_key"].key, **{"Last-Event-ID": str(2 ** 62)})
     warren.Sandbox.create(client=c, timeout=120).kill()
     mine = warren.Sandbox.create(client=teams["beta"], timeout=120)
     _, typ, data = beta.next()
