@@ -43,6 +43,7 @@ round() {
     RUN=/run/opsb-$$
     mkdir -p "$T/state/templates/base"
     ln -s "$(realpath "$BUILD/images/busybox")" "$T/state/templates/base/rootfs"
+    : >"$T/ready"
     # shellcheck disable=SC2086 # the flags are words
     env WARREN_CGROUP_PARENT=opsb-$$ WARREN_UID_BASE=1879048192 WARREN_UID_SLOTS=64 \
         "$BUILD/warrend" --state-dir "$T/state" --socket "$T/s" --listen 127.0.0.1:0 \
