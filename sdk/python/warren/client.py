@@ -18,17 +18,19 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
 from .models import AuditRecord, Event, VersionInfo
 from .usage import Usage, time_param
+
+T = TypeVar("T")
 
 __all__ = [
     "Client",
@@ -776,22 +778,7 @@ class Client:
             "from": when(since), "to": when(until), "action": action, "object": object_id,
             "team": team, "limit": size,
         }
-        first = self.request("GET", "/v1/audit", query=query).json_object()
-
-        def pages() -> Iterator[AuditRecord]:
-            doc = first
-            while True:
-                items = doc.get("events")
-                items = items if isinstance(items, list) else []
-                for d in items:
-                    if isinstance(d, dict):
-                        yield AuditRecord.from_json(d)
-                nxt = doc.get("next_cursor")
-                if not items or not isinstance(nxt, str) or not nxt:
-                    return
-                doc = self.request("GET", "/v1/audit", query=dict(query, cursor=nxt)).json_object()
-
-        return pages()
+        return self._pages("/v1/audit", query, "cursor", AuditRecord.from_json)
 
     def events(
         self,
@@ -831,21 +818,33 @@ class Client:
 
             return live()
         size = min(max(page_size, 1), 1000)
-        first = self.request("GET", "/v1/events", query=dict(query, limit=size)).json_object()
+        return self._pages("/v1/events", dict(query, limit=size), "after", Event.from_json)
 
-        def pages() -> Iterator[Event]:
+    def _pages(
+        self,
+        path: str,
+        query: dict[str, str | int | None],
+        cursor_param: str,
+        parse: Callable[[dict[str, Any]], T],
+    ) -> Iterator[T]:
+        """Every item of a paginated list (``{"events": [...], "next_cursor": ...}``), the
+        next page asked with ``cursor_param=next_cursor``. The first page is fetched here, at
+        once, so that a bad query raises at the call, not at the first ``next()``."""
+        first = self.request("GET", path, query=query).json_object()
+
+        def pages() -> Iterator[T]:
             doc = first
             while True:
                 items = doc.get("events")
                 items = items if isinstance(items, list) else []
                 for d in items:
                     if isinstance(d, dict):
-                        yield Event.from_json(d)
+                        yield parse(d)
                 nxt = doc.get("next_cursor")
                 if not items or not isinstance(nxt, str) or not nxt:
                     return
                 doc = self.request(
-                    "GET", "/v1/events", query=dict(query, limit=size, after=nxt)
+                    "GET", path, query=dict(query, **{cursor_param: nxt})
                 ).json_object()
 
         return pages()
