@@ -285,6 +285,7 @@ static void create_finish(struct create_work *c)
     wr__sample(sb); /* the anchor of the first CPU share */
     wr__event(m, c->rec.team, c->rec.id, "sandbox.created",
               json_pack("{s:s,s:b}", "template", c->rec.template_name, "warm", c->warm));
+    wr__event(m, c->rec.team, c->rec.id, "sandbox.started", json_pack("{s:s}", "cause", "create"));
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
         free(out);

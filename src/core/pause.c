@@ -305,6 +305,7 @@ static void disk_resume_done(uv_work_t *w, int status)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, sb->deadline_ms, false);
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
+    wr__event(m, sb->team, sb->id, "sandbox.started", json_pack("{s:s}", "cause", "resume"));
     if (d->start != NULL) {
         /* Its template's start command runs again; the resume answers once it is ready. */
         struct resume_start *rs = xcalloc(1, sizeof(*rs));

@@ -508,7 +508,7 @@ class NetworkLogEntry:
 @dataclass(frozen=True)
 class Event:
     """A lifecycle event of a sandbox (``GET /v1/events``): ``type`` is one of
-    sandbox.created, .failed, .paused, .resumed, .snapshotted, .forked, .timed_out, .killed and
+    sandbox.created, .started, .failed, .paused, .resumed, .snapshotted, .forked, .timed_out, .killed and
     .stopped; ``data`` holds the type's fields (e.g. ``paused_mode``). ``id`` is the cursor."""
 
     id: str
