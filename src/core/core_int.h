@@ -256,6 +256,10 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 void wr__sample(struct wr_live_sb *sb);
 void wr__on_sample(uv_timer_t *t);
 void wr__sampler_closed(uv_handle_t *h);
+/* memory.c: whether a sandbox of this memory limit may start (a create, a resume from disk):
+ * the commit under --max-memory and MemAvailable above --memory-reserve; WR_ELIMIT naming
+ * which, else 0. */
+int wr__memory_admit(struct wr_manager *m, uint64_t memory, const char *what, struct wr_err *err);
 /* net.c: the bytes its slot's counters saw so far: sent (accepted egress) and received (through
  * the host's forwarding); 0 without a slot of its own or before the table is built. The
  * counters start at 0 with each daemon's table. */

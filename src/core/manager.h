@@ -68,7 +68,9 @@ struct wr_manager_config {
     uint32_t default_timeout_s;    /* 0: 300 */
     uint32_t max_timeout_s;        /* 0: 86400 */
     uint32_t max_sandboxes;        /* 0: 1000 */
-    uint64_t max_memory_bytes;     /* committed memory limit; 0: the host's RAM */
+    uint64_t max_memory_bytes;     /* committed memory limit; 0: RAM x memory_overcommit */
+    double memory_overcommit;      /* 0: WR_MEMORY_OVERCOMMIT (memory.h) */
+    uint64_t memory_reserve_bytes; /* MemAvailable kept free by admission; 0: the default */
     uint32_t default_cpu_millis;   /* 0: 1000 */
     uint64_t default_memory_bytes; /* 0: 512 MiB */
     uint32_t pids_max;             /* per sandbox; 0: 4096 */

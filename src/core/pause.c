@@ -337,9 +337,12 @@ static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_mana
     struct wr_sandbox_rec rec;
     struct wr_err err;
 
-    if (m->count >= m->cfg.max_sandboxes ||
-        m->committed + sb->memory_bytes > m->cfg.max_memory_bytes) {
+    if (m->count >= m->cfg.max_sandboxes) {
         wr_err_set(&err, WR_ELIMIT, 0, "the host has no room to resume sandbox `%s`", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (wr__memory_admit(m, sb->memory_bytes, "resume", &err) < 0) {
         cb(ctx, NULL, &err);
         return;
     }

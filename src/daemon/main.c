@@ -41,6 +41,8 @@ struct options {
     const char *cgroup_mode;
     uint32_t max_sandboxes;
     uint64_t max_memory;
+    double memory_overcommit; /* --memory-overcommit RATIO (0: the default) */
+    uint64_t memory_reserve;  /* --memory-reserve SIZE (0: the default) */
     uint32_t default_timeout, max_timeout;
     uint32_t pool;
     uint32_t warm;
@@ -91,7 +93,12 @@ static void usage(FILE *f)
            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
            "  --max-sandboxes N      sandboxes at most (1000)\n"
-           "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
+           "  --max-memory SIZE      memory limits of sandboxes in memory, summed, at most (the\n"
+           "                         host's RAM x --memory-overcommit)\n"
+           "  --memory-overcommit RATIO  a limit is a cap, not a reservation: the default of\n"
+           "                         --max-memory is RAM x RATIO (100)\n"
+           "  --memory-reserve SIZE  no sandbox starts while the host's available memory is\n"
+           "                         below this (5%% of RAM, 256M to 4G)\n"
            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
            "  --max-timeout SECS     the longest timeout (86400)\n"
            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
@@ -260,6 +267,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_USAGEMS,
         O_STORAGEMS,
         O_LIMITS,
+        O_OVERCOMMIT,
+        O_MEMRESERVE,
         O_AUDIT,
         O_METERING,
     };
@@ -307,6 +316,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"size", required_argument, NULL, O_SIZE},
         {"billed-seconds", required_argument, NULL, O_BILLED},
         {"limits", required_argument, NULL, O_LIMITS},
+        {"memory-overcommit", required_argument, NULL, O_OVERCOMMIT},
+        {"memory-reserve", required_argument, NULL, O_MEMRESERVE},
         {"audit", required_argument, NULL, O_AUDIT},
         {"metering", required_argument, NULL, O_METERING},
 #ifdef WR_TESTING
@@ -535,6 +546,21 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             }
             o->billed_seconds = optarg;
+            break;
+        case O_OVERCOMMIT: {
+            char *end;
+            errno = 0;
+            o->memory_overcommit = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(o->memory_overcommit >= 0.01) ||
+                o->memory_overcommit > 100000) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be a ratio from 0.01 to 100000");
+                goto bad;
+            }
+            break;
+        }
+        case O_MEMRESERVE:
+            if (wr_parse_size(optarg, &o->memory_reserve, &err) < 0)
+                goto bad;
             break;
         case O_LIMITS:
             if (opt_onoff(optarg, &o->limits_on, &err) < 0)
@@ -859,6 +885,8 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .max_memory_bytes = o.max_memory,
+            .memory_overcommit = o.memory_overcommit,
+            .memory_reserve_bytes = o.memory_reserve,
             .usage_interval_ms = o.usage_interval_ms,
             .no_ledger = !o.metering_on,
             .storage_period_ms = o.storage_period_ms,
