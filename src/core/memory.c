@@ -71,7 +71,8 @@ int wr__memory_admit(struct wr_manager *m, uint64_t memory, const char *what, st
     /* An unreadable /proc/meminfo leaves the commit check alone to decide. */
     if (wr_memory_available(&avail, &e2) == 0 && avail < m->cfg.memory_reserve_bytes)
         return wr_err_set(err, WR_ELIMIT, 0,
-                          "the host's memory is in use: %" PRIu64 " MiB available, below the %" PRIu64
+                          "the host's memory is in use: %" PRIu64
+                          " MiB available, below the %" PRIu64
                           " MiB kept free (--memory-reserve); the %s waits",
                           avail >> 20, m->cfg.memory_reserve_bytes >> 20, what);
     return 0;

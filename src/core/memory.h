@@ -18,10 +18,10 @@
 #include "../util/err.h"
 
 /* The defaults of the daemon's flags. */
-#define WR_MEMORY_OVERCOMMIT   100.0
-#define WR_MEMORY_RESERVE_PCT  5
-#define WR_MEMORY_RESERVE_MIN  (256ull << 20)
-#define WR_MEMORY_RESERVE_MAX  (4ull << 30)
+#define WR_MEMORY_OVERCOMMIT  100.0
+#define WR_MEMORY_RESERVE_PCT 5
+#define WR_MEMORY_RESERVE_MIN (256ull << 20)
+#define WR_MEMORY_RESERVE_MAX (4ull << 30)
 
 /* The host's RAM in bytes (sysinfo), 0 if unknown. */
 uint64_t wr_memory_total(void);
