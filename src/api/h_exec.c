@@ -75,6 +75,16 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
 
 /* ---- processes as JSON ----------------------------------------------------------------------- */
 
+json_t *api_usage_json(const struct wr_exit *ex, bool camel)
+{
+    if (ex == NULL || !ex->has_usage)
+        return NULL;
+    return json_pack("{s:f,s:I,s:f,s:s}", camel ? "cpuSeconds" : "cpu_seconds",
+                     (double)ex->cpu_ns / 1e9, camel ? "memoryPeakBytes" : "memory_peak_bytes",
+                     (json_int_t)ex->maxrss_bytes, camel ? "wallSeconds" : "wall_seconds",
+                     (double)ex->wall_ns / 1e9, "source", "rusage");
+}
+
 json_t *api_proc_json(struct wr_proc *p)
 {
     json_t *cmd = json_array();
@@ -92,6 +102,8 @@ json_t *api_proc_json(struct wr_proc *p)
 
     if (wr_proc_tag(p) != NULL) /* "start": the template's start command */
         json_object_set_new(o, "tag", json_string(wr_proc_tag(p)));
+    if (ex != NULL && ex->has_usage)
+        json_object_set_new(o, "usage", api_usage_json(ex, false));
     return o;
 }
 
@@ -211,6 +223,8 @@ static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
                         ex->signal == 0 ? json_integer(ex->exit_code) : json_null());
     json_object_set_new(o, "signal", ex->signal ? json_integer(ex->signal) : json_null());
     json_object_set_new(o, "timed_out", json_boolean(timed_out));
+    if (ex->has_usage)
+        json_object_set_new(o, "usage", api_usage_json(ex, false));
     return o;
 }
 

@@ -180,7 +180,11 @@ struct init_proc {
     struct init_conn *in_holder; /* connection paused by our full stdin queue */
     struct init_conn *in_sender; /* who gets STDIN_ACKs: the last connection that sent stdin */
     bool reaped;
-    int status; /* waitpid status once reaped */
+    int status;        /* wait4 status once reaped */
+    uint64_t start_ns; /* CLOCK_MONOTONIC at the spawn */
+    uint64_t end_ns;   /* ... at the reap */
+    uint64_t cpu_ns;   /* wait4's rusage: user + system */
+    uint64_t maxrss;   /* ... ru_maxrss, in bytes */
     bool exit_sent;
     bool released;
     struct init_conn *attached;
@@ -196,8 +200,10 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n);
 uint32_t init_proc_add(struct init_proc *pr, struct init_conn *c);
 /* Handle STDIN, STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, LIST, RELEASE, ACK. */
 void init_proc_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
-/* Reap every exited child (SIGCHLD). */
+/* Reap every exited child (SIGCHLD), keeping a command's rusage and end time. */
 void init_procs_reap(void);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t init_now_ns(void);
 /* Update output/stdin watches, send EXIT events, free released processes. */
 void init_procs_pump(void);
 /* c is closing: detach it from every process. */

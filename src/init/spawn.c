@@ -262,6 +262,7 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     int parent_fds[3] = {-1, -1, -1}; /* stdin write end, stdout/pty master, stderr */
     int master = -1;
     char **env = NULL;
+    uint64_t start_ns;
     pid_t pid;
 
     memset(&s, 0, sizeof(s));
@@ -306,6 +307,7 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     /* Returns once the child has exec'd or exited: init's loop waits only for the few syscalls
      * before exec, and the exec itself. */
     oom_score("1000");
+    start_ns = init_now_ns();
     pid =
         clone(child_run, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &pl);
     oom_score("0");
@@ -329,6 +331,7 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
 
     struct init_proc *pr = xcalloc(1, sizeof(*pr));
     pr->pid = pid;
+    pr->start_ns = start_ns;
     pr->argv = argv_copy(s.argv);
     pr->pty = s.pty;
     pr->in.fd = pr->out.fd = pr->err.fd = -1;

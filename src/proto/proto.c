@@ -337,6 +337,12 @@ static const char *tag_name(uint16_t tag)
         return "running";
     case WR_TAG_USER:
         return "user";
+    case WR_TAG_CPU_NS:
+        return "cpu_ns";
+    case WR_TAG_MAXRSS_BYTES:
+        return "maxrss_bytes";
+    case WR_TAG_WALL_NS:
+        return "wall_ns";
     case WR_TAG_PATH:
         return "path";
     case WR_TAG_NAME:
@@ -840,6 +846,11 @@ void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex
         wr_msg_put_i64(b, WR_TAG_SIGNAL, ex->signal);
     else
         wr_msg_put_i64(b, WR_TAG_EXIT_CODE, ex->exit_code);
+    if (ex->has_usage) {
+        wr_msg_put_u64(b, WR_TAG_CPU_NS, ex->cpu_ns);
+        wr_msg_put_u64(b, WR_TAG_MAXRSS_BYTES, ex->maxrss_bytes);
+        wr_msg_put_u64(b, WR_TAG_WALL_NS, ex->wall_ns);
+    }
     (void)wr_msg_end(b, start);
 }
 
@@ -858,12 +869,22 @@ int wr_exit_decode(const uint8_t *p, size_t n, struct wr_exit *ex, struct wr_err
             if (once(&seen, msg, f.tag, err) < 0 ||
                 field_i64(&f, msg, f.tag == WR_TAG_SIGNAL ? &out.signal : &out.exit_code, err) < 0)
                 return -1;
+        } else if (f.tag == WR_TAG_CPU_NS || f.tag == WR_TAG_MAXRSS_BYTES ||
+                   f.tag == WR_TAG_WALL_NS) {
+            uint64_t *dst = f.tag == WR_TAG_CPU_NS         ? &out.cpu_ns
+                            : f.tag == WR_TAG_MAXRSS_BYTES ? &out.maxrss_bytes
+                                                           : &out.wall_ns;
+            /* INT64_MAX: JSON integers are signed; no real count comes near it */
+            if (once(&seen, msg, f.tag, err) < 0 || field_u64(&f, INT64_MAX, msg, dst, err) < 0)
+                return -1;
         }
     }
     if (rc < 0)
         return truncated(msg, err);
     if (!has(&seen, WR_TAG_EXIT_CODE) && !has(&seen, WR_TAG_SIGNAL))
         return wr_err_set(err, WR_EPROTO, 0, "exit: neither exit_code nor signal");
+    out.has_usage =
+        has(&seen, WR_TAG_CPU_NS) && has(&seen, WR_TAG_MAXRSS_BYTES) && has(&seen, WR_TAG_WALL_NS);
     *ex = out;
     return 0;
 }

@@ -114,6 +114,10 @@ enum wr_tag {
     WR_TAG_RUNNING = 20,
     WR_TAG_BYTES = 21,
     WR_TAG_USER = 22, /* user name or number, resolved by init against the sandbox's /etc/passwd */
+    /* EXIT: the command's own usage, from wait4 (it and the descendants it waited for) */
+    WR_TAG_CPU_NS = 23,       /* u64: user + system CPU time, ns */
+    WR_TAG_MAXRSS_BYTES = 24, /* u64: the largest resident set of one of those processes */
+    WR_TAG_WALL_NS = 25,      /* u64: from the spawn to the reap, ns */
     WR_TAG_PATH = 30,
     WR_TAG_DEST = 31,
     WR_TAG_MODE = 32,
@@ -290,10 +294,16 @@ void wr_stat_encode(struct wr_buf *b, uint32_t id, const struct wr_stat *st);
 int wr_stat_decode(const uint8_t *p, size_t n, struct wr_stat *st, struct wr_err *err);
 void wr_stat_fini(struct wr_stat *st);
 
-/* EXIT event. */
+/* EXIT event. The usage fields are warren-init's (wait4's rusage of the command and of the
+ * descendants it waited for, and init's monotonic clock): written by the sandbox, so a sandbox
+ * that took over its PID 1 can forge them. An EXIT from an older init has none (has_usage). */
 struct wr_exit {
     int64_t exit_code; /* valid when signal == 0 */
     int64_t signal;
+    bool has_usage;        /* CPU_NS, MAXRSS_BYTES and WALL_NS all came */
+    uint64_t cpu_ns;       /* user + system */
+    uint64_t maxrss_bytes; /* ru_maxrss: the peak resident set of the largest of them */
+    uint64_t wall_ns;      /* from the spawn to the reap */
 };
 
 void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex);

@@ -496,6 +496,30 @@ static void test_exit_error(void)
     wr_exit_encode(&b, 3, &ex);
     is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit signal: decodes");
     is_int(out.signal, 15, "exit signal: signal");
+    ok(!out.has_usage, "exit: no usage unless all of it came");
+    wr_buf_fini(&b);
+
+    ex = (struct wr_exit){.exit_code = 0,
+                          .has_usage = true,
+                          .cpu_ns = 1500000000ull,
+                          .maxrss_bytes = 64ull << 20,
+                          .wall_ns = 2000000001ull};
+    wr_exit_encode(&b, 3, &ex);
+    is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit usage: decodes");
+    ok(out.has_usage && out.cpu_ns == ex.cpu_ns && out.maxrss_bytes == ex.maxrss_bytes &&
+           out.wall_ns == ex.wall_ns,
+       "exit usage: round trip");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_EXIT_CODE, 0);
+    wr_msg_put_u64(&b, WR_TAG_CPU_NS, 1);
+    wr_msg_put_u64(&b, WR_TAG_CPU_NS, 2);
+    is_int(wr_exit_decode(b.data, b.len, &out, &err), -1, "exit usage: duplicate cpu_ns");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_EXIT_CODE, 0);
+    wr_msg_put_u64(&b, WR_TAG_WALL_NS, UINT64_MAX);
+    is_int(wr_exit_decode(b.data, b.len, &out, &err), -1, "exit usage: wall_ns out of range");
     wr_buf_fini(&b);
 
     wr_msg_put_u64(&b, WR_TAG_PID, 1);

@@ -1,0 +1,117 @@
+"""Per-command usage and limits (docs/usage.md, "Per-command usage"): every exec's end carries
+its CPU seconds, peak memory and wall time, natively and in E2B's end event; `cpus` and
+`memory_mb` on an exec limit that command in a cgroup of its own below the sandbox's, which is
+gone when the command ends. Through the real daemon and real sandboxes; the figures are checked
+against what the command measured itself."""
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+import warren
+from conftest import Daemon, delete_all
+
+BASE = os.environ.get("WARREN_BASE_TEMPLATE")
+if not BASE:
+    if os.environ.get("CI") == "true":
+        pytest.fail("WARREN_BASE_TEMPLATE is not set (test.sh builds the template and sets it)",
+                    pytrace=False)
+    pytest.skip("WARREN_BASE_TEMPLATE is not set (these tests need python3 in the sandbox)",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    top = tempfile.mkdtemp(prefix="warrend-exec-usage-")
+    tdir = os.path.join(top, "state", "templates", "base")
+    os.makedirs(tdir)
+    os.symlink(os.path.join(os.path.abspath(BASE), "rootfs"), os.path.join(tdir, "rootfs"))
+    shutil.copy(os.path.join(BASE, "config.json"), tdir)
+    d = Daemon(state_dir=top).start()
+    yield d
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+@pytest.fixture
+def client(daemon):
+    c = daemon.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def sandbox(client):
+    with warren.Sandbox.create(client=client, cpus=1, memory_mb=512, timeout=300) as s:
+        yield s
+
+# A busy loop of about `secs` CPU seconds; prints the CPU time the process measured itself.
+BUSY = ("import os, time\n"
+        "end = time.process_time() + %s\n"
+        "while time.process_time() < end: pass\n"
+        "t = os.times(); print(t.user + t.system)\n")
+
+# Allocate and touch `mib` MiB; prints the peak resident set the process measured itself.
+HOG = ("import resource\n"
+       "b = b'\\x01' * (%d << 20)\n"
+       "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n")
+
+
+def py(sb, code, **kw):
+    return sb.commands.run(["python3", "-c", code], **kw)
+
+
+def within(value, ref, frac=0.10):
+    return abs(value - ref) <= frac * ref
+
+
+def test_cpu_seconds_match_what_the_command_measured(sandbox):
+    r = py(sandbox, BUSY % 1.0)
+    measured = float(r.stdout)
+    assert r.usage is not None and r.usage.source == "rusage"
+    assert measured >= 0.95
+    assert within(r.usage.cpu_seconds, measured), (r.usage, measured)
+    assert r.usage.wall_seconds >= r.usage.cpu_seconds * 0.9
+    assert r.usage.wall_seconds < 30
+
+
+def test_memory_peak_matches_what_the_command_measured(sandbox):
+    r = py(sandbox, HOG % 64)
+    measured = int(r.stdout)
+    assert measured >= 64 << 20
+    assert within(r.usage.memory_peak_bytes, measured), (r.usage, measured)
+
+
+def test_wall_time_of_a_sleep(sandbox):
+    r = sandbox.commands.run(["sleep", "0.5"])
+    assert 0.45 <= r.usage.wall_seconds < 5, r.usage
+    assert r.usage.cpu_seconds < 0.2
+
+
+def test_usage_through_a_shell_counts_what_it_waited_for(sandbox):
+    # sh waits for python: python's CPU time is in sh's rusage
+    sandbox.files.write("/tmp/busy.py", BUSY % 0.5)
+    r = sandbox.commands.run("python3 /tmp/busy.py && true")
+    assert within(r.usage.cpu_seconds, float(r.stdout), 0.15), (r.usage, r.stdout)
+
+
+def test_stream_and_background_carry_usage(client, sandbox):
+    sid = sandbox.sandbox_id
+    with client.stream("POST", "/v1/sandboxes/%s/exec" % sid,
+                       json_body={"cmd": ["sleep", "0.2"], "mode": "stream"}) as s:
+        events = list(s.iter_json())
+    end = events[-1]
+    assert end["type"] == "exit" and end["exit_code"] == 0
+    u = end["usage"]
+    assert set(u) == {"cpu_seconds", "memory_peak_bytes", "wall_seconds", "source"}
+    assert u["wall_seconds"] >= 0.19 and u["memory_peak_bytes"] > 0
+
+    h = sandbox.commands.run(["sleep", "0.1"], background=True)
+    res = h.wait()
+    assert res.usage is None or res.usage.wall_seconds >= 0.09
+    info = client.request("GET", "/v1/sandboxes/%s/processes/%d" % (sid, h.pid)).json_object()
+    assert info["usage"]["wall_seconds"] >= 0.09
