@@ -241,6 +241,7 @@ static void list(struct init_conn *c, uint32_t id)
         pi.proc_id = pr->id;
         pi.pid = pr->pid;
         pi.argv = pr->argv;
+        pi.cgroup = pr->cgroup;
         pi.pty = pr->pty;
         pi.running = !pr->reaped;
         if (pr->reaped && WIFSIGNALED(pr->status))
@@ -402,6 +403,7 @@ static void proc_free(struct init_proc *pr)
     for (char **a = pr->argv; a != NULL && *a != NULL; a++)
         free(*a);
     free(pr->argv);
+    free(pr->cgroup);
     free(pr);
 }
 

@@ -118,6 +118,10 @@ enum wr_tag {
     WR_TAG_CPU_NS = 23,       /* u64: user + system CPU time, ns */
     WR_TAG_MAXRSS_BYTES = 24, /* u64: the largest resident set of one of those processes */
     WR_TAG_WALL_NS = 25,      /* u64: from the spawn to the reap, ns */
+    /* SPAWN: how many fds came with this frame (SCM_RIGHTS), each a cgroup.procs file the
+     * child writes "0" to before it runs anything of the command's (its own cgroup) */
+    WR_TAG_FDS = 26,
+    WR_TAG_CGROUP = 27, /* SPAWN, PROC: that cgroup's name (1-64 of [A-Za-z0-9_-]) */
     WR_TAG_PATH = 30,
     WR_TAG_DEST = 31,
     WR_TAG_MODE = 32,
@@ -255,7 +259,11 @@ struct wr_spawn {
     bool pty;
     uint16_t rows;
     uint16_t cols;
+    uint32_t nfds; /* cgroup.procs fds sent with the frame, at most WR_SPAWN_FDS_MAX */
+    char *cgroup;  /* the command's own cgroup (its name), or NULL */
 };
+#define WR_SPAWN_FDS_MAX   4
+#define WR_CGROUP_NAME_MAX 64
 
 void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s);
 /* Decode into *s (all strings owned by s; free with wr_spawn_fini). -1 with err on bad input:
@@ -272,6 +280,7 @@ struct wr_proc_info {
     bool running;
     int64_t exit_code; /* valid when !running and signal == 0 */
     int64_t signal;    /* terminating signal, 0 if it exited */
+    char *cgroup;      /* the name SPAWN gave its own cgroup, or NULL */
 };
 
 void wr_proc_info_encode(struct wr_buf *b, uint32_t id, const struct wr_proc_info *pi);
@@ -304,6 +313,9 @@ struct wr_exit {
     uint64_t cpu_ns;       /* user + system */
     uint64_t maxrss_bytes; /* ru_maxrss: the peak resident set of the largest of them */
     uint64_t wall_ns;      /* from the spawn to the reap */
+    /* The daemon's, never encoded: cpu_ns and maxrss_bytes are the command's own cgroup's
+     * (its CPU time and memory high-water mark, read on the host), not warren-init's. */
+    bool from_cgroup;
 };
 
 void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex);

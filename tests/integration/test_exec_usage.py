@@ -115,3 +115,87 @@ def test_stream_and_background_carry_usage(client, sandbox):
     assert res.usage is None or res.usage.wall_seconds >= 0.09
     info = client.request("GET", "/v1/sandboxes/%s/processes/%d" % (sid, h.pid)).json_object()
     assert info["usage"]["wall_seconds"] >= 0.09
+
+
+# ---- a command's own cgroup ---------------------------------------------------------------
+
+CG_ROOT = "/sys/fs/cgroup"
+
+
+def command_cgroups(sid):
+    """The commands' cgroups under the sandbox's, in every hierarchy."""
+    from conftest import CGROUP_PARENT
+    left = []
+    for hier in os.listdir(CG_ROOT):
+        p = os.path.join(CG_ROOT, hier, CGROUP_PARENT, sid)
+        if os.path.isdir(p):
+            left += [os.path.join(p, c) for c in os.listdir(p)
+                     if os.path.isdir(os.path.join(p, c))]
+    return left
+
+
+def test_cgroup_usage_cpu_and_memory(sandbox):
+    r = py(sandbox, BUSY % 1.0, usage="cgroup")
+    assert r.usage.source == "cgroup"
+    assert within(r.usage.cpu_seconds, float(r.stdout)), (r.usage, r.stdout)
+    r = py(sandbox, HOG % 64, usage="cgroup")
+    # the cgroup counts the command's memory (64 MiB and the interpreter's own), not the
+    # interpreter's files already cached by the sandbox: between the allocation and the RSS
+    assert 64 << 20 <= r.usage.memory_peak_bytes <= int(r.stdout) * 1.10, (r.usage, r.stdout)
+    assert command_cgroups(sandbox.sandbox_id) == []
+
+
+def test_memory_limit_oom_kills_the_command_not_the_sandbox(sandbox):
+    r = py(sandbox, HOG % 128, memory_mb=32, check=False)
+    assert r.signal == 9 and r.exit_code is None, r
+    assert r.usage.source == "cgroup"
+    assert r.usage.memory_peak_bytes <= 33 << 20
+    assert sandbox.commands.run("echo alive").stdout == "alive\n"
+    assert command_cgroups(sandbox.sandbox_id) == []
+
+
+def test_cpus_limit_throttles(sandbox):
+    code = ("import time\n"
+            "t0 = time.monotonic()\n"
+            "while time.monotonic() - t0 < 2: pass\n")
+    r = py(sandbox, code, cpus=0.3)
+    ratio = r.usage.cpu_seconds / r.usage.wall_seconds
+    assert 0.25 <= ratio <= 0.36, r.usage
+
+
+def test_limits_above_the_sandbox_are_refused(client, sandbox):
+    sid = sandbox.sandbox_id
+    for body in ({"cpus": 2}, {"memory_mb": 1024}):
+        with pytest.raises(warren.InvalidArgumentError) as ei:
+            client.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                           json_body={"cmd": ["true"], **body})
+        assert ei.value.code == "exceeds_sandbox", ei.value
+    for body in ({"cpus": 0}, {"memory_mb": "1G"}, {"usage": "yes"},
+                 {"usage": "rusage", "cpus": 0.5}):
+        with pytest.raises(warren.InvalidArgumentError) as ei:
+            client.request("POST", "/v1/sandboxes/%s/exec" % sid,
+                           json_body={"cmd": ["true"], **body})
+        assert ei.value.code == "invalid", (body, ei.value)
+    assert command_cgroups(sid) == []
+
+
+def test_a_failed_spawn_leaves_no_cgroup(sandbox):
+    with pytest.raises(warren.InvalidArgumentError):
+        sandbox.commands.run(["/nonexistent"], memory_mb=64)
+    assert command_cgroups(sandbox.sandbox_id) == []
+
+
+def test_leftover_processes_move_up_and_the_cgroup_goes(sandbox):
+    r = sandbox.commands.run("sleep 30 >/dev/null 2>&1 & echo started", memory_mb=64)
+    assert r.stdout == "started\n"
+    assert command_cgroups(sandbox.sandbox_id) == []
+    assert "sleep 30" in sandbox.commands.run("ps -eo args").stdout
+
+
+def test_pause_and_kill_cover_a_limited_command(client, sandbox):
+    h = sandbox.commands.run(["sleep", "60"], memory_mb=64, background=True)
+    assert len(command_cgroups(sandbox.sandbox_id)) >= 1
+    sandbox.pause()
+    sandbox.resume()
+    assert h.info().running
+    sandbox.kill()
