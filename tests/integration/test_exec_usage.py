@@ -199,3 +199,18 @@ def test_pause_and_kill_cover_a_limited_command(client, sandbox):
     sandbox.resume()
     assert h.info().running
     sandbox.kill()
+
+
+def test_cli_exec_limits_and_usage(daemon, sandbox):
+    from conftest import warren as warren_cli
+    env = {"WARREN_API_URL": daemon.url}
+    p = warren_cli("exec", sandbox.sandbox_id, "--memory", "64M", "--cpus", "0.5", "--usage",
+                   "--", "python3", "-c", HOG % 16, env=env)
+    assert p.returncode == 0, p.stderr
+    line = p.stderr.decode().strip().splitlines()[-1]
+    assert line.startswith("usage: cpu ") and line.endswith("(cgroup)"), line
+    p = warren_cli("exec", sandbox.sandbox_id, "--usage", "--", "true", env=env)
+    assert p.returncode == 0 and p.stderr.decode().strip().endswith("(rusage)"), p.stderr
+    p = warren_cli("exec", sandbox.sandbox_id, "--memory", "4G", "--", "true", env=env)
+    assert p.returncode == 125 and b"more than its sandbox has" in p.stderr, p.stderr
+    assert command_cgroups(sandbox.sandbox_id) == []
