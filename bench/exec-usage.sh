@@ -40,7 +40,7 @@ start() {
     ln -s "$(cd "$BASE" && pwd)/rootfs" "$TMP/$1/state/templates/base/rootfs"
     cp "$BASE/config.json" "$TMP/$1/state/templates/base/"
     WARREN_CGROUP_PARENT=warren-bench-$1-$$ "$2/warrend" --state-dir "$TMP/$1/state" \
-        --socket "$TMP/$1/sock" --run-dir "/run/warren-bench-$1-$$" --net-pool "$3" \
+        --socket "$TMP/$1/sock" --listen 127.0.0.1:0 --run-dir "/run/warren-bench-$1-$$" --net-pool "$3" \
         --net-table "wbe$1$$" --net-default off --net-ready 1 --dns-upstream 127.0.0.1:9 \
         >"$TMP/$1/out" 2>"$TMP/$1/log" &
     PIDS="$PIDS $!"
