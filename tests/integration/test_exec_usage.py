@@ -5,6 +5,7 @@ gone when the command ends. Through the real daemon and real sandboxes; the figu
 against what the command measured itself."""
 
 import os
+import time
 import shutil
 import tempfile
 
@@ -214,3 +215,28 @@ def test_cli_exec_limits_and_usage(daemon, sandbox):
     p = warren_cli("exec", sandbox.sandbox_id, "--memory", "4G", "--", "true", env=env)
     assert p.returncode == 125 and b"more than its sandbox has" in p.stderr, p.stderr
     assert command_cgroups(sandbox.sandbox_id) == []
+
+
+def test_a_limited_command_across_a_daemon_restart(daemon):
+    c = daemon.client()
+    sb = warren.Sandbox.create(client=c, cpus=1, memory_mb=512, timeout=300)
+    sid = sb.sandbox_id
+    try:
+        running = sb.commands.run("sleep 2; echo done", memory_mb=64, background=True)
+        ended = sb.commands.run("sleep 0.2", memory_mb=64, background=True)
+        assert len({os.path.basename(p) for p in command_cgroups(sid)}) == 2
+        daemon.kill9()  # it dies while both run; one ends while no daemon runs
+        time.sleep(0.5)
+        daemon.start()
+        c = daemon.client()
+        sb = warren.Sandbox.connect(sid, client=c)
+        res = warren.CommandHandle(sb.commands, running.pid).wait(timeout=30)
+        assert res.stdout == "done\n" and res.usage.source == "cgroup", res
+        info = sb.commands.get(ended.pid)
+        assert not info.running and info.raw["usage"]["source"] == "cgroup", info.raw
+        deadline = time.monotonic() + 5
+        while command_cgroups(sid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert command_cgroups(sid) == []
+    finally:
+        warren.Sandbox.connect(sid, client=daemon.client()).kill()

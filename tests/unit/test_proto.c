@@ -141,7 +141,9 @@ static void test_spawn(void)
                           .gid = 1001,
                           .pty = true,
                           .rows = 50,
-                          .cols = 132};
+                          .cols = 132,
+                          .nfds = 3,
+                          .cgroup = "cmd-1a-2"};
     struct wr_spawn out;
     struct wr_frame_hdr h;
     struct wr_err err = {0};
@@ -168,6 +170,8 @@ static void test_spawn(void)
         ok(out.pty, "spawn: pty");
         is_int(out.rows, 50, "spawn: rows");
         is_int(out.cols, 132, "spawn: cols");
+        is_int(out.nfds, 3, "spawn: fds");
+        is_str(out.cgroup, "cmd-1a-2", "spawn: cgroup");
         wr_spawn_fini(&out);
         ok(out.argv == NULL && out.env == NULL && out.cwd == NULL, "spawn: fini clears");
     }
@@ -767,6 +771,27 @@ static void spawn_accepts(struct wr_buf *b, const char *name)
     wr_buf_fini(b);
 }
 
+static void test_spawn_cgroup_hostile(void)
+{
+    static const char *const bad[] = {"", "../x", "a/b", "a.b", "x y"};
+    struct wr_spawn out;
+    struct wr_err err = {0};
+    struct wr_buf b;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wr_buf_init(&b);
+        wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+        wr_msg_put_str(&b, WR_TAG_CGROUP, bad[i]);
+        is_int(wr_spawn_decode(b.data, b.len, &out, &err), -1, "spawn: cgroup not a plain name");
+        wr_buf_fini(&b);
+    }
+    wr_buf_init(&b);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+    wr_msg_put_u64(&b, WR_TAG_FDS, WR_SPAWN_FDS_MAX + 1);
+    is_int(wr_spawn_decode(b.data, b.len, &out, &err), -1, "spawn: too many fds");
+    wr_buf_fini(&b);
+}
+
 static void test_spawn_hostile(void)
 {
     struct wr_buf b;
@@ -1061,6 +1086,7 @@ int main(void)
     test_reader();
     test_tlv();
     test_spawn_hostile();
+    test_spawn_cgroup_hostile();
     test_watch_event();
     test_port_list();
     return done();
