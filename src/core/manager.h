@@ -440,6 +440,22 @@ struct wr_proc_sub {
 void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
                       void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
                       void *ctx);
+/* A command's own limits and accounting (docs/usage.md, "Per-command usage"): with cgroup
+ * set, it runs in a cgroup of its own under the sandbox's, which it joins before it runs any
+ * of its code, limited to memory_bytes and cpu_millis (0: the sandbox's), and its exit's usage
+ * is that cgroup's (from_cgroup); the cgroup is removed at its end. Limits above the
+ * sandbox's are refused (WR_EINVAL). */
+struct wr_cmd_limits {
+    bool cgroup;
+    uint64_t memory_bytes;
+    uint32_t cpu_millis;
+};
+void wr_live_sb_spawn_limited(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                              const struct wr_cmd_limits *lim,
+                              void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                              void *ctx);
+/* The sandbox's own limits (0: none). */
+void wr_live_sb_limits(const struct wr_live_sb *sb, uint32_t *cpu_millis, uint64_t *memory_bytes);
 struct wr_proc *wr_live_sb_proc(struct wr_live_sb *sb, uint32_t id);
 /* Procs in id order: call fn for each. */
 void wr_live_sb_procs_foreach(struct wr_live_sb *sb, void (*fn)(struct wr_proc *p, void *ctx),

@@ -355,6 +355,31 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class CommandUsage:
+    """What one command used (docs/usage.md, "Per-command usage"): ``cpu_seconds`` (user +
+    system), ``memory_peak_bytes``, ``wall_seconds`` (start to end). ``source`` says where the
+    figures come from: ``rusage`` (warren-init's wait4: the command and the descendants it
+    waited for; the peak is the largest single process's resident set) or ``cgroup`` (the
+    command's own cgroup, read by the daemon: every process it started, memory summed)."""
+
+    cpu_seconds: float
+    memory_peak_bytes: int
+    wall_seconds: float
+    source: str = "rusage"
+
+    @classmethod
+    def from_json(cls, d: Any) -> CommandUsage | None:
+        if not isinstance(d, Mapping):
+            return None
+        return cls(
+            cpu_seconds=float(d.get("cpu_seconds") or 0.0),
+            memory_peak_bytes=int(d.get("memory_peak_bytes") or 0),
+            wall_seconds=float(d.get("wall_seconds") or 0.0),
+            source=str(d.get("source") or "rusage"),
+        )
+
+
+@dataclass(frozen=True)
 class CommandResult:
     """The outcome of a command. ``stdout``/``stderr`` are the output decoded as UTF-8 (invalid
     sequences become U+FFFD); ``stdout_bytes``/``stderr_bytes`` the exact bytes.
@@ -371,6 +396,7 @@ class CommandResult:
     timed_out: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    usage: CommandUsage | None = None
 
     @property
     def stdout(self) -> str:
@@ -423,6 +449,7 @@ class CommandEvent:
     timed_out: bool = False
     code: str | None = None
     message: str | None = None
+    usage: CommandUsage | None = None
 
     @property
     def text(self) -> str:
@@ -441,6 +468,7 @@ class CommandEvent:
             timed_out=bool(d.get("timed_out", False)),
             code=code if isinstance(code, str) else None,
             message=message if isinstance(message, str) else None,
+            usage=CommandUsage.from_json(d.get("usage")),
         )
 
 
