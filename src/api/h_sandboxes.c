@@ -560,6 +560,7 @@ void api_sandbox_resume(struct api_call *c)
         struct wr_budget_state st;
         struct state_ctx *s;
         struct wr_sandbox_rec rec;
+        int kept = -1;
         /* Past its own hard cap it stays paused: 429 budget, until the cap is raised. */
         if (wr_manager_sandbox_budget(c->api->mgr, c->team, c->seg[1], &st, NULL) == 0 &&
             st.level == WR_BUDGET_HARD) {
@@ -571,12 +572,18 @@ void api_sandbox_resume(struct api_call *c)
             api_limits_budget(req, 3600, msg);
             goto out;
         }
-        s = state_ctx_new(req);
-        /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
+        /* A sandbox paused to disk starts again with a fresh init: its processes are gone. It
+         * counts against its team's quotas (and budget) again (one in memory never stopped
+         * counting). */
         if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, NULL) == 0) {
-            s->kept = rec.paused_mode != WR_SB_PAUSED_DISK;
+            kept = rec.paused_mode != WR_SB_PAUSED_DISK;
+            uint64_t mem = rec.memory_bytes;
             wr_sandbox_rec_fini(&rec);
+            if (kept == 0 && api_limits_quota(c->api, req, &c->who, 1, mem) < 0)
+                goto out;
         }
+        s = state_ctx_new(req);
+        s->kept = kept;
         wr_manager_resume(c->api->mgr, c->team, c->seg[1], timeout_s, state_done, s);
     }
 out:

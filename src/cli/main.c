@@ -43,6 +43,7 @@ static const struct verb verbs[] = {
     {"login", cmd_login, "check and save the endpoint and API key"},
     {"mcp", cmd_mcp, "serve MCP on stdin/stdout (for agents), forwarding to warrend's /mcp"},
     {"usage", cmd_usage, "show the team's usage: per sandbox, template or day, and storage"},
+    {"limits", cmd_limits, "show a team's rate limits and quotas; set them (admin keys)"},
     {"budget", cmd_budget, "show or set a team's or a sandbox's budget (spend cap)"},
 };
 

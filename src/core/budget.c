@@ -168,6 +168,10 @@ static int parse(const struct wr_manager *m, const json_t *j, bool team, bool pr
 int wr_budget_parse(const struct wr_manager *m, const json_t *j, bool team, struct wr_budget *out,
                     struct wr_err *err)
 {
+    if (m->cfg.no_ledger)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "budgets are measured on the usage ledger, and this daemon keeps none "
+                          "(it runs with --metering off)");
     return parse(m, j, team, true, out, err);
 }
 

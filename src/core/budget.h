@@ -42,7 +42,8 @@ struct wr_budget_state {
 /* Parse a budget object {"unit", "soft", "hard", "period"} (team: period allowed, default
  * month; a sandbox's has none). unit is "vcpu_seconds" (default) or "money" (only with a price
  * set by the operator). Caps are numbers >= 0 (0 or null: none), at least one set, soft at most
- * hard. WR_EINVAL naming the field otherwise. */
+ * hard. WR_EINVAL naming the field otherwise; WR_EUNSUPPORTED on a daemon without a usage
+ * ledger (--metering off). */
 int wr_budget_parse(const struct wr_manager *m, const json_t *j, bool team, struct wr_budget *out,
                     struct wr_err *err);
 /* The API's view: {"budget": {...} or null, "used", "state", "vcpu_seconds", "gib_seconds",

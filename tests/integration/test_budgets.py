@@ -127,6 +127,17 @@ def test_money_needs_prices():
         dm.cleanup()
 
 
+def test_no_budgets_without_a_ledger():
+    dm = Daemon("--warm", "0", "--metering", "off").start()
+    try:
+        st, _, resp = raw(dm, "PUT", "/v1/teams/t/budget", {"hard": 1}, key=dm.admin_key)
+        assert st == 501 and json.loads(resp)["code"] == "unsupported", resp
+        st, _, resp = raw(dm, "POST", "/v1/sandboxes", {"budget": {"hard": 1}}, key=dm.admin_key)
+        assert st == 400 and "--metering off" in json.loads(resp)["message"], resp
+    finally:
+        dm.cleanup()
+
+
 # ---- a team's soft cap -------------------------------------------------------------------------
 
 

@@ -513,7 +513,9 @@ def test_exec_operations(daemon, sandbox):
     assert r.media == "application/x-ndjson"
     evs = r.lines()
     assert evs[0]["type"] == "start" and evs[0]["pid"] >= 1 and evs[0]["os_pid"] >= 1
-    assert evs[-1] == {"type": "exit", "exit_code": 4, "signal": None, "timed_out": False}
+    validate(evs[-1]["usage"], SPEC["components"]["schemas"]["CommandUsage"], "exit usage")
+    assert {k: v for k, v in evs[-1].items() if k != "usage"} == \
+        {"type": "exit", "exit_code": 4, "signal": None, "timed_out": False}
     assert {"type": "stdout", "data": "a\n"} in evs and {"type": "stderr", "data": "b\n"} in evs
     r = api(daemon, "POST", EXEC, ids, body={"cmd": "echo sse", "mode": "stream"},
             headers={"Accept": "text/event-stream"})
@@ -1113,6 +1115,7 @@ COVERED_ELSEWHERE = {
     ("/v1/sandboxes", "post", 429),
     # A resume past the sandbox's own budget (429 budget): test_budgets.py.
     ("/v1/sandboxes/{id}/resume", "post", 429),
+    ("/v1/teams/{team}/budget", "put", 501),  # a daemon with --metering off
     ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
