@@ -27,6 +27,7 @@
 #include "../store/store.h"
 #include "../util/err.h"
 #include "../util/inet.h"
+#include "webhooks.h"
 
 struct wr_agent;
 struct wr_runtime;
@@ -84,6 +85,7 @@ struct wr_manager_config {
     struct wr_net_config net;
     uint32_t usage_interval_ms; /* the ledger closes running intervals this often; 0: 60000 */
     uint32_t storage_period_ms; /* the storage sample's period; 0: an hour */
+    struct wr_webhooks_config webhooks; /* webhooks.h */
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,

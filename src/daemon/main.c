@@ -20,6 +20,7 @@
 #include "../core/netlog.h"
 #include "../core/pool.h"
 #include "../core/space.h"
+#include "../core/webhooks.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "../util/cleanup.h"
@@ -77,6 +78,10 @@ struct options {
     const char *billed_seconds; /* --billed-seconds allocated|measured|max */
     uint32_t usage_interval_ms; /* --usage-interval-ms (test builds) */
     uint32_t storage_period_ms; /* --usage-storage-ms (test builds) */
+    /* Webhooks (docs/operations.md "Webhooks"). */
+    const char *webhook_allow[WR_WEBHOOK_ALLOW_MAX]; /* --webhook-allow CIDR|HOST */
+    size_t n_webhook_allow;
+    uint32_t webhook_attempts, webhook_backoff_ms, webhook_timeout_s;
 };
 
 static void usage(FILE *f)
@@ -146,6 +151,13 @@ static void usage(FILE *f)
            "                         (off; e.g. 127.0.0.1:9464)\n"
            "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
            "  --audit-retention-days N  audit records are kept this long (90)\n"
+           "\nWebhooks (docs/operations.md):\n"
+           "  --webhook-allow CIDR|HOST  an address range or host name webhook URLs may\n"
+           "                         reach besides the public internet (repeatable; loopback,\n"
+           "                         private and link-local addresses are refused otherwise)\n"
+           "  --webhook-attempts N   attempts per delivery before it is dead (6)\n"
+           "  --webhook-backoff-ms MS  wait before the second attempt, doubling (10000)\n"
+           "  --webhook-timeout S    seconds an attempt may take (10)\n"
            "\nUsage ledger (docs/usage.md):\n"
            "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
            "                         vCPU-second (allocated)\n"
@@ -243,6 +255,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_BILLED,
         O_USAGEMS,
         O_STORAGEMS,
+        O_WHALLOW,
+        O_WHATTEMPTS,
+        O_WHBACKOFF,
+        O_WHTIMEOUT,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -287,6 +303,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"team-max-memory", required_argument, NULL, O_TEAMMAXMEM},
         {"size", required_argument, NULL, O_SIZE},
         {"billed-seconds", required_argument, NULL, O_BILLED},
+        {"webhook-allow", required_argument, NULL, O_WHALLOW},
+        {"webhook-attempts", required_argument, NULL, O_WHATTEMPTS},
+        {"webhook-backoff-ms", required_argument, NULL, O_WHBACKOFF},
+        {"webhook-timeout", required_argument, NULL, O_WHTIMEOUT},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -523,6 +543,27 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_STORAGEMS:
             if (opt_uint(optarg, 100, 86400000, &o->storage_period_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_WHALLOW:
+            if (o->n_webhook_allow == WR_WEBHOOK_ALLOW_MAX) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most %d", WR_WEBHOOK_ALLOW_MAX);
+                goto bad;
+            }
+            if (wr_webhooks_allow_check(optarg, &err) < 0)
+                goto bad;
+            o->webhook_allow[o->n_webhook_allow++] = optarg;
+            break;
+        case O_WHATTEMPTS:
+            if (opt_uint(optarg, 1, 100, &o->webhook_attempts, &err) < 0)
+                goto bad;
+            break;
+        case O_WHBACKOFF:
+            if (opt_uint(optarg, 10, 3600000, &o->webhook_backoff_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_WHTIMEOUT:
+            if (opt_uint(optarg, 1, 300, &o->webhook_timeout_s, &err) < 0)
                 goto bad;
             break;
         case 'h':
@@ -827,6 +868,14 @@ int main(int argc, char **argv)
             .max_memory_bytes = o.max_memory,
             .usage_interval_ms = o.usage_interval_ms,
             .storage_period_ms = o.storage_period_ms,
+            .webhooks =
+                {
+                    .allow = o.webhook_allow,
+                    .n_allow = o.n_webhook_allow,
+                    .attempts = o.webhook_attempts,
+                    .backoff_ms = o.webhook_backoff_ms,
+                    .timeout_ms = o.webhook_timeout_s * 1000,
+                },
             .net =
                 {
                     .enabled = !o.net_off,
