@@ -434,11 +434,9 @@ static const char *route_label(const struct api_route *r)
  * one its action and object. */
 static void note_route(struct api_call *c, const struct api_route *r, bool audited)
 {
-    static const char *const kinds[][2] = {{"sandboxes", "sandbox"},
-                                           {"keys", "key"},
-                                           {"templates", "template"},
-                                           {"snapshots", "snapshot"},
-                                           {"volumes", "volume"}};
+    static const char *const kinds[][2] = {{"sandboxes", "sandbox"},  {"keys", "key"},
+                                           {"templates", "template"}, {"snapshots", "snapshot"},
+                                           {"volumes", "volume"},     {"webhooks", "webhook"}};
     struct api_note *n = api_note(c->req);
     const char *action = NULL;
 

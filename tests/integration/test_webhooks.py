@@ -42,6 +42,8 @@ class Receiver:
                     rx.got.append((path, {k.lower(): v for k, v in self.headers.items()}, body))
                     did = self.headers.get("Warren-Delivery-Id", "")
                     n = rx.tries[did] = rx.tries.get(did, 0) + 1
+                if path.startswith("/slow"):
+                    time.sleep(5)  # beyond the daemon's timeout (3 s): pending a while
                 if path.startswith("/fail") or (path.startswith("/flaky") and n <= rx.FLAKY):
                     self.send_response(500)
                     self.send_header("Content-Length", "0")
@@ -138,6 +140,7 @@ def hooks(d, teams, rx):
                                   secret="flaky-secret-1"),
         "fail": a.webhook_create(rx.url("/fail"), events=["sandbox.created"]),
         "beta": teams["beta"].webhook_create(rx.url("/beta")),
+        "slow": a.webhook_create(rx.url("/slow"), events=["sandbox.killed"]),
     }
     st, e2 = e2b(d, teams["alpha_key"], "POST", "/events/webhooks", {
         "name": "e2b hook", "url": rx.url("/e2b"), "enabled": True,
@@ -172,9 +175,19 @@ def test_session_is_delivered_signed(rx, hooks):
     assert len({hd["warren-delivery-id"] for hd, _ in got}) == 4
 
 
+def test_redeliver_in_flight_is_409(rx, teams, hooks):
+    a = teams["alpha"]
+    rx.wait("/slow", lambda g: len(g) >= 1)  # its receiver answers after the timeout
+    (x,) = a.webhook_deliveries(hooks["slow"].id, state="pending")
+    r = a.request("POST", "/v1/webhooks/%s/deliveries/%d/redeliver" % (hooks["slow"].id, x.id),
+                  check=False)
+    assert r.status == 409 and r.json()["code"] == "conflict", r.json()
+
+
 def test_secret_not_listed(teams, hooks):
     ws = teams["alpha"].webhooks()
-    assert {w.id for w in ws} == {hooks[k].id for k in ("ok", "flaky", "fail")} | {hooks["e2b"]["id"]}
+    assert {w.id for w in ws} == {hooks[k].id for k in ("ok", "flaky", "fail", "slow")} | {
+        hooks["e2b"]["id"]}
     assert all(w.secret is None for w in ws)
     assert teams["alpha"].webhook(hooks["ok"].id).secret is None
 
