@@ -42,6 +42,8 @@ class Receiver:
                     rx.got.append((path, {k.lower(): v for k, v in self.headers.items()}, body))
                     did = self.headers.get("Warren-Delivery-Id", "")
                     n = rx.tries[did] = rx.tries.get(did, 0) + 1
+                if path.startswith("/hold"):
+                    time.sleep(2)  # within the daemon's timeout (3 s)
                 if path.startswith("/slow"):
                     time.sleep(5)  # beyond the daemon's timeout (3 s): pending a while
                 if path.startswith("/fail") or (path.startswith("/flaky") and n <= rx.FLAKY):
@@ -366,11 +368,25 @@ def test_cli(d, rx, teams, hooks):
 
 
 def test_survive_restart(d, rx, teams, hooks):
+    hold = teams["beta"].webhook_create(rx.url("/hold"), events=["sandbox.created"])
+    sb = warren.Sandbox.create(client=teams["beta"], timeout=60)
+    sb.kill()
+    # the daemon stops while the attempt is in flight: after the restart it is sent again
+    first = rx.wait("/hold", lambda g: len(g) >= 1)
     before = {w.id for w in teams["alpha"].webhooks()}
     dead = teams["alpha"].webhook_deliveries(hooks["fail"].id, state="dead")
     d.stop()
     d.start()
     a = warren.Client(d.tcp_url, teams["alpha_key"])
+    again = rx.wait("/hold", lambda g: len(g) >= 2)
+    assert again[1][0]["warren-delivery-id"] == first[0][0]["warren-delivery-id"]
+    assert again[1][1] == first[0][1]
+    b = warren.Client(d.tcp_url, teams["beta_key"])
+    deadline = time.monotonic() + 10
+    while (x := b.webhook_deliveries(hold.id))[0].state != "delivered":
+        assert time.monotonic() < deadline, x
+        time.sleep(0.1)
+    assert x[0].attempts == 1  # the attempt cut short by the stop is not counted
     assert {w.id for w in a.webhooks()} == before
     assert [x.id for x in a.webhook_deliveries(hooks["fail"].id, state="dead")] == [
         x.id for x in dead]
