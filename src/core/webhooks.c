@@ -26,7 +26,7 @@
 #include "events.h"
 
 #define INFLIGHT_MAX   64
-#define DUE_SCAN       256 /* due rows read per scan */
+#define DUE_SCAN       256 /* webhooks with due rows read per scan */
 #define LEASE_SLACK_MS 30000
 #define RESCAN_MS      60000
 #define PRUNE_MS       (3600 * 1000)

@@ -326,7 +326,9 @@ static const char migration_16[] =
     "    last_error TEXT NOT NULL DEFAULT ''\n"
     ");\n"
     "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_ms);\n"
-    "CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);\n";
+    "CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);\n"
+    "CREATE INDEX webhook_deliveries_hook_due ON webhook_deliveries\n"
+    "    (webhook_id, state, next_ms, id);\n";
 
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},

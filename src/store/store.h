@@ -406,8 +406,8 @@ struct wr_delivery_rec {
 void wr_delivery_rec_fini(struct wr_delivery_rec *r);
 /* Add r as pending, due at r->next_ms; r->id gets its id. */
 int wr_store_delivery_insert(struct wr_store *s, struct wr_delivery_rec *r, struct wr_err *err);
-/* At most max pending deliveries due by now (of enabled webhooks), earliest first (then by
- * id), with their webhook's url and secret. */
+/* The earliest due pending delivery (by due time, then id) of each of at most max enabled
+ * webhooks that have one, with its webhook's url and secret. */
 int wr_store_delivery_due(struct wr_store *s, int64_t now, size_t max, struct wr_delivery_rec **out,
                           size_t *n, struct wr_err *err);
 /* Lease the delivery id for an attempt: its next_ms moves to until_ms (due again then, if the

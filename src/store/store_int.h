@@ -80,6 +80,7 @@ enum wr__stmt_id {
     WR_ST_WH_DELETE,
     WR_ST_WD_INSERT,
     WR_ST_WD_DUE,
+    WR_ST_WD_DUE_HOOK,
     WR_ST_WD_LEASE,
     WR_ST_WD_NEXT,
     WR_ST_WD_RESULT,

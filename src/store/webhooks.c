@@ -232,37 +232,83 @@ static void free_deliveries(struct wr_delivery_rec *v, size_t n)
     free(v);
 }
 
+/* The earliest due delivery of webhook_id into *r (r->id 0 if none). */
+static int due_of(struct wr_store *s, const char *webhook_id, int64_t now,
+                  struct wr_delivery_rec *r, struct wr_err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_WD_DUE_HOOK,
+                 "SELECT " WD_COLS ", w.url, w.secret FROM webhook_deliveries d"
+                 " JOIN webhooks w ON w.id = d.webhook_id WHERE d.webhook_id = ?1"
+                 " AND d.state = 'pending' AND d.next_ms <= ?2 ORDER BY d.next_ms, d.id LIMIT 1",
+                 err);
+    int rc;
+
+    memset(r, 0, sizeof(*r));
+    if (st == NULL)
+        return -1;
+    wr__bind_text(st, 1, webhook_id);
+    wr__bind_int64(st, 2, now);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        delivery_row(st, r);
+        r->url = wr__col_text(st, 14);
+        r->secret = wr__col_text(st, 15);
+    } else if (rc != SQLITE_DONE) {
+        return wr__store_fail(s->db, err, "due webhook delivery");
+    }
+    return 0;
+}
+
 int wr_store_delivery_due(struct wr_store *s, int64_t now, size_t max, struct wr_delivery_rec **out,
                           size_t *n, struct wr_err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *st =
-        wr__stmt(s, WR_ST_WD_DUE,
-                 "SELECT " WD_COLS ", w.url, w.secret FROM webhook_deliveries d"
-                 " JOIN webhooks w ON w.id = d.webhook_id WHERE d.state = 'pending'"
-                 " AND d.next_ms <= ?1 AND w.enabled ORDER BY d.next_ms, d.id LIMIT ?2",
-                 err);
     struct wr_delivery_rec *v;
-    size_t cnt = 0;
+    char **hooks;
+    size_t nh = 0, cnt = 0;
     int rc = SQLITE_DONE;
 
     *out = NULL;
     *n = 0;
-    if (st == NULL)
-        return -1;
-    wr__bind_int64(st, 1, now);
-    wr__bind_int64(st, 2, (int64_t)max);
-    v = xcalloc(max ? max : 1, sizeof(*v));
-    while (cnt < max && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        delivery_row(st, &v[cnt]);
-        v[cnt].url = wr__col_text(st, 14);
-        v[cnt].secret = wr__col_text(st, 15);
-        cnt++;
+    hooks = xcalloc(max ? max : 1, sizeof(*hooks));
+    {
+        _cleanup_stmt_ sqlite3_stmt *st =
+            wr__stmt(s, WR_ST_WD_DUE,
+                     "SELECT DISTINCT d.webhook_id FROM webhook_deliveries d JOIN webhooks w"
+                     " ON w.id = d.webhook_id WHERE d.state = 'pending' AND d.next_ms <= ?1"
+                     " AND w.enabled LIMIT ?2",
+                     err);
+        if (st == NULL) {
+            free(hooks);
+            return -1;
+        }
+        wr__bind_int64(st, 1, now);
+        wr__bind_int64(st, 2, (int64_t)max);
+        while (nh < max && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            hooks[nh++] = wr__col_text(st, 0);
+        if (nh < max && rc != SQLITE_DONE) {
+            wr__store_fail(s->db, err, "due webhooks");
+            for (size_t i = 0; i < nh; i++)
+                free(hooks[i]);
+            free(hooks);
+            return -1;
+        }
     }
-    if (cnt < max && rc != SQLITE_DONE) {
-        wr__store_fail(s->db, err, "due webhook deliveries");
-        free_deliveries(v, cnt);
-        return -1;
+    v = xcalloc(nh ? nh : 1, sizeof(*v));
+    for (size_t i = 0; i < nh; i++) {
+        if (due_of(s, hooks[i], now, &v[cnt], err) < 0) {
+            for (size_t k = 0; k < nh; k++)
+                free(hooks[k]);
+            free(hooks);
+            free_deliveries(v, cnt);
+            return -1;
+        }
+        if (v[cnt].id != 0)
+            cnt++;
     }
+    for (size_t i = 0; i < nh; i++)
+        free(hooks[i]);
+    free(hooks);
     *out = v;
     *n = cnt;
     return 0;
