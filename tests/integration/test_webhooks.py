@@ -329,6 +329,21 @@ def test_e2b_events_api(d, teams, hooks):
         assert isinstance(body["code"], int)
 
 
+def test_update(teams, rx):
+    a = teams["alpha"]
+    w = a.webhook_create(rx.url("/upd"), enabled=False)
+    u = a.webhook_update(w.id, name="renamed", events=["sandbox.paused"])
+    assert (u.name, u.events, u.enabled, u.secret) == ("renamed", ["sandbox.paused"], False, None)
+    u = a.webhook_update(w.id, secret="a-new-secret-1")
+    assert u.secret == "a-new-secret-1"
+    r = a.request("PATCH", "/v1/webhooks/" + w.id, json_body={"url": "http://10.0.0.1/"},
+                  check=False)
+    assert r.status == 400
+    assert a.webhook(w.id).url == rx.url("/upd")
+    a.webhook_delete(w.id)
+    assert rx.posts("/upd") == []
+
+
 def test_e2b_webhook_delete(d, teams, rx):
     key = teams["alpha_key"]
     st, w = e2b(d, key, "POST", "/events/webhooks", {
