@@ -293,6 +293,13 @@ typedef struct warren_exit {
     int exit_code; /* its exit status when it exited, else -1 */
     int signal;    /* the signal that killed it, else 0 */
     int timed_out; /* 1 when its timeout killed it */
+    /* What it used (docs/usage.md, "Per-command usage"), when has_usage is 1: CPU seconds,
+     * peak memory, wall time; usage_cgroup 1 when they are its own cgroup's (else rusage). */
+    int has_usage;
+    int usage_cgroup;
+    double cpu_seconds;
+    long long memory_peak_bytes;
+    double wall_seconds;
 } warren_exit;
 
 typedef struct warren_exec_opts {
@@ -316,6 +323,11 @@ typedef struct warren_exec_opts {
     void *ctx;           /* for every callback */
     int pty;             /* 1: run it on a terminal (stdout then carries both streams) */
     unsigned rows, cols; /* the terminal's size with pty (default 24x80) */
+    /* Its own limits, below the sandbox's (0: none), in a cgroup of its own; usage_cgroup 1:
+     * that cgroup even without limits (its usage is then the cgroup's). */
+    unsigned cpu_millis;
+    long long memory_mb;
+    int usage_cgroup;
 } warren_exec_opts;
 
 /* Run a command in sandbox `id` and wait for it, streaming its output to the callbacks in the

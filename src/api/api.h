@@ -63,7 +63,8 @@ struct wr_api {
     /* The audit trail (core/audit.h) state-changing requests are written to, or NULL: none. */
     struct wr_audit *audit;
     struct wr_api_limits_cfg limits; /* the operator's defaults for every team */
-    struct api_limits *lim;          /* the teams' buckets (limits.c), made at first use */
+    bool limits_off; /* --limits off: no team's buckets or quotas are checked (nor headers sent) */
+    struct api_limits *lim; /* the teams' buckets (limits.c), made at first use */
     struct wr_api_size sizes[WR_API_SIZES_MAX]; /* the create's size presets */
     size_t n_sizes;
     /* What GET /v1/usage bills as a vCPU-second: "allocated", "measured" or "max"

@@ -88,6 +88,9 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r);
 void api_time(int64_t ms, char out[32]);
 /* JSON of a process. */
 json_t *api_proc_json(struct wr_proc *p);
+/* The `usage` object of an ended command ({cpu_seconds, memory_peak_bytes, wall_seconds,
+ * source}; camel: E2B's lowerCamelCase keys), or NULL when its exit carried none. */
+json_t *api_usage_json(const struct wr_exit *ex, bool camel);
 
 /* A JSON string of bytes from a sandbox or a client (a file name, a path, a link target), which
  * need not be UTF-8: invalid bytes become U+FFFD. Never NULL. */

@@ -419,6 +419,26 @@ out:
     json_decref(body);
 }
 
+/* A sandbox paused to disk counts against its team's quotas again when it is resumed (one in
+ * memory never stopped counting): -1 when the team is over one (answered 429). */
+static int quota_from_disk(struct op_ctx *o)
+{
+    struct wr_caller who = {.admin = o->any_team};
+    struct wr_sandbox_rec rec;
+    uint64_t mem;
+
+    if (wr_manager_get(o->api->mgr, o->any_team ? NULL : o->team, o->id, &rec, NULL) < 0)
+        return 0; /* the resume says what is wrong */
+    mem = rec.memory_bytes;
+    if (rec.paused_mode != WR_SB_PAUSED_DISK) {
+        wr_sandbox_rec_fini(&rec);
+        return 0;
+    }
+    snprintf(who.team, sizeof(who.team), "%s", rec.team);
+    wr_sandbox_rec_fini(&rec);
+    return api_limits_quota(o->api, o->req, &who, 1, mem);
+}
+
 /* E2B's connect (KeepAliveFor with allowShorter false, in e2b-dev/infra's sandbox_connect.go):
  * the sandbox is kept for `timeout` seconds at least, and its deadline never moves earlier, so
  * the 300 s every SDK connect sends does not cut a sandbox made for an hour. A paused one is
@@ -438,6 +458,8 @@ static void connect_sandbox(struct op_ctx *o, json_t *j)
         goto out;
     paused = strcmp(e2b_state(&rec), "paused") == 0;
     wr_sandbox_rec_fini(&rec);
+    if (paused && quota_from_disk(o) < 0)
+        goto out;
     if (wr_manager_extend_timeout(o->api->mgr, team, o->id, (uint32_t)t, &rec, &err) < 0) {
         api_error(req, &err);
         goto out;
@@ -518,7 +540,7 @@ static void op_body(struct wr_http_req *req, const char *body, size_t len)
         connect_sandbox(o, j);
         break;
     case OP_RESUME:
-        if ((t = seconds(req, j, "timeout")) < 0) {
+        if ((t = seconds(req, j, "timeout")) < 0 || quota_from_disk(o) < 0) {
             op_release(o);
             break;
         }

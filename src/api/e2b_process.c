@@ -289,6 +289,10 @@ static void ps_exit(struct wr_proc_sub *sub, const struct wr_exit *ex, bool time
         end = json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status", status, "error",
                         status);
     }
+    /* Not in envd's EndEvent: the SDKs parse with unknown fields ignored, so it costs them
+     * nothing, and a client that reads the raw event gets the command's usage. */
+    if (ex->has_usage)
+        json_object_set_new(end, "usage", api_usage_json(ex, true));
     ps_event(s, json_pack("{s:o}", "end", end));
     if (timed_out)
         connect_stream_end(s->req, "deadline_exceeded",

@@ -75,6 +75,16 @@ void api_utf8_append(struct wr_buf *out, uint8_t carry[4], size_t *ncarry, const
 
 /* ---- processes as JSON ----------------------------------------------------------------------- */
 
+json_t *api_usage_json(const struct wr_exit *ex, bool camel)
+{
+    if (ex == NULL || !ex->has_usage)
+        return NULL;
+    return json_pack("{s:f,s:I,s:f,s:s}", camel ? "cpuSeconds" : "cpu_seconds",
+                     (double)ex->cpu_ns / 1e9, camel ? "memoryPeakBytes" : "memory_peak_bytes",
+                     (json_int_t)ex->maxrss_bytes, camel ? "wallSeconds" : "wall_seconds",
+                     (double)ex->wall_ns / 1e9, "source", ex->from_cgroup ? "cgroup" : "rusage");
+}
+
 json_t *api_proc_json(struct wr_proc *p)
 {
     json_t *cmd = json_array();
@@ -92,6 +102,8 @@ json_t *api_proc_json(struct wr_proc *p)
 
     if (wr_proc_tag(p) != NULL) /* "start": the template's start command */
         json_object_set_new(o, "tag", json_string(wr_proc_tag(p)));
+    if (ex != NULL && ex->has_usage)
+        json_object_set_new(o, "usage", api_usage_json(ex, false));
     return o;
 }
 
@@ -211,6 +223,8 @@ static json_t *exit_fields(json_t *o, const struct wr_exit *ex, bool timed_out)
                         ex->signal == 0 ? json_integer(ex->exit_code) : json_null());
     json_object_set_new(o, "signal", ex->signal ? json_integer(ex->signal) : json_null());
     json_object_set_new(o, "timed_out", json_boolean(timed_out));
+    if (ex->has_usage)
+        json_object_set_new(o, "usage", api_usage_json(ex, false));
     return o;
 }
 
@@ -343,14 +357,66 @@ static int exec_stdin(struct wr_http_req *req, struct exec_st *e, json_t *j)
     return 0;
 }
 
+/* The request's cpus, memory_mb and usage into lim (docs/usage.md, "Per-command usage"): any
+ * of them puts the command in a cgroup of its own. Returns 0, or -1 having answered 400. */
+static int exec_limits(struct wr_http_req *req, struct wr_live_sb *sb, json_t *j,
+                       struct wr_cmd_limits *lim)
+{
+    uint32_t sb_cpu;
+    uint64_t sb_mem;
+    json_t *v;
+
+    wr_live_sb_limits(sb, &sb_cpu, &sb_mem);
+    if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
+        double cpus = json_number_value(v);
+        if (!json_is_number(v) || !(cpus >= 0.01) || cpus > 1024) {
+            api_fail(req, WR_EINVAL, "`cpus` must be a number from 0.01 to 1024");
+            return -1;
+        }
+        lim->cpu_millis = (uint32_t)(cpus * 1000 + 0.5);
+        lim->cgroup = true;
+    }
+    if ((v = json_object_get(j, "memory_mb")) != NULL && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 4 || json_integer_value(v) > (1 << 30)) {
+            api_fail(req, WR_EINVAL, "`memory_mb` must be an integer >= 4");
+            return -1;
+        }
+        lim->memory_bytes = (uint64_t)json_integer_value(v) << 20;
+        lim->cgroup = true;
+    }
+    if ((v = json_object_get(j, "usage")) != NULL && !json_is_null(v)) {
+        const char *s = json_string_value(v);
+        if (s == NULL || (strcmp(s, "rusage") != 0 && strcmp(s, "cgroup") != 0)) {
+            api_fail(req, WR_EINVAL, "`usage` is rusage or cgroup");
+            return -1;
+        }
+        if (strcmp(s, "cgroup") == 0)
+            lim->cgroup = true;
+        else if (lim->cgroup) {
+            api_fail(req, WR_EINVAL, "`cpus` and `memory_mb` need `usage` cgroup");
+            return -1;
+        }
+    }
+    if ((sb_cpu != 0 && lim->cpu_millis > sb_cpu) || (sb_mem != 0 && lim->memory_bytes > sb_mem)) {
+        wr_http_respond_error(req, 400, "exceeds_sandbox",
+                              "the command asks for more than its sandbox has (cpus %g, "
+                              "memory_mb %" PRIu64 ")",
+                              sb_cpu / 1000.0, sb_mem >> 20);
+        return -1;
+    }
+    return 0;
+}
+
 static void exec_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {
-        "cmd",  "env", "cwd",  "user", "timeout",  "stdin",      "stdin_encoding",
-        "mode", "pty", "rows", "cols", "encoding", "max_output", NULL};
+        "cmd",       "env",   "cwd",  "user", "timeout",  "stdin",      "stdin_encoding",
+        "mode",      "pty",   "rows", "cols", "encoding", "max_output", "cpus",
+        "memory_mb", "usage", NULL};
     struct exec_st *e = wr_http_req_data(req);
     _cleanup_json_ json_t *j = NULL;
     struct wr_spawn sp;
+    struct wr_cmd_limits lim = {0};
     uint64_t timeout_ms = 0;
     struct wr_err err;
     json_t *v;
@@ -400,10 +466,10 @@ static void exec_body(struct wr_http_req *req, const char *body, size_t len)
         }
         e->max_output = (size_t)json_integer_value(v);
     }
-    if (exec_stdin(req, e, j) < 0)
+    if (exec_stdin(req, e, j) < 0 || exec_limits(req, e->sb, j, &lim) < 0)
         goto out;
     e->spawn_pending = true;
-    wr_live_sb_spawn(e->sb, &sp, timeout_ms, exec_started, e);
+    wr_live_sb_spawn_limited(e->sb, &sp, timeout_ms, &lim, exec_started, e);
 out:
     wr_spawn_fini(&sp);
 }

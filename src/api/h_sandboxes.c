@@ -536,13 +536,20 @@ void api_sandbox_resume(struct api_call *c)
     if (api_opt_seconds(req, j, "timeout", &timeout_s) < 0)
         goto out;
     {
-        struct state_ctx *s = state_ctx_new(req);
+        struct state_ctx *s;
         struct wr_sandbox_rec rec;
-        /* A sandbox paused to disk starts again with a fresh init: its processes are gone. */
+        int kept = -1;
+        /* A sandbox paused to disk starts again with a fresh init: its processes are gone. It
+         * counts against its team's quotas again (one in memory never stopped counting). */
         if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, NULL) == 0) {
-            s->kept = rec.paused_mode != WR_SB_PAUSED_DISK;
+            kept = rec.paused_mode != WR_SB_PAUSED_DISK;
+            uint64_t mem = rec.memory_bytes;
             wr_sandbox_rec_fini(&rec);
+            if (kept == 0 && api_limits_quota(c->api, req, &c->who, 1, mem) < 0)
+                goto out;
         }
+        s = state_ctx_new(req);
+        s->kept = kept;
         wr_manager_resume(c->api->mgr, c->team, c->seg[1], timeout_s, state_done, s);
     }
 out:

@@ -285,9 +285,10 @@ void api_sandbox_network_stats(struct api_call *c)
         api_error(c->req, &err);
         return;
     }
-    wr_http_respond_json(c->req, 200,
-                         json_pack("{s:I,s:I,s:I,s:I}", "packets_out", (json_int_t)st.packets_out,
-                                   "bytes_out", (json_int_t)st.bytes_out, "packets_dropped",
-                                   (json_int_t)st.packets_dropped, "bytes_dropped",
-                                   (json_int_t)st.bytes_dropped));
+    wr_http_respond_json(
+        c->req, 200,
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "packets_out", (json_int_t)st.packets_out,
+                  "bytes_out", (json_int_t)st.bytes_out, "packets_dropped",
+                  (json_int_t)st.packets_dropped, "bytes_dropped", (json_int_t)st.bytes_dropped,
+                  "packets_in", (json_int_t)st.packets_in, "bytes_in", (json_int_t)st.bytes_in));
 }

@@ -241,10 +241,11 @@ static void health(struct api_call *c)
 
 static void version(struct api_call *c)
 {
-    wr_http_respond_json(
-        c->req, 200,
-        json_pack("{s:s,s:s,s:s,s:s,s:s?}", "version", c->api->version, "api", "1", "runtime", "ns",
-                  "cgroup", wr_manager_cgroup_version(c->api->mgr), "domain", c->api->domain));
+    wr_http_respond_json(c->req, 200,
+                         json_pack("{s:s,s:s,s:s,s:s,s:s?,s:s,s:b}", "version", c->api->version,
+                                   "api", "1", "runtime", "ns", "cgroup",
+                                   wr_manager_cgroup_version(c->api->mgr), "domain", c->api->domain,
+                                   "team", c->who.team, "admin", c->who.admin));
 }
 
 /* Every route of the native API (docs/openapi.yaml), in the order a 405 names the methods of a

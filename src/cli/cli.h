@@ -43,6 +43,8 @@ int cmd_net_log(int argc, char **argv);
 /* usage.c: `warren usage` (GET /v1/usage). */
 int cmd_usage(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+/* limits.c: `warren limits` (GET/PUT/DELETE /v1/teams/{team}/limits). */
+int cmd_limits(int argc, char **argv);
 int cmd_webhook(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 /* code.c: `warren run-code` */

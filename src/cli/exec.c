@@ -39,6 +39,9 @@ struct exec_opts {
     const char *cwd, *user;
     uint64_t timeout;
     bool has_timeout;
+    uint32_t cpu_millis;
+    uint64_t memory_mb;
+    bool usage, usage_cgroup; /* --usage: print what it used; --usage=cgroup: its own cgroup's */
     bool tty, no_stdin;
     char **cmd;            /* argv, or */
     const char *shell_cmd; /* a shell command line */
@@ -292,6 +295,9 @@ static int exec_run(struct exec_opts *o)
     x.cwd = o->cwd;
     x.user = o->user;
     x.timeout_s = o->has_timeout ? (int64_t)o->timeout : 0;
+    x.cpu_millis = o->cpu_millis;
+    x.memory_mb = (long long)o->memory_mb;
+    x.usage_cgroup = o->usage_cgroup;
     if (o->tty) {
         x.pty = 1;
         (void)term_size(&x.rows, &x.cols);
@@ -318,31 +324,47 @@ static int exec_run(struct exec_opts *o)
     }
     if (how.timed_out)
         cli_errorf("%s: timed out after %llu s", o->verb, (unsigned long long)o->timeout);
+    if (o->usage && how.has_usage)
+        fprintf(stderr, "usage: cpu %.3f s, memory peak %lld bytes, wall %.3f s (%s)\n",
+                how.cpu_seconds, how.memory_peak_bytes, how.wall_seconds,
+                how.usage_cgroup ? "cgroup" : "rusage");
     return exit_status_of(&how);
 }
 
 static void exec_usage(FILE *f)
 {
-    fprintf(f, "usage: warren exec ID [options] [--] CMD [ARG...]\n\n"
-               "Run CMD in sandbox ID; its stdout, stderr and exit status pass through (128+N if\n"
-               "it dies of signal N, 124 if --timeout expired, 125 if warren failed).\n\n"
-               "  --env K=V        set an environment variable (repeatable)\n"
-               "  --cwd DIR        working directory\n"
-               "  --user USER      run as USER (name or uid)\n"
-               "  --timeout SECS   kill the command after SECS seconds (0: no limit)\n"
-               "  -t, --tty        run CMD on a terminal (raw local terminal, resize follows)\n"
-               "  -n, --no-stdin   do not forward stdin (as if it were /dev/null)\n");
+    fprintf(f,
+            "usage: warren exec ID [options] [--] CMD [ARG...]\n\n"
+            "Run CMD in sandbox ID; its stdout, stderr and exit status pass through (128+N if\n"
+            "it dies of signal N, 124 if --timeout expired, 125 if warren failed).\n\n"
+            "  --env K=V        set an environment variable (repeatable)\n"
+            "  --cwd DIR        working directory\n"
+            "  --user USER      run as USER (name or uid)\n"
+            "  --timeout SECS   kill the command after SECS seconds (0: no limit)\n"
+            "  --cpus N         limit it to N CPUs (at most the sandbox's; a cgroup of its own)\n"
+            "  --memory SIZE    limit its memory, e.g. 256M (at most the sandbox's)\n"
+            "  --usage[=cgroup] print what it used to stderr at its end (cgroup: measured in\n"
+            "                   a cgroup of its own, every process it started counted)\n"
+            "  -t, --tty        run CMD on a terminal (raw local terminal, resize follows)\n"
+            "  -n, --no-stdin   do not forward stdin (as if it were /dev/null)\n");
 }
 
 /* Options shared by exec and shell; shell has no -t (always) and no command. */
 static int parse_exec(const char *verb, int argc, char **argv, struct exec_opts *o, bool shell)
 {
-    enum { O_ENV = 256, O_CWD, O_USER, O_TIMEOUT };
+    enum { O_ENV = 256, O_CWD, O_USER, O_TIMEOUT, O_CPUS, O_MEMORY, O_USAGE };
     static const struct option longopts[] = {
-        {"env", required_argument, NULL, O_ENV},   {"cwd", required_argument, NULL, O_CWD},
-        {"user", required_argument, NULL, O_USER}, {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"tty", no_argument, NULL, 't'},           {"no-stdin", no_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"env", required_argument, NULL, O_ENV},
+        {"cwd", required_argument, NULL, O_CWD},
+        {"user", required_argument, NULL, O_USER},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"cpus", required_argument, NULL, O_CPUS},
+        {"memory", required_argument, NULL, O_MEMORY},
+        {"usage", optional_argument, NULL, O_USAGE},
+        {"tty", no_argument, NULL, 't'},
+        {"no-stdin", no_argument, NULL, 'n'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     struct wr_err err;
     int c;
@@ -376,6 +398,29 @@ static int parse_exec(const char *verb, int argc, char **argv, struct exec_opts 
                 return CLI_EXIT_USAGE;
             }
             o->has_timeout = true;
+            break;
+        case O_CPUS:
+            if (shell || wr_parse_cpus(optarg, &o->cpu_millis, &err) < 0) {
+                cli_errorf("%s: --cpus: %s", verb, shell ? "not for a shell" : err.msg);
+                return CLI_EXIT_USAGE;
+            }
+            break;
+        case O_MEMORY: {
+            uint64_t v;
+            if (shell || wr_parse_size(optarg, &v, &err) < 0) {
+                cli_errorf("%s: --memory: %s", verb, shell ? "not for a shell" : err.msg);
+                return CLI_EXIT_USAGE;
+            }
+            o->memory_mb = (v + (1 << 20) - 1) >> 20;
+            break;
+        }
+        case O_USAGE:
+            if (optarg != NULL && strcmp(optarg, "cgroup") != 0) {
+                cli_errorf("%s: --usage takes nothing or `cgroup`", verb);
+                return CLI_EXIT_USAGE;
+            }
+            o->usage = true;
+            o->usage_cgroup = optarg != NULL;
             break;
         case 't':
             if (shell)

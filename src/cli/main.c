@@ -44,6 +44,7 @@ static const struct verb verbs[] = {
     {"login", cmd_login, "check and save the endpoint and API key"},
     {"mcp", cmd_mcp, "serve MCP on stdin/stdout (for agents), forwarding to warrend's /mcp"},
     {"usage", cmd_usage, "show the team's usage: per sandbox, template or day, and storage"},
+    {"limits", cmd_limits, "show a team's rate limits and quotas; set them (admin keys)"},
 };
 
 void cli_errorf(const char *fmt, ...)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -57,9 +58,21 @@ enum agent_state {
     AGENT_DEAD, /* lost or closed; the handles are closing or closed */
 };
 
+/* fds to send with the frame that starts `at` bytes into `out` (a SPAWN's cgroup.procs files):
+ * they go with a sendmsg of their own that begins with that frame, once what is before it has
+ * been written, so they reach warren-init no later than the frame's first byte. */
+struct fdpass {
+    struct fdpass *next;
+    size_t at;
+    int fds[WR_SPAWN_FDS_MAX];
+    unsigned n;
+};
+
 struct wr_agent {
     uv_pipe_t pipe;
-    uv_idle_t idle; /* deferred work: on_ready for an fd, a write error, dispatch after resume */
+    uv_idle_t idle;   /* deferred work: on_ready for an fd, a write error, dispatch after resume */
+    uv_timer_t retry; /* an fdpass's sendmsg found the socket full: try again shortly */
+    struct fdpass *fdq, **fdq_tail;
     uv_connect_t connect;
     uv_write_t wreq;
     struct wr_agent_config cfg; /* cfg.path is not kept: see path */
@@ -94,6 +107,18 @@ struct wr_agent {
 
 static void on_idle(uv_idle_t *h);
 static void on_write(uv_write_t *wr, int status);
+
+static void drop_fdq(struct wr_agent *a)
+{
+    while (a->fdq != NULL) {
+        struct fdpass *f = a->fdq;
+        a->fdq = f->next;
+        for (unsigned i = 0; i < f->n; i++)
+            (void)close(f->fds[i]);
+        free(f);
+    }
+    a->fdq_tail = &a->fdq;
+}
 
 /* ---- tables ---------------------------------------------------------------------------------- */
 
@@ -184,6 +209,7 @@ static void agent_free(struct wr_agent *a)
             free(p);
         }
     }
+    drop_fdq(a);
     wr_reader_fini(&a->rd);
     wr_buf_fini(&a->out);
     wr_buf_fini(&a->flight);
@@ -206,6 +232,8 @@ static void close_handles(struct wr_agent *a)
         uv_close((uv_handle_t *)&a->pipe, on_handle_closed);
     if (!uv_is_closing((uv_handle_t *)&a->idle))
         uv_close((uv_handle_t *)&a->idle, on_handle_closed);
+    if (!uv_is_closing((uv_handle_t *)&a->retry))
+        uv_close((uv_handle_t *)&a->retry, on_handle_closed);
 }
 
 static void fail_req(struct req *r, const struct wr_err *why)
@@ -231,6 +259,7 @@ static void lose(struct wr_agent *a, const struct wr_err *why)
     a->connected = false;
     a->reading = false;
     close_handles(a);
+    drop_fdq(a);
     /* Unhook every request first, so callbacks that cancel or send find nothing to touch. */
     for (size_t i = 0; i < AGENT_BUCKETS; i++) {
         while (a->reqs[i] != NULL) {
@@ -302,20 +331,91 @@ size_t wr_agent_pending(const struct wr_agent *a)
     return n;
 }
 
+static void flush(struct wr_agent *a);
+
+static void on_retry(uv_timer_t *t)
+{
+    flush(t->data);
+}
+
+/* Send the frames from the start of `out` up to the next fdpass with the first one's fds, by
+ * sendmsg on the socket itself (libuv has nothing in flight: a->writing is false). Returns 1
+ * when something went (the rest follows through libuv), 0 when the socket is full (a retry is
+ * armed), -1 when the connection is lost. */
+static int send_fds(struct wr_agent *a)
+{
+    struct fdpass *f = a->fdq;
+    size_t len = f->next != NULL ? f->next->at : a->out.len;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(WR_SPAWN_FDS_MAX * sizeof(int))];
+    } ctl = {0};
+    struct iovec iov = {.iov_base = a->out.data, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cm;
+    uv_os_fd_t fd;
+    ssize_t w;
+
+    if (uv_fileno((uv_handle_t *)&a->pipe, &fd) < 0) {
+        defer_loss(a, UV_EBADF, "write");
+        return -1;
+    }
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = CMSG_SPACE(f->n * sizeof(int));
+    cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(f->n * sizeof(int));
+    memcpy(CMSG_DATA(cm), f->fds, f->n * sizeof(int));
+    do
+        w = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        (void)uv_timer_start(&a->retry, on_retry, 1, 0);
+        return 0;
+    }
+    if (w < 0) {
+        defer_loss(a, -errno, "write");
+        return -1;
+    }
+    a->fdq = f->next;
+    if (a->fdq == NULL)
+        a->fdq_tail = &a->fdq;
+    for (unsigned i = 0; i < f->n; i++)
+        (void)close(f->fds[i]);
+    free(f);
+    wr_buf_consume(&a->out, (size_t)w);
+    for (struct fdpass *g = a->fdq; g != NULL; g = g->next)
+        g->at -= (size_t)w;
+    return 1;
+}
+
 /* Hand the queued frames to libuv, one uv_write at a time: frames queued meanwhile are
- * coalesced into the next write. */
+ * coalesced into the next write, up to a frame that carries fds (send_fds sends it). */
 static void flush(struct wr_agent *a)
 {
     struct wr_buf t;
     uv_buf_t b;
+    size_t upto;
     int rc;
 
     if (!a->connected || a->writing || a->building != NULL || a->out.len == 0)
         return;
-    t = a->flight;
-    a->flight = a->out;
-    a->out = t;
-    a->out.len = 0;
+    if (a->fdq != NULL && a->fdq->at == 0 && (send_fds(a) <= 0 || a->out.len == 0))
+        return;
+    upto = a->fdq != NULL ? a->fdq->at : a->out.len;
+    if (upto == a->out.len) {
+        t = a->flight;
+        a->flight = a->out;
+        a->out = t;
+        a->out.len = 0;
+    } else {
+        a->flight.len = 0;
+        wr_buf_append(&a->flight, a->out.data, upto);
+        wr_buf_consume(&a->out, upto);
+        for (struct fdpass *g = a->fdq; g != NULL; g = g->next)
+            g->at -= upto;
+    }
     b = uv_buf_init((char *)a->flight.data, (unsigned)a->flight.len);
     rc = uv_write(&a->wreq, (uv_stream_t *)&a->pipe, &b, 1, on_write);
     if (rc < 0) {
@@ -848,8 +948,10 @@ int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, stru
     wr_buf_init(&a->scratch);
     (void)uv_pipe_init(cfg->loop, &a->pipe, 0);
     (void)uv_idle_init(cfg->loop, &a->idle);
-    a->pipe.data = a->idle.data = a->connect.data = a->wreq.data = a;
-    a->handles = 2;
+    (void)uv_timer_init(cfg->loop, &a->retry);
+    a->pipe.data = a->idle.data = a->connect.data = a->wreq.data = a->retry.data = a;
+    a->handles = 3;
+    a->fdq_tail = &a->fdq;
 
     if (cfg->path != NULL) {
         a->path = xstrdup(cfg->path);
@@ -895,24 +997,52 @@ bool wr_agent_is_ready(const struct wr_agent *a)
 int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
                    const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err)
 {
+    return wr_agent_spawn_fds(a, sp, NULL, cbs, ctx, err);
+}
+
+int wr_agent_spawn_fds(struct wr_agent *a, const struct wr_spawn *sp, const int *fds,
+                       const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err)
+{
+    unsigned nfds = fds != NULL ? sp->nfds : 0;
+    struct fdpass *f = NULL;
     uint32_t id;
     size_t len;
     struct req *r;
 
-    if (!can_send(a))
-        return wr_err_set(err, WR_ECONFLICT, ENOTCONN, "agent: spawn");
+    if (nfds > WR_SPAWN_FDS_MAX || (fds == NULL && sp->nfds != 0)) {
+        wr_err_set(err, WR_EINVAL, 0, "agent: spawn: %u fds", sp->nfds);
+        goto fail;
+    }
+    if (!can_send(a)) {
+        wr_err_set(err, WR_ECONFLICT, ENOTCONN, "agent: spawn");
+        goto fail;
+    }
     id = alloc_id(a);
     len = a->out.len;
     wr_spawn_encode(&a->out, id, sp);
-    if (a->out.len == len)
-        return wr_err_set(err, WR_ETOOBIG, 0, "agent: spawn: argv and env exceed %u bytes",
-                          WR_FRAME_MAX_PAYLOAD);
+    if (a->out.len == len) {
+        wr_err_set(err, WR_ETOOBIG, 0, "agent: spawn: argv and env exceed %u bytes",
+                   WR_FRAME_MAX_PAYLOAD);
+        goto fail;
+    }
+    if (nfds > 0) {
+        f = xcalloc(1, sizeof(*f));
+        f->at = len;
+        f->n = nfds;
+        memcpy(f->fds, fds, nfds * sizeof(int));
+        *a->fdq_tail = f;
+        a->fdq_tail = &f->next;
+    }
     r = req_add(a, id, WR_MSG_SPAWN);
     r->proc = xcalloc(1, sizeof(*r->proc));
     r->proc->cbs = *cbs;
     r->proc->ctx = ctx;
     queued(a);
     return 0;
+fail:
+    for (unsigned i = 0; i < nfds; i++)
+        (void)close(fds[i]);
+    return -1;
 }
 
 int wr_agent_attach(struct wr_agent *a, uint32_t proc_id, const struct wr_agent_proc_cbs *cbs,

@@ -67,6 +67,11 @@ struct wr_agent_proc_cbs {
  * connected, or the spawn does not encode). */
 int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
                    const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err);
+/* The same, with sp->nfds fds (cgroup.procs files) sent with the SPAWN frame (SCM_RIGHTS), so
+ * warren-init has them when it reads the frame. The fds are taken over: closed once sent, or
+ * on failure. */
+int wr_agent_spawn_fds(struct wr_agent *a, const struct wr_spawn *sp, const int *fds,
+                       const struct wr_agent_proc_cbs *cbs, void *ctx, struct wr_err *err);
 /* Take over the events of an existing process (ATTACH: e.g. after a daemon restart; an ended
  * process's EXIT is delivered again). on_started reports the ATTACH's answer (pid -1: ATTACH's
  * OK carries none). */

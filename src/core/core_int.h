@@ -103,14 +103,14 @@ struct wr_live_sb {
     unsigned usage_head, usage_n;
     uint32_t cpu_millis;
     /* Its open interval of the usage ledger (usage.c): from start_ms, running or paused; cpu0
-     * and net0 the cumulative counters at its start; memory integrated since (mem_gib_s, up to
-     * mem_at_ms, the last reading mem_last) and its peak. seq: the last closed interval's.
-     * loaded: the store's last interval was read (at the first open; an adopted sandbox goes
-     * on from its end). cpu_last: the last CPU reading (for a close without processes). */
+     * and net0 (in0) the cumulative sent (received) counters at its start; memory integrated since
+     * (mem_gib_s, up to mem_at_ms, the last reading mem_last) and its peak. seq: the last closed
+     * interval's. loaded: the store's last interval was read (at the first open; an adopted sandbox
+     * goes on from its end). cpu_last: the last CPU reading (for a close without processes). */
     struct {
         bool open, running, loaded;
         int64_t seq, start_ms, mem_at_ms;
-        uint64_t cpu0, net0, cpu_last, mem_last, peak;
+        uint64_t cpu0, net0, in0, cpu_last, mem_last, peak;
         double mem_gib_s;
         char *template_name;
     } led;
@@ -257,8 +257,14 @@ void wr__pause_start(struct wr_live_sb *sb, const char *reason, int64_t remainin
 void wr__sample(struct wr_live_sb *sb);
 void wr__on_sample(uv_timer_t *t);
 void wr__sampler_closed(uv_handle_t *h);
-/* net.c: the bytes its slot's egress counter accepted so far (0 without a slot of its own). */
-uint64_t wr__net_bytes_out(struct wr_live_sb *sb);
+/* memory.c: whether a sandbox of this memory limit may start (a create, a resume from disk):
+ * the commit under --max-memory and MemAvailable above --memory-reserve; WR_ELIMIT naming
+ * which, else 0. */
+int wr__memory_admit(struct wr_manager *m, uint64_t memory, const char *what, struct wr_err *err);
+/* net.c: the bytes its slot's counters saw so far: sent (accepted egress) and received (through
+ * the host's forwarding); 0 without a slot of its own or before the table is built. The
+ * counters start at 0 with each daemon's table. */
+void wr__net_bytes(struct wr_live_sb *sb, uint64_t *out, uint64_t *in);
 /* usage.c, the ledger: a state change from `from` to sb's state now closes its open interval
  * (one row, written at once) and opens the next (RUNNING: running, PAUSED or ON_DISK: paused;
  * none for ENDING). */

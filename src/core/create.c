@@ -285,6 +285,7 @@ static void create_finish(struct create_work *c)
     wr__sample(sb); /* the anchor of the first CPU share */
     wr__event(m, c->rec.team, c->rec.id, "sandbox.created",
               json_pack("{s:s,s:b}", "template", c->rec.template_name, "warm", c->warm));
+    wr__event(m, c->rec.team, c->rec.id, "sandbox.started", json_pack("{s:s}", "cause", "create"));
     out = xmalloc(sizeof(*out));
     if (wr_store_sandbox_get(m->cfg.store, NULL, c->rec.id, out, &e2) < 0) {
         free(out);
@@ -501,12 +502,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         cb(ctx, NULL, false, &err, 0);
         return;
     }
-    if (m->committed + memory > m->cfg.max_memory_bytes) {
-        uint64_t have = m->cfg.max_memory_bytes - m->committed;
+    if (wr__memory_admit(m, memory, "create", &err) < 0) {
         wr_image_fini(&img);
-        wr_err_set(&err, WR_ELIMIT, 0,
-                   "not enough memory to commit: %" PRIu64 " MiB asked, %" PRIu64 " MiB left",
-                   memory >> 20, have >> 20);
         cb(ctx, NULL, false, &err, 5);
         return;
     }

@@ -2,6 +2,7 @@
 /* The sandbox manager (see manager.h): its work on the loop's pool, ids, the table of sandboxes
  * and the host's accounting, open and close. The rest of it: lifecycle.c, create.c, pause.c,
  * usage.c, reconcile.c. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -12,6 +13,7 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "memory.h"
 
 void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after_work_cb done)
 {
@@ -163,8 +165,20 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         m->cfg.default_memory_bytes = 512ull << 20;
     if (m->cfg.pids_max == 0)
         m->cfg.pids_max = 4096;
+    if (m->cfg.memory_overcommit <= 0)
+        m->cfg.memory_overcommit = WR_MEMORY_OVERCOMMIT;
     if (m->cfg.max_memory_bytes == 0 && sysinfo(&si) == 0)
-        m->cfg.max_memory_bytes = (uint64_t)si.totalram * si.mem_unit;
+        m->cfg.max_memory_bytes =
+            (uint64_t)((double)si.totalram * si.mem_unit * m->cfg.memory_overcommit);
+    if (m->cfg.memory_reserve_bytes == 0 && sysinfo(&si) == 0) {
+        uint64_t r = (uint64_t)si.totalram * si.mem_unit / 100 * WR_MEMORY_RESERVE_PCT;
+        m->cfg.memory_reserve_bytes = r < WR_MEMORY_RESERVE_MIN   ? WR_MEMORY_RESERVE_MIN
+                                      : r > WR_MEMORY_RESERVE_MAX ? WR_MEMORY_RESERVE_MAX
+                                                                  : r;
+    }
+    log_info("memory: sandboxes' limits committed up to %" PRIu64 " MiB, %" PRIu64
+             " MiB of the host's kept available",
+             m->cfg.max_memory_bytes >> 20, m->cfg.memory_reserve_bytes >> 20);
     if (m->cfg.default_timeout_s > m->cfg.max_timeout_s)
         m->cfg.default_timeout_s = m->cfg.max_timeout_s;
 

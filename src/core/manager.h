@@ -69,7 +69,9 @@ struct wr_manager_config {
     uint32_t default_timeout_s;    /* 0: 300 */
     uint32_t max_timeout_s;        /* 0: 86400 */
     uint32_t max_sandboxes;        /* 0: 1000 */
-    uint64_t max_memory_bytes;     /* committed memory limit; 0: the host's RAM */
+    uint64_t max_memory_bytes;     /* committed memory limit; 0: RAM x memory_overcommit */
+    double memory_overcommit;      /* 0: WR_MEMORY_OVERCOMMIT (memory.h) */
+    uint64_t memory_reserve_bytes; /* MemAvailable kept free by admission; 0: the default */
     uint32_t default_cpu_millis;   /* 0: 1000 */
     uint64_t default_memory_bytes; /* 0: 512 MiB */
     uint32_t pids_max;             /* per sandbox; 0: 4096 */
@@ -84,6 +86,7 @@ struct wr_manager_config {
     size_t n_warm_pools;
     struct wr_net_config net;
     uint32_t usage_interval_ms; /* the ledger closes running intervals this often; 0: 60000 */
+    bool no_ledger;             /* keep no usage ledger (--metering off): nothing is written */
     uint32_t storage_period_ms; /* the storage sample's period; 0: an hour */
     struct wr_webhooks_config webhooks; /* webhooks.h */
 };
@@ -439,6 +442,22 @@ struct wr_proc_sub {
 void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
                       void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
                       void *ctx);
+/* A command's own limits and accounting (docs/usage.md, "Per-command usage"): with cgroup
+ * set, it runs in a cgroup of its own under the sandbox's, which it joins before it runs any
+ * of its code, limited to memory_bytes and cpu_millis (0: the sandbox's), and its exit's usage
+ * is that cgroup's (from_cgroup); the cgroup is removed at its end. Limits above the
+ * sandbox's are refused (WR_EINVAL). */
+struct wr_cmd_limits {
+    bool cgroup;
+    uint64_t memory_bytes;
+    uint32_t cpu_millis;
+};
+void wr_live_sb_spawn_limited(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                              const struct wr_cmd_limits *lim,
+                              void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                              void *ctx);
+/* The sandbox's own limits (0: none). */
+void wr_live_sb_limits(const struct wr_live_sb *sb, uint32_t *cpu_millis, uint64_t *memory_bytes);
 struct wr_proc *wr_live_sb_proc(struct wr_live_sb *sb, uint32_t id);
 /* Procs in id order: call fn for each. */
 void wr_live_sb_procs_foreach(struct wr_live_sb *sb, void (*fn)(struct wr_proc *p, void *ctx),
@@ -493,8 +512,10 @@ uint16_t wr_manager_net_log_group(const struct wr_manager *m);
 struct wr_net_stats {
     uint64_t packets_out, bytes_out;         /* accepted from the sandbox */
     uint64_t packets_dropped, bytes_dropped; /* denied by its policy or the always-denied list */
+    uint64_t packets_in, bytes_in;           /* forwarded to it (the answers to the above) */
 };
-/* The counters of a sandbox's egress (WR_ECONFLICT without a network of its own). */
+/* The counters of a sandbox's traffic (WR_ECONFLICT without a network of its own); they start
+ * at 0 with each start of the daemon. */
 int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
                              struct wr_net_stats *st, struct wr_err *err);
 

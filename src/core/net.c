@@ -972,17 +972,19 @@ int wr_manager_set_network(struct wr_manager *m, const char *team, const char *i
     return wr_store_sandbox_get(m->cfg.store, NULL, id, rec, err);
 }
 
-uint64_t wr__net_bytes_out(struct wr_live_sb *sb)
+void wr__net_bytes(struct wr_live_sb *sb, uint64_t *out, uint64_t *in)
 {
     struct wr_nft_counters c;
     struct wr_err err;
 
+    *out = *in = 0;
     /* While the daemon starts (sandboxes are adopted before wr__net_start builds the table)
      * there is no table yet, and its counters start at 0 with it. */
     if (sb->net_slot < 0 || sb->m->net == NULL || sb->m->net->nft == NULL ||
         wr_nft_counters(sb->m->net->nft, (uint32_t)sb->net_slot, &c, &err) < 0)
-        return 0;
-    return c.accepted_bytes;
+        return;
+    *out = c.accepted_bytes;
+    *in = c.received_bytes;
 }
 
 int wr_manager_network_stats(struct wr_manager *m, const char *team, const char *id,
@@ -1001,6 +1003,8 @@ int wr_manager_network_stats(struct wr_manager *m, const char *team, const char 
     *st = (struct wr_net_stats){
         .packets_out = c.accepted_packets,
         .bytes_out = c.accepted_bytes,
+        .packets_in = c.received_packets,
+        .bytes_in = c.received_bytes,
         .packets_dropped = c.dropped_packets,
         .bytes_dropped = c.dropped_bytes,
     };

@@ -305,6 +305,7 @@ static void disk_resume_done(uv_work_t *w, int status)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, sb->deadline_ms, false);
     log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
+    wr__event(m, sb->team, sb->id, "sandbox.started", json_pack("{s:s}", "cause", "resume"));
     if (d->start != NULL) {
         /* Its template's start command runs again; the resume answers once it is ready. */
         struct resume_start *rs = xcalloc(1, sizeof(*rs));
@@ -336,9 +337,12 @@ static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_mana
     struct wr_sandbox_rec rec;
     struct wr_err err;
 
-    if (m->count >= m->cfg.max_sandboxes ||
-        m->committed + sb->memory_bytes > m->cfg.max_memory_bytes) {
+    if (m->count >= m->cfg.max_sandboxes) {
         wr_err_set(&err, WR_ELIMIT, 0, "the host has no room to resume sandbox `%s`", sb->id);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    if (wr__memory_admit(m, sb->memory_bytes, "resume", &err) < 0) {
         cb(ctx, NULL, &err);
         return;
     }

@@ -4,10 +4,14 @@
  * into backpressure on the process, by holding back the window credit warren-init waits for.
  * A process with no subscriber runs on: its output is acknowledged and kept for replay. */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/runtime.h"
+#include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/strv.h"
 #include "../util/xalloc.h"
@@ -44,7 +48,29 @@ struct wr_proc {
     /* spawn in flight */
     void (*start_cb)(void *ctx, struct wr_proc *p, const struct wr_err *err);
     void *start_ctx;
-    uint64_t start_t0; /* uv_hrtime() of the spawn's request */
+    uint64_t start_t0;     /* uv_hrtime() of the spawn's request */
+    char *cg_name;         /* its own cgroup under the sandbox's (wr_cmd_limits), or NULL */
+    struct cg_job *cg_job; /* making or ending that cgroup on a worker */
+    bool ending;           /* its EXIT came; the cgroup's figures are being read */
+};
+
+/* Work on a command's cgroup, on a worker thread: make it (then spawn), or read what it used
+ * and remove it (then deliver the exit). Owns copies of what it needs; p is NULL once the
+ * process is gone (the sandbox ended meanwhile). */
+struct cg_job {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct wr_proc *p;
+    char *sb_id, *name;
+    bool make;
+    struct wr_cmd_limits lim;
+    struct wr_spawn sp; /* make: the spawn to send once the cgroup is there */
+    int fds[WR_CMD_CGROUP_FDS];
+    size_t nfds;
+    struct wr_exit ex; /* end: the EXIT as warren-init sent it */
+    uint64_t cpu_ns, peak;
+    int rc;
+    struct wr_err err;
 };
 
 static void timer_closed(uv_handle_t *h)
@@ -54,7 +80,18 @@ static void timer_closed(uv_handle_t *h)
         free(*a);
     free(p->argv);
     free(p->tag);
+    free(p->cg_name);
     free(p);
+}
+
+static void cg_job_free(struct cg_job *j)
+{
+    for (size_t i = 0; i < j->nfds; i++)
+        (void)close(j->fds[i]);
+    wr_spawn_fini(&j->sp);
+    free(j->sb_id);
+    free(j->name);
+    free(j);
 }
 
 static void proc_free(struct wr_proc *p)
@@ -67,6 +104,10 @@ static void proc_free(struct wr_proc *p)
         c = next;
     }
     p->rhead = p->rtail = NULL;
+    if (p->cg_job != NULL) {
+        p->cg_job->p = NULL; /* the job goes on without it (an end job removes the cgroup) */
+        p->cg_job = NULL;
+    }
     if (p->timer_on) {
         uv_timer_stop(&p->timer);
         p->timer_on = false;
@@ -142,6 +183,8 @@ static void on_timeout(uv_timer_t *t)
     wr_proc_signal(p, SIGKILL, NULL, NULL);
 }
 
+static void cg_drop(struct wr_manager *m, const char *sb_id, const char *name);
+
 static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err)
 {
     struct wr_proc *p = ctx;
@@ -153,6 +196,8 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
         if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
             e2.sys_errno == ENOTDIR)
             e2.kind = WR_EINVAL;
+        if (p->cg_name != NULL)
+            cg_drop(p->sb->m, p->sb->id, p->cg_name);
         wr__metric_exec(&e2, p->start_t0);
         p->start_cb(p->start_ctx, NULL, &e2);
         proc_free(p);
@@ -212,10 +257,10 @@ static void on_output(void *ctx, uint32_t proc_id, int stream, const uint8_t *da
     }
 }
 
-static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)
-{
-    struct wr_proc *p = ctx;
+static void cg_queue_end(struct wr_proc *p, const struct wr_exit *ex);
 
+static void deliver_exit(struct wr_proc *p, const struct wr_exit *ex)
+{
     p->running = false;
     p->ex = *ex;
     p->timer_paused = false;
@@ -227,6 +272,21 @@ static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)
         next = s->next;
         s->on_exit(s, ex, p->timed_out);
     }
+}
+
+static void on_exit_ev(void *ctx, uint32_t proc_id, const struct wr_exit *ex)
+{
+    struct wr_proc *p = ctx;
+
+    if (p->cg_name != NULL && !p->ending) {
+        /* Its figures are its cgroup's: read them, and remove it, before anyone hears. */
+        p->ending = true;
+        cg_queue_end(p, ex);
+        return;
+    }
+    if (p->ending && p->cg_job != NULL)
+        return; /* an EXIT again (an ATTACH): the first one is being finished */
+    deliver_exit(p, ex);
 }
 
 static const struct wr_agent_proc_cbs proc_cbs = {
@@ -246,10 +306,151 @@ static struct wr_proc *proc_new(struct wr_live_sb *sb)
     return p;
 }
 
+void wr_live_sb_limits(const struct wr_live_sb *sb, uint32_t *cpu_millis, uint64_t *memory_bytes)
+{
+    *cpu_millis = sb->cpu_millis;
+    *memory_bytes = sb->memory_bytes;
+}
+
+/* ---- a command's own cgroup (wr_cmd_limits) ------------------------------------------------ */
+
+static void cg_run(uv_work_t *w)
+{
+    struct cg_job *j = container_of(w, struct cg_job, w);
+    struct wr_runtime *rt = j->m->cfg.rt;
+
+    if (j->make)
+        j->rc = wr_sandbox_cmd_cgroup_create(rt, j->sb_id, j->name, j->lim.memory_bytes,
+                                             j->lim.cpu_millis, j->fds, &j->nfds, &j->err);
+    else
+        j->rc = wr_sandbox_cmd_cgroup_end(rt, j->sb_id, j->name, &j->cpu_ns, &j->peak, &j->err);
+}
+
+static struct cg_job *cg_job_new(struct wr_proc *p, bool make)
+{
+    struct cg_job *j = xcalloc(1, sizeof(*j));
+
+    j->m = p->sb->m;
+    j->p = p;
+    j->make = make;
+    j->sb_id = xstrdup(p->sb->id);
+    j->name = xstrdup(p->cg_name);
+    p->cg_job = j;
+    return j;
+}
+
+/* Remove a cgroup no process will use (a spawn that failed), on a worker. */
+static void cg_drop_done(uv_work_t *w, int status)
+{
+    struct cg_job *j = container_of(w, struct cg_job, w);
+    struct wr_manager *m = j->m;
+
+    if (j->rc < 0 && j->err.sys_errno != ENOENT)
+        log_warn("sandbox %s: command cgroup %s: %s", j->sb_id, j->name, j->err.msg);
+    cg_job_free(j);
+    wr__work_done(m);
+}
+
+static void cg_drop(struct wr_manager *m, const char *sb_id, const char *name)
+{
+    struct cg_job *j = xcalloc(1, sizeof(*j));
+
+    j->m = m;
+    j->sb_id = xstrdup(sb_id);
+    j->name = xstrdup(name);
+    wr__queue_work(m, &j->w, cg_run, cg_drop_done);
+}
+
+static void cg_end_done(uv_work_t *w, int status)
+{
+    struct cg_job *j = container_of(w, struct cg_job, w);
+    struct wr_manager *m = j->m;
+    struct wr_proc *p = j->p;
+
+    if (p != NULL) {
+        p->cg_job = NULL;
+        if (j->rc == 0) {
+            j->ex.cpu_ns = j->cpu_ns;
+            j->ex.maxrss_bytes = j->peak;
+            j->ex.has_usage = j->ex.from_cgroup = true;
+        } else {
+            log_warn("sandbox %s: command cgroup %s: %s", j->sb_id, j->name, j->err.msg);
+        }
+        deliver_exit(p, &j->ex);
+    }
+    cg_job_free(j);
+    wr__work_done(m);
+}
+
+static void cg_queue_end(struct wr_proc *p, const struct wr_exit *ex)
+{
+    struct cg_job *j = cg_job_new(p, false);
+
+    j->ex = *ex;
+    wr__queue_work(p->sb->m, &j->w, cg_run, cg_end_done);
+}
+
+static void cg_made(uv_work_t *w, int status)
+{
+    struct cg_job *j = container_of(w, struct cg_job, w);
+    struct wr_manager *m = j->m;
+    struct wr_proc *p = j->p;
+    struct wr_err err;
+
+    if (p == NULL) { /* cannot happen before the spawn; kept safe */
+        cg_drop(m, j->sb_id, j->name);
+        goto out;
+    }
+    p->cg_job = NULL;
+    if (j->rc < 0) {
+        p->start_cb(p->start_ctx, NULL, &j->err);
+        proc_free(p);
+        goto out;
+    }
+    if (wr__live_sb_paused(p->sb) || p->sb->agent == NULL || !wr_agent_is_ready(p->sb->agent)) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox %s is %s", p->sb->id,
+                   wr__live_sb_paused(p->sb) ? "paused" : "not running");
+        goto fail;
+    }
+    j->sp.nfds = (uint32_t)j->nfds;
+    j->sp.cgroup = xstrdup(j->name);
+    j->nfds = 0; /* the agent takes them over */
+    if (wr_agent_spawn_fds(p->sb->agent, &j->sp, j->fds, &proc_cbs, p, &err) < 0)
+        goto fail;
+    goto out;
+fail:
+    cg_drop(m, j->sb_id, j->name);
+    p->start_cb(p->start_ctx, NULL, &err);
+    proc_free(p);
+out:
+    cg_job_free(j);
+    wr__work_done(m);
+}
+
+static void spawn_copy(struct wr_spawn *dst, const struct wr_spawn *src)
+{
+    *dst = *src;
+    dst->argv = wr_strv_dup(src->argv);
+    dst->env = src->env != NULL ? wr_strv_dup(src->env) : NULL;
+    dst->cwd = src->cwd != NULL ? xstrdup(src->cwd) : NULL;
+    dst->user = src->user != NULL ? xstrdup(src->user) : NULL;
+    dst->nfds = 0;
+    dst->cgroup = NULL;
+}
+
 void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
                       void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
                       void *ctx)
 {
+    wr_live_sb_spawn_limited(sb, sp, timeout_ms, NULL, cb, ctx);
+}
+
+void wr_live_sb_spawn_limited(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t timeout_ms,
+                              const struct wr_cmd_limits *lim,
+                              void (*cb)(void *ctx, struct wr_proc *proc, const struct wr_err *err),
+                              void *ctx)
+{
+    static uint64_t seq;
     struct wr_proc *p;
     struct wr_err err;
 
@@ -263,6 +464,13 @@ void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t
         cb(ctx, NULL, &err);
         return;
     }
+    if (lim != NULL && lim->cgroup &&
+        ((sb->cpu_millis != 0 && lim->cpu_millis > sb->cpu_millis) ||
+         (sb->memory_bytes != 0 && lim->memory_bytes > sb->memory_bytes))) {
+        wr_err_set(&err, WR_EINVAL, 0, "a command's limits cannot exceed its sandbox's");
+        cb(ctx, NULL, &err);
+        return;
+    }
     p = proc_new(sb);
     p->argv = wr_strv_dup(sp->argv);
     p->pty = sp->pty;
@@ -270,6 +478,16 @@ void wr_live_sb_spawn(struct wr_live_sb *sb, const struct wr_spawn *sp, uint64_t
     p->start_cb = cb;
     p->start_ctx = ctx;
     p->start_t0 = uv_hrtime();
+    if (lim != NULL && lim->cgroup) {
+        /* Unique in the sandbox across daemons (a restarted one adopts running commands). */
+        struct cg_job *j;
+        p->cg_name = xasprintf("cmd-%" PRIx64 "-%" PRIu64, uv_hrtime(), ++seq);
+        j = cg_job_new(p, true);
+        j->lim = *lim;
+        spawn_copy(&j->sp, sp);
+        wr__queue_work(sb->m, &j->w, cg_run, cg_made);
+        return;
+    }
     if (wr_agent_spawn(sb->agent, sp, &proc_cbs, p, &err) < 0) {
         proc_free(p);
         cb(ctx, NULL, &err);
@@ -603,6 +821,8 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
         p->running = pi.running;
         p->ex.exit_code = pi.exit_code;
         p->ex.signal = pi.signal;
+        if (pi.cgroup != NULL)
+            p->cg_name = xstrdup(pi.cgroup); /* its EXIT (on ATTACH) reads and removes it */
         if (ac->start_cmd != NULL && pi.argv != NULL && pi.argv[0] && pi.argv[1] && pi.argv[2] &&
             !pi.argv[3] && strcmp(pi.argv[0], "/bin/sh") == 0 && strcmp(pi.argv[1], "-c") == 0 &&
             strcmp(pi.argv[2], ac->start_cmd) == 0 && !wr__procs_tagged(sb, WR_START_TAG)) {

@@ -207,7 +207,7 @@ static bool led_load(struct wr_live_sb *sb)
 
 static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
 {
-    uint64_t mem = 0, net;
+    uint64_t mem = 0, net, in;
     bool go_on = !sb->led.loaded && led_load(sb);
     bool read = led_read(sb, &mem);
 
@@ -215,12 +215,16 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
     sb->led.running = running;
     sb->led.mem_gib_s = 0;
     sb->led.peak = 0;
-    net = wr__net_bytes_out(sb);
+    wr__net_bytes(sb, &net, &in);
     if (!go_on) {
         sb->led.start_ms = now;
         sb->led.cpu0 = read ? sb->led.cpu_last : 0;
         sb->led.net0 = net;
+        sb->led.in0 = in;
     } else {
+        /* Going on from the store's last interval, after a restart: this daemon's counters
+         * started at 0 after that interval closed, so all they hold is the open one's. */
+        sb->led.in0 = 0;
         /* Counters that went back belong to new processes or a new network slot. */
         if (!read || sb->led.cpu_last < sb->led.cpu0)
             sb->led.cpu0 = read ? sb->led.cpu_last : 0;
@@ -239,9 +243,10 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
 /* Close the open interval at now into *iv (its strings are sb's). */
 static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interval *iv)
 {
-    uint64_t mem = sb->led.mem_last, net = wr__net_bytes_out(sb);
+    uint64_t mem = sb->led.mem_last, net, in;
     double secs;
 
+    wr__net_bytes(sb, &net, &in);
     (void)led_read(sb, &mem); /* no processes: the last reading stands */
     led_mem(sb, now, mem);
     if (now < sb->led.start_ms)
@@ -270,6 +275,8 @@ static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interv
         iv->cpu_seconds = (double)(sb->led.cpu_last - sb->led.cpu0) / 1e9;
     if (net >= sb->led.net0)
         iv->net_bytes_out = net - sb->led.net0;
+    if (in >= sb->led.in0)
+        iv->net_bytes_in = in - sb->led.in0;
     sb->led.open = false;
 }
 
@@ -290,6 +297,8 @@ void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from)
     bool will = to == LIVE_SB_RUNNING || to == LIVE_SB_PAUSED || to == LIVE_SB_ON_DISK;
     int64_t now = wr__core_now_ms();
 
+    if (sb->m->cfg.no_ledger)
+        return;
     if (was && will && (from == LIVE_SB_RUNNING) == (to == LIVE_SB_RUNNING))
         return;
     if (sb->led.open) {
@@ -478,6 +487,8 @@ void wr__ledger_start(struct wr_manager *m)
     uint64_t every = m->cfg.usage_interval_ms ? m->cfg.usage_interval_ms : WR_LEDGER_INTERVAL_MS;
     uint64_t storage = m->cfg.storage_period_ms ? m->cfg.storage_period_ms : WR_STORAGE_PERIOD_MS;
 
+    if (m->cfg.no_ledger)
+        return;
     m->ledger = timer_new(m);
     m->ledger_more = timer_new(m);
     m->storage = timer_new(m);
@@ -501,6 +512,9 @@ int wr_manager_usage(struct wr_manager *m, const char *team, int64_t from_ms, in
                      enum wr_usage_group g, struct wr_usage_sum **out, size_t *n,
                      struct wr_err *err)
 {
+    if (m->cfg.no_ledger)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "this daemon keeps no usage ledger (it runs with --metering off)");
     return wr_store_usage_sum(m->cfg.store, team, from_ms, to_ms, g, out, n, err);
 }
 

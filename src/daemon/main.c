@@ -42,6 +42,8 @@ struct options {
     const char *cgroup_mode;
     uint32_t max_sandboxes;
     uint64_t max_memory;
+    double memory_overcommit; /* --memory-overcommit RATIO (0: the default) */
+    uint64_t memory_reserve;  /* --memory-reserve SIZE (0: the default) */
     uint32_t default_timeout, max_timeout;
     uint32_t pool;
     uint32_t warm;
@@ -68,14 +70,17 @@ struct options {
     /* Observability (docs/operations.md). */
     const char *metrics_listen;    /* --metrics-listen HOST:PORT, or NULL: no metrics listener */
     uint32_t audit_retention_days; /* --audit-retention-days */
+    bool audit_on;                 /* --audit on|off */
     /* Limits (docs/operations.md "Limits"): the region named on every response, each team's
      * buckets and quotas, the create's size presets. */
     const char *region;
+    bool limits_on; /* --limits on|off */
     struct wr_api_limits_cfg limits;
     struct wr_api_size sizes[WR_API_SIZES_MAX];
     size_t n_sizes;
     /* The usage ledger (docs/usage.md). */
     const char *billed_seconds; /* --billed-seconds allocated|measured|max */
+    bool metering_on;           /* --metering on|off */
     uint32_t usage_interval_ms; /* --usage-interval-ms (test builds) */
     uint32_t storage_period_ms; /* --usage-storage-ms (test builds) */
     /* Webhooks (docs/operations.md "Webhooks"). */
@@ -93,7 +98,12 @@ static void usage(FILE *f)
            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
            "  --max-sandboxes N      sandboxes at most (1000)\n"
-           "  --max-memory SIZE      memory committed to sandboxes at most (the host's RAM)\n"
+           "  --max-memory SIZE      memory limits of sandboxes in memory, summed, at most (the\n"
+           "                         host's RAM x --memory-overcommit)\n"
+           "  --memory-overcommit RATIO  a limit is a cap, not a reservation: the default of\n"
+           "                         --max-memory is RAM x RATIO (100)\n"
+           "  --memory-reserve SIZE  no sandbox starts while the host's available memory is\n"
+           "                         below this (5%% of RAM, 256M to 4G)\n"
            "  --default-timeout SECS a sandbox's timeout when none is asked (300)\n"
            "  --max-timeout SECS     the longest timeout (86400)\n"
            "  --cgroup v1|v2|auto    cgroup interface (auto)\n"
@@ -134,6 +144,8 @@ static void usage(FILE *f)
            "                         429 (1000)\n"
            "\nLimits (docs/operations.md):\n"
            "  --region NAME          named in Warren-Region on every response (local)\n"
+           "  --limits on|off        check the teams' buckets and quotas below (on; off: none\n"
+           "                         is checked, whatever they say, and no RateLimit header)\n"
            "  --team-rate-requests RATE/s:BURST  each team's API requests (100/s:200; off)\n"
            "  --team-rate-creates RATE/s:BURST   each team's creates, a fork of N costs N\n"
            "                         (5/s:20; off)\n"
@@ -151,6 +163,7 @@ static void usage(FILE *f)
            "                         (off; e.g. 127.0.0.1:9464)\n"
            "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
            "  --audit-retention-days N  audit records are kept this long (90)\n"
+           "  --audit on|off         keep the audit trail (on; off: GET /v1/audit answers 501)\n"
            "\nWebhooks (docs/operations.md):\n"
            "  --webhook-allow CIDR|HOST  an address range or host name webhook URLs may\n"
            "                         reach besides the public internet (repeatable; loopback,\n"
@@ -159,6 +172,7 @@ static void usage(FILE *f)
            "  --webhook-backoff-ms MS  wait before the second attempt, doubling (10000)\n"
            "  --webhook-timeout S    seconds an attempt may take (10)\n"
            "\nUsage ledger (docs/usage.md):\n"
+           "  --metering on|off      keep the usage ledger (on; off: GET /v1/usage answers 501)\n"
            "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
            "                         vCPU-second (allocated)\n"
 #ifdef WR_TESTING
@@ -166,6 +180,15 @@ static void usage(FILE *f)
            "  --usage-storage-ms MS  the storage sample's period (test builds; an hour)\n"
 #endif
     );
+}
+
+/* An option's on|off into *out. */
+static int opt_onoff(const char *arg, bool *out, struct wr_err *err)
+{
+    if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+        return wr_err_set(err, WR_EINVAL, 0, "must be on or off");
+    *out = strcmp(arg, "on") == 0;
+    return 0;
 }
 
 /* An option's number, min..max, into *out. */
@@ -255,6 +278,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_BILLED,
         O_USAGEMS,
         O_STORAGEMS,
+        O_LIMITS,
+        O_OVERCOMMIT,
+        O_MEMRESERVE,
+        O_AUDIT,
+        O_METERING,
         O_WHALLOW,
         O_WHATTEMPTS,
         O_WHBACKOFF,
@@ -303,6 +331,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"team-max-memory", required_argument, NULL, O_TEAMMAXMEM},
         {"size", required_argument, NULL, O_SIZE},
         {"billed-seconds", required_argument, NULL, O_BILLED},
+        {"limits", required_argument, NULL, O_LIMITS},
+        {"memory-overcommit", required_argument, NULL, O_OVERCOMMIT},
+        {"memory-reserve", required_argument, NULL, O_MEMRESERVE},
+        {"audit", required_argument, NULL, O_AUDIT},
+        {"metering", required_argument, NULL, O_METERING},
         {"webhook-allow", required_argument, NULL, O_WHALLOW},
         {"webhook-attempts", required_argument, NULL, O_WHATTEMPTS},
         {"webhook-backoff-ms", required_argument, NULL, O_WHBACKOFF},
@@ -416,11 +449,8 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             break;
         case O_NETDEFAULT:
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                wr_err_set(&err, WR_EINVAL, 0, "must be on or off");
+            if (opt_onoff(optarg, &o->net_default, &err) < 0)
                 goto bad;
-            }
-            o->net_default = strcmp(optarg, "on") == 0;
             break;
         case O_NETDENY: {
             _cleanup_free_ char *list = xstrdup(optarg);
@@ -536,6 +566,33 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             }
             o->billed_seconds = optarg;
+            break;
+        case O_OVERCOMMIT: {
+            char *end;
+            errno = 0;
+            o->memory_overcommit = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(o->memory_overcommit >= 0.01) ||
+                o->memory_overcommit > 100000) {
+                wr_err_set(&err, WR_EINVAL, 0, "must be a ratio from 0.01 to 100000");
+                goto bad;
+            }
+            break;
+        }
+        case O_MEMRESERVE:
+            if (wr_parse_size(optarg, &o->memory_reserve, &err) < 0)
+                goto bad;
+            break;
+        case O_LIMITS:
+            if (opt_onoff(optarg, &o->limits_on, &err) < 0)
+                goto bad;
+            break;
+        case O_AUDIT:
+            if (opt_onoff(optarg, &o->audit_on, &err) < 0)
+                goto bad;
+            break;
+        case O_METERING:
+            if (opt_onoff(optarg, &o->metering_on, &err) < 0)
+                goto bad;
             break;
         case O_USAGEMS:
             if (opt_uint(optarg, 100, 3600000, &o->usage_interval_ms, &err) < 0)
@@ -725,6 +782,9 @@ int main(int argc, char **argv)
         .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
         .max_sandboxes = 1000,
         .audit_retention_days = WR_AUDIT_RETENTION_DAYS,
+        .audit_on = true,
+        .limits_on = true,
+        .metering_on = true,
         .net_pool = {.addr = 10u << 24 | 200u << 16, .len = 15},
         .net_default = true,
         .net_table = "warren",
@@ -866,7 +926,10 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .max_memory_bytes = o.max_memory,
+            .memory_overcommit = o.memory_overcommit,
+            .memory_reserve_bytes = o.memory_reserve,
             .usage_interval_ms = o.usage_interval_ms,
+            .no_ledger = !o.metering_on,
             .storage_period_ms = o.storage_period_ms,
             .webhooks =
                 {
@@ -931,12 +994,14 @@ int main(int argc, char **argv)
     memcpy(api.sizes, o.sizes, sizeof(api.sizes));
     the_api = &api;
     wr_api_metrics_register();
-    if (wr_audit_open(loop, store, dbpath, o.audit_retention_days, &audit, &err) < 0) {
+    if (o.audit_on &&
+        wr_audit_open(loop, store, dbpath, o.audit_retention_days, &audit, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
         wr_manager_close(manager);
         goto out;
     }
     api.audit = audit;
+    api.limits_off = !o.limits_on;
     api.billed_seconds = o.billed_seconds;
     if (wr_api_e2b_open(&api, o.state_dir, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);

@@ -43,10 +43,46 @@ void init_conn_new(int fd, bool primary)
     init_fdw_set(&c->w, EPOLLIN);
 }
 
+static void close_fds(struct init_conn *c)
+{
+    while (c->nfds > 0)
+        (void)close(c->fds[--c->nfds]);
+}
+
+int init_conn_take_fds(struct init_conn *c, int *out, unsigned n)
+{
+    if (n > c->nfds)
+        return -1;
+    memcpy(out, c->fds, n * sizeof(int));
+    memmove(c->fds, c->fds + n, (c->nfds - n) * sizeof(int));
+    c->nfds -= n;
+    return 0;
+}
+
+/* Keep the fds of an SCM_RIGHTS message for the frames they came with. */
+static void keep_fds(struct init_conn *c, struct msghdr *mh)
+{
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+        size_t n;
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (c->nfds < INIT_CONN_FDS_MAX)
+                c->fds[c->nfds++] = fd;
+            else
+                (void)close(fd);
+        }
+    }
+}
+
 void init_conn_close(struct init_conn *c)
 {
     if (c->dead)
         return;
+    close_fds(c);
     if (c->primary && init_cfg.ephemeral) {
         /* The creator is gone: the sandbox ends with it. */
         (void)kill(-1, SIGKILL);
@@ -254,7 +290,18 @@ static void on_conn(struct init_fdw *w, uint32_t events)
     if (c->dead)
         return;
     if (events & EPOLLIN && !reading_paused(c)) {
-        ssize_t r = read(w->fd, buf, sizeof(buf));
+        union {
+            struct cmsghdr h;
+            char buf[CMSG_SPACE(INIT_CONN_FDS_MAX * sizeof(int))];
+        } ctl;
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.buf,
+                            .msg_controllen = sizeof(ctl)};
+        ssize_t r = recvmsg(w->fd, &mh, MSG_CMSG_CLOEXEC);
+        if (r > 0)
+            keep_fds(c, &mh);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             init_conn_close(c);
             return;

@@ -104,6 +104,8 @@ struct init_job;
 struct init_write;
 struct init_fswatch;
 
+#define INIT_CONN_FDS_MAX 8 /* fds a connection may have waiting; more are closed */
+
 struct init_conn {
     struct init_fdw w;
     struct wr_reader rd;
@@ -117,11 +119,17 @@ struct init_conn {
     struct init_job *jobs;     /* file reads and listings in progress */
     struct init_write *writes; /* file writes in progress */
     struct init_fswatch *watches; /* directory watches (FILE_WATCH) */
+    /* fds received (SCM_RIGHTS) and not yet taken by the frame they came for, oldest first */
+    int fds[INIT_CONN_FDS_MAX];
+    unsigned nfds;
     struct init_conn *next;
 };
 
 /* Take ownership of a connected, non-blocking socket. */
 void init_conn_new(int fd, bool primary);
+/* Move the n oldest fds received on c into out (the caller owns them). -1 if fewer came: an fd
+ * travels with the bytes of the frame that uses it, so it is here once that frame is. */
+int init_conn_take_fds(struct init_conn *c, int *out, unsigned n);
 /* Close c now: detach its processes, drop its file operations. Freed at the end of the loop
  * iteration, so pointers to it stay valid until then. With --ephemeral and the primary
  * connection, kills every process and exits instead. */
@@ -180,7 +188,12 @@ struct init_proc {
     struct init_conn *in_holder; /* connection paused by our full stdin queue */
     struct init_conn *in_sender; /* who gets STDIN_ACKs: the last connection that sent stdin */
     bool reaped;
-    int status; /* waitpid status once reaped */
+    int status;        /* wait4 status once reaped */
+    uint64_t start_ns; /* CLOCK_MONOTONIC at the spawn */
+    uint64_t end_ns;   /* ... at the reap */
+    uint64_t cpu_ns;   /* wait4's rusage: user + system */
+    uint64_t maxrss;   /* ... ru_maxrss, in bytes */
+    char *cgroup;      /* the name of its own cgroup (SPAWN's CGROUP), or NULL */
     bool exit_sent;
     bool released;
     struct init_conn *attached;
@@ -196,8 +209,10 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n);
 uint32_t init_proc_add(struct init_proc *pr, struct init_conn *c);
 /* Handle STDIN, STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, LIST, RELEASE, ACK. */
 void init_proc_request(struct init_conn *c, const struct wr_frame_hdr *h, const uint8_t *p);
-/* Reap every exited child (SIGCHLD). */
+/* Reap every exited child (SIGCHLD), keeping a command's rusage and end time. */
 void init_procs_reap(void);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t init_now_ns(void);
 /* Update output/stdin watches, send EXIT events, free released processes. */
 void init_procs_pump(void);
 /* c is closing: detach it from every process. */

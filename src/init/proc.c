@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -124,6 +126,10 @@ static void send_exit(struct init_proc *pr)
         ex.signal = WTERMSIG(pr->status);
     else
         ex.exit_code = WEXITSTATUS(pr->status);
+    ex.has_usage = true;
+    ex.cpu_ns = pr->cpu_ns;
+    ex.maxrss_bytes = pr->maxrss;
+    ex.wall_ns = pr->end_ns > pr->start_ns ? pr->end_ns - pr->start_ns : 0;
     wr_exit_encode(&pr->attached->out, pr->id, &ex);
     pr->exit_sent = true;
 }
@@ -235,6 +241,7 @@ static void list(struct init_conn *c, uint32_t id)
         pi.proc_id = pr->id;
         pi.pid = pr->pid;
         pi.argv = pr->argv;
+        pi.cgroup = pr->cgroup;
         pi.pty = pr->pty;
         pi.running = !pr->reaped;
         if (pr->reaped && WIFSIGNALED(pr->status))
@@ -349,16 +356,35 @@ out:
 
 /* ---- reaping and the pump ---------------------------------------------------------------- */
 
+uint64_t init_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t tv_ns(const struct timeval *tv)
+{
+    return (uint64_t)tv->tv_sec * 1000000000ull + (uint64_t)tv->tv_usec * 1000ull;
+}
+
 void init_procs_reap(void)
 {
+    struct rusage ru;
     int status;
     pid_t pid;
 
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    /* wait4 rather than waitpid: the rusage of a reaped child is its own plus that of the
+     * descendants it waited for, which is the command's usage at no extra cost. */
+    while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
         for (struct init_proc *pr = procs; pr != NULL; pr = pr->next) {
             if (pr->pid == pid && !pr->reaped) {
                 pr->reaped = true;
                 pr->status = status;
+                pr->end_ns = init_now_ns();
+                pr->cpu_ns = tv_ns(&ru.ru_utime) + tv_ns(&ru.ru_stime);
+                pr->maxrss = (uint64_t)ru.ru_maxrss * 1024; /* KiB on Linux */
                 break;
             }
         }
@@ -377,6 +403,7 @@ static void proc_free(struct init_proc *pr)
     for (char **a = pr->argv; a != NULL && *a != NULL; a++)
         free(*a);
     free(pr->argv);
+    free(pr->cgroup);
     free(pr);
 }
 

@@ -30,7 +30,8 @@ extern char **environ;
 
 /* What the child reports through the error pipe. */
 enum child_stage {
-    STAGE_PTY = 1,
+    STAGE_CGROUP = 1,
+    STAGE_PTY,
     STAGE_STDIO,
     STAGE_GROUPS,
     STAGE_SETGID,
@@ -53,7 +54,9 @@ struct child_plan {
     bool pty;
     const char *slave;
     struct winsize ws;
-    int stdio[3];            /* pipe ends for the child, without a pty */
+    int stdio[3];                 /* pipe ends for the child, without a pty */
+    int cg_fds[WR_SPAWN_FDS_MAX]; /* cgroup.procs files of the command's own cgroup */
+    unsigned ncg;
     struct child_report rep; /* written by the child if it fails before exec */
 };
 
@@ -133,6 +136,12 @@ static int child_run(void *arg)
     struct child_plan *pl = arg;
     sigset_t none;
 
+    /* First of all: into the command's own cgroup (one file per hierarchy), so that nothing
+     * it runs is counted or limited anywhere else. "0" is the writer itself; the files were
+     * opened by the host, whose credentials the kernel checks. */
+    for (unsigned i = 0; i < pl->ncg; i++)
+        if (write(pl->cg_fds[i], "0", 1) != 1)
+            child_fail(pl, STAGE_CGROUP);
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     /* exec resets handled signals by itself; only the ones init ignores would stay ignored. */
@@ -196,6 +205,9 @@ static void report_failure(struct init_conn *c, uint32_t id, const struct child_
                            const struct child_plan *pl, const char *cwd_shown)
 {
     switch (rep->stage) {
+    case STAGE_CGROUP:
+        init_conn_errorf(c, id, rep->errnum, "join the command's cgroup");
+        break;
     case STAGE_PTY:
         init_conn_errorf(c, id, rep->errnum, "open pty `%s`", pl->slave ? pl->slave : "");
         break;
@@ -262,6 +274,7 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     int parent_fds[3] = {-1, -1, -1}; /* stdin write end, stdout/pty master, stderr */
     int master = -1;
     char **env = NULL;
+    uint64_t start_ns;
     pid_t pid;
 
     memset(&s, 0, sizeof(s));
@@ -269,6 +282,12 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
         init_conn_errorf(c, id, EINVAL, "spawn: %s", err.msg);
         return;
     }
+    /* The fds came with this frame's bytes: take them before anything can fail. */
+    if (init_conn_take_fds(c, pl.cg_fds, s.nfds) < 0) {
+        init_conn_errorf(c, id, EBADF, "spawn: %u cgroup fds announced, fewer came", s.nfds);
+        goto out;
+    }
+    pl.ncg = s.nfds;
     if (init_user_resolve(s.user, s.uid, s.gid, &u, &err) < 0) {
         init_conn_errorf(c, id, err.sys_errno ? err.sys_errno : EINVAL, "spawn: %s", err.msg);
         goto out;
@@ -306,6 +325,7 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     /* Returns once the child has exec'd or exited: init's loop waits only for the few syscalls
      * before exec, and the exec itself. */
     oom_score("1000");
+    start_ns = init_now_ns();
     pid =
         clone(child_run, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &pl);
     oom_score("0");
@@ -329,7 +349,9 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
 
     struct init_proc *pr = xcalloc(1, sizeof(*pr));
     pr->pid = pid;
+    pr->start_ns = start_ns;
     pr->argv = argv_copy(s.argv);
+    pr->cgroup = s.cgroup != NULL ? xstrdup(s.cgroup) : NULL;
     pr->pty = s.pty;
     pr->in.fd = pr->out.fd = pr->err.fd = -1;
     if (s.pty) {
@@ -357,6 +379,8 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     log_debug("spawned proc %u pid %d `%s`", proc_id, (int)pid, s.argv[0]);
 
 out:
+    for (unsigned i = 0; i < pl.ncg; i++)
+        (void)close(pl.cg_fds[i]);
     for (int i = 0; i < 3; i++) {
         if (pl.stdio[i] >= 0)
             (void)close(pl.stdio[i]);

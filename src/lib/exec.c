@@ -52,6 +52,16 @@ static void exit_of(const json_t *j, warren_exit *how)
     how->timed_out = json_is_true(json_object_get(j, "timed_out"));
     how->signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0;
     how->exit_code = json_is_integer(code) && how->signal == 0 ? (int)json_integer_value(code) : -1;
+    const json_t *u = json_object_get(j, "usage");
+    how->has_usage = json_is_object(u);
+    if (how->has_usage) {
+        const char *src = json_string_value(json_object_get(u, "source"));
+        how->cpu_seconds = json_number_value(json_object_get(u, "cpu_seconds"));
+        how->memory_peak_bytes =
+            (long long)json_integer_value(json_object_get(u, "memory_peak_bytes"));
+        how->wall_seconds = json_number_value(json_object_get(u, "wall_seconds"));
+        how->usage_cgroup = src != NULL && strcmp(src, "cgroup") == 0;
+    }
 }
 
 static void set_pid(struct run *r, long long pid)
@@ -282,6 +292,12 @@ int wl_exec_body(const warren_exec_opts *o, const char *mode, json_t **body, war
         json_object_set_new(b, "user", json_string(o->user));
     if (o->timeout_s > 0)
         json_object_set_new(b, "timeout", json_integer((json_int_t)o->timeout_s));
+    if (o->cpu_millis > 0)
+        json_object_set_new(b, "cpus", json_real(o->cpu_millis / 1000.0));
+    if (o->memory_mb > 0)
+        json_object_set_new(b, "memory_mb", json_integer((json_int_t)o->memory_mb));
+    if (o->usage_cgroup)
+        json_object_set_new(b, "usage", json_string("cgroup"));
     json_object_set_new(b, "mode", json_string(mode));
     json_object_set_new(b, "encoding", json_string("base64"));
     if (o->pty) {

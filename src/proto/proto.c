@@ -337,6 +337,16 @@ static const char *tag_name(uint16_t tag)
         return "running";
     case WR_TAG_USER:
         return "user";
+    case WR_TAG_CPU_NS:
+        return "cpu_ns";
+    case WR_TAG_MAXRSS_BYTES:
+        return "maxrss_bytes";
+    case WR_TAG_WALL_NS:
+        return "wall_ns";
+    case WR_TAG_FDS:
+        return "fds";
+    case WR_TAG_CGROUP:
+        return "cgroup";
     case WR_TAG_PATH:
         return "path";
     case WR_TAG_NAME:
@@ -503,7 +513,25 @@ void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s)
         wr_msg_put_u64(b, WR_TAG_ROWS, s->rows);
     if (s->cols != 0)
         wr_msg_put_u64(b, WR_TAG_COLS, s->cols);
+    if (s->nfds != 0)
+        wr_msg_put_u64(b, WR_TAG_FDS, s->nfds);
+    if (s->cgroup != NULL)
+        wr_msg_put_str(b, WR_TAG_CGROUP, s->cgroup);
     (void)wr_msg_end(b, start);
+}
+
+/* A CGROUP value: a plain name the host may join under a sandbox's cgroup. */
+static int field_cgroup(const struct wr_field *f, const char *msg, char **out, struct wr_err *err)
+{
+    if (f->len == 0 || f->len > WR_CGROUP_NAME_MAX)
+        return wr_err_set(err, WR_EPROTO, 0, "%s: cgroup of %u bytes", msg, f->len);
+    for (uint32_t i = 0; i < f->len; i++) {
+        uint8_t c = f->val[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return wr_err_set(err, WR_EPROTO, 0, "%s: cgroup is not a plain name", msg);
+    }
+    return field_str(f, WR_CGROUP_NAME_MAX, msg, out, err);
 }
 
 /* An environment entry must look like KEY=VALUE with a non-empty KEY. */
@@ -577,6 +605,16 @@ static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, struct w
                 return -1;
             s->cols = (uint16_t)v;
             break;
+        case WR_TAG_FDS:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_u64(&f, WR_SPAWN_FDS_MAX, msg, &v, err) < 0)
+                return -1;
+            s->nfds = (uint32_t)v;
+            break;
+        case WR_TAG_CGROUP:
+            if (once(&seen, msg, f.tag, err) < 0 || field_cgroup(&f, msg, &s->cgroup, err) < 0)
+                return -1;
+            break;
         default:
             break;
         }
@@ -603,6 +641,7 @@ void wr_spawn_fini(struct wr_spawn *s)
     wr_strv_free(s->env);
     free(s->cwd);
     free(s->user);
+    free(s->cgroup);
     memset(s, 0, sizeof(*s));
     s->uid = s->gid = -1;
 }
@@ -625,6 +664,8 @@ void wr_proc_info_encode(struct wr_buf *b, uint32_t id, const struct wr_proc_inf
         else
             wr_msg_put_i64(b, WR_TAG_EXIT_CODE, pi->exit_code);
     }
+    if (pi->cgroup != NULL)
+        wr_msg_put_str(b, WR_TAG_CGROUP, pi->cgroup);
     for (char **a = pi->argv; a != NULL && *a != NULL; a++) {
         size_t len = strnlen(*a, (size_t)WR_MAX_STR + 1);
         if (len > WR_MAX_STR || FIELD_HDR_SIZE + len > frame_room(b, start))
@@ -681,6 +722,10 @@ static int proc_info_fields(const uint8_t *p, size_t n, struct wr_proc_info *pi,
             if (once(&seen, msg, f.tag, err) < 0 || field_i64(&f, msg, &pi->signal, err) < 0)
                 return -1;
             break;
+        case WR_TAG_CGROUP:
+            if (once(&seen, msg, f.tag, err) < 0 || field_cgroup(&f, msg, &pi->cgroup, err) < 0)
+                return -1;
+            break;
         default:
             break;
         }
@@ -705,6 +750,7 @@ int wr_proc_info_decode(const uint8_t *p, size_t n, struct wr_proc_info *pi, str
 void wr_proc_info_fini(struct wr_proc_info *pi)
 {
     wr_strv_free(pi->argv);
+    free(pi->cgroup);
     memset(pi, 0, sizeof(*pi));
 }
 
@@ -840,6 +886,11 @@ void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex
         wr_msg_put_i64(b, WR_TAG_SIGNAL, ex->signal);
     else
         wr_msg_put_i64(b, WR_TAG_EXIT_CODE, ex->exit_code);
+    if (ex->has_usage) {
+        wr_msg_put_u64(b, WR_TAG_CPU_NS, ex->cpu_ns);
+        wr_msg_put_u64(b, WR_TAG_MAXRSS_BYTES, ex->maxrss_bytes);
+        wr_msg_put_u64(b, WR_TAG_WALL_NS, ex->wall_ns);
+    }
     (void)wr_msg_end(b, start);
 }
 
@@ -858,12 +909,22 @@ int wr_exit_decode(const uint8_t *p, size_t n, struct wr_exit *ex, struct wr_err
             if (once(&seen, msg, f.tag, err) < 0 ||
                 field_i64(&f, msg, f.tag == WR_TAG_SIGNAL ? &out.signal : &out.exit_code, err) < 0)
                 return -1;
+        } else if (f.tag == WR_TAG_CPU_NS || f.tag == WR_TAG_MAXRSS_BYTES ||
+                   f.tag == WR_TAG_WALL_NS) {
+            uint64_t *dst = f.tag == WR_TAG_CPU_NS         ? &out.cpu_ns
+                            : f.tag == WR_TAG_MAXRSS_BYTES ? &out.maxrss_bytes
+                                                           : &out.wall_ns;
+            /* INT64_MAX: JSON integers are signed; no real count comes near it */
+            if (once(&seen, msg, f.tag, err) < 0 || field_u64(&f, INT64_MAX, msg, dst, err) < 0)
+                return -1;
         }
     }
     if (rc < 0)
         return truncated(msg, err);
     if (!has(&seen, WR_TAG_EXIT_CODE) && !has(&seen, WR_TAG_SIGNAL))
         return wr_err_set(err, WR_EPROTO, 0, "exit: neither exit_code nor signal");
+    out.has_usage =
+        has(&seen, WR_TAG_CPU_NS) && has(&seen, WR_TAG_MAXRSS_BYTES) && has(&seen, WR_TAG_WALL_NS);
     *ex = out;
     return 0;
 }

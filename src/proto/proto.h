@@ -114,6 +114,14 @@ enum wr_tag {
     WR_TAG_RUNNING = 20,
     WR_TAG_BYTES = 21,
     WR_TAG_USER = 22, /* user name or number, resolved by init against the sandbox's /etc/passwd */
+    /* EXIT: the command's own usage, from wait4 (it and the descendants it waited for) */
+    WR_TAG_CPU_NS = 23,       /* u64: user + system CPU time, ns */
+    WR_TAG_MAXRSS_BYTES = 24, /* u64: the largest resident set of one of those processes */
+    WR_TAG_WALL_NS = 25,      /* u64: from the spawn to the reap, ns */
+    /* SPAWN: how many fds came with this frame (SCM_RIGHTS), each a cgroup.procs file the
+     * child writes "0" to before it runs anything of the command's (its own cgroup) */
+    WR_TAG_FDS = 26,
+    WR_TAG_CGROUP = 27, /* SPAWN, PROC: that cgroup's name (1-64 of [A-Za-z0-9_-]) */
     WR_TAG_PATH = 30,
     WR_TAG_DEST = 31,
     WR_TAG_MODE = 32,
@@ -251,7 +259,11 @@ struct wr_spawn {
     bool pty;
     uint16_t rows;
     uint16_t cols;
+    uint32_t nfds; /* cgroup.procs fds sent with the frame, at most WR_SPAWN_FDS_MAX */
+    char *cgroup;  /* the command's own cgroup (its name), or NULL */
 };
+#define WR_SPAWN_FDS_MAX   4
+#define WR_CGROUP_NAME_MAX 64
 
 void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s);
 /* Decode into *s (all strings owned by s; free with wr_spawn_fini). -1 with err on bad input:
@@ -268,6 +280,7 @@ struct wr_proc_info {
     bool running;
     int64_t exit_code; /* valid when !running and signal == 0 */
     int64_t signal;    /* terminating signal, 0 if it exited */
+    char *cgroup;      /* the name SPAWN gave its own cgroup, or NULL */
 };
 
 void wr_proc_info_encode(struct wr_buf *b, uint32_t id, const struct wr_proc_info *pi);
@@ -290,10 +303,19 @@ void wr_stat_encode(struct wr_buf *b, uint32_t id, const struct wr_stat *st);
 int wr_stat_decode(const uint8_t *p, size_t n, struct wr_stat *st, struct wr_err *err);
 void wr_stat_fini(struct wr_stat *st);
 
-/* EXIT event. */
+/* EXIT event. The usage fields are warren-init's (wait4's rusage of the command and of the
+ * descendants it waited for, and init's monotonic clock): written by the sandbox, so a sandbox
+ * that took over its PID 1 can forge them. An EXIT from an older init has none (has_usage). */
 struct wr_exit {
     int64_t exit_code; /* valid when signal == 0 */
     int64_t signal;
+    bool has_usage;        /* CPU_NS, MAXRSS_BYTES and WALL_NS all came */
+    uint64_t cpu_ns;       /* user + system */
+    uint64_t maxrss_bytes; /* ru_maxrss: the peak resident set of the largest of them */
+    uint64_t wall_ns;      /* from the spawn to the reap */
+    /* The daemon's, never encoded: cpu_ns and maxrss_bytes are the command's own cgroup's
+     * (its CPU time and memory high-water mark, read on the host), not warren-init's. */
+    bool from_cgroup;
 };
 
 void wr_exit_encode(struct wr_buf *b, uint32_t proc_id, const struct wr_exit *ex);

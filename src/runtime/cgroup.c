@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -186,8 +187,26 @@ static bool valid_parent(const char *parent)
     return true;
 }
 
-/* rmdir dfd/name, retrying on EBUSY (processes still exiting) until the deadline. Returns 0
- * (also if it was gone) or -errno. */
+/* rmdir every child directory of dfd/name (commands' cgroups: sandboxes make none of their
+ * own), once, without waiting. */
+static void rmdir_children(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_closedir_ DIR *dir = NULL;
+    struct dirent *de;
+
+    if (fd < 0 || (dir = fdopendir(fd)) == NULL) {
+        if (fd >= 0)
+            (void)close(fd);
+        return;
+    }
+    while ((de = readdir(dir)) != NULL)
+        if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            (void)unlinkat(dirfd(dir), de->d_name, AT_REMOVEDIR);
+}
+
+/* rmdir dfd/name, retrying on EBUSY (processes still exiting, or a command's cgroup below it)
+ * until the deadline. Returns 0 (also if it was gone) or -errno. */
 static int rmdir_wait(int dfd, const char *name, int64_t deadline)
 {
     long ns = 50000;
@@ -197,6 +216,8 @@ static int rmdir_wait(int dfd, const char *name, int64_t deadline)
             return 0;
         if (errno != EBUSY || now_ns() >= deadline)
             return -errno;
+        /* Only on the slow path: an empty child cgroup makes the rmdir fail as processes do. */
+        rmdir_children(dfd, name);
         backoff(&ns);
     }
 }
@@ -507,6 +528,18 @@ int wr_cgroup_driver_open(const char *mode, const char *parent, const char *v2_r
 
 /* ---- sandbox cgroups ------------------------------------------------------------------- */
 
+/* The hierarchy whose sandbox cgroup holds every process of the sandbox itself: v1's pids
+ * (commands' own cgroups are never made there), v2's only one. */
+static int members_fd(const struct wr_cgroup_driver *d)
+{
+    if (d->version == WR_CGROUP_V1 && d->at[CTL_PIDS] >= 0)
+        return d->at[CTL_PIDS];
+    for (int c = 0; c < CTL_N; c++)
+        if (d->fd[c] >= 0)
+            return d->fd[c];
+    return -1;
+}
+
 /* Kill whatever a stale cgroup `name` holds and remove it from every hierarchy. */
 static int purge(struct wr_cgroup_driver *d, const char *name)
 {
@@ -802,12 +835,9 @@ int wr_cgroup_kill(struct wr_cgroup *cg, struct wr_err *err)
         snprintf(path, sizeof(path), "%s/freezer.state", cg->name);
         (void)cg_write(d->at[CTL_FREEZER], path, "THAWED");
     }
-    for (int c = 0; c < CTL_N; c++) {
-        if (d->fd[c] >= 0) {
-            rc = kill_loop(d->fd[c], cg->name, now_ns() + DRAIN_NS);
-            break; /* every process is in every hierarchy: one list is enough */
-        }
-    }
+    /* Every process is in the members' hierarchy itself (commands' cgroups are made in
+     * others): one list is enough. */
+    rc = kill_loop(members_fd(d), cg->name, now_ns() + DRAIN_NS);
 out:
     if (rc < 0)
         return wr_err_set(err, WR_ESYS, -rc, "cgroup `%s`: kill", cg->name);
@@ -821,12 +851,8 @@ int wr_cgroup_procs(struct wr_cgroup *cg, void (*fn)(pid_t pid, void *arg), void
     int n = -ENOENT;
 
     snprintf(path, sizeof(path), "%s/cgroup.procs", cg->name);
-    for (int c = 0; c < CTL_N; c++) {
-        if (cg->d->fd[c] >= 0) {
-            n = procs_foreach(cg->d->fd[c], path, fn, arg);
-            break;
-        }
-    }
+    if (members_fd(cg->d) >= 0)
+        n = procs_foreach(members_fd(cg->d), path, fn, arg);
     if (n < 0)
         return wr_err_set(err, WR_ESYS, -n, "cgroup `%s`: read cgroup.procs", cg->name);
     return n;
@@ -905,6 +931,172 @@ int wr_cgroup_destroy(struct wr_cgroup *cg, struct wr_err *err)
                    cg->name, cg->d->version == WR_CGROUP_V2 ? "cgroup2" : ctl_name[bad]);
     free(cg);
     return rc < 0 ? -1 : 0;
+}
+
+/* ---- a command's cgroup ---------------------------------------------------------------- */
+
+/* The controllers a command's cgroup is made in (v1), and their hierarchies' fds without
+ * repeats (cpu,cpuacct co-mounted share one). Returns how many. */
+static size_t child_hiers(const struct wr_cgroup_driver *d, int dfd[WR_CGROUP_JOIN_MAX])
+{
+    static const enum ctl want[] = {CTL_MEMORY, CTL_CPU, CTL_CPUACCT};
+    size_t n = 0;
+
+    for (size_t i = 0; i < WR_ARRAY_SIZE(want); i++) {
+        int at = d->at[want[i]];
+        bool dup = false;
+        for (size_t k = 0; k < n; k++)
+            dup = dup || dfd[k] == at;
+        if (at >= 0 && !dup)
+            dfd[n++] = at;
+    }
+    return n;
+}
+
+static int child_path(char *buf, size_t size, const struct wr_cgroup *cg, const char *child,
+                      const char *file, struct wr_err *err)
+{
+    int n;
+
+    if (!valid_name(child))
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: bad name `%s`", child);
+    n = snprintf(buf, size, "%s/%s%s%s", cg->name, child, file ? "/" : "", file ? file : "");
+    if (n < 0 || (size_t)n >= size)
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: name `%s` too long", child);
+    return 0;
+}
+
+int wr_cgroup_child_create(struct wr_cgroup *cg, const char *child,
+                           const struct wr_cgroup_limits *lim, int fds[WR_CGROUP_JOIN_MAX],
+                           size_t *nfds, struct wr_err *err)
+{
+    struct wr_cgroup_driver *d = cg->d;
+    struct wr_cgroup sub = {.d = d};
+    char path[2 * NAME_MAX + 32];
+    int dfd[WR_CGROUP_JOIN_MAX];
+    size_t n, made = 0, opened = 0;
+
+    *nfds = 0;
+    if (d->version != WR_CGROUP_V1)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "cgroup v2: a command cannot have a cgroup of its own (the sandbox's "
+                          "cgroup holds its processes, so no controller can be enabled below it)");
+    if (child_path(path, sizeof(path), cg, child, NULL, err) < 0)
+        return -1;
+    if (strlen(path) >= sizeof(sub.name))
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: name `%s` too long", path);
+    if (lim->pids_max != 0)
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: a command has no pids limit of its own");
+    if (lim->cpu_millis != 0 && lim->cpu_millis < 10)
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: cpu limit %u below the minimum of 10",
+                          lim->cpu_millis);
+    n = child_hiers(d, dfd);
+    for (made = 0; made < n; made++)
+        if (mkdirat(dfd[made], path, 0755) < 0) {
+            wr_err_sys(err, "cgroup `%s`: mkdir", path);
+            goto fail;
+        }
+    /* apply_limits writes <name>/<file> in each controller's hierarchy: the child's name. */
+    memcpy(sub.name, path, strlen(path) + 1);
+    if (apply_limits(&sub, lim, err) < 0) {
+        wr_err_wrap(err, "cgroup `%s`", path);
+        goto fail;
+    }
+    (void)child_path(path, sizeof(path), cg, child, "cgroup.procs", NULL);
+    for (opened = 0; opened < n; opened++) {
+        fds[opened] = openat(dfd[opened], path, O_WRONLY | O_CLOEXEC);
+        if (fds[opened] < 0) {
+            wr_err_sys(err, "cgroup `%s`: open", path);
+            goto fail;
+        }
+    }
+    *nfds = n;
+    return 0;
+fail:
+    for (size_t i = 0; i < opened; i++)
+        (void)close(fds[i]);
+    (void)child_path(path, sizeof(path), cg, child, NULL, NULL);
+    while (made > 0)
+        (void)unlinkat(dfd[--made], path, AT_REMOVEDIR);
+    return -1;
+}
+
+int wr_cgroup_child_usage(struct wr_cgroup *cg, const char *child, uint64_t *cpu_ns,
+                          uint64_t *memory_peak, struct wr_err *err)
+{
+    struct wr_cgroup_driver *d = cg->d;
+    char path[2 * NAME_MAX + 64], buf[64];
+    bool v2 = d->version == WR_CGROUP_V2;
+    struct wr_cgroup sub = {.d = d};
+    ssize_t r;
+
+    if (child_path(path, sizeof(path), cg, child, NULL, err) < 0)
+        return -1;
+    if (strlen(path) >= sizeof(sub.name))
+        return wr_err_set(err, WR_EINVAL, 0, "cgroup: name `%s` too long", path);
+    memcpy(sub.name, path, strlen(path) + 1);
+    if (wr_cgroup_cpu(&sub, cpu_ns, err) < 0)
+        return -1;
+    if (!d->have[CTL_MEMORY])
+        return missing(d, CTL_MEMORY, err);
+    (void)child_path(path, sizeof(path), cg, child,
+                     v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL);
+    if ((r = cg_read(d->at[CTL_MEMORY], path, buf, sizeof(buf))) < 0)
+        return wr_err_set(err, WR_ESYS, (int)-r, "cgroup `%s`: read", path);
+    *memory_peak = strtoull(buf, NULL, 10);
+    return 0;
+}
+
+struct move_ctx {
+    const int *dfd;
+    size_t n;
+    const char *to; /* the parent's cgroup.procs */
+};
+
+static void move_up(pid_t pid, void *arg)
+{
+    struct move_ctx *m = arg;
+    char val[32];
+
+    snprintf(val, sizeof(val), "%d", (int)pid);
+    for (size_t i = 0; i < m->n; i++)
+        (void)cg_write(m->dfd[i], m->to, val); /* ESRCH: it has just exited */
+}
+
+int wr_cgroup_child_remove(struct wr_cgroup *cg, const char *child, struct wr_err *err)
+{
+    struct wr_cgroup_driver *d = cg->d;
+    char path[2 * NAME_MAX + 32], procs[2 * NAME_MAX + 32], to[NAME_MAX + 32];
+    int64_t deadline = now_ns() + DRAIN_NS;
+    int dfd[WR_CGROUP_JOIN_MAX];
+    size_t n = child_hiers(d, dfd);
+    struct move_ctx m = {dfd, n, to};
+    int rc = 0;
+
+    if (child_path(path, sizeof(path), cg, child, NULL, err) < 0 ||
+        child_path(procs, sizeof(procs), cg, child, "cgroup.procs", err) < 0)
+        return -1;
+    snprintf(to, sizeof(to), "%s/cgroup.procs", cg->name);
+    /* What the command left running goes on in the sandbox's cgroup, without its limits. A
+     * process forked meanwhile shows in the next round; the rmdir's EBUSY says when to look. */
+    for (long ns = 50000;;) {
+        int left = n > 0 ? procs_foreach(dfd[0], procs, move_up, &m) : 0;
+        bool busy = false;
+        for (size_t i = 0; i < n; i++) {
+            if (unlinkat(dfd[i], path, AT_REMOVEDIR) == 0 || errno == ENOENT)
+                continue;
+            busy = busy || errno == EBUSY;
+            rc = -errno;
+        }
+        if (!busy || left < 0 || now_ns() >= deadline)
+            break;
+        rc = 0;
+        backoff(&ns);
+    }
+    if (rc < 0)
+        return wr_err_set(err, rc == -EBUSY ? WR_ECONFLICT : WR_ESYS, -rc, "cgroup `%s`: rmdir",
+                          path);
+    return 0;
 }
 
 int wr_cgroup_remove_stale(struct wr_cgroup_driver *d, const char *name, struct wr_err *err)

@@ -74,5 +74,29 @@ int wr_cgroup_destroy(struct wr_cgroup *cg, struct wr_err *err);
 /* Free the handle and leave the cgroup as it is (the sandbox goes on without us). */
 void wr_cgroup_forget(struct wr_cgroup *cg);
 
+/* ---- a command's own cgroup, under its sandbox's (docs/usage.md, "Per-command usage") ---- */
+
+/* At most this many cgroup.procs fds per command (one per hierarchy it joins). */
+#define WR_CGROUP_JOIN_MAX 4
+
+/* Make the child `child` of cg with limits and open its cgroup.procs in each hierarchy it
+ * has (v1: memory, cpu, cpuacct; the sandbox's pids and freezer cgroups keep holding the
+ * command, so its pids limit, freeze and kill cover it as before). fds[] get the open files
+ * (O_WRONLY, opened with our credentials: a process that writes "0" to each joins, from
+ * inside its sandbox, whatever its own ids); *nfds how many. The caller closes them. Fails
+ * with WR_EUNSUPPORTED on v2 (a v2 sandbox cgroup holds its processes itself, so no
+ * controller can be enabled below it) and leaves nothing behind on failure. */
+int wr_cgroup_child_create(struct wr_cgroup *cg, const char *child,
+                           const struct wr_cgroup_limits *lim, int fds[WR_CGROUP_JOIN_MAX],
+                           size_t *nfds, struct wr_err *err);
+
+/* What the child has used: CPU time in ns and its memory's high-water mark in bytes. */
+int wr_cgroup_child_usage(struct wr_cgroup *cg, const char *child, uint64_t *cpu_ns,
+                          uint64_t *memory_peak, struct wr_err *err);
+
+/* Remove the child: processes still in it (a command's leftovers) move up into cg first.
+ * Gone already is not an error. */
+int wr_cgroup_child_remove(struct wr_cgroup *cg, const char *child, struct wr_err *err);
+
 /* Remove the cgroup named `name` if it exists and holds no process (used by the sweep). */
 int wr_cgroup_remove_stale(struct wr_cgroup_driver *d, const char *name, struct wr_err *err);

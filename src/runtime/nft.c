@@ -431,14 +431,21 @@ static void e_reject(struct nftnl_rule *r)
 }
 
 /* counter name iifname map @map: the slot's own counter (no element: the rule does not match) */
-static void e_count(struct nftnl_rule *r, const char *map)
+/* Count in the counter that map gives the packet's slot: keyed by iifname (traffic from a
+ * slot) or, for in_ (traffic to a slot), by oifname. */
+static void e_count_dir(struct nftnl_rule *r, const char *map, bool to_slot)
 {
     struct nftnl_expr *e;
 
-    e_meta(r, NFT_META_IIFNAME, NFT_REG_1);
+    e_meta(r, to_slot ? NFT_META_OIFNAME : NFT_META_IIFNAME, NFT_REG_1);
     e = ex(r, "objref");
     nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_SET_SREG, NFT_REG_1);
     nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_SET_NAME, map);
+}
+
+static void e_count(struct nftnl_rule *r, const char *map)
+{
+    e_count_dir(r, map, false);
 }
 
 /* iifname (or oifname) in set */
@@ -535,10 +542,12 @@ static void key_elem(struct batch *b, const char *set, uint16_t msg, const void 
     elems_flush(&es);
 }
 
-static void counter_names(uint32_t slot, char ok[24], char no[24])
+/* A slot's named counters: accepted and refused from it, received by it. */
+static void counter_names(uint32_t slot, char ok[24], char no[24], char in[24])
 {
     snprintf(ok, 24, "ok%u", (unsigned)slot);
     snprintf(no, 24, "no%u", (unsigned)slot);
+    snprintf(in, 24, "in%u", (unsigned)slot);
 }
 
 static int cmp_cidr(const void *a, const void *b)
@@ -684,7 +693,7 @@ static int sb_apply(struct batch *b, const struct sbrec *old, const struct wr_nf
     struct wr_nft *t = b->t;
     uint32_t slot = sb->slot, saddr = wr_netslot_sandbox_addr(t->pool, slot);
     struct ifkey ik = ifkey(t, slot);
-    char ok[24], no[24], name[24];
+    char ok[24], no[24], in[24], name[24];
     const struct wr_cidr4 *oa = old->cidr, *od = old->cidr ? old->cidr + old->n_allow : NULL;
     struct wr_cidr4 *na, *nd;
 
@@ -699,13 +708,15 @@ static int sb_apply(struct batch *b, const struct sbrec *old, const struct wr_nf
         !has_u32(pd->caps, pd->n_caps, nw->cap) && pd->n_caps == WR_ARRAY_SIZE(pd->caps))
         return wr_err_set(err, WR_ELIMIT, 0, "too many distinct connection caps at once");
 
-    counter_names(slot, ok, no);
+    counter_names(slot, ok, no, in);
     if (!(old->flags & SB_SET)) {
         struct ownkey k = ownkey(t, slot, saddr);
         counter_obj(b, NFT_MSG_NEWOBJ, ok);
         counter_obj(b, NFT_MSG_NEWOBJ, no);
+        counter_obj(b, NFT_MSG_NEWOBJ, in);
         key_elem(b, "okc", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), ok);
         key_elem(b, "noc", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), no);
+        key_elem(b, "inc", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), in);
         key_elem(b, "owned", NFT_MSG_NEWSETELEM, &k, sizeof(k), NULL);
         /* a slot outside @slots would bypass every rule: a sandbox puts its slot in */
         key_elem(b, "slots", NFT_MSG_NEWSETELEM, &ik, sizeof(ik), NULL);
@@ -755,10 +766,11 @@ static void sb_remove(struct batch *b, uint32_t slot, const struct sbrec *old)
     struct wr_nft *t = b->t;
     struct ifkey ik = ifkey(t, slot);
     struct ownkey k = ownkey(t, slot, wr_netslot_sandbox_addr(t->pool, slot));
-    char ok[24], no[24], name[24];
+    char ok[24], no[24], in[24], name[24];
 
     key_elem(b, "okc", NFT_MSG_DELSETELEM, &ik, sizeof(ik), NULL);
     key_elem(b, "noc", NFT_MSG_DELSETELEM, &ik, sizeof(ik), NULL);
+    key_elem(b, "inc", NFT_MSG_DELSETELEM, &ik, sizeof(ik), NULL);
     key_elem(b, "owned", NFT_MSG_DELSETELEM, &k, sizeof(k), NULL);
     for (size_t i = 0; i < old->n_allow + old->n_deny; i++) {
         struct ownkey ck = ownkey(t, slot, old->cidr[i].addr);
@@ -774,9 +786,10 @@ static void sb_remove(struct batch *b, uint32_t slot, const struct sbrec *old)
         key_elem(b, "open", NFT_MSG_DELSETELEM, &ik, sizeof(ik), NULL);
     if (old->flags & SB_L7)
         key_elem(b, "l7", NFT_MSG_DELSETELEM, &ik, sizeof(ik), NULL);
-    counter_names(slot, ok, no);
+    counter_names(slot, ok, no, in);
     counter_obj(b, NFT_MSG_DELOBJ, ok);
     counter_obj(b, NFT_MSG_DELOBJ, no);
+    counter_obj(b, NFT_MSG_DELOBJ, in);
 }
 
 /* The batch committed: the handle takes what it made. */
@@ -925,6 +938,7 @@ static void base_rules(struct batch *b, const struct wr_nft_config *cfg)
     r = rule_new(t, "forward");
     m_if_in(r, true, "slots", false);
     m_ct_state(r, CT_EST_REL);
+    e_count_dir(r, "inc", true);
     e_verdict(r, NF_ACCEPT, NULL);
     rule_add(b, r);
     r = rule_new(t, "forward");
@@ -1120,6 +1134,7 @@ int wr_nft_open(const struct wr_nft_config *cfg, const struct wr_nft_sandbox *sb
     put_set(&b, "open", TYPE_IFNAME, IFNAME_KEY_LEN, 0, 0, 0);
     put_set(&b, "okc", TYPE_IFNAME, IFNAME_KEY_LEN, NFT_SET_OBJECT, NFT_OBJECT_COUNTER, 0);
     put_set(&b, "noc", TYPE_IFNAME, IFNAME_KEY_LEN, NFT_SET_OBJECT, NFT_OBJECT_COUNTER, 0);
+    put_set(&b, "inc", TYPE_IFNAME, IFNAME_KEY_LEN, NFT_SET_OBJECT, NFT_OBJECT_COUNTER, 0);
     put_set(&b, "deny4", TYPE_IPADDR, 4, NFT_SET_INTERVAL, 0, 0);
     deny4_elems(&b, cfg->deny, cfg->n_deny);
     {
@@ -1307,15 +1322,16 @@ out:
 
 int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c, struct wr_err *err)
 {
-    char ok[24], no[24];
+    char ok[24], no[24], in[24];
 
     if (check_slot(t, slot, err) < 0)
         return -1;
     if (!(t->rec[slot].flags & SB_SET))
         return wr_err_set(err, WR_ENOTFOUND, 0, "net slot %u has no sandbox", (unsigned)slot);
-    counter_names(slot, ok, no);
+    counter_names(slot, ok, no, in);
     if (get_counter(t, ok, &c->accepted_packets, &c->accepted_bytes, err) < 0 ||
-        get_counter(t, no, &c->dropped_packets, &c->dropped_bytes, err) < 0)
+        get_counter(t, no, &c->dropped_packets, &c->dropped_bytes, err) < 0 ||
+        get_counter(t, in, &c->received_packets, &c->received_bytes, err) < 0)
         return -1;
     return 0;
 }

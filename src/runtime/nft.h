@@ -12,13 +12,14 @@
  *   set a<L>, d<L> { type ifname . ipv4_addr }    allow_out / deny_out blocks of length L,
  *                                                 made the first time a length is used
  *   set cap<N> { type ifname }, cc<N> (dynamic)   slots capped at N connections
- *   map okc, noc { type ifname : counter }        each slot's counters ok<i> and no<i>
+ *   map okc, noc, inc { type ifname : counter }   each slot's counters ok<i>, no<i>, in<i>
  *   pre_raw  (prerouting, raw): from a slot: source not owned -> drop; IPv6 -> drop
  *   pre_nat  (prerouting, dstnat): from a slot: tcp/udp 53 -> redirect :dns_port;
  *                                  from an l7 slot: tcp 80/443 -> redirect :proxy_port
  *   input    from a slot: established/related, dns_port, proxy_port accept, else drop;
  *            tcp/udp to dns_port or proxy_port from elsewhere: drop
- *   forward  to a slot: established/related accept, else drop; from a slot: jump sb_egress;
+ *   forward  to a slot: established/related: count in (by oifname), accept, else drop;
+ *            from a slot: jump sb_egress;
  *            [forwarding was off before Warren: other new connections dropped]
  *   sb_egress  to a slot: drop; established/related: count ok, accept; daddr @deny4: count
  *              no, reject; l7 slot udp 443: drop; jump sb_caps (ct state new, iifname @cap<N>,
@@ -105,11 +106,14 @@ int wr_nft_set(struct wr_nft *t, const struct wr_nft_sandbox *sb, struct wr_err 
 int wr_nft_unset(struct wr_nft *t, uint32_t slot, struct wr_err *err);
 
 /* What the slot's sandbox sent that was accepted (its outgoing packets of established and
- * allowed connections; not the replies, nor what went to the DNS stub or the proxy) and what
- * was refused, since the sandbox was set on the slot. WR_ENOTFOUND if nothing is set there. */
+ * allowed connections; not what went to the DNS stub or the proxy), what was refused, and what
+ * it received through the host's forwarding (the other side of those connections; not the
+ * answers of the DNS stub or the proxy), since the sandbox was set on the slot. WR_ENOTFOUND if
+ * nothing is set there. */
 struct wr_nft_counters {
     uint64_t accepted_packets, accepted_bytes;
     uint64_t dropped_packets, dropped_bytes;
+    uint64_t received_packets, received_bytes;
 };
 int wr_nft_counters(struct wr_nft *t, uint32_t slot, struct wr_nft_counters *c, struct wr_err *err);
 

@@ -24,9 +24,12 @@
 #include "sysctl.h"
 #include "uidpool.h"
 
-#define DEFAULT_RUN_DIR   "/run/warren"
-#define DEFAULT_UID_BASE  1073741824u /* 2^30: far above any distribution's users */
-#define DEFAULT_UID_SLOTS 16384u      /* up to 2^31 - 1: ids stay positive as signed ints */
+#define DEFAULT_RUN_DIR "/run/warren"
+/* 2^20: above the users of a distribution and the /etc/subuid ranges useradd hands out (from
+ * 100000, 65536 each: the first 14 users'); 32,752 ranges of 65,536 ids then end at 2^31, so
+ * every id stays positive as a signed int (docs/operations.md, "Id ranges"). */
+#define DEFAULT_UID_BASE  1048576u
+#define DEFAULT_UID_SLOTS 32752u
 #define SWEEP_MIN_AGE_S   10
 
 static int open_init(const char *path, struct wr_err *err)

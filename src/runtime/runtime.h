@@ -250,6 +250,19 @@ struct wr_sandbox_usage {
 };
 int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct wr_err *err);
 
+/* A command's own cgroup under the sandbox `id`'s (by id, not handle: callable on any thread
+ * while the sandbox lives; docs/usage.md, "Per-command usage"). cmd_create makes `name` with
+ * the limits (a memory and CPU limit; 0: none) and opens its cgroup.procs files into fds
+ * (*nfds of them, the caller closes them): a process that writes "0" to every one has joined.
+ * WR_EUNSUPPORTED where the host's cgroups cannot (v2). cmd_end reads what it used and
+ * removes it (processes still in it move up into the sandbox's cgroup). */
+#define WR_CMD_CGROUP_FDS 4 /* at most this many cgroup.procs files per command */
+int wr_sandbox_cmd_cgroup_create(struct wr_runtime *rt, const char *id, const char *name,
+                                 uint64_t memory_bytes, uint32_t cpu_millis,
+                                 int fds[WR_CMD_CGROUP_FDS], size_t *nfds, struct wr_err *err);
+int wr_sandbox_cmd_cgroup_end(struct wr_runtime *rt, const char *id, const char *name,
+                              uint64_t *cpu_ns, uint64_t *memory_peak, struct wr_err *err);
+
 /* Free the handle and leave the sandbox running (a daemon shutting down: sandboxes outlive it).
  * A later process takes it back with wr_sandbox_adopt. */
 void wr_sandbox_release(struct wr_sandbox *sb);

@@ -1478,6 +1478,47 @@ int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct w
     return 0;
 }
 
+int wr_sandbox_cmd_cgroup_create(struct wr_runtime *rt, const char *id, const char *name,
+                                 uint64_t memory_bytes, uint32_t cpu_millis,
+                                 int fds[WR_CMD_CGROUP_FDS], size_t *nfds, struct wr_err *err)
+{
+    _Static_assert(WR_CMD_CGROUP_FDS == WR_CGROUP_JOIN_MAX, "one fd per hierarchy");
+    struct wr_cgroup_limits lim = {.memory_bytes = memory_bytes, .cpu_millis = cpu_millis};
+    struct wr_cgroup *cg;
+    int rc;
+
+    *nfds = 0;
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
+        return -1;
+    rc = wr_cgroup_child_create(cg, name, &lim, fds, nfds, err);
+    wr_cgroup_forget(cg);
+    return rc;
+}
+
+int wr_sandbox_cmd_cgroup_end(struct wr_runtime *rt, const char *id, const char *name,
+                              uint64_t *cpu_ns, uint64_t *memory_peak, struct wr_err *err)
+{
+    struct wr_cgroup *cg;
+    struct wr_err e2;
+    int rc;
+
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
+        return -1;
+    rc = wr_cgroup_child_usage(cg, name, cpu_ns, memory_peak, err);
+    if (wr_cgroup_child_remove(cg, name, &e2) < 0) {
+        log_warn("sandbox %s: %s", id, e2.msg);
+        if (rc == 0 && err != NULL)
+            *err = e2;
+        rc = -1;
+    }
+    wr_cgroup_forget(cg);
+    return rc;
+}
+
 void wr_sandbox_release(struct wr_sandbox *sb)
 {
     if (sb == NULL)

@@ -3,7 +3,8 @@
  * A slot is taken by holding an exclusive flock on <dir>/<i>; the lock fd goes into the
  * sandbox's warren-init, so a slot is free exactly when no process holds it any more: after
  * teardown, or after a crash of everything that held it. Several processes (daemons, `warren
- * run`) can allocate from one pool at once. */
+ * run`) can allocate from one pool at once, under one layout (base and slots, recorded in
+ * <dir>/layout): opening it with another while a slot is held fails with WR_ECONFLICT. */
 #pragma once
 
 #include <stdint.h>

@@ -101,3 +101,40 @@ bool wr_parse_id(const char *s, unsigned long *out)
     *out = (unsigned long)v;
     return true;
 }
+
+int wr_parse_rate(const char *s, bool bytes, double *rate, uint64_t *burst, struct wr_err *err)
+{
+    const char *colon = strchr(s, ':');
+    char num[64];
+    size_t rl;
+    uint64_t v;
+    char *end;
+
+    if (strcmp(s, "0") == 0 || strcmp(s, "off") == 0) {
+        *rate = 0;
+        *burst = 0;
+        return 0;
+    }
+    if (colon == NULL || (rl = (size_t)(colon - s)) < 3 || strncmp(colon - 2, "/s", 2) != 0 ||
+        rl - 2 >= sizeof(num))
+        return wr_err_set(err, WR_EINVAL, 0, "`%s`: expected RATE/s:BURST", s);
+    memcpy(num, s, rl - 2);
+    num[rl - 2] = '\0';
+    if (bytes) {
+        if (wr_parse_size(num, &v, err) < 0)
+            return -1;
+        *rate = (double)v;
+        if (wr_parse_size(colon + 1, burst, err) < 0)
+            return -1;
+    } else {
+        errno = 0;
+        *rate = strtod(num, &end);
+        if (errno != 0 || *end != '\0' || !(*rate > 0) || *rate > 1e9)
+            return wr_err_set(err, WR_EINVAL, 0, "`%s`: the rate must be a number above 0", s);
+        if (wr_parse_uint(colon + 1, UINT32_MAX, burst, err) < 0)
+            return -1;
+    }
+    if (*burst < 1)
+        return wr_err_set(err, WR_EINVAL, 0, "`%s`: the burst must be at least 1", s);
+    return 0;
+}

@@ -17,6 +17,11 @@ int wr_parse_cpus(const char *s, uint32_t *millis, struct wr_err *err);
 /* A non-negative decimal integer no greater than max. */
 int wr_parse_uint(const char *s, uint64_t max, uint64_t *out, struct wr_err *err);
 
+/* Parse a bucket, "RATE/s:BURST": RATE a decimal number above 0, BURST an integer of at least 1;
+ * both sizes (K, M, G suffixes) when bytes. "0" or "off" is no bucket (*rate = 0, *burst = 0).
+ * Returns 0 or -1 with err (WR_EINVAL). */
+int wr_parse_rate(const char *s, bool bytes, double *rate, uint64_t *burst, struct wr_err *err);
+
 /* A uid or gid as /etc/passwd and /etc/group write them: digits only, below 2^32 - 1 (which is
  * (uid_t)-1, no id). false if s is not one. */
 bool wr_parse_id(const char *s, unsigned long *out);

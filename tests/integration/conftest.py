@@ -415,6 +415,19 @@ def delete_all(d):
             c.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id, check=False)
 
 
+def make_teams(d, *names):
+    """A key and a TCP client per team name, made by d's admin: {"admin": the admin's client,
+    NAME: that team's client, NAME + "_key": its warren.admin key record (.key, .id)}."""
+    import warren
+    admin = d.client()
+    out = {"admin": admin}
+    for name in names:
+        k = warren.admin.create_key(name, client=admin)
+        out[name] = warren.Client(d.tcp_url, k.key)
+        out[name + "_key"] = k
+    return out
+
+
 @pytest.fixture(scope="module")
 def daemon():
     d = Daemon().start()

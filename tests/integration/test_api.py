@@ -241,6 +241,38 @@ def test_memory_commit_limit():
         d.cleanup()
 
 
+def test_memory_overcommit_and_reserve():
+    """A limit is a cap, not a reservation: --max-memory defaults to RAM x --memory-overcommit
+    (here 1 %: a 512 MiB limit does not fit, 64 MiB does), and whatever the commit, nothing
+    starts while the host's available memory is below --memory-reserve: 503 capacity, each
+    naming why."""
+    import subprocess
+    d = Daemon("--memory-overcommit", "0.01").start()
+    try:
+        c = d.client()
+        with pytest.raises(warren.RateLimitError) as e:
+            warren.Sandbox.create(client=c, timeout=60, memory_mb=512)
+        assert "commit" in str(e.value)
+        warren.Sandbox.create(client=c, timeout=60, memory_mb=64).kill()
+    finally:
+        delete_all(d)
+        d.cleanup()
+    d = Daemon("--memory-reserve", "64T").start()
+    try:
+        r = d.client().request("POST", "/v1/sandboxes", json_body={"timeout": 60}, check=False)
+        j = r.json()
+        assert r.status == 503 and j["reason"] == "capacity" and "--memory-reserve" in j["message"], j
+        assert int(r.headers["Retry-After"]) >= 1
+    finally:
+        delete_all(d)
+        d.cleanup()
+    for args in (["--memory-overcommit", "0"], ["--memory-overcommit", "x"], ["--memory-reserve", "lots"]):
+        bad = Daemon(*args)
+        p = subprocess.run([bad.binary, "--state-dir", bad.state, *args], capture_output=True, timeout=10)
+        assert p.returncode == 2 and p.stderr.decode().count("\n") == 1, (args, p.stderr)
+        bad.cleanup()
+
+
 # ---- exec ------------------------------------------------------------------------------------------
 
 def test_exec_wait_argv_shell_env_cwd_user_stdin(sandbox):

@@ -11,7 +11,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import ENV, WARREN, Daemon, delete_all
+from conftest import ENV, WARREN, Daemon, delete_all, make_teams
 
 
 @pytest.fixture(scope="module")
@@ -26,16 +26,7 @@ def d():
 
 @pytest.fixture(scope="module")
 def teams(d):
-    admin = d.client()
-    alpha = warren.admin.create_key("alpha", client=admin)
-    beta = warren.admin.create_key("beta", client=admin)
-    return {
-        "admin": admin,
-        "alpha": warren.Client(d.tcp_url, alpha.key),
-        "alpha_key": alpha,
-        "beta": warren.Client(d.tcp_url, beta.key),
-        "beta_key": beta,
-    }
+    return make_teams(d, "alpha", "beta")
 
 
 def audit(c, **query):

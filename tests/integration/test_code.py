@@ -185,6 +185,21 @@ def test_native_env_and_timeout(cid, sb):
     assert lines(data)[1]["text"] == "6" and time.monotonic() - t0 < 2
 
 
+def test_native_interrupt_is_sent_again(cid, sb):
+    """An interrupt the cell does not act on (here the first SIGINT is swallowed, as one that
+    lands before the cell starts is ignored by ipykernel) is sent again: the cell ends well
+    within the grace, and the context is not restarted (its state is kept)."""
+    code = ("import signal, time\n"
+            "signal.signal(signal.SIGINT, lambda *a: signal.signal(signal.SIGINT, signal.default_int_handler))\n"
+            "time.sleep(30)")
+    t0 = time.monotonic()
+    _, _, data = post_code(cid, sb.id, {"code": code, "timeout": 1})
+    assert [x["name"] for x in lines(data) if x["type"] == "error"] == ["TimeoutError"]
+    assert time.monotonic() - t0 < 4, "the cell ran into the grace (5 s) and a restart"
+    _, _, data = post_code(cid, sb.id, {"code": "y"})
+    assert lines(data)[1]["text"] == "6"
+
+
 def test_native_disconnect_interrupts(cid, sb):
     s = socket.create_connection(("127.0.0.1", cid.port))
     body = json.dumps({"code": "import time\nprint('sleeping', flush=True)\ntime.sleep(60)"}).encode()
@@ -196,8 +211,8 @@ def test_native_disconnect_interrupts(cid, sb):
         got += s.recv(4096)
     s.close()
     t0 = time.monotonic()
-    _, _, data = post_code(cid, sb.id, {"code": "y + 1"})
-    assert lines(data)[1]["text"] == "7"
+    st, _, data = post_code(cid, sb.id, {"code": "y + 1"})
+    assert st == 200 and [x.get("text") for x in lines(data)][1:2] == ["7"], (st, data)
     assert time.monotonic() - t0 < 5, "the next cell waited for the abandoned one"
 
 

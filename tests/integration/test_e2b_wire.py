@@ -331,6 +331,11 @@ def test_stream_envelopes(daemon, sbx):
                    if "data" in f[1].get("event", {}) and "stdout" in f[1]["event"]["data"])
     assert out == b"hi\n"
     end = [f[1]["event"]["end"] for f in fr if "end" in f[1].get("event", {})]
+    # usage: Warren's, beside envd's fields (the SDKs ignore fields they do not know)
+    usage = end[0].pop("usage")
+    assert set(usage) == {"cpuSeconds", "memoryPeakBytes", "wallSeconds", "source"}
+    assert usage["source"] == "rusage" and usage["memoryPeakBytes"] > 0
+    assert 0 <= usage["cpuSeconds"] <= usage["wallSeconds"] + 0.1
     assert end == [{"exitCode": 3, "exited": True, "status": "exit status 3",
                     "error": "exit status 3"}]
     assert fr[-1] == (2, {})

@@ -9,7 +9,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import Daemon, delete_all
+from conftest import Daemon, delete_all, make_teams
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +24,7 @@ def d():
 
 @pytest.fixture(scope="module")
 def teams(d):
-    admin = d.client()
-    alpha = warren.admin.create_key("alpha", client=admin)
-    beta = warren.admin.create_key("beta", client=admin)
-    return {"admin": admin, "alpha": warren.Client(d.tcp_url, alpha.key),
-            "alpha_key": alpha.key, "beta": warren.Client(d.tcp_url, beta.key),
-            "beta_key": beta.key}
+    return make_teams(d, "alpha", "beta")
 
 
 def events(c, **query):
@@ -67,10 +62,11 @@ def life(teams):
 def test_each_step_is_an_event_in_order(teams, life):
     ev = all_events(teams["alpha"], sandbox=life["sid"])
     assert [e["type"] for e in ev] == [
-        "sandbox.created", "sandbox.paused", "sandbox.resumed", "sandbox.snapshotted",
-        "sandbox.forked", "sandbox.killed"], ev
-    created, paused, _, snapped, forked, _ = ev
+        "sandbox.created", "sandbox.started", "sandbox.paused", "sandbox.resumed",
+        "sandbox.snapshotted", "sandbox.forked", "sandbox.killed"], ev
+    created, started, paused, _, snapped, forked, _ = ev
     assert created["data"] == {"template": "base", "warm": False}
+    assert started["data"] == {"cause": "create"}
     assert paused["data"] == {"paused_mode": "memory"}
     assert snapped["data"]["snapshot_id"].startswith("snap-")
     assert sorted(forked["data"]["children"]) == sorted(life["kids"])
@@ -78,10 +74,27 @@ def test_each_step_is_an_event_in_order(teams, life):
     assert all(e["time"].endswith("Z") for e in ev)
     ids = [int(e["id"]) for e in ev]
     assert ids == sorted(ids)
-    # The children have lives of their own: created, killed.
+    # The children have lives of their own: created, started, killed.
     for k in life["kids"]:
         assert [e["type"] for e in all_events(teams["alpha"], sandbox=k)] == [
-            "sandbox.created", "sandbox.killed"]
+            "sandbox.created", "sandbox.started", "sandbox.killed"]
+
+
+def test_a_resume_from_disk_starts_again(teams):
+    c = teams["alpha"]
+    sb = warren.Sandbox.create(client=c, timeout=120)
+    sb.pause(mode="disk")
+    sb.resume()
+    sb.kill()
+    ev = all_events(c, sandbox=sb.sandbox_id)
+    assert [(e["type"], e["data"]) for e in ev] == [
+        ("sandbox.created", {"template": "base", "warm": False}),
+        ("sandbox.started", {"cause": "create"}),
+        ("sandbox.paused", {"paused_mode": "disk"}),
+        ("sandbox.started", {"cause": "resume"}),
+        ("sandbox.resumed", {"paused_mode": None}),
+        ("sandbox.killed", {}),
+    ], ev
 
 
 def test_teams_see_only_their_own(teams, life):
@@ -89,7 +102,7 @@ def test_teams_see_only_their_own(teams, life):
     st, body = events(teams["beta"], team="alpha")
     assert st == 403 and body["code"] == "forbidden"
     got = all_events(teams["admin"], team="alpha", sandbox=life["sid"])
-    assert len(got) == 6
+    assert len(got) == 7
 
 
 def test_filters_pages_and_bad_queries(teams, life):
@@ -100,7 +113,8 @@ def test_filters_pages_and_bad_queries(teams, life):
     st, body = events(c, sandbox=life["sid"], limit=4)
     assert st == 200 and len(body["events"]) == 4 and body["next_cursor"]
     st, rest = events(c, sandbox=life["sid"], limit=4, after=body["next_cursor"])
-    assert [e["type"] for e in rest["events"]] == ["sandbox.forked", "sandbox.killed"]
+    assert [e["type"] for e in rest["events"]] == [
+        "sandbox.snapshotted", "sandbox.forked", "sandbox.killed"]
     assert rest.get("next_cursor") is None
     for q in ({"limit": 0}, {"limit": 1001}, {"after": "x"}):
         st, body = events(c, **q)
@@ -116,7 +130,7 @@ def test_a_timeout_is_an_event(teams):
         if "sandbox.timed_out" in got:
             break
         time.sleep(0.2)
-    assert got == ["sandbox.created", "sandbox.timed_out"], got
+    assert got == ["sandbox.created", "sandbox.started", "sandbox.timed_out"], got
 
 
 class Sse:
@@ -151,10 +165,11 @@ class Sse:
 
 def test_the_stream_follows_and_resumes_with_last_event_id(d, teams):
     c = teams["alpha"]
-    first = Sse(d, teams["alpha_key"], **{"Last-Event-ID": str(2 ** 62)})  # only what comes
+    first = Sse(d, teams["alpha_key"].key, **{"Last-Event-ID": str(2 ** 62)})  # only what comes
     sb = warren.Sandbox.create(client=c, timeout=120)
     eid, typ, data = first.next()
     assert typ == "sandbox.created" and data["sandbox_id"] == sb.sandbox_id and data["id"] == eid
+    assert first.next()[1] == "sandbox.started"
     sb.pause()
     eid2, typ, _ = first.next()
     assert typ == "sandbox.paused" and int(eid2) > int(eid)
@@ -162,13 +177,13 @@ def test_the_stream_follows_and_resumes_with_last_event_id(d, teams):
     # Gone while the client was away: a reconnect with the last id it saw gets the rest, once.
     sb.resume()
     sb.kill()
-    again = Sse(d, teams["alpha_key"], **{"Last-Event-ID": eid2})
+    again = Sse(d, teams["alpha_key"].key, **{"Last-Event-ID": eid2})
     got = [again.next()[1:] for _ in range(2)]
     assert [(t, e["sandbox_id"]) for t, e in got] == [
         ("sandbox.resumed", sb.sandbox_id), ("sandbox.killed", sb.sandbox_id)]
     again.close()
     # Another team's stream never sees alpha's events.
-    beta = Sse(d, teams["beta_key"], **{"Last-Event-ID": str(2 ** 62)})
+    beta = Sse(d, teams["beta_key"].key, **{"Last-Event-ID": str(2 ** 62)})
     warren.Sandbox.create(client=c, timeout=120).kill()
     mine = warren.Sandbox.create(client=teams["beta"], timeout=120)
     _, typ, data = beta.next()
@@ -185,8 +200,9 @@ def test_the_stream_follows_and_resumes_with_last_event_id(d, teams):
 def test_the_python_sdk_lists_and_follows(teams, life):
     c = teams["alpha"]
     got = list(c.events(sandbox_id=life["sid"], page_size=2))
-    assert [e.type for e in got][:2] == ["sandbox.created", "sandbox.paused"] and len(got) == 6
-    assert got[1].data == {"paused_mode": "memory"} and got[0].team == "alpha"
+    assert [e.type for e in got][:3] == [
+        "sandbox.created", "sandbox.started", "sandbox.paused"] and len(got) == 7
+    assert got[2].data == {"paused_mode": "memory"} and got[0].team == "alpha"
     newest = all_events(c)[-1]["id"]
     live = c.events(follow=True, after=newest, type="sandbox.created")
     sb = warren.Sandbox.create(client=c, timeout=120)

@@ -206,6 +206,38 @@ def test_internet_on_reaches_the_test_internet_through_nat(c, inet):
         assert sb.network_stats().packets_out > 0
 
 
+ECHO = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], 7), timeout=10)
+data, got = b"x" * (1 << 20), 0
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += len(b)
+print(got)
+"""
+
+
+def test_bytes_each_way_in_the_stats_and_the_ledger(c, inet):
+    """1 MiB sent to the test internet's echo and back: the slot's counters and the usage
+    ledger's interval (closed by the kill) count it each way, headers and all."""
+    sb = make(c, internet=True)
+    try:
+        r = sb.commands.run(["python3", "-c", ECHO, inet.addr("web")], timeout=60)
+        assert int(r.stdout) == 1 << 20
+        st = sb.network_stats()
+        assert (1 << 20) <= st.bytes_out < (1 << 20) * 1.2 and st.packets_out > 0
+        assert (1 << 20) <= st.bytes_in < (1 << 20) * 1.2 and st.packets_in > 0
+    finally:
+        sb.kill()
+    row = [x for x in c.usage().rows if x.key == sb.id][0]
+    assert (1 << 20) <= row.net_bytes_in < (1 << 20) * 1.2, row
+    assert (1 << 20) <= row.net_bytes_out < (1 << 20) * 1.2, row
+
+
 def test_internet_off_has_a_slot_and_reaches_nothing(c, inet):
     with make(c, internet=False) as sb:
         assert sb.get_info().network.enabled

@@ -547,7 +547,9 @@ def test_exec_operations(daemon, sandbox):
     assert r.media == "application/x-ndjson"
     evs = r.lines()
     assert evs[0]["type"] == "start" and evs[0]["pid"] >= 1 and evs[0]["os_pid"] >= 1
-    assert evs[-1] == {"type": "exit", "exit_code": 4, "signal": None, "timed_out": False}
+    validate(evs[-1]["usage"], SPEC["components"]["schemas"]["CommandUsage"], "exit usage")
+    assert {k: v for k, v in evs[-1].items() if k != "usage"} == \
+        {"type": "exit", "exit_code": 4, "signal": None, "timed_out": False}
     assert {"type": "stdout", "data": "a\n"} in evs and {"type": "stderr", "data": "b\n"} in evs
     r = api(daemon, "POST", EXEC, ids, body={"cmd": "echo sse", "mode": "stream"},
             headers={"Accept": "text/event-stream"})

@@ -234,12 +234,48 @@ def test_region_default_and_bad_flags(tmp_dir):
         d.stop()
         d.cleanup()
     for args in (["--region", "a b"], ["--team-rate-requests", "10"], ["--team-rate-creates", "x/s:1"],
-                 ["--team-rate-requests", "1/s:0"], ["--size", "tiny"], ["--size", "tiny=0:1G"]):
+                 ["--team-rate-requests", "1/s:0"], ["--size", "tiny"], ["--size", "tiny=0:1G"],
+                 ["--limits", "no"], ["--audit", "1"], ["--metering", ""]):
         bad = Daemon(*args)
         import subprocess
         p = subprocess.run([bad.binary, "--state-dir", bad.state, *args], capture_output=True, timeout=10)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.decode().count("\n") == 1 and "warrend:" in p.stderr.decode()
+
+
+def test_limits_audit_and_metering_off(tmp_dir):
+    """The switches the benchmark compares against (docs/benchmarks.md): with --limits off a
+    team's bucket of 1 request and its quota of 1 sandbox are not checked and no RateLimit
+    header is sent; with --audit off and --metering off nothing is recorded and their reads
+    answer 501, not an empty list."""
+    _, d = limited(tmp_dir, "--limits", "off", "--audit", "off", "--metering", "off",
+                   "--team-rate-requests", "1/s:1", "--team-max-sandboxes", "1")
+    d.start()
+    try:
+        key = team_key(d, "off")
+        for _ in range(5):
+            st, h, _ = raw(d, "GET", "/v1/sandboxes", key=key)
+            assert st == 200
+            assert_base_headers(h)
+            assert "ratelimit" not in h and "ratelimit-policy" not in h
+        ids = []
+        for _ in range(2):
+            st, _, body = create(d, key)
+            assert st == 201, body
+            ids.append(json.loads(body)["id"])
+        for path in ("/v1/audit", "/v1/usage"):
+            st, _, body = raw(d, "GET", path, key=key)
+            assert st == 501 and json.loads(body)["code"] == "unsupported", (path, body)
+        for sid in ids:
+            assert raw(d, "DELETE", "/v1/sandboxes/" + sid, key=key)[0] == 204
+        d.stop()
+        import sqlite3
+        c = sqlite3.connect(os.path.join(d.state, "warren.db"))
+        assert c.execute("SELECT count(*) FROM audit").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM usage_intervals").fetchone()[0] == 0
+        c.close()
+    finally:
+        d.cleanup()
 
 
 # ---- buckets -----------------------------------------------------------------------------------
@@ -411,6 +447,36 @@ def test_quota_429_before_capacity_503(tmp_dir):
         d.cleanup()
 
 
+def test_resume_from_disk_counts_against_the_quota(tmp_dir):
+    """A sandbox paused to disk leaves its team's quota; resumed (native or E2B), it comes back
+    into it, so a resume over the quota is 429 quota and the sandbox stays paused."""
+    _, d = limited(tmp_dir, "--team-max-sandboxes", "1")
+    d.start()
+    try:
+        key = team_key(d, "disk")
+        st, _, body = create(d, key)
+        assert st == 201, body
+        a = json.loads(body)["id"]
+        st, _, body = raw(d, "POST", "/v1/sandboxes/%s/pause" % a, {"mode": "disk"}, key=key)
+        assert st == 200, body
+        st, _, body = create(d, key)
+        assert st == 201, body
+        b = json.loads(body)["id"]
+        st, h, body = raw(d, "POST", "/v1/sandboxes/%s/resume" % a, {}, key=key)
+        assert_limit(st, h, body, 429, "quota", "sandboxes")
+        st, h, body = raw(d, "POST", "/sandboxes/%s/resume" % a, {}, headers={"X-API-Key": key})
+        assert st == 429 and json.loads(body)["reason"] == "quota", body
+        st, _, body = raw(d, "GET", "/v1/sandboxes/" + a, key=key)
+        assert json.loads(body)["state"] == "paused", body
+        assert raw(d, "DELETE", "/v1/sandboxes/" + b, key=key)[0] == 204
+        st, _, body = raw(d, "POST", "/v1/sandboxes/%s/resume" % a, {}, key=key)
+        assert st == 200 and json.loads(body)["state"] == "running", body
+    finally:
+        delete_all(d)
+        d.stop()
+        d.cleanup()
+
+
 def test_memory_quota(tmp_dir):
     clock, d = limited(tmp_dir, "--team-max-memory", "768M")
     d.start()
@@ -482,6 +548,62 @@ def test_admin_overrides_per_team_survive_a_restart(tmp_dir):
 
 
 # ---- E2B ---------------------------------------------------------------------------------------
+
+
+def test_cli_and_sdk_show_and_set_team_limits(tmp_dir):
+    """`warren limits` and the Python SDK's team_limits/set_team_limits/reset_team_limits: a
+    team's key reads its own (named by GET /v1/version), an admin merges flags into the
+    overrides, a team's key may not, bad values are refused before any request."""
+    import subprocess
+    import warren as sdk
+    from conftest import ENV, WARREN
+    _, d = limited(tmp_dir, "--team-rate-requests", "100/s:200")
+    d.start()
+
+    def cli(key, *args):
+        return subprocess.run([WARREN, "limits", *args], capture_output=True, timeout=60,
+                              env=dict(ENV, WARREN_API_URL=d.tcp_url, WARREN_API_KEY=key))
+    try:
+        key = team_key(d, "cli-t")
+        r = cli(d.admin_key, "cli-t", "--requests", "1000/s:1500", "--max-memory", "1G")
+        assert r.returncode == 0, r.stderr
+        r = cli(d.admin_key, "cli-t", "--max-sandboxes", "4", "--json")
+        j = json.loads(r.stdout)
+        assert j["requests"] == {"rate": 1000.0, "burst": 1500} and j["max_sandboxes"] == 4
+        assert j["max_memory_mb"] == 1024 and sorted(j["overrides"]) == [
+            "max_memory_mb", "max_sandboxes", "requests"]
+        r = cli(key)  # the key's own team, from /v1/version
+        out = r.stdout.decode()
+        assert r.returncode == 0 and "team           cli-t" in out, (out, r.stderr)
+        assert "1000/s, burst 1500" in out and "1024 MiB" in out and "bytes          64" not in out
+        r = cli(key, "--max-sandboxes", "9")
+        assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and b"admin" in r.stderr
+        for bad in (["--requests", "fast"], ["--max-memory", "lots"], ["a", "b"], ["a b"]):
+            r = cli(d.admin_key, *bad)
+            assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, (bad, r.stderr)
+        # the SDK
+        c, admin = d.client(key=key, tcp=True), d.client(key=d.admin_key, tcp=True)
+        try:
+            assert c.version().team == "cli-t" and not c.version().admin
+            assert admin.version().admin
+            assert c.team_limits()["max_sandboxes"] == 4
+            got = admin.set_team_limits("cli-t", requests=None, creates={"rate": 1, "burst": 1})
+            assert got["requests"]["rate"] == 0 and got["creates"] == {"rate": 1.0, "burst": 1}
+            assert got["max_sandboxes"] == 4  # kept
+            with pytest.raises(sdk.PermissionDeniedError):
+                c.set_team_limits("cli-t", max_sandboxes=9)
+            with pytest.raises(TypeError):
+                admin.set_team_limits("cli-t", nope=1)
+            admin.reset_team_limits("cli-t")
+            assert c.team_limits()["overrides"] == {}
+        finally:
+            c.close()
+            admin.close()
+        r = cli(key)
+        assert r.returncode == 0 and "none (the daemon's defaults)" in r.stdout.decode()
+    finally:
+        d.stop()
+        d.cleanup()
 
 
 def test_e2b_routes_send_the_legacy_fields(tmp_dir):

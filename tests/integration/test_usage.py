@@ -14,7 +14,7 @@ import pytest
 
 import warren
 import warren.admin
-from conftest import Daemon, delete_all, warren as warren_cli
+from conftest import Daemon, delete_all, make_teams, warren as warren_cli
 
 INTERVAL_MS = 500
 
@@ -31,14 +31,7 @@ def d():
 
 @pytest.fixture(scope="module")
 def teams(d):
-    admin = d.client()
-    alpha = warren.admin.create_key("alpha", client=admin)
-    beta = warren.admin.create_key("beta", client=admin)
-    return {
-        "admin": admin,
-        "alpha": warren.Client(d.tcp_url, alpha.key),
-        "beta": warren.Client(d.tcp_url, beta.key),
-    }
+    return make_teams(d, "alpha", "beta")
 
 
 def intervals(state_dir, sid):

@@ -162,11 +162,12 @@ def hooks(d, teams, rx):
 def test_session_is_delivered_signed(rx, hooks):
     ok = hooks["ok"]
     assert ok.secret and ok.secret.startswith("whsec_") and ok.format == "warren"
-    got = rx.wait("/ok", lambda g: len(g) >= 4)
-    assert len(got) == 4
+    got = rx.wait("/ok", lambda g: len(g) >= 5)
+    assert len(got) == 5
     bodies = [json.loads(b) for _, b in got]
     assert [e["type"] for e in bodies] == [
-        "sandbox.created", "sandbox.paused", "sandbox.resumed", "sandbox.killed"]
+        "sandbox.created", "sandbox.started", "sandbox.paused", "sandbox.resumed",
+        "sandbox.killed"]
     assert all(e["sandbox_id"] == hooks["sid"] and e["team"] == "alpha" for e in bodies)
     for hd, b in got:
         assert warren_sig_ok(ok.secret, hd, b), hd
@@ -174,7 +175,7 @@ def test_session_is_delivered_signed(rx, hooks):
         assert not warren_sig_ok("whsec_wrong", hd, b)
         assert hd["warren-webhook-id"] == hd["e2b-webhook-id"] == ok.id
         assert hd["content-type"] == "application/json"
-    assert len({hd["warren-delivery-id"] for hd, _ in got}) == 4
+    assert len({hd["warren-delivery-id"] for hd, _ in got}) == 5
 
 
 def test_redeliver_in_flight_is_409(rx, teams, hooks):
@@ -230,7 +231,7 @@ def test_dead_letter_listed_and_redelivered(rx, teams, hooks):
 
 
 def test_teams_apart(rx, teams, hooks):
-    rx.wait("/ok", lambda g: len(g) >= 4)
+    rx.wait("/ok", lambda g: len(g) >= 5)
     assert rx.posts("/beta") == []
     assert [w.id for w in teams["beta"].webhooks()] == [hooks["beta"].id]
     r = teams["beta"].request("GET", "/v1/webhooks/" + hooks["ok"].id, check=False)
@@ -408,9 +409,9 @@ def test_survive_restart(d, rx, teams, hooks):
     n = len(rx.posts("/ok"))
     sb = warren.Sandbox.create(client=a, timeout=60)
     sb.kill()
-    got = rx.wait("/ok", lambda g: len(g) >= n + 2)
+    got = rx.wait("/ok", lambda g: len(g) >= n + 3)
     new = [json.loads(b) for _, b in got[n:]]
-    assert [e["type"] for e in new] == ["sandbox.created", "sandbox.killed"]
+    assert [e["type"] for e in new] == ["sandbox.created", "sandbox.started", "sandbox.killed"]
     assert all(warren_sig_ok(hooks["ok"].secret, h, b) for h, b in got[n:])
     a.webhook_delete(hooks["ok"].id)
     assert hooks["ok"].id not in {w.id for w in a.webhooks()}

@@ -327,6 +327,9 @@ static int body(void)
               (unsigned long long)k.accepted_packets);
         check(k.dropped_packets > 0, "refused: %llu packets",
               (unsigned long long)k.dropped_packets);
+        /* since the rebuild: "z" came back on the open flow (and its ACKs) */
+        check(k.received_packets > 0 && k.received_bytes > 0, "received: %llu packets",
+              (unsigned long long)k.received_packets);
         check(wr_nft_counters(t, 2, &k, &err) < 0 && err.kind == WR_ENOTFOUND,
               "slot 2 has no counters");
     }

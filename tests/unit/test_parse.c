@@ -35,5 +35,20 @@ int main(void)
     ok(wr_parse_uint("-1", 100, &v, &err) < 0, "rejects negative");
     ok(wr_parse_uint("1e3", 10000, &v, &err) < 0, "rejects exponent");
     is_str(err.msg, "`1e3` is not a whole number from 0 to 10000", "message names the value");
+
+    {
+        double r;
+        uint64_t b;
+        ok(wr_parse_rate("2.5/s:10", false, &r, &b, &err) == 0 && r == 2.5 && b == 10, "2.5/s:10");
+        ok(wr_parse_rate("64M/s:1G", true, &r, &b, &err) == 0 && r == 64.0 * 1048576 &&
+               b == 1ull << 30,
+           "64M/s:1G in bytes");
+        ok(wr_parse_rate("off", false, &r, &b, &err) == 0 && r == 0 && b == 0, "off");
+        ok(wr_parse_rate("10", false, &r, &b, &err) < 0, "rejects a rate without /s:BURST");
+        ok(wr_parse_rate("1/s:0", false, &r, &b, &err) < 0, "rejects a burst of 0");
+        ok(wr_parse_rate("-1/s:5", false, &r, &b, &err) < 0, "rejects a negative rate");
+        ok(wr_parse_rate("x/s:5", false, &r, &b, &err) < 0, "rejects junk");
+        ok(wr_parse_rate("1/m:5", false, &r, &b, &err) < 0, "rejects another unit than /s");
+    }
     return done();
 }

@@ -141,7 +141,9 @@ static void test_spawn(void)
                           .gid = 1001,
                           .pty = true,
                           .rows = 50,
-                          .cols = 132};
+                          .cols = 132,
+                          .nfds = 3,
+                          .cgroup = "cmd-1a-2"};
     struct wr_spawn out;
     struct wr_frame_hdr h;
     struct wr_err err = {0};
@@ -168,6 +170,8 @@ static void test_spawn(void)
         ok(out.pty, "spawn: pty");
         is_int(out.rows, 50, "spawn: rows");
         is_int(out.cols, 132, "spawn: cols");
+        is_int(out.nfds, 3, "spawn: fds");
+        is_str(out.cgroup, "cmd-1a-2", "spawn: cgroup");
         wr_spawn_fini(&out);
         ok(out.argv == NULL && out.env == NULL && out.cwd == NULL, "spawn: fini clears");
     }
@@ -496,6 +500,30 @@ static void test_exit_error(void)
     wr_exit_encode(&b, 3, &ex);
     is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit signal: decodes");
     is_int(out.signal, 15, "exit signal: signal");
+    ok(!out.has_usage, "exit: no usage unless all of it came");
+    wr_buf_fini(&b);
+
+    ex = (struct wr_exit){.exit_code = 0,
+                          .has_usage = true,
+                          .cpu_ns = 1500000000ull,
+                          .maxrss_bytes = 64ull << 20,
+                          .wall_ns = 2000000001ull};
+    wr_exit_encode(&b, 3, &ex);
+    is_int(wr_exit_decode(b.data + 12, b.len - 12, &out, &err), 0, "exit usage: decodes");
+    ok(out.has_usage && out.cpu_ns == ex.cpu_ns && out.maxrss_bytes == ex.maxrss_bytes &&
+           out.wall_ns == ex.wall_ns,
+       "exit usage: round trip");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_EXIT_CODE, 0);
+    wr_msg_put_u64(&b, WR_TAG_CPU_NS, 1);
+    wr_msg_put_u64(&b, WR_TAG_CPU_NS, 2);
+    is_int(wr_exit_decode(b.data, b.len, &out, &err), -1, "exit usage: duplicate cpu_ns");
+    wr_buf_fini(&b);
+
+    wr_msg_put_i64(&b, WR_TAG_EXIT_CODE, 0);
+    wr_msg_put_u64(&b, WR_TAG_WALL_NS, UINT64_MAX);
+    is_int(wr_exit_decode(b.data, b.len, &out, &err), -1, "exit usage: wall_ns out of range");
     wr_buf_fini(&b);
 
     wr_msg_put_u64(&b, WR_TAG_PID, 1);
@@ -741,6 +769,27 @@ static void spawn_accepts(struct wr_buf *b, const char *name)
     else
         printf("#   %s\n", err.msg);
     wr_buf_fini(b);
+}
+
+static void test_spawn_cgroup_hostile(void)
+{
+    static const char *const bad[] = {"", "../x", "a/b", "a.b", "x y"};
+    struct wr_spawn out;
+    struct wr_err err = {0};
+    struct wr_buf b;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wr_buf_init(&b);
+        wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+        wr_msg_put_str(&b, WR_TAG_CGROUP, bad[i]);
+        is_int(wr_spawn_decode(b.data, b.len, &out, &err), -1, "spawn: cgroup not a plain name");
+        wr_buf_fini(&b);
+    }
+    wr_buf_init(&b);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+    wr_msg_put_u64(&b, WR_TAG_FDS, WR_SPAWN_FDS_MAX + 1);
+    is_int(wr_spawn_decode(b.data, b.len, &out, &err), -1, "spawn: too many fds");
+    wr_buf_fini(&b);
 }
 
 static void test_spawn_hostile(void)
@@ -1037,6 +1086,7 @@ int main(void)
     test_reader();
     test_tlv();
     test_spawn_hostile();
+    test_spawn_cgroup_hostile();
     test_watch_event();
     test_port_list();
     return done();

@@ -18,17 +18,19 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
 from .models import AuditRecord, Event, VersionInfo, Webhook, WebhookDelivery
 from .usage import Usage, time_param
+
+T = TypeVar("T")
 
 __all__ = [
     "Client",
@@ -679,6 +681,36 @@ class Client:
     def version(self) -> VersionInfo:
         return VersionInfo.from_json(self.request("GET", "/v1/version").json_object())
 
+    def team_limits(self, team: str | None = None) -> dict[str, Any]:
+        """A team's limits in force (``GET /v1/teams/{team}/limits``): ``requests``,
+        ``creates`` and ``bytes`` buckets (``{"rate", "burst"}``, rate 0: off),
+        ``max_sandboxes``, ``max_memory_mb`` (0: none) and the ``overrides`` that make them.
+        ``team``: another team's (admin keys); None: the key's own."""
+        t = team if team is not None else self.version().team
+        if not t:
+            raise ValueError("the daemon does not say the key's team: name it")
+        return self.request("GET", f"/v1/teams/{path_segment(t)}/limits").json_object()
+
+    def set_team_limits(self, team: str, **overrides: Any) -> dict[str, Any]:
+        """Change a team's overrides of the daemon's limits (admin keys): each keyword
+        (``requests``/``creates``/``bytes`` as ``{"rate": R, "burst": B}`` or None for off,
+        ``max_sandboxes``, ``max_memory_mb``) replaces that override; the others are kept.
+        Returns the limits now in force."""
+        allowed = {"requests", "creates", "bytes", "max_sandboxes", "max_memory_mb"}
+        bad = sorted(set(overrides) - allowed)
+        if bad:
+            raise TypeError("unknown limits: " + ", ".join(bad))
+        path = f"/v1/teams/{path_segment(team)}/limits"
+        cur = self.request("GET", path).json_object().get("overrides")
+        body: dict[str, Any] = dict(cur) if isinstance(cur, dict) else {}
+        for k, v in overrides.items():
+            body[k] = {"rate": 0, "burst": 0} if v is None and k in ("requests", "creates", "bytes") else v
+        return self.request("PUT", path, json_body=body).json_object()
+
+    def reset_team_limits(self, team: str) -> None:
+        """Drop a team's overrides (admin keys): the daemon's defaults again."""
+        self.request("DELETE", f"/v1/teams/{path_segment(team)}/limits")
+
     def warm_pools(self) -> list[dict[str, Any]]:
         """The daemon's warm pools (``GET /v1/warm-pools``): one ``{"template", "target",
         "ready"}`` per template it keeps sandboxes of, started (and, for a template with a
@@ -746,22 +778,7 @@ class Client:
             "from": when(since), "to": when(until), "action": action, "object": object_id,
             "team": team, "limit": size,
         }
-        first = self.request("GET", "/v1/audit", query=query).json_object()
-
-        def pages() -> Iterator[AuditRecord]:
-            doc = first
-            while True:
-                items = doc.get("events")
-                items = items if isinstance(items, list) else []
-                for d in items:
-                    if isinstance(d, dict):
-                        yield AuditRecord.from_json(d)
-                nxt = doc.get("next_cursor")
-                if not items or not isinstance(nxt, str) or not nxt:
-                    return
-                doc = self.request("GET", "/v1/audit", query=dict(query, cursor=nxt)).json_object()
-
-        return pages()
+        return self._pages("/v1/audit", query, "cursor", AuditRecord.from_json)
 
     def events(
         self,
@@ -801,21 +818,33 @@ class Client:
 
             return live()
         size = min(max(page_size, 1), 1000)
-        first = self.request("GET", "/v1/events", query=dict(query, limit=size)).json_object()
+        return self._pages("/v1/events", dict(query, limit=size), "after", Event.from_json)
 
-        def pages() -> Iterator[Event]:
+    def _pages(
+        self,
+        path: str,
+        query: dict[str, str | int | None],
+        cursor_param: str,
+        parse: Callable[[dict[str, Any]], T],
+    ) -> Iterator[T]:
+        """Every item of a paginated list (``{"events": [...], "next_cursor": ...}``), the
+        next page asked with ``cursor_param=next_cursor``. The first page is fetched here, at
+        once, so that a bad query raises at the call, not at the first ``next()``."""
+        first = self.request("GET", path, query=query).json_object()
+
+        def pages() -> Iterator[T]:
             doc = first
             while True:
                 items = doc.get("events")
                 items = items if isinstance(items, list) else []
                 for d in items:
                     if isinstance(d, dict):
-                        yield Event.from_json(d)
+                        yield parse(d)
                 nxt = doc.get("next_cursor")
                 if not items or not isinstance(nxt, str) or not nxt:
                     return
                 doc = self.request(
-                    "GET", "/v1/events", query=dict(query, limit=size, after=nxt)
+                    "GET", path, query=dict(query, **{cursor_param: nxt})
                 ).json_object()
 
         return pages()

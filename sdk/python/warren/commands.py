@@ -20,7 +20,7 @@ from .errors import (
     WarrenError,
     error_from_code,
 )
-from .models import CommandEvent, CommandResult, ProcessInfo, decode_data
+from .models import CommandEvent, CommandResult, CommandUsage, ProcessInfo, decode_data
 
 __all__ = ["Commands", "CommandHandle", "OutputCallback", "Signal"]
 
@@ -102,6 +102,7 @@ def _result(
         stderr_bytes=stderr,
         pid=pid,
         timed_out=ev.timed_out if ev is not None else False,
+        usage=ev.usage if ev is not None else None,
     )
 
 
@@ -319,6 +320,9 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         check: bool = True,
         max_output: int | None = None,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        usage: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult: ...
 
@@ -337,6 +341,9 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         check: bool = True,
         max_output: int | None = None,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        usage: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandHandle: ...
 
@@ -355,6 +362,9 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         check: bool = True,
         max_output: int | None = None,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        usage: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult | CommandHandle: ...
 
@@ -372,6 +382,9 @@ class Commands:
         on_stderr: OutputCallback | None = None,
         check: bool = True,
         max_output: int | None = None,
+        cpus: float | None = None,
+        memory_mb: int | None = None,
+        usage: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult | CommandHandle:
         """Run ``cmd``: a string is a shell command line (``/bin/sh -c``), a list an argv.
@@ -385,6 +398,11 @@ class Commands:
         comes (in this thread); if a callback raises (or on KeyboardInterrupt) the command is
         killed. ``max_output`` caps the bytes kept per stream without callbacks (server
         default 10 MiB; see ``stdout_truncated``).
+
+        ``cpus`` and ``memory_mb`` limit this command (and what it starts) below the sandbox's
+        own limits, in a cgroup of its own (more than the sandbox has: 400
+        ``exceeds_sandbox``). Every result carries ``usage`` (:class:`~warren.CommandUsage`);
+        ``usage="cgroup"`` measures it in a cgroup of its own even without limits.
 
         ``background=True``: returns a :class:`CommandHandle` once the command started. With
         callbacks its whole output goes to them from a background thread; ``handle.wait()``
@@ -414,6 +432,12 @@ class Commands:
                 body["stdin_encoding"] = "base64"
         if max_output is not None:
             body["max_output"] = max_output
+        if cpus is not None:
+            body["cpus"] = cpus
+        if memory_mb is not None:
+            body["memory_mb"] = int(memory_mb)
+        if usage is not None:
+            body["usage"] = usage
         if request_timeout is UNSET:
             http_timeout: float | None = (
                 body["timeout"] + _WAIT_MARGIN if body.get("timeout") else None
@@ -450,6 +474,7 @@ class Commands:
                 timed_out=bool(d.get("timed_out", False)),
                 stdout_truncated=bool(d.get("stdout_truncated", False)),
                 stderr_truncated=bool(d.get("stderr_truncated", False)),
+                usage=CommandUsage.from_json(d.get("usage")),
             )
             if check and not result.ok:
                 raise CommandExitError(result)

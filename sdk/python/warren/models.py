@@ -235,12 +235,15 @@ class NetworkPolicy:
 
 @dataclass(frozen=True)
 class NetworkStats:
-    """Counters of a sandbox's egress: what its policy let out, and what it dropped."""
+    """Counters of a sandbox's traffic: what its policy let out, what it dropped, and what
+    came back to it through the host (not the DNS stub's or the HTTP proxy's answers)."""
 
     packets_out: int
     bytes_out: int
     packets_dropped: int
     bytes_dropped: int
+    packets_in: int = 0
+    bytes_in: int = 0
 
 
 class FileType(StrEnum):
@@ -352,6 +355,31 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class CommandUsage:
+    """What one command used (docs/usage.md, "Per-command usage"): ``cpu_seconds`` (user +
+    system), ``memory_peak_bytes``, ``wall_seconds`` (start to end). ``source`` says where the
+    figures come from: ``rusage`` (warren-init's wait4: the command and the descendants it
+    waited for; the peak is the largest single process's resident set) or ``cgroup`` (the
+    command's own cgroup, read by the daemon: every process it started, memory summed)."""
+
+    cpu_seconds: float
+    memory_peak_bytes: int
+    wall_seconds: float
+    source: str = "rusage"
+
+    @classmethod
+    def from_json(cls, d: Any) -> CommandUsage | None:
+        if not isinstance(d, Mapping):
+            return None
+        return cls(
+            cpu_seconds=float(d.get("cpu_seconds") or 0.0),
+            memory_peak_bytes=int(d.get("memory_peak_bytes") or 0),
+            wall_seconds=float(d.get("wall_seconds") or 0.0),
+            source=str(d.get("source") or "rusage"),
+        )
+
+
+@dataclass(frozen=True)
 class CommandResult:
     """The outcome of a command. ``stdout``/``stderr`` are the output decoded as UTF-8 (invalid
     sequences become U+FFFD); ``stdout_bytes``/``stderr_bytes`` the exact bytes.
@@ -368,6 +396,7 @@ class CommandResult:
     timed_out: bool = False
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    usage: CommandUsage | None = None
 
     @property
     def stdout(self) -> str:
@@ -420,6 +449,7 @@ class CommandEvent:
     timed_out: bool = False
     code: str | None = None
     message: str | None = None
+    usage: CommandUsage | None = None
 
     @property
     def text(self) -> str:
@@ -438,6 +468,7 @@ class CommandEvent:
             timed_out=bool(d.get("timed_out", False)),
             code=code if isinstance(code, str) else None,
             message=message if isinstance(message, str) else None,
+            usage=CommandUsage.from_json(d.get("usage")),
         )
 
 
@@ -505,7 +536,7 @@ class NetworkLogEntry:
 @dataclass(frozen=True)
 class Event:
     """A lifecycle event of a sandbox (``GET /v1/events``): ``type`` is one of
-    sandbox.created, .failed, .paused, .resumed, .snapshotted, .forked, .timed_out, .killed and
+    sandbox.created, .started, .failed, .paused, .resumed, .snapshotted, .forked, .timed_out, .killed and
     .stopped; ``data`` holds the type's fields (e.g. ``paused_mode``). ``id`` is the cursor."""
 
     id: str
@@ -697,16 +728,21 @@ class VersionInfo:
     runtime: str
     cgroup: str
     domain: str | None = None  # ports are served as <port>-<id>.<domain> (warrend --domain)
+    team: str | None = None  # the caller's team
+    admin: bool = False  # the caller's key is an admin's
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> VersionInfo:
         domain = d.get("domain")
+        team = d.get("team")
         return cls(
             version=str(d.get("version", "")),
             api=str(d.get("api", "")),
             runtime=str(d.get("runtime", "")),
             cgroup=str(d.get("cgroup", "")),
             domain=domain if isinstance(domain, str) and domain else None,
+            team=team if isinstance(team, str) else None,
+            admin=d.get("admin") is True,
             raw=dict(d),
         )

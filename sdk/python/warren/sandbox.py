@@ -408,7 +408,7 @@ class Sandbox:
         return NetworkPolicy.from_json(r.json_object())
 
     def network_stats(self) -> NetworkStats:
-        """Packets and bytes its policy let out, and those it dropped."""
+        """Packets and bytes its policy let out, those it dropped, and those it received."""
         r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/network/stats")
         d = r.json_object()
         return NetworkStats(
@@ -416,6 +416,8 @@ class Sandbox:
             bytes_out=int(d.get("bytes_out") or 0),
             packets_dropped=int(d.get("packets_dropped") or 0),
             bytes_dropped=int(d.get("bytes_dropped") or 0),
+            packets_in=int(d.get("packets_in") or 0),
+            bytes_in=int(d.get("bytes_in") or 0),
         )
 
     def pause(self, mode: str = "memory") -> SandboxInfo:

@@ -4,7 +4,8 @@
 import { type CallOptions, type Client, type StreamResponse, call, seg } from './client.cjs';
 import { APIConnectionError, CommandExitError, ConflictError, NotFoundError, type WarrenError, errorFromCode } from './errors.cjs';
 import {
-  type CommandEvent, CommandResult, type ProcessInfo, arr, b64decode, b64encode, commandEventFromJson, obj, optInt, processFromJson,
+  type CommandEvent, CommandResult, type CommandUsage, type ProcessInfo, arr, b64decode, b64encode, commandEventFromJson, obj, optInt,
+  processFromJson, usageFromJson,
 } from './models.cjs';
 
 /** Receives output decoded as UTF-8 (a character split between chunks is kept whole). */
@@ -28,6 +29,12 @@ export interface RunOptions extends CallOptions {
   check?: boolean;
   /** Bytes kept per stream without callbacks (server default 10 MiB). */
   maxOutput?: number;
+  /** Limits of this command's own, below the sandbox's (a cgroup of its own; more than the
+   * sandbox has: InvalidArgumentError `exceeds_sandbox`). */
+  cpus?: number;
+  memoryMb?: number;
+  /** `cgroup`: measure its usage in a cgroup of its own even without limits. */
+  usage?: 'rusage' | 'cgroup';
 }
 
 export interface WaitOptions extends CallOptions {
@@ -67,8 +74,8 @@ class Output {
     for (const p of parts) { out.set(p, o); o += p.length; }
     return out;
   }
-  result(ev: { exitCode?: number | undefined; signal?: number | undefined; timedOut?: boolean } | undefined, pid: number | undefined): CommandResult {
-    return new CommandResult({ exitCode: ev?.exitCode, signal: ev?.signal, timedOut: ev?.timedOut ?? false, stdoutBytes: this.bytes('stdout'), stderrBytes: this.bytes('stderr'), pid });
+  result(ev: { exitCode?: number | undefined; signal?: number | undefined; timedOut?: boolean; usage?: CommandUsage | undefined } | undefined, pid: number | undefined): CommandResult {
+    return new CommandResult({ exitCode: ev?.exitCode, signal: ev?.signal, timedOut: ev?.timedOut ?? false, stdoutBytes: this.bytes('stdout'), stderrBytes: this.bytes('stderr'), pid, usage: ev?.usage });
   }
 }
 
@@ -200,6 +207,9 @@ export class Commands {
       else { body.stdin = b64encode(opts.stdin); body.stdin_encoding = 'base64'; }
     }
     if (opts.maxOutput !== undefined) body.max_output = opts.maxOutput;
+    if (opts.cpus !== undefined) body.cpus = opts.cpus;
+    if (opts.memoryMb !== undefined) body.memory_mb = Math.trunc(opts.memoryMb);
+    if (opts.usage !== undefined) body.usage = opts.usage;
     const check = opts.check ?? true;
     const c = call(opts);
     if (c.requestTimeoutMs === undefined) c.requestTimeoutMs = body.timeout ? (body.timeout as number) * 1000 + WAIT_MARGIN_MS : 0;
@@ -222,6 +232,7 @@ export class Commands {
         stdoutBytes: typeof d.stdout === 'string' ? b64decode(d.stdout) : undefined,
         stderrBytes: typeof d.stderr === 'string' ? b64decode(d.stderr) : undefined,
         pid: optInt(d.pid), timedOut: !!d.timed_out, stdoutTruncated: !!d.stdout_truncated, stderrTruncated: !!d.stderr_truncated,
+        usage: usageFromJson(d.usage),
       });
       if (check && !result.ok) throw new CommandExitError(result);
       return result;

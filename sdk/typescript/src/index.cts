@@ -14,7 +14,7 @@ export {
 } from './errors.cjs';
 export {
   CommandResult,
-  type ApiKey, type CommandEvent, type DiskUsage, type FileInfo, type FileType, type FilesystemEvent, type MetricSample,
+  type ApiKey, type CommandEvent, type CommandUsage, type DiskUsage, type FileInfo, type FileType, type FilesystemEvent, type MetricSample,
   type NetworkLogEntry, type NetworkPolicy, type NetworkStats, type PortInfo, type ProcessInfo, type SandboxInfo,
   type SandboxState, type VersionInfo, type VolumeInfo, type VolumeMount,
 } from './models.cjs';

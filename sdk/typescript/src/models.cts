@@ -176,6 +176,24 @@ export function processFromJson(d: J): ProcessInfo {
 
 const dec = new TextDecoder();
 
+/** What one command used (docs/usage.md, "Per-command usage"): `source` is `rusage` (warren-init's
+ * wait4: the command and the descendants it waited for; the peak is the largest single resident
+ * set) or `cgroup` (its own cgroup, read by the daemon: every process it started, summed). */
+export interface CommandUsage {
+  cpuSeconds: number;
+  memoryPeakBytes: number;
+  wallSeconds: number;
+  source: 'rusage' | 'cgroup' | string;
+}
+
+/** @internal */
+export function usageFromJson(d: unknown): CommandUsage | undefined {
+  if (d === null || typeof d !== 'object') return undefined;
+  const u = d as J;
+  const num = (v: unknown): number => (typeof v === 'number' ? v : 0);
+  return { cpuSeconds: num(u.cpu_seconds), memoryPeakBytes: num(u.memory_peak_bytes), wallSeconds: num(u.wall_seconds), source: typeof u.source === 'string' ? u.source : 'rusage' };
+}
+
 /** The outcome of a command: `stdout`/`stderr` decoded as UTF-8 (invalid sequences become
  * U+FFFD), `stdoutBytes`/`stderrBytes` the exact bytes. `exitCode` is undefined when a signal
  * killed it (`signal` is then set). */
@@ -188,7 +206,9 @@ export class CommandResult {
   readonly timedOut: boolean;
   readonly stdoutTruncated: boolean;
   readonly stderrTruncated: boolean;
-  constructor(f: { exitCode?: number | undefined; signal?: number | undefined; stdoutBytes?: Uint8Array; stderrBytes?: Uint8Array; pid?: number | undefined; timedOut?: boolean; stdoutTruncated?: boolean; stderrTruncated?: boolean }) {
+  /** What it used, when the server said (every Warren of this version does). */
+  readonly usage: CommandUsage | undefined;
+  constructor(f: { exitCode?: number | undefined; signal?: number | undefined; stdoutBytes?: Uint8Array; stderrBytes?: Uint8Array; pid?: number | undefined; timedOut?: boolean; stdoutTruncated?: boolean; stderrTruncated?: boolean; usage?: CommandUsage | undefined }) {
     this.exitCode = f.exitCode;
     this.signal = f.signal;
     this.stdoutBytes = f.stdoutBytes ?? new Uint8Array(0);
@@ -197,6 +217,7 @@ export class CommandResult {
     this.timedOut = !!f.timedOut;
     this.stdoutTruncated = !!f.stdoutTruncated;
     this.stderrTruncated = !!f.stderrTruncated;
+    this.usage = f.usage;
   }
   get stdout(): string { return dec.decode(this.stdoutBytes); }
   get stderr(): string { return dec.decode(this.stderrBytes); }
@@ -223,6 +244,8 @@ export interface CommandEvent {
   timedOut: boolean;
   code: string | undefined;
   message: string | undefined;
+  /** exit: what the command used */
+  usage: CommandUsage | undefined;
 }
 
 /** @internal */
@@ -251,6 +274,7 @@ export function commandEventFromJson(d: J, encoding: 'base64' | 'utf8'): Command
   return {
     type: str(d.type), data, get text() { return dec.decode(data); }, pid: optInt(d.pid), exitCode: optInt(d.exit_code),
     signal: optInt(d.signal), timedOut: !!d.timed_out, code: optStr(d.code), message: optStr(d.message),
+    usage: usageFromJson(d.usage),
   } as CommandEvent;
 }
 
