@@ -249,6 +249,15 @@ struct api_route {
 
 /* Handlers of the routes (h_*.c): each answers c->req. */
 
+/* h_webhooks.c */
+void api_webhooks_list(struct api_call *c);
+void api_webhook_create(struct api_call *c);
+void api_webhook_get(struct api_call *c);
+void api_webhook_update(struct api_call *c);
+void api_webhook_delete(struct api_call *c);
+void api_webhook_deliveries(struct api_call *c);
+void api_webhook_redeliver(struct api_call *c);
+
 /* h_netlog.c */
 void api_sandbox_netlog(struct api_call *c);
 

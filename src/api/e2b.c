@@ -447,7 +447,7 @@ static void envd(struct wr_api *api, struct wr_http_req *req, const char *id, un
 static bool control_path(const char *path)
 {
     static const char *const prefixes[] = {"/sandboxes", "/v2/sandboxes", "/snapshots",
-                                           "/templates", NULL};
+                                           "/templates", "/events",       NULL};
 
     for (const char *const *p = prefixes; *p != NULL; p++) {
         size_t n = strlen(*p);

@@ -818,6 +818,10 @@ void e2b_control(struct wr_api *api, struct wr_http_req *req, const struct wr_ca
     }
     if (nseg == 0)
         goto notfound;
+    if (strcmp(seg[0], "events") == 0 && !v2) {
+        e2b_events(api, req, who, seg, nseg);
+        return;
+    }
     if (strcmp(seg[0], "snapshots") == 0 && nseg == 1) {
         if (method_is(req, "GET"))
             list_snapshots(api, req, team);

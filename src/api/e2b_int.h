@@ -56,6 +56,11 @@ int connect_unwrap(const char *body, size_t len, const char **payload, size_t *n
 
 /* ---- shared by the E2B handlers (e2b.c) ---------------------------------------------------- */
 
+/* /events/...: E2B's lifecycle events and webhooks (e2b_events.c); seg: the path's segments
+ * (seg[0] "events"). */
+void e2b_events(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                char **seg, size_t nseg);
+
 struct e2b_proc_meta; /* e2b_process.c */
 struct e2b_watcher;   /* e2b_fs.c */
 

@@ -16,18 +16,6 @@
 /* A follower whose client reads slower than events come is let go above this. */
 #define STREAM_PENDING_MAX (4u << 20)
 
-static json_t *event_json(const struct wr_event_rec *r)
-{
-    char id[24], at[32];
-    json_t *data = json_loads(r->data ? r->data : "{}", 0, NULL);
-
-    snprintf(id, sizeof(id), "%" PRId64, r->id);
-    api_time(r->time_ms, at);
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", id, "time", at, "type", r->type,
-                     "sandbox_id", r->sandbox_id, "team", r->team, "data",
-                     json_is_object(data) ? data : (json_decref(data), json_object()));
-}
-
 /* The filter of the query: team (admins: team=, none for every team), sandbox, type and the
  * cursor (after; for the stream also Last-Event-ID). Returns 0, or -1 answered. */
 static int filter_of(struct api_call *c, struct wr_event_filter *f, bool stream)
@@ -84,7 +72,7 @@ void api_events_list(struct api_call *c)
     }
     arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, event_json(&v[i]));
+        json_array_append_new(arr, wr_events_json(&v[i]));
     /* A full page may have more after it: its last id is the next cursor. */
     snprintf(next, sizeof(next), "%" PRId64, n > 0 ? v[n - 1].id : f.after);
     for (size_t i = 0; i < n; i++)
@@ -123,7 +111,7 @@ static void stream_event(void *ctx, const struct wr_event_rec *r)
     }
     if (s->ended)
         return;
-    j = event_json(r);
+    j = wr_events_json(r);
     text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (text == NULL)

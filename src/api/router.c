@@ -351,6 +351,14 @@ static const struct api_route routes[] = {
     {"GET", "events", api_events_list, 0, 0},
     {"GET", "events/stream", api_events_stream, 0, 0},
     {"GET", "usage", api_usage, 0, 0},
+
+    {"GET", "webhooks", api_webhooks_list, 0, 0},
+    {"POST", "webhooks", api_webhook_create, CONTROL_BODY_MAX, 0},
+    {"GET", "webhooks/*", api_webhook_get, 0, 0},
+    {"PATCH", "webhooks/*", api_webhook_update, CONTROL_BODY_MAX, 0},
+    {"DELETE", "webhooks/*", api_webhook_delete, 0, 0},
+    {"GET", "webhooks/*/deliveries", api_webhook_deliveries, 0, 0},
+    {"POST", "webhooks/*/deliveries/*/redeliver", api_webhook_redeliver, 0, 0},
 };
 
 /* ---- the audit trail's routes (observe.c) ---------------------------------------------------- */
@@ -403,6 +411,10 @@ static const struct {
     {"DELETE", "snapshots/*", "snapshot.delete"},
     {"POST", "volumes", "volume.create"},
     {"DELETE", "volumes/*", "volume.delete"},
+    {"POST", "webhooks", "webhook.create"},
+    {"PATCH", "webhooks/*", "webhook.update"},
+    {"DELETE", "webhooks/*", "webhook.delete"},
+    {"POST", "webhooks/*/deliveries/*/redeliver", "webhook.redeliver"},
 };
 
 /* The route's pattern as a label: "/v1/sandboxes/{id}/processes/{pid}" (made once). */
@@ -433,11 +445,9 @@ static const char *route_label(const struct api_route *r)
  * one its action and object. */
 static void note_route(struct api_call *c, const struct api_route *r, bool audited)
 {
-    static const char *const kinds[][2] = {{"sandboxes", "sandbox"},
-                                           {"keys", "key"},
-                                           {"templates", "template"},
-                                           {"snapshots", "snapshot"},
-                                           {"volumes", "volume"}};
+    static const char *const kinds[][2] = {{"sandboxes", "sandbox"},  {"keys", "key"},
+                                           {"templates", "template"}, {"snapshots", "snapshot"},
+                                           {"volumes", "volume"},     {"webhooks", "webhook"}};
     struct api_note *n = api_note(c->req);
     const char *action = NULL;
 

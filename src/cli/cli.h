@@ -46,6 +46,7 @@ int cmd_budget(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 /* limits.c: `warren limits` (GET/PUT/DELETE /v1/teams/{team}/limits). */
 int cmd_limits(int argc, char **argv);
+int cmd_webhook(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 /* code.c: `warren run-code` */
 int cmd_run_code(int argc, char **argv);

@@ -35,6 +35,7 @@ static const struct verb verbs[] = {
     {"fork", cmd_fork, "copy a running sandbox into N new ones"},
     {"net-log", cmd_net_log, "show a sandbox's egress log (connections, DNS, denials)"},
     {"audit", cmd_audit, "show the team's audit trail (who changed what, from where)"},
+    {"webhook", cmd_webhook, "the team's webhooks: add, list, rm, deliveries, redeliver"},
     {"diff", cmd_diff, "show what a sandbox changed in its files, or one file's diff"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},

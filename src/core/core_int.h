@@ -27,6 +27,7 @@ struct wr_manager {
     struct wr_net *net;       /* net.c; NULL with networking off */
     struct wr_netlog *netlog; /* netlog.c: the egress log's sink, or NULL */
     struct wr_events *events; /* events.c: lifecycle events; NULL while closing */
+    struct wr_webhooks *webhooks; /* webhooks.c: their deliveries; NULL while closing */
     /* The usage ledger (usage.c): every usage_interval_ms the open intervals are closed, at
      * most WR_LEDGER_BATCH sandboxes per loop turn (ledger_next: the bucket the walk goes on
      * at; ledger_more: the turn after). storage: the storage sample's timer. */
@@ -344,6 +345,12 @@ void wr__budget_close(struct wr_manager *m);
  * (it is not running). */
 int wr__pause_budget(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx);
 void wr__events_close(struct wr_manager *m);
+/* webhooks.c (webhooks.h): wr__webhooks_event queues the deliveries of the event r (just
+ * stored) to its team's webhooks; open and close at the manager's (close puts the attempts in
+ * flight back as due). */
+void wr__webhooks_event(struct wr_manager *m, const struct wr_event_rec *r);
+void wr__webhooks_open(struct wr_manager *m);
+void wr__webhooks_close(struct wr_manager *m);
 /* Replace a manager call's callback (*cb, *ctx) by one that records the call's event on its
  * success, then calls it: type for a pause or resume (sandbox.paused, sandbox.resumed, with the
  * record's paused_mode), sandbox.snapshotted (the snapshot's id and name) and sandbox.forked

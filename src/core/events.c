@@ -2,9 +2,12 @@
 /* Lifecycle events (events.h): the manager's writes, the followers, the hourly prune. */
 #include "events.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -58,6 +61,7 @@ void wr__event(struct wr_manager *m, const char *team, const char *sandbox_id, c
     if (wr_store_event_insert(m->cfg.store, &r, &err) < 0) {
         log_warn("sandbox %s: event %s: %s", sandbox_id, type, err.msg);
     } else {
+        wr__webhooks_event(m, &r);
         /* A callback may unfollow its own subscription (the stream ended): take next first. */
         for (struct wr_events_sub *sub = ev->subs, *next; sub != NULL; sub = next) {
             next = sub->next;
@@ -66,6 +70,23 @@ void wr__event(struct wr_manager *m, const char *team, const char *sandbox_id, c
         }
     }
     free(s);
+}
+
+json_t *wr_events_json(const struct wr_event_rec *r)
+{
+    char id[24], at[32];
+    time_t sec = (time_t)(r->time_ms / 1000);
+    struct tm tm;
+    size_t n;
+    json_t *data = json_loads(r->data ? r->data : "{}", 0, NULL);
+
+    snprintf(id, sizeof(id), "%" PRId64, r->id);
+    gmtime_r(&sec, &tm);
+    n = strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(at + n, sizeof(at) - n, ".%03uZ", (unsigned)(r->time_ms % 1000));
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", id, "time", at, "type", r->type,
+                     "sandbox_id", r->sandbox_id, "team", r->team, "data",
+                     json_is_object(data) ? data : (json_decref(data), json_object()));
 }
 
 int wr_events_list(struct wr_manager *m, const struct wr_event_filter *f, struct wr_event_rec **out,

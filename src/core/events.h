@@ -10,6 +10,7 @@
  * All functions run on the loop thread. */
 #pragma once
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,10 @@
 struct wr_manager;
 
 #define WR_EVENTS_RETENTION_DAYS 7
+
+/* The event as the API shows it: {id, time, type, sandbox_id, team, data} (a new reference);
+ * also the body of a webhook's delivery. */
+json_t *wr_events_json(const struct wr_event_rec *r);
 
 /* The events that match f (wr_store_event_list). */
 int wr_events_list(struct wr_manager *m, const struct wr_event_filter *f, struct wr_event_rec **out,

@@ -188,6 +188,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     }
     wr__metrics_open(m);
     wr__events_open(m);
+    wr__webhooks_open(m);
     if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
         manager_free(m);
         return wr_err_wrap(err, "reconcile");
@@ -239,6 +240,7 @@ void wr_manager_close(struct wr_manager *m)
     m->closing = true;
     wr__metrics_close(m);
     wr__events_close(m);
+    wr__webhooks_close(m);
     wr__warm_close(m);
     if (m->sampler != NULL) {
         uv_timer_stop(m->sampler);

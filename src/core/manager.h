@@ -27,6 +27,7 @@
 #include "../store/store.h"
 #include "../util/err.h"
 #include "../util/inet.h"
+#include "webhooks.h"
 
 struct wr_agent;
 struct wr_runtime;
@@ -93,6 +94,7 @@ struct wr_manager_config {
     const char *billed_seconds;
     double price_vcpu_second, price_gib_second;
     const char *currency;
+    struct wr_webhooks_config webhooks; /* webhooks.h */
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,

@@ -20,6 +20,7 @@
 #include "../core/netlog.h"
 #include "../core/pool.h"
 #include "../core/space.h"
+#include "../core/webhooks.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "../util/cleanup.h"
@@ -85,6 +86,10 @@ struct options {
     /* Budgets (docs/usage.md, "Budgets"). */
     double price_vcpu_second, price_gib_second; /* --price-vcpu-second, --price-gib-second */
     const char *currency;                       /* --currency */
+    /* Webhooks (docs/operations.md "Webhooks"). */
+    const char *webhook_allow[WR_WEBHOOK_ALLOW_MAX]; /* --webhook-allow CIDR|HOST */
+    size_t n_webhook_allow;
+    uint32_t webhook_attempts, webhook_backoff_ms, webhook_timeout_s;
 };
 
 static void usage(FILE *f)
@@ -162,6 +167,13 @@ static void usage(FILE *f)
            "  --log-format text|json one line per event, key=value or a JSON object (text)\n"
            "  --audit-retention-days N  audit records are kept this long (90)\n"
            "  --audit on|off         keep the audit trail (on; off: GET /v1/audit answers 501)\n"
+           "\nWebhooks (docs/operations.md):\n"
+           "  --webhook-allow CIDR|HOST  an address range or host name webhook URLs may\n"
+           "                         reach besides the public internet (repeatable; loopback,\n"
+           "                         private and link-local addresses are refused otherwise)\n"
+           "  --webhook-attempts N   attempts per delivery before it is dead (6)\n"
+           "  --webhook-backoff-ms MS  wait before the second attempt, doubling (10000)\n"
+           "  --webhook-timeout S    seconds an attempt may take (10)\n"
            "\nUsage ledger (docs/usage.md):\n"
            "  --metering on|off      keep the usage ledger (on; off: GET /v1/usage answers 501)\n"
            "  --billed-seconds allocated|measured|max  what GET /v1/usage bills as a\n"
@@ -280,6 +292,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_MEMRESERVE,
         O_AUDIT,
         O_METERING,
+        O_WHALLOW,
+        O_WHATTEMPTS,
+        O_WHBACKOFF,
+        O_WHTIMEOUT,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -332,6 +348,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"memory-reserve", required_argument, NULL, O_MEMRESERVE},
         {"audit", required_argument, NULL, O_AUDIT},
         {"metering", required_argument, NULL, O_METERING},
+        {"webhook-allow", required_argument, NULL, O_WHALLOW},
+        {"webhook-attempts", required_argument, NULL, O_WHATTEMPTS},
+        {"webhook-backoff-ms", required_argument, NULL, O_WHBACKOFF},
+        {"webhook-timeout", required_argument, NULL, O_WHTIMEOUT},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -612,6 +632,27 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_STORAGEMS:
             if (opt_uint(optarg, 100, 86400000, &o->storage_period_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_WHALLOW:
+            if (o->n_webhook_allow == WR_WEBHOOK_ALLOW_MAX) {
+                wr_err_set(&err, WR_EINVAL, 0, "at most %d", WR_WEBHOOK_ALLOW_MAX);
+                goto bad;
+            }
+            if (wr_webhooks_allow_check(optarg, &err) < 0)
+                goto bad;
+            o->webhook_allow[o->n_webhook_allow++] = optarg;
+            break;
+        case O_WHATTEMPTS:
+            if (opt_uint(optarg, 1, 100, &o->webhook_attempts, &err) < 0)
+                goto bad;
+            break;
+        case O_WHBACKOFF:
+            if (opt_uint(optarg, 10, 3600000, &o->webhook_backoff_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_WHTIMEOUT:
+            if (opt_uint(optarg, 1, 300, &o->webhook_timeout_s, &err) < 0)
                 goto bad;
             break;
         case 'h':
@@ -926,6 +967,14 @@ int main(int argc, char **argv)
             .price_vcpu_second = o.price_vcpu_second,
             .price_gib_second = o.price_gib_second,
             .currency = o.currency ? o.currency : "USD",
+            .webhooks =
+                {
+                    .allow = o.webhook_allow,
+                    .n_allow = o.n_webhook_allow,
+                    .attempts = o.webhook_attempts,
+                    .backoff_ms = o.webhook_backoff_ms,
+                    .timeout_ms = o.webhook_timeout_s * 1000,
+                },
             .net =
                 {
                     .enabled = !o.net_off,

@@ -300,11 +300,54 @@ static const char migration_15[] =
     "    DELETE FROM budgets WHERE kind = 'sandbox' AND owner = OLD.id;\n"
     "END;\n";
 
+/* Version 16: webhooks (store/webhooks.c, core/webhooks.h).
+ * - webhooks: a team's endpoints. events is a JSON array of event types (native, prefixes
+ *   ending in '.', or E2B's sandbox.lifecycle.*), [] for every event; format says the body's
+ *   shape ("warren" or "e2b"); secret signs the deliveries.
+ * - webhook_deliveries: one row per event and webhook, pending until delivered (2xx) or dead
+ *   (its attempts spent): the dead-letter record. body is the exact JSON sent, so a redelivery
+ *   sends the same bytes. next_ms is when the next attempt is due; an attempt in flight leases
+ *   the row by moving next_ms past its timeout, so after a restart it is tried again. */
+static const char migration_16[] =
+    "CREATE TABLE webhooks (\n"
+    "    id TEXT PRIMARY KEY NOT NULL,\n"
+    "    team TEXT NOT NULL,\n"
+    "    name TEXT NOT NULL DEFAULT '',\n"
+    "    url TEXT NOT NULL,\n"
+    "    events TEXT NOT NULL DEFAULT '[]',\n"
+    "    secret TEXT NOT NULL,\n"
+    "    format TEXT NOT NULL DEFAULT 'warren' CHECK (format IN ('warren', 'e2b')),\n"
+    "    enabled INTEGER NOT NULL DEFAULT 1,\n"
+    "    created_ms INTEGER NOT NULL,\n"
+    "    updated_ms INTEGER NOT NULL\n"
+    ");\n"
+    "CREATE INDEX webhooks_team ON webhooks (team);\n"
+    "CREATE TABLE webhook_deliveries (\n"
+    "    id INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "    uuid TEXT NOT NULL UNIQUE,\n"
+    "    webhook_id TEXT NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,\n"
+    "    team TEXT NOT NULL,\n"
+    "    event_id INTEGER NOT NULL,\n"
+    "    type TEXT NOT NULL,\n"
+    "    body TEXT NOT NULL,\n"
+    "    state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),\n"
+    "    attempts INTEGER NOT NULL DEFAULT 0,\n"
+    "    created_ms INTEGER NOT NULL,\n"
+    "    next_ms INTEGER NOT NULL,\n"
+    "    last_ms INTEGER NOT NULL DEFAULT 0,\n"
+    "    last_status INTEGER NOT NULL DEFAULT 0,\n"
+    "    last_error TEXT NOT NULL DEFAULT ''\n"
+    ");\n"
+    "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_ms);\n"
+    "CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (webhook_id, id);\n"
+    "CREATE INDEX webhook_deliveries_hook_due ON webhook_deliveries\n"
+    "    (webhook_id, state, next_ms, id);\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
     {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
     {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
-    {13, migration_13}, {14, migration_14}, {15, migration_15},
+    {13, migration_13}, {14, migration_14}, {15, migration_15}, {16, migration_16},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -368,6 +368,83 @@ int wr_store_event_list(struct wr_store *s, const struct wr_event_filter *f,
 int wr_store_event_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
                          struct wr_err *err);
 
+/* A team's webhook (migration 16). */
+struct wr_webhook_rec {
+    char *id, *team, *name, *url;
+    char *events; /* a JSON array of event types; "[]": every event */
+    char *secret;
+    char *format; /* "warren" or "e2b": the body's shape */
+    bool enabled;
+    int64_t created_ms, updated_ms;
+};
+void wr_webhook_rec_fini(struct wr_webhook_rec *r);
+/* Add r (every string set). WR_ECONFLICT if its id exists. */
+int wr_store_webhook_insert(struct wr_store *s, const struct wr_webhook_rec *r, struct wr_err *err);
+/* The webhook id of team (NULL: of any team) into *out (fini it); WR_ENOTFOUND if none. */
+int wr_store_webhook_get(struct wr_store *s, const char *team, const char *id,
+                         struct wr_webhook_rec *out, struct wr_err *err);
+/* The webhooks of team (NULL: every team), oldest first; *out: *n records (fini each, free). */
+int wr_store_webhook_list(struct wr_store *s, const char *team, struct wr_webhook_rec **out,
+                          size_t *n, struct wr_err *err);
+/* Replace the name, url, events, secret, enabled and updated_ms of r's id (of r->team). */
+int wr_store_webhook_update(struct wr_store *s, const struct wr_webhook_rec *r, struct wr_err *err);
+/* Delete the webhook id of team (NULL: any team) and its deliveries; WR_ENOTFOUND if none. */
+int wr_store_webhook_delete(struct wr_store *s, const char *team, const char *id,
+                            struct wr_err *err);
+
+/* A delivery of an event to a webhook (migration 16). */
+struct wr_delivery_rec {
+    int64_t id;
+    char *uuid; /* the delivery id the receiver sees */
+    char *webhook_id, *team, *type, *body;
+    char *state; /* "pending", "delivered", "dead" */
+    int64_t event_id, created_ms, next_ms, last_ms;
+    int64_t attempts, last_status;
+    char *last_error;
+    char *url, *secret; /* the webhook's, in wr_store_delivery_due's rows only */
+};
+void wr_delivery_rec_fini(struct wr_delivery_rec *r);
+/* Add r as pending, due at r->next_ms; r->id gets its id. */
+int wr_store_delivery_insert(struct wr_store *s, struct wr_delivery_rec *r, struct wr_err *err);
+/* The earliest due pending delivery (by due time, then id) of each of at most max enabled
+ * webhooks that have one, with its webhook's url and secret. */
+int wr_store_delivery_due(struct wr_store *s, int64_t now, size_t max, struct wr_delivery_rec **out,
+                          size_t *n, struct wr_err *err);
+/* Lease the delivery id for an attempt: its next_ms moves to until_ms (due again then, if the
+ * attempt's outcome is never recorded). */
+int wr_store_delivery_lease(struct wr_store *s, int64_t id, int64_t until_ms, struct wr_err *err);
+/* When the earliest pending delivery of an enabled webhook is due into *at_ms; -1 if none. */
+int wr_store_delivery_next(struct wr_store *s, int64_t *at_ms, struct wr_err *err);
+/* Record an attempt's outcome: the new state, attempts, next_ms, and the attempt's time, HTTP
+ * status (0: none) and error text. */
+int wr_store_delivery_result(struct wr_store *s, const struct wr_delivery_rec *r,
+                             struct wr_err *err);
+struct wr_delivery_filter {
+    const char *team;       /* NULL: every team */
+    const char *webhook_id; /* NULL: every webhook */
+    const char *state;      /* NULL: any */
+    int64_t after;          /* id > after: the cursor */
+    size_t limit;           /* 1 to 1000; 0: 100 */
+};
+/* The deliveries that match f, by ascending id (fini each, free the array). */
+int wr_store_delivery_list(struct wr_store *s, const struct wr_delivery_filter *f,
+                           struct wr_delivery_rec **out, size_t *n, struct wr_err *err);
+/* Make the delivery id of webhook_id (of team, NULL: any) pending again with no attempts, due
+ * at now; WR_ENOTFOUND if none, WR_ECONFLICT if it is pending. */
+int wr_store_delivery_redeliver(struct wr_store *s, const char *team, const char *webhook_id,
+                                int64_t id, int64_t now, struct wr_err *err);
+/* Delete at most max finished deliveries (delivered or dead) older than before_ms. */
+int wr_store_delivery_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,
+                            struct wr_err *err);
+/* The events of one sandbox or of a team for the E2B events API: those whose type is one of
+ * the JSON array types, newest first unless asc, skipping offset, at most limit. */
+int wr_store_event_page(struct wr_store *s, const char *team, const char *sandbox_id,
+                        const char *types, bool asc, int64_t offset, size_t limit,
+                        struct wr_event_rec **out, size_t *n, struct wr_err *err);
+/* The data of the first event of sandbox_id of type into *data (free it); NULL if none. */
+int wr_store_event_first_data(struct wr_store *s, const char *sandbox_id, const char *type,
+                              char **data, struct wr_err *err);
+
 struct wr_audit_filter {
     const char *team;   /* NULL: every team */
     int64_t from_ms;    /* time_ms >= from_ms (0: no bound) */

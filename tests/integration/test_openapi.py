@@ -333,7 +333,8 @@ def test_every_documented_operation_is_routed(daemon):
         send(daemon, "POST", "/v1/volumes", body={"name": "routed"})
         ids = {"id": sid, "key_id": key, "name": "routed", "template": "base", "team": "routing",
                "snapshot": "no-such-snapshot", "port": 8999, "path": "routed",
-               "ctx": "00000000-0000-0000-0000-000000000000"}
+               "ctx": "00000000-0000-0000-0000-000000000000", "webhook": "no-such-webhook",
+               "delivery": "1"}
         bodies = {
             ("/v1/sandboxes", "post"): {"bogus": 1},  # answered by the handler, makes nothing
             ("/v1/sandboxes/{id}/timeout", "post"): {"timeout": 60},
@@ -347,6 +348,7 @@ def test_every_documented_operation_is_routed(daemon):
             ("/v1/keys", "post"): {"name": "no team"},
             ("/v1/teams/{team}/limits", "put"): {"nope": 1},  # answered by the handler
             ("/v1/volumes", "post"): {"name": "routed-2"},
+            ("/v1/webhooks", "post"): {"url": "ftp://no"},  # answered by the handler
             # answered by the handlers, make nothing
             ("/v1/sandboxes/{id}/snapshots", "post"): {"name": "bad name!"},
             ("/v1/sandboxes/{id}/fork", "post"): {"count": 0},
@@ -409,6 +411,38 @@ def test_audit(daemon, sandbox):
     assert len(r.json()["events"]) == 2
     r = api(daemon, "GET", "/v1/audit", {}, query={"object": sandbox.sandbox_id})
     assert r.json()["events"][0]["action"] == "sandbox.create"
+
+
+def test_webhooks_operations(daemon, sandbox):
+    # Disabled, so that nothing is ever sent to the (public, unreached) URL.
+    w = api(daemon, "POST", "/v1/webhooks", {}, body={
+        "url": "https://hooks.example.com/in", "events": ["sandbox."], "enabled": False,
+        "name": "openapi"}).json()
+    assert w["secret"].startswith("whsec_")
+    ids = {"webhook": w["id"]}
+    assert w["id"] in [x["id"] for x in api(daemon, "GET", "/v1/webhooks", {}).json()["webhooks"]]
+    assert api(daemon, "GET", "/v1/webhooks/{webhook}", ids).json()["enabled"] is False
+    r = api(daemon, "PATCH", "/v1/webhooks/{webhook}", ids, body={"name": "renamed"})
+    assert r.json()["name"] == "renamed" and "secret" not in r.json()
+    r = api(daemon, "GET", "/v1/webhooks/{webhook}/deliveries", ids, query={"state": "dead"})
+    assert r.json() == {"deliveries": [], "next_cursor": None}
+    assert api(daemon, "DELETE", "/v1/webhooks/{webhook}", ids).status == 204
+
+
+def webhooks_full(daemon):
+    made = []
+    try:
+        for i in range(21):
+            r = send(daemon, "POST", "/v1/webhooks", body={
+                "url": "https://hooks.example.com/%d" % i, "enabled": False,
+                "team": "openapi-wh-cap"})
+            if r.status != 201:
+                return r
+            made.append(r.json()["id"])
+        raise AssertionError("21 webhooks for one team")
+    finally:
+        for i in made:
+            send(daemon, "DELETE", "/v1/webhooks/" + i)
 
 
 def test_diff(daemon, sandbox):
@@ -1003,6 +1037,21 @@ def _triggers(daemon, ctx):
         add(path, "get", 400, query={"after": "x"})
         add(path, "get", 401, tcp=True, key="wr_" + "0" * 64)
         add(path, "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
+    W = "/v1/webhooks/{webhook}"
+    add("/v1/webhooks", "get", 401, tcp=True)
+    add("/v1/webhooks", "post", 400, body={"url": "http://169.254.169.254/"})
+    add("/v1/webhooks", "post", 401, tcp=True, body={"url": "https://hooks.example.com/"})
+    add("/v1/webhooks", "post", 403, tcp=True, key=ctx["team_key"],
+        body={"url": "https://hooks.example.com/", "team": "another", "enabled": False})
+    add("/v1/webhooks", "post", 409, call=lambda: webhooks_full(daemon))
+    for m in ("get", "patch", "delete"):
+        add(W, m, 404, {"webhook": "no-such-webhook"}, body={} if m == "patch" else None)
+    add(W, "patch", 400, call=lambda: send(daemon, "PATCH", "/v1/webhooks/" + ctx["webhook"],
+                                           body={"url": "ftp://x.example.com/"}))
+    add(W + "/deliveries", "get", 404, {"webhook": "no-such-webhook"})
+    add(W + "/deliveries", "get", 400, {"webhook": ctx["webhook"]}, query={"state": "lost"})
+    add(W + "/deliveries/{delivery}/redeliver", "post", 404,
+        {"webhook": ctx["webhook"], "delivery": "1"})
     add("/v1/usage", "get", 400, query={"group_by": "week"})
     add("/v1/usage", "get", 401, tcp=True, key="wr_" + "0" * 64)
     add("/v1/usage", "get", 403, tcp=True, key=ctx["team_key"], query={"team": "another"})
@@ -1117,6 +1166,8 @@ COVERED_ELSEWHERE = {
     ("/v1/sandboxes/{id}/resume", "post", 429),
     ("/v1/teams/{team}/budget", "put", 501),  # a daemon with --metering off
     ("/v1/templates/pull", "post", 502),  # test_template_import_and_pull (its code is `upstream`)
+    # A redelivery of one still in flight: test_webhooks.py (a receiver that answers slowly).
+    ("/v1/webhooks/{webhook}/deliveries/{delivery}/redeliver", "post", 409),
     # A registry that lacks the image or serves a tampered blob: test_oci.py starts one.
     ("/v1/templates/pull", "post", 404),
     ("/v1/templates/pull", "post", 422),
@@ -1145,7 +1196,10 @@ def test_every_documented_error_status(daemon):
         running = background(daemon, sid, "sleep 600")
         done = background(daemon, sid, "mkdir -m 700 /tmp/p; touch /tmp/p/x")
         assert wait_proc(daemon, sid, done)["exit_code"] == 0
-        ctx = dict(sid=sid, running=running, done=done, team_key=team["key"])
+        hook = send(daemon, "POST", "/v1/webhooks", body={
+            "url": "https://hooks.example.com/errors", "enabled": False}).json()
+        ctx = dict(sid=sid, running=running, done=done, team_key=team["key"],
+                   webhook=hook["id"])
         triggers = _triggers(daemon, ctx)
         wanted = {(p, m, int(s)) for p, m in OPERATIONS if p not in JSONRPC_PATHS
                   for s in operation(p, m)["responses"] if s[0] in "45"}
@@ -1196,7 +1250,8 @@ def test_bad_bodies_are_400(daemon, sandbox):
 
 def test_tcp_without_a_key_is_401_everywhere(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id, "pid": 1, "key_id": "k", "name": "v", "template": "base",
-           "snapshot": "s", "port": 8999, "path": "x", "ctx": "c", "team": "t"}
+           "snapshot": "s", "port": 8999, "path": "x", "ctx": "c", "team": "t", "webhook": "w",
+           "delivery": "1"}
     for template, method in OPERATIONS:
         if template in JSONRPC_PATHS:
             continue  # test_mcp_operations

@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from ._version import __version__
 from .errors import APIConnectionError, TimeoutException, WarrenError, error_from_response
-from .models import AuditRecord, Event, VersionInfo
+from .models import AuditRecord, Event, VersionInfo, Webhook, WebhookDelivery
 from .usage import Usage, time_param
 
 T = TypeVar("T")
@@ -882,6 +882,75 @@ class Client:
                 ).json_object()
 
         return pages()
+
+    def webhook_create(
+        self,
+        url: str,
+        *,
+        events: Sequence[str] | None = None,
+        name: str | None = None,
+        secret: str | None = None,
+        enabled: bool = True,
+        team: str | None = None,
+    ) -> Webhook:
+        """Register a webhook (``POST /v1/webhooks``) for the team's lifecycle events of the
+        types in ``events`` (prefixes like "sandbox." allowed; None: every event). Without
+        ``secret`` the daemon makes one; the returned Webhook carries it (only this once).
+        ``team``: another team's (admin keys)."""
+        body: dict[str, Any] = {"url": url, "enabled": enabled}
+        for k, v in (("events", list(events) if events is not None else None), ("name", name),
+                     ("secret", secret), ("team", team)):
+            if v is not None:
+                body[k] = v
+        return Webhook.from_json(
+            self.request("POST", "/v1/webhooks", json_body=body).json_object())
+
+    def webhooks(self) -> list[Webhook]:
+        """The team's webhooks (``GET /v1/webhooks``; an admin key: every team's)."""
+        doc = self.request("GET", "/v1/webhooks").json_object()
+        items = doc.get("webhooks")
+        return [Webhook.from_json(w) for w in items if isinstance(w, dict)] if isinstance(
+            items, list) else []
+
+    def webhook(self, webhook_id: str) -> Webhook:
+        """One webhook (``GET /v1/webhooks/{id}``)."""
+        return Webhook.from_json(
+            self.request("GET", "/v1/webhooks/" + quote(webhook_id, safe="")).json_object())
+
+    def webhook_update(self, webhook_id: str, **fields: Any) -> Webhook:
+        """Change a webhook's url, events, name, secret or enabled (``PATCH``)."""
+        return Webhook.from_json(self.request(
+            "PATCH", "/v1/webhooks/" + quote(webhook_id, safe=""), json_body=fields
+        ).json_object())
+
+    def webhook_delete(self, webhook_id: str) -> None:
+        """Delete a webhook and its deliveries (``DELETE /v1/webhooks/{id}``)."""
+        self.request("DELETE", "/v1/webhooks/" + quote(webhook_id, safe=""))
+
+    def webhook_deliveries(
+        self, webhook_id: str, *, state: str | None = None, page_size: int = 100
+    ) -> list[WebhookDelivery]:
+        """A webhook's deliveries, oldest first, every page; ``state``: pending, delivered or
+        dead (the dead-letter record)."""
+        out: list[WebhookDelivery] = []
+        after: str | None = None
+        path = "/v1/webhooks/" + quote(webhook_id, safe="") + "/deliveries"
+        while True:
+            doc = self.request("GET", path, query={
+                "state": state, "after": after, "limit": min(max(page_size, 1), 1000)
+            }).json_object()
+            items = doc.get("deliveries")
+            items = items if isinstance(items, list) else []
+            out += [WebhookDelivery.from_json(d) for d in items if isinstance(d, dict)]
+            nxt = doc.get("next_cursor")
+            if not items or not isinstance(nxt, str) or not nxt:
+                return out
+            after = nxt
+
+    def webhook_redeliver(self, webhook_id: str, delivery: int) -> None:
+        """Send a finished (dead or delivered) delivery again, from its first attempt."""
+        self.request("POST", "/v1/webhooks/%s/deliveries/%d/redeliver"
+                     % (quote(webhook_id, safe=""), delivery))
 
     def close(self) -> None:
         """Close the idle pooled connections (the client stays usable)."""

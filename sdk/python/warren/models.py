@@ -563,6 +563,79 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Webhook:
+    """A team's webhook (``/v1/webhooks``): each lifecycle event of the team whose type
+    ``events`` names (empty: every event) is POSTed to ``url``, signed with the secret. The
+    secret is in ``secret`` only in the answer of the create (or of an update that set one).
+    ``format`` is ``warren`` (the event as ``GET /v1/events`` shows it) or ``e2b``."""
+
+    id: str
+    team: str
+    name: str
+    url: str
+    events: list[str]
+    enabled: bool
+    format: str
+    created_at: datetime | None
+    secret: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Webhook:
+        ev = d.get("events")
+        sec = d.get("secret")
+        return cls(
+            id=str(d.get("id", "")),
+            team=str(d.get("team", "")),
+            name=str(d.get("name", "")),
+            url=str(d.get("url", "")),
+            events=[str(e) for e in ev] if isinstance(ev, list) else [],
+            enabled=bool(d.get("enabled", True)),
+            format=str(d.get("format", "warren")),
+            created_at=parse_time(d.get("created_at")),
+            secret=sec if isinstance(sec, str) else None,
+        )
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    """One event's delivery to a webhook: ``state`` is pending (attempts left), delivered (a
+    2xx answer) or dead (every attempt failed: the dead-letter record, see
+    :meth:`Client.webhook_redeliver`). ``body`` is the JSON that was (or will be) sent."""
+
+    id: int
+    delivery_id: str
+    webhook_id: str
+    event_id: str
+    type: str
+    state: str
+    attempts: int
+    last_status: int
+    last_error: str
+    created_at: datetime | None
+    last_attempt_at: datetime | None
+    next_attempt_at: datetime | None
+    body: Any
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> WebhookDelivery:
+        return cls(
+            id=int(d.get("id", 0)),
+            delivery_id=str(d.get("delivery_id", "")),
+            webhook_id=str(d.get("webhook_id", "")),
+            event_id=str(d.get("event_id", "")),
+            type=str(d.get("type", "")),
+            state=str(d.get("state", "")),
+            attempts=int(d.get("attempts", 0)),
+            last_status=int(d.get("last_status", 0)),
+            last_error=str(d.get("last_error", "")),
+            created_at=parse_time(d.get("created_at")),
+            last_attempt_at=parse_time(d.get("last_attempt_at")),
+            next_attempt_at=parse_time(d.get("next_attempt_at")),
+            body=d.get("body"),
+        )
+
+
+@dataclass(frozen=True)
 class AuditRecord:
     """One state-changing request in the team's audit trail (``GET /v1/audit``): when, who (the
     team and the id of the key, never the key), from where (the peer address), the action and
