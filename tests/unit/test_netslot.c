@@ -6,7 +6,9 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -142,8 +144,19 @@ static void check_traffic(struct wr_netslots *ss, uint32_t i)
     if (setns(self, CLONE_NEWNET) < 0)
         abort();
     out = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    check(sendto(out, "hi", 2, 0, (struct sockaddr *)&sa, sizeof(sa)) == 2, "send to the slot");
-    check(recv(in, buf, sizeof(buf), 0) == 2 && memcmp(buf, "hi", 2) == 0, "the slot receives it");
+    /* Sent again every 250 ms for up to 5 s: a veth that has just come up may drop the first
+     * (its carrier, the neighbour entry); a slot that never receives still fails. */
+    {
+        struct pollfd pfd = {.fd = in, .events = POLLIN};
+        bool sent = true, got = false;
+        for (int k = 0; k < 20 && !got; k++) {
+            sent = sent && sendto(out, "hi", 2, 0, (struct sockaddr *)&sa, sizeof(sa)) == 2;
+            got = poll(&pfd, 1, 250) == 1;
+        }
+        check(sent, "send to the slot");
+        check(got && recv(in, buf, sizeof(buf), 0) == 2 && memcmp(buf, "hi", 2) == 0,
+              "the slot receives it");
+    }
     close(in);
     close(out);
     close(fd);
