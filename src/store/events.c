@@ -41,32 +41,13 @@ int wr_store_event_insert(struct wr_store *s, struct wr_event_rec *r, struct wr_
     return 0;
 }
 
-int wr_store_event_list(struct wr_store *s, const struct wr_event_filter *f,
-                        struct wr_event_rec **out, size_t *n, struct wr_err *err)
+int wr__event_rows(struct wr_store *s, sqlite3_stmt *st, struct wr_event_rec **out, size_t *n,
+                   const char *what, struct wr_err *err)
 {
-    /* A type ending in '.' is a prefix ("sandbox." for every sandbox event). */
-    _cleanup_stmt_ sqlite3_stmt *st =
-        wr__stmt(s, WR_ST_EVENT_LIST,
-                 "SELECT id, time_ms, team, sandbox_id, type, data FROM events"
-                 " WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR sandbox_id = ?2)"
-                 " AND (?3 IS NULL OR type = ?3 OR (substr(?3, -1) = '.'"
-                 " AND substr(type, 1, length(?3)) = ?3)) AND id > ?4 ORDER BY id LIMIT ?5",
-                 err);
     struct wr_event_rec *v = NULL;
-    size_t cnt = 0, cap = 0, limit = f->limit ? f->limit : EVENT_LIST_DEFAULT;
+    size_t cnt = 0, cap = 0;
     int rc;
 
-    *out = NULL;
-    *n = 0;
-    if (st == NULL)
-        return -1;
-    if (limit > EVENT_LIST_MAX)
-        limit = EVENT_LIST_MAX;
-    wr__bind_text(st, 1, f->team);
-    wr__bind_text(st, 2, f->sandbox_id);
-    wr__bind_text(st, 3, f->type);
-    wr__bind_int64(st, 4, f->after);
-    wr__bind_int64(st, 5, (int64_t)limit);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct wr_event_rec *r;
         if (cnt == cap) {
@@ -85,11 +66,38 @@ int wr_store_event_list(struct wr_store *s, const struct wr_event_filter *f,
         for (size_t i = 0; i < cnt; i++)
             wr_event_rec_fini(&v[i]);
         free(v);
-        return wr__store_fail(s->db, err, "list events");
+        return wr__store_fail(s->db, err, "%s", what);
     }
     *out = v;
     *n = cnt;
     return 0;
+}
+
+int wr_store_event_list(struct wr_store *s, const struct wr_event_filter *f,
+                        struct wr_event_rec **out, size_t *n, struct wr_err *err)
+{
+    /* A type ending in '.' is a prefix ("sandbox." for every sandbox event). */
+    _cleanup_stmt_ sqlite3_stmt *st =
+        wr__stmt(s, WR_ST_EVENT_LIST,
+                 "SELECT id, time_ms, team, sandbox_id, type, data FROM events"
+                 " WHERE (?1 IS NULL OR team = ?1) AND (?2 IS NULL OR sandbox_id = ?2)"
+                 " AND (?3 IS NULL OR type = ?3 OR (substr(?3, -1) = '.'"
+                 " AND substr(type, 1, length(?3)) = ?3)) AND id > ?4 ORDER BY id LIMIT ?5",
+                 err);
+    size_t limit = f->limit ? f->limit : EVENT_LIST_DEFAULT;
+
+    *out = NULL;
+    *n = 0;
+    if (st == NULL)
+        return -1;
+    if (limit > EVENT_LIST_MAX)
+        limit = EVENT_LIST_MAX;
+    wr__bind_text(st, 1, f->team);
+    wr__bind_text(st, 2, f->sandbox_id);
+    wr__bind_text(st, 3, f->type);
+    wr__bind_int64(st, 4, f->after);
+    wr__bind_int64(st, 5, (int64_t)limit);
+    return wr__event_rows(s, st, out, n, "list events", err);
 }
 
 int wr_store_event_prune(struct wr_store *s, int64_t before_ms, int64_t max, int64_t *deleted,

@@ -152,6 +152,11 @@ static inline void wr__bind_int64(sqlite3_stmt *st, int i, int64_t v)
 
 /* A copy of a text column (xstrdup), NULL for SQL NULL. */
 char *wr__col_text(sqlite3_stmt *st, int i);
+/* events.c: the rows of a statement that selects (id, time_ms, team, sandbox_id, type, data)
+ * of events, as records in *out (n of them; free each with wr_event_rec_fini); -1 with err
+ * ("<what>: ...") on a failed step. */
+int wr__event_rows(struct wr_store *s, sqlite3_stmt *st, struct wr_event_rec **out, size_t *n,
+                   const char *what, struct wr_err *err);
 
 /* Reset and clear a cached statement when it leaves scope, so the next user finds it clean and
  * no read transaction stays open. */

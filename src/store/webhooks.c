@@ -473,9 +473,6 @@ int wr_store_event_page(struct wr_store *s, const char *team, const char *sandbo
         asc ? wr__stmt(s, WR_ST_EVENT_PAGE_ASC, PAGE_SQL("ASC"), err)
             : wr__stmt(s, WR_ST_EVENT_PAGE_DESC, PAGE_SQL("DESC"), err);
 #undef PAGE_SQL
-    struct wr_event_rec *v = NULL;
-    size_t cnt = 0, cap = 0;
-    int rc;
 
     *out = NULL;
     *n = 0;
@@ -486,29 +483,7 @@ int wr_store_event_page(struct wr_store *s, const char *team, const char *sandbo
     wr__bind_text(st, 3, types);
     wr__bind_int64(st, 4, offset);
     wr__bind_int64(st, 5, (int64_t)limit);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct wr_event_rec *r;
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            v = xrealloc(v, cap * sizeof(*v));
-        }
-        r = &v[cnt++];
-        r->id = sqlite3_column_int64(st, 0);
-        r->time_ms = sqlite3_column_int64(st, 1);
-        r->team = wr__col_text(st, 2);
-        r->sandbox_id = wr__col_text(st, 3);
-        r->type = wr__col_text(st, 4);
-        r->data = wr__col_text(st, 5);
-    }
-    if (rc != SQLITE_DONE) {
-        for (size_t i = 0; i < cnt; i++)
-            wr_event_rec_fini(&v[i]);
-        free(v);
-        return wr__store_fail(s->db, err, "page events");
-    }
-    *out = v;
-    *n = cnt;
-    return 0;
+    return wr__event_rows(s, st, out, n, "page events", err);
 }
 
 int wr_store_event_first_data(struct wr_store *s, const char *sandbox_id, const char *type,
