@@ -20,8 +20,8 @@ struct wr_sandbox;
 struct wr_runtime_config {
     const char *run_dir;        /* per-host runtime state; default /run/warren */
     const char *init_path;      /* warren-init; default: next to the running executable */
-    uint32_t uid_base;          /* first host uid of the pool; default 1073741824 (2^30) */
-    uint32_t uid_slots;         /* number of 65536-id ranges in the pool; default 16384 */
+    uint32_t uid_base;          /* first host uid of the pool; default 1048576 (2^20) */
+    uint32_t uid_slots;         /* number of 65536-id ranges in the pool; default 32752 */
     const char *cgroup_mode;    /* "auto" (default), "v1" or "v2" */
     const char *cgroup_parent;  /* cgroup under which sandboxes are made; default "warren" */
     const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
