@@ -54,7 +54,8 @@ static void prune_run(uv_work_t *w)
 
     a->pruned = 0;
     a->prune_rc = 0;
-    if (a->prune_store == NULL && wr_store_open(a->db_path, &a->prune_store, &a->prune_err) < 0) {
+    if (a->prune_store == NULL &&
+        wr_store_open_more(a->db_path, &a->prune_store, &a->prune_err) < 0) {
         a->prune_store = NULL;
         a->prune_rc = -1;
         return;

@@ -180,7 +180,7 @@ static void keep_spare_room(sqlite3 *db, const char *path)
         log_warn("database `%s`: drop the spare room: %s", path, sqlite3_errmsg(db));
 }
 
-int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
+static int store_open(const char *path, bool first, struct wr_store **out, struct wr_err *err)
 {
     __attribute__((cleanup(sqlite_closep))) sqlite3 *db = NULL;
     struct wr_store *s;
@@ -222,14 +222,26 @@ int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
         pragma_expect(db, "PRAGMA foreign_keys", "1", err) < 0)
         return wr_err_wrap(err, "open database `%s`", path);
 
-    if (wr__store_migrate(db, wr__migrations, wr__n_migrations, err) < 0)
-        return wr_err_wrap(err, "open database `%s`", path);
-    keep_spare_room(db, path);
+    if (first) {
+        if (wr__store_migrate(db, wr__migrations, wr__n_migrations, err) < 0)
+            return wr_err_wrap(err, "open database `%s`", path);
+        keep_spare_room(db, path);
+    }
 
     s = xcalloc(1, sizeof(*s));
     s->db = steal_pointer(&db);
     *out = s;
     return 0;
+}
+
+int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err)
+{
+    return store_open(path, true, out, err);
+}
+
+int wr_store_open_more(const char *path, struct wr_store **out, struct wr_err *err)
+{
+    return store_open(path, false, out, err);
 }
 
 void wr_store_close(struct wr_store *s)

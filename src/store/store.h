@@ -16,6 +16,11 @@ struct wr_store;
 /* Open (creating, mode 0600) the database at path, apply migrations, WAL mode, foreign keys on.
  * WR_EUNSUPPORTED if the file was migrated by a newer build; WR_ESYS on other failures. */
 int wr_store_open(const char *path, struct wr_store **out, struct wr_err *err);
+/* Another connection to a database that this process has open already (wr_store_open), for a
+ * worker thread: no migrations, and no spare room written (on a full filesystem that write
+ * would grow the WAL past the room the first connection keeps, and take it from the daemon's
+ * own next commit). */
+int wr_store_open_more(const char *path, struct wr_store **out, struct wr_err *err);
 void wr_store_close(struct wr_store *s);
 
 /* ---- teams and API keys ------------------------------------------------------------------- */
