@@ -296,6 +296,16 @@ def test_sdk_and_cli(daemon, client, sid):
     assert r.returncode == 0 and json.loads(r.stdout)["sandbox_id"] == sid
     r = run_warren("diff", sid, "--against", "no-such-snap", env=env)
     assert r.returncode != 0 and b"no-such-snap" in r.stderr
+    # Against a real snapshot: only what changed since it (not the template's /etc/group etc.).
+    api(client, "POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "cli-point"}, 201)
+    try:
+        out(client, sid, "echo again >> /etc/motd && echo s > /since")
+        r = run_warren("diff", sid, "--against", "cli-point", env=env)
+        assert r.returncode == 0, r.stderr
+        rows = sorted(line.split()[:2] for line in r.stdout.decode().splitlines())
+        assert rows == [["A", "/since"], ["M", "/etc/motd"]], r.stdout
+    finally:
+        api(client, "DELETE", "/v1/snapshots/cli-point", status=204)
 
 
 def test_cli_usage_errors(daemon):

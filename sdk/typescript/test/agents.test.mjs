@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The agent surfaces written from the contracts of issue 17 (notes/agents.md): runCode and code
-// contexts, the filesystem diff, desktop and browser. Their endpoints and templates are built by
-// other branches, so each test runs only when the daemon serves it: a route the daemon does not
-// have ("no such endpoint", 404) or a template that was not built skips the test, saying so.
+// contexts, the filesystem diff, desktop and browser. Every endpoint is the daemon's own, so a
+// missing one fails the test. A test template that was not built (code-interpreter-v1, desktop:
+// test.sh builds them) skips its test, saying so, except under CI (CI=true), where it fails, as
+// in tests/compat.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as W from '../dist/index.mjs';
@@ -10,17 +11,13 @@ import { Daemon, hasTemplate, isClean, unavailable } from './harness.mjs';
 
 const skip = unavailable();
 
-/** Call `f`; a NotFoundError for a route the daemon lacks skips the test `t`. */
-async function served(t, what, f) {
-  try {
-    return await f();
-  } catch (e) {
-    if (e instanceof W.NotFoundError && /no such endpoint/.test(e.message)) {
-      t.skip(`${what}: this daemon has no such endpoint yet (${e.message})`);
-      return undefined;
-    }
-    throw e;
-  }
+/** Whether the test template `name` was built; if not, skip the test `t` (under CI: fail). */
+function built(t, name) {
+  if (hasTemplate(name)) return true;
+  const why = `the ${name} test template was not built (test.sh builds it)`;
+  if (process.env.CI === 'true') throw new Error(why);
+  t.skip(why);
+  return false;
 }
 
 describe('agent surfaces', { skip, concurrency: false }, () => {
@@ -37,9 +34,8 @@ describe('agent surfaces', { skip, concurrency: false }, () => {
     assert.ok(isClean(left), JSON.stringify(left));
   });
 
-  it('diff: what a sandbox added, changed and deleted', async (t) => {
-    const first = await served(t, 'GET /v1/sandboxes/{id}/diff', () => base.diff());
-    if (!first) return;
+  it('diff: what a sandbox added, changed and deleted', async () => {
+    const first = await base.diff();
     assert.equal(first.sandboxId, base.id);
     assert.equal(first.against.kind, 'template');
     await base.files.write('/etc/ts-added', 'one\n', { user: 'root' });
@@ -62,20 +58,18 @@ describe('agent surfaces', { skip, concurrency: false }, () => {
     assert.deepEqual(since.changes.map((c) => c.path), ['/etc/ts-after']);
   });
 
-  it('runCode on a sandbox without an interpreter is a ConflictError', async (t) => {
-    const e = await served(t, 'POST /v1/sandboxes/{id}/code', () => base.runCode('1 + 1').then(() => null, (x) => { if (x instanceof W.NotFoundError) throw x; return x; }));
-    if (e === undefined) return;
+  it('runCode on a sandbox without an interpreter is a ConflictError', async () => {
+    const e = await base.runCode('1 + 1').then(() => null, (x) => x);
     assert.ok(e instanceof W.ConflictError, String(e));
     assert.equal(e.code, 'no_interpreter');
   });
 
   it('runCode and code contexts on code-interpreter-v1', async (t) => {
-    if (!hasTemplate('code-interpreter-v1')) { t.skip('the code-interpreter-v1 test template was not built (test.sh builds it)'); return; }
+    if (!built(t, 'code-interpreter-v1')) return;
     const sb = await W.Sandbox.create({ client, template: 'code-interpreter-v1' });
     try {
       const out = [];
-      const ex = await served(t, 'POST /v1/sandboxes/{id}/code', () => sb.runCode('x = 40\nprint("hi")\nx + 2', { onStdout: (m) => out.push(m.line) }));
-      if (!ex) return;
+      const ex = await sb.runCode('x = 40\nprint("hi")\nx + 2', { onStdout: (m) => out.push(m.line) });
       assert.equal(ex.text, '42');
       assert.deepEqual(ex.logs.stdout, ['hi\n']);
       assert.deepEqual(out, ['hi\n']);
@@ -99,11 +93,10 @@ describe('agent surfaces', { skip, concurrency: false }, () => {
   });
 
   it('desktop: screenshot, pointer, keyboard, windows', async (t) => {
-    if (!hasTemplate('desktop')) { t.skip('the desktop test template was not built (test.sh builds it)'); return; }
+    if (!built(t, 'desktop')) return;
     const sb = await W.Sandbox.create({ client, template: 'desktop' });
     try {
-      const info = await served(t, 'POST /v1/sandboxes/{id}/desktop/start', () => sb.desktop.start({ width: 800, height: 600 }));
-      if (!info) return;
+      const info = await sb.desktop.start({ width: 800, height: 600 });
       assert.equal(info.running, true);
       assert.equal(info.width, 800);
       const png = await sb.desktop.screenshot();
@@ -120,11 +113,10 @@ describe('agent surfaces', { skip, concurrency: false }, () => {
   });
 
   it('browser.start gives a CDP URL', async (t) => {
-    if (!hasTemplate('desktop')) { t.skip('the desktop test template was not built (test.sh builds it)'); return; }
+    if (!built(t, 'desktop')) return;
     const sb = await W.Sandbox.create({ client, template: 'desktop' });
     try {
-      const url = await served(t, 'POST /v1/sandboxes/{id}/browser/start', () => sb.browser.start());
-      if (!url) return;
+      const url = await sb.browser.start();
       assert.match(url, /\/v1\/sandboxes\/.+\/cdp/);
       const v = await client.request('GET', `/v1/sandboxes/${sb.id}/cdp/json/version`);
       assert.match(String(v.object().webSocketDebuggerUrl), /\/cdp/);

@@ -92,3 +92,74 @@ describe('retries at capacity', { skip: unavailable(), concurrency: false }, () 
     await sb.kill();
   });
 });
+
+// A team's request rate on a real warrend (PUT /v1/teams/{team}/limits, docs/operations.md
+// "Limits"): one request every 2 s, burst 1, so a second request at once answers 429 `limit`
+// (reason `rate`) with Retry-After: 2. The SDK's backoff (250 ms, doubled) is far shorter, so
+// only a client that waits the Retry-After gets through on its one retry.
+describe('retries on a team rate limit (429)', { skip: unavailable(), concurrency: false }, () => {
+  const team = 'team-rate';
+  let d, key;
+  before(async () => {
+    d = await new Daemon('rate').start();
+    key = await d.key(team);
+    const r = await fetch(`${d.url}/v1/teams/${team}/limits`, {
+      method: 'PUT',
+      headers: { Authorization: `Bearer ${d.adminKey}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ requests: { rate: 0.5, burst: 1 } }),
+    });
+    assert.equal(r.status, 200, await r.text());
+  });
+  after(async () => {
+    if (!d) return;
+    const left = await d.stop();
+    assert.equal(d.failure, undefined);
+    assert.ok(isClean(left), JSON.stringify(left));
+  });
+
+  /** Spend the team's one token (plain fetch, no SDK): the bucket is then empty for 2 s. */
+  async function spend() {
+    const end = Date.now() + 10_000;
+    for (;;) {
+      const r = await fetch(`${d.url}/v1/sandboxes`, { headers: { Authorization: `Bearer ${key}` } });
+      await r.arrayBuffer();
+      if (r.status === 200) return;
+      assert.equal(r.status, 429);
+      assert.ok(Date.now() < end, 'the bucket never refilled');
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  }
+
+  it('gives up with RateLimitError 429 after its retries', async () => {
+    await spend();
+    const none = new W.Client({ apiUrl: d.url, apiKey: key, maxRetries: 0 });
+    const e = await W.Sandbox.list({ client: none }).next().then(() => null, (x) => x);
+    assert.ok(e instanceof W.RateLimitError, String(e));
+    assert.equal(e.status, 429);
+    assert.equal(e.code, 'limit');
+    assert.equal(e.retryAfter, 2);
+    assert.match(e.message, /rate limit/);
+    const two = new W.Client({ apiUrl: d.url, apiKey: key, maxRetries: 2, maxRetryDelayMs: 300 });
+    const t0 = Date.now();
+    await assert.rejects(W.Sandbox.list({ client: two }).next(), W.RateLimitError);
+    const took = Date.now() - t0;
+    assert.ok(took >= 550, `two waits of Retry-After capped at 300 ms, took ${took} ms`);
+    assert.ok(took < 1900, `gave up before the bucket refilled, took ${took} ms`);
+  });
+
+  it('waits Retry-After, not its backoff, and then passes', async () => {
+    // One retry each: after the 250 ms backoff the bucket would still be empty.
+    const c = new W.Client({ apiUrl: d.url, apiKey: key, maxRetries: 1, maxRetryDelayMs: 10_000 });
+    await spend();
+    let t0 = Date.now();
+    const sb = await W.Sandbox.create({ client: c, metadata: { retried: '429' } });
+    assert.ok(Date.now() - t0 >= 1900, `create waited Retry-After (2 s), took ${Date.now() - t0} ms`);
+    assert.equal(sb.info.state, 'running');
+    t0 = Date.now();
+    const ids = [];
+    for await (const i of W.Sandbox.list({ client: c })) ids.push(i.id);
+    assert.ok(Date.now() - t0 >= 1900, `list waited Retry-After (2 s), took ${Date.now() - t0} ms`);
+    assert.deepEqual(ids, [sb.id], 'the retried create (same Idempotency-Key) made one sandbox');
+    assert.equal(await sb.kill(), true);
+  });
+});
