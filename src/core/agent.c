@@ -72,6 +72,14 @@ struct wr_agent {
     uv_pipe_t pipe;
     uv_idle_t idle;   /* deferred work: on_ready for an fd, a write error, dispatch after resume */
     uv_timer_t retry; /* an fdpass's sendmsg found the socket full: try again shortly */
+    /* Dormancy (cfg.idle_ms): after that long with nothing in flight the socket is closed
+     * (dormant) and the next request connects again by path (waking), HELLO first. The owner
+     * sees a ready agent throughout. pipe_open: the pipe handle is initialised and not yet
+     * through its close callback. */
+    uv_timer_t idle_timer;
+    uint64_t last_active;
+    bool dormant, waking, wake_wanted, pipe_open, counted;
+    unsigned nreqs, nprocs;
     struct fdpass *fdq, **fdq_tail;
     uv_connect_t connect;
     uv_write_t wreq;
@@ -102,11 +110,31 @@ struct wr_agent {
     struct proc *procs[AGENT_BUCKETS];
     void (*on_drain)(struct wr_agent *a, void *ctx);
     void *drain_ctx;
-    uint8_t rbuf[AGENT_READ_SIZE];
+    uint8_t *rbuf; /* AGENT_READ_SIZE bytes while connected */
 };
 
 static void on_idle(uv_idle_t *h);
 static void on_write(uv_write_t *wr, int status);
+static void note_activity(struct wr_agent *a);
+
+/* Sockets of this process's agents (all on one loop thread: agent.h). */
+static unsigned n_sockets;
+
+static void count_socket(struct wr_agent *a, bool open)
+{
+    if (a->counted == open)
+        return;
+    a->counted = open;
+    if (open)
+        n_sockets++;
+    else
+        n_sockets--;
+}
+
+unsigned wr_agent_sockets(void)
+{
+    return n_sockets;
+}
 
 static void drop_fdq(struct wr_agent *a)
 {
@@ -136,6 +164,8 @@ static void req_remove(struct wr_agent *a, struct req *r)
         if (*pp == r) {
             *pp = r->next;
             r->next = NULL;
+            a->nreqs--;
+            note_activity(a);
             return;
         }
     }
@@ -149,6 +179,7 @@ static struct req *req_add(struct wr_agent *a, uint32_t id, uint16_t type)
     r->type = type;
     r->next = a->reqs[id % AGENT_BUCKETS];
     a->reqs[id % AGENT_BUCKETS] = r;
+    a->nreqs++;
     return r;
 }
 
@@ -166,6 +197,8 @@ static void proc_remove(struct wr_agent *a, struct proc *p)
         if (*pp == p) {
             *pp = p->next;
             p->next = NULL;
+            a->nprocs--;
+            note_activity(a);
             return;
         }
     }
@@ -175,6 +208,7 @@ static void proc_add(struct wr_agent *a, struct proc *p)
 {
     p->next = a->procs[p->id % AGENT_BUCKETS];
     a->procs[p->id % AGENT_BUCKETS] = p;
+    a->nprocs++;
 }
 
 /* Ids count up from 1 and skip ids still pending, so an id is reused only after 2^32 requests
@@ -215,6 +249,7 @@ static void agent_free(struct wr_agent *a)
     wr_buf_fini(&a->flight);
     wr_buf_fini(&a->scratch);
     free(a->path);
+    free(a->rbuf);
     free(a);
 }
 
@@ -228,8 +263,11 @@ static void on_handle_closed(uv_handle_t *h)
 
 static void close_handles(struct wr_agent *a)
 {
-    if (!uv_is_closing((uv_handle_t *)&a->pipe))
+    if (a->pipe_open && !uv_is_closing((uv_handle_t *)&a->pipe))
         uv_close((uv_handle_t *)&a->pipe, on_handle_closed);
+    count_socket(a, false);
+    if (!uv_is_closing((uv_handle_t *)&a->idle_timer))
+        uv_close((uv_handle_t *)&a->idle_timer, on_handle_closed);
     if (!uv_is_closing((uv_handle_t *)&a->idle))
         uv_close((uv_handle_t *)&a->idle, on_handle_closed);
     if (!uv_is_closing((uv_handle_t *)&a->retry))
@@ -258,6 +296,7 @@ static void lose(struct wr_agent *a, const struct wr_err *why)
     a->state = AGENT_DEAD;
     a->connected = false;
     a->reading = false;
+    a->dormant = a->waking = a->wake_wanted = false;
     close_handles(a);
     drop_fdq(a);
     /* Unhook every request first, so callbacks that cancel or send find nothing to touch. */
@@ -269,6 +308,7 @@ static void lose(struct wr_agent *a, const struct wr_err *why)
             list = r;
         }
     }
+    a->nreqs = 0;
     while (list != NULL) {
         struct req *r = list;
         list = r->next;
@@ -332,6 +372,7 @@ size_t wr_agent_pending(const struct wr_agent *a)
 }
 
 static void flush(struct wr_agent *a);
+static void wake(struct wr_agent *a);
 
 static void on_retry(uv_timer_t *t)
 {
@@ -399,6 +440,10 @@ static void flush(struct wr_agent *a)
     size_t upto;
     int rc;
 
+    if (a->dormant && a->out.len > 0 && a->building == NULL) {
+        wake(a);
+        return;
+    }
     if (!a->connected || a->writing || a->building != NULL || a->out.len == 0)
         return;
     if (a->fdq != NULL && a->fdq->at == 0 && (send_fds(a) <= 0 || a->out.len == 0))
@@ -450,6 +495,7 @@ static void on_write(uv_write_t *wr, int status)
         return;
     }
     flush(a);
+    note_activity(a);
     if (a->above_high && wr_agent_pending(a) < WR_AGENT_LOW_WATER) {
         a->above_high = false;
         if (a->on_drain != NULL)
@@ -463,9 +509,11 @@ void wr_agent_on_drain(struct wr_agent *a, void (*cb)(struct wr_agent *a, void *
     a->drain_ctx = ctx;
 }
 
+/* Frames may be queued: the connection is up (or dormant, or waking: they go after HELLO). */
 static bool can_send(const struct wr_agent *a)
 {
-    return a->state == AGENT_READY && a->connected && a->building == NULL;
+    return ((a->state == AGENT_READY && (a->connected || a->dormant)) || a->waking) &&
+           a->building == NULL;
 }
 
 static void send_ack(struct wr_agent *a, uint32_t proc_id, size_t bytes)
@@ -497,7 +545,9 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct wr_agent *a = h->data;
 
-    *buf = uv_buf_init((char *)a->rbuf, sizeof(a->rbuf));
+    if (a->rbuf == NULL)
+        a->rbuf = xmalloc(AGENT_READ_SIZE);
+    *buf = uv_buf_init((char *)a->rbuf, AGENT_READ_SIZE);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
@@ -800,6 +850,11 @@ static void on_hello(struct wr_agent *a, const struct wr_frame_hdr *h, const uin
         return lose(a, &e);
     }
     a->state = AGENT_READY;
+    note_activity(a);
+    if (a->waking) { /* a dormant agent woken by a request: the owner saw it ready all along */
+        a->waking = false;
+        return;
+    }
     a->ready_told = true;
     if (a->cfg.on_ready != NULL)
         a->cfg.on_ready(a, NULL, a->cfg.ctx);
@@ -895,6 +950,7 @@ static void on_idle(uv_idle_t *h)
             a->cfg.on_ready(a, NULL, a->cfg.ctx);
         if (a->state == AGENT_DEAD)
             return;
+        note_activity(a);
     }
     if (a->want_dispatch) {
         a->want_dispatch = false;
@@ -903,9 +959,61 @@ static void on_idle(uv_idle_t *h)
     start_reading(a);
 }
 
+/* Out of fds or memory for now: a request that woke a dormant agent fails, the sandbox is
+ * fine. Anything else (nobody listens) is the connection lost. */
+static bool transient(int uverr)
+{
+    return uverr == UV_EMFILE || uverr == UV_ENFILE || uverr == UV_ENOMEM || uverr == UV_EAGAIN ||
+           uverr == UV_ENOBUFS;
+}
+
+static void on_pipe_dormant(uv_handle_t *h);
+
+/* The socket goes; the agent stays ready and connects again on the next request. */
+static void go_dormant(struct wr_agent *a)
+{
+    stop_reading(a);
+    a->connected = false;
+    a->dormant = true;
+    uv_close((uv_handle_t *)&a->pipe, on_pipe_dormant);
+    count_socket(a, false);
+    /* What a connection needs in memory goes with it: tens of thousands wait like this. */
+    wr_reader_fini(&a->rd);
+    wr_reader_init(&a->rd);
+    wr_buf_fini(&a->out);
+    wr_buf_fini(&a->flight);
+    wr_buf_fini(&a->scratch);
+    free(a->rbuf);
+    a->rbuf = NULL;
+}
+
+/* A wake that could not connect for want of resources: its requests fail, and the agent sleeps
+ * again. */
+static void wake_failed(struct wr_agent *a, const struct wr_err *why)
+{
+    a->waking = false;
+    a->state = AGENT_READY;
+    drop_fdq(a);
+    a->out.len = 0;
+    for (size_t i = 0; i < AGENT_BUCKETS; i++) {
+        while (a->reqs[i] != NULL) {
+            struct req *r = a->reqs[i];
+            a->reqs[i] = r->next;
+            a->nreqs--;
+            fail_req(r, why);
+            free(r->proc);
+            free(r);
+            if (a->state == AGENT_DEAD) /* the owner closed it from the callback */
+                return;
+        }
+    }
+    go_dormant(a);
+}
+
 static void on_connect(uv_connect_t *req, int status)
 {
     struct wr_agent *a = req->data;
+    struct wr_buf hello;
     struct wr_err e;
     size_t start;
 
@@ -913,15 +1021,90 @@ static void on_connect(uv_connect_t *req, int status)
         return; /* closed meanwhile: UV_ECANCELED */
     if (status < 0) {
         wr_err_set(&e, WR_ESYS, -status, "agent: connect `%s`", a->path);
+        if (a->waking && transient(status))
+            return wake_failed(a, &e);
         return lose(a, &e);
     }
     a->connected = true;
     a->state = AGENT_HELLO;
-    start = wr_msg_begin(&a->out, WR_MSG_HELLO, 0, 0);
-    wr_msg_put_u64(&a->out, WR_TAG_VERSION, WR_PROTO_VERSION);
-    (void)wr_msg_end(&a->out, start);
+    /* HELLO goes first, before what was queued while the agent woke (fds move with it). */
+    wr_buf_init(&hello);
+    start = wr_msg_begin(&hello, WR_MSG_HELLO, 0, 0);
+    wr_msg_put_u64(&hello, WR_TAG_VERSION, WR_PROTO_VERSION);
+    (void)wr_msg_end(&hello, start);
+    for (struct fdpass *g = a->fdq; g != NULL; g = g->next)
+        g->at += hello.len;
+    wr_buf_append(&hello, a->out.data, a->out.len);
+    wr_buf_fini(&a->out);
+    a->out = hello;
     queued(a);
     start_reading(a);
+}
+
+static void start_connect(struct wr_agent *a)
+{
+    (void)uv_pipe_init(a->cfg.loop, &a->pipe, 0);
+    a->pipe.data = a;
+    a->pipe_open = true;
+    a->handles++;
+    count_socket(a, true);
+    a->state = AGENT_CONNECTING;
+    uv_pipe_connect(&a->connect, &a->pipe, a->path, on_connect);
+}
+
+static void wake(struct wr_agent *a)
+{
+    a->dormant = false;
+    a->waking = true;
+    if (a->pipe_open) /* the dormant socket is still closing: on_pipe_dormant connects */
+        a->wake_wanted = true;
+    else
+        start_connect(a);
+}
+
+static void on_pipe_dormant(uv_handle_t *h)
+{
+    struct wr_agent *a = h->data;
+
+    a->pipe_open = false;
+    if (a->state != AGENT_DEAD && a->wake_wanted) {
+        a->wake_wanted = false;
+        start_connect(a);
+    }
+    on_handle_closed(h);
+}
+
+/* Nothing in flight, nothing routed, nothing queued: the socket can go. */
+static bool quiet(const struct wr_agent *a)
+{
+    return a->state == AGENT_READY && a->connected && !a->waking && a->nreqs == 0 &&
+           a->nprocs == 0 && !a->writing && a->out.len == 0 && a->fdq == NULL &&
+           a->building == NULL && !a->paused && !a->dispatching && !a->has_deferred &&
+           !a->want_dispatch && a->rd.in.len == a->rd.off;
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    struct wr_agent *a = t->data;
+    uint64_t quiet_for = uv_now(a->cfg.loop) - a->last_active;
+
+    if (!quiet(a))
+        return; /* armed again by the activity that ends it */
+    if (quiet_for < a->cfg.idle_ms && (a->cfg.crowd == 0 || n_sockets <= a->cfg.crowd)) {
+        (void)uv_timer_start(&a->idle_timer, on_idle_timer, a->cfg.idle_ms - quiet_for, 0);
+        return;
+    }
+    go_dormant(a);
+}
+
+static void note_activity(struct wr_agent *a)
+{
+    if (a->cfg.idle_ms == 0 || a->path == NULL || a->state == AGENT_DEAD)
+        return;
+    a->last_active = uv_now(a->cfg.loop);
+    if (!uv_is_active((uv_handle_t *)&a->idle_timer))
+        (void)uv_timer_start(&a->idle_timer, on_idle_timer,
+                             a->cfg.crowd != 0 && n_sockets > a->cfg.crowd ? 0 : a->cfg.idle_ms, 0);
 }
 
 /* ---- public ---------------------------------------------------------------------------------- */
@@ -935,6 +1118,8 @@ int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, stru
         return wr_err_set(err, WR_EINVAL, 0, "agent: no loop");
     if (cfg->path == NULL && cfg->fd < 0)
         return wr_err_set(err, WR_EINVAL, 0, "agent: neither a socket nor a path");
+    if (cfg->path == NULL && cfg->idle_ms != 0)
+        return wr_err_set(err, WR_EINVAL, 0, "agent: dormancy needs a path to connect again");
     if (cfg->path != NULL && strlen(cfg->path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return wr_err_set(err, WR_EINVAL, 0, "agent: socket path `%s` too long", cfg->path);
 
@@ -946,18 +1131,23 @@ int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, stru
     wr_buf_init(&a->out);
     wr_buf_init(&a->flight);
     wr_buf_init(&a->scratch);
-    (void)uv_pipe_init(cfg->loop, &a->pipe, 0);
     (void)uv_idle_init(cfg->loop, &a->idle);
     (void)uv_timer_init(cfg->loop, &a->retry);
-    a->pipe.data = a->idle.data = a->connect.data = a->wreq.data = a->retry.data = a;
+    (void)uv_timer_init(cfg->loop, &a->idle_timer);
+    a->idle.data = a->connect.data = a->wreq.data = a->retry.data = a->idle_timer.data = a;
     a->handles = 3;
     a->fdq_tail = &a->fdq;
-
-    if (cfg->path != NULL) {
+    if (cfg->path != NULL)
         a->path = xstrdup(cfg->path);
-        a->state = AGENT_CONNECTING;
-        uv_pipe_connect(&a->connect, &a->pipe, a->path, on_connect);
+
+    if (cfg->fd < 0) {
+        start_connect(a);
     } else {
+        (void)uv_pipe_init(cfg->loop, &a->pipe, 0);
+        a->pipe.data = a;
+        a->pipe_open = true;
+        a->handles++;
+        count_socket(a, true);
         rc = uv_pipe_open(&a->pipe, cfg->fd);
         if (rc < 0) {
             (void)close(cfg->fd);
@@ -991,7 +1181,20 @@ void wr_agent_close(struct wr_agent *a)
 
 bool wr_agent_is_ready(const struct wr_agent *a)
 {
-    return a->state == AGENT_READY;
+    return a->state == AGENT_READY || a->waking;
+}
+
+bool wr_agent_is_dormant(const struct wr_agent *a)
+{
+    return a->dormant;
+}
+
+void wr_agent_doze(struct wr_agent *a)
+{
+    if (a->cfg.idle_ms == 0 || a->path == NULL || a->state == AGENT_DEAD)
+        return;
+    a->last_active = uv_now(a->cfg.loop) - a->cfg.idle_ms;
+    (void)uv_timer_start(&a->idle_timer, on_idle_timer, 0, 0);
 }
 
 int wr_agent_spawn(struct wr_agent *a, const struct wr_spawn *sp,
@@ -1187,7 +1390,7 @@ uint32_t wr_agent_end(struct wr_agent *a, size_t start, wr_agent_reply_fn cb, vo
         wr_err_set(err, WR_EINTERNAL, 0, "agent: wr_agent_end without wr_agent_begin");
         return 0;
     }
-    if (b == &a->scratch || a->state != AGENT_READY) {
+    if (b == &a->scratch || !wr_agent_is_ready(a)) {
         if (b == &a->out)
             a->out.len = start;
         a->scratch.len = 0;

@@ -26,12 +26,20 @@ struct wr_agent;
 
 struct wr_agent_config {
     uv_loop_t *loop;
-    /* One of: the control socket's path (connect + HELLO; used when path is not NULL), or an
-     * already connected socket fd (HELLO is not sent again, as wr_sandbox_create did it). The
-     * fd is taken over: the agent closes it, also when wr_agent_open fails. A sandbox handle
-     * keeps and closes its own wr_sandbox_ctl_fd, so pass a dup() of it. */
+    /* An already connected socket fd (HELLO is not sent again, as wr_sandbox_create did it),
+     * taken over: the agent closes it, also when wr_agent_open fails; or -1 to connect to path
+     * (connect + HELLO). */
     int fd;
     const char *path;
+    /* Dormancy: after idle_ms with no request, process or write in flight, the socket is closed
+     * and the next request connects to path again (0: never; needs path). The agent stays ready
+     * meanwhile: an idle sandbox costs the daemon no file descriptor. A wake that finds the
+     * daemon out of fds fails its requests (WR_ESYS, EMFILE) and leaves the agent dormant; one
+     * that finds nobody listening is the connection lost (on_close). */
+    uint32_t idle_ms;
+    /* With more than crowd sockets of agents open in the process (0: no such rule), a quiet
+     * agent goes dormant at once instead of after idle_ms: the fds stay for busy sandboxes. */
+    uint32_t crowd;
     /* Called once when the connection is ready (after HELLO for a path), or failed to be. */
     void (*on_ready)(struct wr_agent *a, const struct wr_err *err, void *ctx);
     /* Called once when an established connection is lost (err says why: WR_EPROTO for a
@@ -47,6 +55,13 @@ int wr_agent_open(const struct wr_agent_config *cfg, struct wr_agent **out, stru
  * callback comes). NULL is accepted. */
 void wr_agent_close(struct wr_agent *a);
 bool wr_agent_is_ready(const struct wr_agent *a);
+/* Whether its socket is closed for now (dormancy, see idle_ms). */
+bool wr_agent_is_dormant(const struct wr_agent *a);
+/* Go dormant as soon as nothing is in flight (after a restart's adoption, say), without waiting
+ * for idle_ms. */
+void wr_agent_doze(struct wr_agent *a);
+/* Sockets that the process's agents hold open now. */
+unsigned wr_agent_sockets(void);
 
 /* ---- processes ------------------------------------------------------------------------------ */
 

@@ -12,7 +12,14 @@
 
 struct wr_sandbox;
 
-#define NBUCKETS 4096
+#define NBUCKETS         4096
+#define TEAM_USE_BUCKETS 256
+struct wr_team_use {
+    struct wr_team_use *next;
+    char *team;
+    uint32_t sandboxes;
+    uint64_t memory_bytes;
+};
 
 struct wr_manager {
     struct wr_manager_config cfg;
@@ -35,7 +42,19 @@ struct wr_manager {
     unsigned ledger_next;
     bool storage_busy;
     struct wr_budgets *budgets; /* budget.c: the teams' running totals; NULL until needed */
+    /* Ends of warren-init seen through cfg.exits (lifecycle.c): the watched sandboxes by the
+     * host pid of their warren-init. */
+    uv_poll_t *exits_poll;
+    struct wr_live_sb *by_pid[NBUCKETS];
+    /* Adoption after a restart (lifecycle.c): agents connect at most WR_ADOPT_PARALLEL at a
+     * time, the others wait in adopt_queue (oldest first, through anext). */
+    unsigned adopting;
+    struct wr_live_sb *adopt_queue, **adopt_tail;
+    /* What each team's counted sandboxes hold (manager.c), for quotas without a walk. */
+    struct wr_team_use *teams[TEAM_USE_BUCKETS];
 };
+#define WR_ADOPT_PARALLEL     128
+#define WR_AGENT_IDLE_MS      10000
 #define WR_LEDGER_BATCH       64
 #define WR_LEDGER_INTERVAL_MS 60000
 #define WR_STORAGE_PERIOD_MS  (3600 * 1000)
@@ -88,6 +107,10 @@ enum live_sb_state {
 struct wr_live_sb {
     struct wr_manager *m;
     struct wr_live_sb *hnext; /* hash chain */
+    struct wr_live_sb *pnext; /* by_pid's chain, while pid_indexed */
+    struct wr_live_sb *anext; /* adopt_queue, while adopt_queued */
+    pid_t init_pid;
+    bool pid_indexed, adopt_queued, adopt_counted;
     char *id;
     char *team;
     int refs;
@@ -239,6 +262,15 @@ struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const c
 bool wr__uses_store_layers(const char *image_json);
 /* Open its control agent: on its connected socket, or by path (after a restart). */
 void wr__live_sb_connect(struct wr_live_sb *sb, bool by_path);
+/* Give sb to another team (a warm sandbox taken by a create), moving its counts. */
+void wr__live_sb_set_team(struct wr_live_sb *sb, const char *team);
+/* Adoption's bound on connecting agents (lifecycle.c): one is done (its processes are listed,
+ * or its agent failed), and whether any is still connecting or queued. */
+void wr__adopt_done(struct wr_live_sb *sb);
+bool wr__adopting(const struct wr_manager *m);
+/* Watching the ends of warren-init through cfg.exits, from manager open to close. */
+void wr__exits_start(struct wr_manager *m);
+void wr__exits_stop(struct wr_manager *m);
 /* Start its deadline timer for the time left until sb->deadline_ms. */
 void wr__arm_deadline(struct wr_live_sb *sb);
 /* To RUNNING or PAUSED: watch its end; when RUNNING, arm its deadline and connect its agent. */

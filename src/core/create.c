@@ -589,8 +589,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         /* A warm sandbox that ran its template's start command comes with its live sandbox
          * (its agent connected, the start process in its table): it is the create's now. */
         c->sb = warm_sb;
-        free(c->sb->team);
-        c->sb->team = xstrdup(req->team);
+        wr__live_sb_set_team(c->sb, req->team);
     } else {
         c->sb = wr__live_sb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     }

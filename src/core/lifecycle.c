@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../runtime/exits.h"
 #include "../runtime/layer.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -130,24 +131,205 @@ struct wr_live_sb *wr__live_sb_new(struct wr_manager *m, const char *id, const c
     return sb;
 }
 
-/* Open the sandbox's control agent: on its connected socket, or by path (after a restart). */
-void wr__live_sb_connect(struct wr_live_sb *sb, bool by_path)
+static void agent_open(struct wr_live_sb *sb, bool by_path)
 {
+    const struct wr_manager_config *cfg = &sb->m->cfg;
     struct wr_agent_config ac = {.loop = sb->m->loop,
-                                 .fd = -1,
+                                 .fd = by_path ? -1 : wr_sandbox_take_ctl_fd(sb->rt),
+                                 .path = wr_sandbox_ctl_path(sb->rt),
+                                 .idle_ms =
+                                     cfg->agent_idle_ms ? cfg->agent_idle_ms : WR_AGENT_IDLE_MS,
+                                 .crowd = cfg->agent_crowd,
                                  .on_ready = agent_ready,
                                  .on_close = agent_closed,
                                  .ctx = sb};
     struct wr_err err;
 
-    if (by_path)
-        ac.path = wr_sandbox_ctl_path(sb->rt);
-    else
-        ac.fd = dup(wr_sandbox_ctl_fd(sb->rt));
     if (wr_agent_open(&ac, &sb->agent, &err) < 0) {
         log_warn("sandbox %s: agent: %s", sb->id, err.msg);
         sb->agent = NULL;
     }
+}
+
+/* An adoption's agent has listed the sandbox's processes (or failed to): the next one in the
+ * queue connects. */
+void wr__adopt_done(struct wr_live_sb *sb)
+{
+    struct wr_manager *m = sb->m;
+
+    if (!sb->adopt_counted)
+        return;
+    sb->adopt_counted = false;
+    m->adopting--;
+    while (m->adopting < WR_ADOPT_PARALLEL && m->adopt_queue != NULL) {
+        struct wr_live_sb *next = m->adopt_queue;
+        m->adopt_queue = next->anext;
+        if (m->adopt_queue == NULL)
+            m->adopt_tail = &m->adopt_queue;
+        next->anext = NULL;
+        next->adopt_queued = false;
+        next->adopt_counted = true;
+        m->adopting++;
+        agent_open(next, true);
+        if (next->agent == NULL)
+            wr__adopt_done(next);
+        wr_live_sb_unref(next); /* the queue's */
+    }
+}
+
+static void adopt_unqueue(struct wr_live_sb *sb)
+{
+    struct wr_manager *m = sb->m;
+
+    if (!sb->adopt_queued)
+        return;
+    for (struct wr_live_sb **pp = &m->adopt_queue; *pp != NULL; pp = &(*pp)->anext)
+        if (*pp == sb) {
+            *pp = sb->anext;
+            if (*pp == NULL)
+                m->adopt_tail = pp;
+            break;
+        }
+    sb->anext = NULL;
+    sb->adopt_queued = false;
+    wr_live_sb_unref(sb);
+}
+
+bool wr__adopting(const struct wr_manager *m)
+{
+    return m->adopting > 0 || m->adopt_queue != NULL;
+}
+
+/* Open the sandbox's control agent: on its connected socket, or by path (after a restart: then
+ * at most WR_ADOPT_PARALLEL at a time, so that tens of thousands of adoptions do not hold as
+ * many sockets). */
+void wr__live_sb_connect(struct wr_live_sb *sb, bool by_path)
+{
+    struct wr_manager *m = sb->m;
+
+    if (by_path && sb->adopted && !sb->adopt_queued && !sb->adopt_counted) {
+        if (m->adopt_tail == NULL)
+            m->adopt_tail = &m->adopt_queue;
+        if (m->adopting >= WR_ADOPT_PARALLEL) {
+            wr_live_sb_ref(sb);
+            sb->adopt_queued = true;
+            *m->adopt_tail = sb;
+            m->adopt_tail = &sb->anext;
+            return;
+        }
+        sb->adopt_counted = true;
+        m->adopting++;
+    }
+    agent_open(sb, by_path);
+    if (sb->agent == NULL)
+        wr__adopt_done(sb);
+}
+
+/* ---- the ends of warren-init ----------------------------------------------------------------- */
+
+static unsigned pid_bucket(pid_t pid)
+{
+    return (uint32_t)pid * 2654435761u % NBUCKETS;
+}
+
+static void pid_index(struct wr_live_sb *sb)
+{
+    unsigned b;
+
+    sb->init_pid = wr_sandbox_pid(sb->rt);
+    b = pid_bucket(sb->init_pid);
+    sb->pnext = sb->m->by_pid[b];
+    sb->m->by_pid[b] = sb;
+    sb->pid_indexed = true;
+}
+
+static void pid_unindex(struct wr_live_sb *sb)
+{
+    if (!sb->pid_indexed)
+        return;
+    for (struct wr_live_sb **pp = &sb->m->by_pid[pid_bucket(sb->init_pid)]; *pp != NULL;
+         pp = &(*pp)->pnext)
+        if (*pp == sb) {
+            *pp = sb->pnext;
+            break;
+        }
+    sb->pnext = NULL;
+    sb->pid_indexed = false;
+}
+
+static void init_exited(struct wr_live_sb *sb)
+{
+    log_warn("sandbox %s: warren-init exited", sb->id);
+    if (!wr__live_sb_ending(sb))
+        wr__live_sb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
+                        NULL, NULL);
+}
+
+static void on_init_gone(uv_timer_t *t)
+{
+    init_exited(t->data);
+}
+
+static void exit_hint(pid_t pid, void *arg)
+{
+    struct wr_manager *m = arg;
+
+    for (struct wr_live_sb *sb = m->by_pid[pid_bucket(pid)]; sb != NULL; sb = sb->pnext)
+        if (sb->init_pid == pid) {
+            if (wr__live_sb_watched(sb) && sb->rt != NULL && !wr_sandbox_alive(sb->rt))
+                init_exited(sb);
+            return;
+        }
+}
+
+static void on_exits(uv_poll_t *p, int status, int events)
+{
+    struct wr_manager *m = p->data;
+    bool lost = false;
+    struct wr_err err;
+
+    if (wr_exits_read(m->cfg.exits, exit_hint, m, &lost, &err) < 0)
+        log_warn("%s", err.msg);
+    if (!lost)
+        return;
+    /* The kernel dropped events (a burst beyond the socket's buffer): look at every watched
+     * sandbox once, a syscall or three each. Rare, so on the loop. */
+    log_warn("process events were lost: checking every sandbox's warren-init");
+    for (unsigned b = 0; b < NBUCKETS; b++)
+        for (struct wr_live_sb *sb = m->by_pid[b], *next; sb != NULL; sb = next) {
+            next = sb->pnext;
+            if (wr__live_sb_watched(sb) && sb->rt != NULL && !wr_sandbox_alive(sb->rt))
+                uv_timer_start(&sb->deadline, on_init_gone, 0, 0);
+        }
+}
+
+void wr__exits_start(struct wr_manager *m)
+{
+    if (m->cfg.exits == NULL)
+        return;
+    m->exits_poll = xcalloc(1, sizeof(*m->exits_poll));
+    if (uv_poll_init(m->loop, m->exits_poll, wr_exits_fd(m->cfg.exits)) < 0) {
+        free(m->exits_poll);
+        m->exits_poll = NULL;
+        m->cfg.exits = NULL;
+        log_warn("process events: cannot poll; a pidfd per sandbox");
+        return;
+    }
+    m->exits_poll->data = m;
+    uv_poll_start(m->exits_poll, UV_READABLE, on_exits);
+}
+
+static void exits_poll_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+void wr__exits_stop(struct wr_manager *m)
+{
+    if (m->exits_poll == NULL)
+        return;
+    uv_close((uv_handle_t *)m->exits_poll, exits_poll_closed);
+    m->exits_poll = NULL;
 }
 
 void wr__arm_deadline(struct wr_live_sb *sb)
@@ -173,7 +355,13 @@ void wr__live_sb_start_watching(struct wr_live_sb *sb, enum live_sb_state to, in
     if (to == LIVE_SB_RUNNING)
         wr__arm_deadline(sb);
 
-    if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
+    if (m->exits_poll != NULL) {
+        /* Its end comes through the host's process events: no fd of its own. One that ended
+         * before its pidfd was closed is told now, from the loop. */
+        pid_index(sb);
+        if (!wr_sandbox_drop_fds(sb->rt))
+            uv_timer_start(&sb->deadline, on_init_gone, 0, 0);
+    } else if (uv_poll_init(m->loop, &sb->pidfd_poll, wr_sandbox_pidfd(sb->rt)) == 0) {
         sb->pidfd_poll.data = sb;
         sb->open_handles++;
         wr_live_sb_ref(sb);
@@ -216,6 +404,9 @@ void wr__live_sb_stop_watching(struct wr_live_sb *sb, enum live_sb_state to,
         return;
     wr__resume_answer(sb, why);
     wr__procs_lost(sb, why);
+    pid_unindex(sb);
+    adopt_unqueue(sb);
+    wr__adopt_done(sb);
     if (sb->agent != NULL) {
         wr_agent_close(sb->agent);
         sb->agent = NULL;
@@ -409,11 +600,7 @@ static void on_deadline(uv_timer_t *t)
 
 static void on_pidfd(uv_poll_t *p, int status, int events)
 {
-    struct wr_live_sb *sb = p->data;
-    log_warn("sandbox %s: warren-init exited", sb->id);
-    if (!wr__live_sb_ending(sb))
-        wr__live_sb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
-                        NULL, NULL);
+    init_exited(p->data);
 }
 
 static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
@@ -422,6 +609,7 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
 
     if (err != NULL) {
         log_warn("sandbox %s: agent: %s", sb->id, err->msg);
+        wr__adopt_done(sb);
         wr__resume_answer(sb, NULL); /* it runs, though its agent failed: the record says so */
         return;
     }

@@ -24,6 +24,13 @@ void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after
 static void manager_free(struct wr_manager *m)
 {
     wr__net_free(m);
+    for (unsigned b = 0; b < TEAM_USE_BUCKETS; b++)
+        while (m->teams[b] != NULL) {
+            struct wr_team_use *t = m->teams[b];
+            m->teams[b] = t->next;
+            free(t->team);
+            free(t);
+        }
     free(m);
 }
 
@@ -78,14 +85,64 @@ struct wr_live_sb *wr__table_get(struct wr_manager *m, const char *id)
     return NULL;
 }
 
+/* The team's entry in m->teams (made on first use; kept while the daemon runs: one per team). */
+static struct wr_team_use *team_use(struct wr_manager *m, const char *team)
+{
+    unsigned b = bucket_of(team) % TEAM_USE_BUCKETS;
+    struct wr_team_use *t;
+
+    for (t = m->teams[b]; t != NULL; t = t->next)
+        if (strcmp(t->team, team) == 0)
+            return t;
+    t = xcalloc(1, sizeof(*t));
+    t->team = xstrdup(team);
+    t->next = m->teams[b];
+    m->teams[b] = t;
+    return t;
+}
+
+/* Count sandbox sb in (or out of) the host's and its team's totals. */
+static void count(struct wr_live_sb *sb, bool in)
+{
+    struct wr_manager *m = sb->m;
+    struct wr_team_use *t = sb->team != NULL ? team_use(m, sb->team) : NULL;
+
+    sb->counted = in;
+    if (in) {
+        m->count++;
+        m->committed += sb->memory_bytes;
+        if (t != NULL) {
+            t->sandboxes++;
+            t->memory_bytes += sb->memory_bytes;
+        }
+    } else {
+        m->count--;
+        m->committed -= sb->memory_bytes;
+        if (t != NULL) {
+            t->sandboxes--;
+            t->memory_bytes -= sb->memory_bytes;
+        }
+    }
+}
+
+void wr__live_sb_set_team(struct wr_live_sb *sb, const char *team)
+{
+    bool counted = sb->counted;
+
+    if (counted)
+        count(sb, false);
+    free(sb->team);
+    sb->team = xstrdup(team);
+    if (counted)
+        count(sb, true);
+}
+
 void wr__table_put(struct wr_manager *m, struct wr_live_sb *sb)
 {
     unsigned b = bucket_of(sb->id);
     sb->hnext = m->buckets[b];
     m->buckets[b] = sb;
-    sb->counted = true;
-    m->count++;
-    m->committed += sb->memory_bytes;
+    count(sb, true);
 }
 
 void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb)
@@ -93,10 +150,8 @@ void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb)
     for (struct wr_live_sb **pp = &m->buckets[bucket_of(sb->id)]; *pp != NULL; pp = &(*pp)->hnext)
         if (*pp == sb) {
             *pp = sb->hnext;
-            if (sb->counted) {
-                m->count--;
-                m->committed -= sb->memory_bytes;
-            }
+            if (sb->counted)
+                count(sb, false);
             return;
         }
 }
@@ -105,31 +160,23 @@ void wr__table_del(struct wr_manager *m, struct wr_live_sb *sb)
  * host's limits until it is resumed. */
 void wr__account(struct wr_live_sb *sb, bool counted)
 {
-    struct wr_manager *m = sb->m;
-
-    if (sb->counted == counted)
-        return;
-    sb->counted = counted;
-    if (counted) {
-        m->count++;
-        m->committed += sb->memory_bytes;
-    } else {
-        m->count--;
-        m->committed -= sb->memory_bytes;
-    }
+    if (sb->counted != counted)
+        count(sb, counted);
 }
 
 void wr_manager_team_usage(const struct wr_manager *m, const char *team, uint32_t *sandboxes,
                            uint64_t *memory_bytes)
 {
+    unsigned b = bucket_of(team) % TEAM_USE_BUCKETS;
+
     *sandboxes = 0;
     *memory_bytes = 0;
-    for (size_t b = 0; b < NBUCKETS; b++)
-        for (const struct wr_live_sb *s = m->buckets[b]; s != NULL; s = s->hnext)
-            if (s->counted && s->team != NULL && strcmp(s->team, team) == 0) {
-                (*sandboxes)++;
-                *memory_bytes += s->memory_bytes;
-            }
+    for (const struct wr_team_use *t = m->teams[b]; t != NULL; t = t->next)
+        if (strcmp(t->team, team) == 0) {
+            *sandboxes = t->sandboxes;
+            *memory_bytes = t->memory_bytes;
+            return;
+        }
 }
 
 uint64_t wr_manager_default_memory(const struct wr_manager *m)
@@ -186,6 +233,8 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         free(m);
         return -1;
     }
+    m->adopt_tail = &m->adopt_queue;
+    wr__exits_start(m); /* before any sandbox is watched: no end can go unseen */
     wr__metrics_open(m);
     wr__events_open(m);
     wr__webhooks_open(m);
@@ -216,19 +265,15 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     uv_timer_start(m->sampler, wr__on_sample, WR_USAGE_PERIOD_MS, WR_USAGE_PERIOD_MS);
     uv_unref((uv_handle_t *)m->sampler);
     wr__ledger_start(m);
-    /* Serve only once the adopted sandboxes' agents have answered (or given up): a request
-     * right after the daemon says it is ready must find them connected. */
-    for (uint64_t t0 = uv_now(m->loop); uv_now(m->loop) - t0 < 5000;) {
-        bool pending = false;
-        for (unsigned b = 0; b < NBUCKETS && !pending; b++)
-            for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL && !pending; sb = sb->hnext)
-                pending =
-                    wr__live_sb_watched(sb) && sb->agent != NULL && !wr_agent_is_ready(sb->agent);
-        if (!pending)
-            break;
+    /* Serve only once the adopted sandboxes' agents have answered and listed their processes
+     * (or given up): a request right after the daemon says it is ready must find them
+     * connected, and their commands known. */
+    for (uint64_t t0 = uv_now(m->loop); wr__adopting(m) && uv_now(m->loop) - t0 < 60000;) {
         uv_run(m->loop, UV_RUN_ONCE);
         uv_update_time(m->loop);
     }
+    if (wr__adopting(m))
+        log_warn("adoption: still connecting to sandboxes after 60 s; serving meanwhile");
     *out = m;
     return 0;
 }
@@ -249,6 +294,7 @@ void wr_manager_close(struct wr_manager *m)
     }
     wr__ledger_stop(m);
     wr__budget_close(m);
+    wr__exits_stop(m);
     for (unsigned b = 0; b < NBUCKETS; b++) {
         struct wr_live_sb *sb = m->buckets[b];
         while (sb != NULL) {

@@ -7,14 +7,14 @@
  *                 stopped   stopped        (and error, always with a reason)
  *
  * keeps the state in the store, starts, freezes, thaws and destroys sandboxes through the
- * runtime on the loop's worker threads, arms each sandbox's deadline, and holds one agent
- * connection per running sandbox. A paused sandbox is frozen in memory (cgroup freezer): its
- * deadline clock stops, and nothing is sent to its agent until it is resumed. On open it
- * reconciles with the store: sandboxes whose warren-init still runs are adopted again (paused
- * ones stay frozen, their agent connected at resume; one whose create was cut short if its
- * warren-init answers), the others are torn down completely and marked stopped (or error, for
- * a create cut short) with a reason; a build's step sandboxes go with their records. It knows
- * no HTTP.
+ * runtime on the loop's worker threads, arms each sandbox's deadline, and holds one agent per
+ * running sandbox (its connection closed while the sandbox is idle: docs/design/density.md). A
+ * paused sandbox is frozen in memory (cgroup freezer): its deadline clock stops, and nothing is
+ * sent to its agent until it is resumed. On open it reconciles with the store: sandboxes whose
+ * warren-init still runs are adopted again (paused ones stay frozen, their agent connected at
+ * resume; one whose create was cut short if its warren-init answers), the others are torn down
+ * completely and marked stopped (or error, for a create cut short) with a reason; a build's step
+ * sandboxes go with their records. It knows no HTTP.
  *
  * All functions run on the loop thread. */
 #pragma once
@@ -63,12 +63,18 @@ struct wr_manager_config {
     uv_loop_t *loop;
     struct wr_store *store;
     struct wr_runtime *rt;
-    struct wr_images *images;      /* images, the layer store and writable layers (images.h) */
-    struct wr_space *space;        /* the state filesystem's space (space.h); NULL: unchecked */
-    const char *volumes_dir;       /* <dir>/<volume id>/data: the volumes' files */
-    uint32_t default_timeout_s;    /* 0: 300 */
-    uint32_t max_timeout_s;        /* 0: 86400 */
-    uint32_t max_sandboxes;        /* 0: 1000 */
+    struct wr_images *images;   /* images, the layer store and writable layers (images.h) */
+    struct wr_space *space;     /* the state filesystem's space (space.h); NULL: unchecked */
+    const char *volumes_dir;    /* <dir>/<volume id>/data: the volumes' files */
+    uint32_t default_timeout_s; /* 0: 300 */
+    uint32_t max_timeout_s;     /* 0: 86400 */
+    uint32_t max_sandboxes;     /* 0: 1000 */
+    /* The host's process exits (src/runtime/exits.h; the manager does not own it), where a
+     * running sandbox's end is seen; NULL: a pidfd per sandbox, held by the daemon. */
+    struct wr_exits *exits;
+    /* An idle sandbox's agent connection is closed after agent_idle_ms (0: 10 s) and opened
+     * again by the next request; with more than agent_crowd of them open (0: none), at once. */
+    uint32_t agent_idle_ms, agent_crowd;
     uint64_t max_memory_bytes;     /* committed memory limit; 0: RAM x memory_overcommit */
     double memory_overcommit;      /* 0: WR_MEMORY_OVERCOMMIT (memory.h) */
     uint64_t memory_reserve_bytes; /* MemAvailable kept free by admission; 0: the default */

@@ -805,6 +805,10 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
     if (final) {
         if (err != NULL)
             log_warn("sandbox %s: list processes: %s", sb->id, err->msg);
+        /* Adopted: the socket can go until a request comes (unless a process is routed). */
+        wr__adopt_done(sb);
+        if (sb->agent != NULL)
+            wr_agent_doze(sb->agent);
         wr_live_sb_unref(sb);
         free(ac->start_cmd);
         free(ac);
@@ -846,8 +850,10 @@ void wr__procs_adopt(struct wr_live_sb *sb)
     struct wr_err err;
     size_t at;
 
-    if (sb->agent == NULL)
+    if (sb->agent == NULL) {
+        wr__adopt_done(sb);
         return;
+    }
     ac = xcalloc(1, sizeof(*ac));
     ac->sb = sb;
     if (wr_store_sandbox_get(sb->m->cfg.store, NULL, sb->id, &rec, &err) == 0) {
@@ -864,6 +870,7 @@ void wr__procs_adopt(struct wr_live_sb *sb)
     (void)b;
     if (wr_agent_end(sb->agent, at, adopt_list_reply, ac, &err) == 0) {
         log_warn("sandbox %s: list processes: %s", sb->id, err.msg);
+        wr__adopt_done(sb);
         wr_live_sb_unref(sb);
         free(ac->start_cmd);
         free(ac);

@@ -21,6 +21,7 @@
 #include "../core/pool.h"
 #include "../core/space.h"
 #include "../core/webhooks.h"
+#include "../runtime/exits.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
 #include "../util/cleanup.h"
@@ -41,6 +42,9 @@ struct options {
     const char *init_path;
     const char *cgroup_mode;
     uint32_t max_sandboxes;
+    uint32_t agent_idle_ms; /* --agent-idle MS (0: the default) */
+    bool exits_pidfd;       /* --exits pidfd: a pidfd per sandbox, not the process events */
+    uint32_t agent_crowd;   /* from the fd limit (size_fds) */
     uint64_t max_memory;
     double memory_overcommit; /* --memory-overcommit RATIO (0: the default) */
     uint64_t memory_reserve;  /* --memory-reserve SIZE (0: the default) */
@@ -101,6 +105,10 @@ static void usage(FILE *f)
            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
            "  --max-sandboxes N      sandboxes at most (1000)\n"
+           "  --agent-idle MS        close the connection to a sandbox idle this long; the\n"
+           "                         next request opens it again (10000)\n"
+           "  --exits connector|pidfd  how the end of a sandbox is seen: the kernel's process\n"
+           "                         events (no fd per sandbox; the default) or a pidfd each\n"
            "  --max-memory SIZE      memory limits of sandboxes in memory, summed, at most (the\n"
            "                         host's RAM x --memory-overcommit)\n"
            "  --memory-overcommit RATIO  a limit is a cap, not a reservation: the default of\n"
@@ -244,6 +252,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_SOCKET,
         O_LISTEN,
         O_MAXSB,
+        O_AGENTIDLE,
+        O_EXITS,
         O_MAXMEM,
         O_DEFTO,
         O_MAXTO,
@@ -303,6 +313,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"socket", required_argument, NULL, O_SOCKET},
         {"listen", required_argument, NULL, O_LISTEN},
         {"max-sandboxes", required_argument, NULL, O_MAXSB},
+        {"agent-idle", required_argument, NULL, O_AGENTIDLE},
+        {"exits", required_argument, NULL, O_EXITS},
         {"max-memory", required_argument, NULL, O_MAXMEM},
         {"default-timeout", required_argument, NULL, O_DEFTO},
         {"max-timeout", required_argument, NULL, O_MAXTO},
@@ -381,6 +393,17 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_MAXSB:
             if (opt_uint(optarg, 1, 1000000, &o->max_sandboxes, &err) < 0)
                 goto bad;
+            break;
+        case O_AGENTIDLE:
+            if (opt_uint(optarg, 1, 86400000, &o->agent_idle_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_EXITS:
+            if (strcmp(optarg, "connector") != 0 && strcmp(optarg, "pidfd") != 0) {
+                wr_err_set(&err, WR_EINVAL, 0, "--exits: `%s` is not connector or pidfd", optarg);
+                goto bad;
+            }
+            o->exits_pidfd = strcmp(optarg, "pidfd") == 0;
             break;
         case O_MAXMEM:
             if (wr_parse_size(optarg, &o->max_memory, &err) < 0)
@@ -705,7 +728,7 @@ static int bootstrap_admin(struct wr_store *store, const char *state_dir, struct
 /* Raise RLIMIT_NOFILE (after the zygote is forked: sandboxes keep the inherited limit), and
  * size the TCP connection cap so that the sandboxes and the reserve keep their fds. Says so when
  * the limit cannot hold --max-sandboxes. */
-static void size_fds(struct options *o)
+static void size_fds(struct options *o, bool exits)
 {
     uint64_t sandboxes = (uint64_t)o->max_sandboxes + o->warm + o->pool;
 
@@ -720,6 +743,19 @@ static void size_fds(struct options *o)
         log_info("fds: RLIMIT_NOFILE raised from %llu:%llu to %llu:%llu",
                  (unsigned long long)nf.soft_was, (unsigned long long)nf.hard_was,
                  (unsigned long long)nf.soft, (unsigned long long)nf.hard);
+    if (exits) {
+        /* An idle sandbox holds none of the daemon's fds: a quarter of them go to the
+         * connections of busy ones (beyond that, quiet ones close theirs at once), half of the
+         * rest to TCP connections. */
+        uint64_t past = nf.soft > WR_FDS_RESERVED ? nf.soft - WR_FDS_RESERVED : 0;
+        o->agent_crowd = (uint32_t)(past / 4 < UINT32_MAX ? past / 4 : UINT32_MAX);
+        if (o->max_conns == 0)
+            o->max_conns = (uint32_t)((past - o->agent_crowd) / 2 / WR_FDS_PER_CONN);
+        log_info("fds: limit %llu; TCP connections at most %u; idle sandboxes hold none, and "
+                 "at most about %u connections to busy ones stay open",
+                 (unsigned long long)nf.soft, o->max_conns, o->agent_crowd);
+        return;
+    }
     if (o->max_conns == 0)
         o->max_conns = wr_nofile_tcp_conns(nf.soft, sandboxes);
     fit = wr_nofile_sandboxes(nf.soft, o->max_conns);
@@ -832,6 +868,7 @@ int main(int argc, char **argv)
     };
     struct wr_runtime_config rcfg = {0};
     struct wr_runtime *rt = NULL;
+    struct wr_exits *exits = NULL;
     struct wr_store *store = NULL;
     struct wr_images *images = NULL;
     struct wr_space *space = NULL;
@@ -936,7 +973,10 @@ int main(int argc, char **argv)
     wr_metric_gauge_fn("warrend_http_connections",
                        "Connections to the API, by kind (tcp, unix; websocket: of either).",
                        (const char *const[]){"kind", NULL}, read_conns, NULL);
-    size_fds(&o);
+    if (!o.exits_pidfd && wr_exits_open(&exits, &err) < 0)
+        log_warn("%s: a pidfd per sandbox instead (%d of the daemon's fds each)", err.msg,
+                 WR_FDS_PER_SANDBOX);
+    size_fds(&o, exits != NULL);
     if (wr_images_open(loop, store, o.state_dir, templates, &images, &err) < 0 ||
         wr_space_open(o.state_dir, o.disk_reserve, &space, &err) < 0) {
         fprintf(stderr, "warrend: %s\n", err.msg);
@@ -957,6 +997,9 @@ int main(int argc, char **argv)
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
+            .exits = exits,
+            .agent_idle_ms = o.agent_idle_ms,
+            .agent_crowd = o.agent_crowd,
             .max_memory_bytes = o.max_memory,
             .memory_overcommit = o.memory_overcommit,
             .memory_reserve_bytes = o.memory_reserve,
@@ -1112,6 +1155,7 @@ out:
     wr_images_close(images);
     wr_space_free(space);
     wr_runtime_close(rt);
+    wr_exits_close(exits);
     wr_store_close(store);
     free(host);
     free(mhost);

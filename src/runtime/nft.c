@@ -1045,6 +1045,9 @@ static int host_sysctls(const struct wr_nft_config *cfg, bool *guard, struct wr_
         {"/proc/sys/net/ipv4/neigh/default/gc_thresh1", 65536},
         {"/proc/sys/net/ipv4/neigh/default/gc_thresh2", 131072},
         {"/proc/sys/net/ipv4/neigh/default/gc_thresh3", 262144},
+        /* One table for every namespace: 262,144 by default is 8 connections per sandbox at
+         * 32,752 of them. An entry costs memory only while it exists (about 320 bytes). */
+        {"/proc/sys/net/netfilter/nf_conntrack_max", 1048576},
     };
     char buf[32], mark[4096];
     bool was_off;
@@ -1067,12 +1070,15 @@ static int host_sysctls(const struct wr_nft_config *cfg, bool *guard, struct wr_
      * exist. Permanent neighbours do not count, but a sandbox's own talk to the host may. */
     for (size_t i = 0; i < sizeof(gc) / sizeof(gc[0]); i++) {
         struct wr_err e;
+        unsigned long was;
         if (wr_read_fileat(AT_FDCWD, gc[i].path, buf, sizeof(buf), NULL) < 0 ||
-            strtoul(buf, NULL, 10) >= gc[i].min)
+            (was = strtoul(buf, NULL, 10)) >= gc[i].min)
             continue;
         snprintf(buf, sizeof(buf), "%lu", gc[i].min);
         if (wr_write_fileat(AT_FDCWD, gc[i].path, buf, false, &e) < 0)
             log_warn("net: %s", e.msg);
+        else
+            log_info("net: raised %s from %lu to %s", gc[i].path + strlen("/proc/sys/"), was, buf);
     }
     return 0;
 }

@@ -226,6 +226,23 @@ int wr_sandbox_hello(struct wr_sandbox *sb, int timeout_ms, struct wr_err *err);
  * sandbox). Owned by the handle. */
 int wr_sandbox_pidfd(const struct wr_sandbox *sb);
 
+/* The connected control socket made at create, handed over to the caller (who closes it); the
+ * handle keeps none (wr_sandbox_ctl_fd is -1 after). Not for ephemeral sandboxes, which end
+ * when it closes. */
+int wr_sandbox_take_ctl_fd(struct wr_sandbox *sb);
+
+/* Close what the handle holds open that a running sandbox does not need of it: the run
+ * directory's and id range's locks (warren-init holds both as long as it lives) and the pidfd
+ * (wr_sandbox_pidfd is -1 after; kill and destroy open one again, checking the pid is still
+ * warren-init). The caller learns of the end some other way (wr_exits, src/runtime/exits.h)
+ * and checks it with wr_sandbox_alive. Returns whether warren-init still ran when its pidfd
+ * was closed: an end after that is seen by a wr_exits opened before. */
+bool wr_sandbox_drop_fds(struct wr_sandbox *sb);
+
+/* Whether warren-init still runs (no blocking; one syscall, or three for an adopted sandbox
+ * without its pidfd). */
+bool wr_sandbox_alive(const struct wr_sandbox *sb);
+
 /* Remove what is left of a sandbox whose warren-init is gone (after a crash): its cgroups and
  * run directory. Refuses (WR_ECONFLICT) while the sandbox still runs. */
 int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err);

@@ -897,11 +897,38 @@ static void sandbox_free(struct wr_sandbox *sb)
     free(sb);
 }
 
+/* A pidfd on warren-init of a sandbox we did not create, if its pid still is that process:
+ * the pid may have been reused by an unrelated process once init was gone, so it must sit in
+ * the sandbox's own cgroup (the pidfd, opened first, pins the identity checked). -1 with errno
+ * ESRCH if it is gone. */
+static int open_init_pidfd(const struct wr_sandbox *sb)
+{
+    char path[64], buf[4096];
+    int fd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
+
+    if (fd < 0)
+        return -1;
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)sb->pid);
+    if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), NULL) < 0 || strstr(buf, sb->id) == NULL) {
+        close(fd);
+        errno = ESRCH;
+        return -1;
+    }
+    return fd;
+}
+
 /* Kill and reap warren-init (and with it the whole pid namespace). */
 static void kill_and_reap(struct wr_sandbox *sb)
 {
     if (sb->pid <= 0 || sb->reaped)
         return;
+    if (sb->pidfd < 0 && sb->adopted) { /* closed by wr_sandbox_drop_fds */
+        sb->pidfd = open_init_pidfd(sb);
+        if (sb->pidfd < 0) {
+            sb->reaped = true; /* gone already, and reaped by its parent */
+            return;
+        }
+    }
     if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH &&
         !sb->adopted)
         (void)kill(sb->pid, SIGKILL);
@@ -1340,7 +1367,6 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
                      struct wr_sandbox **out, struct wr_err *err)
 {
     struct wr_sandbox *sb;
-    char path[64], buf[4096];
     struct stat st;
 
     if (!valid_id(id))
@@ -1368,17 +1394,10 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     }
     sb->pid = pid;
     sb->uid_base = uid_base;
-    sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    sb->pidfd = open_init_pidfd(sb);
     if (sb->pidfd < 0 || stat(sb->dir, &st) < 0) {
         wr_err_set(err, WR_ENOTFOUND, errno, "sandbox %s: warren-init (pid %d) is gone", id,
                    (int)pid);
-        goto fail;
-    }
-    /* The pid may have been reused by an unrelated process: it must sit in the sandbox's own
-     * cgroup (the pidfd, opened first, pins the identity we checked). */
-    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    if (wr_read_fileat(AT_FDCWD, path, buf, sizeof(buf), NULL) < 0 || strstr(buf, id) == NULL) {
-        wr_err_set(err, WR_ENOTFOUND, 0, "sandbox %s: pid %d is not its warren-init", id, (int)pid);
         goto fail;
     }
     *out = sb;
@@ -1530,6 +1549,59 @@ void wr_sandbox_release(struct wr_sandbox *sb)
 int wr_sandbox_pidfd(const struct wr_sandbox *sb)
 {
     return sb->pidfd;
+}
+
+int wr_sandbox_take_ctl_fd(struct wr_sandbox *sb)
+{
+    int fd = sb->ctl_fd;
+
+    sb->ctl_fd = -1;
+    return fd;
+}
+
+bool wr_sandbox_drop_fds(struct wr_sandbox *sb)
+{
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    bool alive = true;
+
+    if (sb->pidfd >= 0) {
+        while (poll(&p, 1, 0) < 0 && errno == EINTR)
+            ;
+        alive = !(p.revents & (POLLIN | POLLHUP | POLLERR));
+        close(sb->pidfd);
+        sb->pidfd = -1;
+    }
+    if (sb->dir_lock >= 0) /* warren-init holds both locks as long as it lives */
+        close(sb->dir_lock);
+    if (sb->uid_lock >= 0)
+        close(sb->uid_lock);
+    sb->dir_lock = sb->uid_lock = -1;
+    return alive;
+}
+
+bool wr_sandbox_alive(const struct wr_sandbox *sb)
+{
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    siginfo_t si = {0};
+    _cleanup_close_ int fd = -1;
+
+    if (sb->reaped || sb->pid <= 0)
+        return false;
+    if (sb->pidfd < 0 && !sb->adopted) {
+        /* Our child: a zombie until destroy reaps it, so its pid is its own. */
+        if (waitid(P_PID, (id_t)sb->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+            return false; /* ECHILD: reaped, so gone */
+        return si.si_pid == 0;
+    }
+    if (sb->pidfd < 0) {
+        fd = open_init_pidfd(sb);
+        if (fd < 0)
+            return false;
+        p.fd = fd;
+    }
+    while (poll(&p, 1, 0) < 0 && errno == EINTR)
+        ;
+    return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err)
