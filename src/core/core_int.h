@@ -41,6 +41,7 @@ struct wr_manager {
     uv_timer_t *ledger, *ledger_more, *storage;
     unsigned ledger_next;
     bool storage_busy;
+    bool sampling;              /* a round of usage samples is being read (usage.c) */
     struct wr_budgets *budgets; /* budget.c: the teams' running totals; NULL until needed */
     /* Ends of warren-init seen through cfg.exits (lifecycle.c): the watched sandboxes by the
      * host pid of their warren-init. */

@@ -15,33 +15,112 @@ static void led_mem(struct wr_live_sb *sb, int64_t now, uint64_t mem);
 
 /* ---- usage samples ------------------------------------------------------------------------- */
 
-void wr__sample(struct wr_live_sb *sb)
+static void sample_apply(struct wr_live_sb *sb, const struct wr_sandbox_usage *u, int64_t now)
 {
-    struct wr_sandbox_usage u;
-    struct wr_err err;
     struct wr_usage_sample *s;
 
-    if (sb->state != LIVE_SB_RUNNING || wr__live_sb_ending(sb) || sb->rt == NULL ||
-        wr_sandbox_usage(sb->rt, &u, &err) < 0)
-        return;
     if (sb->led.open) {
-        sb->led.cpu_last = u.cpu_ns;
-        led_mem(sb, wr__core_now_ms(), u.memory_bytes);
+        sb->led.cpu_last = u->cpu_ns;
+        led_mem(sb, now, u->memory_bytes);
     }
     s = &sb->usage[sb->usage_head];
-    *s = (struct wr_usage_sample){wr__core_now_ms(), u.cpu_ns, u.memory_bytes};
+    *s = (struct wr_usage_sample){now, u->cpu_ns, u->memory_bytes};
     sb->usage_head = (sb->usage_head + 1) % WR_USAGE_SAMPLES;
     if (sb->usage_n < WR_USAGE_SAMPLES)
         sb->usage_n++;
 }
 
+static bool sampled(const struct wr_live_sb *sb)
+{
+    return sb->state == LIVE_SB_RUNNING && !wr__live_sb_ending(sb) && sb->rt != NULL;
+}
+
+void wr__sample(struct wr_live_sb *sb)
+{
+    struct wr_sandbox_usage u;
+    struct wr_err err;
+
+    if (sampled(sb) && wr_sandbox_usage(sb->rt, &u, &err) == 0)
+        sample_apply(sb, &u, wr__core_now_ms());
+}
+
+/* A round of samples: the running sandboxes are listed on the loop (a walk of pointers, each
+ * held by a reference), their cgroups read on a worker (at tens of thousands of sandboxes that is
+ * seconds of syscalls, which requests must not wait behind), the readings applied on the loop. */
+#define SAMPLE_CHUNK 1024 /* sandboxes a worker reads at a time: other work gets its turn */
+
+struct sample_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    size_t n, at; /* sbs[at, at + SAMPLE_CHUNK) are being read */
+    struct wr_live_sb **sbs;
+    struct wr_sandbox_usage *u;
+    bool *ok;
+};
+
+static void sample_run(uv_work_t *w)
+{
+    struct sample_work *sw = w->data;
+    struct wr_err err;
+
+    for (size_t i = sw->at; i < sw->n && i < sw->at + SAMPLE_CHUNK; i++)
+        sw->ok[i] = wr_sandbox_usage_by_id(sw->m->cfg.rt, sw->sbs[i]->id, &sw->u[i], &err) == 0;
+}
+
+static void sample_done(uv_work_t *w, int status)
+{
+    struct sample_work *sw = w->data;
+    struct wr_manager *m = sw->m;
+    int64_t now = wr__core_now_ms();
+    size_t end = sw->at + SAMPLE_CHUNK < sw->n ? sw->at + SAMPLE_CHUNK : sw->n;
+
+    (void)status;
+    for (size_t i = sw->at; i < end; i++) {
+        if (sw->ok[i] && sampled(sw->sbs[i]))
+            sample_apply(sw->sbs[i], &sw->u[i], now);
+        wr_live_sb_unref(sw->sbs[i]);
+    }
+    sw->at = end;
+    if (sw->at < sw->n && !m->closing) {
+        uv_queue_work(m->loop, &sw->w, sample_run, sample_done); /* still one of m->inflight */
+        return;
+    }
+    for (size_t i = sw->at; i < sw->n; i++)
+        wr_live_sb_unref(sw->sbs[i]);
+    free(sw->sbs);
+    free(sw->u);
+    free(sw->ok);
+    free(sw);
+    m->sampling = false;
+    wr__work_done(m);
+}
+
 void wr__on_sample(uv_timer_t *t)
 {
     struct wr_manager *m = t->data;
+    struct sample_work *sw;
+    size_t cap = 0;
 
+    if (m->sampling || m->closing || m->count == 0)
+        return; /* the last round is still reading: this one is skipped */
+    sw = xcalloc(1, sizeof(*sw));
+    sw->m = m;
     for (unsigned b = 0; b < NBUCKETS; b++)
-        for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext)
-            wr__sample(sb);
+        for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext) {
+            if (!sampled(sb))
+                continue;
+            if (sw->n == cap) {
+                cap = cap ? cap * 2 : 256;
+                sw->sbs = xrealloc(sw->sbs, cap * sizeof(*sw->sbs));
+            }
+            wr_live_sb_ref(sb);
+            sw->sbs[sw->n++] = sb;
+        }
+    sw->u = xcalloc(sw->n + 1, sizeof(*sw->u));
+    sw->ok = xcalloc(sw->n + 1, sizeof(*sw->ok));
+    sw->w.data = sw;
+    m->sampling = true;
+    wr__queue_work(m, &sw->w, sample_run, sample_done);
 }
 
 int wr_manager_metrics(struct wr_manager *m, const char *team, const char *id, int64_t from_ms,
@@ -205,11 +284,13 @@ static bool led_load(struct wr_live_sb *sb)
     return true;
 }
 
-static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
+/* Open an interval at now; fresh: read its cgroups (else the last reading is where it starts,
+ * as for led_close). */
+static void led_open(struct wr_live_sb *sb, bool running, bool fresh, int64_t now)
 {
-    uint64_t mem = 0, net, in;
+    uint64_t mem = sb->led.mem_last, net, in;
     bool go_on = !sb->led.loaded && led_load(sb);
-    bool read = led_read(sb, &mem);
+    bool read = fresh ? led_read(sb, &mem) : true;
 
     sb->led.open = true;
     sb->led.running = running;
@@ -240,14 +321,18 @@ static void led_open(struct wr_live_sb *sb, bool running, int64_t now)
     sb->led.peak = mem;
 }
 
-/* Close the open interval at now into *iv (its strings are sb's). */
-static void led_close(struct wr_live_sb *sb, int64_t now, struct wr_usage_interval *iv)
+/* Close the open interval at now into *iv (its strings are sb's). fresh: read its cgroups now
+ * (a change of state); else the sampler's last reading stands (the periodic close, which must
+ * not read tens of thousands of cgroups on the loop: what is not counted in this interval is
+ * counted in the next). */
+static void led_close(struct wr_live_sb *sb, int64_t now, bool fresh, struct wr_usage_interval *iv)
 {
     uint64_t mem = sb->led.mem_last, net, in;
     double secs;
 
     wr__net_bytes(sb, &net, &in);
-    (void)led_read(sb, &mem); /* no processes: the last reading stands */
+    if (fresh)
+        (void)led_read(sb, &mem); /* no processes: the last reading stands */
     led_mem(sb, now, mem);
     if (now < sb->led.start_ms)
         now = sb->led.start_ms;
@@ -303,12 +388,12 @@ void wr__ledger_state(struct wr_live_sb *sb, enum live_sb_state from)
         return;
     if (sb->led.open) {
         struct wr_usage_interval iv;
-        led_close(sb, now, &iv);
+        led_close(sb, now, true, &iv);
         led_write(sb->m, &iv, 1);
         wr__budget_account(sb, &iv);
     }
     if (will)
-        led_open(sb, to == LIVE_SB_RUNNING, now);
+        led_open(sb, to == LIVE_SB_RUNNING, true, now);
 }
 
 /* Close and reopen the open intervals of the sandboxes of whole buckets from m->ledger_next on,
@@ -329,9 +414,9 @@ static void ledger_walk(struct wr_manager *m)
                 cap = cap ? cap * 2 : WR_LEDGER_BATCH;
                 v = xrealloc(v, cap * sizeof(*v));
             }
-            led_close(sb, now, &v[n]);
+            led_close(sb, now, false, &v[n]);
             wr__budget_account(sb, &v[n++]);
-            led_open(sb, running, now);
+            led_open(sb, running, false, now);
         }
     led_write(m, v, n);
     m->ledger_next = b;

@@ -879,12 +879,13 @@ int wr_cgroup_memory(struct wr_cgroup *cg, uint64_t *usage, uint64_t *oom_kills,
         goto fail;
     if (usage != NULL)
         *usage = strtoull(buf, NULL, 10);
+    if (oom_kills == NULL)
+        return 0;
     file = v2 ? "memory.events" : "memory.oom_control";
     snprintf(path, sizeof(path), "%s/%s", cg->name, file);
     if ((n = cg_read(dfd, path, buf, sizeof(buf))) < 0)
         goto fail;
-    if (oom_kills != NULL)
-        *oom_kills = keyed_value(buf, "oom_kill");
+    *oom_kills = keyed_value(buf, "oom_kill");
     return 0;
 fail:
     return wr_err_set(err, WR_ESYS, (int)-n, "cgroup `%s`: read %s", cg->name, file);

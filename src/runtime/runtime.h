@@ -266,6 +266,10 @@ struct wr_sandbox_usage {
     uint64_t memory_bytes; /* memory charged to it now */
 };
 int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct wr_err *err);
+/* The same by id, not handle: callable on any thread (two reads of its cgroup files); a sandbox
+ * gone meanwhile is WR_ENOTFOUND. */
+int wr_sandbox_usage_by_id(struct wr_runtime *rt, const char *id, struct wr_sandbox_usage *u,
+                           struct wr_err *err);
 
 /* A command's own cgroup under the sandbox `id`'s (by id, not handle: callable on any thread
  * while the sandbox lives; docs/usage.md, "Per-command usage"). cmd_create makes `name` with

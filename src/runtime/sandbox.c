@@ -1497,6 +1497,24 @@ int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct w
     return 0;
 }
 
+int wr_sandbox_usage_by_id(struct wr_runtime *rt, const char *id, struct wr_sandbox_usage *u,
+                           struct wr_err *err)
+{
+    struct wr_cgroup *cg;
+    int rc;
+
+    if (!valid_id(id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
+    if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
+        return -1;
+    rc = wr_cgroup_cpu(cg, &u->cpu_ns, err) < 0 ||
+                 wr_cgroup_memory(cg, &u->memory_bytes, NULL, err) < 0
+             ? wr_err_wrap(err, "sandbox %s", id)
+             : 0;
+    wr_cgroup_forget(cg);
+    return rc;
+}
+
 int wr_sandbox_cmd_cgroup_create(struct wr_runtime *rt, const char *id, const char *name,
                                  uint64_t memory_bytes, uint32_t cpu_millis,
                                  int fds[WR_CMD_CGROUP_FDS], size_t *nfds, struct wr_err *err)
