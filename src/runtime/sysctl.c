@@ -37,6 +37,22 @@ static const struct {
     {"/proc/sys/fs/file-max", "fs.file-max", UNBOUNDED},
     {"/proc/sys/fs/aio-max-nr", "fs.aio-max-nr", UNBOUNDED},
     {"/proc/sys/kernel/pty/max", "kernel.pty.max", 1048576}, /* the kernel's maximum */
+    /* Per user in the initial user namespace, and the daemon (root) makes every sandbox's user
+     * namespace and every network slot's namespace (a networked sandbox joins its slot's): the
+     * defaults (threads-max / 2: 96,367 on a 24 GiB host, far less on a small one) hold the
+     * count of sandboxes. 65,536 is the id pool's 32,752 sandboxes twice over. A sandbox's own
+     * namespaces are charged to its range's root, and nested ones are denied by seccomp.
+     * Raising them takes CAP_SYS_RESOURCE. */
+    {"/proc/sys/user/max_user_namespaces", "user.max_user_namespaces", 65536},
+    {"/proc/sys/user/max_net_namespaces", "user.max_net_namespaces", 65536},
+    {"/proc/sys/user/max_mnt_namespaces", "user.max_mnt_namespaces", 65536},
+    {"/proc/sys/user/max_pid_namespaces", "user.max_pid_namespaces", 65536},
+    {"/proc/sys/user/max_ipc_namespaces", "user.max_ipc_namespaces", 65536},
+    {"/proc/sys/user/max_uts_namespaces", "user.max_uts_namespaces", 65536},
+    {"/proc/sys/user/max_cgroup_namespaces", "user.max_cgroup_namespaces", 65536},
+    /* Mounts per mount namespace: the host's holds a bind mount per network slot (and what
+     * propagates into it); a mount is charged to the memory cgroup of whoever made it. */
+    {"/proc/sys/fs/mount-max", "fs.mount-max", 1048576},
 };
 
 int wr_sysctl_raise_limits(struct wr_err *err)
