@@ -216,6 +216,17 @@ def test_native_disconnect_interrupts(cid, sb):
     assert time.monotonic() - t0 < 5, "the next cell waited for the abandoned one"
 
 
+def test_the_cell_after_an_error_runs(cid, sb):
+    """A cell sent the moment an errored one ends is run, not aborted: with stop_on_error the
+    kernel aborted what reached it before its stop-aborting event (an empty answer, seen under
+    load in test_native_disconnect_interrupts). Ten quick pairs make the window likely."""
+    for i in range(10):
+        _, _, data = post_code(cid, sb.id, {"code": "1/0"})
+        assert [x["name"] for x in lines(data) if x["type"] == "error"] == ["ZeroDivisionError"]
+        st, _, data = post_code(cid, sb.id, {"code": "%d + 1" % i})
+        assert st == 200 and [x.get("text") for x in lines(data)][1:2] == [str(i + 1)], (i, data)
+
+
 def test_native_contexts(cid, sb):
     st, _, data = post_code(cid, sb.id, {"cwd": "/tmp"}, "/code/contexts")
     assert st == 200
