@@ -390,13 +390,25 @@ static int bind_dev(const char *name, const char **step)
 }
 
 /* Hide a path: an empty read-only tmpfs over a directory, /dev/null over a file. Paths this
- * kernel does not have are skipped (ENOENT from the mount itself: no separate stat). */
-static int mask_path(const char *path, bool dir, const char **step)
+ * kernel does not have are skipped (ENOENT from the mount itself: no separate stat). The first
+ * directory masked gets the tmpfs and the others a bind of it (*dir_mask, the path of the
+ * first, or NULL): one superblock, not one each. Every superblock costs each memory cgroup on
+ * the host bookkeeping of its own (docs/design/density.md), so a sandbox makes as few as it
+ * can. */
+static int mask_path(const char *path, bool dir, const char **dir_mask, const char **step)
 {
-    int r = dir ? mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                        "size=4k,mode=0555")
-                : mount("dev/null", path, NULL, MS_BIND, NULL);
+    int r;
 
+    if (!dir)
+        r = mount("dev/null", path, NULL, MS_BIND, NULL);
+    else if (*dir_mask != NULL) /* read-only as a mount too, not only through its superblock */
+        r = mount(*dir_mask, path, NULL, MS_BIND, NULL) < 0
+                ? -1
+                : mount(NULL, path, NULL,
+                        MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    else if ((r = mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        "size=4k,mode=0555")) == 0)
+        *dir_mask = path;
     if (r < 0 && errno != ENOENT) {
         *step = dir ? "mask directory" : "mask file";
         return -1;
@@ -535,6 +547,7 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
     static const char *const readonly[] = {
         "proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs",
     };
+    const char *dir_mask = NULL;
     char opts[64];
 
     /* Nothing we mount may propagate back to the host's namespace. */
@@ -557,8 +570,10 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
             "mount /sys");
     }
 
-    TRY(mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=65536,mode=0755", 0755),
-        "mount /dev");
+    /* One tmpfs for /dev and /dev/shm (a directory of it): a superblock fewer (mask_path).
+     * Its size is /dev/shm's share of the memory limit, and 64 KiB for the rest of /dev. */
+    tmpfs_opts(opts, sizeof(opts), shm_bytes + 65536, "755");
+    TRY(mount_at("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, opts, 0755), "mount /dev");
     for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
         if (bind_dev(devs[i], step) < 0)
             return -errno;
@@ -570,8 +585,7 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
         "mount /dev/pts");
     TRY(symlink("pts/ptmx", "dev/ptmx"), "link /dev/ptmx");
     TRY(mkdir("dev/shm", 01777), "mkdir /dev/shm");
-    tmpfs_opts(opts, sizeof(opts), shm_bytes, "1777");
-    TRY(mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /dev/shm");
+    TRY(chmod("dev/shm", 01777), "chmod /dev/shm"); /* mkdir applied the umask */
     TRY(symlink("/proc/self/fd", "dev/fd"), "link /dev/fd");
     TRY(symlink("/proc/self/fd/0", "dev/stdin"), "link /dev/stdin");
     TRY(symlink("/proc/self/fd/1", "dev/stdout"), "link /dev/stdout");
@@ -595,7 +609,7 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
     }
 
     for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
-        if (mask_path(masked[i].path, masked[i].dir, step) < 0)
+        if (mask_path(masked[i].path, masked[i].dir, &dir_mask, step) < 0)
             return -errno;
     for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++)
         if (readonly_path(readonly[i], step) < 0)

@@ -122,11 +122,18 @@ def test_mounts_inside():
     assert r.returncode == 0, r.stderr
     mountinfo, rest = r.stdout.decode().split("---\n")
     assert "/run/warren" not in mountinfo and "images/busybox" not in mountinfo
-    for m in [" / / ", " /proc ", " /sys ", " /dev ", " /dev/pts ", " /dev/shm "]:
+    for m in [" / / ", " /proc ", " /sys ", " /dev ", " /dev/pts "]:
         assert m in mountinfo, m
-    # /tmp is the writable layer's (a directory, mode 1777 below), not a tmpfs of its own;
-    # the sandbox's terminals are capped by its own devpts instance.
-    assert " /tmp " not in mountinfo
+    # /tmp is the writable layer's (a directory, mode 1777 below), not a tmpfs of its own, and
+    # /dev/shm a directory of /dev's tmpfs; the sandbox's terminals are capped by its own devpts
+    # instance.
+    assert " /tmp " not in mountinfo and " /dev/shm " not in mountinfo
+    # Superblocks of its own: the root, /proc, /sys, /dev, /dev/pts and one tmpfs for every
+    # masked directory; each costs every memory cgroup on the host (docs/design/density.md).
+    fs = {(l.split()[2], l.split(" - ")[1].split()[0]) for l in mountinfo.splitlines()}
+    own = sorted(t for _, t in fs if t not in ("devtmpfs", "tmpfs"))
+    assert own == ["devpts", "overlay", "proc", "sysfs"], own
+    assert sum(1 for _, t in fs if t == "tmpfs") <= 2, fs
     assert "max=1024" in next(line for line in mountinfo.splitlines() if " /dev/pts " in line)
     assert "Read-only file system" in rest
     devs = rest.split()
