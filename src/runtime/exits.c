@@ -122,8 +122,7 @@ int wr_exits_read(struct wr_exits *x, void (*fn)(pid_t pid, void *arg), void *ar
 
             if (nlh->nlmsg_type != NLMSG_DONE ||
                 mnl_nlmsg_get_payload_len(nlh) < sizeof(*cn) + sizeof(*ev) ||
-                cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
-                cn->len < sizeof(*ev))
+                cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC || cn->len < sizeof(*ev))
                 continue;
             ev = (const struct proc_event *)cn->data;
             if (ev->what != PROC_EVENT_EXIT ||

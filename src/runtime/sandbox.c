@@ -499,7 +499,10 @@ int wr__ctl_hello(int fd, int timeout_ms, pid_t *init_pid, struct wr_err *err)
         if (r == 1)
             break;
         if (poll(&p, 1, timeout_ms) <= 0) {
-            wr_err_set(err, WR_ESYS, ETIMEDOUT, "warren-init did not answer");
+            /* A host so loaded that a sandbox's setup takes this long (docs/design/density.md)
+             * is a timeout, not a fault of the system. */
+            wr_err_set(err, WR_ETIMEOUT, ETIMEDOUT, "warren-init did not answer in %d ms",
+                       timeout_ms);
             goto out;
         }
         n = read(fd, buf, sizeof(buf));
