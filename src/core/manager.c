@@ -197,6 +197,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     struct wr_sandbox_rec *recs = NULL;
     struct sysinfo si;
     size_t n = 0;
+    uint64_t t_start, t_reconciled;
 
     m->cfg = *cfg;
     m->loop = cfg->loop;
@@ -205,7 +206,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     if (m->cfg.max_timeout_s == 0)
         m->cfg.max_timeout_s = 86400;
     if (m->cfg.max_sandboxes == 0)
-        m->cfg.max_sandboxes = 1000;
+        m->cfg.max_sandboxes = WR_UID_SLOTS;
     if (m->cfg.default_cpu_millis == 0)
         m->cfg.default_cpu_millis = 1000;
     if (m->cfg.default_memory_bytes == 0)
@@ -238,6 +239,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     wr__metrics_open(m);
     wr__events_open(m);
     wr__webhooks_open(m);
+    t_start = uv_hrtime();
     if (wr_store_sandbox_list(cfg->store, &f, &recs, &n, err) < 0) {
         manager_free(m);
         return wr_err_wrap(err, "reconcile");
@@ -247,6 +249,7 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
         wr_sandbox_rec_fini(&recs[i]);
     }
     free(recs);
+    t_reconciled = uv_hrtime();
     if (wr__net_start(m, err) < 0) {
         /* Sandboxes are adopted (their agents connect): nothing to undo but the daemon. */
         return -1;
@@ -274,6 +277,12 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     }
     if (wr__adopting(m))
         log_warn("adoption: still connecting to sandboxes after 60 s; serving meanwhile");
+    else if (m->count > 0)
+        log_info("adoption: %" PRIu64
+                 " sandboxes: records taken back in %.1f ms, network, sweep and "
+                 "agents in %.1f ms more",
+                 m->count, (double)(t_reconciled - t_start) / 1e6,
+                 (double)(uv_hrtime() - t_reconciled) / 1e6);
     *out = m;
     return 0;
 }

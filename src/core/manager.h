@@ -68,7 +68,7 @@ struct wr_manager_config {
     const char *volumes_dir;    /* <dir>/<volume id>/data: the volumes' files */
     uint32_t default_timeout_s; /* 0: 300 */
     uint32_t max_timeout_s;     /* 0: 86400 */
-    uint32_t max_sandboxes;     /* 0: 1000 */
+    uint32_t max_sandboxes;     /* 0: WR_UID_SLOTS (runtime.h) */
     /* The host's process exits (src/runtime/exits.h; the manager does not own it), where a
      * running sandbox's end is seen; NULL: a pidfd per sandbox, held by the daemon. */
     struct wr_exits *exits;

@@ -104,7 +104,7 @@ static void usage(FILE *f)
            "  --run-dir DIR          runtime state of sandboxes (/run/warren)\n"
            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
-           "  --max-sandboxes N      sandboxes at most (1000)\n"
+           "  --max-sandboxes N      sandboxes at most (32752, the id pool's ranges)\n"
            "  --agent-idle MS        close the connection to a sandbox idle this long; the\n"
            "                         next request opens it again (10000)\n"
            "  --exits connector|pidfd  how the end of a sandbox is seen: the kernel's process\n"
@@ -848,7 +848,7 @@ int main(int argc, char **argv)
         .pool = 4,
         .warm = 2,
         .disk_reserve = WR_SPACE_RESERVE_DEFAULT,
-        .max_sandboxes = 1000,
+        .max_sandboxes = WR_UID_SLOTS, /* as many as there are id ranges: memory decides first */
         .audit_retention_days = WR_AUDIT_RETENTION_DAYS,
         .audit_on = true,
         .limits_on = true,

@@ -28,9 +28,8 @@
 /* 2^20: above the users of a distribution and the /etc/subuid ranges useradd hands out (from
  * 100000, 65536 each: the first 14 users'); 32,752 ranges of 65,536 ids then end at 2^31, so
  * every id stays positive as a signed int (docs/operations.md, "Id ranges"). */
-#define DEFAULT_UID_BASE  1048576u
-#define DEFAULT_UID_SLOTS 32752u
-#define SWEEP_MIN_AGE_S   10
+#define DEFAULT_UID_BASE 1048576u
+#define SWEEP_MIN_AGE_S  10
 
 static int open_init(const char *path, struct wr_err *err)
 {
@@ -140,7 +139,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     if (rt->init_fd < 0)
         goto fail;
     if (wr_uidpool_open(uids_dir, cfg->uid_base ? cfg->uid_base : DEFAULT_UID_BASE,
-                        cfg->uid_slots ? cfg->uid_slots : DEFAULT_UID_SLOTS, &rt->uids, err) < 0)
+                        cfg->uid_slots ? cfg->uid_slots : WR_UID_SLOTS, &rt->uids, err) < 0)
         goto fail;
     if (wr_cgroup_driver_open(cfg->cgroup_mode ? cfg->cgroup_mode : "auto",
                               cfg->cgroup_parent ? cfg->cgroup_parent : "warren",

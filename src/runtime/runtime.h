@@ -17,11 +17,15 @@
 struct wr_runtime;
 struct wr_sandbox;
 
+/* The id pool's default size: 32,752 ranges of 65,536 ids from 2^20, every id below 2^31
+ * (docs/operations.md, "Id ranges"); the daemon's default --max-sandboxes too. */
+#define WR_UID_SLOTS 32752u
+
 struct wr_runtime_config {
     const char *run_dir;        /* per-host runtime state; default /run/warren */
     const char *init_path;      /* warren-init; default: next to the running executable */
     uint32_t uid_base;          /* first host uid of the pool; default 1048576 (2^20) */
-    uint32_t uid_slots;         /* number of 65536-id ranges in the pool; default 32752 */
+    uint32_t uid_slots;         /* number of 65536-id ranges in the pool; 0: WR_UID_SLOTS */
     const char *cgroup_mode;    /* "auto" (default), "v1" or "v2" */
     const char *cgroup_parent;  /* cgroup under which sandboxes are made; default "warren" */
     const char *cgroup_v2_root; /* cgroup2 mount to use with mode v2; default /sys/fs/cgroup */
