@@ -42,6 +42,7 @@ struct wr_manager {
     unsigned ledger_next;
     bool storage_busy;
     bool sampling;              /* a round of usage samples is being read (usage.c) */
+    unsigned sample_round;      /* rounds of the sampler so far */
     struct wr_budgets *budgets; /* budget.c: the teams' running totals; NULL until needed */
     /* Ends of warren-init seen through cfg.exits (lifecycle.c): the watched sandboxes by the
      * host pid of their warren-init. */
@@ -60,6 +61,7 @@ struct wr_manager {
 #define WR_LEDGER_INTERVAL_MS 60000
 #define WR_STORAGE_PERIOD_MS  (3600 * 1000)
 #define WR_USAGE_PERIOD_MS    5000
+#define WR_IDLE_SAMPLE_EVERY  12 /* an idle sandbox's sample: every 12th round (60 s) */
 
 /* A sample of a running sandbox's resource use (see wr_manager_metrics). */
 #define WR_USAGE_SAMPLES 120

@@ -101,6 +101,7 @@ void wr__on_sample(uv_timer_t *t)
     struct sample_work *sw;
     size_t cap = 0;
 
+    m->sample_round++;
     if (m->sampling || m->closing || m->count == 0)
         return; /* the last round is still reading: this one is skipped */
     sw = xcalloc(1, sizeof(*sw));
@@ -108,6 +109,12 @@ void wr__on_sample(uv_timer_t *t)
     for (unsigned b = 0; b < NBUCKETS; b++)
         for (struct wr_live_sb *sb = m->buckets[b]; sb != NULL; sb = sb->hnext) {
             if (!sampled(sb))
+                continue;
+            /* An idle sandbox (its agent connection closed: no request, no command for
+             * --agent-idle) changes little: it is read one round in WR_IDLE_SAMPLE_EVERY, the
+             * buckets taking turns. Its ledger counts the same CPU, a round later. */
+            if (sb->agent != NULL && wr_agent_is_dormant(sb->agent) &&
+                (b + m->sample_round) % WR_IDLE_SAMPLE_EVERY != 0)
                 continue;
             if (sw->n == cap) {
                 cap = cap ? cap * 2 : 256;
