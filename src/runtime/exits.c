@@ -118,17 +118,19 @@ int wr_exits_read(struct wr_exits *x, void (*fn)(pid_t pid, void *arg), void *ar
         }
         for (left = (int)n; mnl_nlmsg_ok(nlh, left); nlh = mnl_nlmsg_next(nlh, &left)) {
             const struct cn_msg *cn = mnl_nlmsg_get_payload(nlh);
-            const struct proc_event *ev;
+            struct proc_event ev;
 
             if (nlh->nlmsg_type != NLMSG_DONE ||
-                mnl_nlmsg_get_payload_len(nlh) < sizeof(*cn) + sizeof(*ev) ||
-                cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC || cn->len < sizeof(*ev))
+                mnl_nlmsg_get_payload_len(nlh) < sizeof(*cn) + sizeof(ev) ||
+                cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC || cn->len < sizeof(ev))
                 continue;
-            ev = (const struct proc_event *)cn->data;
-            if (ev->what != PROC_EVENT_EXIT ||
-                ev->event_data.exit.process_pid != ev->event_data.exit.process_tgid)
+            /* The event sits 36 bytes into the datagram (a netlink and a connector header):
+             * not aligned for its 64-bit timestamp, so it is copied out. */
+            memcpy(&ev, cn->data, sizeof(ev));
+            if (ev.what != PROC_EVENT_EXIT ||
+                ev.event_data.exit.process_pid != ev.event_data.exit.process_tgid)
                 continue;
-            fn(ev->event_data.exit.process_tgid, arg);
+            fn(ev.event_data.exit.process_tgid, arg);
             seen++;
         }
     }
