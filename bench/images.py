@@ -35,10 +35,16 @@ class Daemon:
         self.sock = os.path.join(top, "w.sock")
         env = dict(os.environ, WARREN_CGROUP_PARENT="warren-bench-%d" % os.getpid(),
                    WARREN_UID_BASE=str(0x70000000), WARREN_UID_SLOTS="512")
+        # Sandboxes without a network of their own (what is measured is images), and a table,
+        # pool and run directory of the benchmark's own, removed by stop(): slots outlive a
+        # daemon on purpose, and the default table is a production daemon's.
+        self.run_dir = os.path.join("/run", "warren-bench-%d" % os.getpid())
+        self.table = "wimg%d" % os.getpid()
         self.proc = subprocess.Popen(
             [os.path.join(BUILD, "warrend"), "--state-dir", self.state, "--socket", self.sock,
-             "--listen", "", "--run-dir", os.path.join("/run", "warren-bench-%d" % os.getpid()),
-             "--log-level", "warn"],
+             "--listen", "", "--run-dir", self.run_dir, "--log-level", "warn",
+             "--net-default", "off", "--net-ready", "1", "--net-pool", "10.250.0.0/24",
+             "--net-table", self.table, "--dns-upstream", "127.0.0.1:9"],
             stdout=subprocess.PIPE, env=env)
         line = self.proc.stdout.readline().decode()
         assert "ready" in line, line
@@ -67,6 +73,16 @@ class Daemon:
         self.c.close()
         self.proc.terminate()
         self.proc.wait()
+        slots = os.path.join(self.run_dir, "net", self.table)
+        for e in os.listdir(slots) if os.path.isdir(slots) else []:
+            subprocess.run(["umount", "-l", os.path.join(slots, e)], stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        subprocess.run(["nft", "delete", "table", "inet", self.table], stderr=subprocess.DEVNULL)
+        for hier in os.listdir("/sys/fs/cgroup"):
+            try:
+                os.rmdir(os.path.join("/sys/fs/cgroup", hier, "warren-bench-%d" % os.getpid()))
+            except OSError:
+                pass
 
 
 def ms(t0):
