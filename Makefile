@@ -100,7 +100,7 @@ LIB        := $(BUILD)/libwarren-base.a
 # (warren-zygote, warren, the runtime benchmark; see src/init/entry.h).
 INIT_LIB   := $(BUILD)/libwarren-init.a
 INIT_LIB_OBJ := $(call host_obj,$(filter-out src/init/exe.c,$(INIT_SRC)))
-HOST_LIBS  := -lseccomp
+HOST_LIBS  := -lseccomp -ljansson
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).
@@ -115,6 +115,7 @@ DAEMON     := $(BUILD)/warrend
 CLI        := $(BUILD)/warren
 ZYGOTE     := $(BUILD)/warren-zygote
 INIT       := $(BUILD)/warren-init
+SHIM       := $(BUILD)/warren-shim
 PROBE      := $(BUILD)/warren-probe
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
@@ -122,7 +123,7 @@ IMAGE      := $(BUILD)/images/busybox
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
-all: $(DAEMON) $(CLI) $(WLIB_SO) $(WLIB_A) $(WLIB_PC) $(ZYGOTE) $(INIT) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
+all: $(DAEMON) $(CLI) $(WLIB_SO) $(WLIB_A) $(WLIB_PC) $(ZYGOTE) $(INIT) $(SHIM) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
      $(BUILD)/bench/nft_update
 
 $(CONFIG_STAMP):
@@ -243,6 +244,11 @@ $(ZYGOTE): $(call host_obj,$(ZYGOTE_SRC)) $(INIT_LIB) $(LIB)
 $(INIT): $(call static_obj,$(INIT_SRC) $(UTIL_SRC) $(PROTO_SRC))
 	$(CC) $(STATIC_LDFLAGS) -o $@ $^
 	chmod 0111 $@
+
+# warren-shim, the host-side parent of a gVisor sandbox (src/shim/main.c): static and small, one
+# lives as long as each gvisor sandbox.
+$(SHIM): $(call static_obj,src/shim/main.c)
+	$(CC) $(STATIC_LDFLAGS) -o $@ $^
 
 $(PROBE): $(call static_obj,$(PROBE_SRC))
 	$(CC) $(STATIC_LDFLAGS) -o $@ $^

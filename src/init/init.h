@@ -58,6 +58,8 @@ struct init_config {
     /* --resolver: the sandbox's gateway, written as the nameserver of /etc/resolv.conf at start
      * (every port-53 packet goes to the host's DNS stub anyway), or NULL. */
     char *resolver;
+    /* --listen: the path of a control socket init makes itself (else it is given fd 3). */
+    char *listen_path;
 };
 
 extern struct init_config init_cfg;

@@ -2,6 +2,7 @@
 /* warren-init: PID 1 of a sandbox. Parses the image defaults, becomes a proper init (session
  * leader, reaper, deaf to job-control signals) and runs the one epoll loop that serves the
  * control connections. See docs/design/init.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -92,7 +94,7 @@ static void usage_exit(const char *what)
 {
     fprintf(stderr,
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
-            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver ADDR]\n",
+            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver ADDR] [--listen PATH]\n",
             what);
     _exit(2);
 }
@@ -122,11 +124,12 @@ static void parse_args(int argc, char **argv)
             init_cfg.oom_fd = (int)fd;
             continue;
         }
-        if (strcmp(a, "--resolver") == 0) {
+        if (strcmp(a, "--resolver") == 0 || strcmp(a, "--listen") == 0) {
+            char **dst = a[2] == 'r' ? &init_cfg.resolver : &init_cfg.listen_path;
             if (i + 1 >= argc)
                 usage_exit("option needs a value");
-            free(init_cfg.resolver);
-            init_cfg.resolver = xstrdup(argv[++i]);
+            free(*dst);
+            *dst = xstrdup(argv[++i]);
             continue;
         }
         if (strcmp(a, "--env") == 0 || strcmp(a, "--cwd") == 0 || strcmp(a, "--user") == 0) {
@@ -186,6 +189,19 @@ static void cloexec_from_3(void)
 {
     if (syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
         return;
+    /* Without close_range (gVisor has none): the fds that are open, not every possible one
+     * (65,536 fcntl calls cost a second there). */
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        int self = dirfd(d);
+        for (struct dirent *de; (de = readdir(d)) != NULL;) {
+            int fd = atoi(de->d_name), fl;
+            if (fd >= 3 && fd != self && (fl = fcntl(fd, F_GETFD)) >= 0 && !(fl & FD_CLOEXEC))
+                (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+        }
+        closedir(d);
+        return;
+    }
     long max = sysconf(_SC_OPEN_MAX);
     if (max < 0 || max > 65536)
         max = 65536;
@@ -216,6 +232,30 @@ static int set_nonblock(int fd)
     if (fl < 0)
         return -1;
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* --listen: a control socket of init's own at path, on fd 3 (the gvisor backend: no fd crosses
+ * into a gVisor sandbox but stdio, and its runtime reaches this socket through a directory of
+ * the host's, src/runtime/gvisor.c). Whatever was at path goes. */
+static void listen_at(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        log_error("--listen %s: path too long", path);
+        _exit(1);
+    }
+    memcpy(sa.sun_path, path, strlen(path));
+    (void)unlink(path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+        (fd != LISTEN_FD && dup3(fd, LISTEN_FD, O_CLOEXEC) < 0)) {
+        log_error("--listen %s: %s", path, strerror(errno));
+        _exit(1);
+    }
+    if (fd != LISTEN_FD)
+        close(fd);
 }
 
 static void on_listen(struct init_fdw *w, uint32_t events)
@@ -273,6 +313,8 @@ void wr_init_main(int argc, char **argv)
     parse_args(argc, argv);
     ensure_stdio();
     cloexec_from_3();
+    if (init_cfg.listen_path != NULL) /* fd 3, before anything else opens one */
+        listen_at(init_cfg.listen_path);
     (void)setsid();
     /* Modes in FILE_WRITE and FILE_MKDIR are applied exactly; children get the usual 022. */
     umask(0);
@@ -294,7 +336,9 @@ void wr_init_main(int argc, char **argv)
     } else {
         log_warn("no listening socket on fd %d", LISTEN_FD);
     }
-    if (fcntl(PRIMARY_FD, F_GETFD) >= 0 && set_nonblock(PRIMARY_FD) == 0)
+    if (init_cfg.listen_path != NULL)
+        ; /* no creator's connection: fd 4 is one of init's own */
+    else if (fcntl(PRIMARY_FD, F_GETFD) >= 0 && set_nonblock(PRIMARY_FD) == 0)
         init_conn_new(PRIMARY_FD, true);
     else if (init_cfg.ephemeral)
         _exit(0); /* the creator is already gone */

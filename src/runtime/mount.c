@@ -100,8 +100,8 @@ static int make_disk_upper(const char *dir, int userns_fd, int *dmnt, int *upper
 {
     _cleanup_close_ int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), mnt = -1;
     struct mount_attr attr = {
-        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-        .userns_fd = (uint64_t)userns_fd,
+        .attr_set = (userns_fd >= 0 ? MOUNT_ATTR_IDMAP : 0) | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+        .userns_fd = (uint64_t)(userns_fd >= 0 ? userns_fd : 0),
     };
 
     if (d < 0)
@@ -191,8 +191,9 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
      * layer itself, whose read-only flag it could clear. */
     for (size_t i = n_layers; i-- > 0;) {
         struct mount_attr attr = {
-            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-            .userns_fd = (uint64_t)userns_fd,
+            .attr_set = (userns_fd >= 0 ? MOUNT_ATTR_IDMAP : 0) | MOUNT_ATTR_RDONLY |
+                        MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+            .userns_fd = (uint64_t)(userns_fd >= 0 ? userns_fd : 0),
         };
         int lfd = sys_open_tree(AT_FDCWD, layers[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 
@@ -226,9 +227,10 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
         wr_err_sys(err, "overlay upper/work");
         goto out;
     }
-    if (upper_dir != NULL ? create_as(ovl, host_root, err) < 0
-                          : sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
-        if (upper_dir == NULL)
+    if (upper_dir != NULL && userns_fd >= 0
+            ? create_as(ovl, host_root, err) < 0
+            : sys_fsconfig(ovl, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
+        if (upper_dir == NULL || userns_fd < 0)
             wr_err_sys(err, "create overlay");
         goto out;
     }

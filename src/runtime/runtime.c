@@ -31,21 +31,80 @@
 #define DEFAULT_UID_BASE 1048576u
 #define SWEEP_MIN_AGE_S  10
 
+static const char *const backend_names[WR_BACKENDS] = {"ns", "gvisor"};
+
+const char *wr_backend_name(enum wr_backend b)
+{
+    return (unsigned)b < WR_BACKENDS ? backend_names[b] : "?";
+}
+
+int wr_backend_parse(const char *name, enum wr_backend *out, struct wr_err *err)
+{
+    for (unsigned i = 0; i < WR_BACKENDS; i++)
+        if (name != NULL && strcmp(name, backend_names[i]) == 0) {
+            *out = (enum wr_backend)i;
+            return 0;
+        }
+    return wr_err_set(err, WR_EINVAL, 0, "runtime `%s` is not one of: ns, gvisor",
+                      name ? name : "");
+}
+
+bool wr_runtime_has_backend(const struct wr_runtime *rt, enum wr_backend b, struct wr_err *err)
+{
+    if (b == WR_BACKEND_NS)
+        return true;
+    if (b != WR_BACKEND_GVISOR) {
+        wr_err_set(err, WR_EINVAL, 0, "no runtime number %d", (int)b);
+        return false;
+    }
+    if (rt->runsc_path == NULL) {
+        wr_err_set(
+            err, WR_EUNSUPPORTED, 0,
+            "the gvisor runtime needs runsc (apt-get install runsc), not found on this host");
+        return false;
+    }
+    if (access(rt->shim_path, X_OK) < 0) {
+        wr_err_set(err, WR_EUNSUPPORTED, errno, "the gvisor runtime needs warren-shim at `%s`",
+                   rt->shim_path);
+        return false;
+    }
+    return true;
+}
+
+/* path, or the program `name` next to the running executable. */
+static char *next_to_self(const char *path, const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n;
+
+    if (path != NULL)
+        return xstrdup(path);
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n < 0)
+        return xasprintf("/usr/local/bin/%s", name);
+    self[n] = '\0';
+    return xasprintf("%s/%s", dirname(self), name);
+}
+
+/* runsc: the configured path if executable, else Debian's. NULL if none. */
+static char *find_runsc(const char *path)
+{
+    static const char *const guesses[] = {"/usr/bin/runsc", "/usr/sbin/runsc",
+                                          "/usr/local/bin/runsc"};
+
+    if (path != NULL)
+        return access(path, X_OK) == 0 ? xstrdup(path) : NULL;
+    for (size_t i = 0; i < sizeof(guesses) / sizeof(guesses[0]); i++)
+        if (access(guesses[i], X_OK) == 0)
+            return xstrdup(guesses[i]);
+    return NULL;
+}
+
 static int open_init(const char *path, struct wr_err *err)
 {
-    char self[PATH_MAX], buf[PATH_MAX + 32];
-    _cleanup_free_ char *guess = NULL;
     struct stat st;
     int fd;
 
-    if (path == NULL) {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n < 0)
-            return wr_err_sys(err, "readlink /proc/self/exe");
-        self[n] = '\0';
-        snprintf(buf, sizeof(buf), "%s/warren-init", dirname(self));
-        path = buf;
-    }
     fd = open(path, O_PATH | O_CLOEXEC);
     if (fd < 0)
         return wr_err_set(err, WR_EUNSUPPORTED, errno, "warren-init at `%s`", path);
@@ -135,7 +194,10 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
         wr_err_sys(err, "chmod `%s`", run_dir);
         goto fail;
     }
-    rt->init_fd = open_init(cfg->init_path, err);
+    rt->init_path = next_to_self(cfg->init_path, "warren-init");
+    rt->shim_path = next_to_self(cfg->shim_path, "warren-shim");
+    rt->runsc_path = find_runsc(cfg->runsc_path);
+    rt->init_fd = open_init(rt->init_path, err);
     if (rt->init_fd < 0)
         goto fail;
     if (wr_uidpool_open(uids_dir, cfg->uid_base ? cfg->uid_base : DEFAULT_UID_BASE,
@@ -182,6 +244,9 @@ void wr_runtime_close(struct wr_runtime *rt)
     if (rt->cg != NULL)
         wr_cgroup_driver_close(rt->cg);
     wr_seccomp_free(&rt->seccomp);
+    free(rt->init_path);
+    free(rt->shim_path);
+    free(rt->runsc_path);
     free(rt->run_dir);
     free(rt->sandboxes_dir);
     free(rt->stage_dir);
@@ -247,6 +312,12 @@ int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err)
         if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0)
             continue; /* alive */
         log_info("sweep: removing leftovers of sandbox %s", de->d_name);
+        {
+            _cleanup_close_ int sbdir =
+                openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (sbdir >= 0)
+                wr__gvisor_unmount(sbdir);
+        }
         if (wr_cgroup_remove_stale(rt->cg, de->d_name, &e2) < 0)
             log_warn("sweep %s: %s", de->d_name, e2.msg);
         if (wr_rm_rf_at(dirfd(d), de->d_name, &e2) < 0)

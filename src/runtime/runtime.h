@@ -21,6 +21,16 @@ struct wr_sandbox;
  * (docs/operations.md, "Id ranges"); the daemon's default --max-sandboxes too. */
 #define WR_UID_SLOTS 32752u
 
+/* The isolation backends (docs/design/isolation.md): `ns`, namespaces with seccomp around the
+ * host kernel (the default), or `gvisor`, the same sandbox inside gVisor's user-space kernel
+ * (runsc, ptrace platform), whose system-call surface is gVisor's, not the host's. */
+enum wr_backend { WR_BACKEND_NS = 0, WR_BACKEND_GVISOR = 1 };
+#define WR_BACKENDS 2
+/* "ns" or "gvisor". */
+const char *wr_backend_name(enum wr_backend b);
+/* The backend named name; -1 with WR_EINVAL naming the choices if there is none. */
+int wr_backend_parse(const char *name, enum wr_backend *out, struct wr_err *err);
+
 struct wr_runtime_config {
     const char *run_dir;        /* per-host runtime state; default /run/warren */
     const char *init_path;      /* warren-init; default: next to the running executable */
@@ -61,6 +71,10 @@ struct wr_runtime_config {
      * copy of the caller's command line so /proc/1/cmdline reads "warren-init" and clears its
      * copy of the caller's environment strings. NULL: exec. */
     void (*init_main)(int argc, char **argv);
+    /* The gvisor backend's runsc; default: /usr/bin/runsc or /usr/sbin/runsc, whichever
+     * exists. Without one, a gvisor create is WR_EUNSUPPORTED naming what is missing. */
+    const char *runsc_path;
+    const char *shim_path; /* warren-shim; default: next to the running executable */
 };
 
 /* The settings every caller of the runtime takes from the environment: WARREN_CGROUP_PARENT,
@@ -84,6 +98,9 @@ __attribute__((noreturn)) void wr_runtime_zygote_main(const struct wr_runtime_co
 /* Test builds only: if wr_runtime_config.crash names step, SIGKILL the calling process (every
  * thread of it) at once. */
 void wr_runtime_crash_point(const struct wr_runtime *rt, const char *step);
+
+/* Whether backend b can run here (gvisor: runsc found); false with err saying why not. */
+bool wr_runtime_has_backend(const struct wr_runtime *rt, enum wr_backend b, struct wr_err *err);
 
 /* "v1" or "v2": the cgroup interface in use. */
 const char *wr_runtime_cgroup_version(const struct wr_runtime *rt);
@@ -139,6 +156,9 @@ int wr_mounts_check(const struct wr_mount_spec *mounts, size_t n, struct wr_err 
 
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
+    /* WR_BACKEND_GVISOR: inside runsc (src/runtime/gvisor.c). Not yet with a network slot
+     * (netns_fd), pre-cloned children, ephemeral or allow_setuid: WR_EUNSUPPORTED. */
+    enum wr_backend backend;
     const char *hostname;
 
     /* The image: read-only layer directories, bottom first, plus its config. */
@@ -210,6 +230,7 @@ int64_t wr_sandbox_net_slot(const struct wr_sandbox *sb);
 /* First host uid of the sandbox's range. */
 uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb);
 const char *wr_sandbox_id(const struct wr_sandbox *sb);
+enum wr_backend wr_sandbox_backend(const struct wr_sandbox *sb);
 
 /* Take back a sandbox that this process did not create (the daemon after a restart): its
  * warren-init (host pid `pid`) still runs, holding the run directory's and the id range's locks.

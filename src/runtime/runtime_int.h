@@ -10,6 +10,28 @@
 
 struct wr_uidpool;
 
+/* A sandbox's handle. With the gvisor backend, pid is warren-shim's (src/shim/main.c): the
+ * host process whose end is the sandbox's; it holds the run directory's lock, and there is no
+ * id range (uid_lock -1, uid_base 0). */
+struct wr_sandbox {
+    struct wr_runtime *rt;
+    char *id;
+    char *dir;      /* <run_dir>/sandboxes/<id> */
+    char *ctl_path; /* <dir>/ctl.sock */
+    int dir_lock;   /* flock on <dir>/lock: held while the sandbox lives */
+    int uid_lock;   /* the uid range's lock */
+    uid_t uid_base;
+    struct wr_cgroup *cg;
+    pid_t pid;
+    int pidfd;
+    int ctl_fd;
+    bool reaped;
+    bool adopted; /* not our child: wait through the pidfd, not waitpid */
+    enum wr_backend backend;
+    int64_t net_slot; /* WR_NETNS_POOLED: the slot taken; -1 */
+    struct wr_sandbox_timing timing;
+};
+
 /* A child cloned into its namespaces, its id maps written, waiting for "go". */
 struct wr__warm {
     pid_t pid;
@@ -35,6 +57,9 @@ struct wr_runtime {
     char *sandboxes_dir; /* <run_dir>/sandboxes */
     char *stage_dir;     /* <run_dir>/stage: an empty directory each child mounts its root on */
     int init_fd;         /* O_PATH fd of warren-init */
+    char *init_path;     /* its path (the gvisor backend binds it into the sandbox) */
+    char *shim_path;     /* warren-shim (the gvisor backend) */
+    char *runsc_path;    /* runsc, or NULL if this host has none */
     struct wr_uidpool *uids;
     struct wr_cgroup_driver *cg;
     struct wr_seccomp seccomp;
@@ -77,3 +102,19 @@ void wr__runtime_pool_drain(struct wr_runtime *rt);
 
 /* HELLO handshake on a control connection (sandbox.c). */
 int wr__ctl_hello(int fd, int timeout_ms, pid_t *init_pid, struct wr_err *err);
+
+/* sandbox.c: a handle with its run directory made and locked (NULL with err on failure), and
+ * the undoing of every step done (the handle is freed). */
+struct wr_sandbox *wr__sandbox_new(struct wr_runtime *rt, const char *id, struct wr_err *err);
+int wr__sandbox_teardown(struct wr_sandbox *sb, struct wr_err *err);
+bool wr__valid_id(const char *id);
+
+/* gvisor.c: the gvisor backend's create (spec->backend WR_BACKEND_GVISOR), with the same
+ * contract as wr_sandbox_create. */
+int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                      struct wr_sandbox **out, struct wr_err *err);
+/* The backend a sandbox's run directory (dirfd, or <sandboxes_dir>/<id>) was made for. */
+enum wr_backend wr__dir_backend(int dirfd);
+/* Detach the mounts a gvisor sandbox's run directory holds (its root, control directory and
+ * socket); for any other directory, nothing. Before the directory is removed. */
+void wr__gvisor_unmount(int dirfd);

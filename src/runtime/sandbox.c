@@ -81,24 +81,6 @@ struct child_report {
     char step[64];
 };
 
-struct wr_sandbox {
-    struct wr_runtime *rt;
-    char *id;
-    char *dir;      /* <run_dir>/sandboxes/<id> */
-    char *ctl_path; /* <dir>/ctl.sock */
-    int dir_lock;   /* flock on <dir>/lock: held while the sandbox lives */
-    int uid_lock;   /* the uid range's lock */
-    uid_t uid_base;
-    struct wr_cgroup *cg;
-    pid_t pid;
-    int pidfd;
-    int ctl_fd;
-    bool reaped;
-    bool adopted;     /* not our child: wait through the pidfd, not waitpid */
-    int64_t net_slot; /* WR_NETNS_POOLED: the slot taken; -1 */
-    struct wr_sandbox_timing timing;
-};
-
 /* What the child inherits at clone: the same for every sandbox of a runtime, so a child can be
  * cloned ahead of time (wr_runtime_prewarm). What belongs to one sandbox comes later with
  * "go" (struct go_msg). The child allocates nothing. */
@@ -155,7 +137,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static bool valid_id(const char *id)
+bool wr__valid_id(const char *id)
 {
     size_t n = id ? strlen(id) : 0;
 
@@ -949,11 +931,16 @@ static void kill_and_reap(struct wr_sandbox *sb)
 }
 
 /* Undo every step that was done, in reverse. Used by create on failure and by destroy. */
-static int teardown(struct wr_sandbox *sb, struct wr_err *err)
+int wr__sandbox_teardown(struct wr_sandbox *sb, struct wr_err *err)
 {
     struct wr_err e2;
     int ret = 0;
 
+    /* A gvisor sandbox's processes (sentry, gofer, stubs) are not in a pid namespace that
+     * ends with its first process: the cgroup is emptied instead. */
+    if (sb->backend == WR_BACKEND_GVISOR && sb->cg != NULL && !sb->reaped &&
+        wr_cgroup_kill(sb->cg, &e2) < 0)
+        log_warn("sandbox %s: %s", sb->id, e2.msg);
     kill_and_reap(sb);
     if (sb->cg != NULL) {
         /* A process that escaped the pid namespace's teardown cannot exist, but a cgroup can
@@ -969,6 +956,9 @@ static int teardown(struct wr_sandbox *sb, struct wr_err *err)
     if (sb->dir != NULL) {
         _cleanup_close_ int parent =
             open(sb->rt->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int dir = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0)
+            wr__gvisor_unmount(dir);
         if (parent >= 0 && wr_rm_rf_at(parent, sb->id, &e2) < 0) {
             log_warn("sandbox %s: %s", sb->id, e2.msg);
             if (ret == 0 && err != NULL)
@@ -1015,7 +1005,7 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
 {
     struct go_msg go;
 
-    if (!valid_id(spec->id))
+    if (!wr__valid_id(spec->id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
                           spec->id ? spec->id : "");
     if (strlen(hostname) >= sizeof(go.hostname))
@@ -1045,7 +1035,7 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
 /* The sandbox and its run directory, whose lock is held for the sandbox's whole life, by us and
  * by warren-init, so a sweep can tell a crashed sandbox from a live one. A run directory that
  * exists is a conflict. NULL (err set, nothing left) on failure. */
-static struct wr_sandbox *sandbox_new(struct wr_runtime *rt, const char *id, struct wr_err *err)
+struct wr_sandbox *wr__sandbox_new(struct wr_runtime *rt, const char *id, struct wr_err *err)
 {
     struct wr_sandbox *sb = xcalloc(1, sizeof(*sb));
     char *dir = xasprintf("%s/%s", rt->sandboxes_dir, id);
@@ -1069,7 +1059,7 @@ static struct wr_sandbox *sandbox_new(struct wr_runtime *rt, const char *id, str
     if (sb->dir_lock < 0 || flock(sb->dir_lock, LOCK_EX | LOCK_NB) < 0) {
         wr_err_sys(err, "lock `%s`", lock);
         wr_err_wrap(err, "create sandbox %s", id);
-        (void)teardown(sb, NULL);
+        (void)wr__sandbox_teardown(sb, NULL);
         return NULL;
     }
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
@@ -1290,12 +1280,14 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         .spent = {.n = 0},
     };
 
+    if (spec->backend == WR_BACKEND_GVISOR)
+        return wr__gvisor_create(rt, spec, out, err);
     c.vol_fds = c.go_fds + GO_NFDS;
     for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
         c.vol_fds[i] = -1;
     wr_buf_init(&c.argv);
     if (check_spec(spec, c.hostname, err) < 0 || init_argv(spec, &c.argv, err) < 0 ||
-        (c.sb = sandbox_new(rt, spec->id, err)) == NULL) {
+        (c.sb = wr__sandbox_new(rt, spec->id, err)) == NULL) {
         wr_buf_fini(&c.argv);
         return -1;
     }
@@ -1303,7 +1295,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (create_steps[i](&c, err) < 0) {
             create_fini(&c);
             wr_err_wrap(err, "create sandbox %s", spec->id);
-            (void)teardown(c.sb, NULL);
+            (void)wr__sandbox_teardown(c.sb, NULL);
             return -1;
         }
     }
@@ -1372,7 +1364,7 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     struct wr_sandbox *sb;
     struct stat st;
 
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     sb = xcalloc(1, sizeof(*sb));
     sb->rt = rt;
@@ -1384,6 +1376,17 @@ int wr_sandbox_adopt(struct wr_runtime *rt, const char *id, pid_t pid, uid_t uid
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
     if (wr_cgroup_lookup(rt->cg, id, &sb->cg, err) < 0)
         goto fail;
+    {
+        _cleanup_close_ int dir = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        char buf[24] = "";
+        sb->backend = dir >= 0 ? wr__dir_backend(dir) : WR_BACKEND_NS;
+        /* A gvisor sandbox's pid is warren-shim's, which its run directory records. */
+        if (sb->backend == WR_BACKEND_GVISOR && pid <= 0 &&
+            wr_read_fileat(dir, "shim.pid", buf, sizeof(buf), NULL) > 0)
+            pid = (pid_t)strtol(buf, NULL, 10);
+        if (sb->backend == WR_BACKEND_GVISOR)
+            uid_base = 0;
+    }
     if (pid <= 0) {
         /* A create cut short: the child is the one process there that heads a pid namespace. */
         if (wr_cgroup_procs(sb->cg, find_ns_init, &pid, err) < 0)
@@ -1438,7 +1441,7 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
     _cleanup_free_ char *lockpath = NULL;
     struct wr_err e2;
 
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     lockpath = xasprintf("%s/%s/lock", rt->sandboxes_dir, id);
     lock = open(lockpath, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -1449,6 +1452,11 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
     dir = open(rt->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
         return wr_err_sys(err, "open `%s`", rt->sandboxes_dir);
+    {
+        _cleanup_close_ int sbdir = openat(dir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sbdir >= 0)
+            wr__gvisor_unmount(sbdir);
+    }
     return wr_rm_rf_at(dir, id, err);
 }
 
@@ -1458,7 +1466,7 @@ int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err)
     struct wr_err e2;
     int rc;
 
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     if (wr_cgroup_lookup(rt->cg, id, &cg, NULL) == 0) {
         rc = wr_cgroup_kill(cg, err); /* returns once cgroup.procs is empty */
@@ -1506,7 +1514,7 @@ int wr_sandbox_usage_by_id(struct wr_runtime *rt, const char *id, struct wr_sand
     struct wr_cgroup *cg;
     int rc;
 
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
         return -1;
@@ -1528,7 +1536,7 @@ int wr_sandbox_cmd_cgroup_create(struct wr_runtime *rt, const char *id, const ch
     int rc;
 
     *nfds = 0;
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
         return -1;
@@ -1544,7 +1552,7 @@ int wr_sandbox_cmd_cgroup_end(struct wr_runtime *rt, const char *id, const char 
     struct wr_err e2;
     int rc;
 
-    if (!valid_id(id))
+    if (!wr__valid_id(id))
         return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` is not valid", id);
     if (wr_cgroup_lookup(rt->cg, id, &cg, err) < 0)
         return -1;
@@ -1629,7 +1637,7 @@ int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err)
 {
     if (sb == NULL)
         return 0;
-    return teardown(sb, err);
+    return wr__sandbox_teardown(sb, err);
 }
 
 int wr_sandbox_ctl_fd(const struct wr_sandbox *sb)
@@ -1660,6 +1668,11 @@ uid_t wr_sandbox_uid_base(const struct wr_sandbox *sb)
 const char *wr_sandbox_id(const struct wr_sandbox *sb)
 {
     return sb->id;
+}
+
+enum wr_backend wr_sandbox_backend(const struct wr_sandbox *sb)
+{
+    return sb->backend;
 }
 
 const struct wr_sandbox_timing *wr_sandbox_timing(const struct wr_sandbox *sb)

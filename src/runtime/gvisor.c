@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The gvisor backend: the same sandbox (its layers and writable layer, warren-init as PID 1,
+ * cgroups with its limits) inside gVisor's user-space kernel, runsc on its ptrace platform, so
+ * that the code in it meets gVisor's system calls, not the host's (docs/design/isolation.md,
+ * "Two backends"). Measurements behind the choices: shared/research/perf-gvisor.md.
+ *
+ *   runtime (worker thread)                         inside runsc
+ *   -----------------------                         ------------
+ *   run dir + lock (sandbox.c), `backend` file
+ *   cgroups with the limits
+ *   overlay of the layers + writable layer, not
+ *   idmapped (the sandbox's ids are stored as
+ *   they are), mounted at <dir>/rootfs
+ *   <dir>/ctl: a tiny tmpfs, bound at /dev/.warren/ctl
+ *   <dir>/bundle/config.json
+ *   spawn warren-shim (holds the lock), into the
+ *   cgroups, "go" ───────▶ runsc create, start ──▶ sentry + gofer ──▶ /dev/.warren/init
+ *                                                                   --listen
+ * /dev/.warren/ctl/ctl.sock wait for ctl/ctl.sock (a host socket made by the gofer,
+ * --host-uds=create), check it is a socket, bind it over <dir>/ctl.sock HELLO on <dir>/ctl.sock
+ *
+ * The daemon then reaches warren-init at <dir>/ctl.sock exactly as for the ns backend. It is a
+ * bind mount of the socket's inode, not the path in the directory the sandbox can write: a
+ * sandbox that puts a symbolic link there reaches nothing of anyone else's. warren-shim
+ * (src/shim/main.c) is the parent of runsc's processes and ends with them: its pid is the
+ * sandbox's pid for every caller (exits, adoption, kill). Networking is --network=none
+ * (loopback only) for now. */
+#include "runtime_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/inet.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "mount.h"
+
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+
+#define GV_START_TIMEOUT_MS 20000 /* runsc's start is about 0.1 s; a loaded host takes longer */
+#define GV_CTL_TMPFS        "size=64k,nr_inodes=16,mode=0700"
+#define GV_INIT_PATH        "/dev/.warren/init"
+#define GV_CTL_DIR          "/dev/.warren/ctl"
+#define GV_SOCKET           GV_CTL_DIR "/ctl.sock"
+#define GV_LOG_TAIL         512
+
+extern char **environ;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+enum wr_backend wr__dir_backend(int dirfd)
+{
+    char buf[16] = "";
+
+    if (wr_read_fileat(dirfd, "backend", buf, sizeof(buf), NULL) < 0)
+        return WR_BACKEND_NS;
+    return strncmp(buf, "gvisor", 6) == 0 ? WR_BACKEND_GVISOR : WR_BACKEND_NS;
+}
+
+void wr__gvisor_unmount(int dirfd)
+{
+    static const char *const mounts[] = {"ctl.sock", "ctl", "rootfs"};
+    char path[64];
+
+    if (wr__dir_backend(dirfd) != WR_BACKEND_GVISOR)
+        return;
+    for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, mounts[i]);
+        /* Each is mounted once; a second one would be a leftover of an earlier try. */
+        while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+            ;
+    }
+}
+
+/* The capabilities of the sandbox's root inside gVisor: the ns backend's set
+ * (src/runtime/caps.c), by name. */
+static json_t *caps_json(void)
+{
+    static const char *const names[] = {
+        "CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",           "CAP_FOWNER",
+        "CAP_MKNOD",   "CAP_NET_RAW",      "CAP_SETGID",           "CAP_SETUID",
+        "CAP_SETFCAP", "CAP_SETPCAP",      "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+        "CAP_KILL",    "CAP_AUDIT_WRITE",  "CAP_SYS_PTRACE",
+    };
+    json_t *set = json_array(), *caps = json_object();
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        json_array_append_new(set, json_string(names[i]));
+    json_object_set(caps, "bounding", set);
+    json_object_set(caps, "effective", set);
+    json_object_set(caps, "permitted", set);
+    json_object_set_new(caps, "inheritable", json_array());
+    json_decref(set);
+    return caps;
+}
+
+static json_t *mount_json(const char *dst, const char *type, const char *src, const char *opts)
+{
+    json_t *m = json_pack("{s:s, s:s, s:s}", "destination", dst, "type", type, "source", src);
+    json_t *o = json_array();
+
+    for (const char *p = opts; p != NULL && *p != '\0';) {
+        size_t n = strcspn(p, ",");
+        json_array_append_new(o, json_stringn(p, n));
+        p += n + (p[n] == ',');
+    }
+    json_object_set_new(m, "options", o);
+    return m;
+}
+
+/* The OCI bundle's config.json: warren-init as the process, the overlay as the root, the
+ * sandbox's volumes as bind mounts (their ids as stored: no idmap is needed). */
+static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                        const struct wr_sandbox *sb, struct wr_err *err)
+{
+    json_t *args = json_array(), *mounts = json_array(), *cfg;
+    _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir), *rootfs = NULL, *ctl = NULL;
+    _cleanup_free_ char *path = NULL, *text = NULL;
+    int rc;
+
+    json_array_append_new(args, json_string(GV_INIT_PATH));
+    json_array_append_new(args, json_string("--listen"));
+    json_array_append_new(args, json_string(GV_SOCKET));
+    for (const char *const *e = spec->env; e && *e; e++) {
+        json_array_append_new(args, json_string("--env"));
+        json_array_append_new(args, json_string(*e));
+    }
+    if (spec->cwd != NULL) {
+        json_array_append_new(args, json_string("--cwd"));
+        json_array_append_new(args, json_string(spec->cwd));
+    }
+    if (spec->user != NULL) {
+        json_array_append_new(args, json_string("--user"));
+        json_array_append_new(args, json_string(spec->user));
+    }
+    if (spec->resolver != 0) {
+        char a[WR_INET4_STRLEN];
+        wr_inet4_format(spec->resolver, a);
+        json_array_append_new(args, json_string("--resolver"));
+        json_array_append_new(args, json_string(a));
+    }
+    rootfs = xasprintf("%s/rootfs", sb->dir);
+    ctl = xasprintf("%s/ctl", sb->dir);
+    json_array_append_new(mounts, mount_json("/proc", "proc", "proc", NULL));
+    json_array_append_new(mounts, mount_json("/dev", "tmpfs", "tmpfs", "nosuid,mode=755"));
+    json_array_append_new(mounts, mount_json("/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro"));
+    json_array_append_new(mounts, mount_json(GV_INIT_PATH, "bind", rt->init_path, "bind,ro"));
+    json_array_append_new(mounts, mount_json(GV_CTL_DIR, "bind", ctl, "bind,rw"));
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        json_array_append_new(mounts,
+                              mount_json(spec->mounts[i].target, "bind", spec->mounts[i].host_dir,
+                                         spec->mounts[i].readonly ? "rbind,ro,nosuid,nodev"
+                                                                  : "rbind,rw,nosuid,nodev"));
+    cfg = json_pack(
+        "{s:s, s:{s:b, s:{s:i, s:i}, s:o, s:[s], s:s, s:o, s:b}, s:{s:s, s:b}, s:s, s:o,"
+        " s:{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}]}}",
+        "ociVersion", "1.0.2", "process", "terminal", 0, "user", "uid", 0, "gid", 0, "args", args,
+        "env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "cwd", "/",
+        "capabilities", caps_json(), "noNewPrivileges", 1, "root", "path", rootfs, "readonly", 0,
+        "hostname", spec->hostname ? spec->hostname : spec->id, "mounts", mounts, "linux",
+        "namespaces", "type", "pid", "type", "network", "type", "ipc", "type", "uts", "type",
+        "mount");
+    if (cfg == NULL)
+        return wr_err_set(err, WR_EINTERNAL, 0, "the bundle's config does not encode");
+    text = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
+    if (mkdir(bundle, 0700) < 0)
+        return wr_err_sys(err, "mkdir `%s`", bundle);
+    path = xasprintf("%s/config.json", bundle);
+    rc = wr_write_fileat(AT_FDCWD, path, text, true, err);
+    return rc;
+}
+
+/* The root: the overlay of the layers and the writable layer, at <dir>/rootfs. */
+static int mount_rootfs(const struct wr_sandbox_spec *spec, struct wr_sandbox *sb,
+                        struct wr_err *err)
+{
+    _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sb->dir), *tmp = NULL;
+    struct wr_rootfs_spent spent = {.n = 0};
+    int ovl = -1, rc = 0;
+
+    if (mkdir(rootfs, 0755) < 0)
+        return wr_err_sys(err, "mkdir `%s`", rootfs);
+    if (wr_rootfs_build(spec->layers, spec->n_layers, -1, spec->upper_dir, spec->tmpfs_bytes, 0,
+                        &ovl, &spent, err) < 0)
+        return -1;
+    if (syscall(SYS_move_mount, ovl, "", AT_FDCWD, rootfs, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        rc = wr_err_sys(err, "mount the root at `%s`", rootfs);
+    close(ovl);
+    wr_rootfs_spent_close(&spent);
+    if (rc < 0)
+        return -1;
+    /* /tmp is in the writable layer, as with the ns backend. */
+    tmp = xasprintf("%s/tmp", rootfs);
+    if (mkdir(tmp, 01777) == 0)
+        (void)chmod(tmp, 01777);
+    return 0;
+}
+
+/* <dir>/ctl: where warren-init's socket appears on the host. The sandbox's root can write
+ * there, so it is a tmpfs of its own, 64 KiB and 16 inodes. */
+static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
+{
+    _cleanup_free_ char *ctl = xasprintf("%s/ctl", sb->dir);
+
+    if (mkdir(ctl, 0700) < 0)
+        return wr_err_sys(err, "mkdir `%s`", ctl);
+    if (mount("tmpfs", ctl, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, GV_CTL_TMPFS) < 0)
+        return wr_err_sys(err, "mount a tmpfs at `%s`", ctl);
+    return 0;
+}
+
+/* warren-shim, with the lock at fd 3 and the read end of go at fd 4, stdio to runsc.log. */
+static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, int go_rd, struct wr_err *err)
+{
+    _cleanup_free_ char *root = xasprintf("%s/runsc", sb->dir);
+    _cleanup_free_ char *log = xasprintf("%s/runsc.log", sb->dir);
+    _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
+    _cleanup_free_ char *root_flag = xasprintf("--root=%s", root);
+    char *argv[] = {
+        rt->shim_path,
+        rt->runsc_path,
+        root_flag,
+        "--network=none",
+        "--host-uds=create",
+        "--ignore-cgroups",
+        "--platform=ptrace",
+        "--",
+        sb->id,
+        bundle,
+        NULL,
+    };
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    sigset_t none;
+    pid_t pid;
+    int rc;
+
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
+    posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
+    posix_spawnattr_init(&attr);
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    {
+        sigset_t all;
+        sigfillset(&all);
+        posix_spawnattr_setsigdefault(&attr, &all);
+    }
+    rc = posix_spawn(&pid, rt->shim_path, &fa, &attr, argv, (char *[]){NULL});
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0)
+        return wr_err_set(err, WR_ESYS, rc, "spawn `%s`", rt->shim_path);
+    sb->pid = pid;
+    sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (sb->pidfd < 0)
+        return wr_err_sys(err, "pidfd_open");
+    {
+        _cleanup_free_ char *pidfile = xasprintf("%s/shim.pid", sb->dir);
+        char text[24];
+        snprintf(text, sizeof(text), "%d\n", (int)pid);
+        if (wr_write_fileat(AT_FDCWD, pidfile, text, true, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The last lines runsc wrote (why it failed), into err's message. */
+static int runsc_failed(struct wr_sandbox *sb, int status, struct wr_err *err)
+{
+    _cleanup_free_ char *log = xasprintf("%s/runsc.log", sb->dir);
+    char buf[8192] = "", *tail;
+    ssize_t n = 0;
+    int fd = open(log, O_RDONLY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        off_t end = lseek(fd, 0, SEEK_END);
+        (void)lseek(fd, end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0, SEEK_SET);
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+    }
+    buf[n > 0 ? n : 0] = '\0';
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = '\0';
+    tail = strrchr(buf, '\n');
+    tail = tail != NULL ? tail + 1 : buf;
+    return wr_err_set(err, WR_ESYS, 0, "runsc %s failed (status %d): %.*s",
+                      status == 101   ? "create"
+                      : status == 102 ? "start"
+                                      : "shim",
+                      status, GV_LOG_TAIL, tail);
+}
+
+/* Wait for warren-init's socket in <dir>/ctl, bind it over <dir>/ctl.sock, say HELLO. */
+static int await_init(struct wr_sandbox *sb, struct wr_err *err)
+{
+    _cleanup_free_ char *sock = xasprintf("%s/ctl/ctl.sock", sb->dir);
+    _cleanup_close_ int fd = -1, conn = -1;
+    uint64_t deadline = now_ns() + (uint64_t)GV_START_TIMEOUT_MS * 1000000ull;
+    struct stat st;
+    char src[64];
+
+    for (;;) {
+        siginfo_t si = {0};
+        fd = open(sock, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0)
+            break;
+        if (waitid(P_PID, (id_t)sb->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid != 0)
+            return runsc_failed(sb, si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status,
+                                err);
+        if (now_ns() > deadline)
+            return wr_err_set(err, WR_ETIMEOUT, ETIMEDOUT,
+                              "warren-init did not listen in gVisor within %d ms",
+                              GV_START_TIMEOUT_MS);
+        usleep(2000);
+    }
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+        return wr_err_set(err, WR_EPROTO, 0, "`%s` is not a socket", sock);
+    conn = open(sb->ctl_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (conn < 0)
+        return wr_err_sys(err, "create `%s`", sb->ctl_path);
+    close(steal_fd(&conn));
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    if (mount(src, sb->ctl_path, NULL, MS_BIND, NULL) < 0)
+        return wr_err_sys(err, "bind the control socket at `%s`", sb->ctl_path);
+    {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
+            return wr_err_set(err, WR_EINVAL, 0, "socket path `%s` too long", sb->ctl_path);
+        strcpy(sa.sun_path, sb->ctl_path);
+        /* Bound is not yet listening: refused until warren-init's listen(). */
+        for (;;) {
+            conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (conn < 0)
+                return wr_err_sys(err, "socket");
+            if (connect(conn, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                break;
+            if (errno != ECONNREFUSED || now_ns() > deadline)
+                return wr_err_sys(err, "connect to warren-init");
+            close(steal_fd(&conn));
+            usleep(1000);
+        }
+    }
+    if (wr__ctl_hello(conn, GV_START_TIMEOUT_MS, NULL, err) < 0)
+        return -1;
+    sb->ctl_fd = steal_fd(&conn);
+    return 0;
+}
+
+static int check_gvisor_spec(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                             struct wr_err *err)
+{
+    if (!wr_runtime_has_backend(rt, WR_BACKEND_GVISOR, err))
+        return -1;
+    if (!wr__valid_id(spec->id))
+        return wr_err_set(err, WR_EINVAL, 0, "sandbox id `%s` must be 1-64 of [A-Za-z0-9_-]",
+                          spec->id ? spec->id : "");
+    if (spec->n_layers == 0)
+        return wr_err_set(err, WR_EINVAL, 0, "image has no layers");
+    if (spec->netns_fd > 0 || spec->netns_fd == WR_NETNS_POOLED)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "a network of its own on the gvisor backend is not supported yet");
+    if (spec->ephemeral)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0, "ephemeral sandboxes on the gvisor backend");
+    if (spec->allow_setuid)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0, "setuid programs on the gvisor backend");
+    return wr_mounts_check(spec->mounts, spec->n_mounts, err);
+}
+
+int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                      struct wr_sandbox **out, struct wr_err *err)
+{
+    struct wr_cgroup_limits lim = {.memory_bytes = spec->memory_bytes,
+                                   .cpu_millis = spec->cpu_millis,
+                                   .pids_max = spec->pids_max};
+    struct wr_sandbox *sb;
+    int go[2] = {-1, -1};
+    _cleanup_close_ int dirfd = -1;
+
+    if (check_gvisor_spec(rt, spec, err) < 0 || (sb = wr__sandbox_new(rt, spec->id, err)) == NULL)
+        return -1;
+    sb->backend = WR_BACKEND_GVISOR;
+    /* gVisor's sentry and gofer run on host threads in the sandbox's cgroup: its pids limit
+     * would count them, so the limit of processes inside is left to the memory limit for now. */
+    lim.pids_max = 0;
+    dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0 || wr_write_fileat(dirfd, "backend", "gvisor\n", true, err) < 0) {
+        if (dirfd < 0)
+            wr_err_sys(err, "open `%s`", sb->dir);
+        goto fail;
+    }
+    if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0 ||
+        mount_rootfs(spec, sb, err) < 0 || mount_ctl(sb, err) < 0 ||
+        write_bundle(rt, spec, sb, err) < 0)
+        goto fail;
+    sb->timing.cloned = sb->timing.mapped = sb->timing.overlay = now_ns();
+    if (pipe2(go, O_CLOEXEC) < 0) {
+        wr_err_sys(err, "pipe");
+        goto fail;
+    }
+    if (spawn_shim(rt, sb, go[0], err) < 0)
+        goto fail;
+    close(steal_fd(&go[0]));
+    if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
+        goto fail;
+    sb->timing.cgroup = now_ns();
+    if (write(go[1], "g", 1) != 1) {
+        wr_err_sys(err, "start warren-shim");
+        goto fail;
+    }
+    close(steal_fd(&go[1]));
+    if (await_init(sb, err) < 0)
+        goto fail;
+    sb->timing.ready = now_ns();
+    *out = sb;
+    return 0;
+fail:
+    if (go[0] >= 0)
+        close(go[0]);
+    if (go[1] >= 0)
+        close(go[1]); /* a shim still waiting for go exits */
+    wr_err_wrap(err, "create sandbox %s", spec->id);
+    (void)wr__sandbox_teardown(sb, NULL);
+    return -1;
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* warren-shim: the host-side parent of one gVisor sandbox (src/runtime/gvisor.c). `runsc create`
+ * forks the sandbox's sentry and gofer and exits; they would then belong to host PID 1, which
+ * reaps late, and `runsc delete` and `checkpoint` wait for that reaping (seconds, measured in
+ * shared/research/perf-gvisor.md). The shim is a child subreaper instead: it runs `runsc create`
+ * and `runsc start`, inherits what they leave running, reaps it at once, and exits when nothing
+ * of the sandbox is left, so its own end is the sandbox's end. It holds the sandbox's run
+ * directory lock (fd 3) for as long as it lives, as warren-init does for the ns backend.
+ *
+ * usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE
+ *
+ * fd 3: the run directory's lock (kept, never passed on); fd 4: a pipe from the runtime, which
+ * writes one byte once it has put this process into the sandbox's cgroups (everything it starts
+ * is then in them too), or closes it to cancel. Exit status: 0 once the sandbox has ended, or
+ * 100 + the failing step (1 create, 2 start) when runsc failed; runsc says why on stderr. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOCK_FD  3
+#define GO_FD    4
+#define MAX_ARGS 64
+
+/* Run runsc with its flags, then cmd and the rest; its exit status, or -1. */
+static int run(char **runsc, int nrunsc, const char *const *cmd)
+{
+    char *argv[MAX_ARGS + 8];
+    int n = 0, st;
+    pid_t pid, w;
+
+    for (int i = 0; i < nrunsc; i++)
+        argv[n++] = runsc[i];
+    for (int i = 0; cmd[i] != NULL; i++)
+        argv[n++] = (char *)cmd[i];
+    argv[n] = NULL;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execv(argv[0], argv);
+        fprintf(stderr, "warren-shim: exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    /* Reap whatever else ends meanwhile (nothing should, yet) until runsc itself has. */
+    while ((w = waitpid(-1, &st, 0)) != pid)
+        if (w < 0 && errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int main(int argc, char **argv)
+{
+    int sep = -1, st;
+    char go = 0;
+    ssize_t r;
+
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            sep = i;
+            break;
+        }
+    if (sep < 2 || argc - sep != 3 || sep > MAX_ARGS) {
+        fprintf(stderr, "usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE\n");
+        return 2;
+    }
+    if (fcntl(LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 || fcntl(GO_FD, F_SETFD, FD_CLOEXEC) < 0) {
+        fprintf(stderr, "warren-shim: fds 3 and 4 must be open\n");
+        return 2;
+    }
+    /* Its own session (a signal to the daemon's group does not reach the sandbox), and the
+     * parent of every orphan below it. */
+    (void)setsid();
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        perror("warren-shim: PR_SET_CHILD_SUBREAPER");
+        return 2;
+    }
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+            (void)signal(s, SIG_IGN);
+    do
+        r = read(GO_FD, &go, 1);
+    while (r < 0 && errno == EINTR);
+    if (r != 1 || go != 'g')
+        return 2; /* cancelled (closed without a byte) */
+    close(GO_FD);
+
+    const char *id = argv[sep + 1], *bundle = argv[sep + 2];
+    const char *create[] = {"create", "--bundle", bundle, id, NULL};
+    const char *start[] = {"start", id, NULL};
+    if (run(argv + 1, sep - 1, create) != 0)
+        return 101;
+    if (run(argv + 1, sep - 1, start) != 0)
+        return 102;
+    while (waitpid(-1, &st, 0) >= 0 || errno == EINTR)
+        ;
+    return 0;
+}
