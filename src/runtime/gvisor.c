@@ -449,6 +449,6 @@ fail:
     if (go[1] >= 0)
         close(go[1]); /* a shim still waiting for go exits */
     wr_err_wrap(err, "create sandbox %s", spec->id);
-    (void)wr__sandbox_teardown(sb, NULL);
+    (void)wr__sandbox_undo(sb, NULL);
     return -1;
 }

@@ -27,10 +27,10 @@ void wr_rootfs_spent_close(struct wr_rootfs_spent *s);
 
 /* Parent side. Build the detached overlay for a child whose user namespace is userns_fd (its
  * uid and gid maps already written), or, with userns_fd -1, without any idmap (the gvisor
- * backend: the sandbox's ids are the host's as stored). layers: bottom first. upper_dir: NULL for a private tmpfs
- * of tmpfs_bytes (owned by host_root), else a directory in which `upper` and `work` are created
- * if missing, stored with sandbox-side ids and used through an idmapped clone (see layer.h).
- * Returns 0 with *overlay_fd (O_CLOEXEC) and the mounts it was built from in *spent (for
+ * backend: the sandbox's ids are the host's as stored). layers: bottom first. upper_dir: NULL for a
+ * private tmpfs of tmpfs_bytes (owned by host_root), else a directory in which `upper` and `work`
+ * are created if missing, stored with sandbox-side ids and used through an idmapped clone (see
+ * layer.h). Returns 0 with *overlay_fd (O_CLOEXEC) and the mounts it was built from in *spent (for
  * wr_rootfs_spent_close; close-on-exec, and never handed to the child), or -1 with err and
  * nothing left open. */
 int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,

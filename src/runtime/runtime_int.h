@@ -106,7 +106,7 @@ int wr__ctl_hello(int fd, int timeout_ms, pid_t *init_pid, struct wr_err *err);
 /* sandbox.c: a handle with its run directory made and locked (NULL with err on failure), and
  * the undoing of every step done (the handle is freed). */
 struct wr_sandbox *wr__sandbox_new(struct wr_runtime *rt, const char *id, struct wr_err *err);
-int wr__sandbox_teardown(struct wr_sandbox *sb, struct wr_err *err);
+int wr__sandbox_undo(struct wr_sandbox *sb, struct wr_err *err);
 bool wr__valid_id(const char *id);
 
 /* gvisor.c: the gvisor backend's create (spec->backend WR_BACKEND_GVISOR), with the same

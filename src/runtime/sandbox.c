@@ -931,7 +931,7 @@ static void kill_and_reap(struct wr_sandbox *sb)
 }
 
 /* Undo every step that was done, in reverse. Used by create on failure and by destroy. */
-int wr__sandbox_teardown(struct wr_sandbox *sb, struct wr_err *err)
+int wr__sandbox_undo(struct wr_sandbox *sb, struct wr_err *err)
 {
     struct wr_err e2;
     int ret = 0;
@@ -1059,7 +1059,7 @@ struct wr_sandbox *wr__sandbox_new(struct wr_runtime *rt, const char *id, struct
     if (sb->dir_lock < 0 || flock(sb->dir_lock, LOCK_EX | LOCK_NB) < 0) {
         wr_err_sys(err, "lock `%s`", lock);
         wr_err_wrap(err, "create sandbox %s", id);
-        (void)wr__sandbox_teardown(sb, NULL);
+        (void)wr__sandbox_undo(sb, NULL);
         return NULL;
     }
     sb->ctl_path = xasprintf("%s/ctl.sock", sb->dir);
@@ -1295,7 +1295,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (create_steps[i](&c, err) < 0) {
             create_fini(&c);
             wr_err_wrap(err, "create sandbox %s", spec->id);
-            (void)wr__sandbox_teardown(c.sb, NULL);
+            (void)wr__sandbox_undo(c.sb, NULL);
             return -1;
         }
     }
@@ -1637,7 +1637,7 @@ int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err)
 {
     if (sb == NULL)
         return 0;
-    return wr__sandbox_teardown(sb, err);
+    return wr__sandbox_undo(sb, err);
 }
 
 int wr_sandbox_ctl_fd(const struct wr_sandbox *sb)
