@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -280,11 +282,32 @@ void init_fs_save(void)
         nsaved_groups = 0;
 }
 
+/* Whether the kernel has setfsuid: gVisor (the gvisor backend) answers ENOSYS. Init is one
+ * thread, so the effective ids (its saved ids stay 0) do the same job there. */
+static bool no_fsuid(void)
+{
+    static int known = -1;
+
+    if (known < 0) {
+        errno = 0;
+        known = syscall(SYS_setfsuid, (uid_t)-1) == -1 && errno == ENOSYS;
+    }
+    return known;
+}
+
 int init_fs_enter(const struct init_user *u)
 {
     /* setgroups fails with EPERM where the user namespace denies it; fsuid/fsgid still apply. */
     if (setgroups(u->ngroups, u->groups) < 0 && errno != EPERM)
         return -1;
+    if (no_fsuid()) {
+        if (syscall(SYS_setresgid, -1, u->gid, -1) < 0 ||
+            syscall(SYS_setresuid, -1, u->uid, -1) < 0) {
+            init_fs_leave();
+            return -1;
+        }
+        return 0;
+    }
     (void)setfsgid(u->gid);
     (void)setfsuid(u->uid);
     /* setfsuid reports the previous id, not failure: read the current one back. */
@@ -298,6 +321,12 @@ int init_fs_enter(const struct init_user *u)
 
 void init_fs_leave(void)
 {
+    if (no_fsuid()) {
+        (void)syscall(SYS_setresuid, -1, 0, -1);
+        (void)syscall(SYS_setresgid, -1, 0, -1);
+        (void)setgroups((size_t)nsaved_groups, saved_groups);
+        return;
+    }
     (void)setfsuid(0);
     (void)setfsgid(0);
     (void)setgroups((size_t)nsaved_groups, saved_groups);
