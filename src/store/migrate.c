@@ -343,11 +343,18 @@ static const char migration_16[] =
     "CREATE INDEX webhook_deliveries_hook_due ON webhook_deliveries\n"
     "    (webhook_id, state, next_ms, id);\n";
 
+/* Version 17: the isolation backend of each sandbox (src/runtime/runtime.h, enum wr_backend):
+ * "ns" or "gvisor", as core names them. Rows from before ran on namespaces. No CHECK: the
+ * store does not know the runtime's names, and a new backend would need a table rebuild. */
+static const char migration_17[] =
+    "ALTER TABLE sandboxes ADD COLUMN runtime TEXT NOT NULL DEFAULT 'ns';\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
     {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
     {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
     {13, migration_13}, {14, migration_14}, {15, migration_15}, {16, migration_16},
+    {17, migration_17},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -149,6 +149,9 @@ struct wr_sandbox_rec {
     uint64_t disk_bytes; /* the disk limit of its writable layer; 0: none */
     char *net_json;      /* its network (core/net.c's JSON), NULL: loopback only */
     int64_t net_slot;    /* the slot of the network pool it holds, -1: none */
+    /* Its isolation backend (src/runtime/runtime.h, enum wr_backend): "ns" or "gvisor"; NULL on
+     * insert stores "ns". */
+    char *runtime;
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 

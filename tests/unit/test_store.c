@@ -289,6 +289,7 @@ static void test_migrate_2(void)
     is_int(got.on_timeout, WR_SB_TIMEOUT_KILL, "old rows are killed at their deadline");
     is_int(got.timeout_s, 300, "timeout from created and deadline");
     ok(got.paused_mode == WR_SB_PAUSED_NONE && got.remaining_ms == -1, "not paused");
+    is_str(got.runtime, "ns", "old rows ran on namespaces");
     wr_sandbox_rec_fini(&got);
     ok(wr_store_sandbox_get(s, NULL, "old-2", &got, &err) == 0 && got.timeout_s == 1,
        "a sub-second span rounds up to 1 s (got %u)", got.timeout_s);
@@ -518,7 +519,17 @@ static void test_sandboxes(struct wr_store *s)
     is_str(got.env_json, "{\"A\":\"1\"}", "env");
     is_str(got.idem_key, "idem-1", "idem key");
     ok(got.init_pid == 0 && got.uid_base == 100000 && got.seq == r.seq, "pid, uid base, seq");
+    is_str(got.runtime, "ns", "runtime: ns when not given");
     wr_sandbox_rec_fini(&got);
+    {
+        struct wr_sandbox_rec g = rec("sb-g", "team-g", NULL, NULL, "running");
+        g.runtime = (char *)"gvisor";
+        ok(wr_store_sandbox_insert(s, &g, &err) == 0 &&
+               wr_store_sandbox_get(s, NULL, "sb-g", &got, &err) == 0 &&
+               streq(got.runtime, "gvisor"),
+           "runtime round-trips");
+        wr_sandbox_rec_fini(&got);
+    }
 
     ok(wr_store_sandbox_get(s, "team-b", "sb-1", &got, &err) < 0 && err.kind == WR_ENOTFOUND,
        "another team's sandbox is not found");
