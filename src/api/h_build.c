@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* POST /v1/templates/build?name=NAME[&replace=true][&shared=true][&dockerfile=PATH]: a template
- * from the Dockerfile subset. The body is the Dockerfile itself, or (Content-Type
+/* POST /v1/templates/build?name=NAME[&replace=true][&shared=true][&dockerfile=PATH]
+ * [&runtime=ns|gvisor]: a template from the Dockerfile subset (runtime: its sandboxes' default
+ * isolation backend). The body is the Dockerfile itself, or (Content-Type
  * application/x-tar, optionally gzip or zstd) a build context holding it, streamed to a file
  * first. The answer streams the build as NDJSON: step events, the steps' output, then one `done`
  * or `error` event. Errors found before the first step (a name taken, checked before the body is
@@ -30,7 +31,7 @@ struct build_ctx {
     struct wr_api *api;
     struct wr_http_req *req; /* NULL once the client left */
     char team[128];
-    char *name, *dockerfile_path, *tar_path;
+    char *name, *dockerfile_path, *tar_path, *runtime;
     bool replace, shared, streaming, admin;
     int fd; /* the context being received */
     uint64_t received;
@@ -45,6 +46,7 @@ static void build_ctx_free(struct build_ctx *b)
     free(b->name);
     free(b->dockerfile_path);
     free(b->tar_path);
+    free(b->runtime);
     free(b);
 }
 
@@ -149,6 +151,7 @@ static void run_build(struct build_ctx *b, const char *dockerfile)
         .replace = b->replace,
         .shared = b->shared,
         .admin = b->admin,
+        .runtime = b->runtime,
     };
 
     if (b->fd >= 0) {
@@ -229,6 +232,7 @@ void api_template_build(struct api_call *call)
     const char *replace = wr_http_req_query(req, "replace");
     const char *shared = wr_http_req_query(req, "shared");
     const char *dfpath = wr_http_req_query(req, "dockerfile");
+    const char *runtime = wr_http_req_query(req, "runtime");
     _cleanup_free_ char *replaces = NULL;
     struct build_ctx *b;
     struct wr_err err;
@@ -246,6 +250,10 @@ void api_template_build(struct api_call *call)
     }
     if (shared != NULL && strcmp(shared, "true") == 0 && !who->admin) {
         api_forbid_shared(req);
+        return;
+    }
+    if (runtime != NULL && wr_manager_runtime_allowed(api->mgr, runtime, &err) < 0) {
+        api_error(req, &err);
         return;
     }
     /* Before reading a large context: is the name the team's to take? */
@@ -269,6 +277,7 @@ void api_template_build(struct api_call *call)
     b->replace = replace != NULL && strcmp(replace, "true") == 0;
     b->shared = shared != NULL && strcmp(shared, "true") == 0;
     b->dockerfile_path = dfpath ? xstrdup(dfpath) : NULL;
+    b->runtime = runtime ? xstrdup(runtime) : NULL;
     if (!is_archive(wr_http_req_header(req, "Content-Type"))) {
         wr_http_req_set_data(req, b, upload_closed);
         wr_http_req_read_body(req, MAX_DOCKERFILE, dockerfile_body);

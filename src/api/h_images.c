@@ -32,6 +32,13 @@ static const char *counted_team(const struct wr_caller *who, const char *owner)
     return owner != NULL ? owner : who->admin ? NULL : who->team;
 }
 
+/* A template config's "runtime" (its sandboxes' backend when a create names none), or null. */
+static json_t *config_runtime(json_t *config)
+{
+    json_t *v = json_object_get(config, "runtime");
+    return json_is_string(v) ? json_incref(v) : json_null();
+}
+
 json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
                           const struct wr_image_rec *r)
 {
@@ -46,6 +53,11 @@ json_t *api_template_json(struct wr_api *api, const struct wr_caller *who,
     /* Names are per team: an admin, who sees every team's, is told whose. */
     if (who->admin)
         json_object_set_new(j, "team", json_string(r->team));
+    {
+        json_t *config = json_loads(r->config_json ? r->config_json : "{}", 0, NULL);
+        json_object_set_new(j, "runtime", config_runtime(config));
+        json_decref(config);
+    }
     return j;
 }
 
@@ -56,9 +68,19 @@ void api_forbid_shared(struct wr_http_req *req)
 
 static json_t *dir_template_json(struct wr_api *api, const struct wr_caller *who, const char *name)
 {
-    return json_pack("{s:s,s:s,s:b,s:n,s:I,s:n,s:I}", "name", name, "kind", "dir", "shared", 1,
-                     "size_bytes", "layers", (json_int_t)1, "created_at", "in_use",
-                     users_of(api, counted_team(who, NULL), name));
+    struct wr_image img = {0};
+    struct wr_err err;
+    json_t *j = json_pack("{s:s,s:s,s:b,s:n,s:I,s:n,s:I}", "name", name, "kind", "dir", "shared", 1,
+                          "size_bytes", "layers", (json_int_t)1, "created_at", "in_use",
+                          users_of(api, counted_team(who, NULL), name));
+
+    /* Its config.json, read again (a directory template is changed on the host). */
+    json_object_set_new(j, "runtime",
+                        wr_images_resolve(api->images, who->team, name, &img, &err) == 0
+                            ? config_runtime(img.config)
+                            : json_null());
+    wr_image_fini(&img);
+    return j;
 }
 
 static json_t *snapshot_json(const struct wr_image_rec *r, const struct wr_snapshot_info *info)

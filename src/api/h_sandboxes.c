@@ -66,6 +66,7 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                         r->disk_bytes ? json_integer((json_int_t)(r->disk_bytes >> 20))
                                       : json_null());
     json_object_set_new(j, "network", api_network_json(r));
+    json_object_set_new(j, "runtime", json_string(r->runtime ? r->runtime : "ns"));
     /* Why it is paused: "timeout", "budget", or null (asked for). */
     json_object_set_new(j, "paused_reason",
                         r->state == WR_SB_PAUSED && r->reason ? json_string(r->reason)
@@ -215,8 +216,8 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 void api_sandbox_create(struct api_call *call)
 {
     static const char *const allowed[] = {
-        "template", "cpus",    "memory_mb",  "disk_mb", "timeout", "env", "metadata",
-        "volumes",  "network", "on_timeout", "size",    "budget",  NULL};
+        "template", "cpus",    "memory_mb",  "disk_mb", "timeout", "env",     "metadata",
+        "volumes",  "network", "on_timeout", "size",    "budget",  "runtime", NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
@@ -239,6 +240,14 @@ void api_sandbox_create(struct api_call *call)
             goto out;
         }
         cr.template_name = json_string_value(v);
+    }
+    if ((v = json_object_get(j, "runtime")) != NULL && !json_is_null(v)) {
+        /* The name is checked by core, which knows the backends and the daemon's --runtimes. */
+        if (!json_is_string(v)) {
+            api_fail(req, WR_EINVAL, "`runtime` must be a string");
+            goto out;
+        }
+        cr.runtime = json_string_value(v);
     }
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);

@@ -241,9 +241,16 @@ static void health(struct api_call *c)
 
 static void version(struct api_call *c)
 {
+    const char *names[8];
+    size_t n = wr_manager_runtimes(c->api->mgr, names, 8);
+    json_t *runtimes = json_array();
+
+    for (size_t i = 0; i < n && i < 8; i++)
+        json_array_append_new(runtimes, json_string(names[i]));
     wr_http_respond_json(c->req, 200,
-                         json_pack("{s:s,s:s,s:s,s:s,s:s?,s:s,s:b}", "version", c->api->version,
-                                   "api", "1", "runtime", "ns", "cgroup",
+                         json_pack("{s:s,s:s,s:s,s:o,s:s,s:s?,s:s,s:b}", "version", c->api->version,
+                                   "api", "1", "runtime", wr_manager_default_runtime(c->api->mgr),
+                                   "runtimes", runtimes, "cgroup",
                                    wr_manager_cgroup_version(c->api->mgr), "domain", c->api->domain,
                                    "team", c->who.team, "admin", c->who.admin));
 }

@@ -31,6 +31,7 @@
 struct build {
     struct wr_manager *m;
     char *team, *name;
+    char *runtime; /* the template's "runtime", or NULL: the base's */
     bool replace, shared;
     uint32_t step_timeout_s, cpu_millis;
     uint64_t memory_bytes;
@@ -117,6 +118,7 @@ static void build_free(struct build *b)
     free(b->dockerfile_path);
     free(b->team);
     free(b->name);
+    free(b->runtime);
     wr_dockerfile_fini(&b->df);
     json_decref(b->layers);
     json_decref(b->config);
@@ -393,6 +395,7 @@ static void run_step(struct build *b)
         .cpu_millis = b->cpu_millis,
         .memory_bytes = b->memory_bytes,
         .timeout_s = b->step_timeout_s + 60,
+        .runtime = wr__default_runtime(b->m),
     };
 
     json_decref(image);
@@ -451,6 +454,8 @@ static void record_template(struct build *b)
     img.team = xstrdup(b->team);
     img.source = xstrdup("build");
     img.shared = b->shared;
+    if (b->runtime != NULL)
+        json_object_set_new(b->config, "runtime", json_string(b->runtime));
     img.config_json = json_dumps(b->config, JSON_COMPACT | JSON_SORT_KEYS);
     r = wr_images_record(im, &img, b->layers, NULL, 0, &err);
     if (r == 0)
@@ -870,6 +875,7 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->ctx = ctx;
     b->team = xstrdup(req->team);
     b->name = xstrdup(req->name);
+    b->runtime = req->runtime ? xstrdup(req->runtime) : NULL;
     b->replace = req->replace;
     b->shared = req->shared;
     b->admin = req->admin;
@@ -879,6 +885,10 @@ void wr_manager_build(struct wr_manager *m, const struct wr_build_req *req,
     b->dockerfile = req->dockerfile ? xstrdup(req->dockerfile) : NULL;
     b->dockerfile_path = xstrdup(req->dockerfile_path ? req->dockerfile_path : "Dockerfile");
     b->context_tar = req->context_tar ? xstrdup(req->context_tar) : NULL;
+    if (b->runtime != NULL && wr_manager_runtime_allowed(m, b->runtime, &err) < 0) {
+        finish(b, NULL, &err);
+        return;
+    }
     {
         _cleanup_free_ char *replaces = NULL;
         if (claim(b, &replaces, &err) < 0) {

@@ -169,6 +169,7 @@ struct wr_live_sb {
     void *resume_ctx;
     int open_handles;
     uint64_t memory_bytes;
+    enum wr_backend backend; /* its isolation backend, as its record says */
     struct wr_sandbox *rt;
     struct wr_agent *agent;
     /* Networking (net.c): its slot in the pool and the sandbox's address there (host byte order),
@@ -325,7 +326,8 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r);
  * its home, volumes and limits. */
 struct start_spec {
     char *id;
-    char **layers; /* bottom first */
+    enum wr_backend backend; /* the record's runtime */
+    char **layers;           /* bottom first */
     size_t n_layers;
     char **env; /* NULL-terminated KEY=VALUE */
     char *cwd, *user;
@@ -341,6 +343,12 @@ struct start_spec {
     bool net_make;    /* the worker makes that slot first (none was ready) */
     bool net_pooled;  /* a child waits in that slot (wr_runtime_prewarm_net): the create takes it */
 };
+/* The backend of a create that names none and whose template names none: "ns", unless the
+ * daemon does not allow it (--runtimes; the first it allows then). */
+const char *wr__default_runtime(const struct wr_manager *m);
+/* The isolation backend of a record (its runtime; NULL: ns); WR_EINTERNAL for a name that is
+ * none. */
+int wr__rec_backend(const struct wr_sandbox_rec *rec, enum wr_backend *out, struct wr_err *err);
 /* The start spec of a sandbox record (free with wr__start_spec_fini). */
 int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
                       struct wr_err *err);

@@ -41,6 +41,128 @@ static uint32_t project_of(int64_t seq)
     return 0x80000000u | (uint32_t)(seq & 0x7fffffff);
 }
 
+/* ---- the isolation backend ------------------------------------------------------------------- */
+
+/* The backends this daemon allows (--runtimes), as bits 1u << b. */
+static unsigned allowed_backends(const struct wr_manager *m)
+{
+    return m->cfg.runtimes != 0 ? m->cfg.runtimes : (1u << WR_BACKENDS) - 1;
+}
+
+/* The names of the backends of bits, joined by sep, in buf. */
+static const char *backend_names(unsigned bits, const char *sep, char *buf, size_t len)
+{
+    size_t off = 0;
+
+    buf[0] = '\0';
+    for (int b = 0; b < WR_BACKENDS; b++)
+        if (bits & (1u << b)) {
+            int n = snprintf(buf + off, len - off, "%s%s", off ? sep : "",
+                             wr_backend_name((enum wr_backend)b));
+            if (n < 0 || (size_t)n >= len - off)
+                break;
+            off += (size_t)n;
+        }
+    return buf;
+}
+
+/* The backend of a create that names none and whose template names none: ns, unless the
+ * daemon leaves it out (the first it allows then). */
+static enum wr_backend default_backend(const struct wr_manager *m)
+{
+    unsigned bits = allowed_backends(m);
+
+    for (int b = 0; b < WR_BACKENDS; b++)
+        if (bits & (1u << b))
+            return (enum wr_backend)b;
+    return WR_BACKEND_NS;
+}
+
+const char *wr__default_runtime(const struct wr_manager *m)
+{
+    return wr_backend_name(default_backend(m));
+}
+
+const char *wr_manager_default_runtime(const struct wr_manager *m)
+{
+    return wr__default_runtime(m);
+}
+
+size_t wr_manager_runtimes(const struct wr_manager *m, const char **names, size_t cap)
+{
+    size_t n = 0;
+
+    for (int b = 0; b < WR_BACKENDS; b++)
+        if ((allowed_backends(m) & (1u << b)) &&
+            wr_runtime_has_backend(m->cfg.rt, (enum wr_backend)b, NULL)) {
+            if (n < cap)
+                names[n] = wr_backend_name((enum wr_backend)b);
+            n++;
+        }
+    return n;
+}
+
+/* The backend called name, if the daemon allows it: 0 with *out, or -1 with WR_EINVAL. */
+static int backend_allowed(const struct wr_manager *m, const char *name, enum wr_backend *out,
+                           struct wr_err *err)
+{
+    char names[64];
+    struct wr_err perr;
+
+    if (name == NULL || wr_backend_parse(name, out, &perr) < 0)
+        return wr_err_set(err, WR_EINVAL, 0, "`runtime` must be %s, not `%s`",
+                          backend_names((1u << WR_BACKENDS) - 1, " or ", names, sizeof(names)),
+                          name ? name : "(null)");
+    if (!(allowed_backends(m) & (1u << *out)))
+        return wr_err_set(err, WR_EINVAL, 0,
+                          "runtime %s is not allowed on this daemon (--runtimes %s)", name,
+                          backend_names(allowed_backends(m), ",", names, sizeof(names)));
+    return 0;
+}
+
+int wr_manager_runtime_allowed(const struct wr_manager *m, const char *name, struct wr_err *err)
+{
+    enum wr_backend b;
+    return backend_allowed(m, name, &b, err);
+}
+
+/* The backend of a create: the one it asks for, else its template's (config "runtime"), else
+ * the daemon's default; one that cannot run here is WR_EUNSUPPORTED, saying why. */
+static int create_backend(const struct wr_manager *m, const char *asked, json_t *config,
+                          const char *tname, enum wr_backend *out, struct wr_err *err)
+{
+    json_t *v = json_object_get(config, "runtime");
+    const char *name = asked;
+
+    if (name == NULL && v != NULL && !json_is_null(v)) {
+        name = json_string_value(v);
+        if (name == NULL)
+            return wr_err_set(err, WR_EINVAL, 0, "template `%s`: its `runtime` is not a string",
+                              tname);
+    }
+    if (name == NULL)
+        *out = default_backend(m);
+    else if (backend_allowed(m, name, out, err) < 0)
+        return asked == NULL ? wr_err_wrap(err, "template `%s`", tname) : -1;
+    if (!wr_runtime_has_backend(m->cfg.rt, *out, err))
+        return -1;
+    return 0;
+}
+
+int wr__rec_backend(const struct wr_sandbox_rec *rec, enum wr_backend *out, struct wr_err *err)
+{
+    struct wr_err perr;
+
+    if (rec->runtime == NULL) {
+        *out = WR_BACKEND_NS;
+        return 0;
+    }
+    if (wr_backend_parse(rec->runtime, out, &perr) < 0)
+        return wr_err_set(err, WR_EINTERNAL, 0, "sandbox `%s`: unknown runtime `%s`", rec->id,
+                          rec->runtime);
+    return 0;
+}
+
 /* The start spec of a sandbox record: its image's layers and config, its env on top. */
 int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
                       struct wr_err *err)
@@ -51,6 +173,11 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
     size_t n = 0;
 
     memset(ss, 0, sizeof(*ss));
+    if (wr__rec_backend(rec, &ss->backend, err) < 0) {
+        json_decref(img);
+        json_decref(env);
+        return -1;
+    }
     if (!json_is_array(json_object_get(img, "layers"))) {
         json_decref(img);
         json_decref(env);
@@ -105,6 +232,7 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
 {
     struct wr_sandbox_spec spec = {
         .id = ss->id,
+        .backend = ss->backend,
         .layers = (const char *const *)ss->layers,
         .n_layers = ss->n_layers,
         .env = (const char *const *)ss->env,
@@ -373,13 +501,13 @@ static void create_done(uv_work_t *w, int status)
 }
 
 /* A warm sandbox fits a create that asks for the default template, limits and nothing of its
- * own to be mounted or set (warm.c). */
+ * own to be mounted or set (warm.c); warm sandboxes run on ns. */
 static bool warm_fits(const struct wr_manager *m, const struct wr_create_req *req,
-                      const struct wr_sandbox_rec *rec, json_t *env)
+                      const struct wr_sandbox_rec *rec, json_t *env, enum wr_backend backend)
 {
-    return m->warm != NULL && req->image_json == NULL && req->n_volumes == 0 &&
-           req->context_dir == NULL && req->disk_bytes == 0 && json_object_size(env) == 0 &&
-           rec->cpu_millis == m->cfg.default_cpu_millis &&
+    return m->warm != NULL && backend == WR_BACKEND_NS && req->image_json == NULL &&
+           req->n_volumes == 0 && req->context_dir == NULL && req->disk_bytes == 0 &&
+           json_object_size(env) == 0 && rec->cpu_millis == m->cfg.default_cpu_millis &&
            rec->memory_bytes == m->cfg.default_memory_bytes;
 }
 
@@ -449,6 +577,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     char id[21];
     struct wr_net_policy pol = {0};
     bool want_net = false, make_slot = false, pooled = false, fits;
+    enum wr_backend backend;
     int32_t slot = -1;
 
     if (timeout_s > m->cfg.max_timeout_s) {
@@ -469,6 +598,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     } else if (wr_images_resolve(m->cfg.images, req->team, tname, &img, &err) < 0) {
         goto fail;
     }
+    if (create_backend(m, req->runtime, img.config, img.name, &backend, &err) < 0)
+        goto fail;
     /* A build's step runs its command alone: the start command is for the template's sandboxes. */
     if (strncmp(tname, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) != 0 &&
         wr__start_cfg_parse(img.config, img.name, &start, &err) < 0)
@@ -510,6 +641,19 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 
     if (wr__net_request(m, req->net, true, &pol, &want_net, &err) < 0)
         goto fail;
+    if (backend == WR_BACKEND_GVISOR && want_net) {
+        /* No network slot on gvisor yet: loopback only, unless a network was asked for outright
+         * (the daemon's default internet is not asking). */
+        if (req->net != NULL &&
+            (req->net->enabled > 0 || req->net->internet > 0 || req->net->n_allow_out > 0)) {
+            wr_err_set(&err, WR_EUNSUPPORTED, 0,
+                       "network on the gvisor runtime is not supported yet (ask for "
+                       "`network: {\"enabled\": false}`, or the ns runtime)");
+            goto fail;
+        }
+        want_net = false;
+        pol.internet = false;
+    }
 
     c = xcalloc(1, sizeof(*c));
     c->m = m;
@@ -540,8 +684,9 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.timeout_s = timeout_s;
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
+    c->rec.runtime = xstrdup(wr_backend_name(backend));
     /* A warm sandbox comes with its network slot, if it wants one; else a slot is taken now. */
-    fits = warm_fits(m, req, &c->rec, env);
+    fits = warm_fits(m, req, &c->rec, env, backend);
     json_decref(env);
     json_decref(image);
     wr_image_fini(&img);
@@ -593,6 +738,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     } else {
         c->sb = wr__live_sb_new(m, id, req->team, c->rec.memory_bytes, c->rec.cpu_millis);
     }
+    c->sb->backend = backend;
     c->sb->store_layers = wr__uses_store_layers(c->rec.image_json);
     c->sb->on_timeout = req->on_timeout;
     c->sb->timeout_s = timeout_s;

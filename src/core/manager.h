@@ -101,6 +101,9 @@ struct wr_manager_config {
     double price_vcpu_second, price_gib_second;
     const char *currency;
     struct wr_webhooks_config webhooks; /* webhooks.h */
+    /* The isolation backends a create may ask for (warrend --runtimes): bit 1u << b of each
+     * enum wr_backend b (src/runtime/runtime.h) allowed; 0: every one. */
+    unsigned runtimes;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,
@@ -166,6 +169,11 @@ struct wr_create_req {
     const char *image_json;
     /* Internal (builds): a host directory mounted read-only at WR_BUILD_CONTEXT. */
     const char *context_dir;
+    /* Its isolation backend, "ns" or "gvisor"; NULL: its template's config's "runtime", else
+     * "ns". WR_EINVAL for another name or one the daemon does not allow (--runtimes);
+     * WR_EUNSUPPORTED where the backend cannot run (no runsc), or for what it cannot do yet
+     * (gvisor: a network of its own asked for outright). */
+    const char *runtime;
 };
 /* Under /dev/shm, a tmpfs of the sandbox's own: the mount point is not captured into the step's
  * layer (/tmp is the writable layer's). */
@@ -337,6 +345,10 @@ struct wr_build_req {
     uint32_t step_timeout_s; /* 0: 3600 */
     uint32_t cpu_millis;     /* of each step's sandbox; 0: default */
     uint64_t memory_bytes;   /* 0: default */
+    /* The template's default isolation backend (its config's "runtime"; checked as
+     * wr_manager_runtime_allowed), or NULL: the base image's. The steps run on the daemon's
+     * default backend whatever it says (they need a network: gvisor has none yet). */
+    const char *runtime;
 };
 /* Where a build failed: step is 1-based (0: before any step ran), line in the Dockerfile;
  * exit_code and signal of the step's command when it ran and failed. */
@@ -430,6 +442,15 @@ void wr_manager_team_usage(const struct wr_manager *m, const char *team, uint32_
                            uint64_t *memory_bytes);
 /* The memory limit of a sandbox created without one. */
 uint64_t wr_manager_default_memory(const struct wr_manager *m);
+/* Whether a create may name the isolation backend `name` here: 0, or WR_EINVAL naming the
+ * choices, or saying that the daemon does not allow it (--runtimes). Whether it can run (runsc
+ * found) is the create's to find out. */
+int wr_manager_runtime_allowed(const struct wr_manager *m, const char *name, struct wr_err *err);
+/* The backend of a create that names none and whose template names none ("ns", unless the
+ * daemon does not allow it); and the names of the backends a create may ask for here that can
+ * run (at most cap into names; returns how many there are). */
+const char *wr_manager_default_runtime(const struct wr_manager *m);
+size_t wr_manager_runtimes(const struct wr_manager *m, const char **names, size_t cap);
 const char *wr_manager_cgroup_version(const struct wr_manager *m);
 
 /* ---- processes (src/core/procs.c) ---------------------------------------------------------- */

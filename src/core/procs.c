@@ -464,6 +464,13 @@ void wr_live_sb_spawn_limited(struct wr_live_sb *sb, const struct wr_spawn *sp, 
         cb(ctx, NULL, &err);
         return;
     }
+    if (lim != NULL && lim->cgroup && sb->backend == WR_BACKEND_GVISOR) {
+        wr_err_set(&err, WR_EUNSUPPORTED, 0,
+                   "a command's own cgroup (`cpus`, `memory_mb`, `usage: cgroup`) on the gvisor "
+                   "runtime is not supported yet");
+        cb(ctx, NULL, &err);
+        return;
+    }
     if (lim != NULL && lim->cgroup &&
         ((sb->cpu_millis != 0 && lim->cpu_millis > sb->cpu_millis) ||
          (sb->memory_bytes != 0 && lim->memory_bytes > sb->memory_bytes))) {

@@ -65,6 +65,15 @@ static struct wr_sandbox *take_back_half_made(struct wr_manager *m, struct wr_sa
     return rt_sb;
 }
 
+/* A sandbox taken back runs on the backend its record names. */
+static void set_backend(struct wr_live_sb *sb, const struct wr_sandbox_rec *r)
+{
+    struct wr_err err;
+
+    if (wr__rec_backend(r, &sb->backend, &err) < 0)
+        log_warn("%s", err.msg);
+}
+
 /* Take back one sandbox found in the store. */
 void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
 {
@@ -89,6 +98,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         if (r->init_pid != 0)
             (void)wr_store_sandbox_set_runtime(m->cfg.store, r->id, 0, 0, NULL);
         sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+        set_backend(sb, r);
         sb->store_layers = wr__uses_store_layers(r->image_json);
         wr__live_sb_set_state(sb, LIVE_SB_ON_DISK);
         sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
@@ -110,6 +120,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         return;
     }
     sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+    set_backend(sb, r);
     sb->store_layers = wr__uses_store_layers(r->image_json);
     sb->rt = rt_sb;
     sb->adopted = true;

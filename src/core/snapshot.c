@@ -225,6 +225,7 @@ struct fork_op {
     enum wr_sb_on_timeout on_timeout;
     char *metadata_json;
     char *template_name; /* the parent's, shown as the copies' template */
+    char *runtime;       /* the parent's: the copies run on its backend */
     char *snap_id;
     struct wr_snapshot_info info;
     struct wr_sandbox_rec *recs;
@@ -244,6 +245,7 @@ static void fork_free(struct fork_op *f)
     free(f->parent);
     free(f->metadata_json);
     free(f->template_name);
+    free(f->runtime);
     free(f->snap_id);
     free(f);
 }
@@ -303,6 +305,7 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
             .timeout_s = f->timeout_s,
             .metadata_json = f->metadata_json,
             .on_timeout = f->on_timeout,
+            .runtime = f->runtime,
         };
         wr_manager_create(f->m, &req, fork_child_done, f);
     }
@@ -348,6 +351,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->on_timeout = rec.on_timeout;
     f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
     f->template_name = xstrdup(rec.template_name);
+    f->runtime = xstrdup(rec.runtime ? rec.runtime : "ns");
     f->recs = xcalloc(req->count, sizeof(*f->recs));
     f->errs = xcalloc(req->count, sizeof(*f->errs));
     f->cb = cb;

@@ -76,6 +76,7 @@ struct warm_pool {
     size_t n, target;
     bool filling;
     bool net;          /* its sandboxes hold network slots */
+    bool not_ns;       /* its template runs on another backend: said once, not filled */
     uv_timer_t *timer; /* the next refill */
 };
 
@@ -99,6 +100,19 @@ static char *warm_image_json(struct wr_manager *m, const char *name, struct wr_e
     json_decref(image);
     wr_image_fini(&img);
     return s;
+}
+
+/* Whether an image (as warm_image_json makes it) leaves its sandboxes on ns: its config names no
+ * other runtime. */
+static bool runs_on_ns(const char *image_json)
+{
+    json_t *j = json_loads(image_json, 0, NULL);
+    json_t *v = json_object_get(json_object_get(j, "config"), "runtime");
+    bool ns = v == NULL || json_is_null(v) ||
+              (json_is_string(v) && strcmp(json_string_value(v), "ns") == 0);
+
+    json_decref(j);
+    return ns;
 }
 
 static char *marker_path(const struct wr_manager *m, const char *id)
@@ -286,6 +300,20 @@ static void fill(struct warm_pool *p)
         schedule(p, WARM_RETRY_MS);
         return;
     }
+    if (!runs_on_ns(f->image_json) ||
+        (m->cfg.runtimes != 0 && !(m->cfg.runtimes & (1u << WR_BACKEND_NS)))) {
+        /* Warm sandboxes are ns ones; a create of this template would never take one. */
+        if (!p->not_ns)
+            log_warn("warm sandboxes: template `%s` runs on another runtime than ns here; none "
+                     "is kept",
+                     p->name);
+        p->not_ns = true;
+        free(f->image_json);
+        free(f);
+        schedule(p, WARM_RETRY_MS);
+        return;
+    }
+    p->not_ns = false;
     /* What wr_manager_create records for a create with no env, volume or limit of its own. */
     rec.id = f->id;
     rec.image_json = f->image_json;

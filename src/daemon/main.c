@@ -94,6 +94,7 @@ struct options {
     const char *webhook_allow[WR_WEBHOOK_ALLOW_MAX]; /* --webhook-allow CIDR|HOST */
     size_t n_webhook_allow;
     uint32_t webhook_attempts, webhook_backoff_ms, webhook_timeout_s;
+    unsigned runtimes; /* --runtimes: bits 1u << b of the backends allowed */
 };
 
 static void usage(FILE *f)
@@ -128,6 +129,9 @@ static void usage(FILE *f)
            "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
            "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
+           "  --runtimes LIST        the isolation backends a create may ask for, of ns and\n"
+           "                         gvisor (ns,gvisor; gvisor needs runsc: without it such a\n"
+           "                         create answers 501)\n"
            "\nNetworking (docs/networking.md):\n"
            "  --net-pool CIDR|none   sandbox addresses, two per slot (10.200.0.0/15); none:\n"
            "                         every sandbox has loopback only\n"
@@ -215,6 +219,24 @@ static int opt_uint(const char *arg, uint64_t min, uint64_t max, uint32_t *out, 
     if (v < min)
         return wr_err_set(err, WR_EINVAL, 0, "must be at least %llu", (unsigned long long)min);
     *out = (uint32_t)v;
+    return 0;
+}
+
+/* --runtimes ns,gvisor: the backends allowed, as bits 1u << b. */
+static int parse_runtimes(const char *arg, unsigned *out, struct wr_err *err)
+{
+    _cleanup_free_ char *copy = xstrdup(arg);
+    char *save = NULL;
+    enum wr_backend b;
+
+    *out = 0;
+    for (char *p = strtok_r(copy, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
+        if (wr_backend_parse(p, &b, err) < 0)
+            return -1;
+        *out |= 1u << b;
+    }
+    if (*out == 0)
+        return wr_err_set(err, WR_EINVAL, 0, "names no runtime (ns, gvisor)");
     return 0;
 }
 
@@ -306,6 +328,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_WHATTEMPTS,
         O_WHBACKOFF,
         O_WHTIMEOUT,
+        O_RUNTIMES,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -364,6 +387,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"webhook-attempts", required_argument, NULL, O_WHATTEMPTS},
         {"webhook-backoff-ms", required_argument, NULL, O_WHBACKOFF},
         {"webhook-timeout", required_argument, NULL, O_WHTIMEOUT},
+        {"runtimes", required_argument, NULL, O_RUNTIMES},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -678,6 +702,10 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (opt_uint(optarg, 1, 300, &o->webhook_timeout_s, &err) < 0)
                 goto bad;
             break;
+        case O_RUNTIMES:
+            if (parse_runtimes(optarg, &o->runtimes, &err) < 0)
+                goto bad;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -962,6 +990,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "warrend: %s\n", err.msg);
         goto out;
     }
+    if (o.runtimes == 0 || (o.runtimes & (1u << WR_BACKEND_GVISOR))) {
+        if (wr_runtime_has_backend(rt, WR_BACKEND_GVISOR, &err))
+            log_info("runtime gvisor: available");
+        else
+            log_info("runtime gvisor: %s; its creates answer 501", err.msg);
+    }
     wr_metric_set(wr_metric_gauge("warrend_build_info",
                                   "The daemon's version and cgroup interface (always 1).",
                                   (const char *const[]){"version", "cgroup", NULL}),
@@ -1010,6 +1044,7 @@ int main(int argc, char **argv)
             .price_vcpu_second = o.price_vcpu_second,
             .price_gib_second = o.price_gib_second,
             .currency = o.currency ? o.currency : "USD",
+            .runtimes = o.runtimes,
             .webhooks =
                 {
                     .allow = o.webhook_allow,
