@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `warren template build -f Dockerfile [--name NAME] [--replace] [--shared] [CONTEXT_DIR]`: a
- * template from the Dockerfile subset (docs/templates.md).
+/* `warren template build -f Dockerfile [--name NAME] [--replace] [--shared] [--runtime R]
+ * [CONTEXT_DIR]`: a template from the Dockerfile subset (docs/templates.md).
  *
  * The build context (CONTEXT_DIR, default the Dockerfile's directory) goes to warrend as a tar
  * made by the system's `tar -C DIR -cf - .`, its output piped into a chunked POST
@@ -276,7 +276,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: warren template build -f Dockerfile [--name NAME] [--replace] [--shared]\n"
-            "                             [-o json] [CONTEXT_DIR]\n\n"
+            "                             [--runtime ns|gvisor] [-o json] [CONTEXT_DIR]\n\n"
             "Build a template from a Dockerfile (the subset FROM, RUN, ENV, WORKDIR, USER, COPY;\n"
             "see docs/templates.md). Each step runs in a sandbox on warrend and is cached: an\n"
             "unchanged step is not run again. The steps and their output are printed as they\n"
@@ -288,6 +288,9 @@ static void usage(FILE *f)
             "  --replace         replace the team's template of that name (else it is an\n"
             "                    error)\n"
             "  --shared          (admin) a template every team uses; its name is reserved\n"
+            "  --runtime ns|gvisor  the isolation backend its sandboxes run on when a create\n"
+            "                    does not say (default: the FROM image's); the steps run on\n"
+            "                    the server's default\n"
             "  -o json           print the build's events, one JSON object a line\n"
             "  CONTEXT_DIR       the build context COPY reads from (default: the Dockerfile's\n"
             "                    directory if it has a COPY, else none), sent whole as a tar\n"
@@ -297,18 +300,19 @@ static void usage(FILE *f)
 }
 
 struct build_args {
-    const char *file, *name, *context;
+    const char *file, *name, *context, *runtime;
     bool replace, shared, json;
 };
 
 static int parse_args(int argc, char **argv, struct build_args *a)
 {
-    enum { O_NAME = 256, O_REPLACE, O_SHARED };
+    enum { O_NAME = 256, O_REPLACE, O_SHARED, O_RUNTIME };
     static const struct option longopts[] = {
         {"file", required_argument, NULL, 'f'},
         {"name", required_argument, NULL, O_NAME},
         {"replace", no_argument, NULL, O_REPLACE},
         {"shared", no_argument, NULL, O_SHARED},
+        {"runtime", required_argument, NULL, O_RUNTIME},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -330,6 +334,9 @@ static int parse_args(int argc, char **argv, struct build_args *a)
             break;
         case O_SHARED:
             a->shared = true;
+            break;
+        case O_RUNTIME:
+            a->runtime = optarg;
             break;
         case 'o':
             if (cli_output_arg(VERB, optarg, &a->json) < 0)
@@ -555,6 +562,10 @@ int cli_template_build(int argc, char **argv)
         wr_buf_puts(&target, "&replace=true");
     if (a.shared)
         wr_buf_puts(&target, "&shared=true");
+    if (a.runtime != NULL) {
+        wr_buf_puts(&target, "&runtime=");
+        cli_buf_add_escaped(&target, a.runtime);
+    }
     rc = run_build(&a, wr_buf_str(&target), ctx, dfdir, extra);
     wr_buf_fini(&target);
     if (empty_ctx)

@@ -93,6 +93,8 @@ static void print_sandbox(const json_t *s)
     printf("state:      %s\n", json_string_value(json_object_get(s, "state")) ?: "?");
     if (json_string_value(json_object_get(s, "reason")))
         printf("reason:     %s\n", json_string_value(json_object_get(s, "reason")));
+    if (json_string_value(json_object_get(s, "runtime")))
+        printf("runtime:    %s\n", json_string_value(json_object_get(s, "runtime")));
     printf("cpus:       %g\n", json_number_value(json_object_get(s, "cpus")));
     printf("memory:     %s\n", mem);
     printf("created_at: %s\n", json_string_value(json_object_get(s, "created_at")) ?: "?");
@@ -146,6 +148,9 @@ static void create_usage(FILE *f)
                "  --idempotency-key KEY  a retried create returns the same sandbox\n"
                "  --budget N[:UNIT]      its own hard cap: N billed vCPU-seconds, or N:money at\n"
                "                         the operator's prices; past it it is paused to disk\n"
+               "  --runtime ns|gvisor    its isolation backend: namespaces around the host's\n"
+               "                         kernel, or gVisor's kernel (loopback only for now);\n"
+               "                         default: the template's, else ns\n"
                "  -o json                print the sandbox as JSON\n");
 }
 
@@ -209,7 +214,8 @@ int cmd_create(int argc, char **argv)
         O_IDEM,
         O_VOLUME,
         O_SIZE,
-        O_BUDGET
+        O_BUDGET,
+        O_RUNTIME
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -224,6 +230,7 @@ int cmd_create(int argc, char **argv)
         {"volume", required_argument, NULL, O_VOLUME},
         {"size", required_argument, NULL, O_SIZE},
         {"budget", required_argument, NULL, O_BUDGET},
+        {"runtime", required_argument, NULL, O_RUNTIME},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -268,6 +275,10 @@ int cmd_create(int argc, char **argv)
         case O_BUDGET:
             if (budget_arg(optarg, extra) < 0)
                 goto out;
+            break;
+        case O_RUNTIME:
+            /* The server names the choices (and the ones it allows). */
+            json_object_set_new(extra, "runtime", json_string(optarg));
             break;
         case O_DISK:
             if (wr_parse_size(optarg, &v, &err) < 0)
