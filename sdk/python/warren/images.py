@@ -200,6 +200,7 @@ class Template:
         *,
         replace: bool = False,
         shared: bool = False,
+        runtime: str | None = None,
         on_step: Callable[[BuildStep], None] | None = None,
         on_output: Callable[[str, str], None] | None = None,
         api_url: str | None = None,
@@ -216,6 +217,9 @@ class Template:
         context, COPY fails. ``replace``: replace the team's template of that name (else
         :class:`~warren.ConflictError`). ``shared`` (admin keys only): a template every team
         uses; its name is then reserved. A shared template's name cannot be taken by a team.
+        ``runtime``: the isolation backend its sandboxes run on when a create does not say
+        (``"ns"`` or ``"gvisor"``; default: the FROM image's); the steps themselves run on the
+        server's default.
 
         ``on_step`` is called as each step starts (with a :class:`BuildStep`), ``on_output``
         with ``("stdout" | "stderr", text)`` as the steps' commands write.
@@ -239,6 +243,8 @@ class Template:
             query["replace"] = "true"
         if shared:
             query["shared"] = "true"
+        if runtime is not None:
+            query["runtime"] = runtime
         archive: IO[bytes] | None = None
         body: bytes | Iterator[bytes]
         if context is not None:

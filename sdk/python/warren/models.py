@@ -134,6 +134,7 @@ class SandboxInfo:
     was paused, ``"timeout"``, ``"budget"`` (its own budget's hard cap), or None (asked for). ``processes_kept`` is set only by
     :meth:`~warren.Sandbox.resume`: True when the same processes went on (a pause in memory),
     False when they did not (a pause to disk: the sandbox runs a fresh init on its files).
+    ``runtime``: its isolation backend, ``"ns"`` or ``"gvisor"``.
     """
 
     id: str
@@ -154,6 +155,7 @@ class SandboxInfo:
     processes_kept: bool | None = None
     volumes: list[VolumeMount] = field(default_factory=list)
     network: NetworkPolicy | None = None
+    runtime: str = "ns"
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -194,6 +196,7 @@ class SandboxInfo:
             network=NetworkPolicy.from_json(d["network"])
             if isinstance(d.get("network"), dict)
             else None,
+            runtime=str(d.get("runtime") or "ns"),
             raw=dict(d),
         )
 
@@ -728,11 +731,13 @@ class CreatedApiKey(ApiKey):
 class VersionInfo:
     version: str
     api: str
-    runtime: str
+    runtime: str  # the isolation backend of a create that names none (and its template none)
     cgroup: str
     domain: str | None = None  # ports are served as <port>-<id>.<domain> (warrend --domain)
     team: str | None = None  # the caller's team
     admin: bool = False  # the caller's key is an admin's
+    # the backends a create may ask for there that can run ("ns", "gvisor")
+    runtimes: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -747,5 +752,6 @@ class VersionInfo:
             domain=domain if isinstance(domain, str) and domain else None,
             team=team if isinstance(team, str) else None,
             admin=d.get("admin") is True,
+            runtimes=[str(r) for r in (d.get("runtimes") or []) if isinstance(r, str)],
             raw=dict(d),
         )

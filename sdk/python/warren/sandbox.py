@@ -100,12 +100,20 @@ class Sandbox:
         network: bool | None = None,
         idempotency_key: str | None = None,
         budget: float | Mapping[str, Any] | None = None,
+        runtime: Literal["ns", "gvisor"] | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
         client: Client | None = None,
         request_timeout: Timeout = UNSET,
     ) -> Sandbox:
         """Start a sandbox from ``template`` and return it running.
+
+        ``runtime``: its isolation backend, ``"ns"`` (namespaces and seccomp around the host's
+        kernel) or ``"gvisor"`` (inside gVisor's user-space kernel); default: the template's,
+        else ``"ns"``. A runtime the server does not allow raises
+        :class:`~warren.InvalidArgumentError`; ``"gvisor"`` where runsc is missing, or with a
+        network asked for (gVisor sandboxes have loopback only for now), raises
+        :class:`~warren.UnsupportedError`.
 
         ``budget``: its own spend cap (docs/usage.md, "Budgets"): a number is a hard cap in
         billed vCPU-seconds; a dict is the API's ``{"unit": "vcpu_seconds" | "money", "soft",
@@ -168,6 +176,8 @@ class Sandbox:
             body["network"] = net
         if budget is not None:
             body["budget"] = _budget_body(budget)
+        if runtime is not None:
+            body["runtime"] = runtime
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
@@ -270,6 +280,12 @@ class Sandbox:
     @property
     def client(self) -> Client:
         return self._client
+
+    @property
+    def runtime(self) -> str | None:
+        """Its isolation backend, ``"ns"`` or ``"gvisor"``, from the last known info (None
+        without one)."""
+        return self._info.runtime if self._info is not None else None
 
     @property
     def info(self) -> SandboxInfo | None:

@@ -19,6 +19,9 @@ export interface BuildOptions extends ConnectionOptions {
   replace?: boolean;
   /** Admin keys only: a template every team uses. */
   shared?: boolean;
+  /** The isolation backend its sandboxes run on when a create does not say (`ns` or `gvisor`;
+   * default: the FROM image's). The steps themselves run on the server's default. */
+  runtime?: 'ns' | 'gvisor';
   onStep?: (step: BuildStep) => void;
   onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
 }
@@ -75,6 +78,7 @@ export class Template {
     const query: Record<string, string> = { name };
     if (opts.replace) query.replace = 'true';
     if (opts.shared) query.shared = 'true';
+    if (opts.runtime !== undefined) query.runtime = opts.runtime;
     let body: BodyInit;
     let ctype: string;
     if (typeof context === 'string') { body = tarDirectory(context, dockerfile); ctype = 'application/x-tar'; }

@@ -86,6 +86,8 @@ export interface SandboxInfo {
   processesKept: boolean | undefined;
   volumes: VolumeMount[];
   network: NetworkPolicy | undefined;
+  /** Its isolation backend: `ns` or `gvisor`. */
+  runtime: 'ns' | 'gvisor' | string;
   raw: J;
 }
 
@@ -112,6 +114,7 @@ export function sandboxInfoFromJson(d: J): SandboxInfo {
     processesKept: typeof d.processes_kept === 'boolean' ? d.processes_kept : undefined,
     volumes: arr(d.volumes).map((v) => { const o = obj(v); return { name: str(o.name), path: str(o.path), readonly: !!o.readonly }; }),
     network: d.network && typeof d.network === 'object' ? networkFromJson(obj(d.network)) : undefined,
+    runtime: str(d.runtime, 'ns'),
     raw: d,
   };
 }
@@ -325,9 +328,11 @@ export function apiKeyFromJson(d: J): ApiKey {
   return k;
 }
 
-export interface VersionInfo { version: string; api: string; runtime: string; cgroup: string; domain: string | undefined; raw: J }
+/** `runtime`: the isolation backend of a create that names none (and its template none);
+ * `runtimes`: the backends a create may ask for there that can run (`ns`, `gvisor`). */
+export interface VersionInfo { version: string; api: string; runtime: string; runtimes: string[]; cgroup: string; domain: string | undefined; raw: J }
 
 /** @internal */
 export function versionFromJson(d: J): VersionInfo {
-  return { version: str(d.version), api: str(d.api), runtime: str(d.runtime), cgroup: str(d.cgroup), domain: optStr(d.domain) || undefined, raw: d };
+  return { version: str(d.version), api: str(d.api), runtime: str(d.runtime), runtimes: arr(d.runtimes).filter((r): r is string => typeof r === 'string'), cgroup: str(d.cgroup), domain: optStr(d.domain) || undefined, raw: d };
 }

@@ -46,6 +46,11 @@ export interface CreateOptions extends ConnectionOptions, NetworkOptions {
    * call, so the SDK may retry the create (on 503 past the host's capacity, or a dropped
    * connection) without making two sandboxes. */
   idempotencyKey?: string;
+  /** Its isolation backend: `ns` (namespaces and seccomp around the host's kernel) or `gvisor`
+   * (inside gVisor's user-space kernel). Default: the template's, else `ns`. A runtime the
+   * server does not allow is an InvalidArgumentError; `gvisor` without runsc on the host, or
+   * with a network asked for (loopback only for now), an UnsupportedError. */
+  runtime?: 'ns' | 'gvisor';
 }
 
 export interface ListOptions extends ConnectionOptions {
@@ -218,6 +223,8 @@ export class Sandbox {
 
   /** Alias of `id` (the E2B name). */
   get sandboxId(): string { return this.id; }
+  /** Its isolation backend (`ns` or `gvisor`), from the last known info. */
+  get runtime(): string | undefined { return this.info?.runtime; }
   private get path(): string { return `/v1/sandboxes/${seg(this.id)}`; }
 
   /** Start a sandbox and resolve once it runs: `Sandbox.create()`, `Sandbox.create('base', {...})`
@@ -247,6 +254,7 @@ export class Sandbox {
     if (opts.publicPorts !== undefined) net.ports = { public: opts.publicPorts };
     if (opts.network !== undefined) net.enabled = opts.network;
     if (Object.keys(net).length) body.network = net;
+    if (opts.runtime !== undefined) body.runtime = opts.runtime;
     const c = resolveClient(opts);
     const r = await c.request('POST', '/v1/sandboxes', {
       ...call(opts), json: body, headers: { 'Idempotency-Key': opts.idempotencyKey ?? newIdempotencyKey() },
