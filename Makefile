@@ -100,7 +100,7 @@ LIB        := $(BUILD)/libwarren-base.a
 # (warren-zygote, warren, the runtime benchmark; see src/init/entry.h).
 INIT_LIB   := $(BUILD)/libwarren-init.a
 INIT_LIB_OBJ := $(call host_obj,$(filter-out src/init/exe.c,$(INIT_SRC)))
-HOST_LIBS  := -lseccomp -ljansson
+HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).

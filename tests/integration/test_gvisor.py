@@ -1,0 +1,204 @@
+"""The gvisor backend (`runtime: "gvisor"`): the same sandbox inside gVisor's user-space kernel
+(runsc, ptrace platform), through the real daemon with the Python SDK.
+
+What is checked from the host: the sandbox's processes are gVisor's sentry and gofer under
+warren-shim, in the sandbox's cgroups, and nothing of them is left after a delete or a daemon
+restart. What is checked from inside: the kernel answering is gVisor's, and the escape probe
+fails at every attempt."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+import warren
+from conftest import CGROUP_PARENT, RUN_DIR, Daemon, delete_all
+
+pytestmark = pytest.mark.skipif(shutil.which("runsc") is None and not os.environ.get("CI"),
+                                reason="runsc is not installed (scripts/deps.sh test installs it)")
+
+
+def gvisor_pids():
+    """Host processes of this session's gvisor sandboxes (runsc, its sentry and gofer, the
+    shim): their command lines name the session's run directory."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if (RUN_DIR + "/sandboxes/").encode() in cmd:
+            found.append(int(p))
+    return found
+
+
+def wait_for(pred, timeout=10.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+@pytest.fixture(scope="module")
+def gdaemon():
+    d = Daemon().start()
+    yield d
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+@pytest.fixture
+def gclient(gdaemon):
+    c = gdaemon.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def gsb(gclient):
+    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", timeout=120)
+    yield sb
+    try:
+        sb.kill()
+    except warren.NotFoundError:
+        pass
+    assert wait_for(lambda: not gvisor_pids()), "gVisor processes left: %r" % gvisor_pids()
+
+
+def test_the_kernel_inside_is_gvisors(gsb):
+    assert gsb.get_info().runtime == "gvisor"
+    r = gsb.commands.run("uname -r; cat /proc/1/cmdline | tr '\\0' ' '; echo; id -u")
+    release, init, uid = r.stdout.splitlines()
+    assert release != os.uname().release, "the host's kernel answered"
+    assert init.startswith("/dev/.warren/init --listen"), init
+    assert uid == "0"
+    # On the host: warren-shim heads the sandbox, with runsc's sentry and gofer below it, all in
+    # the sandbox's cgroups.
+    with open("/sys/fs/cgroup/memory/%s/%s/cgroup.procs" % (CGROUP_PARENT, gsb.sandbox_id)) as f:
+        pids = [int(line) for line in f]
+    names = set()
+    for p in pids:
+        with open("/proc/%d/cmdline" % p, "rb") as f:
+            names.add(os.path.basename(f.read().split(b"\0")[0]).decode())
+    assert {"warren-shim", "runsc-sandbox", "runsc-gofer"} <= names, names
+
+
+def test_commands_and_files(gsb):
+    gsb.files.write("/tmp/hello.txt", b"from the host\n")
+    r = gsb.commands.run("cat /tmp/hello.txt; echo $FOO; pwd", env={"FOO": "bar"}, cwd="/etc")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "from the host\nbar\n/etc\n"
+    gsb.commands.run("mkdir -p /work/d && echo inside > /work/d/f")
+    assert gsb.files.read("/work/d/f") == "inside\n"
+    assert [e.name for e in gsb.files.list("/work/d")] == ["f"]
+    r = gsb.commands.run("exit 3", check=False)
+    assert r.exit_code == 3
+    # A background process reading its stdin.
+    h = gsb.commands.run("read x; echo got $x", background=True)
+    h.send_stdin("line\n")
+    assert h.wait(timeout=20).stdout == "got line\n"
+    assert [p for p in gsb.commands.list() if p.running] == []
+
+
+def test_pause_in_memory_keeps_a_shells_variable(gsb):
+    h = gsb.commands.run("sh", background=True)
+    h.send_stdin('x=$RANDOM$RANDOM$RANDOM$$; echo "$x" > /tmp/before\n')
+    assert wait_for(lambda: gsb.files.exists("/tmp/before"))
+    before = gsb.files.read("/tmp/before").strip()
+    info = gsb.pause()
+    assert info.state == "paused" and info.paused_mode == "memory"
+    time.sleep(0.3)
+    gsb.resume()
+    h.send_stdin('echo "$x"; exit 0\n')
+    r = h.wait(timeout=20)
+    assert r.stdout.strip() == before and len(before) >= 4
+
+
+# The probe's families that test the host's boundary. The others look at the kernel the sandbox
+# runs on, which here is gVisor's own: its PID 1, its id maps (0 maps to gVisor's 0, not the
+# host's), its devices and io_uring are gVisor's emulations, and a write to / goes through the
+# gofer into the writable layer (the image on disk is checked below). docs/design/isolation.md,
+# "The gvisor backend", says what each backend isolates.
+HOST_FAMILIES = ["dotdot", "mountinfo", "proc_sys", "cgroup_write", "modules", "bpf", "clock",
+                 "network"]
+
+
+def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):
+    from test_isolation import tree_digest
+    from conftest import IMAGE
+    secret = tmp_path / "host-secret"
+    secret.write_text("host secret\n")
+    before = tree_digest(IMAGE)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        r = gsb.commands.run("/usr/bin/warren-probe escape --host-file %s --other-pid %d "
+                             "--layer-file /etc/motd" % (secret, sleeper.pid), timeout=120,
+                             check=False)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    out = r.stdout
+    for name in HOST_FAMILIES:
+        line = next((l for l in out.splitlines() if l.split(" ", 2)[1:2] == [name + ":"]), "")
+        assert line.startswith("HELD "), name + ":\n" + out
+    # The host's file, the host's processes and the image on disk stay out of reach.
+    assert "host secret" not in out
+    assert str(sleeper.pid) not in gsb.commands.run("ls /proc").stdout.split()
+    assert tree_digest(IMAGE) == before
+
+
+def test_limits_apply_to_the_whole_sandbox(gclient):
+    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", memory_mb=256, cpus=0.5,
+                               timeout=120)
+    try:
+        base = "/sys/fs/cgroup/%%s/%s/%s/" % (CGROUP_PARENT, sb.sandbox_id)
+        with open(base % "memory" + "memory.limit_in_bytes") as f:
+            assert int(f.read()) == 256 << 20
+        with open(base % "cpu" + "cpu.cfs_quota_us") as f:
+            assert int(f.read()) == 50000
+    finally:
+        sb.kill()
+    assert wait_for(lambda: not gvisor_pids())
+
+
+def test_delete_leaves_nothing(gclient):
+    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", timeout=120)
+    d = os.path.join(RUN_DIR, "sandboxes", sb.sandbox_id)
+    assert os.path.exists(os.path.join(d, "ctl.sock"))
+    assert gvisor_pids()
+    sb.kill()
+    assert wait_for(lambda: not gvisor_pids()), gvisor_pids()
+    assert not os.path.exists(d)
+    # (the autouse `leftovers` fixture checks mounts, cgroups and the run directory)
+
+
+def test_a_daemon_killed_and_restarted_adopts_it():
+    d = Daemon().start()
+    try:
+        c = d.client()
+        sb = warren.Sandbox.create(client=c, runtime="gvisor", timeout=120)
+        sb.commands.run("echo kept > /tmp/kept")
+        shim = [p for p in gvisor_pids() if open("/proc/%d/comm" % p).read().strip() == "warren-shim"]
+        d.kill9()
+        assert wait_for(lambda: all(os.path.exists("/proc/%d" % p) for p in shim))
+        d.start()
+        c = d.client()
+        sb = warren.Sandbox.connect(sb.sandbox_id, client=c)
+        assert sb.get_info().state == "running" and sb.get_info().runtime == "gvisor"
+        assert sb.commands.run("cat /tmp/kept").stdout == "kept\n"
+        sb.kill()
+        assert wait_for(lambda: not gvisor_pids()), gvisor_pids()
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
