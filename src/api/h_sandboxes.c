@@ -585,10 +585,13 @@ void api_sandbox_resume(struct api_call *c)
          * counts against its team's quotas (and budget) again (one in memory never stopped
          * counting). */
         if (wr_manager_get(c->api->mgr, c->team, c->seg[1], &rec, NULL) == 0) {
-            kept = rec.paused_mode != WR_SB_PAUSED_DISK;
+            bool on_disk = rec.paused_mode == WR_SB_PAUSED_DISK;
             uint64_t mem = rec.memory_bytes;
+            /* A gvisor sandbox paused to disk continues its checkpoint (or the resume fails,
+             * and it stays paused). */
+            kept = !on_disk || wr_manager_sandbox_checkpointed(c->api->mgr, c->seg[1]);
             wr_sandbox_rec_fini(&rec);
-            if (kept == 0 && api_limits_quota(c->api, req, &c->who, 1, mem) < 0)
+            if (on_disk && api_limits_quota(c->api, req, &c->who, 1, mem) < 0)
                 goto out;
         }
         s = state_ctx_new(req);

@@ -121,6 +121,7 @@ struct wr_live_sb {
     bool busy;         /* a worker works on it (see enum live_sb_state) */
     bool stopped;      /* ENDING, and its record already says stopped (deadline, init died) */
     bool adopted;      /* taken back after a daemon restart */
+    bool relist;       /* its processes came back (a gvisor restore): listed as at adoption */
     bool polling;      /* pidfd_poll is open */
     bool counted;      /* counts in m->count and m->committed (not while on disk) */
     bool store_layers; /* its image has layers of the store (its end may free some) */
@@ -342,7 +343,13 @@ struct start_spec {
     int32_t net_slot; /* the network slot it joins, -1: loopback only */
     bool net_make;    /* the worker makes that slot first (none was ready) */
     bool net_pooled;  /* a child waits in that slot (wr_runtime_prewarm_net): the create takes it */
+    /* gvisor, resumed from disk: the checkpoint its processes continue from (<home>/checkpoint,
+     * wr__checkpoint_dir), removed once they run again; NULL: a fresh init */
+    char *restore_image;
 };
+/* Where a gvisor sandbox paused to disk keeps its processes' checkpoint: inside its writable
+ * layer's directory (its disk limit counts it; it goes with the layer). Caller frees. */
+char *wr__checkpoint_dir(const char *home);
 /* The backend of a create that names none and whose template names none: "ns", unless the
  * daemon does not allow it (--runtimes; the first it allows then). */
 const char *wr__default_runtime(const struct wr_manager *m);

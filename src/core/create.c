@@ -20,6 +20,11 @@
 
 /* ---- creating -------------------------------------------------------------------------------- */
 
+char *wr__checkpoint_dir(const char *home)
+{
+    return xasprintf("%s/checkpoint", home);
+}
+
 void wr__start_spec_fini(struct start_spec *ss)
 {
     free(ss->id);
@@ -30,6 +35,7 @@ void wr__start_spec_fini(struct start_spec *ss)
     free(ss->cwd);
     free(ss->user);
     free(ss->home);
+    free(ss->restore_image);
     wr__mounts_free(ss->mounts, ss->n_mounts);
     memset(ss, 0, sizeof(*ss));
 }
@@ -245,6 +251,7 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .allow_setuid = ss->allow_setuid,
         .mounts = ss->mounts,
         .n_mounts = ss->n_mounts,
+        .restore_image = ss->restore_image,
     };
     _cleanup_close_ int netns = -1;
     int rc;

@@ -613,6 +613,12 @@ static void agent_ready(struct wr_agent *a, const struct wr_err *err, void *ctx)
         wr__resume_answer(sb, NULL); /* it runs, though its agent failed: the record says so */
         return;
     }
+    if (sb->relist) {
+        /* Restored (gvisor): the resume answers once its processes are listed. */
+        sb->relist = false;
+        wr__procs_adopt(sb);
+        return;
+    }
     if (sb->adopted)
         wr__procs_adopt(sb);
     wr__resume_answer(sb, NULL);

@@ -562,3 +562,7 @@ int wr_manager_usage(struct wr_manager *m, const char *team, int64_t from_ms, in
 /* The storage samples of team (NULL: every team) in [from_ms, to_ms) (wr_store_storage_list). */
 int wr_manager_storage(struct wr_manager *m, const char *team, int64_t from_ms, int64_t to_ms,
                        struct wr_usage_storage **out, size_t *n, struct wr_err *err);
+
+/* Whether sandbox id (paused to disk, gvisor) has a checkpoint of its processes that its
+ * resume continues (processes_kept). One stat; any thread. */
+bool wr_manager_sandbox_checkpointed(struct wr_manager *m, const char *id);

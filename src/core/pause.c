@@ -4,8 +4,11 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "space.h"
+#include "../runtime/layer.h"
+#include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "core_int.h"
@@ -161,6 +164,7 @@ struct disk_work {
     char *tname;
     struct wr_err err;
     int rc;
+    bool kept; /* gvisor: the processes were checkpointed (pause) or restored (resume) */
     wr_manager_state_cb cb;
     void *ctx;
 };
@@ -168,7 +172,21 @@ struct disk_work {
 static void disk_pause_run(uv_work_t *w)
 {
     struct disk_work *d = w->data;
-    d->rc = wr__sandbox_teardown(d->sb->m, d->sb->id, d->rt_sb, false, NULL, &d->err);
+    struct wr_manager *m = d->sb->m;
+
+    /* gvisor: its processes and memory are saved first (the checkpoint ends them); if that
+     * fails they end as on ns, and what was written of the image goes. */
+    if (d->rt_sb != NULL && wr_sandbox_backend(d->rt_sb) == WR_BACKEND_GVISOR) {
+        _cleanup_free_ char *home = wr_images_home(m->cfg.images, d->sb->id);
+        _cleanup_free_ char *image = wr__checkpoint_dir(home);
+        struct wr_err e2;
+        d->kept = wr_sandbox_checkpoint(d->rt_sb, image, &e2) == 0;
+        if (!d->kept) {
+            log_warn("sandbox %s: %s; its processes end", d->sb->id, e2.msg);
+            (void)wr_layer_remove(image, NULL);
+        }
+    }
+    d->rc = wr__sandbox_teardown(m, d->sb->id, d->rt_sb, false, NULL, &d->err);
     wr_runtime_crash_point(d->sb->m->cfg.rt, "disk-paused");
 }
 
@@ -237,7 +255,13 @@ static void disk_pause_start(struct wr_live_sb *sb, const char *reason, wr_manag
 static void disk_resume_run(uv_work_t *w)
 {
     struct disk_work *d = w->data;
+
     d->rc = wr__start_sandbox(d->sb->m, &d->ss, &d->rt_sb, &d->err);
+    /* The image is spent once its processes run again (a later pause writes a new one); on a
+     * failure it stays, for the next resume to try. */
+    d->kept = d->rc == 0 && d->ss.restore_image != NULL;
+    if (d->kept)
+        (void)wr_layer_remove(d->ss.restore_image, NULL);
 }
 
 struct resume_start {
@@ -304,8 +328,16 @@ static void disk_resume_done(uv_work_t *w, int status)
                                      wr_sandbox_uid_base(sb->rt), &err) < 0 ||
         wr_store_sandbox_set_resumed(m->cfg.store, sb->id, sb->deadline_ms, &err) < 0)
         log_error("sandbox %s: store: %s", sb->id, err.msg);
+    sb->relist = d->kept;
+    if (d->kept) {
+        /* Its processes go on: the answer waits until they are listed (agent_ready). */
+        sb->resume_cb = d->cb;
+        sb->resume_ctx = d->ctx;
+        d->cb = NULL;
+    }
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, sb->deadline_ms, false);
-    log_info("sandbox %s: resumed from disk with a fresh init", sb->id);
+    log_info("sandbox %s: resumed from disk %s", sb->id,
+             d->kept ? "with its processes (gvisor checkpoint)" : "with a fresh init");
     wr__event(m, sb->team, sb->id, "sandbox.started", json_pack("{s:s}", "cause", "resume"));
     if (d->start != NULL) {
         /* Its template's start command runs again; the resume answers once it is ready. */
@@ -367,6 +399,12 @@ static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_mana
     d->tname = xstrdup(rec.template_name ? rec.template_name : "");
     wr_sandbox_rec_fini(&rec);
     d->ss.home_exists = true;
+    if (wr_manager_sandbox_checkpointed(m, sb->id)) {
+        d->ss.restore_image = wr__checkpoint_dir(d->ss.home);
+        /* Its processes go on: the template's start command already ran. */
+        wr__start_cfg_free(d->start);
+        d->start = NULL;
+    }
     if (timeout_s != 0)
         sb->remaining_ms = (int64_t)timeout_s * 1000;
     d->sb = sb;
@@ -455,4 +493,13 @@ void wr_manager_resume(struct wr_manager *m, const char *team, const char *id, u
         disk_resume_start(sb, timeout_s, cb, ctx);
     else
         freeze_start(sb, false, NULL, timeout_s, cb, ctx);
+}
+
+bool wr_manager_sandbox_checkpointed(struct wr_manager *m, const char *id)
+{
+    _cleanup_free_ char *home = wr_images_home(m->cfg.images, id);
+    _cleanup_free_ char *image = wr__checkpoint_dir(home);
+    _cleanup_free_ char *img = xasprintf("%s/checkpoint.img", image);
+
+    return access(img, F_OK) == 0;
 }

@@ -814,6 +814,7 @@ static void adopt_list_reply(void *ctx, const struct wr_frame_hdr *h, const uint
             log_warn("sandbox %s: list processes: %s", sb->id, err->msg);
         /* Adopted: the socket can go until a request comes (unless a process is routed). */
         wr__adopt_done(sb);
+        wr__resume_answer(sb, NULL); /* a restore's resume waits for the list */
         if (sb->agent != NULL)
             wr_agent_doze(sb->agent);
         wr_live_sb_unref(sb);
@@ -859,6 +860,7 @@ void wr__procs_adopt(struct wr_live_sb *sb)
 
     if (sb->agent == NULL) {
         wr__adopt_done(sb);
+        wr__resume_answer(sb, NULL);
         return;
     }
     ac = xcalloc(1, sizeof(*ac));
@@ -878,6 +880,7 @@ void wr__procs_adopt(struct wr_live_sb *sb)
     if (wr_agent_end(sb->agent, at, adopt_list_reply, ac, &err) == 0) {
         log_warn("sandbox %s: list processes: %s", sb->id, err.msg);
         wr__adopt_done(sb);
+        wr__resume_answer(sb, NULL);
         wr_live_sb_unref(sb);
         free(ac->start_cmd);
         free(ac);

@@ -19,6 +19,8 @@
 static struct init_conn *conns;
 static unsigned nconns;
 
+bool init_quiesce_pending;
+
 static void on_conn(struct init_fdw *w, uint32_t events);
 
 void init_conn_new(int fd, bool primary)
@@ -248,6 +250,14 @@ static void dispatch(struct init_conn *c, const struct wr_frame_hdr *h, const ui
     case WR_MSG_PORT_LIST:
         init_port_request(c, h, p);
         break;
+    case WR_MSG_QUIESCE:
+        if (init_cfg.listen_path == NULL) {
+            init_conn_errorf(c, h->id, ENOTSUP, "quiesce: init has no socket of its own");
+            break;
+        }
+        wr_msg_ok(&c->out, h->id);
+        init_quiesce_pending = true;
+        break;
     case WR_MSG_OK:
     case WR_MSG_ERROR:
         break; /* replies flow from init, never to it; tolerate stray ones */
@@ -442,4 +452,11 @@ void init_conns_pump(void)
         wr_buf_fini(&c->out);
         free(c);
     }
+}
+
+void init_conns_close_all(void)
+{
+    for (struct init_conn *c = conns; c != NULL; c = c->next)
+        init_conn_close(c);
+    init_conns_pump(); /* frees them */
 }

@@ -148,6 +148,10 @@ void init_conn_send_fd(struct init_conn *c, uint32_t id, int fd);
 /* Run every connection: take frames (unless paused), produce file data, write, update the epoll
  * masks, free closed connections. Called at the end of each loop iteration. */
 void init_conns_pump(void);
+/* WR_MSG_QUIESCE was answered: the main loop closes every connection and the listener. */
+extern bool init_quiesce_pending;
+/* Close every connection (their processes go on) and free them. */
+void init_conns_close_all(void);
 
 /* The fields of a process request (STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, RELEASE), parsed from a
  * TLV payload once. */

@@ -195,9 +195,13 @@ static void cloexec_from_3(void)
     if (d != NULL) {
         int self = dirfd(d);
         for (struct dirent *de; (de = readdir(d)) != NULL;) {
-            int fd = atoi(de->d_name), fl;
-            if (fd >= 3 && fd != self && (fl = fcntl(fd, F_GETFD)) >= 0 && !(fl & FD_CLOEXEC))
-                (void)fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+            char *end;
+            long fd = strtol(de->d_name, &end, 10);
+            int fl;
+            if (*end != '\0' || fd < 3 || fd > 1048576 || fd == self)
+                continue;
+            if ((fl = fcntl((int)fd, F_GETFD)) >= 0 && !(fl & FD_CLOEXEC))
+                (void)fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC);
         }
         closedir(d);
         return;
@@ -256,6 +260,44 @@ static void listen_at(const char *path)
     }
     if (fd != LISTEN_FD)
         close(fd);
+}
+
+static void on_listen(struct init_fdw *w, uint32_t events);
+
+/* ---- quiesced for a checkpoint (WR_MSG_QUIESCE) ---------------------------------------------- */
+
+#define QUIESCE_POLL_MS 20
+static bool quiesced;
+
+/* The OK is on its way (the pump just wrote it): drop every connection and the listener. */
+static void quiesce(struct init_fdw *listen_w)
+{
+    init_quiesce_pending = false;
+    init_conns_close_all();
+    init_fdw_close(listen_w);
+    (void)unlink(init_cfg.listen_path);
+    quiesced = true;
+}
+
+/* After a restore the runtime puts `resume` beside the socket: listen again. */
+static void maybe_resume(struct init_fdw *listen_w)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+    const char *slash = strrchr(init_cfg.listen_path, '/');
+    int dirlen = slash != NULL ? (int)(slash - init_cfg.listen_path) : 0;
+
+    snprintf(path, sizeof(path), "%.*s/resume", dirlen, init_cfg.listen_path);
+    if (unlink(path) < 0)
+        return;
+    listen_at(init_cfg.listen_path);
+    if (set_nonblock(LISTEN_FD) < 0) {
+        log_error("--listen %s: %s", init_cfg.listen_path, strerror(errno));
+        _exit(1);
+    }
+    listen_w->fd = LISTEN_FD;
+    listen_w->cb = on_listen;
+    init_fdw_set(listen_w, EPOLLIN);
+    quiesced = false;
 }
 
 static void on_listen(struct init_fdw *w, uint32_t events)
@@ -347,7 +389,10 @@ void wr_init_main(int argc, char **argv)
     init_procs_reap();
     for (;;) {
         struct epoll_event ev[64];
-        int n = epoll_wait(epfd, ev, (int)WR_ARRAY_SIZE(ev), run_again ? 0 : -1);
+        int n = epoll_wait(epfd, ev, (int)WR_ARRAY_SIZE(ev),
+                           run_again  ? 0
+                           : quiesced ? QUIESCE_POLL_MS
+                                      : -1);
 
         run_again = false;
         if (n < 0 && errno != EINTR) {
@@ -363,5 +408,9 @@ void wr_init_main(int argc, char **argv)
         init_procs_pump();
         init_conns_pump();
         init_ports_pump();
+        if (init_quiesce_pending)
+            quiesce(&listen_w);
+        else if (quiesced)
+            maybe_resume(&listen_w);
     }
 }

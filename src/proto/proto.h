@@ -93,6 +93,13 @@ enum wr_msg_type {
     WR_MSG_PORT_OPEN = 50,
     /* -> OK with one ADDR, PORT pair per listening TCP socket (wr_port_list_decode) | ERROR */
     WR_MSG_PORT_LIST = 51,
+
+    /* Before a checkpoint (the gvisor backend, init started with --listen): -> OK, then init
+     * closes every connection and its listening socket (a checkpoint cannot save a socket
+     * connected to the host) and waits, keeping its processes, until a file `resume` appears
+     * beside its socket; then it removes it and listens again. Refused (ENOTSUP) without
+     * --listen. */
+    WR_MSG_QUIESCE = 60,
 };
 
 enum wr_tag {

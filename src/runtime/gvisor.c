@@ -49,6 +49,7 @@
 #include "../util/fs.h"
 #include "../util/inet.h"
 #include "../util/log.h"
+#include "../proto/proto.h"
 #include "../util/xalloc.h"
 #include "mount.h"
 
@@ -179,11 +180,14 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
         json_arg(&b, "--resolver");
         json_arg(&b, a);
     }
-    wr_buf_puts(&b,
-                "],\"env\":[\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"],"
-                "\"cwd\":\"/\",\"noNewPrivileges\":true,\"capabilities\":{"
-                "\"bounding\":" GV_CAPS ",\"effective\":" GV_CAPS ",\"permitted\":" GV_CAPS
-                ",\"inheritable\":[]}},\"root\":{\"path\":");
+    /* A setuid program (allow_setuid) gains what gVisor's root has, never the host's. */
+    wr_buf_printf(
+        &b,
+        "],\"env\":[\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"],"
+        "\"cwd\":\"/\",\"capabilities\":{"
+        "\"bounding\":" GV_CAPS ",\"effective\":" GV_CAPS ",\"permitted\":" GV_CAPS
+        ",\"inheritable\":[]},\"noNewPrivileges\":%s},\"root\":{\"path\":",
+        spec->allow_setuid ? "false" : "true");
     json_str(&b, rootfs);
     wr_buf_puts(&b, ",\"readonly\":false},\"hostname\":");
     json_str(&b, spec->hostname ? spec->hostname : spec->id);
@@ -247,29 +251,19 @@ static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
     return 0;
 }
 
-/* warren-shim, with the lock at fd 3 and the read end of go at fd 4, stdio to runsc.log. */
-static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, int go_rd, struct wr_err *err)
+/* runsc's flags for one sandbox: its own state directory, no network of gVisor's, host sockets
+ * made by the sandbox (warren-init's), the cgroups left to us, ptrace. */
+#define GV_FLAGS(root_flag)                                                                        \
+    (root_flag), "--network=none", "--host-uds=create", "--ignore-cgroups", "--platform=ptrace"
+
+/* Spawn argv[0] with stdio to <dir>/runsc.log, fd 3 the run directory's lock and fd 4 go_rd (if
+ * not -1). Returns its pid, or -1 with err. */
+static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, struct wr_err *err)
 {
-    _cleanup_free_ char *root = xasprintf("%s/runsc", sb->dir);
     _cleanup_free_ char *log = xasprintf("%s/runsc.log", sb->dir);
-    _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
-    _cleanup_free_ char *root_flag = xasprintf("--root=%s", root);
-    char *argv[] = {
-        rt->shim_path,
-        rt->runsc_path,
-        root_flag,
-        "--network=none",
-        "--host-uds=create",
-        "--ignore-cgroups",
-        "--platform=ptrace",
-        "--",
-        sb->id,
-        bundle,
-        NULL,
-    };
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    sigset_t none;
+    sigset_t none, all;
     pid_t pid;
     int rc;
 
@@ -277,22 +271,38 @@ static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, int go_rd, s
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
-    posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
+    if (go_rd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
+        posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
+    }
     posix_spawnattr_init(&attr);
     sigemptyset(&none);
+    sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    {
-        sigset_t all;
-        sigfillset(&all);
-        posix_spawnattr_setsigdefault(&attr, &all);
-    }
-    rc = posix_spawn(&pid, rt->shim_path, &fa, &attr, argv, (char *[]){NULL});
+    rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, (char *[]){NULL});
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0)
-        return wr_err_set(err, WR_ESYS, rc, "spawn `%s`", rt->shim_path);
+        return wr_err_set(err, WR_ESYS, rc, "spawn `%s`", argv[0]);
+    return pid;
+}
+
+/* warren-shim, with the lock at fd 3 and the read end of go at fd 4. */
+static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, const char *restore_image,
+                      int go_rd, struct wr_err *err)
+{
+    _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
+    _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
+    char *argv[] = {
+        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag),   "--",
+        sb->id,        bundle,         (char *)restore_image, NULL,
+    };
+    pid_t pid = spawn_logged(sb, argv, go_rd, err);
+
+    if (pid < 0)
+        return -1;
     sb->pid = pid;
     sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (sb->pidfd < 0)
@@ -329,6 +339,8 @@ static int runsc_failed(struct wr_sandbox *sb, int status, struct wr_err *err)
     return wr_err_set(err, WR_ESYS, 0, "runsc %s failed (status %d): %.*s",
                       status == 101   ? "create"
                       : status == 102 ? "start"
+                      : status == 103 ? "restore"
+                      : status == 104 ? "checkpoint"
                                       : "shim",
                       status, GV_LOG_TAIL, tail);
 }
@@ -369,7 +381,7 @@ static int await_init(struct wr_sandbox *sb, struct wr_err *err)
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
             return wr_err_set(err, WR_EINVAL, 0, "socket path `%s` too long", sb->ctl_path);
-        strcpy(sa.sun_path, sb->ctl_path);
+        memcpy(sa.sun_path, sb->ctl_path, strlen(sb->ctl_path));
         /* Bound is not yet listening: refused until warren-init's listen(). */
         for (;;) {
             conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -404,8 +416,6 @@ static int check_gvisor_spec(struct wr_runtime *rt, const struct wr_sandbox_spec
                           "a network of its own on the gvisor backend is not supported yet");
     if (spec->ephemeral)
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "ephemeral sandboxes on the gvisor backend");
-    if (spec->allow_setuid)
-        return wr_err_set(err, WR_EUNSUPPORTED, 0, "setuid programs on the gvisor backend");
     return wr_mounts_check(spec->mounts, spec->n_mounts, err);
 }
 
@@ -440,7 +450,13 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         wr_err_sys(err, "pipe");
         goto fail;
     }
-    if (spawn_shim(rt, sb, go[0], err) < 0)
+    /* A restored warren-init waits, quiesced as it was checkpointed, for this file. */
+    if (spec->restore_image != NULL) {
+        _cleanup_free_ char *resume = xasprintf("%s/ctl/resume", sb->dir);
+        if (wr_write_fileat(AT_FDCWD, resume, "", true, err) < 0)
+            goto fail;
+    }
+    if (spawn_shim(rt, sb, spec->restore_image, go[0], err) < 0)
         goto fail;
     close(steal_fd(&go[0]));
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
@@ -464,4 +480,74 @@ fail:
     wr_err_wrap(err, "create sandbox %s", spec->id);
     (void)wr__sandbox_undo(sb, NULL);
     return -1;
+}
+
+/* HELLO, then QUIESCE on a connection of its own: OK, or the connection closing (init drops
+ * every connection right after its answer), is warren-init quiesced. */
+static int quiesce_init(struct wr_sandbox *sb, struct wr_err *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    _cleanup_close_ int fd = -1;
+    struct wr_buf out;
+    uint8_t buf[256];
+    ssize_t n;
+    int rc;
+
+    if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
+        return wr_err_set(err, WR_EINVAL, 0, "socket path `%s` too long", sb->ctl_path);
+    memcpy(sa.sun_path, sb->ctl_path, strlen(sb->ctl_path));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        return wr_err_sys(err, "connect to warren-init");
+    if (wr__ctl_hello(fd, GV_START_TIMEOUT_MS, NULL, err) < 0)
+        return -1;
+    wr_buf_init(&out);
+    (void)wr_msg_end(&out, wr_msg_begin(&out, WR_MSG_QUIESCE, 0, 1));
+    rc = wr_write_all(fd, out.data, out.len);
+    wr_buf_fini(&out);
+    if (rc < 0)
+        return wr_err_sys(err, "send quiesce");
+    /* Read until EOF: the OK comes first, then init closes. */
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, GV_START_TIMEOUT_MS) <= 0)
+            return wr_err_set(err, WR_ETIMEOUT, ETIMEDOUT, "warren-init did not quiesce");
+        n = read(fd, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 0;
+        if (n < 0 && errno != EINTR)
+            return wr_err_sys(err, "read from warren-init");
+    }
+}
+
+int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct wr_err *err)
+{
+    _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
+    _cleanup_free_ char *image_flag = xasprintf("--image-path=%s", image_dir);
+    char *argv[] = {
+        sb->rt->runsc_path, GV_FLAGS(root_flag), "checkpoint", image_flag, sb->id, NULL};
+    int st;
+    pid_t pid;
+
+    if (sb->backend != WR_BACKEND_GVISOR)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "sandbox %s: keeping processes on disk needs the gvisor runtime", sb->id);
+    if (sb->ctl_fd >= 0)
+        close(steal_fd(&sb->ctl_fd));
+    if (quiesce_init(sb, err) < 0)
+        return wr_err_wrap(err, "sandbox %s: checkpoint", sb->id);
+    /* Our bind of its socket goes: the socket itself is gone with the listener. */
+    (void)umount2(sb->ctl_path, MNT_DETACH | UMOUNT_NOFOLLOW);
+    (void)unlink(sb->ctl_path);
+    if (mkdir(image_dir, 0700) < 0 && errno != EEXIST)
+        return wr_err_sys(err, "mkdir `%s`", image_dir);
+    pid = spawn_logged(sb, argv, -1, err);
+    if (pid < 0)
+        return -1;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return wr_err_sys(err, "wait for runsc checkpoint");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return runsc_failed(sb, 104, err);
+    return 0;
 }

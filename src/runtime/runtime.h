@@ -157,8 +157,13 @@ int wr_mounts_check(const struct wr_mount_spec *mounts, size_t n, struct wr_err 
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
     /* WR_BACKEND_GVISOR: inside runsc (src/runtime/gvisor.c). Not yet with a network slot
-     * (netns_fd), pre-cloned children, ephemeral or allow_setuid: WR_EUNSUPPORTED. */
+     * (netns_fd), pre-cloned children or ephemeral: WR_EUNSUPPORTED. */
     enum wr_backend backend;
+    /* gvisor only: restore the sandbox from this checkpoint (wr_sandbox_checkpoint) instead of
+     * starting warren-init afresh: its processes go on from where they were. The layers,
+     * writable layer and mounts must be those it was checkpointed with (the writable layer may
+     * be a copy: a fork). NULL: start. */
+    const char *restore_image;
     const char *hostname;
 
     /* The image: read-only layer directories, bottom first, plus its config. */
@@ -280,6 +285,12 @@ int wr_sandbox_reap(struct wr_runtime *rt, const char *id, struct wr_err *err);
 /* Kill every process of the sandbox, wait for them, remove its cgroups, run directory and
  * writable tmpfs, return its uid range, and free the handle (also on error). */
 int wr_sandbox_destroy(struct wr_sandbox *sb, struct wr_err *err);
+
+/* gvisor only: save the sandbox's processes and memory into image_dir (an empty or missing
+ * directory; its writable layer stays where it is), which ends the sandbox: destroy the handle
+ * after. Every control connection to it is closed first (warren-init drops them); a later
+ * create with spec.restore_image = image_dir continues it. WR_EUNSUPPORTED on ns. */
+int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct wr_err *err);
 
 /* Freeze or thaw every process of the sandbox (cgroup freezer); returns once the state is
  * reached. A frozen sandbox keeps its memory; its warren-init does not answer until thawed. */

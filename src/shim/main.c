@@ -7,12 +7,16 @@
  * of the sandbox is left, so its own end is the sandbox's end. It holds the sandbox's run
  * directory lock (fd 3) for as long as it lives, as warren-init does for the ns backend.
  *
- * usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE
+ * usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]
+ *
+ * With IMAGE (a checkpoint's directory) the sandbox is restored from it (`runsc restore
+ * --detach`) instead of created and started.
  *
  * fd 3: the run directory's lock (kept, never passed on); fd 4: a pipe from the runtime, which
  * writes one byte once it has put this process into the sandbox's cgroups (everything it starts
  * is then in them too), or closes it to cancel. Exit status: 0 once the sandbox has ended, or
- * 100 + the failing step (1 create, 2 start) when runsc failed; runsc says why on stderr. */
+ * 100 + the failing step (1 create, 2 start, 3 restore) when runsc failed; runsc says why on
+ * stderr. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -65,8 +69,8 @@ int main(int argc, char **argv)
             sep = i;
             break;
         }
-    if (sep < 2 || argc - sep != 3 || sep > MAX_ARGS) {
-        fprintf(stderr, "usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE\n");
+    if (sep < 2 || (argc - sep != 3 && argc - sep != 4) || sep > MAX_ARGS) {
+        fprintf(stderr, "usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]\n");
         return 2;
     }
     if (fcntl(LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 || fcntl(GO_FD, F_SETFD, FD_CLOEXEC) < 0) {
@@ -90,13 +94,20 @@ int main(int argc, char **argv)
         return 2; /* cancelled (closed without a byte) */
     close(GO_FD);
 
-    const char *id = argv[sep + 1], *bundle = argv[sep + 2];
+    const char *id = argv[sep + 1], *bundle = argv[sep + 2], *image = argv[sep + 3];
     const char *create[] = {"create", "--bundle", bundle, id, NULL};
     const char *start[] = {"start", id, NULL};
-    if (run(argv + 1, sep - 1, create) != 0)
-        return 101;
-    if (run(argv + 1, sep - 1, start) != 0)
-        return 102;
+    const char *restore[] = {"restore", "--detach", "--image-path", image, "--bundle", bundle,
+                             id,        NULL};
+    if (image != NULL) {
+        if (run(argv + 1, sep - 1, restore) != 0)
+            return 103;
+    } else {
+        if (run(argv + 1, sep - 1, create) != 0)
+            return 101;
+        if (run(argv + 1, sep - 1, start) != 0)
+            return 102;
+    }
     while (waitpid(-1, &st, 0) >= 0 || errno == EINTR)
         ;
     return 0;

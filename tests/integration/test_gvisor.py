@@ -132,6 +132,32 @@ HOST_FAMILIES = ["dotdot", "mountinfo", "proc_sys", "cgroup_write", "modules", "
                  "network"]
 
 
+def test_pause_to_disk_keeps_the_processes_and_their_memory(gsb):
+    """runsc checkpoint on pause to disk, restore on resume: a shell's variable and a counter
+    in memory go on from where they were; nothing of the sandbox runs while it is on disk."""
+    sid = gsb.sandbox_id
+    h = gsb.commands.run("sh", background=True)
+    h.send_stdin('x=$RANDOM$RANDOM$$; i=0; echo "$x" > /tmp/before\n')
+    assert wait_for(lambda: gsb.files.exists("/tmp/before"))
+    before = gsb.files.read("/tmp/before").strip()
+    info = gsb.pause(mode="disk")
+    assert info.state == "paused" and info.paused_mode == "disk"
+    assert wait_for(lambda: not gvisor_pids()), "gVisor still runs: %r" % gvisor_pids()
+    assert not os.path.exists(os.path.join(RUN_DIR, "sandboxes", sid))
+    info = gsb.resume()
+    assert info.state == "running" and info.processes_kept is True
+    # The same shell (its stdin reached through the same handle), its variable in memory.
+    procs = [p for p in gsb.commands.list() if p.running]
+    assert [p.pid for p in procs] == [h.pid], procs
+    h.send_stdin('echo "$x" > /tmp/after\n')
+    assert wait_for(lambda: gsb.files.exists("/tmp/after"))
+    assert gsb.files.read("/tmp/after").strip() == before
+    # Twice: the image of the first pause was spent by its resume.
+    gsb.pause(mode="disk")
+    assert gsb.resume().processes_kept is True
+    assert [p.pid for p in gsb.commands.list() if p.running] == [procs[0].pid]
+
+
 def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):
     from test_isolation import tree_digest
     from conftest import IMAGE
