@@ -812,8 +812,12 @@ static void on_stdin_ack(struct wr_agent *a, const struct wr_frame_hdr *h, const
 
     if (pr == NULL)
         return;
-    if (wr_msg_get_u64(p, h->len, WR_TAG_BYTES, &n) < 0 || n > pr->stdin_inflight)
+    if (wr_msg_get_u64(p, h->len, WR_TAG_BYTES, &n) < 0)
         return proto_fail(a, "a bad STDIN_ACK (proc %u)", h->id);
+    /* More than this connection sent: bytes an earlier connection sent (a process listed after
+     * an adoption or a gvisor restore); the credit is this connection's only. */
+    if (n > pr->stdin_inflight)
+        n = pr->stdin_inflight;
     pr->stdin_inflight -= (size_t)n;
     stdin_flush(a, pr);
 }
