@@ -321,8 +321,9 @@ static void fork_done(void *ctx, struct wr_sandbox_rec *recs, size_t n, const st
         json_array_append_new(es, json_pack("{s:s,s:o}", "code", wr_err_kind_name(errs[i].kind),
                                             "message", api_json_message(errs[i].msg)));
     wr_http_respond_json(req, 201,
-                         json_pack("{s:f,s:s,s:o,s:o}", "freeze_ms", info->freeze_ms, "capture",
-                                   info->capture, "sandboxes", sbs, "errors", es));
+                         json_pack("{s:f,s:s,s:b,s:o,s:o}", "freeze_ms", info->freeze_ms, "capture",
+                                   info->capture, "processes_kept", info->processes_kept,
+                                   "sandboxes", sbs, "errors", es));
 }
 
 void api_sandbox_fork(struct api_call *c)

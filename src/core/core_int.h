@@ -350,6 +350,11 @@ struct start_spec {
 /* Where a gvisor sandbox paused to disk keeps its processes' checkpoint: inside its writable
  * layer's directory (its disk limit counts it; it goes with the layer). Caller frees. */
 char *wr__checkpoint_dir(const char *home);
+/* Pause to disk and resume from it without the API's checks, events and metrics (a fork on
+ * gvisor: pause.c). */
+void wr__pause_to_disk(struct wr_live_sb *sb, const char *reason, wr_manager_state_cb cb,
+                       void *ctx);
+void wr__resume_from_disk(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx);
 /* The backend of a create that names none and whose template names none: "ns", unless the
  * daemon does not allow it (--runtimes; the first it allows then). */
 const char *wr__default_runtime(const struct wr_manager *m);

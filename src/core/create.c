@@ -416,6 +416,7 @@ static void create_finish(struct create_work *c)
         wr__live_sb_end(sb, true, WR_SB_STOPPED, "store failure", NULL, NULL);
         goto out;
     }
+    sb->relist = c->ss.restore_image != NULL; /* listed once its agent is ready */
     wr__live_sb_start_watching(sb, LIVE_SB_RUNNING, c->rec.deadline_ms, false);
     wr__sample(sb); /* the anchor of the first CPU share */
     wr__event(m, c->rec.team, c->rec.id, "sandbox.created",
@@ -737,6 +738,11 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     wr_runtime_crash_point(m->cfg.rt, "recorded");
     c->ss.project = project_of(c->rec.seq); /* known once inserted */
+    if (req->restore_image != NULL) {
+        c->ss.restore_image = xstrdup(req->restore_image);
+        wr__start_cfg_free(c->start); /* its processes go on: the start command ran already */
+        c->start = NULL;
+    }
     if (warm_sb != NULL) {
         /* A warm sandbox that ran its template's start command comes with its live sandbox
          * (its agent connected, the start process in its table): it is the create's now. */

@@ -174,6 +174,10 @@ struct wr_create_req {
      * WR_EUNSUPPORTED where the backend cannot run (no runsc), or for what it cannot do yet
      * (gvisor: a network of its own asked for outright). */
     const char *runtime;
+    /* Internal (forks on gvisor): continue the processes of this checkpoint (runtime.h,
+     * wr_sandbox_spec.restore_image) instead of starting afresh; the template's start command
+     * does not run again. */
+    const char *restore_image;
 };
 /* Under /dev/shm, a tmpfs of the sandbox's own: the mount point is not captured into the step's
  * layer (/tmp is the writable layer's). */
@@ -243,6 +247,9 @@ struct wr_snapshot_info {
     /* The layer the capture added ("sha256:..."), or NULL: the sandbox had changed nothing,
      * and the snapshot is its image as it was. */
     const char *layer;
+    /* A fork of a running gvisor sandbox: the copies continue its processes and memory (a
+     * checkpoint of it); freeze_ms is then its whole stop (checkpoint, capture, restore). */
+    bool processes_kept;
 };
 /* Called with the snapshot's record and timings (valid during the call), or an error. */
 typedef void (*wr_manager_snapshot_cb)(void *ctx, const struct wr_image_rec *snap,

@@ -503,3 +503,13 @@ bool wr_manager_sandbox_checkpointed(struct wr_manager *m, const char *id)
 
     return access(img, F_OK) == 0;
 }
+
+void wr__pause_to_disk(struct wr_live_sb *sb, const char *reason, wr_manager_state_cb cb, void *ctx)
+{
+    disk_pause_start(sb, reason, cb, ctx);
+}
+
+void wr__resume_from_disk(struct wr_live_sb *sb, wr_manager_state_cb cb, void *ctx)
+{
+    disk_resume_start(sb, 0, cb, ctx);
+}

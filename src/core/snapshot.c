@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Snapshots and forks: a sandbox's writable layer captured into the layer store as one more
  * layer on top of its image (see manager.h). */
+#include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,6 +231,14 @@ struct fork_op {
     char *runtime;       /* the parent's: the copies run on its backend */
     char *snap_id;
     struct wr_snapshot_info info;
+    /* gvisor, the parent running: its processes are checkpointed (a pause to disk), its files
+     * captured, it resumes, and the copies restore the same checkpoint (fork_gv_*) */
+    struct wr_live_sb *psb; /* referenced */
+    char *image;            /* the copies' hard links of the parent's checkpoint */
+    char *image_json;       /* the snapshot's image, for the copies */
+    struct wr_err snap_err;
+    bool snap_failed;
+    uint64_t t0;
     struct wr_sandbox_rec *recs;
     struct wr_err *errs;
     size_t nrecs, nerrs, pending;
@@ -247,6 +258,12 @@ static void fork_free(struct fork_op *f)
     free(f->template_name);
     free(f->runtime);
     free(f->snap_id);
+    if (f->image != NULL)
+        (void)wr_layer_remove(f->image, NULL);
+    free(f->image);
+    free(f->image_json);
+    if (f->psb != NULL)
+        wr_live_sb_unref(f->psb);
     free(f);
 }
 
@@ -267,11 +284,26 @@ static void fork_child_done(void *ctx, struct wr_sandbox_rec *rec, bool existed,
     /* The copies hold the layer through their own records: the snapshot itself goes. */
     if (wr_images_delete(f->m->cfg.images, NULL, "snapshot", f->snap_id, &e2) < 0)
         log_warn("fork of %s: drop snapshot %s: %s", f->parent, f->snap_id, e2.msg);
-    log_info("sandbox %s: forked into %zu (%zu failed), frozen %.2f ms", f->parent, f->nrecs,
-             f->nerrs, f->info.freeze_ms);
+    log_info("sandbox %s: forked into %zu (%zu failed), frozen %.2f ms%s", f->parent, f->nrecs,
+             f->nerrs, f->info.freeze_ms,
+             f->info.processes_kept ? ", processes kept (gvisor checkpoint)" : "");
     f->cb(f->ctx, f->recs, f->nrecs, f->errs, f->nerrs, &f->info, NULL);
     fork_free(f);
 }
+
+/* The copies start from the snapshot's image but show the parent's template: the snapshot
+ * itself is dropped once they exist. */
+static char *fork_image_json(const struct wr_image_rec *snap)
+{
+    json_t *image = json_pack("{s:o,s:o}", "layers", json_loads(snap->layers_json, 0, NULL),
+                              "config", json_loads(snap->config_json, 0, NULL));
+    char *image_json = image ? json_dumps(image, JSON_COMPACT) : NULL;
+
+    json_decref(image);
+    return image_json;
+}
+
+static void fork_copies(struct fork_op *f);
 
 static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
                                const struct wr_snapshot_info *info, const struct wr_err *err)
@@ -285,12 +317,15 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
     }
     f->info = *info;
     f->snap_id = xstrdup(snap->id);
-    /* The copies start from the snapshot's image but show the parent's template: the snapshot
-     * itself is dropped once they exist. */
-    json_t *image = json_pack("{s:o,s:o}", "layers", json_loads(snap->layers_json, 0, NULL),
-                              "config", json_loads(snap->config_json, 0, NULL));
-    _cleanup_free_ char *image_json = image ? json_dumps(image, JSON_COMPACT) : NULL;
-    json_decref(image);
+    f->image_json = fork_image_json(snap);
+    fork_copies(f);
+}
+
+/* The count creates from the snapshot (f->snap_id, f->image_json), restoring f->image if set. */
+static void fork_copies(struct fork_op *f)
+{
+    const char *image_json = f->image_json;
+
     /* One more than the copies, dropped after the loop: a create that fails at once calls back
      * before it returns, and the last callback frees f. */
     f->pending = (size_t)f->count + 1;
@@ -306,10 +341,112 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
             .metadata_json = f->metadata_json,
             .on_timeout = f->on_timeout,
             .runtime = f->runtime,
+            .restore_image = f->image,
         };
         wr_manager_create(f->m, &req, fork_child_done, f);
     }
     fork_child_done(f, NULL, false, NULL, 0);
+}
+
+/* ---- fork keeping memory (gvisor) -------------------------------------------------------------
+ */
+
+/* dst: a directory of hard links to the files of src (a checkpoint: flat, written once, never
+ * changed), so the parent's resume may remove its own. */
+static int link_image(const char *src, const char *dst, struct wr_err *err)
+{
+    _cleanup_closedir_ DIR *d = opendir(src);
+
+    if (d == NULL)
+        return wr_err_sys(err, "open `%s`", src);
+    if (mkdir(dst, 0700) < 0)
+        return wr_err_sys(err, "mkdir `%s`", dst);
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        _cleanup_free_ char *to = xasprintf("%s/%s", dst, de->d_name);
+        if (linkat(dirfd(d), de->d_name, AT_FDCWD, to, 0) < 0)
+            return wr_err_sys(err, "link `%s/%s`", src, de->d_name);
+    }
+    return 0;
+}
+
+/* The parent is running again (or failed to): the copies restore the checkpoint, or the fork
+ * answers the snapshot's error. */
+static void fork_gv_resumed(void *ctx, const struct wr_sandbox_rec *rec, const struct wr_err *err)
+{
+    struct fork_op *f = ctx;
+
+    f->info.freeze_ms = (double)(mono_ns() - f->t0) / 1e6;
+    if (err != NULL)
+        log_warn("fork of %s: the parent did not resume: %s", f->parent, err->msg);
+    if (f->snap_failed) {
+        f->cb(f->ctx, NULL, 0, NULL, 0, NULL, &f->snap_err);
+        fork_free(f);
+        return;
+    }
+    fork_copies(f);
+}
+
+static void fork_gv_snapped(void *ctx, const struct wr_image_rec *snap,
+                            const struct wr_snapshot_info *info, const struct wr_err *err)
+{
+    struct fork_op *f = ctx;
+
+    if (err != NULL) {
+        f->snap_failed = true;
+        f->snap_err = *err;
+    } else {
+        bool kept = f->info.processes_kept;
+        f->info = *info;
+        f->info.processes_kept = kept;
+        f->snap_id = xstrdup(snap->id);
+        f->image_json = fork_image_json(snap);
+    }
+    wr__resume_from_disk(f->psb, fork_gv_resumed, f);
+}
+
+/* The parent is on disk, its processes checkpointed (unless that failed: then they ended, and
+ * the copies start afresh): link the checkpoint for the copies, capture its files. */
+static void fork_gv_paused(void *ctx, const struct wr_sandbox_rec *rec, const struct wr_err *err)
+{
+    struct fork_op *f = ctx;
+    struct wr_err e2;
+
+    if (err != NULL) {
+        f->cb(f->ctx, NULL, 0, NULL, 0, NULL, err);
+        fork_free(f);
+        return;
+    }
+    if (wr_manager_sandbox_checkpointed(f->m, f->parent)) {
+        _cleanup_free_ char *home = wr_images_home(f->m->cfg.images, f->parent);
+        _cleanup_free_ char *ckpt = wr__checkpoint_dir(home);
+        f->image = wr_images_tmp(f->m->cfg.images);
+        if (link_image(ckpt, f->image, &e2) < 0) {
+            log_warn("fork of %s: %s; the copies start afresh", f->parent, e2.msg);
+            (void)wr_layer_remove(f->image, NULL);
+            free(f->image);
+            f->image = NULL;
+        }
+    }
+    f->info.processes_kept = f->image != NULL;
+    snapshot_start(f->m, f->team, f->parent, NULL, fork_gv_snapped, f);
+}
+
+/* A running gvisor parent: its copies keep its memory. False: fork its files as on ns (paused,
+ * busy or gone: the snapshot's own checks answer). */
+static bool fork_gv_start(struct fork_op *f, const struct wr_fork_req *req)
+{
+    struct wr_live_sb *sb = wr__lookup(f->m, req->team, req->id, NULL);
+
+    if (sb == NULL || sb->state != LIVE_SB_RUNNING || wr__live_sb_paused(sb) ||
+        wr__check_settled(sb, NULL) < 0)
+        return false;
+    f->psb = sb;
+    wr_live_sb_ref(sb);
+    f->t0 = mono_ns();
+    wr__pause_to_disk(sb, "fork", fork_gv_paused, f);
+    return true;
 }
 
 void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_manager_fork_cb cb,
@@ -357,5 +494,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->cb = cb;
     f->ctx = ctx;
     wr_sandbox_rec_fini(&rec);
+    if (strcmp(f->runtime, "gvisor") == 0 && fork_gv_start(f, req))
+        return;
     snapshot_start(m, req->team, req->id, NULL, fork_snapshot_done, f);
 }

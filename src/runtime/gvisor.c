@@ -82,18 +82,17 @@ enum wr_backend wr__dir_backend(int dirfd)
     return strncmp(buf, "gvisor", 6) == 0 ? WR_BACKEND_GVISOR : WR_BACKEND_NS;
 }
 
-void wr__gvisor_unmount(int dirfd)
+void wr__gvisor_unmount(const char *dir)
 {
     static const char *const mounts[] = {"ctl.sock", "ctl", "rootfs"};
-    char path[64];
 
-    if (wr__dir_backend(dirfd) != WR_BACKEND_GVISOR)
-        return;
     for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
-        snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, mounts[i]);
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, mounts[i]);
         /* Each is mounted once; a second one would be a leftover of an earlier try. */
         while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
             ;
+        if (errno != EINVAL && errno != ENOENT)
+            log_warn("unmount `%s`: %s", path, strerror(errno));
     }
 }
 

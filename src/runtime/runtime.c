@@ -313,10 +313,8 @@ int wr_runtime_sweep(struct wr_runtime *rt, struct wr_err *err)
             continue; /* alive */
         log_info("sweep: removing leftovers of sandbox %s", de->d_name);
         {
-            _cleanup_close_ int sbdir =
-                openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (sbdir >= 0)
-                wr__gvisor_unmount(sbdir);
+            _cleanup_free_ char *sbdir = xasprintf("%s/%s", rt->sandboxes_dir, de->d_name);
+            wr__gvisor_unmount(sbdir);
         }
         if (wr_cgroup_remove_stale(rt->cg, de->d_name, &e2) < 0)
             log_warn("sweep %s: %s", de->d_name, e2.msg);

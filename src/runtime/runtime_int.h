@@ -115,6 +115,7 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
                       struct wr_sandbox **out, struct wr_err *err);
 /* The backend a sandbox's run directory (dirfd, or <sandboxes_dir>/<id>) was made for. */
 enum wr_backend wr__dir_backend(int dirfd);
-/* Detach the mounts a gvisor sandbox's run directory holds (its root, control directory and
- * socket); for any other directory, nothing. Before the directory is removed. */
-void wr__gvisor_unmount(int dirfd);
+/* Detach the mounts a gvisor sandbox's run directory `dir` may hold (its control socket and
+ * directory, its root), whatever its backend file says (it may be gone): before the directory
+ * is removed. For an ns sandbox's directory, three failed umount2 calls. */
+void wr__gvisor_unmount(const char *dir);

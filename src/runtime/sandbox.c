@@ -956,9 +956,7 @@ int wr__sandbox_undo(struct wr_sandbox *sb, struct wr_err *err)
     if (sb->dir != NULL) {
         _cleanup_close_ int parent =
             open(sb->rt->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        _cleanup_close_ int dir = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir >= 0)
-            wr__gvisor_unmount(dir);
+        wr__gvisor_unmount(sb->dir);
         if (parent >= 0 && wr_rm_rf_at(parent, sb->id, &e2) < 0) {
             log_warn("sandbox %s: %s", sb->id, e2.msg);
             if (ret == 0 && err != NULL)
@@ -1453,9 +1451,8 @@ int wr_sandbox_cleanup(struct wr_runtime *rt, const char *id, struct wr_err *err
     if (dir < 0)
         return wr_err_sys(err, "open `%s`", rt->sandboxes_dir);
     {
-        _cleanup_close_ int sbdir = openat(dir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (sbdir >= 0)
-            wr__gvisor_unmount(sbdir);
+        _cleanup_free_ char *sbdir = xasprintf("%s/%s", rt->sandboxes_dir, id);
+        wr__gvisor_unmount(sbdir);
     }
     return wr_rm_rf_at(dir, id, err);
 }

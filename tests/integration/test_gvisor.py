@@ -20,9 +20,9 @@ pytestmark = pytest.mark.skipif(shutil.which("runsc") is None and not os.environ
                                 reason="runsc is not installed (scripts/deps.sh test installs it)")
 
 
-def gvisor_pids():
+def gvisor_pids(sid=""):
     """Host processes of this session's gvisor sandboxes (runsc, its sentry and gofer, the
-    shim): their command lines name the session's run directory."""
+    shim), or of sandbox sid's: their command lines name its run directory."""
     found = []
     for p in os.listdir("/proc"):
         if not p.isdigit():
@@ -32,7 +32,7 @@ def gvisor_pids():
                 cmd = f.read()
         except OSError:
             continue
-        if (RUN_DIR + "/sandboxes/").encode() in cmd:
+        if (RUN_DIR + "/sandboxes/" + sid).encode() in cmd:
             found.append(int(p))
     return found
 
@@ -71,7 +71,8 @@ def gsb(gclient):
         sb.kill()
     except warren.NotFoundError:
         pass
-    assert wait_for(lambda: not gvisor_pids()), "gVisor processes left: %r" % gvisor_pids()
+    assert wait_for(lambda: not gvisor_pids(sb.sandbox_id)), \
+        "gVisor processes left: %r" % gvisor_pids(sb.sandbox_id)
 
 
 def test_the_kernel_inside_is_gvisors(gsb):
@@ -156,6 +157,32 @@ def test_pause_to_disk_keeps_the_processes_and_their_memory(gsb):
     gsb.pause(mode="disk")
     assert gsb.resume().processes_kept is True
     assert [p.pid for p in gsb.commands.list() if p.running] == [procs[0].pid]
+
+
+def test_fork_keeps_the_memory_and_the_parent_goes_on(gsb):
+    """Copies restored from one checkpoint of the running parent: each continues its shell,
+    with the variable it held; the parent goes on too; each copy has its own files."""
+    h = gsb.commands.run("sh", background=True)
+    h.send_stdin('x=$RANDOM$RANDOM$$; echo "$x" > /tmp/before\n')
+    assert wait_for(lambda: gsb.files.exists("/tmp/before"))
+    before = gsb.files.read("/tmp/before").strip()
+    r = gsb.fork(count=2)
+    assert r.ok and r.processes_kept and len(r.sandboxes) == 2, r
+    assert r.freeze_ms > 0
+    for sb in [gsb] + r.sandboxes:
+        assert sb.get_info().runtime == "gvisor"
+        assert wait_for(lambda: [p.pid for p in sb.commands.list() if p.running] == [h.pid])
+        out = "/tmp/after-%s" % sb.sandbox_id
+        sb.commands.send_stdin(h.pid, 'echo "$x" > %s\n' % out)
+    for sb in [gsb] + r.sandboxes:
+        out = "/tmp/after-%s" % sb.sandbox_id
+        assert wait_for(lambda: sb.files.exists(out)), sb.sandbox_id
+        assert sb.files.read(out).strip() == before
+        # Its own files: what one writes, no other sees.
+        assert [x for x in ("/tmp/after-" + o.sandbox_id for o in [gsb] + r.sandboxes)
+                if sb.files.exists(x)] == [out]
+    for sb in r.sandboxes:
+        sb.kill()
 
 
 def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):

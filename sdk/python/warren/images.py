@@ -536,13 +536,16 @@ class ForkResult:
     ``errors``, one :class:`~warren.WarrenError` per copy that could not be made (e.g. a
     :class:`~warren.RateLimitError` past the host's capacity). ``freeze_ms``: how long the
     parent was frozen; ``capture``: how its files were captured. The copies' ``template`` is
-    the id of the snapshot they were made from, deleted once they exist."""
+    the id of the snapshot they were made from, deleted once they exist. ``processes_kept``:
+    the copies continue the parent's processes and memory (a running sandbox on the gvisor
+    runtime), not fresh ones."""
 
     sandboxes: list[Sandbox]
     errors: list[WarrenError]
     freeze_ms: float
     capture: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    processes_kept: bool = False
 
     @property
     def ok(self) -> bool:

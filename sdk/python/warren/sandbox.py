@@ -565,6 +565,7 @@ class Sandbox:
             freeze_ms=float(freeze) if isinstance(freeze, (int, float)) else 0.0,
             capture=str(doc.get("capture", "")),
             raw=doc,
+            processes_kept=doc.get("processes_kept") is True,
         )
 
     @overload
