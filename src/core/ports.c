@@ -427,6 +427,14 @@ struct wr_port_req *wr_live_sb_port_open(struct wr_live_sb *sb, uint16_t port, w
         wr_err_set(err, WR_EINVAL, 0, "port 0 is not a port");
         return NULL;
     }
+    /* A socket of gVisor's network stack cannot be handed to the host, and a gvisor sandbox
+     * has no network slot yet to reach it by. */
+    if (sb->backend == WR_BACKEND_GVISOR) {
+        wr_err_set(err, WR_EUNSUPPORTED, 0,
+                   "sandbox %s: ports of a sandbox on the gvisor runtime cannot be reached yet",
+                   sb->id);
+        return NULL;
+    }
     if ((r = req_start(sb, WR_MSG_PORT_OPEN, port, err)) == NULL)
         return NULL;
     r->open_cb = cb;

@@ -110,6 +110,19 @@ def test_commands_and_files(gsb):
     assert [p for p in gsb.commands.list() if p.running] == []
 
 
+def test_what_gvisor_cannot_do_yet_answers_501(gsb, gclient):
+    # An exposed port (the sandbox has loopback only, and gVisor's sockets cannot be handed out)
+    r = gclient.request("GET", "/v1/sandboxes/%s/ports/8080/" % gsb.sandbox_id, check=False)
+    assert r.status == 501 and "gvisor" in r.json()["message"], (r.status, r.body)
+    # A network asked for outright, and a command's own cgroup
+    r = gclient.request("POST", "/v1/sandboxes", json_body={
+        "template": "base", "runtime": "gvisor", "network": {"internet": True}}, check=False)
+    assert r.status == 501 and "gvisor" in r.json()["message"], (r.status, r.body)
+    r = gclient.request("POST", "/v1/sandboxes/%s/exec" % gsb.sandbox_id, json_body={
+        "cmd": ["true"], "memory_mb": 64}, check=False)
+    assert r.status == 501, (r.status, r.body)
+
+
 def test_pause_in_memory_keeps_a_shells_variable(gsb):
     h = gsb.commands.run("sh", background=True)
     h.send_stdin('x=$RANDOM$RANDOM$RANDOM$$; echo "$x" > /tmp/before\n')
@@ -250,6 +263,35 @@ def test_a_daemon_killed_and_restarted_adopts_it():
         assert sb.commands.run("cat /tmp/kept").stdout == "kept\n"
         sb.kill()
         assert wait_for(lambda: not gvisor_pids()), gvisor_pids()
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
+
+
+def test_paused_to_disk_then_restarted_resumes_its_processes():
+    """A checkpoint outlives the daemon: paused to disk, the daemon killed with -9 and
+    started again, the resume continues the same shell."""
+    d = Daemon().start()
+    try:
+        c = d.client()
+        sb = warren.Sandbox.create(client=c, runtime="gvisor", timeout=120)
+        h = sb.commands.run("sh", background=True)
+        h.send_stdin('x=$RANDOM$RANDOM$$; echo "$x" > /tmp/before\n')
+        assert wait_for(lambda: sb.files.exists("/tmp/before"))
+        before = sb.files.read("/tmp/before").strip()
+        assert sb.pause(mode="disk").paused_mode == "disk"
+        d.kill9()
+        d.start()
+        sb = warren.Sandbox.connect(sb.sandbox_id, client=d.client())
+        assert sb.get_info().state == "paused"
+        assert sb.resume().processes_kept is True
+        sb.commands.send_stdin(h.pid, 'echo "$x" > /tmp/after\n')
+        assert wait_for(lambda: sb.files.exists("/tmp/after"))
+        assert sb.files.read("/tmp/after").strip() == before
+        sb.kill()
+        assert wait_for(lambda: not gvisor_pids(sb.sandbox_id))
     finally:
         try:
             delete_all(d)
