@@ -60,6 +60,8 @@ struct init_config {
     char *resolver;
     /* --listen: the path of a control socket init makes itself (else it is given fd 3). */
     char *listen_path;
+    /* --gvisor: the kernel is gVisor's (its pty master never hangs up: proc.c) */
+    bool gvisor;
 };
 
 extern struct init_config init_cfg;

@@ -94,7 +94,8 @@ static void usage_exit(const char *what)
 {
     fprintf(stderr,
             "warren-init: %s\nusage: warren-init [--ephemeral] [--env KEY=VALUE]... "
-            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver ADDR] [--listen PATH]\n",
+            "[--cwd DIR] [--user NAME|UID] [--oom-fd FD] [--resolver ADDR] [--listen PATH] "
+            "[--gvisor]\n",
             what);
     _exit(2);
 }
@@ -111,6 +112,10 @@ static void parse_args(int argc, char **argv)
 
         if (strcmp(a, "--ephemeral") == 0) {
             init_cfg.ephemeral = true;
+            continue;
+        }
+        if (strcmp(a, "--gvisor") == 0) {
+            init_cfg.gvisor = true;
             continue;
         }
         if (strcmp(a, "--oom-fd") == 0) {

@@ -113,6 +113,27 @@ static void on_output(struct init_fdw *w, uint32_t events)
     deliver(pr, w == &pr->err ? WR_FLAG_STDERR : WR_FLAG_STDOUT, buf, (size_t)r);
 }
 
+/* gVisor's pty master never reports that the last replica closed (no EIO, no POLLHUP): once
+ * the process is reaped, what is left to read is read now, and its output ends with it (a
+ * background job still holding the terminal is cut off there, unlike on Linux). */
+static void pty_drain(struct init_proc *pr)
+{
+    static uint8_t buf[WR_CHUNK_SIZE];
+
+    while (window_used(pr) < WR_OUTPUT_WINDOW) {
+        size_t want = WR_OUTPUT_WINDOW - window_used(pr);
+        ssize_t r = read(pr->out.fd, buf, want < sizeof(buf) ? want : sizeof(buf));
+        if (r > 0) {
+            deliver(pr, WR_FLAG_STDOUT, buf, (size_t)r);
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        init_fdw_close(&pr->out); /* EAGAIN: nothing more will come */
+        return;
+    }
+}
+
 static bool output_done(const struct init_proc *pr)
 {
     return pr->out.fd < 0 && pr->err.fd < 0;
@@ -427,6 +448,8 @@ void init_procs_pump(void)
         init_fdw_set(&pr->in, inq_len(pr) > 0 ? EPOLLOUT : 0);
         if (pr->pty && pr->in_closing && inq_len(pr) == 0)
             pr->in_closed = true;
+        if (pr->reaped && pr->pty && pr->out.fd >= 0 && init_cfg.gvisor)
+            pty_drain(pr);
         if (pr->reaped && output_done(pr)) {
             if (pr->in.fd >= 0 || pr->in_holder != NULL)
                 close_stdin(pr);

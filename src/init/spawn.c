@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -154,7 +153,11 @@ static int child_run(void *arg)
         int fd = open(pl->slave, O_RDWR);
         if (fd < 0)
             child_fail(pl, STAGE_PTY);
-        if (ioctl(fd, TIOCSCTTY, 0) < 0)
+        /* Opening it made it our controlling terminal already on gVisor, whose TIOCSCTTY then
+         * answers EINVAL (Linux answers 0); TIOCGPGRP answers only on one's controlling
+         * terminal. */
+        pid_t pgrp;
+        if (ioctl(fd, TIOCSCTTY, 0) < 0 && ioctl(fd, TIOCGPGRP, &pgrp) < 0)
             child_fail(pl, STAGE_PTY);
         (void)ioctl(fd, TIOCSWINSZ, &pl->ws);
         if (fchown(fd, pl->user->uid, (gid_t)-1) < 0) {

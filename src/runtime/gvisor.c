@@ -161,6 +161,7 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     json_str(&b, GV_INIT_PATH);
     json_arg(&b, "--listen");
     json_arg(&b, GV_SOCKET);
+    json_arg(&b, "--gvisor");
     for (const char *const *e = spec->env; e && *e; e++) {
         json_arg(&b, "--env");
         json_arg(&b, *e);

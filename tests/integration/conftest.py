@@ -445,10 +445,36 @@ def client(daemon):
     c.close()
 
 
+# A module that sets BACKENDS = ("ns", "gvisor") runs each of its tests that take `sandbox` on
+# both isolation backends (the test ids say which); a test that cannot apply to one of them
+# says so with pytest.mark.backends("ns"). Without runsc, gvisor's are skipped, saying so
+# (outside CI; scripts/deps.sh installs it).
+def pytest_generate_tests(metafunc):
+    backends = getattr(metafunc.module, "BACKENDS", None)
+    if backends is None or "sandbox" not in metafunc.fixturenames:
+        return
+    mark = metafunc.definition.get_closest_marker("backends")
+    if mark is not None:
+        backends = [b for b in backends if b in mark.args]
+    metafunc.parametrize("backend", backends)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "backends(*names): the isolation backends a test applies to")
+
+
 @pytest.fixture
-def sandbox(client):
+def backend():
+    return "ns"
+
+
+@pytest.fixture
+def sandbox(client, backend):
+    import shutil
     import warren
-    sb = warren.Sandbox.create(client=client, timeout=120)
+    if backend == "gvisor" and shutil.which("runsc") is None and not os.environ.get("CI"):
+        pytest.skip("runsc is not installed (scripts/deps.sh installs it)")
+    sb = warren.Sandbox.create(client=client, timeout=120, runtime=backend)
     yield sb
     try:
         sb.kill()

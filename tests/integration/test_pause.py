@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+BACKENDS = ("ns", "gvisor")  # the tests taking `sandbox` run on both (conftest.py)
+
 import warren
 from conftest import CGROUP_PARENT, Daemon, delete_all, warren as warren_cli
 
@@ -74,6 +76,9 @@ def start_counter(sb):
 
 # ---- pause keeps the processes and their memory ------------------------------------------------
 
+# Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host
+# process on ns only (test_gvisor.py pauses gvisor sandboxes).
+@pytest.mark.backends("ns")
 def test_pause_freezes_every_process_and_resume_goes_on(sandbox):
     sid = sandbox.sandbox_id
     h, out = start_counter(sandbox)
@@ -101,6 +106,9 @@ def test_pause_freezes_every_process_and_resume_goes_on(sandbox):
     h.kill()
 
 
+# Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host
+# process on ns only (test_gvisor.py pauses gvisor sandboxes).
+@pytest.mark.backends("ns")
 def test_shell_memory_survives(sandbox):
     h = sandbox.commands.run("sh", background=True)
     h.send_stdin('x=$(cat /proc/sys/kernel/random/uuid); echo "$$ $x" > /tmp/before\n')
