@@ -113,8 +113,8 @@ def disk(d, data_mb):
     for _ in range(max(3, ROUNDS // 3)):
         sid = d.req("POST", "/v1/sandboxes", {"template": "base", "timeout": 600,
                                               "runtime": "gvisor", "memory_mb": 1024}, 201)["id"]
-        d.sh(sid, "sleep 3600 & head -c %dM /dev/urandom > /dev/shm/data" % data_mb
-             if data_mb else "sleep 3600 &")
+        d.sh(sid, "sleep 3600 >/dev/null 2>&1 & head -c %dM /dev/urandom > /dev/shm/data" % data_mb
+             if data_mb else "sleep 3600 >/dev/null 2>&1 &")
         t0 = time.perf_counter()
         d.req("POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)
         pauses.append(ms(t0))
@@ -132,7 +132,7 @@ def disk(d, data_mb):
 def fork(d, n):
     sid = d.req("POST", "/v1/sandboxes", {"template": "base", "timeout": 600,
                                           "runtime": "gvisor"}, 201)["id"]
-    d.sh(sid, "sleep 3600 &")
+    d.sh(sid, "sleep 3600 >/dev/null 2>&1 &")
     t0 = time.perf_counter()
     r = d.req("POST", "/v1/sandboxes/%s/fork" % sid, {"count": n}, 201)
     total = ms(t0)

@@ -2,22 +2,24 @@
 /* The gvisor backend: the same sandbox (its layers and writable layer, warren-init as PID 1,
  * cgroups with its limits) inside gVisor's user-space kernel, runsc on its ptrace platform, so
  * that the code in it meets gVisor's system calls, not the host's (docs/design/isolation.md,
- * "Two backends"). Measurements behind the choices: shared/research/perf-gvisor.md.
+ * "The gvisor backend"). Measurements behind the choices: shared/research/perf-gvisor.md.
  *
- *   runtime (worker thread)                         inside runsc
- *   -----------------------                         ------------
+ *   runtime (worker thread)                    inside runsc
+ *   -----------------------                    ------------
  *   run dir + lock (sandbox.c), `backend` file
  *   cgroups with the limits
- *   overlay of the layers + writable layer, not
- *   idmapped (the sandbox's ids are stored as
- *   they are), mounted at <dir>/rootfs
- *   <dir>/ctl: a tiny tmpfs, bound at /dev/.warren/ctl
+ *   overlay of the layers + writable layer,
+ *   not idmapped, mounted at <dir>/rootfs
+ *   <dir>/ctl: a tiny tmpfs (/dev/.warren/ctl)
  *   <dir>/bundle/config.json
- *   spawn warren-shim (holds the lock), into the
- *   cgroups, "go" ───────▶ runsc create, start ──▶ sentry + gofer ──▶ /dev/.warren/init
- *                                                                   --listen
- * /dev/.warren/ctl/ctl.sock wait for ctl/ctl.sock (a host socket made by the gofer,
- * --host-uds=create), check it is a socket, bind it over <dir>/ctl.sock HELLO on <dir>/ctl.sock
+ *   warren-shim (holds the lock) into the
+ *   cgroups, "go" ────▶ runsc run --detach ────▶ sentry + gofer, PID 1:
+ *                                               /dev/.warren/init --listen
+ *                                               /dev/.warren/ctl/ctl.sock
+ *   wait for ctl/ctl.sock (a host socket the
+ *   gofer made: --host-uds=create), check it
+ *   is a socket, bind it over <dir>/ctl.sock
+ *   HELLO on <dir>/ctl.sock
  *
  * The daemon then reaches warren-init at <dir>/ctl.sock exactly as for the ns backend. It is a
  * bind mount of the socket's inode, not the path in the directory the sandbox can write: a
@@ -195,6 +197,9 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
                 ",\"mounts\":[{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"}");
     json_mount(&b, "/dev", "tmpfs", "tmpfs", "nosuid,mode=755");
     json_mount(&b, "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro");
+    /* Everyone's, as on ns (runsc's own would be root's alone); in the sentry's memory, which
+     * the sandbox's memory limit holds. */
+    json_mount(&b, "/dev/shm", "tmpfs", "shm", "nosuid,nodev,mode=1777");
     json_mount(&b, GV_INIT_PATH, "bind", rt->init_path, "bind,ro");
     json_mount(&b, GV_CTL_DIR, "bind", ctl, "bind,rw");
     for (size_t i = 0; i < spec->n_mounts; i++)
@@ -337,8 +342,7 @@ static int runsc_failed(struct wr_sandbox *sb, int status, struct wr_err *err)
     tail = strrchr(buf, '\n');
     tail = tail != NULL ? tail + 1 : buf;
     return wr_err_set(err, WR_ESYS, 0, "runsc %s failed (status %d): %.*s",
-                      status == 101   ? "create"
-                      : status == 102 ? "start"
+                      status == 101   ? "run"
                       : status == 103 ? "restore"
                       : status == 104 ? "checkpoint"
                                       : "shim",

@@ -1,21 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* warren-shim: the host-side parent of one gVisor sandbox (src/runtime/gvisor.c). `runsc create`
- * forks the sandbox's sentry and gofer and exits; they would then belong to host PID 1, which
- * reaps late, and `runsc delete` and `checkpoint` wait for that reaping (seconds, measured in
- * shared/research/perf-gvisor.md). The shim is a child subreaper instead: it runs `runsc create`
- * and `runsc start`, inherits what they leave running, reaps it at once, and exits when nothing
- * of the sandbox is left, so its own end is the sandbox's end. It holds the sandbox's run
- * directory lock (fd 3) for as long as it lives, as warren-init does for the ns backend.
+/* warren-shim: the host-side parent of one gVisor sandbox (src/runtime/gvisor.c). `runsc run
+ * --detach` forks the sandbox's sentry and gofer and exits; they would then belong to host PID 1,
+ * which reaps late, and `runsc delete` and `checkpoint` wait for that reaping (seconds, measured in
+ * shared/research/perf-gvisor.md). The shim is a child subreaper instead: it runs `runsc run
+ * --detach` (create and start in one Go process: one start-up less), inherits what they leave
+ * running, reaps it at once, and exits when nothing of the sandbox is left, so its own end is the
+ * sandbox's end. It holds the sandbox's run directory lock (fd 3) for as long as it lives, as
+ * warren-init does for the ns backend.
  *
  * usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]
  *
  * With IMAGE (a checkpoint's directory) the sandbox is restored from it (`runsc restore
- * --detach`) instead of created and started.
+ * --detach`) instead of run.
  *
  * fd 3: the run directory's lock (kept, never passed on); fd 4: a pipe from the runtime, which
  * writes one byte once it has put this process into the sandbox's cgroups (everything it starts
  * is then in them too), or closes it to cancel. Exit status: 0 once the sandbox has ended, or
- * 100 + the failing step (1 create, 2 start, 3 restore) when runsc failed; runsc says why on
+ * 100 + the failing step (1 run, 3 restore) when runsc failed; runsc says why on
  * stderr. */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,18 +96,14 @@ int main(int argc, char **argv)
     close(GO_FD);
 
     const char *id = argv[sep + 1], *bundle = argv[sep + 2], *image = argv[sep + 3];
-    const char *create[] = {"create", "--bundle", bundle, id, NULL};
-    const char *start[] = {"start", id, NULL};
+    const char *start[] = {"run", "--detach", "--bundle", bundle, id, NULL};
     const char *restore[] = {"restore", "--detach", "--image-path", image, "--bundle", bundle,
                              id,        NULL};
     if (image != NULL) {
         if (run(argv + 1, sep - 1, restore) != 0)
             return 103;
-    } else {
-        if (run(argv + 1, sep - 1, create) != 0)
-            return 101;
-        if (run(argv + 1, sep - 1, start) != 0)
-            return 102;
+    } else if (run(argv + 1, sep - 1, start) != 0) {
+        return 101;
     }
     while (waitpid(-1, &st, 0) >= 0 || errno == EINTR)
         ;
