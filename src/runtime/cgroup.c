@@ -656,6 +656,15 @@ fail:
     return wr_err_set(err, WR_ESYS, -rc, "write %s", file);
 }
 
+int wr_cgroup_set_limits(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim,
+                         struct wr_err *err)
+{
+    if (lim->cpu_millis != 0 && lim->cpu_millis < 10)
+        return wr_err_set(err, WR_EINVAL, 0, "cpu limit %u millicores is below 10",
+                          lim->cpu_millis);
+    return apply_limits(cg, lim, err);
+}
+
 void wr_cgroup_forget(struct wr_cgroup *cg)
 {
     free(cg);

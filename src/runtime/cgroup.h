@@ -44,6 +44,9 @@ int wr_cgroup_lookup(struct wr_cgroup_driver *d, const char *name, struct wr_cgr
 
 /* Move process `pid` into the cgroup (every hierarchy). */
 int wr_cgroup_attach(struct wr_cgroup *cg, pid_t pid, struct wr_err *err);
+/* Apply limits (the nonzero ones) to an existing cgroup. */
+int wr_cgroup_set_limits(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim,
+                         struct wr_err *err);
 
 /* Freeze or thaw every process in the cgroup; returns once the state is reached. */
 int wr_cgroup_freeze(struct wr_cgroup *cg, bool frozen, struct wr_err *err);
