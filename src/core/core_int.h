@@ -477,7 +477,8 @@ char *wr__net_json(const struct wr_manager *m, const struct wr_net_policy *p, in
                    bool ports_public, const char *mask_host);
 /* A slot for a create: a ready one (pooled: with a child pre-cloned into it, which the create
  * takes), or (make) one its worker makes. WR_ELIMIT if none is left. */
-int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, struct wr_err *err);
+int wr__net_take(struct wr_manager *m, bool child_ok, int32_t *slot, bool *make, bool *pooled,
+                 struct wr_err *err);
 /* sb holds slot with policy p (moved into sb->net; p is zeroed) and its port options; programs
  * the kernel's rules (but at start, when wr__net_start builds them all). */
 int wr__net_bind(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, struct wr_net_policy *p,

@@ -649,20 +649,6 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
 
     if (wr__net_request(m, req->net, true, &pol, &want_net, &err) < 0)
         goto fail;
-    if (backend == WR_BACKEND_GVISOR && want_net) {
-        /* No network slot on gvisor yet: loopback only, unless a network was asked for outright
-         * (the daemon's default internet is not asking). */
-        if (req->net != NULL &&
-            (req->net->enabled > 0 || req->net->internet > 0 || req->net->n_allow_out > 0)) {
-            wr_err_set(&err, WR_EUNSUPPORTED, 0,
-                       "network on the gvisor runtime is not supported yet (ask for "
-                       "`network: {\"enabled\": false}`, or the ns runtime)");
-            goto fail;
-        }
-        want_net = false;
-        pol.internet = false;
-    }
-
     c = xcalloc(1, sizeof(*c));
     c->m = m;
     c->t0 = t0;
@@ -702,7 +688,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
                                       &warm_sb, &slot)) != NULL) {
         free(c->rec.id);
         c->rec.id = xstrdup(id);
-    } else if (want_net && wr__net_take(m, &slot, &make_slot, &pooled, &err) < 0) {
+    } else if (want_net &&
+               wr__net_take(m, backend == WR_BACKEND_NS, &slot, &make_slot, &pooled, &err) < 0) {
         wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_cfg_free(c->start);

@@ -432,7 +432,8 @@ static uint32_t ready_remove(struct wr_net *net, size_t i)
     return s;
 }
 
-int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, struct wr_err *err)
+int wr__net_take(struct wr_manager *m, bool child_ok, int32_t *slot, bool *make, bool *pooled,
+                 struct wr_err *err)
 {
     struct wr_net *net = m->net;
     int64_t s = -1;
@@ -441,14 +442,15 @@ int wr__net_take(struct wr_manager *m, int32_t *slot, bool *make, bool *pooled, 
     net->clone_failed = false;
     *pooled = false;
     /* A slot with a child waiting in it first, then the most recent ready one (not one a child
-     * is being cloned into: it is the worker's until then). */
-    for (size_t i = net->n_ready; i-- > 0 && s < 0;)
+     * is being cloned into: it is the worker's until then). Without child_ok (a gvisor
+     * sandbox: its processes are runsc's), none with a child in it. */
+    for (size_t i = net->n_ready; i-- > 0 && s < 0 && child_ok;)
         if (net->slot[net->ready[i]].child) {
             s = ready_remove(net, i);
             *pooled = true;
         }
     for (size_t i = net->n_ready; i-- > 0 && s < 0;)
-        if (!net->slot[net->ready[i]].cloning)
+        if (!net->slot[net->ready[i]].cloning && (child_ok || !net->slot[net->ready[i]].child))
             s = ready_remove(net, i);
     if (s >= 0) {
         *make = false;

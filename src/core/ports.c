@@ -427,11 +427,12 @@ struct wr_port_req *wr_live_sb_port_open(struct wr_live_sb *sb, uint16_t port, w
         wr_err_set(err, WR_EINVAL, 0, "port 0 is not a port");
         return NULL;
     }
-    /* A socket of gVisor's network stack cannot be handed to the host, and a gvisor sandbox
-     * has no network slot yet to reach it by. */
-    if (sb->backend == WR_BACKEND_GVISOR) {
+    /* A socket inside gVisor cannot be handed to the host: a gvisor sandbox's ports are
+     * reached through its network slot, which one made without a network has not. */
+    if (sb->backend == WR_BACKEND_GVISOR && sb->net_addr == 0) {
         wr_err_set(err, WR_EUNSUPPORTED, 0,
-                   "sandbox %s: ports of a sandbox on the gvisor runtime cannot be reached yet",
+                   "sandbox %s: the ports of a sandbox on the gvisor runtime are reached through "
+                   "its network (create it with `network: {\"enabled\": true}`)",
                    sb->id);
         return NULL;
     }

@@ -320,7 +320,7 @@ static void fill(struct warm_pool *p)
     rec.env_json = (char *)"{}";
     rec.memory_bytes = m->cfg.default_memory_bytes;
     rec.cpu_millis = m->cfg.default_cpu_millis;
-    if (p->net && wr__net_take(m, &slot, &make, &pooled, &err) < 0)
+    if (p->net && wr__net_take(m, true, &slot, &make, &pooled, &err) < 0)
         goto retry;
     rec.net_slot = slot;
     if (wr__start_spec_of(m, &rec, &f->ss, &err) < 0) {

@@ -25,8 +25,9 @@
  * bind mount of the socket's inode, not the path in the directory the sandbox can write: a
  * sandbox that puts a symbolic link there reaches nothing of anyone else's. warren-shim
  * (src/shim/main.c) is the parent of runsc's processes and ends with them: its pid is the
- * sandbox's pid for every caller (exits, adoption, kill). Networking is --network=none
- * (loopback only) for now. */
+ * sandbox's pid for every caller (exits, adoption, kill). Without a network slot runsc has
+ * --network=none (loopback only); with one, warren-shim joins the slot's namespace and runsc
+ * has --network=host there. */
 #include "runtime_int.h"
 
 #include <errno.h>
@@ -205,8 +206,12 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     for (size_t i = 0; i < spec->n_mounts; i++)
         json_mount(&b, spec->mounts[i].target, "bind", spec->mounts[i].host_dir,
                    spec->mounts[i].readonly ? "rbind,ro,nosuid,nodev" : "rbind,rw,nosuid,nodev");
-    wr_buf_puts(&b, "],\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"network\"},"
-                    "{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]}}\n");
+    /* With the slot's network (--network=host) runsc stays in the namespace it was started in
+     * (warren-shim joined the slot's); else a new one, loopback only. */
+    wr_buf_printf(&b,
+                  "],\"linux\":{\"namespaces\":[{\"type\":\"pid\"},%s"
+                  "{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]}}\n",
+                  spec->netns_fd > 0 ? "" : "{\"type\":\"network\"},");
     if (mkdir(bundle, 0700) < 0) {
         wr_buf_fini(&b);
         return wr_err_sys(err, "mkdir `%s`", bundle);
@@ -256,14 +261,18 @@ static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
     return 0;
 }
 
-/* runsc's flags for one sandbox: its own state directory, no network of gVisor's, host sockets
- * made by the sandbox (warren-init's), the cgroups left to us, ptrace. */
-#define GV_FLAGS(root_flag)                                                                        \
-    (root_flag), "--network=none", "--host-uds=create", "--ignore-cgroups", "--platform=ptrace"
+/* runsc's flags for one sandbox: its own state directory; no network but loopback, or the
+ * network slot's (host: gVisor passes its sockets to the kernel in the slot's namespace, so the
+ * host's policy on the slot sees every packet); host sockets made by the sandbox (warren-init's),
+ * the cgroups left to us, ptrace. */
+#define GV_FLAGS(root_flag, host_net)                                                              \
+    (root_flag), (host_net) ? "--network=host" : "--network=none", "--host-uds=create",            \
+        "--ignore-cgroups", "--platform=ptrace"
 
 /* Spawn argv[0] with stdio to <dir>/runsc.log, fd 3 the run directory's lock and fd 4 go_rd (if
- * not -1). Returns its pid, or -1 with err. */
-static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, struct wr_err *err)
+ * not -1), fd 5 netns_fd (if not -1). Returns its pid, or -1 with err. */
+static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, int netns_fd,
+                          struct wr_err *err)
 {
     _cleanup_free_ char *log = xasprintf("%s/runsc.log", sb->dir);
     posix_spawn_file_actions_t fa;
@@ -280,6 +289,8 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, s
         posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
         posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
     }
+    if (netns_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, netns_fd, 5);
     posix_spawnattr_init(&attr);
     sigemptyset(&none);
     sigfillset(&all);
@@ -294,17 +305,23 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, s
     return pid;
 }
 
-/* warren-shim, with the lock at fd 3 and the read end of go at fd 4. */
+/* warren-shim, with the lock at fd 3, the read end of go at fd 4 and the network slot's
+ * namespace at fd 5 (netns_fd, if not -1). */
 static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, const char *restore_image,
-                      int go_rd, struct wr_err *err)
+                      int netns_fd, int go_rd, struct wr_err *err)
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
     _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
-    char *argv[] = {
-        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag),   "--",
-        sb->id,        bundle,         (char *)restore_image, NULL,
+    char *with_net[] = {
+        rt->shim_path, "--netns", rt->runsc_path, GV_FLAGS(root_flag, true),
+        "--",          sb->id,    bundle,         (char *)restore_image,
+        NULL,
     };
-    pid_t pid = spawn_logged(sb, argv, go_rd, err);
+    char *without[] = {
+        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag, false), "--",
+        sb->id,        bundle,         (char *)restore_image,      NULL,
+    };
+    pid_t pid = spawn_logged(sb, netns_fd >= 0 ? with_net : without, go_rd, netns_fd, err);
 
     if (pid < 0)
         return -1;
@@ -415,9 +432,9 @@ static int check_gvisor_spec(struct wr_runtime *rt, const struct wr_sandbox_spec
                           spec->id ? spec->id : "");
     if (spec->n_layers == 0)
         return wr_err_set(err, WR_EINVAL, 0, "image has no layers");
-    if (spec->netns_fd > 0 || spec->netns_fd == WR_NETNS_POOLED)
+    if (spec->netns_fd == WR_NETNS_POOLED)
         return wr_err_set(err, WR_EUNSUPPORTED, 0,
-                          "a network of its own on the gvisor backend is not supported yet");
+                          "a child pre-cloned into a network slot is not for the gvisor backend");
     if (spec->ephemeral)
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "ephemeral sandboxes on the gvisor backend");
     return wr_mounts_check(spec->mounts, spec->n_mounts, err);
@@ -436,6 +453,7 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     if (check_gvisor_spec(rt, spec, err) < 0 || (sb = wr__sandbox_new(rt, spec->id, err)) == NULL)
         return -1;
     sb->backend = WR_BACKEND_GVISOR;
+    sb->host_net = spec->netns_fd > 0;
     /* gVisor's sentry and gofer run on host threads in the sandbox's cgroup: its pids limit
      * would count them, so the limit of processes inside is left to the memory limit for now.
      * Its CPU limit comes once warren-init answers: runsc's start (Go programs on several
@@ -463,7 +481,8 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         if (wr_write_fileat(AT_FDCWD, resume, "", true, err) < 0)
             goto fail;
     }
-    if (spawn_shim(rt, sb, spec->restore_image, go[0], err) < 0)
+    if (spawn_shim(rt, sb, spec->restore_image, spec->netns_fd > 0 ? spec->netns_fd : -1, go[0],
+                   err) < 0)
         goto fail;
     close(steal_fd(&go[0]));
     if (wr_cgroup_attach(sb->cg, sb->pid, err) < 0)
@@ -535,8 +554,12 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
     _cleanup_free_ char *image_flag = xasprintf("--image-path=%s", image_dir);
-    char *argv[] = {
-        sb->rt->runsc_path, GV_FLAGS(root_flag), "checkpoint", image_flag, sb->id, NULL};
+    char *argv[] = {sb->rt->runsc_path,
+                    GV_FLAGS(root_flag, sb->host_net),
+                    "checkpoint",
+                    image_flag,
+                    sb->id,
+                    NULL};
     int st;
     pid_t pid;
 
@@ -552,7 +575,7 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
     (void)unlink(sb->ctl_path);
     if (mkdir(image_dir, 0700) < 0 && errno != EEXIST)
         return wr_err_sys(err, "mkdir `%s`", image_dir);
-    pid = spawn_logged(sb, argv, -1, err);
+    pid = spawn_logged(sb, argv, -1, -1, err);
     if (pid < 0)
         return -1;
     while (waitpid(pid, &st, 0) < 0)

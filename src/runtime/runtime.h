@@ -156,8 +156,9 @@ int wr_mounts_check(const struct wr_mount_spec *mounts, size_t n, struct wr_err 
 
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
-    /* WR_BACKEND_GVISOR: inside runsc (src/runtime/gvisor.c). Not yet with a network slot
-     * (netns_fd), pre-cloned children or ephemeral: WR_EUNSUPPORTED. */
+    /* WR_BACKEND_GVISOR: inside runsc (src/runtime/gvisor.c); a network slot (netns_fd > 0)
+     * is used through runsc's host networking in that namespace. Not with pre-cloned children
+     * (WR_NETNS_POOLED) or ephemeral: WR_EUNSUPPORTED. */
     enum wr_backend backend;
     /* gvisor only: restore the sandbox from this checkpoint (wr_sandbox_checkpoint) instead of
      * starting warren-init afresh: its processes go on from where they were. The layers,

@@ -28,6 +28,7 @@ struct wr_sandbox {
     bool reaped;
     bool adopted; /* not our child: wait through the pidfd, not waitpid */
     enum wr_backend backend;
+    bool host_net;    /* gvisor: runsc in a network slot, --network=host */
     int64_t net_slot; /* WR_NETNS_POOLED: the slot taken; -1 */
     struct wr_sandbox_timing timing;
 };

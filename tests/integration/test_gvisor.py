@@ -6,6 +6,7 @@ warren-shim, in the sandbox's cgroups, and nothing of them is left after a delet
 restart. What is checked from inside: the kernel answering is gVisor's, and the escape probe
 fails at every attempt."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import time
 import pytest
 
 import warren
-from conftest import CGROUP_PARENT, RUN_DIR, Daemon, delete_all
+from conftest import CGROUP_PARENT, RUN_DIR, Daemon, delete_all, internet
 
 pytestmark = pytest.mark.skipif(shutil.which("runsc") is None and not os.environ.get("CI"),
                                 reason="runsc is not installed (scripts/deps.sh test installs it)")
@@ -110,14 +111,12 @@ def test_commands_and_files(gsb):
     assert [p for p in gsb.commands.list() if p.running] == []
 
 
-def test_what_gvisor_cannot_do_yet_answers_501(gsb, gclient):
-    # An exposed port (the sandbox has loopback only, and gVisor's sockets cannot be handed out)
+def test_what_gvisor_cannot_do_answers_501(gsb, gclient):
+    # A port of a sandbox without a network (gVisor's sockets cannot be handed to the host:
+    # ports are reached through the network slot, test_a_network_goes_through_the_slot...)
     r = gclient.request("GET", "/v1/sandboxes/%s/ports/8080/" % gsb.sandbox_id, check=False)
     assert r.status == 501 and "gvisor" in r.json()["message"], (r.status, r.body)
-    # A network asked for outright, and a command's own cgroup
-    r = gclient.request("POST", "/v1/sandboxes", json_body={
-        "template": "base", "runtime": "gvisor", "network": {"internet": True}}, check=False)
-    assert r.status == 501 and "gvisor" in r.json()["message"], (r.status, r.body)
+    # A command's own cgroup
     r = gclient.request("POST", "/v1/sandboxes/%s/exec" % gsb.sandbox_id, json_body={
         "cmd": ["true"], "memory_mb": 64}, check=False)
     assert r.status == 501, (r.status, r.body)
@@ -297,3 +296,76 @@ def test_paused_to_disk_then_restarted_resumes_its_processes():
             delete_all(d)
         finally:
             d.cleanup()
+
+
+# ---- networking: runsc's host networking inside the sandbox's network slot ----------------------
+
+@pytest.fixture(scope="module")
+def ndaemon():
+    """A daemon on the Debian base template (curl, python3), with the session's test internet."""
+    import tempfile
+    base = os.environ.get("WARREN_BASE_TEMPLATE", "/var/cache/warren/test-templates/base")
+    if not os.path.exists(os.path.join(base, "rootfs", "bin", "bash")):
+        pytest.skip("the Debian base template is not built (test.sh builds it)")
+    top = tempfile.mkdtemp(prefix="warrend-gvnet-")
+    tdir = os.path.join(top, "state", "templates", "base")
+    os.makedirs(tdir)
+    os.symlink(os.path.join(base, "rootfs"), os.path.join(tdir, "rootfs"))
+    shutil.copy(os.path.join(base, "config.json"), tdir)
+    d = Daemon(state_dir=top).start()
+    yield d
+    try:
+        delete_all(d)
+    finally:
+        d.cleanup()
+
+
+def gv_net(c, **net):
+    r = c.request("POST", "/v1/sandboxes", json_body={
+        "template": "base", "runtime": "gvisor", "timeout": 120, "network": net})
+    return warren.Sandbox.connect(r.json()["id"], client=c)
+
+
+def curl(sb, url):
+    r = sb.commands.run(["curl", "-sS", "--max-time", "5", url], check=False, timeout=30)
+    return r.stdout if r.exit_code == 0 else None
+
+
+def test_a_network_goes_through_the_slot_and_its_policy(ndaemon):
+    inet = internet()
+    c = ndaemon.client()
+    sb = gv_net(c, internet=True)
+    off = gv_net(c, enabled=True)
+    try:
+        n = sb.get_info().network
+        assert n.enabled and n.address.startswith("10.")
+        ifaces = sb.commands.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout
+        assert sorted(ifaces.split()) == ["eth0", "lo"]
+        # Out through the slot, masqueraded by the host (the peer sees the host's uplink), and
+        # names through the host's DNS stub.
+        got = json.loads(curl(sb, "http://%s/x" % inet.addr("web")))
+        assert got["peer"] == inet.host_end
+        assert json.loads(curl(sb, "http://example.test/y"))["host"] == "example.test"
+        # The same from a sandbox whose policy has no internet: the host drops it.
+        assert curl(off, "http://%s/x" % inet.addr("web")) is None
+        # A port, reached through the slot's address.
+        h = sb.commands.run("mkdir -p /tmp/www && echo hello-gvisor > /tmp/www/index.html && "
+                            "exec python3 -m http.server 8080 -d /tmp/www", background=True)
+        r = None
+        for _ in range(100):
+            r = c.request("GET", "/v1/sandboxes/%s/ports/8080/index.html" % sb.sandbox_id,
+                          check=False)
+            if r.status == 200:
+                break
+            time.sleep(0.1)
+        assert r.status == 200 and r.body == b"hello-gvisor\n", (r.status, r.body)
+        h.kill()
+        # A checkpoint cannot hold the host's sockets: a pause to disk keeps the files only,
+        # and says so.
+        assert sb.pause(mode="disk").paused_mode == "disk"
+        assert sb.resume().processes_kept is False
+        assert curl(sb, "http://example.test/z") is not None
+    finally:
+        for s in (sb, off):
+            s.kill()
+        c.close()
