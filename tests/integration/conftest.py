@@ -166,10 +166,13 @@ def run_dir_entries():
 def mount_lines():
     """Mounts of this session's sandboxes left behind. The network slots of running daemons
     (RUN_DIR/net/<table>/<i>, held on purpose: they outlive a daemon) are not sandboxes';
-    Daemon.cleanup removes a daemon's."""
+    Daemon.cleanup removes a daemon's. Another test session's run directory (a gvisor sandbox's
+    root and control socket are mounts of the host's) is that session's business."""
     with open("/proc/self/mountinfo") as f:
         return [l for l in f if (RUN_DIR in l or "warren" in l.split()[4])
-                and not ("/net/" in l.split()[4] and " nsfs " in l)]
+                and not ("/net/" in l.split()[4] and " nsfs " in l)
+                and not (l.split()[4].startswith("/run/warren-test-")
+                         and not l.split()[4].startswith(RUN_DIR + "/"))]
 
 
 def wait_clean(timeout=5.0):
