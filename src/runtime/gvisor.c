@@ -26,13 +26,14 @@
  * sandbox that puts a symbolic link there reaches nothing of anyone else's. warren-shim
  * (src/shim/main.c) is the parent of runsc's processes and ends with them: its pid is the
  * sandbox's pid for every caller (exits, adoption, kill). Without a network slot runsc has
- * --network=none (loopback only); with one, warren-shim joins the slot's namespace and runsc
- * has --network=host there. */
+ * --network=none (loopback only); with one, warren-shim is spawned inside the slot's namespace
+ * and runsc has --network=host there. */
 #include "runtime_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -270,7 +271,8 @@ static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
         "--ignore-cgroups", "--platform=ptrace"
 
 /* Spawn argv[0] with stdio to <dir>/runsc.log, fd 3 the run directory's lock and fd 4 go_rd (if
- * not -1), fd 5 netns_fd (if not -1). Returns its pid, or -1 with err. */
+ * not -1), in the network namespace netns_fd (if not -1: this thread goes into it for the
+ * spawn only). Returns its pid, or -1 with err. */
 static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, int netns_fd,
                           struct wr_err *err)
 {
@@ -280,6 +282,7 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, i
     sigset_t none, all;
     pid_t pid;
     int rc;
+    _cleanup_close_ int self_ns = -1;
 
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -289,15 +292,24 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, i
         posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
         posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
     }
-    if (netns_fd >= 0)
-        posix_spawn_file_actions_adddup2(&fa, netns_fd, 5);
     posix_spawnattr_init(&attr);
     sigemptyset(&none);
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (netns_fd >= 0) {
+        self_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self_ns < 0 || setns(netns_fd, CLONE_NEWNET) < 0) {
+            rc = errno;
+            posix_spawn_file_actions_destroy(&fa);
+            posix_spawnattr_destroy(&attr);
+            return wr_err_set(err, WR_ESYS, rc, "enter the network slot");
+        }
+    }
     rc = posix_spawn(&pid, argv[0], &fa, &attr, argv, (char *[]){NULL});
+    if (self_ns >= 0 && setns(self_ns, CLONE_NEWNET) < 0)
+        abort(); /* a thread left in a sandbox's netns must not go on */
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0)
@@ -305,17 +317,16 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, i
     return pid;
 }
 
-/* warren-shim, with the lock at fd 3, the read end of go at fd 4 and the network slot's
- * namespace at fd 5 (netns_fd, if not -1). */
+/* warren-shim, with the lock at fd 3 and the read end of go at fd 4, in the network slot's
+ * namespace (netns_fd, if not -1). */
 static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, const char *restore_image,
                       int netns_fd, int go_rd, struct wr_err *err)
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
     _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
     char *with_net[] = {
-        rt->shim_path, "--netns", rt->runsc_path, GV_FLAGS(root_flag, true),
-        "--",          sb->id,    bundle,         (char *)restore_image,
-        NULL,
+        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag, true), "--",
+        sb->id,        bundle,         (char *)restore_image,     NULL,
     };
     char *without[] = {
         rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag, false), "--",

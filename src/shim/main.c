@@ -8,11 +8,7 @@
  * sandbox's end. It holds the sandbox's run directory lock (fd 3) for as long as it lives, as
  * warren-init does for the ns backend.
  *
- * usage: warren-shim [--netns] RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]
- *
- * --netns: fd 5 is a network namespace (the sandbox's network slot) that runsc runs in, with
- * --network=host: gVisor then uses that namespace's interfaces, whose traffic the host's
- * policy sees.
+ * usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]
  *
  * With IMAGE (a checkpoint's directory) the sandbox is restored from it (`runsc restore
  * --detach`) instead of run.
@@ -23,8 +19,6 @@
  * 100 + the failing step (1 run, 3 restore) when runsc failed; runsc says why on
  * stderr. */
 #include <errno.h>
-#include <sched.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,7 +30,6 @@
 
 #define LOCK_FD  3
 #define GO_FD    4
-#define NETNS_FD 5
 #define MAX_ARGS 64
 
 /* Run runsc with its flags, then cmd and the rest; its exit status, or -1. */
@@ -68,31 +61,18 @@ static int run(char **runsc, int nrunsc, const char *const *cmd)
 
 int main(int argc, char **argv)
 {
-    bool netns = argc > 1 && strcmp(argv[1], "--netns") == 0;
     int sep = -1, st;
     char go = 0;
     ssize_t r;
 
-    if (netns) { /* what follows is as without it */
-        argv++;
-        argc--;
-    }
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--") == 0) {
             sep = i;
             break;
         }
     if (sep < 2 || (argc - sep != 3 && argc - sep != 4) || sep > MAX_ARGS) {
-        fprintf(stderr,
-                "usage: warren-shim [--netns] RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]\n");
+        fprintf(stderr, "usage: warren-shim RUNSC [RUNSC-FLAG]... -- ID BUNDLE [IMAGE]\n");
         return 2;
-    }
-    if (netns) {
-        if (setns(NETNS_FD, CLONE_NEWNET) < 0) {
-            perror("warren-shim: setns fd 5");
-            return 2;
-        }
-        close(NETNS_FD);
     }
     if (fcntl(LOCK_FD, F_SETFD, FD_CLOEXEC) < 0 || fcntl(GO_FD, F_SETFD, FD_CLOEXEC) < 0) {
         fprintf(stderr, "warren-shim: fds 3 and 4 must be open\n");
