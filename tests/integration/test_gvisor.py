@@ -47,26 +47,10 @@ def wait_for(pred, timeout=10.0, step=0.05):
     return pred()
 
 
-@pytest.fixture(scope="module")
-def gdaemon():
-    d = Daemon().start()
-    yield d
-    try:
-        delete_all(d)
-    finally:
-        d.cleanup()
-
-
+# The module's daemon and its client are conftest's `daemon` and `client`.
 @pytest.fixture
-def gclient(gdaemon):
-    c = gdaemon.client()
-    yield c
-    c.close()
-
-
-@pytest.fixture
-def gsb(gclient):
-    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", timeout=120)
+def gsb(client):
+    sb = warren.Sandbox.create(client=client, runtime="gvisor", timeout=120)
     yield sb
     try:
         sb.kill()
@@ -111,13 +95,13 @@ def test_commands_and_files(gsb):
     assert [p for p in gsb.commands.list() if p.running] == []
 
 
-def test_what_gvisor_cannot_do_answers_501(gsb, gclient):
+def test_what_gvisor_cannot_do_answers_501(gsb, client):
     # A port of a sandbox without a network (gVisor's sockets cannot be handed to the host:
     # ports are reached through the network slot, test_a_network_goes_through_the_slot...)
-    r = gclient.request("GET", "/v1/sandboxes/%s/ports/8080/" % gsb.sandbox_id, check=False)
+    r = client.request("GET", "/v1/sandboxes/%s/ports/8080/" % gsb.sandbox_id, check=False)
     assert r.status == 501 and "gvisor" in r.json()["message"], (r.status, r.body)
     # A command's own cgroup
-    r = gclient.request("POST", "/v1/sandboxes/%s/exec" % gsb.sandbox_id, json_body={
+    r = client.request("POST", "/v1/sandboxes/%s/exec" % gsb.sandbox_id, json_body={
         "cmd": ["true"], "memory_mb": 64}, check=False)
     assert r.status == 501, (r.status, r.body)
 
@@ -221,8 +205,8 @@ def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):
     assert tree_digest(IMAGE) == before
 
 
-def test_limits_apply_to_the_whole_sandbox(gclient):
-    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", memory_mb=256, cpus=0.5,
+def test_limits_apply_to_the_whole_sandbox(client):
+    sb = warren.Sandbox.create(client=client, runtime="gvisor", memory_mb=256, cpus=0.5,
                                timeout=120)
     try:
         base = "/sys/fs/cgroup/%%s/%s/%s/" % (CGROUP_PARENT, sb.sandbox_id)
@@ -235,8 +219,8 @@ def test_limits_apply_to_the_whole_sandbox(gclient):
     assert wait_for(lambda: not gvisor_pids())
 
 
-def test_delete_leaves_nothing(gclient):
-    sb = warren.Sandbox.create(client=gclient, runtime="gvisor", timeout=120)
+def test_delete_leaves_nothing(client):
+    sb = warren.Sandbox.create(client=client, runtime="gvisor", timeout=120)
     d = os.path.join(RUN_DIR, "sandboxes", sb.sandbox_id)
     assert os.path.exists(os.path.join(d, "ctl.sock"))
     assert gvisor_pids()
