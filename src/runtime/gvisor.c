@@ -68,8 +68,6 @@
 #define GV_SOCKET           GV_CTL_DIR "/ctl.sock"
 #define GV_LOG_TAIL         512
 
-extern char **environ;
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -262,21 +260,21 @@ static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
     return 0;
 }
 
-/* runsc's flags for one sandbox: its own state directory; no network but loopback, or the
- * network slot's (host: gVisor passes its sockets to the kernel in the slot's namespace, so the
- * host's policy on the slot sees every packet); host sockets made by the sandbox (warren-init's),
- * the cgroups left to us, ptrace. */
-#define GV_FLAGS(root_flag, host_net)                                                              \
-    (root_flag), (host_net) ? "--network=host" : "--network=none", "--host-uds=create",            \
-        "--ignore-cgroups", "--platform=ptrace"
+/* runsc's flags for one sandbox: its own state directory and log (<dir>/runsc.log: runsc's
+ * messages only; the sandbox's stdio is /dev/null, as on ns, so nothing in it can write to the
+ * host's /run); no network but loopback, or the network slot's (host: gVisor passes its
+ * sockets to the kernel in the slot's namespace, so the host's policy on the slot sees every
+ * packet); host sockets made by the sandbox (warren-init's), the cgroups left to us, ptrace. */
+#define GV_FLAGS(root_flag, log_flag, host_net)                                                    \
+    (root_flag), (log_flag), (host_net) ? "--network=host" : "--network=none",                     \
+        "--host-uds=create", "--ignore-cgroups", "--platform=ptrace"
 
-/* Spawn argv[0] with stdio to <dir>/runsc.log, fd 3 the run directory's lock and fd 4 go_rd (if
- * not -1), in the network namespace netns_fd (if not -1: this thread goes into it for the
- * spawn only). Returns its pid, or -1 with err. */
-static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, int netns_fd,
-                          struct wr_err *err)
+/* Spawn argv[0] with stdio /dev/null, fd 3 the run directory's lock and fd 4 go_rd (if not
+ * -1), in the network namespace netns_fd (if not -1: this thread goes into it for the spawn
+ * only). Returns its pid, or -1 with err. */
+static pid_t spawn_runsc(struct wr_sandbox *sb, char *const *argv, int go_rd, int netns_fd,
+                         struct wr_err *err)
 {
-    _cleanup_free_ char *log = xasprintf("%s/runsc.log", sb->dir);
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     sigset_t none, all;
@@ -285,9 +283,9 @@ static pid_t spawn_logged(struct wr_sandbox *sb, char *const *argv, int go_rd, i
     _cleanup_close_ int self_ns = -1;
 
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+    posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    posix_spawn_file_actions_adddup2(&fa, 0, 2);
     if (go_rd >= 0) {
         posix_spawn_file_actions_adddup2(&fa, sb->dir_lock, 3);
         posix_spawn_file_actions_adddup2(&fa, go_rd, 4);
@@ -323,16 +321,19 @@ static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, const char *
                       int netns_fd, int go_rd, struct wr_err *err)
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
+    _cleanup_free_ char *log_flag = xasprintf("--log=%s/runsc.log", sb->dir);
     _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir);
-    char *with_net[] = {
-        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag, true), "--",
-        sb->id,        bundle,         (char *)restore_image,     NULL,
+    char *argv[] = {
+        rt->shim_path,
+        rt->runsc_path,
+        GV_FLAGS(root_flag, log_flag, netns_fd >= 0),
+        "--",
+        sb->id,
+        bundle,
+        (char *)restore_image,
+        NULL,
     };
-    char *without[] = {
-        rt->shim_path, rt->runsc_path, GV_FLAGS(root_flag, false), "--",
-        sb->id,        bundle,         (char *)restore_image,      NULL,
-    };
-    pid_t pid = spawn_logged(sb, netns_fd >= 0 ? with_net : without, go_rd, netns_fd, err);
+    pid_t pid = spawn_runsc(sb, argv, go_rd, netns_fd, err);
 
     if (pid < 0)
         return -1;
@@ -369,6 +370,13 @@ static int runsc_failed(struct wr_sandbox *sb, int status, struct wr_err *err)
         buf[--n] = '\0';
     tail = strrchr(buf, '\n');
     tail = tail != NULL ? tail + 1 : buf;
+    /* runsc logs JSON lines: {"msg":"...","level":"error",...} */
+    if (strncmp(tail, "{\"msg\":\"", 8) == 0) {
+        char *end = strstr(tail + 8, "\",\"");
+        tail += 8;
+        if (end != NULL)
+            *end = '\0';
+    }
     return wr_err_set(err, WR_ESYS, 0, "runsc %s failed (status %d): %.*s",
                       status == 101   ? "run"
                       : status == 103 ? "restore"
@@ -565,8 +573,9 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
     _cleanup_free_ char *image_flag = xasprintf("--image-path=%s", image_dir);
+    _cleanup_free_ char *log_flag = xasprintf("--log=%s/runsc.log", sb->dir);
     char *argv[] = {sb->rt->runsc_path,
-                    GV_FLAGS(root_flag, sb->host_net),
+                    GV_FLAGS(root_flag, log_flag, sb->host_net),
                     "checkpoint",
                     image_flag,
                     sb->id,
@@ -586,7 +595,7 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
     (void)unlink(sb->ctl_path);
     if (mkdir(image_dir, 0700) < 0 && errno != EEXIST)
         return wr_err_sys(err, "mkdir `%s`", image_dir);
-    pid = spawn_logged(sb, argv, -1, -1, err);
+    pid = spawn_runsc(sb, argv, -1, -1, err);
     if (pid < 0)
         return -1;
     while (waitpid(pid, &st, 0) < 0)

@@ -16,8 +16,8 @@
  * fd 3: the run directory's lock (kept, never passed on); fd 4: a pipe from the runtime, which
  * writes one byte once it has put this process into the sandbox's cgroups (everything it starts
  * is then in them too), or closes it to cancel. Exit status: 0 once the sandbox has ended, or
- * 100 + the failing step (1 run, 3 restore) when runsc failed; runsc says why on
- * stderr. */
+ * 100 + the failing step (1 run, 3 restore) when runsc failed; runsc says why in its
+ * --log. Its stdio, which the sandbox inherits, is /dev/null. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

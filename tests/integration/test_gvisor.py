@@ -201,6 +201,12 @@ def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):
         assert line.startswith("HELD "), name + ":\n" + out
     # The host's file, the host's processes and the image on disk stay out of reach.
     assert "host secret" not in out
+    # warren-init's stdio is /dev/null: nothing the sandbox writes there lands in the host's
+    # /run (runsc's own log is beside the sandbox's run directory).
+    gsb.commands.run("echo from-the-sandbox > /proc/1/fd/2; echo x > /proc/1/fd/1", check=False,
+                     user="root")
+    with open(os.path.join(RUN_DIR, "sandboxes", gsb.sandbox_id, "runsc.log"), "rb") as f:
+        assert b"from-the-sandbox" not in f.read()
     assert str(sleeper.pid) not in gsb.commands.run("ls /proc").stdout.split()
     assert tree_digest(IMAGE) == before
 
