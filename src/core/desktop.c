@@ -139,9 +139,12 @@ static void dop_free(struct dop *d)
 }
 
 /* A buffer as a C string (never NULL). */
+/* b's bytes as a string: NUL-terminated, also when nothing was ever appended (an empty
+ * buffer has no storage, and appending nothing gives it none). */
 static char *bstr(struct wr_buf *b)
 {
-    wr_buf_append(b, "", 0);
+    wr_buf_reserve(b, 1);
+    b->data[b->len] = '\0';
     return (char *)b->data;
 }
 
