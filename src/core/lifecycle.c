@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A managed sandbox's life: its state, its watching (deadline, pidfd, agent), its end and
  * destroy, delete, lookups and timeouts (see manager.h, core_int.h). */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -257,12 +259,39 @@ static void pid_unindex(struct wr_live_sb *sb)
     sb->pid_indexed = false;
 }
 
+/* Why a sandbox's init ended by itself, as its record will say: a limit it reached (its cgroup
+ * counts them; on gvisor the sentry ends at the first), or nothing known. */
+static void init_exit_reason(struct wr_live_sb *sb, char *buf, size_t size)
+{
+    struct wr_sandbox_limit_hits h;
+    struct wr_err err;
+
+    if (sb->rt != NULL && wr_sandbox_limit_hits(sb->rt, &h, &err) == 0) {
+        if (h.oom_kills > 0) {
+            snprintf(buf, size, "it reached its memory limit of %" PRIu64 " MiB",
+                     sb->memory_bytes >> 20);
+            return;
+        }
+        if (h.pids_refused > 0) {
+            snprintf(buf, size,
+                     "it reached its limit of %" PRIu32 " tasks (on gvisor, gVisor's "
+                     "host threads count)",
+                     sb->m->cfg.pids_max);
+            return;
+        }
+    }
+    snprintf(buf, size, "the sandbox's init process exited unexpectedly");
+}
+
 static void init_exited(struct wr_live_sb *sb)
 {
+    char reason[160];
+
     log_warn("sandbox %s: warren-init exited", sb->id);
-    if (!wr__live_sb_ending(sb))
-        wr__live_sb_end(sb, false, WR_SB_STOPPED, "the sandbox's init process exited unexpectedly",
-                        NULL, NULL);
+    if (wr__live_sb_ending(sb))
+        return;
+    init_exit_reason(sb, reason, sizeof(reason));
+    wr__live_sb_end(sb, false, WR_SB_STOPPED, reason, NULL, NULL);
 }
 
 static void on_init_gone(uv_timer_t *t)

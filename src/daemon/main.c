@@ -42,6 +42,7 @@ struct options {
     const char *init_path;
     const char *cgroup_mode;
     uint32_t max_sandboxes;
+    uint32_t pids_max;
     uint32_t agent_idle_ms; /* --agent-idle MS (0: the default) */
     bool exits_pidfd;       /* --exits pidfd: a pidfd per sandbox, not the process events */
     uint32_t agent_crowd;   /* from the fd limit (size_fds) */
@@ -106,6 +107,8 @@ static void usage(FILE *f)
            "  --socket PATH          unix socket of the API (/run/warrend/warrend.sock)\n"
            "  --listen HOST:PORT     TCP address of the API (127.0.0.1:7860; '' for none)\n"
            "  --max-sandboxes N      sandboxes at most (32752, the id pool's ranges)\n"
+           "  --pids-max N           each sandbox's tasks at most (4096; on gvisor, gVisor's\n"
+           "                         host threads count: about 11 per process inside)\n"
            "  --agent-idle MS        close the connection to a sandbox idle this long; the\n"
            "                         next request opens it again (10000)\n"
            "  --exits connector|pidfd  how the end of a sandbox is seen: the kernel's process\n"
@@ -274,6 +277,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_SOCKET,
         O_LISTEN,
         O_MAXSB,
+        O_PIDSMAX,
         O_AGENTIDLE,
         O_EXITS,
         O_MAXMEM,
@@ -336,6 +340,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"socket", required_argument, NULL, O_SOCKET},
         {"listen", required_argument, NULL, O_LISTEN},
         {"max-sandboxes", required_argument, NULL, O_MAXSB},
+        {"pids-max", required_argument, NULL, O_PIDSMAX},
         {"agent-idle", required_argument, NULL, O_AGENTIDLE},
         {"exits", required_argument, NULL, O_EXITS},
         {"max-memory", required_argument, NULL, O_MAXMEM},
@@ -416,6 +421,10 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_MAXSB:
             if (opt_uint(optarg, 1, 1000000, &o->max_sandboxes, &err) < 0)
+                goto bad;
+            break;
+        case O_PIDSMAX:
+            if (opt_uint(optarg, 64, 4194304, &o->pids_max, &err) < 0)
                 goto bad;
             break;
         case O_AGENTIDLE:
@@ -1031,6 +1040,7 @@ int main(int argc, char **argv)
             .default_timeout_s = o.default_timeout,
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
+            .pids_max = o.pids_max,
             .exits = exits,
             .agent_idle_ms = o.agent_idle_ms,
             .agent_crowd = o.agent_crowd,

@@ -900,6 +900,20 @@ fail:
     return wr_err_set(err, WR_ESYS, (int)-n, "cgroup `%s`: read %s", cg->name, file);
 }
 
+int wr_cgroup_pids_refused(struct wr_cgroup *cg, uint64_t *n, struct wr_err *err)
+{
+    char path[NAME_MAX + 64], buf[256];
+    ssize_t r;
+
+    if (!cg->d->have[CTL_PIDS])
+        return missing(cg->d, CTL_PIDS, err);
+    snprintf(path, sizeof(path), "%s/pids.events", cg->name);
+    if ((r = cg_read(cg->d->at[CTL_PIDS], path, buf, sizeof(buf))) < 0)
+        return wr_err_set(err, WR_ESYS, (int)-r, "cgroup `%s`: read pids.events", cg->name);
+    *n = keyed_value(buf, "max");
+    return 0;
+}
+
 int wr_cgroup_cpu(struct wr_cgroup *cg, uint64_t *ns, struct wr_err *err)
 {
     bool v2 = cg->d->version == WR_CGROUP_V2;

@@ -66,6 +66,9 @@ int wr_cgroup_nprocs(struct wr_cgroup *cg, struct wr_err *err);
 int wr_cgroup_memory(struct wr_cgroup *cg, uint64_t *usage, uint64_t *oom_kills,
                      struct wr_err *err);
 
+/* How often the pids limit refused a new task (pids.events' `max`). */
+int wr_cgroup_pids_refused(struct wr_cgroup *cg, uint64_t *n, struct wr_err *err);
+
 /* CPU time used by the cgroup's processes so far, in ns (cpuacct.usage on v1, cpu.stat's
  * usage_usec on v2). */
 int wr_cgroup_cpu(struct wr_cgroup *cg, uint64_t *ns, struct wr_err *err);

@@ -473,11 +473,11 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         return -1;
     sb->backend = WR_BACKEND_GVISOR;
     sb->host_net = spec->netns_fd > 0;
-    /* gVisor's sentry and gofer run on host threads in the sandbox's cgroup: its pids limit
-     * would count them, so the limit of processes inside is left to the memory limit for now.
-     * Its CPU limit comes once warren-init answers: runsc's start (Go programs on several
-     * threads) is the platform's work, and under a 1-vCPU quota it took 320 ms, not 220. */
-    lim.pids_max = 0;
+    /* The pids limit counts host tasks: the sentry's and gofer's threads and, on the ptrace
+     * platform, the stub processes and threads behind the processes inside (about 11 each, kept
+     * at their high-water mark). A sandbox that reaches it ends: the sentry cannot go on. The
+     * CPU limit comes once warren-init answers: runsc's start (Go programs on several threads)
+     * is the platform's work, and under a 1-vCPU quota it took 320 ms, not 220. */
     lim.cpu_millis = 0;
     dirfd = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0 || wr_write_fileat(dirfd, "backend", "gvisor\n", true, err) < 0) {

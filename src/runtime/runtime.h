@@ -308,6 +308,16 @@ int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct w
 int wr_sandbox_usage_by_id(struct wr_runtime *rt, const char *id, struct wr_sandbox_usage *u,
                            struct wr_err *err);
 
+/* What the sandbox's limits refused so far: processes killed by its memory limit, tasks its
+ * pids limit did not let start. Read when its init ends unexpectedly, to say why (on gvisor,
+ * the sentry ends at the first of either). */
+struct wr_sandbox_limit_hits {
+    uint64_t oom_kills;
+    uint64_t pids_refused;
+};
+int wr_sandbox_limit_hits(struct wr_sandbox *sb, struct wr_sandbox_limit_hits *h,
+                          struct wr_err *err);
+
 /* A command's own cgroup under the sandbox `id`'s (by id, not handle: callable on any thread
  * while the sandbox lives; docs/usage.md, "Per-command usage"). cmd_create makes `name` with
  * the limits (a memory and CPU limit; 0: none) and opens its cgroup.procs files into fds

@@ -1505,6 +1505,17 @@ int wr_sandbox_usage(struct wr_sandbox *sb, struct wr_sandbox_usage *u, struct w
     return 0;
 }
 
+int wr_sandbox_limit_hits(struct wr_sandbox *sb, struct wr_sandbox_limit_hits *h,
+                          struct wr_err *err)
+{
+    if (sb->cg == NULL)
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s has no cgroup", sb->id);
+    if (wr_cgroup_memory(sb->cg, NULL, &h->oom_kills, err) < 0 ||
+        wr_cgroup_pids_refused(sb->cg, &h->pids_refused, err) < 0)
+        return wr_err_wrap(err, "sandbox %s", sb->id);
+    return 0;
+}
+
 int wr_sandbox_usage_by_id(struct wr_runtime *rt, const char *id, struct wr_sandbox_usage *u,
                            struct wr_err *err)
 {

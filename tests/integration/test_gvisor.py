@@ -225,6 +225,34 @@ def test_limits_apply_to_the_whole_sandbox(client):
     assert wait_for(lambda: not gvisor_pids())
 
 
+def test_the_pids_limit_ends_only_its_sandbox():
+    """The pids limit holds the host tasks gVisor runs a sandbox on (about 11 per process
+    inside, on the ptrace platform): a sandbox that spawns past it ends, its record says why,
+    the host never held more of its tasks than the limit, and the daemon serves the next."""
+    d = Daemon("--pids-max", "300").start()
+    try:
+        c = d.client()
+        sb = warren.Sandbox.create(client=c, runtime="gvisor", timeout=120)
+        pids = "/sys/fs/cgroup/pids/%s/%s/" % (CGROUP_PARENT, sb.sandbox_id)
+        with open(pids + "pids.max") as f:
+            assert f.read().strip() == "300"
+        with pytest.raises(warren.WarrenError):
+            sb.commands.run("for i in $(seq 100); do sleep 60 >/dev/null 2>&1 & done; wait",
+                            timeout=60)
+        info = sb.get_info()
+        assert info.state == "stopped"
+        assert "limit of 300 tasks" in info.reason, info.reason
+        assert wait_for(lambda: not gvisor_pids(sb.sandbox_id)), gvisor_pids(sb.sandbox_id)
+        other = warren.Sandbox.create(client=c, runtime="gvisor", timeout=120)
+        assert other.commands.run("echo still").stdout == "still\n"
+        other.kill()
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
+
+
 def test_delete_leaves_nothing(client):
     sb = warren.Sandbox.create(client=client, runtime="gvisor", timeout=120)
     d = os.path.join(RUN_DIR, "sandboxes", sb.sandbox_id)
