@@ -72,12 +72,14 @@ static const char *backend_names(unsigned bits, const char *sep, char *buf, size
     return buf;
 }
 
-/* The backend of a create that names none and whose template names none: ns, unless the
- * daemon leaves it out (the first it allows then). */
+/* The backend of a create that names none and whose template names none: the daemon's
+ * (--runtimes' first), else ns, unless the daemon leaves it out (the first it allows then). */
 static enum wr_backend default_backend(const struct wr_manager *m)
 {
     unsigned bits = allowed_backends(m);
 
+    if (bits & (1u << m->cfg.default_runtime))
+        return (enum wr_backend)m->cfg.default_runtime;
     for (int b = 0; b < WR_BACKENDS; b++)
         if (bits & (1u << b))
             return (enum wr_backend)b;

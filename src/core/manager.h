@@ -102,8 +102,10 @@ struct wr_manager_config {
     const char *currency;
     struct wr_webhooks_config webhooks; /* webhooks.h */
     /* The isolation backends a create may ask for (warrend --runtimes): bit 1u << b of each
-     * enum wr_backend b (src/runtime/runtime.h) allowed; 0: every one. */
+     * enum wr_backend b (src/runtime/runtime.h) allowed; 0: every one. default_runtime: the
+     * enum wr_backend of a create that names none and whose template names none. */
     unsigned runtimes;
+    unsigned default_runtime;
 };
 
 int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out,

@@ -104,12 +104,14 @@ static char *warm_image_json(struct wr_manager *m, const char *name, struct wr_e
 
 /* Whether an image (as warm_image_json makes it) leaves its sandboxes on ns: its config names no
  * other runtime. */
-static bool runs_on_ns(const char *image_json)
+/* Whether a create of the template of image_json that names no runtime runs on ns: its
+ * config's `runtime`, else the daemon's default. */
+static bool runs_on_ns(const struct wr_manager *m, const char *image_json)
 {
     json_t *j = json_loads(image_json, 0, NULL);
     json_t *v = json_object_get(json_object_get(j, "config"), "runtime");
-    bool ns = v == NULL || json_is_null(v) ||
-              (json_is_string(v) && strcmp(json_string_value(v), "ns") == 0);
+    const char *name = v == NULL || json_is_null(v) ? wr__default_runtime(m) : json_string_value(v);
+    bool ns = name != NULL && strcmp(name, "ns") == 0;
 
     json_decref(j);
     return ns;
@@ -300,7 +302,7 @@ static void fill(struct warm_pool *p)
         schedule(p, WARM_RETRY_MS);
         return;
     }
-    if (!runs_on_ns(f->image_json) ||
+    if (!runs_on_ns(m, f->image_json) ||
         (m->cfg.runtimes != 0 && !(m->cfg.runtimes & (1u << WR_BACKEND_NS)))) {
         /* Warm sandboxes are ns ones; a create of this template would never take one. */
         if (!p->not_ns)

@@ -95,7 +95,8 @@ struct options {
     const char *webhook_allow[WR_WEBHOOK_ALLOW_MAX]; /* --webhook-allow CIDR|HOST */
     size_t n_webhook_allow;
     uint32_t webhook_attempts, webhook_backoff_ms, webhook_timeout_s;
-    unsigned runtimes; /* --runtimes: bits 1u << b of the backends allowed */
+    unsigned runtimes;             /* --runtimes: bits 1u << b of the backends allowed */
+    enum wr_backend runtime_first; /* and the first it names: the default */
 };
 
 static void usage(FILE *f)
@@ -133,8 +134,9 @@ static void usage(FILE *f)
            "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
            "  --runtimes LIST        the isolation backends a create may ask for, of ns and\n"
-           "                         gvisor (ns,gvisor; gvisor needs runsc: without it such a\n"
-           "                         create answers 501)\n"
+           "                         gvisor, the first the default of one that names none\n"
+           "                         (ns,gvisor; gvisor needs runsc: without it such a create\n"
+           "                         answers 501)\n"
            "\nNetworking (docs/networking.md):\n"
            "  --net-pool CIDR|none   sandbox addresses, two per slot (10.200.0.0/15); none:\n"
            "                         every sandbox has loopback only\n"
@@ -225,8 +227,10 @@ static int opt_uint(const char *arg, uint64_t min, uint64_t max, uint32_t *out, 
     return 0;
 }
 
-/* --runtimes ns,gvisor: the backends allowed, as bits 1u << b. */
-static int parse_runtimes(const char *arg, unsigned *out, struct wr_err *err)
+/* --runtimes ns,gvisor: the backends allowed, as bits 1u << b, and the first named, the
+ * default of a create that names none. */
+static int parse_runtimes(const char *arg, unsigned *out, enum wr_backend *first,
+                          struct wr_err *err)
 {
     _cleanup_free_ char *copy = xstrdup(arg);
     char *save = NULL;
@@ -236,6 +240,8 @@ static int parse_runtimes(const char *arg, unsigned *out, struct wr_err *err)
     for (char *p = strtok_r(copy, ",", &save); p != NULL; p = strtok_r(NULL, ",", &save)) {
         if (wr_backend_parse(p, &b, err) < 0)
             return -1;
+        if (*out == 0)
+            *first = b;
         *out |= 1u << b;
     }
     if (*out == 0)
@@ -712,7 +718,7 @@ static int parse_options(int argc, char **argv, struct options *o)
                 goto bad;
             break;
         case O_RUNTIMES:
-            if (parse_runtimes(optarg, &o->runtimes, &err) < 0)
+            if (parse_runtimes(optarg, &o->runtimes, &o->runtime_first, &err) < 0)
                 goto bad;
             break;
         case 'h':
@@ -1055,6 +1061,7 @@ int main(int argc, char **argv)
             .price_gib_second = o.price_gib_second,
             .currency = o.currency ? o.currency : "USD",
             .runtimes = o.runtimes,
+            .default_runtime = (unsigned)o.runtime_first,
             .webhooks =
                 {
                     .allow = o.webhook_allow,

@@ -59,6 +59,26 @@ def test_the_default_runtime_is_ns_and_is_reported(client):
         sb.kill()
 
 
+def test_runtimes_first_named_is_the_default():
+    """`--runtimes gvisor,ns`: a create that names no runtime (and whose template names none)
+    runs on gvisor, one that names ns on ns; /v1/version says gvisor."""
+    d = Daemon("--runtimes", "gvisor,ns")
+    d.start()
+    try:
+        c = d.client()
+        v = c.request("GET", "/v1/version").json()
+        assert v["runtime"] == "gvisor" and sorted(v["runtimes"]) == ["gvisor", "ns"], v
+        for body, want in (({}, "gvisor"), ({"runtime": "ns"}, "ns")):
+            r = create(c, **body)
+            assert r.status == 201 and r.json()["runtime"] == want, (body, r.body)
+            c.request("DELETE", "/v1/sandboxes/" + r.json()["id"])
+    finally:
+        try:
+            delete_all(d)
+        finally:
+            d.cleanup()
+
+
 @pytest.mark.parametrize("value", ["bogus", "", "NS", 7, ["ns"]])
 def test_a_runtime_that_is_none_is_400_naming_the_choices(client, value):
     r = create(client, runtime=value)
