@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../runtime/rlimit.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -355,11 +356,16 @@ void wr_init_main(int argc, char **argv)
 {
     static struct init_fdw listen_w = {.fd = -1};
     static struct init_fdw sig_w = {.fd = -1};
+    int rc;
 
     wr_log_set_level(getenv("WARREN_INIT_LOG"));
     parse_args(argc, argv);
     ensure_stdio();
     cloexec_from_3();
+    /* The sandbox's rlimits: on ns the child set them before it became init; inside gVisor
+     * they are runsc's until here. */
+    if (init_cfg.gvisor && (rc = wr_rlimits_apply()) < 0)
+        log_warn("rlimits: %s", strerror(-rc));
     if (init_cfg.listen_path != NULL) /* fd 3, before anything else opens one */
         listen_at(init_cfg.listen_path);
     (void)setsid();

@@ -31,6 +31,7 @@
 #include "runtime_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -56,6 +57,7 @@
 #include "../proto/proto.h"
 #include "../util/xalloc.h"
 #include "mount.h"
+#include "rlimit.h"
 
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
@@ -154,6 +156,7 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     _cleanup_free_ char *bundle = xasprintf("%s/bundle", sb->dir), *path = NULL;
     _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sb->dir);
     _cleanup_free_ char *ctl = xasprintf("%s/ctl", sb->dir);
+    _cleanup_free_ char *tmp = xasprintf("%s/rootfs/tmp", sb->dir), *shm = NULL;
     struct wr_buf b;
     int rc;
 
@@ -182,14 +185,17 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
         json_arg(&b, "--resolver");
         json_arg(&b, a);
     }
-    /* A setuid program (allow_setuid) gains what gVisor's root has, never the host's. */
+    /* A setuid program (allow_setuid) gains what gVisor's root has, never the host's. The
+     * rlimits are warren-init's to set (--gvisor, rlimit.c), as the ns backend's child sets
+     * them, within hard limits of runsc's: locked memory's is raised here to the table's. */
     wr_buf_printf(
         &b,
         "],\"env\":[\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"],"
         "\"cwd\":\"/\",\"capabilities\":{"
         "\"bounding\":" GV_CAPS ",\"effective\":" GV_CAPS ",\"permitted\":" GV_CAPS
-        ",\"inheritable\":[]},\"noNewPrivileges\":%s},\"root\":{\"path\":",
-        spec->allow_setuid ? "false" : "true");
+        ",\"inheritable\":[]},\"rlimits\":[{\"type\":\"RLIMIT_MEMLOCK\",\"soft\":%lu,"
+        "\"hard\":%lu}],\"noNewPrivileges\":%s},\"root\":{\"path\":",
+        WR_RLIMIT_MEMLOCK, WR_RLIMIT_MEMLOCK, spec->allow_setuid ? "false" : "true");
     json_str(&b, rootfs);
     wr_buf_puts(&b, ",\"readonly\":false},\"hostname\":");
     json_str(&b, spec->hostname ? spec->hostname : spec->id);
@@ -197,9 +203,13 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
                 ",\"mounts\":[{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"}");
     json_mount(&b, "/dev", "tmpfs", "tmpfs", "nosuid,mode=755");
     json_mount(&b, "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro");
-    /* Everyone's, as on ns (runsc's own would be root's alone); in the sentry's memory, which
-     * the sandbox's memory limit holds. */
-    json_mount(&b, "/dev/shm", "tmpfs", "shm", "nosuid,nodev,mode=1777");
+    /* Everyone's, as on ns (runsc's own would be root's alone), and of ns's size: it is in the
+     * sentry's memory, and a full one gets ENOSPC before the memory limit ends the sandbox. */
+    shm = xasprintf("nosuid,nodev,mode=1777,size=%" PRIu64, wr__shm_bytes(spec->memory_bytes));
+    json_mount(&b, "/dev/shm", "tmpfs", "shm", shm);
+    /* /tmp is the writable layer's, as on ns (runsc would put a tmpfs of the sentry's memory
+     * there, and a big file in /tmp would end the sandbox at its memory limit). */
+    json_mount(&b, "/tmp", "bind", tmp, "bind,rw");
     json_mount(&b, GV_INIT_PATH, "bind", rt->init_path, "bind,ro");
     json_mount(&b, GV_CTL_DIR, "bind", ctl, "bind,rw");
     for (size_t i = 0; i < spec->n_mounts; i++)
@@ -222,17 +232,45 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
 }
 
 /* The root: the overlay of the layers and the writable layer, at <dir>/rootfs. */
-static int mount_rootfs(const struct wr_sandbox_spec *spec, struct wr_sandbox *sb,
-                        struct wr_err *err)
+/* <run>/gvisor-points: a read-only layer put on top of every gvisor sandbox's image with the
+ * mount points of warren's binds (/dev/.warren/init, /dev/.warren/ctl). runsc's gofer makes a
+ * bind's mount point on the root it is given where none is; without this layer they would be
+ * made in the writable layer and show in its snapshots and diffs. Made once, idempotently. */
+static const char *points_layer(struct wr_runtime *rt, struct wr_err *err)
+{
+    static const char *const dirs[] = {"", "/dev", "/dev/.warren", "/dev/.warren/ctl"};
+    _cleanup_free_ char *init = NULL;
+    _cleanup_close_ int fd = -1;
+
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        _cleanup_free_ char *d = xasprintf("%s%s", rt->gv_points, dirs[i]);
+        if (mkdir(d, 0755) < 0 && errno != EEXIST)
+            return wr_err_sys(err, "mkdir `%s`", d), NULL;
+    }
+    init = xasprintf("%s%s", rt->gv_points, GV_INIT_PATH);
+    if ((fd = open(init, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0755)) < 0)
+        return wr_err_sys(err, "create `%s`", init), NULL;
+    return rt->gv_points;
+}
+
+static int mount_rootfs(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
+                        struct wr_sandbox *sb, struct wr_err *err)
 {
     _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sb->dir), *tmp = NULL;
+    const char *layers[WR_MAX_STACK];
     struct wr_rootfs_spent spent = {.n = 0};
     int ovl = -1, rc = 0;
 
+    if (spec->n_layers >= WR_MAX_STACK)
+        return wr_err_set(err, WR_EINVAL, 0, "an image has 1 to %d layers, not %zu", WR_MAX_LAYERS,
+                          spec->n_layers);
+    memcpy(layers, spec->layers, spec->n_layers * sizeof(layers[0]));
+    if ((layers[spec->n_layers] = points_layer(rt, err)) == NULL)
+        return -1;
     if (mkdir(rootfs, 0755) < 0)
         return wr_err_sys(err, "mkdir `%s`", rootfs);
-    if (wr_rootfs_build(spec->layers, spec->n_layers, -1, spec->upper_dir, spec->tmpfs_bytes, 0,
-                        &ovl, &spent, err) < 0)
+    if (wr_rootfs_build(layers, spec->n_layers + 1, -1, spec->upper_dir, spec->tmpfs_bytes, 0, &ovl,
+                        &spent, err) < 0)
         return -1;
     if (syscall(SYS_move_mount, ovl, "", AT_FDCWD, rootfs, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         rc = wr_err_sys(err, "mount the root at `%s`", rootfs);
@@ -244,6 +282,29 @@ static int mount_rootfs(const struct wr_sandbox_spec *spec, struct wr_sandbox *s
     tmp = xasprintf("%s/tmp", rootfs);
     if (mkdir(tmp, 01777) == 0)
         (void)chmod(tmp, 01777);
+    return 0;
+}
+
+/* The volumes' mount points in the mounted root, made here as on ns (never through a symbolic
+ * link of the image or the writable layer), so runsc, which would resolve one inside the root,
+ * is given a root where each is a plain directory, and a target ns refuses is refused here. */
+static int make_mount_points(const struct wr_sandbox_spec *spec, const struct wr_sandbox *sb,
+                             struct wr_err *err)
+{
+    _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sb->dir);
+    _cleanup_close_ int root = -1;
+    const char *step = NULL;
+
+    if (spec->n_mounts == 0)
+        return 0;
+    if ((root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return wr_err_sys(err, "open `%s`", rootfs);
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        int fd = wr_mount_point_open(root, spec->mounts[i].target, &step);
+        if (fd < 0)
+            return wr_err_set(err, WR_EINVAL, -fd, "%s `%s`", step, spec->mounts[i].target);
+        close(fd);
+    }
     return 0;
 }
 
@@ -486,8 +547,8 @@ int wr__gvisor_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
         goto fail;
     }
     if (wr_cgroup_create(rt->cg, spec->id, &lim, &sb->cg, err) < 0 ||
-        mount_rootfs(spec, sb, err) < 0 || mount_ctl(sb, err) < 0 ||
-        write_bundle(rt, spec, sb, err) < 0)
+        mount_rootfs(rt, spec, sb, err) < 0 || make_mount_points(spec, sb, err) < 0 ||
+        mount_ctl(sb, err) < 0 || write_bundle(rt, spec, sb, err) < 0)
         goto fail;
     sb->timing.cloned = sb->timing.mapped = sb->timing.overlay = now_ns();
     if (pipe2(go, O_CLOEXEC) < 0) {

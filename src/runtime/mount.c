@@ -172,8 +172,8 @@ int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
     _cleanup_close_ int ovl = -1, upper = -1, work = -1, tmnt = -1;
     int mnt, ret = -1, *lfds;
 
-    if (n_layers == 0 || n_layers > WR_MAX_LAYERS)
-        return wr_err_set(err, WR_EINVAL, 0, "an image has 1 to %d layers, not %zu", WR_MAX_LAYERS,
+    if (n_layers == 0 || n_layers > WR_MAX_STACK)
+        return wr_err_set(err, WR_EINVAL, 0, "a root stacks 1 to %d layers, not %zu", WR_MAX_STACK,
                           n_layers);
     ovl = sys_fsopen("overlay", FSOPEN_CLOEXEC);
     if (ovl < 0)
@@ -443,10 +443,7 @@ static int mount_at(const char *src, const char *dir, const char *type, unsigned
     return mount(src, dir, type, flags, data);
 }
 
-/* Walk to target (absolute, checked) from the new root, creating missing directories, never
- * following a symbolic link (an image or a writable layer could point one at the host's tree,
- * which is still the root here), and attach the mount fd there. */
-static int attach_at(int mnt_fd, const char *target, const char **step)
+int wr_mount_point_open(int root_fd, const char *target, const char **step)
 {
     char buf[WR_MOUNT_TARGET_MAX + 1];
     size_t n = strlen(target);
@@ -457,7 +454,7 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
         return -EINVAL;
     }
     memcpy(buf, target, n + 1);
-    dfd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    dfd = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
         *step = "open new root";
         return -errno;
@@ -490,6 +487,16 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
         }
         dfd = nfd;
     }
+    return dfd;
+}
+
+/* Walk to target from the new root (the current directory) and attach the mount fd there. */
+static int attach_at(int mnt_fd, const char *target, const char **step)
+{
+    int dfd = wr_mount_point_open(AT_FDCWD, target, step), ret;
+
+    if (dfd < 0)
+        return dfd;
     ret = (int)syscall(SYS_move_mount, mnt_fd, "", dfd, "",
                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
     if (ret < 0) {

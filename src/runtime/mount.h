@@ -12,30 +12,37 @@
 #include "../util/err.h"
 #include "runtime.h"
 
-/* overlayfs stacks at most 500 lower layers; 128 is plenty for images and snapshots. */
+/* overlayfs stacks at most 500 lower layers; 128 is plenty for images and snapshots. A root
+ * stacks one more: the gvisor backend's layer of mount points (gvisor.c). */
 #define WR_MAX_LAYERS 128
+#define WR_MAX_STACK  (WR_MAX_LAYERS + 1)
 
 /* The detached mounts an overlay was built from (the layers' idmapped clones, the writable
  * layer's mount), no longer needed once it exists. Closing the last fd of a detached mount
  * dissolves it, and that waits for an RCU grace period (about 1 ms on this machine type), so
  * the caller closes them where the wait costs nothing: after "go", while the child sets up. */
 struct wr_rootfs_spent {
-    int fds[WR_MAX_LAYERS + 1];
+    int fds[WR_MAX_STACK + 1];
     size_t n;
 };
 void wr_rootfs_spent_close(struct wr_rootfs_spent *s);
 
 /* Parent side. Build the detached overlay for a child whose user namespace is userns_fd (its
  * uid and gid maps already written), or, with userns_fd -1, without any idmap (the gvisor
- * backend: the sandbox's ids are the host's as stored). layers: bottom first. upper_dir: NULL for a
- * private tmpfs of tmpfs_bytes (owned by host_root), else a directory in which `upper` and `work`
- * are created if missing, stored with sandbox-side ids and used through an idmapped clone (see
- * layer.h). Returns 0 with *overlay_fd (O_CLOEXEC) and the mounts it was built from in *spent (for
- * wr_rootfs_spent_close; close-on-exec, and never handed to the child), or -1 with err and
- * nothing left open. */
+ * backend: the sandbox's ids are the host's as stored). layers: bottom first, WR_MAX_STACK at most.
+ * upper_dir: NULL for a private tmpfs of tmpfs_bytes (owned by host_root), else a directory in
+ * which `upper` and `work` are created if missing, stored with sandbox-side ids and used through an
+ * idmapped clone (see layer.h). Returns 0 with *overlay_fd (O_CLOEXEC) and the mounts it was built
+ * from in *spent (for wr_rootfs_spent_close; close-on-exec, and never handed to the child), or -1
+ * with err and nothing left open. */
 int wr_rootfs_build(const char *const *layers, size_t n_layers, int userns_fd,
                     const char *upper_dir, uint64_t tmpfs_bytes, uid_t host_root, int *overlay_fd,
                     struct wr_rootfs_spent *spent, struct wr_err *err);
+
+/* An O_PATH fd of the directory target (absolute, checked) below root_fd, creating missing
+ * directories and never following a symbolic link (an image or a writable layer could point
+ * one at the host's tree): the mount point of a volume. -errno with *step naming what failed. */
+int wr_mount_point_open(int root_fd, const char *target, const char **step);
 
 /* Parent side. Detached clones of each mount's host directory, idmapped to the child's user
  * namespace (userns_fd, maps written), nosuid, nodev, and read-only where asked: the sandbox's

@@ -21,7 +21,7 @@ static const struct {
     /* These three are also the sandbox-wide totals, taken from the creator's (the zygote's)
      * limits when the user namespace is made: charged per user and, above it, to the
      * namespace's owner on the host, the range's root. */
-    {RLIMIT_MEMLOCK, 8 * MIB, 8 * MIB},
+    {RLIMIT_MEMLOCK, WR_RLIMIT_MEMLOCK, WR_RLIMIT_MEMLOCK},
     {RLIMIT_MSGQUEUE, 819200, 819200},
     {RLIMIT_SIGPENDING, 65536, 65536},
     {RLIMIT_CORE, 0, RLIM_INFINITY},
@@ -39,17 +39,21 @@ static const struct {
 
 int wr_rlimits_apply(void)
 {
+    int first = 0;
+
     for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
         struct rlimit cur, r = {limits[i].soft, limits[i].hard};
 
-        if (getrlimit(limits[i].resource, &cur) < 0)
-            return -errno;
+        if (getrlimit(limits[i].resource, &cur) < 0) {
+            first = first ? first : -errno;
+            continue;
+        }
         if (r.rlim_max > cur.rlim_max)
             r.rlim_max = cur.rlim_max;
         if (r.rlim_cur > r.rlim_max)
             r.rlim_cur = r.rlim_max;
-        if (setrlimit(limits[i].resource, &r) < 0)
-            return -errno;
+        if (setrlimit(limits[i].resource, &r) < 0 && first == 0)
+            first = -errno;
     }
-    return 0;
+    return first;
 }

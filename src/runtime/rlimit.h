@@ -4,9 +4,14 @@
  * have any limits at all). See docs/design/isolation.md, "Shared kernel counters". */
 #pragma once
 
+/* Locked memory of a sandbox's process, soft and hard (also the gvisor backend's hard limit
+ * for warren-init to set: runsc's default is 64 KiB). */
+#define WR_RLIMIT_MEMLOCK (8ul * 1024ul * 1024ul)
+
 /* Set every rlimit of the calling process to the sandbox's value, each clamped to the hard limit
  * it has now (raising a hard limit takes CAP_SYS_RESOURCE in the host's user namespace, which a
- * sandbox never has). Async-signal-safe, no allocation. Returns 0 or -errno.
+ * sandbox never has). Async-signal-safe, no allocation. Tries every one; returns 0 or the first
+ * -errno (gVisor's kernel refuses some).
  *
  * Called in the child before it becomes warren-init, so every process of the sandbox starts
  * from these, and by the zygote on itself at start: a user namespace takes its sandbox-wide

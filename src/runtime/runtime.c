@@ -196,6 +196,7 @@ int wr_runtime_open(const struct wr_runtime_config *cfg, struct wr_runtime **out
     }
     rt->init_path = next_to_self(cfg->init_path, "warren-init");
     rt->shim_path = next_to_self(cfg->shim_path, "warren-shim");
+    rt->gv_points = xasprintf("%s/gvisor-points", rt->run_dir);
     rt->runsc_path = find_runsc(cfg->runsc_path);
     rt->init_fd = open_init(rt->init_path, err);
     if (rt->init_fd < 0)
@@ -246,6 +247,7 @@ void wr_runtime_close(struct wr_runtime *rt)
     wr_seccomp_free(&rt->seccomp);
     free(rt->init_path);
     free(rt->shim_path);
+    free(rt->gv_points);
     free(rt->runsc_path);
     free(rt->run_dir);
     free(rt->sandboxes_dir);

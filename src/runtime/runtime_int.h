@@ -60,6 +60,7 @@ struct wr_runtime {
     int init_fd;         /* O_PATH fd of warren-init */
     char *init_path;     /* its path (the gvisor backend binds it into the sandbox) */
     char *shim_path;     /* warren-shim (the gvisor backend) */
+    char *gv_points;     /* <run_dir>/gvisor-points: its mount points' layer (gvisor.c) */
     char *runsc_path;    /* runsc, or NULL if this host has none */
     struct wr_uidpool *uids;
     struct wr_cgroup_driver *cg;
@@ -120,3 +121,7 @@ enum wr_backend wr__dir_backend(int dirfd);
  * directory, its root), whatever its backend file says (it may be gone): before the directory
  * is removed. For an ns sandbox's directory, three failed umount2 calls. */
 void wr__gvisor_unmount(const char *dir);
+
+/* The size of a sandbox's /dev/shm for its memory limit (0: none): 64 MiB, or a quarter of the
+ * limit if that is smaller (sandbox.c: a tmpfs must not fill the memory cgroup). */
+uint64_t wr__shm_bytes(uint64_t memory_bytes);

@@ -130,6 +130,11 @@ static uint64_t fit_memory(uint64_t want, uint64_t memory, unsigned div)
     return memory != 0 && memory / div < want ? memory / div : want;
 }
 
+uint64_t wr__shm_bytes(uint64_t memory_bytes)
+{
+    return fit_memory(SHM_BYTES, memory_bytes, 4);
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -1179,7 +1184,7 @@ static int start_init(struct create *c, struct wr_err *err)
     struct child_report rep;
     ssize_t n;
 
-    go.shm_bytes = fit_memory(SHM_BYTES, spec->memory_bytes, 4);
+    go.shm_bytes = wr__shm_bytes(spec->memory_bytes);
     go.argv_len = (uint32_t)c->argv.len;
     go.ephemeral = spec->ephemeral;
     go.allow_setuid = spec->allow_setuid;
