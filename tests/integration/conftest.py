@@ -432,8 +432,11 @@ def make_teams(d, *names):
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = Daemon().start()
+def daemon(backend):
+    """The module's daemon; in a module with BACKENDS (below), one per backend, whose
+    `--runtimes` names that backend first, so every sandbox the module's tests make without
+    naming a runtime (through the SDK, the CLI, E2B's protocol, a template build) runs on it."""
+    d = Daemon(*(("--runtimes", "gvisor,ns") if backend == "gvisor" else ())).start()
     yield d
     try:
         delete_all(d)
@@ -448,36 +451,51 @@ def client(daemon):
     c.close()
 
 
-# A module that sets BACKENDS = ("ns", "gvisor") runs each of its tests that take `sandbox` on
-# both isolation backends (the test ids say which); a test that cannot apply to one of them
-# says so with pytest.mark.backends("ns"). Without runsc, gvisor's are skipped, saying so
-# (outside CI; scripts/deps.sh installs it).
+# A module that sets BACKENDS = ("ns", "gvisor") runs each of its tests that use the module's
+# daemon on both isolation backends (the test ids say which): the `backend` parameter, module
+# scoped, picks the daemon's default runtime. A test that cannot apply to one of them says so
+# with pytest.mark.backends("ns") and the reason in a comment. WARREN_TEST_BACKENDS narrows the
+# set (test.sh's ASan pass: ns; tests/integration/test_gvisor.py runs there all the same).
+# Without runsc, gvisor's are skipped, saying so (outside CI; scripts/deps.sh installs it).
+def backends_to_test():
+    return os.environ.get("WARREN_TEST_BACKENDS", "ns,gvisor").split(",")
+
+
 def pytest_generate_tests(metafunc):
     backends = getattr(metafunc.module, "BACKENDS", None)
-    if backends is None or "sandbox" not in metafunc.fixturenames:
+    if backends is None or "daemon" not in metafunc.fixturenames:
         return
     mark = metafunc.definition.get_closest_marker("backends")
-    if mark is not None:
-        backends = [b for b in backends if b in mark.args]
-    metafunc.parametrize("backend", backends)
+    backends = [b for b in backends if b in backends_to_test() and (mark is None or b in mark.args)]
+    metafunc.parametrize("backend", backends, scope="module")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "backends(*names): the isolation backends a test applies to")
 
 
-@pytest.fixture
+def pytest_report_header(config):
+    return "backends of BACKENDS modules: %s (WARREN_TEST_BACKENDS)" % ",".join(backends_to_test())
+
+
+@pytest.fixture(scope="module")
 def backend():
     return "ns"
 
 
+@pytest.fixture(autouse=True)
+def _runsc_for_gvisor(request):
+    import shutil
+    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "gvisor" \
+            and shutil.which("runsc") is None and not os.environ.get("CI"):
+        pytest.skip("runsc is not installed (scripts/deps.sh installs it)")
+
+
 @pytest.fixture
 def sandbox(client, backend):
-    import shutil
     import warren
-    if backend == "gvisor" and shutil.which("runsc") is None and not os.environ.get("CI"):
-        pytest.skip("runsc is not installed (scripts/deps.sh installs it)")
-    sb = warren.Sandbox.create(client=client, timeout=120, runtime=backend)
+    sb = warren.Sandbox.create(client=client, timeout=120)
+    assert sb.get_info().runtime == backend
     yield sb
     try:
         sb.kill()

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import ENV, WARREN
 
+BACKENDS = ("ns", "gvisor")  # every test on the module's daemon runs on both (conftest.py)
+
 # ---- helpers -------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import SANITIZED
 
+BACKENDS = ("ns", "gvisor")  # every test on the module's daemon runs on both (conftest.py)
+
 
 def req(daemon, method, path, body=None, headers=None):
     c = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-BACKENDS = ("ns", "gvisor")  # the tests taking `sandbox` run on both (conftest.py)
+BACKENDS = ("ns", "gvisor")  # every test on the module's daemon runs on both (conftest.py)
 
 import warren
 from conftest import CGROUP_PARENT, Daemon, delete_all, warren as warren_cli
@@ -206,6 +206,8 @@ def test_the_deadline_clock_stops_while_paused(client):
         client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id, check=False)
 
 
+# Reads the frozen sandbox's counter from the host (/proc/<init>/root): ns only, as above.
+@pytest.mark.backends("ns")
 def test_on_timeout_pause(client):
     sb = warren.Sandbox.create(client=client, timeout=2, on_timeout="pause")
     sid = sb.sandbox_id

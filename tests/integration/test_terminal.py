@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-BACKENDS = ("ns", "gvisor")  # the tests taking `sandbox` run on both (conftest.py)
+BACKENDS = ("ns", "gvisor")  # every test on the module's daemon runs on both (conftest.py)
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455 section 1.3
 TEXT, BINARY, CLOSE, PING, PONG = 1, 2, 8, 9, 10
