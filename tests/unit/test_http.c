@@ -2174,7 +2174,12 @@ static void test_out_of_fds(void)
     for (int i = 0; i < 3; i++)
         close(clients[i]);
     setrlimit(RLIMIT_NOFILE, &old);
-    ok(answers(93), "out of fds: served again once fds are free");
+    /* Soon, not at once: the connections closed for want of fds may still be releasing their
+     * slots (failed 1 run in about 40 on an idle host when asked at once). */
+    bool served = false;
+    for (int i = 0; i < 20 && !(served = answers(93)); i++)
+        usleep(50000);
+    ok(served, "out of fds: served again once fds are free");
     resp_reset(&r);
     client_free(probe);
 }
