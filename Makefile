@@ -286,7 +286,7 @@ fuzz-replay: $(FUZZ_BINS)
 	  $$t tests/fuzz/corpus/$${n#fuzz_}/*; done
 
 integration: all
-	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q tests/integration
+	WARREN_BUILD=$(abspath $(BUILD)) $(PYTEST) -q -rs tests/integration
 
 # The E2B and Novita SDKs, unchanged, against warrend (node's test runner; scripts/deps.sh test
 # installs them into tests/compat/node_modules). One SDK at a time: each starts a daemon.

@@ -108,12 +108,14 @@ def peer(top):
 
 def disk(d, data_mb):
     """Pause to disk and resume of a gvisor sandbox holding data_mb of random data in memory
-    (its /dev/shm, a tmpfs of gVisor's): times and the checkpoint's size."""
+    (a Python process's): times and the checkpoint's size."""
     pauses, resumes, sizes = [], [], []
     for _ in range(max(3, ROUNDS // 3)):
         sid = d.req("POST", "/v1/sandboxes", {"template": "base", "timeout": 600,
                                               "runtime": "gvisor", "memory_mb": 1024}, 201)["id"]
-        d.sh(sid, "sleep 3600 >/dev/null 2>&1 & head -c %dM /dev/urandom > /dev/shm/data" % data_mb
+        d.sh(sid, "python3 -c 'import os, time; b = os.urandom(%d << 20); "
+                  "open(\"/tmp/ready\", \"w\").close(); time.sleep(3600)' >/dev/null 2>&1 & "
+                  "while [ ! -e /tmp/ready ]; do sleep 0.05; done" % data_mb
              if data_mb else "sleep 3600 >/dev/null 2>&1 &")
         t0 = time.perf_counter()
         d.req("POST", "/v1/sandboxes/%s/pause" % sid, {"mode": "disk"}, 200)

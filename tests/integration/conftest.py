@@ -454,7 +454,7 @@ def client(daemon):
 # A module that sets BACKENDS = ("ns", "gvisor") runs each of its tests that use the module's
 # daemon on both isolation backends (the test ids say which): the `backend` parameter, module
 # scoped, picks the daemon's default runtime. A test that cannot apply to one of them says so
-# with pytest.mark.backends("ns") and the reason in a comment. WARREN_TEST_BACKENDS narrows the
+# with pytest.mark.backends("ns", reason="..."): it shows as skipped there, with the reason. WARREN_TEST_BACKENDS narrows the
 # set (test.sh's ASan pass: ns; tests/integration/test_gvisor.py runs there all the same).
 # Without runsc, gvisor's are skipped, saying so (outside CI; scripts/deps.sh installs it).
 def backends_to_test():
@@ -466,12 +466,18 @@ def pytest_generate_tests(metafunc):
     if backends is None or "daemon" not in metafunc.fixturenames:
         return
     mark = metafunc.definition.get_closest_marker("backends")
-    backends = [b for b in backends if b in backends_to_test() and (mark is None or b in mark.args)]
-    metafunc.parametrize("backend", backends, scope="module")
+    params = []
+    for b in (b for b in backends if b in backends_to_test()):
+        if mark is not None and b not in mark.args:
+            b = pytest.param(b, marks=pytest.mark.skip(
+                reason="not on %s: %s" % (b, mark.kwargs.get("reason", "(no reason given)"))))
+        params.append(b)
+    metafunc.parametrize("backend", params, scope="module")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "backends(*names): the isolation backends a test applies to")
+    config.addinivalue_line("markers", "backends(*names, reason): the isolation backends a test "
+                            "applies to, and why not the others")
 
 
 def pytest_report_header(config):

@@ -416,10 +416,10 @@ def test_client_disconnect_mid_stream_leaves_the_command_running(sandbox, daemon
 
 
 @pytest.mark.slow
-# A load test of the daemon's streams (1,000 commands in 5 sandboxes): on gVisor's ptrace
-# platform 200 processes a sandbox take 40 s and most of its pids limit; the backend is not what
-# it tests.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "A load test of the daemon's streams (1,000 commands in 5 sandboxes): on gVisor's ptrace "
+    "platform 200 processes a sandbox take 40 s and most of its pids limit; the backend is "
+    "not what it tests."))
 def test_many_concurrent_streams(client):
     boxes = [warren.Sandbox.create(client=client, timeout=120) for _ in range(5)]
     errors, outs = [], []
@@ -562,8 +562,9 @@ def test_a_sandbox_whose_init_dies_is_stopped_with_a_reason(client):
     client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id)
 
 
-# gVisor's pipes cannot be given to another owner (fchown), so only root reopens them there.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "gVisor's pipes cannot be given to another owner (fchown), so only root reopens them "
+    "there."))
 def test_exec_reopens_its_own_stdio_as_its_user(sandbox):
     # A process's pipes are its user's (as a shell's are), so reopening /dev/stdout or
     # /dev/stderr (scrot -, tee /dev/stderr, `echo x > /dev/stdout`) works without root.

@@ -88,8 +88,9 @@ def read_sysctl(name):
         return int(f.read())
 
 
-# Host user namespaces and id ranges are the ns backend's; a gvisor sandbox has none of Warren's.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "Host user namespaces and id ranges are the ns backend's; a gvisor sandbox has none of "
+    "Warren's."))
 def test_each_user_namespace_is_owned_by_its_own_range(client):
     """The kernel charges a user namespace's per-user counts to its owner on the host: every
     sandbox's is its own range's root, whoever created it (warren-zygote for the daemon, the
@@ -134,8 +135,9 @@ def _cgroup(d):
 
 
 @pytest.mark.slow
-# The host kernel's shared counters: gVisor's inotify is its own, it takes no host instance.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "The host kernel's shared counters: gVisor's inotify is its own, it takes no host "
+    "instance."))
 def test_one_sandbox_cannot_take_inotify_from_the_others_or_the_host(client):
     """A sandbox takes every inotify instance and every watch it may: it gets the host's
     per-user limits for itself, and meanwhile another sandbox and the host still get both."""
@@ -159,8 +161,8 @@ def test_one_sandbox_cannot_take_inotify_from_the_others_or_the_host(client):
         other.kill()
 
 
-# The host kernel's shared counters: gVisor's ptys are its own, it takes no host pty.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "The host kernel's shared counters: gVisor's ptys are its own, it takes no host pty."))
 def test_one_sandbox_cannot_take_every_terminal(client):
     """Terminals are counted host-wide; a sandbox's own devpts instance stops it at its share,
     and another sandbox and the host still open theirs."""
@@ -224,9 +226,9 @@ def test_filling_tmp_and_shm_leaves_the_sandbox_running(client, backend):
         r.stdout + r.stderr
 
 
-# The host's OOM killer inside the sandbox's cgroup; on gvisor the memory limit holds the
-# sentry, which ends with the sandbox (test_gvisor.py, isolation.md).
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "The host's OOM killer inside the sandbox's cgroup; on gvisor the memory limit holds the "
+    "sentry, which ends with the sandbox (test_gvisor.py, isolation.md)."))
 def test_the_oom_killer_takes_a_process_before_pid_1(client):
     """Memory charged to the sandbox but in no process (an unmapped memfd here, tmpfs pages
     alike) fills the limit: the OOM killer kills the process that wrote it, never PID 1 (which

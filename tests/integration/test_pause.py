@@ -76,9 +76,9 @@ def start_counter(sb):
 
 # ---- pause keeps the processes and their memory ------------------------------------------------
 
-# Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host
-# process on ns only (test_gvisor.py pauses gvisor sandboxes).
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host "
+    "process on ns only (test_gvisor.py pauses gvisor sandboxes)."))
 def test_pause_freezes_every_process_and_resume_goes_on(sandbox):
     sid = sandbox.sandbox_id
     h, out = start_counter(sandbox)
@@ -106,9 +106,9 @@ def test_pause_freezes_every_process_and_resume_goes_on(sandbox):
     h.kill()
 
 
-# Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host
-# process on ns only (test_gvisor.py pauses gvisor sandboxes).
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "Looks into the frozen sandbox from the host (/proc/<init>/root): its init is a host "
+    "process on ns only (test_gvisor.py pauses gvisor sandboxes)."))
 def test_shell_memory_survives(sandbox):
     h = sandbox.commands.run("sh", background=True)
     h.send_stdin('x=$(cat /proc/sys/kernel/random/uuid); echo "$$ $x" > /tmp/before\n')
@@ -206,8 +206,9 @@ def test_the_deadline_clock_stops_while_paused(client):
         client.request("DELETE", "/v1/sandboxes/" + sb.sandbox_id, check=False)
 
 
-# Reads the frozen sandbox's counter from the host (/proc/<init>/root): ns only, as above.
-@pytest.mark.backends("ns")
+@pytest.mark.backends("ns", reason=(
+    "Reads the frozen sandbox's counter from the host (/proc/<init>/root): its init is a host "
+    "process on ns only."))
 def test_on_timeout_pause(client):
     sb = warren.Sandbox.create(client=client, timeout=2, on_timeout="pause")
     sid = sb.sandbox_id

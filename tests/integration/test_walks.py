@@ -94,8 +94,13 @@ def refused_for_depth(r):
 
 
 def clean_at_end(client, d, *sids):
+    """Every sandbox deleted; their writable layers gone and the layers they held removed (a
+    layer's last user gone, it is renamed into .tmp and removed on a worker: soon, not at once)."""
     for sid in sids:
         delete(client, d, sid)
+    deadline = time.monotonic() + 60
+    while (homes(d) or tmp_entries(d)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert homes(d) == [] and tmp_entries(d) == [], (homes(d), tmp_entries(d))
 
 
