@@ -776,7 +776,7 @@ static int freeze_wait(struct wr_cgroup *cg, bool frozen, int64_t deadline)
     char path[NAME_MAX + 32], buf[256];
     _cleanup_close_ int fd = -1;
     long ns = 20000;
-    int64_t start = now_ns();
+    int64_t start = now_ns(), kicked = start;
     int rc;
 
     snprintf(path, sizeof(path), "%s/%s", cg->name, v2 ? "cgroup.freeze" : "freezer.state");
@@ -801,6 +801,13 @@ static int freeze_wait(struct wr_cgroup *cg, bool frozen, int64_t deadline)
             return 0;
         if (now_ns() >= deadline)
             return -ETIMEDOUT;
+        /* v1 freezes the tasks it finds when FROZEN is written; one that a ptrace stop or a
+         * fork kept from the refrigerator (gVisor's sentry and its stubs, on the ptrace platform)
+         * is caught by writing it again: every 100 ms. */
+        if (!v2 && frozen && now_ns() - kicked >= 100000000) {
+            (void)cg_write(dfd, path, "FROZEN");
+            kicked = now_ns();
+        }
         /* A freeze is the window a snapshot or fork holds the sandbox still: poll finely for
          * the first 5 ms (an idle sandbox freezes in well under one), then back off. */
         if (now_ns() - start < 5000000) {
