@@ -157,6 +157,7 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     _cleanup_free_ char *rootfs = xasprintf("%s/rootfs", sb->dir);
     _cleanup_free_ char *ctl = xasprintf("%s/ctl", sb->dir);
     _cleanup_free_ char *tmp = xasprintf("%s/rootfs/tmp", sb->dir), *shm = NULL;
+    struct stat st;
     struct wr_buf b;
     int rc;
 
@@ -208,8 +209,12 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     shm = xasprintf("nosuid,nodev,mode=1777,size=%" PRIu64, wr__shm_bytes(spec->memory_bytes));
     json_mount(&b, "/dev/shm", "tmpfs", "shm", shm);
     /* /tmp is the writable layer's, as on ns (runsc would put a tmpfs of the sentry's memory
-     * there, and a big file in /tmp would end the sandbox at its memory limit). */
-    json_mount(&b, "/tmp", "bind", tmp, "bind,rw");
+     * there, and a big file in /tmp would end the sandbox at its memory limit). A bind's source
+     * is a host path, followed on the host: only a directory of the root itself, never a
+     * symbolic link of the image's or the writable layer's (which would reach the host's tree);
+     * nothing of the sandbox runs now to change it. */
+    if (lstat(tmp, &st) == 0 && S_ISDIR(st.st_mode))
+        json_mount(&b, "/tmp", "bind", tmp, "bind,rw");
     json_mount(&b, GV_INIT_PATH, "bind", rt->init_path, "bind,ro");
     json_mount(&b, GV_CTL_DIR, "bind", ctl, "bind,rw");
     for (size_t i = 0; i < spec->n_mounts; i++)

@@ -223,6 +223,29 @@ def test_the_escape_probe_fails_inside_gvisor(gsb, tmp_path):
     assert tree_digest(IMAGE) == before
 
 
+def test_an_images_tmp_symlink_reaches_nothing_of_the_host(daemon, client):
+    """The runtime binds the root's own /tmp over runsc's tmpfs, and a bind's source is followed
+    on the host: an image whose /tmp is a symbolic link to / must not bind the host's root
+    there (regression: it was not checked). The link is then the sandbox's own."""
+    from conftest import IMAGE
+    root = os.path.join(daemon.state, "templates", "tmplink", "rootfs")
+    if not os.path.isdir(root):
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        subprocess.run(["cp", "-a", IMAGE + "/.", root + ".tmp"], check=True)
+        shutil.rmtree(os.path.join(root + ".tmp", "tmp"), ignore_errors=True)
+        os.symlink("/", os.path.join(root + ".tmp", "tmp"))
+        os.rename(root + ".tmp", root)
+    marker = "/warren-gvisor-tmplink-%d" % os.getpid()
+    sb = warren.Sandbox.create("tmplink", client=client, runtime="gvisor", timeout=120)
+    try:
+        listing = sb.commands.run("ls /tmp/", user="root").stdout.split()
+        assert "bin" in listing and "work" not in listing, listing
+        sb.commands.run("echo x > /tmp%s" % marker, user="root", check=False)
+        assert not os.path.exists(marker)
+    finally:
+        sb.kill()
+
+
 def test_limits_apply_to_the_whole_sandbox(client):
     sb = warren.Sandbox.create(client=client, runtime="gvisor", memory_mb=256, cpus=0.5,
                                timeout=120)
