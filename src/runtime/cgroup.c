@@ -825,9 +825,15 @@ int wr_cgroup_freeze(struct wr_cgroup *cg, bool frozen, struct wr_err *err)
 
     if (!cg->d->have[CTL_FREEZER])
         return missing(cg->d, CTL_FREEZER, err);
-    rc = freeze_wait(cg, frozen, now_ns() + FREEZE_NS);
-    if (rc < 0 && frozen) /* do not leave the sandbox half-frozen */
+    /* A freeze that does not complete is undone (never leave the sandbox half-frozen) and
+     * tried again, three times in all: gVisor's sentry and stubs under load sometimes keep one
+     * task out of the refrigerator for seconds, and a thaw lets it move on. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        rc = freeze_wait(cg, frozen, now_ns() + FREEZE_NS);
+        if (rc == 0 || !frozen)
+            break;
         (void)freeze_wait(cg, false, now_ns() + FREEZE_NS);
+    }
     if (rc < 0)
         return wr_err_set(err, WR_ESYS, -rc, "cgroup `%s`: %s", cg->name,
                           frozen ? "freeze" : "thaw");
