@@ -495,5 +495,18 @@ bool wr__net_lookup(struct wr_manager *m, uint32_t saddr, struct wr_live_sb **ou
 uint32_t wr__net_sandbox_addr(const struct wr_net_config *cfg, int32_t slot);
 /* The address a sandbox on slot names as its resolver (its gateway), 0 for -1. */
 uint32_t wr__net_resolver(const struct wr_manager *m, int32_t slot);
-/* Worker: the slot's namespace as an fd for the runtime (made first if make). */
-int wr__net_open_fd(struct wr_manager *m, int32_t slot, bool make, struct wr_err *err);
+/* A create's request for the network a record's net_json says (NULL: loopback only), for a
+ * fork's copies: the parent's policy and ports, in slots of their own. The strings point into
+ * b, which lives until the create has been called. -1: not a network record. */
+struct wr__net_req_buf {
+    struct wr_net_req req;
+    json_t *j;
+    const char **allow, **deny;
+};
+int wr__net_req_of_json(const char *net_json, struct wr__net_req_buf *b);
+void wr__net_req_buf_fini(struct wr__net_req_buf *b);
+/* Worker: the slot's namespace as an fd for the runtime (made first if make; else readdressed
+ * first if readdress: a gvisor sandbox's start, which finds the slot as its last runsc left it,
+ * wr_netslot_readdress). */
+int wr__net_open_fd(struct wr_manager *m, int32_t slot, bool make, bool readdress,
+                    struct wr_err *err);

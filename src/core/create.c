@@ -263,7 +263,8 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         spec.netns_fd = WR_NETNS_POOLED;
         spec.pooled_slot = (uint32_t)ss->net_slot;
     } else if (ss->net_slot >= 0) {
-        netns = wr__net_open_fd(m, ss->net_slot, ss->net_make, err);
+        netns =
+            wr__net_open_fd(m, ss->net_slot, ss->net_make, ss->backend == WR_BACKEND_GVISOR, err);
         if (netns < 0)
             return wr_err_wrap(err, "network slot");
         spec.netns_fd = netns;

@@ -189,36 +189,68 @@ int wr__net_request(struct wr_manager *m, const struct wr_net_req *req, bool cre
     return 0;
 }
 
+int wr__net_req_of_json(const char *net_json, struct wr__net_req_buf *b)
+{
+    json_t *allow, *deny, *ports;
+    size_t na, nd;
+
+    memset(b, 0, sizeof(*b));
+    b->req = (struct wr_net_req){.enabled = 0, .internet = 0, .ports_public = -1};
+    if (net_json == NULL)
+        return 0; /* loopback only */
+    b->j = json_loads(net_json, 0, NULL);
+    if (!json_is_object(b->j)) {
+        json_decref(b->j);
+        b->j = NULL;
+        return -1;
+    }
+    allow = json_object_get(b->j, "allow_out");
+    deny = json_object_get(b->j, "deny_out");
+    ports = json_object_get(b->j, "ports");
+    na = json_array_size(allow);
+    nd = json_array_size(deny);
+    b->allow = xcalloc(na + 1, sizeof(*b->allow));
+    b->deny = xcalloc(nd + 1, sizeof(*b->deny));
+    for (size_t i = 0; i < na; i++)
+        b->allow[i] = json_string_value(json_array_get(allow, i)) ?: "";
+    for (size_t i = 0; i < nd; i++)
+        b->deny[i] = json_string_value(json_array_get(deny, i)) ?: "";
+    b->req = (struct wr_net_req){
+        .enabled = 1,
+        .internet = json_is_true(json_object_get(b->j, "internet")),
+        .allow_out = b->allow,
+        .n_allow_out = na,
+        .deny_out = b->deny,
+        .n_deny_out = nd,
+        .max_connections = (uint32_t)json_integer_value(json_object_get(b->j, "max_connections")),
+        .ports_public = !json_is_false(json_object_get(ports, "public")),
+        .mask_host = json_string_value(json_object_get(ports, "mask_host")),
+    };
+    return 0;
+}
+
+void wr__net_req_buf_fini(struct wr__net_req_buf *b)
+{
+    free(b->allow);
+    free(b->deny);
+    json_decref(b->j);
+    memset(b, 0, sizeof(*b));
+}
+
 /* The record's network back into a policy (a daemon restart). */
 static int policy_of_json(const char *net_json, struct wr_net_policy *p, bool *ports_public,
                           char **mask_host, struct wr_err *err)
 {
-    json_t *j = json_loads(net_json ? net_json : "", 0, NULL);
-    json_t *allow = json_object_get(j, "allow_out"), *deny = json_object_get(j, "deny_out");
-    json_t *ports = json_object_get(j, "ports");
-    const char **a = NULL, **d = NULL;
-    size_t na = json_array_size(allow), nd = json_array_size(deny);
+    struct wr__net_req_buf b;
     int rc;
 
-    if (!json_is_object(j)) {
-        json_decref(j);
+    if (net_json == NULL || wr__net_req_of_json(net_json, &b) < 0)
         return wr_err_set(err, WR_EINTERNAL, 0, "bad network record");
-    }
-    a = xcalloc(na + 1, sizeof(*a));
-    d = xcalloc(nd + 1, sizeof(*d));
-    for (size_t i = 0; i < na; i++)
-        a[i] = json_string_value(json_array_get(allow, i)) ?: "";
-    for (size_t i = 0; i < nd; i++)
-        d[i] = json_string_value(json_array_get(deny, i)) ?: "";
-    rc = policy_build(p, json_is_true(json_object_get(j, "internet")), a, na, d, nd,
-                      (uint32_t)json_integer_value(json_object_get(j, "max_connections")), err);
-    *ports_public = !json_is_false(json_object_get(ports, "public"));
-    *mask_host = json_string_value(json_object_get(ports, "mask_host"))
-                     ? xstrdup(json_string_value(json_object_get(ports, "mask_host")))
-                     : NULL;
-    free(a);
-    free(d);
-    json_decref(j);
+    rc = policy_build(p, b.req.internet > 0, b.req.allow_out, b.req.n_allow_out, b.req.deny_out,
+                      b.req.n_deny_out, b.req.max_connections, err);
+    *ports_public = b.req.ports_public != 0;
+    *mask_host = b.req.mask_host ? xstrdup(b.req.mask_host) : NULL;
+    wr__net_req_buf_fini(&b);
     return rc;
 }
 
@@ -508,14 +540,17 @@ struct flush_work {
     uv_work_t w;
     struct wr_net *net;
     uint32_t slot, addr;
-    struct wr_err err;
-    int rc;
+    bool readdress; /* its sandbox was on gvisor (whose stack took eth0's address), or unknown */
+    struct wr_err err, readdress_err;
+    int rc, readdress_rc;
 };
 
 static void flush_run(uv_work_t *w)
 {
     struct flush_work *f = w->data;
     f->rc = wr_conntrack_flush_addr(f->addr, &f->err);
+    if (f->readdress)
+        f->readdress_rc = wr_netslot_readdress(f->net->slots, f->slot, &f->readdress_err);
 }
 
 static void rest_arm(struct wr_net *net);
@@ -528,6 +563,19 @@ static void flush_done(uv_work_t *w, int status)
 
     if (f->rc < 0)
         log_warn("net: slot %" PRIu32 ": flush conntrack: %s", f->slot, f->err.msg);
+    if (f->readdress_rc < 0) {
+        /* Without its address no sandbox could use it: gone, and made afresh when needed. */
+        log_warn("net: slot %" PRIu32 ": %s; it is destroyed", f->slot, f->readdress_err.msg);
+        net->slot[f->slot].state = SLOT_ABSENT;
+        net->slot[f->slot].made = false;
+        (void)wr_nft_slot_remove(net->nft, f->slot, NULL);
+        (void)wr_netslot_destroy(net->slots, f->slot, NULL);
+        if (f->slot < net->fresh)
+            net->fresh = f->slot;
+        free(f);
+        wr__work_done(m);
+        return;
+    }
     if (net->rest_n == net->rest_cap) {
         size_t cap = net->rest_cap ? net->rest_cap * 2 : 64;
         struct resting *r = xcalloc(cap, sizeof(*r));
@@ -575,6 +623,8 @@ static void slot_rest(struct wr_net *net, uint32_t s)
 {
     struct flush_work *f;
 
+    bool readdress = net->slot[s].sb == NULL || net->slot[s].sb->backend == WR_BACKEND_GVISOR;
+
     /* Its connections still open end in the flush below: their log entries stay its. */
     if (net->slot[s].sb != NULL)
         wr_manager_netlog_released(net->m, wr__net_sandbox_addr(&net->cfg, (int32_t)s),
@@ -593,6 +643,7 @@ static void slot_rest(struct wr_net *net, uint32_t s)
     f->net = net;
     f->slot = s;
     f->addr = wr__net_sandbox_addr(&net->cfg, (int32_t)s);
+    f->readdress = readdress;
     f->w.data = f;
     wr__queue_work(net->m, &f->w, flush_run, flush_done);
 }
@@ -1039,11 +1090,14 @@ uint32_t wr__net_resolver(const struct wr_manager *m, int32_t slot)
     return slot >= 0 ? host_addr(&m->cfg.net, slot) : 0;
 }
 
-int wr__net_open_fd(struct wr_manager *m, int32_t slot, bool make, struct wr_err *err)
+int wr__net_open_fd(struct wr_manager *m, int32_t slot, bool make, bool readdress,
+                    struct wr_err *err)
 {
     int fd;
 
     if (make && wr_netslot_make(m->net->slots, (uint32_t)slot, err) < 0)
+        return -1;
+    if (!make && readdress && wr_netslot_readdress(m->net->slots, (uint32_t)slot, err) < 0)
         return -1;
     fd = wr_netslot_open_fd(m->net->slots, (uint32_t)slot);
     if (fd < 0)

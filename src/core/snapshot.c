@@ -229,6 +229,7 @@ struct fork_op {
     char *metadata_json;
     char *template_name; /* the parent's, shown as the copies' template */
     char *runtime;       /* the parent's: the copies run on its backend */
+    char *net_json;      /* the parent's network: the copies get its policy (NULL: loopback) */
     char *snap_id;
     struct wr_snapshot_info info;
     /* gvisor, the parent running: its processes are checkpointed (a pause to disk), its files
@@ -257,6 +258,7 @@ static void fork_free(struct fork_op *f)
     free(f->metadata_json);
     free(f->template_name);
     free(f->runtime);
+    free(f->net_json);
     free(f->snap_id);
     if (f->image != NULL)
         (void)wr_layer_remove(f->image, NULL);
@@ -325,7 +327,11 @@ static void fork_snapshot_done(void *ctx, const struct wr_image_rec *snap,
 static void fork_copies(struct fork_op *f)
 {
     const char *image_json = f->image_json;
+    struct wr__net_req_buf net;
 
+    if (wr__net_req_of_json(f->net_json, &net) < 0)
+        log_warn("fork of %s: its network record is unreadable; the copies get loopback only",
+                 f->parent);
     /* One more than the copies, dropped after the loop: a create that fails at once calls back
      * before it returns, and the last callback frees f. */
     f->pending = (size_t)f->count + 1;
@@ -342,9 +348,11 @@ static void fork_copies(struct fork_op *f)
             .on_timeout = f->on_timeout,
             .runtime = f->runtime,
             .restore_image = f->image,
+            .net = &net.req,
         };
         wr_manager_create(f->m, &req, fork_child_done, f);
     }
+    wr__net_req_buf_fini(&net);
     fork_child_done(f, NULL, false, NULL, 0);
 }
 
@@ -489,6 +497,7 @@ void wr_manager_fork(struct wr_manager *m, const struct wr_fork_req *req, wr_man
     f->metadata_json = xstrdup(req->metadata_json ? req->metadata_json : rec.metadata_json);
     f->template_name = xstrdup(rec.template_name);
     f->runtime = xstrdup(rec.runtime ? rec.runtime : "ns");
+    f->net_json = rec.net_json ? xstrdup(rec.net_json) : NULL;
     f->recs = xcalloc(req->count, sizeof(*f->recs));
     f->errs = xcalloc(req->count, sizeof(*f->errs));
     f->cb = cb;

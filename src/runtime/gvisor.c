@@ -27,7 +27,8 @@
  * (src/shim/main.c) is the parent of runsc's processes and ends with them: its pid is the
  * sandbox's pid for every caller (exits, adoption, kill). Without a network slot runsc has
  * --network=none (loopback only); with one, warren-shim is spawned inside the slot's namespace
- * and runsc has --network=host there. */
+ * and runsc has --network=sandbox there: gVisor's own stack, on the slot's eth0, whose address
+ * it takes off the host's stack (core puts it back: wr_netslot_readdress). */
 #include "runtime_int.h"
 
 #include <errno.h>
@@ -220,12 +221,13 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
     for (size_t i = 0; i < spec->n_mounts; i++)
         json_mount(&b, spec->mounts[i].target, "bind", spec->mounts[i].host_dir,
                    spec->mounts[i].readonly ? "rbind,ro,nosuid,nodev" : "rbind,rw,nosuid,nodev");
-    /* With the slot's network (--network=host) runsc stays in the namespace it was started in
-     * (warren-shim joined the slot's); else a new one, loopback only. */
+    /* With the slot's network (--network=sandbox) the sandbox joins the namespace runsc was
+     * started in (warren-shim was spawned into the slot's); else a new one, loopback only. */
     wr_buf_printf(&b,
                   "],\"linux\":{\"namespaces\":[{\"type\":\"pid\"},%s"
                   "{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]}}\n",
-                  spec->netns_fd > 0 ? "" : "{\"type\":\"network\"},");
+                  spec->netns_fd > 0 ? "{\"type\":\"network\",\"path\":\"/proc/self/ns/net\"},"
+                                     : "{\"type\":\"network\"},");
     if (mkdir(bundle, 0700) < 0) {
         wr_buf_fini(&b);
         return wr_err_sys(err, "mkdir `%s`", bundle);
@@ -240,7 +242,8 @@ static int write_bundle(struct wr_runtime *rt, const struct wr_sandbox_spec *spe
 /* <run>/gvisor-points: a read-only layer put on top of every gvisor sandbox's image with the
  * mount points of warren's binds (/dev/.warren/init, /dev/.warren/ctl). runsc's gofer makes a
  * bind's mount point on the root it is given where none is; without this layer they would be
- * made in the writable layer and show in its snapshots and diffs. Made once, idempotently. */
+ * made in the writable layer and show in its snapshots and diffs. Checked on every create (four
+ * mkdirs and an open that find it made: microseconds against runsc's start). */
 static const char *points_layer(struct wr_runtime *rt, struct wr_err *err)
 {
     static const char *const dirs[] = {"", "/dev", "/dev/.warren", "/dev/.warren/ctl"};
@@ -328,11 +331,12 @@ static int mount_ctl(struct wr_sandbox *sb, struct wr_err *err)
 
 /* runsc's flags for one sandbox: its own state directory and log (<dir>/runsc.log: runsc's
  * messages only; the sandbox's stdio is /dev/null, as on ns, so nothing in it can write to the
- * host's /run); no network but loopback, or the network slot's (host: gVisor passes its
- * sockets to the kernel in the slot's namespace, so the host's policy on the slot sees every
- * packet); host sockets made by the sandbox (warren-init's), the cgroups left to us, ptrace. */
+ * host's /run); no network but loopback, or the network slot's (sandbox: gVisor's own stack
+ * sends and receives frames on the slot's eth0, so every packet crosses the slot's veth and the
+ * host's policy, and a checkpoint holds the stack: pause to disk and fork keep processes); host
+ * sockets made by the sandbox (warren-init's), the cgroups left to us, ptrace. */
 #define GV_FLAGS(root_flag, log_flag, host_net)                                                    \
-    (root_flag), (log_flag), (host_net) ? "--network=host" : "--network=none",                     \
+    (root_flag), (log_flag), (host_net) ? "--network=sandbox" : "--network=none",                  \
         "--host-uds=create", "--ignore-cgroups", "--platform=ptrace"
 
 /* Spawn argv[0] with stdio /dev/null, fd 3 the run directory's lock and fd 4 go_rd (if not
@@ -399,8 +403,16 @@ static int spawn_shim(struct wr_runtime *rt, struct wr_sandbox *sb, const char *
         (char *)restore_image,
         NULL,
     };
-    pid_t pid = spawn_runsc(sb, argv, go_rd, netns_fd, err);
+    struct stat self, slot;
+    pid_t pid;
 
+    /* runsc's own stack takes the addresses of the namespace it is given: never the host's
+     * (warren-shim hides runsc's own check, which misfires on this kernel). */
+    if (netns_fd >= 0 &&
+        (stat("/proc/thread-self/ns/net", &self) < 0 || fstat(netns_fd, &slot) < 0 ||
+         (self.st_dev == slot.st_dev && self.st_ino == slot.st_ino)))
+        return wr_err_set(err, WR_EINTERNAL, 0, "the network slot is not a namespace of its own");
+    pid = spawn_runsc(sb, argv, go_rd, netns_fd, err);
     if (pid < 0)
         return -1;
     sb->pid = pid;
@@ -639,7 +651,8 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
 {
     _cleanup_free_ char *root_flag = xasprintf("--root=%s/runsc", sb->dir);
     _cleanup_free_ char *image_flag = xasprintf("--image-path=%s", image_dir);
-    _cleanup_free_ char *log_flag = xasprintf("--log=%s/runsc.log", sb->dir);
+    _cleanup_free_ char *log_flag = xasprintf("--log=%s/runsc.log", sb->dir), *ns_path = NULL;
+    _cleanup_close_ int ns = -1;
     char *argv[] = {sb->rt->runsc_path,
                     GV_FLAGS(root_flag, log_flag, sb->host_net),
                     "checkpoint",
@@ -661,7 +674,12 @@ int wr_sandbox_checkpoint(struct wr_sandbox *sb, const char *image_dir, struct w
     (void)unlink(sb->ctl_path);
     if (mkdir(image_dir, 0700) < 0 && errno != EEXIST)
         return wr_err_sys(err, "mkdir `%s`", image_dir);
-    pid = spawn_runsc(sb, argv, -1, -1, err);
+    /* In warren-shim's network namespace, where runsc run left the sandbox's control socket (an
+     * abstract one, seen only from that namespace): the slot's, or the host's. */
+    ns_path = xasprintf("/proc/%d/ns/net", (int)sb->pid);
+    if ((ns = open(ns_path, O_RDONLY | O_CLOEXEC)) < 0)
+        return wr_err_sys(err, "open `%s`", ns_path);
+    pid = spawn_runsc(sb, argv, -1, ns, err);
     if (pid < 0)
         return -1;
     while (waitpid(pid, &st, 0) < 0)

@@ -457,8 +457,10 @@ static int slot_sysctls(struct wr_err *err)
 }
 
 /* The inside: lo and eth0 up, the sandbox address, the host end as permanent neighbour, the
- * default route. nl is a socket in the slot's netns. */
-static int slot_inside(struct mnl_socket *nl, uint32_t haddr, uint32_t saddr, struct wr_err *err)
+ * default route. nl is a socket in the slot's netns. A fresh slot's eth0 first loses its IPv6
+ * link-local address (down, then up); readdressing a slot leaves the link as it is. */
+static int slot_inside(struct mnl_socket *nl, uint32_t haddr, uint32_t saddr, bool fresh,
+                       struct wr_err *err)
 {
     struct rtb b = {.seq0 = (uint32_t)time(NULL)};
     uint8_t hmac[6];
@@ -470,8 +472,10 @@ static int slot_inside(struct mnl_socket *nl, uint32_t haddr, uint32_t saddr, st
     if (eth0 < 0)
         return wr_err_set(err, WR_ESYS, -eth0, "find eth0 in the slot");
     mac_of(0x57, haddr, hmac);
-    set_link(&b, 1, true, false);    /* lo */
-    set_link(&b, eth0, false, true); /* no IPv6 link-local, before it is up */
+    if (fresh) {
+        set_link(&b, 1, true, false);    /* lo */
+        set_link(&b, eth0, false, true); /* no IPv6 link-local, before it is up */
+    }
     add_addr(&b, eth0, saddr);
     add_neigh(&b, eth0, haddr, hmac);
     set_link(&b, eth0, true, false);
@@ -591,7 +595,7 @@ int wr_netslot_make(struct wr_netslots *s, uint32_t i, struct wr_err *err)
     }
     veth = true;
     if (slot_host_end(host_nl, ifname, haddr, saddr, err) < 0 ||
-        slot_inside(slot_nl, haddr, saddr, err) < 0)
+        slot_inside(slot_nl, haddr, saddr, true, err) < 0)
         goto fail;
     return 0;
 
@@ -603,4 +607,32 @@ fail:
         (void)umount2(path, MNT_DETACH);
     (void)unlinkat(s->dirfd, name, 0);
     return -1;
+}
+
+int wr_netslot_readdress(struct wr_netslots *s, uint32_t i, struct wr_err *err)
+{
+    _cleanup_close_ int host_ns = -1, slot_ns = -1;
+    struct mnl_socket *nl __attribute__((cleanup(rtnl_closep))) = NULL;
+    int rc = 0;
+
+    if (i >= wr_netslot_capacity(s->pool))
+        return wr_err_set(err, WR_EINVAL, 0, "net slot %u is outside the pool", (unsigned)i);
+    host_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    slot_ns = wr_netslot_open_fd(s, i);
+    if (host_ns < 0 || slot_ns < 0)
+        return wr_err_sys(err, "net slot %u: open its netns", (unsigned)i);
+    /* Into the slot on this thread only, for the socket; back at once. */
+    if (setns(slot_ns, CLONE_NEWNET) < 0)
+        return wr_err_sys(err, "net slot %u: enter its netns", (unsigned)i);
+    nl = rtnl_open();
+    if (nl == NULL)
+        rc = -errno;
+    if (setns(host_ns, CLONE_NEWNET) < 0)
+        abort(); /* a thread left in the wrong netns must not go on */
+    if (rc < 0)
+        return wr_err_set(err, WR_ESYS, -rc, "net slot %u: rtnetlink", (unsigned)i);
+    if (slot_inside(nl, wr_netslot_host_addr(s->pool, i), wr_netslot_sandbox_addr(s->pool, i),
+                    false, err) < 0)
+        return wr_err_wrap(err, "net slot %u", (unsigned)i);
+    return 0;
 }

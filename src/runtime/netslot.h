@@ -57,6 +57,12 @@ int wr_netslots_existing(struct wr_netslots *s, uint32_t **idx, size_t *n, struc
  * nothing of the slot is left. */
 int wr_netslot_make(struct wr_netslots *s, uint32_t i, struct wr_err *err);
 
+/* Give slot i's eth0 its address, neighbour and default route again, as made. gVisor's own
+ * network stack (runsc --network=sandbox) takes the addresses of the interfaces it is given
+ * off the host's stack; this puts them back, for its restore or the slot's next sandbox. Any
+ * thread, as make; a slot addressed already is left as it is. */
+int wr_netslot_readdress(struct wr_netslots *s, uint32_t i, struct wr_err *err);
+
 /* An O_RDONLY|O_CLOEXEC fd of slot i's network namespace (for setns), or -1 with errno set
  * (ENOENT: no such slot). */
 int wr_netslot_open_fd(struct wr_netslots *s, uint32_t i);

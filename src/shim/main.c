@@ -17,13 +17,26 @@
  * writes one byte once it has put this process into the sandbox's cgroups (everything it starts
  * is then in them too), or closes it to cancel. Exit status: 0 once the sandbox has ended, or
  * 100 + the failing step (1 run, 3 restore) when runsc failed; runsc says why in its
- * --log. Its stdio, which the sandbox inherits, is /dev/null. */
+ * --log, and so does the shim of its own failures (its stdio, which the sandbox inherits, is
+ * /dev/null).
+ *
+ * With --network=sandbox among runsc's flags (gVisor's own network stack on the network slot's
+ * interfaces) the shim must run in the slot's network namespace, never the host's: runsc moves
+ * the addresses of every interface it finds onto its own stack (the runtime checks before it
+ * spawns the shim). runsc 20221219 tells the host's namespace by /proc/sys/net/core/rmem_default
+ * existing, which kernels since 6.x have in every namespace, so it refuses every one; the shim
+ * hides that directory from runsc alone, under a tmpfs in a mount namespace of its own (a slave
+ * of the daemon's: mounts and unmounts made there still reach it). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +44,21 @@
 #define LOCK_FD  3
 #define GO_FD    4
 #define MAX_ARGS 64
+
+/* Where the shim says why it failed: runsc's --log if it has one (the runtime reports its
+ * last line), else stderr. */
+static int msg_fd = 2;
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+    va_list ap;
+
+    dprintf(msg_fd, "warren-shim: ");
+    va_start(ap, fmt);
+    vdprintf(msg_fd, fmt, ap);
+    va_end(ap);
+    dprintf(msg_fd, "\n");
+}
 
 /* Run runsc with its flags, then cmd and the rest; its exit status, or -1. */
 static int run(char **runsc, int nrunsc, const char *const *cmd)
@@ -49,7 +77,7 @@ static int run(char **runsc, int nrunsc, const char *const *cmd)
         return -1;
     if (pid == 0) {
         execv(argv[0], argv);
-        fprintf(stderr, "warren-shim: exec %s: %s\n", argv[0], strerror(errno));
+        say("exec %s: %s", argv[0], strerror(errno));
         _exit(127);
     }
     /* Reap whatever else ends meanwhile (nothing should, yet) until runsc itself has. */
@@ -57,6 +85,18 @@ static int run(char **runsc, int nrunsc, const char *const *cmd)
         if (w < 0 && errno != EINTR)
             return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* See the header: 0, or -1 having said why. */
+static int hide_root_netns_check(void)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0 ||
+        mount("tmpfs", "/proc/sys/net/core", "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=555") < 0) {
+        say("hide /proc/sys/net/core: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -99,6 +139,18 @@ int main(int argc, char **argv)
     const char *start[] = {"run", "--detach", "--bundle", bundle, id, NULL};
     const char *restore[] = {"restore", "--detach", "--image-path", image, "--bundle", bundle,
                              id,        NULL};
+    bool own_stack = false;
+    for (int i = 2; i < sep; i++) {
+        own_stack |= strcmp(argv[i], "--network=sandbox") == 0;
+        if (strncmp(argv[i], "--log=", 6) == 0) {
+            int fd =
+                open(argv[i] + 6, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd >= 0)
+                msg_fd = fd;
+        }
+    }
+    if (own_stack && hide_root_netns_check() < 0)
+        return image != NULL ? 103 : 101;
     if (image != NULL) {
         if (run(argv + 1, sep - 1, restore) != 0)
             return 103;

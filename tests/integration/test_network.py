@@ -309,6 +309,31 @@ def test_live_replacement(c, inet):
         assert sb.network().deny_out == [inet.addr("web")]  # a bad update changes nothing
 
 
+def test_a_forks_copies_keep_the_parents_policy_in_slots_of_their_own(c, inet):
+    with make(c, internet=False, allow_out=[inet.addr("web") + "/32"]) as sb, \
+            make(c, network=False) as lo:
+        r = sb.fork(count=2)
+        assert r.ok and len(r.sandboxes) == 2, r
+        try:
+            addrs = {sb.get_info().network.address}
+            for x in r.sandboxes:
+                n = x.get_info().network
+                assert n.enabled and not n.internet and n.allow_out == [inet.addr("web")]
+                addrs.add(n.address)
+                assert http(x, inet.addr("web"))["server"] == inet.addr("web")
+                assert http(x, inet.addr("web2")) is None
+            assert len(addrs) == 3, addrs
+        finally:
+            for x in r.sandboxes:
+                x.kill()
+        # A copy of a sandbox with loopback only has loopback only.
+        r = lo.fork(count=1)
+        try:
+            assert r.ok and not r.sandboxes[0].get_info().network.enabled
+        finally:
+            r.sandboxes[0].kill()
+
+
 def test_dns_goes_to_the_stub_whatever_server_is_named(c, inet):
     with make(c, internet=True) as sb:
         want = inet.names["a.example.test"]
