@@ -110,7 +110,7 @@ DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(N
 DLIB       := $(BUILD)/libwarrend.a
 # The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
 NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
-DAEMON_LIBS := -luv -ljansson -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
+DAEMON_LIBS := -luv -ljansson -lyaml -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
                $(shell pkg-config --libs ldns)
 DAEMON     := $(BUILD)/warrend
 

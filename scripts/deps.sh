@@ -2,7 +2,7 @@
 # Install the Debian packages Warren needs to build, run and test, when they are missing.
 # Usage: scripts/deps.sh [run|test]   (test adds what only the tests and benchmark need)
 set -eu
-want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libsqlite3-dev libwslay-dev libssl-dev libarchive-dev libcurl4-openssl-dev libldns-dev libmnl-dev libnftnl-dev libnetfilter-conntrack-dev node-llhttp mmdebstrap nftables conntrack runsc"
+want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libyaml-dev libsqlite3-dev libwslay-dev libssl-dev libarchive-dev libcurl4-openssl-dev libldns-dev libmnl-dev libnftnl-dev libnetfilter-conntrack-dev node-llhttp mmdebstrap nftables conntrack runsc"
 if [ "${1:-run}" = test ]; then
     want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox"
     # tests/compat runs the E2B and Novita SDKs, which need Node.js 20.18 or later: the host's
