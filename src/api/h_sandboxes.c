@@ -67,6 +67,12 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                                       : json_null());
     json_object_set_new(j, "network", api_network_json(r));
     json_object_set_new(j, "runtime", json_string(r->runtime ? r->runtime : "ns"));
+    {
+        json_t *d = r->devices_json ? json_loads(r->devices_json, 0, NULL) : NULL;
+        json_object_set_new(j, "devices", json_is_array(d) ? d : json_array());
+        if (!json_is_array(d))
+            json_decref(d);
+    }
     /* Why it is paused: "timeout", "budget", or null (asked for). */
     json_object_set_new(j, "paused_reason",
                         r->state == WR_SB_PAUSED && r->reason ? json_string(r->reason)
@@ -215,14 +221,16 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 
 void api_sandbox_create(struct api_call *call)
 {
-    static const char *const allowed[] = {
-        "template", "cpus",    "memory_mb",  "disk_mb", "timeout", "env",     "metadata",
-        "volumes",  "network", "on_timeout", "size",    "budget",  "runtime", NULL};
+    static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
+                                          "timeout",  "env",        "metadata",  "volumes",
+                                          "network",  "on_timeout", "size",      "budget",
+                                          "runtime",  "devices",    NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
     struct wr_create_req cr = {0};
     struct wr_volume_mount vols[WR_MAX_VOLUMES];
+    const char *devs[WR_CDI_MAX_DEVICES];
     struct api_net_req net = {0};
     struct wr_budget budget;
     bool has_budget;
@@ -248,6 +256,26 @@ void api_sandbox_create(struct api_call *call)
             goto out;
         }
         cr.runtime = json_string_value(v);
+    }
+    if ((v = json_object_get(j, "devices")) != NULL && !json_is_null(v)) {
+        json_t *d;
+        size_t i;
+        if (!json_is_array(v) || json_array_size(v) > WR_CDI_MAX_DEVICES) {
+            api_fail(req, WR_EINVAL, "`devices` must be a list of at most %d device names",
+                     WR_CDI_MAX_DEVICES);
+            goto out;
+        }
+        json_array_foreach(v, i, d)
+        {
+            if (!json_is_string(d)) {
+                api_fail(req, WR_EINVAL, "`devices[%zu]` must be a string (vendor.com/class=name)",
+                         i);
+                goto out;
+            }
+            devs[i] = json_string_value(d);
+        }
+        cr.devices = devs;
+        cr.n_devices = json_array_size(v);
     }
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);

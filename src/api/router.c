@@ -255,11 +255,20 @@ static void version(struct api_call *c)
                                    "team", c->who.team, "admin", c->who.admin));
 }
 
+/* The host's devices (CDI specs, docs/devices.md) and whether each is in use: which sandbox
+ * holds one is not said (it may be another team's). */
+static void devices(struct api_call *c)
+{
+    wr_http_respond_json(c->req, 200,
+                         json_pack("{s:o}", "devices", wr_manager_devices(c->api->mgr)));
+}
+
 /* Every route of the native API (docs/openapi.yaml), in the order a 405 names the methods of a
  * path. */
 static const struct api_route routes[] = {
     {"GET", "health", health, 0, API_PUBLIC},
     {"GET", "version", version, 0, 0},
+    {"GET", "devices", devices, 0, 0},
 
     {"GET", "sandboxes", api_sandboxes_list, 0, 0},
     {"POST", "sandboxes", api_sandbox_create, CREATE_BODY_MAX, 0},

@@ -39,6 +39,7 @@ int cmd_template(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
 int cmd_net_log(int argc, char **argv);
 /* usage.c: `warren usage` (GET /v1/usage). */
 int cmd_usage(int argc, char **argv);

@@ -39,6 +39,7 @@ static const struct verb verbs[] = {
     {"diff", cmd_diff, "show what a sandbox changed in its files, or one file's diff"},
     {"template", cmd_template, "build, list, show, delete, import and pull templates"},
     {"volume", cmd_volume, "create, list, show and delete named volumes"},
+    {"devices", cmd_devices, "list the host's devices (CDI) and whether each is in use"},
     {"network", cmd_network, "show or replace a sandbox's egress policy"},
     {"config", cmd_config, "set or show the endpoint and API key"},
     {"login", cmd_login, "check and save the endpoint and API key"},

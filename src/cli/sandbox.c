@@ -95,6 +95,13 @@ static void print_sandbox(const json_t *s)
         printf("reason:     %s\n", json_string_value(json_object_get(s, "reason")));
     if (json_string_value(json_object_get(s, "runtime")))
         printf("runtime:    %s\n", json_string_value(json_object_get(s, "runtime")));
+    if (json_array_size(json_object_get(s, "devices")) > 0) {
+        size_t i;
+        json_t *d;
+        printf("devices:   ");
+        json_array_foreach(json_object_get(s, "devices"), i, d) printf(" %s", json_string_value(d));
+        printf("\n");
+    }
     printf("cpus:       %g\n", json_number_value(json_object_get(s, "cpus")));
     printf("memory:     %s\n", mem);
     printf("created_at: %s\n", json_string_value(json_object_get(s, "created_at")) ?: "?");
@@ -149,8 +156,10 @@ static void create_usage(FILE *f)
                "  --budget N[:UNIT]      its own hard cap: N billed vCPU-seconds, or N:money at\n"
                "                         the operator's prices; past it it is paused to disk\n"
                "  --runtime ns|gvisor    its isolation backend: namespaces around the host's\n"
-               "                         kernel, or gVisor's kernel (loopback only for now);\n"
-               "                         default: the template's, else ns\n"
+               "                         kernel, or gVisor's kernel; default: the template's,\n"
+               "                         else ns\n"
+               "  --device NAME          a host device for it alone (repeatable; `warren\n"
+               "                         devices` lists them)\n"
                "  -o json                print the sandbox as JSON\n");
 }
 
@@ -215,7 +224,8 @@ int cmd_create(int argc, char **argv)
         O_VOLUME,
         O_SIZE,
         O_BUDGET,
-        O_RUNTIME
+        O_RUNTIME,
+        O_DEVICE
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -231,6 +241,7 @@ int cmd_create(int argc, char **argv)
         {"size", required_argument, NULL, O_SIZE},
         {"budget", required_argument, NULL, O_BUDGET},
         {"runtime", required_argument, NULL, O_RUNTIME},
+        {"device", required_argument, NULL, O_DEVICE},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -279,6 +290,12 @@ int cmd_create(int argc, char **argv)
         case O_RUNTIME:
             /* The server names the choices (and the ones it allows). */
             json_object_set_new(extra, "runtime", json_string(optarg));
+            break;
+        case O_DEVICE:
+            /* The server knows the host's devices. */
+            if (json_object_get(extra, "devices") == NULL)
+                json_object_set_new(extra, "devices", json_array());
+            json_array_append_new(json_object_get(extra, "devices"), json_string(optarg));
             break;
         case O_DISK:
             if (wr_parse_size(optarg, &v, &err) < 0)

@@ -32,6 +32,7 @@ struct wr_manager {
     uv_timer_t *sampler;      /* every WR_USAGE_PERIOD_MS: a usage sample of each running sandbox */
     struct wr_warm *warm;     /* warm.c; NULL without --warm */
     struct wr_net *net;       /* net.c; NULL with networking off */
+    struct wr_cdi *cdi;       /* cdi.c: the host's devices and who holds them; never NULL */
     struct wr_netlog *netlog; /* netlog.c: the egress log's sink, or NULL */
     struct wr_events *events; /* events.c: lifecycle events; NULL while closing */
     struct wr_webhooks *webhooks; /* webhooks.c: their deliveries; NULL while closing */
@@ -337,6 +338,10 @@ struct start_spec {
     bool home_exists;             /* resume from disk: it holds the sandbox's files */
     struct wr_mount_spec *mounts; /* its volumes */
     size_t n_mounts;
+    struct wr_device_node *devices; /* its host devices (devices.c), with their env in env */
+    size_t n_devices;
+    struct wr_bind_spec *binds; /* and the host files they need */
+    size_t n_binds;
     uint64_t memory_bytes, disk_bytes;
     uint32_t cpu_millis, pids_max;
     uint32_t project; /* for a project quota: unique per sandbox */
@@ -361,6 +366,15 @@ const char *wr__default_runtime(const struct wr_manager *m);
 /* The isolation backend of a record (its runtime; NULL: ns); WR_EINTERNAL for a name that is
  * none. */
 int wr__rec_backend(const struct wr_sandbox_rec *rec, enum wr_backend *out, struct wr_err *err);
+/* Host devices (devices.c, over cdi.c). The names of a record's devices_json (NULL: none), a
+ * NULL-terminated list; NULL with err if it is not a list of strings. */
+char **wr__devices_names(const char *devices_json, struct wr_err *err);
+/* Give a restarted daemon's sandbox its devices back (logged if it cannot: the sandbox goes on,
+ * its next start fails naming the device). */
+void wr__devices_adopt(struct wr_manager *m, const struct wr_sandbox_rec *rec);
+/* The nodes and env of a record's devices into ss. */
+int wr__devices_spec(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
+                     struct wr_err *err);
 /* The start spec of a sandbox record (free with wr__start_spec_fini). */
 int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
                       struct wr_err *err);

@@ -14,6 +14,7 @@
 #include "../util/xalloc.h"
 #include "../net/policy.h"
 #include "../util/cleanup.h"
+#include "cdi.h"
 #include "core_int.h"
 #include "images.h"
 #include "start.h"
@@ -37,6 +38,14 @@ void wr__start_spec_fini(struct start_spec *ss)
     free(ss->home);
     free(ss->restore_image);
     wr__mounts_free(ss->mounts, ss->n_mounts);
+    for (size_t i = 0; i < ss->n_devices; i++)
+        free((char *)ss->devices[i].path);
+    free(ss->devices);
+    for (size_t i = 0; i < ss->n_binds; i++) {
+        free((char *)ss->binds[i].host_path);
+        free((char *)ss->binds[i].target);
+    }
+    free(ss->binds);
     memset(ss, 0, sizeof(*ss));
 }
 
@@ -223,6 +232,10 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
         return -1;
     }
     wr__volumes_give(m, ss);
+    if (wr__devices_spec(m, rec, ss, err) < 0) {
+        wr__start_spec_fini(ss);
+        return -1;
+    }
     ss->home = wr_images_home(m->cfg.images, rec->id);
     ss->memory_bytes = rec->memory_bytes;
     ss->disk_bytes = rec->disk_bytes;
@@ -253,6 +266,10 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .allow_setuid = ss->allow_setuid,
         .mounts = ss->mounts,
         .n_mounts = ss->n_mounts,
+        .devices = ss->devices,
+        .n_devices = ss->n_devices,
+        .binds = ss->binds,
+        .n_binds = ss->n_binds,
         .restore_image = ss->restore_image,
     };
     _cleanup_close_ int netns = -1;
@@ -395,6 +412,7 @@ static void create_finish(struct create_work *c)
             json_pack("{s:s,s:s}", "code", wr_err_kind_name(c->err.kind), "message", c->err.msg));
         (void)wr_store_sandbox_delete(m->cfg.store, c->rec.id, NULL);
         wr__net_release(m, sb);
+        wr_cdi_release(m->cdi, sb->id);
         wr__table_del(m, sb);
         c->cb(c->ctx, NULL, false, &c->err, 0);
         answer_create_waiters(sb, &c->err);
@@ -611,6 +629,12 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     if (create_backend(m, req->runtime, img.config, img.name, &backend, &err) < 0)
         goto fail;
+    if (req->n_devices > 0 && backend == WR_BACKEND_GVISOR) {
+        wr_err_set(&err, WR_EUNSUPPORTED, 0,
+                   "devices on the gvisor runtime: gVisor passes no host device through (use "
+                   "the ns runtime)");
+        goto fail;
+    }
     /* A build's step runs its command alone: the start command is for the template's sandboxes. */
     if (strncmp(tname, WR_BUILD_TEMPLATE_PREFIX, strlen(WR_BUILD_TEMPLATE_PREFIX)) != 0 &&
         wr__start_cfg_parse(img.config, img.name, &start, &err) < 0)
@@ -682,8 +706,31 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
     c->rec.runtime = xstrdup(wr_backend_name(backend));
-    /* A warm sandbox comes with its network slot, if it wants one; else a slot is taken now. */
-    fits = warm_fits(m, req, &c->rec, env, backend);
+    if (req->n_devices > 0) {
+        /* Its devices are its own from now: a later failure gives them back. */
+        struct wr_cdi_edits edits;
+        json_t *names = json_array();
+        if (wr_cdi_take(m->cdi, id, req->devices, req->n_devices, &edits, &err) < 0) {
+            json_decref(names);
+            json_decref(env);
+            json_decref(image);
+            wr_image_fini(&img);
+            wr_net_policy_fini(&pol);
+            wr_sandbox_rec_fini(&c->rec);
+            wr__start_cfg_free(c->start);
+            free(c);
+            cb(ctx, NULL, false, &err, err.kind == WR_ELIMIT ? 5 : 0);
+            return;
+        }
+        wr_cdi_edits_fini(&edits);
+        for (size_t i = 0; i < req->n_devices; i++)
+            json_array_append_new(names, json_string(req->devices[i]));
+        c->rec.devices_json = json_dumps(names, JSON_COMPACT);
+        json_decref(names);
+    }
+    /* A warm sandbox comes with its network slot, if it wants one; else a slot is taken now;
+     * a sandbox with devices is made afresh. */
+    fits = req->n_devices == 0 && warm_fits(m, req, &c->rec, env, backend);
     json_decref(env);
     json_decref(image);
     wr_image_fini(&img);
@@ -693,6 +740,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         c->rec.id = xstrdup(id);
     } else if (want_net &&
                wr__net_take(m, backend == WR_BACKEND_NS, &slot, &make_slot, &pooled, &err) < 0) {
+        wr_cdi_release(m->cdi, id);
         wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_cfg_free(c->start);
@@ -718,6 +766,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
             wr__warm_drop(m, id, warm, warm_sb, slot); /* and its slot, once it is gone */
         else
             wr__net_release_slot(m, slot, !make_slot);
+        wr_cdi_release(m->cdi, id);
         wr_net_policy_fini(&pol);
         wr_sandbox_rec_fini(&c->rec);
         wr__start_spec_fini(&c->ss);

@@ -12,6 +12,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "../net/policy.h"
+#include "cdi.h"
 #include "core_int.h"
 #include "images.h"
 
@@ -516,6 +517,7 @@ static void destroy_done(uv_work_t *w, int status)
         }
     }
     wr__net_release(m, d->sb);
+    wr_cdi_release(m->cdi, d->sb->id);
     wr__table_del(m, d->sb);
     if (d->cb != NULL)
         d->cb(d->ctx, NULL);

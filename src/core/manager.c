@@ -11,6 +11,7 @@
 
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "cdi.h"
 #include "core_int.h"
 #include "images.h"
 #include "memory.h"
@@ -24,6 +25,7 @@ void wr__queue_work(struct wr_manager *m, uv_work_t *w, uv_work_cb run, uv_after
 static void manager_free(struct wr_manager *m)
 {
     wr__net_free(m);
+    wr_cdi_close(m->cdi);
     for (unsigned b = 0; b < TEAM_USE_BUCKETS; b++)
         while (m->teams[b] != NULL) {
             struct wr_team_use *t = m->teams[b];
@@ -230,7 +232,12 @@ int wr_manager_open(const struct wr_manager_config *cfg, struct wr_manager **out
     if (m->cfg.default_timeout_s > m->cfg.max_timeout_s)
         m->cfg.default_timeout_s = m->cfg.max_timeout_s;
 
+    if (wr_cdi_open(cfg->cdi_spec_dirs, &m->cdi, err) < 0) {
+        free(m);
+        return -1;
+    }
     if (wr__net_init(m, err) < 0) {
+        wr_cdi_close(m->cdi);
         free(m);
         return -1;
     }

@@ -81,6 +81,9 @@ struct wr_manager_config {
     uint32_t default_cpu_millis;   /* 0: 1000 */
     uint64_t default_memory_bytes; /* 0: 512 MiB */
     uint32_t pids_max;             /* per sandbox; 0: 4096 */
+    /* Where the CDI specs of the host's devices are (core/cdi.h): colon-separated absolute
+     * directories, the later winning; NULL or "": no devices. */
+    const char *cdi_spec_dirs;
     /* Warm sandboxes (warm.c): this many of the default template kept started ahead of
      * creates (0: none), with their markers in warm_dir (required if warm > 0). */
     uint32_t warm;
@@ -173,14 +176,23 @@ struct wr_create_req {
     const char *context_dir;
     /* Its isolation backend, "ns" or "gvisor"; NULL: its template's config's "runtime", else
      * "ns". WR_EINVAL for another name or one the daemon does not allow (--runtimes);
-     * WR_EUNSUPPORTED where the backend cannot run (no runsc), or for what it cannot do yet
-     * (gvisor: a network of its own asked for outright). */
+     * WR_EUNSUPPORTED where the backend cannot run (no runsc), or for what it cannot do
+     * (gvisor: devices). */
     const char *runtime;
+    /* Host devices for it alone while it lives, by CDI name ("vendor.com/class=name", GET
+     * /v1/devices), at most WR_CDI_MAX_DEVICES: WR_EINVAL for an unknown or refused one,
+     * WR_ELIMIT for one another sandbox holds. */
+    const char *const *devices;
+    size_t n_devices;
     /* Internal (forks on gvisor): continue the processes of this checkpoint (runtime.h,
      * wr_sandbox_spec.restore_image) instead of starting afresh; the template's start command
      * does not run again. */
     const char *restore_image;
 };
+/* The host's devices (core/cdi.h), as [{name, kind, in_use, refused?}]: a new reference. */
+#define WR_CDI_MAX_DEVICES 16 /* per sandbox */
+json_t *wr_manager_devices(struct wr_manager *m);
+
 /* Under /dev/shm, a tmpfs of the sandbox's own: the mount point is not captured into the step's
  * layer (/tmp is the writable layer's). */
 #define WR_BUILD_CONTEXT "/dev/shm/.warren-build-context"

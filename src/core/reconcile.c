@@ -106,6 +106,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
         sb->timeout_s = r->timeout_s;
         wr__table_put(m, sb);
         (void)wr__net_adopt(m, sb, r);
+        wr__devices_adopt(m, r);
         wr__account(sb, false);
         log_info("sandbox %s: paused to disk", r->id);
         return;
@@ -143,6 +144,7 @@ void wr__reconcile_one(struct wr_manager *m, struct wr_sandbox_rec *r)
     }
     wr__table_put(m, sb);
     (void)wr__net_adopt(m, sb, r);
+    wr__devices_adopt(m, r);
     log_info("sandbox %s: adopted%s (init pid %" PRId64 ")", r->id,
              to == LIVE_SB_PAUSED ? ", paused" : "", r->init_pid);
     /* A deadline that passed while the daemon was down fires at once; a paused sandbox's clock

@@ -43,9 +43,10 @@ struct options {
     const char *cgroup_mode;
     uint32_t max_sandboxes;
     uint32_t pids_max;
-    uint32_t agent_idle_ms; /* --agent-idle MS (0: the default) */
-    bool exits_pidfd;       /* --exits pidfd: a pidfd per sandbox, not the process events */
-    uint32_t agent_crowd;   /* from the fd limit (size_fds) */
+    const char *cdi_spec_dirs; /* --cdi-spec-dirs */
+    uint32_t agent_idle_ms;    /* --agent-idle MS (0: the default) */
+    bool exits_pidfd;          /* --exits pidfd: a pidfd per sandbox, not the process events */
+    uint32_t agent_crowd;      /* from the fd limit (size_fds) */
     uint64_t max_memory;
     double memory_overcommit; /* --memory-overcommit RATIO (0: the default) */
     uint64_t memory_reserve;  /* --memory-reserve SIZE (0: the default) */
@@ -110,6 +111,9 @@ static void usage(FILE *f)
            "  --max-sandboxes N      sandboxes at most (32752, the id pool's ranges)\n"
            "  --pids-max N           each sandbox's tasks at most (4096; on gvisor, gVisor's\n"
            "                         host threads count: about 11 per process inside)\n"
+           "  --cdi-spec-dirs DIRS   where the CDI specs of the host's devices are, colon-\n"
+           "                         separated, the later winning (/etc/cdi:/var/run/cdi;\n"
+           "                         '' for none; docs/devices.md)\n"
            "  --agent-idle MS        close the connection to a sandbox idle this long; the\n"
            "                         next request opens it again (10000)\n"
            "  --exits connector|pidfd  how the end of a sandbox is seen: the kernel's process\n"
@@ -284,6 +288,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_LISTEN,
         O_MAXSB,
         O_PIDSMAX,
+        O_CDIDIRS,
         O_AGENTIDLE,
         O_EXITS,
         O_MAXMEM,
@@ -347,6 +352,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"listen", required_argument, NULL, O_LISTEN},
         {"max-sandboxes", required_argument, NULL, O_MAXSB},
         {"pids-max", required_argument, NULL, O_PIDSMAX},
+        {"cdi-spec-dirs", required_argument, NULL, O_CDIDIRS},
         {"agent-idle", required_argument, NULL, O_AGENTIDLE},
         {"exits", required_argument, NULL, O_EXITS},
         {"max-memory", required_argument, NULL, O_MAXMEM},
@@ -432,6 +438,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_PIDSMAX:
             if (opt_uint(optarg, 64, 4194304, &o->pids_max, &err) < 0)
                 goto bad;
+            break;
+        case O_CDIDIRS:
+            o->cdi_spec_dirs = optarg;
             break;
         case O_AGENTIDLE:
             if (opt_uint(optarg, 1, 86400000, &o->agent_idle_ms, &err) < 0)
@@ -887,6 +896,7 @@ int main(int argc, char **argv)
     struct options o = {
         .state_dir = "/var/lib/warren",
         .socket_path = "/run/warrend/warrend.sock",
+        .cdi_spec_dirs = "/etc/cdi:/var/run/cdi",
         .listen = "127.0.0.1:7860",
         .pool = 4,
         .warm = 2,
@@ -1047,6 +1057,7 @@ int main(int argc, char **argv)
             .max_timeout_s = o.max_timeout,
             .max_sandboxes = o.max_sandboxes,
             .pids_max = o.pids_max,
+            .cdi_spec_dirs = o.cdi_spec_dirs,
             .exits = exits,
             .agent_idle_ms = o.agent_idle_ms,
             .agent_crowd = o.agent_crowd,

@@ -23,9 +23,11 @@
 #include "../util/fs.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "runtime.h"
 
-enum ctl { CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, CTL_FREEZER, CTL_N };
-static const char *const ctl_name[CTL_N] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+enum ctl { CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, CTL_FREEZER, CTL_DEVICES, CTL_N };
+static const char *const ctl_name[CTL_N] = {"memory",  "pids",    "cpu",
+                                            "cpuacct", "freezer", "devices"};
 
 #define DEFAULT_V2_ROOT "/sys/fs/cgroup"
 #define DRAIN_NS        (2LL * 1000000000LL) /* how long destroy/kill wait for processes to go */
@@ -602,6 +604,41 @@ static int write_swap(struct wr_cgroup_driver *d, const char *path, const char *
     return rc;
 }
 
+/* The devices a sandbox may open (v1's devices controller; v2 would need an eBPF program, not
+ * made yet): none, then the standard nodes and the sandbox's own (wr_device_node.access). 0, or
+ * -errno with *file the file that failed. */
+static int apply_devices(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim,
+                         const char **file)
+{
+    static const char *const standard[] = {
+        "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm",   "c 1:8 rwm", "c 1:9 rwm", /* null .. urandom */
+        "c 5:0 rwm", "c 5:2 rwm", "c 136:* rwm",                           /* tty, ptmx, pts */
+    };
+    int at = cg->d->at[CTL_DEVICES], rc;
+    char path[NAME_MAX + 32], rule[64];
+
+    if (cg->d->version != WR_CGROUP_V1 || at < 0)
+        return 0;
+    *file = "devices.deny";
+    snprintf(path, sizeof(path), "%s/devices.deny", cg->name);
+    if ((rc = cg_write(at, path, "a")) < 0)
+        return rc;
+    *file = "devices.allow";
+    snprintf(path, sizeof(path), "%s/devices.allow", cg->name);
+    for (size_t i = 0; i < sizeof(standard) / sizeof(standard[0]); i++)
+        if ((rc = cg_write(at, path, standard[i])) < 0)
+            return rc;
+    for (size_t i = 0; i < lim->n_devices; i++) {
+        const struct wr_device_node *n = &lim->device_nodes[i];
+        if (n->access[0] == '\0')
+            continue;
+        snprintf(rule, sizeof(rule), "%c %u:%u %s", n->type, n->major, n->minor, n->access);
+        if ((rc = cg_write(at, path, rule)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int apply_limits(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim,
                         struct wr_err *err)
 {
@@ -611,6 +648,8 @@ static int apply_limits(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim
     const char *file = "";
     int rc = 0;
 
+    if (lim->devices && (rc = apply_devices(cg, lim, &file)) < 0)
+        goto fail;
     if (lim->memory_bytes != 0) {
         file = v2 ? "memory.max" : "memory.limit_in_bytes";
         snprintf(path, sizeof(path), "%s/%s", cg->name, file);

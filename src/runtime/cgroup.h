@@ -10,6 +10,8 @@
 
 #include "../util/err.h"
 
+struct wr_device_node; /* runtime.h */
+
 enum wr_cgroup_version { WR_CGROUP_V1 = 1, WR_CGROUP_V2 = 2 };
 
 struct wr_cgroup_driver; /* the detected hierarchy layout; one per runtime */
@@ -19,6 +21,12 @@ struct wr_cgroup_limits {
     uint64_t memory_bytes; /* 0: no limit */
     uint32_t cpu_millis;   /* 1000 = one CPU; 0: no limit */
     uint32_t pids_max;     /* 0: no limit */
+    /* A sandbox's cgroup at create: the devices its processes may open are the standard ones
+     * and devices[] (runtime.h, struct wr_device_node), on v1's devices controller where it
+     * is mounted. false: the devices rules are left as they are. */
+    bool devices;
+    const struct wr_device_node *device_nodes;
+    size_t n_devices;
 };
 
 /* Detect and open the cgroup layout. mode: "auto", "v1" or "v2". parent: the directory under

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Root filesystem of a sandbox: idmapped overlay (parent) and the mounts inside it (child). */
 #include "mount.h"
+#include "uidpool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -348,6 +350,115 @@ fail:
     return -1;
 }
 
+int wr_devices_check(const struct wr_device_node *d, size_t n, struct wr_err *err)
+{
+    if (n > WR_MAX_DEVICE_NODES)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d device nodes per sandbox, not %zu",
+                          WR_MAX_DEVICE_NODES, n);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = d[i].path;
+        if (p == NULL || strncmp(p, "/dev/", 5) != 0 || strlen(p) > WR_DEVICE_PATH_MAX ||
+            p[strlen(p) - 1] == '/' || strstr(p, "//") != NULL || strstr(p, "/./") != NULL ||
+            strstr(p, "/../") != NULL || path_covers("/dev/pts", p) || path_covers("/dev/shm", p) ||
+            strcmp(p + strlen(p) - 2, "/.") == 0 || strcmp(p + strlen(p) - 3, "/..") == 0)
+            return wr_err_set(err, WR_EINVAL, 0,
+                              "device node `%s`: a path below /dev/ (not /dev/pts or /dev/shm), "
+                              "at most %d bytes",
+                              p ? p : "", WR_DEVICE_PATH_MAX);
+        if ((d[i].type != 'c' && d[i].type != 'b') || d[i].uid >= WR_UID_RANGE ||
+            d[i].gid >= WR_UID_RANGE || strspn(d[i].access, "rwm") != strlen(d[i].access))
+            return wr_err_set(err, WR_EINVAL, 0, "device node `%s`: bad type, owner or access", p);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(d[j].path, p) == 0)
+                return wr_err_set(err, WR_EINVAL, 0, "device node `%s` is given twice", p);
+    }
+    return 0;
+}
+
+int wr_binds_check(const struct wr_bind_spec *b, size_t n, struct wr_err *err)
+{
+    if (n > WR_MAX_BINDS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d host mounts per sandbox, not %zu",
+                          WR_MAX_BINDS, n);
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if (wr_mount_target_check(b[i].target, err) < 0)
+            return -1;
+        if (b[i].host_path == NULL || b[i].host_path[0] != '/' || stat(b[i].host_path, &st) < 0 ||
+            (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)))
+            return wr_err_set(err, WR_EINVAL, errno,
+                              "host mount `%s`: not an absolute path to a directory or a file",
+                              b[i].host_path ? b[i].host_path : "");
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(b[j].target, b[i].target) == 0)
+                return wr_err_set(err, WR_EINVAL, 0, "mount path `%s` is given twice", b[i].target);
+    }
+    return 0;
+}
+
+int wr_binds_build(const struct wr_bind_spec *b, size_t n, int *fds, unsigned char *is_dir,
+                   struct wr_err *err)
+{
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+
+    for (size_t i = 0; i < n; i++)
+        fds[i] = -1;
+    for (size_t i = 0; i < n; i++) {
+        struct stat st;
+        if ((fds[i] = sys_open_tree(AT_FDCWD, b[i].host_path,
+                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0 ||
+            sys_mount_setattr(fds[i], "", AT_EMPTY_PATH, &attr) < 0 || fstat(fds[i], &st) < 0) {
+            wr_err_sys(err, "host mount `%s`", b[i].host_path);
+            for (size_t j = 0; j <= i; j++)
+                if (fds[j] >= 0) {
+                    close(fds[j]);
+                    fds[j] = -1;
+                }
+            return -1;
+        }
+        is_dir[i] = S_ISDIR(st.st_mode);
+    }
+    return 0;
+}
+
+int wr_device_mounts_build(const struct wr_device_node *d, size_t n, uid_t uid_base, int *fds,
+                           struct wr_err *err)
+{
+    _cleanup_close_ int fs = -1, mnt = -1;
+
+    for (size_t i = 0; i < n; i++)
+        fds[i] = -1;
+    if (n == 0)
+        return 0;
+    /* Made by the host's root, so its device nodes open (a filesystem mounted inside a user
+     * namespace would be nodev whatever its flags); nosuid, noexec; never attached anywhere of
+     * the host's. */
+    fs = sys_fsopen("tmpfs", FSOPEN_CLOEXEC);
+    if (fs < 0 || sys_fsconfig(fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+        sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+        (mnt = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)) < 0)
+        return wr_err_sys(err, "make a tmpfs for device nodes");
+    for (size_t i = 0; i < n; i++) {
+        char name[24];
+        mode_t type = d[i].type == 'b' ? S_IFBLK : S_IFCHR;
+        snprintf(name, sizeof(name), "%zu", i);
+        if (mknodat(mnt, name, type | 0600, makedev(d[i].major, d[i].minor)) < 0 ||
+            fchownat(mnt, name, uid_base + d[i].uid, uid_base + d[i].gid, 0) < 0 ||
+            fchmodat(mnt, name, d[i].mode & 0777, 0) < 0 ||
+            (fds[i] = sys_open_tree(mnt, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0) {
+            wr_err_sys(err, "device node `%s`", d[i].path);
+            for (size_t j = 0; j <= i; j++)
+                if (fds[j] >= 0) {
+                    close(fds[j]);
+                    fds[j] = -1;
+                }
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* ---- child side: async-signal-safe from here on ------------------------------------------ */
 
 #define TRY(expr, what)                                                                            \
@@ -388,6 +499,34 @@ static int bind_dev(const char *name, const char **step)
     /* mknod of a regular file needs no privilege: one syscall for the bind target. */
     TRY(mknod(dst, S_IFREG | 0666, 0), "create device node target");
     TRY(mount(host, dst, NULL, MS_BIND, NULL), "bind device node");
+    return 0;
+}
+
+/* A device node's mount (wr_device_mounts_build) at path (/dev/..., checked), over an empty
+ * file made for it on the sandbox's /dev, with the directories above it. */
+static int attach_dev(int fd, const char *path, const char **step)
+{
+    char rel[WR_DEVICE_PATH_MAX + 1];
+    size_t n = 0;
+
+    for (const char *p = path + 1; *p && n + 1 < sizeof(rel); p++) {
+        if (*p == '/') {
+            rel[n] = '\0';
+            if (mkdir(rel, 0755) < 0 && errno != EEXIST) {
+                *step = "create a device node's directory";
+                return -1;
+            }
+        }
+        rel[n++] = *p;
+    }
+    rel[n] = '\0';
+    if (mknod(rel, S_IFREG | 0600, 0) < 0 && errno != EEXIST) {
+        *step = "create a device node's mount point";
+        return -1;
+    }
+    TRY(syscall(SYS_move_mount, fd, "", AT_FDCWD, rel, MOVE_MOUNT_F_EMPTY_PATH),
+        "attach a device node");
+    close(fd);
     return 0;
 }
 
@@ -488,6 +627,52 @@ int wr_mount_point_open(int root_fd, const char *target, const char **step)
         dfd = nfd;
     }
     return dfd;
+}
+
+/* Walk to the directory of target from the new root (the current directory) and attach the
+ * mount fd of a file on an empty file made there (or the regular file there), never through a
+ * symbolic link. */
+static int attach_file_at(int mnt_fd, const char *target, const char **step)
+{
+    char parent[WR_MOUNT_TARGET_MAX + 1];
+    const char *name = strrchr(target, '/');
+    size_t n = (size_t)(name - target);
+    struct stat st;
+    int dfd, fd, ret;
+
+    if (n >= sizeof(parent) || name[1] == '\0') {
+        *step = "host mount path";
+        return -EINVAL;
+    }
+    memcpy(parent, target, n);
+    parent[n] = '\0';
+    dfd = n == 0 ? openat(AT_FDCWD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)
+                 : wr_mount_point_open(AT_FDCWD, parent, step);
+    if (dfd < 0)
+        return n == 0 ? -errno : dfd;
+    if (mknodat(dfd, name + 1, S_IFREG | 0644, 0) < 0 && errno != EEXIST) {
+        ret = -errno;
+        close(dfd);
+        *step = "create host mount point";
+        return ret;
+    }
+    fd = openat(dfd, name + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    ret = -errno;
+    close(dfd);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        *step = "open host mount point (a regular file)";
+        return fd < 0 ? ret : -ENOTDIR;
+    }
+    ret = (int)syscall(SYS_move_mount, mnt_fd, "", fd, "",
+                       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+    if (ret < 0) {
+        ret = -errno;
+        *step = "attach host mount";
+    }
+    close(fd);
+    return ret;
 }
 
 /* Walk to target from the new root (the current directory) and attach the mount fd there. */
@@ -599,6 +784,9 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
     TRY(symlink("/proc/self/fd/0", "dev/stdin"), "link /dev/stdin");
     TRY(symlink("/proc/self/fd/1", "dev/stdout"), "link /dev/stdout");
     TRY(symlink("/proc/self/fd/2", "dev/stderr"), "link /dev/stderr");
+    for (size_t i = 0; mounts != NULL && i < mounts->n_devs; i++)
+        if (attach_dev(mounts->dev_fds[i], mounts->dev_paths[i], step) < 0)
+            return -errno;
 
     /* /tmp is the writable layer's, as in Docker: a disk fills or hits its limit, and it is
      * kept by snapshots, forks and pause to disk. A tmpfs would be charged to the memory limit
@@ -615,6 +803,14 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
         if (r < 0)
             return r;
         close(mounts->fds[i]);
+    }
+    for (size_t i = 0; mounts != NULL && i < mounts->n_binds; i++) {
+        int r = mounts->bind_dirs[i]
+                    ? attach_at(mounts->bind_fds[i], mounts->bind_targets[i], step)
+                    : attach_file_at(mounts->bind_fds[i], mounts->bind_targets[i], step);
+        if (r < 0)
+            return r;
+        close(mounts->bind_fds[i]);
     }
 
     for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)

@@ -53,12 +53,32 @@ int wr_mount_point_open(int root_fd, const char *target, const char **step);
 int wr_mounts_build(const struct wr_mount_spec *mounts, size_t n, int userns_fd, int *fds,
                     struct wr_err *err);
 
+/* Parent side. Device nodes of the sandbox's own (runtime.h, struct wr_device_node, checked by
+ * wr_devices_check): made on a detached tmpfs of the host's root, owned by the sandbox-side
+ * uid and gid through the range at uid_base, one detached clone each in fds[0..n). On failure
+ * none is left open. */
+int wr_device_mounts_build(const struct wr_device_node *d, size_t n, uid_t uid_base, int *fds,
+                           struct wr_err *err);
+
+/* Parent side. Detached read-only (nosuid, nodev) clones of each bind's host path, not
+ * recursive, in fds[0..n); is_dir[i] says which are directories. On failure none is left open. */
+int wr_binds_build(const struct wr_bind_spec *binds, size_t n, int *fds, unsigned char *is_dir,
+                   struct wr_err *err);
+
 /* The mounts the child attaches in its new root: fds from wr_mounts_build and their targets
- * (checked by wr_mounts_check). */
+ * (checked by wr_mounts_check), then fds from wr_device_mounts_build and their paths, then fds
+ * from wr_binds_build, their targets and which are directories. */
 struct wr_rootfs_mounts {
     const int *fds;
     const char *const *targets;
     size_t n;
+    const int *dev_fds;
+    const char *const *dev_paths;
+    size_t n_devs;
+    const int *bind_fds;
+    const char *const *bind_targets;
+    const unsigned char *bind_dirs;
+    size_t n_binds;
 };
 
 /* A detached, read-only (nosuid, nodev, noexec) sysfs of the network namespace netns_fd, made

@@ -154,11 +154,47 @@ int wr_mount_target_check(const char *target, struct wr_err *err);
  * no target equal to or below another. Returns 0, or -1 with WR_EINVAL. */
 int wr_mounts_check(const struct wr_mount_spec *mounts, size_t n, struct wr_err *err);
 
+/* A host device given to a sandbox (CDI, core/cdi.h): a node of its own at path, made by the
+ * runtime with the host device's type and numbers on a filesystem that allows devices, owned by
+ * the sandbox-side uid and gid with mode; and the sandbox's device cgroup lets it open it with
+ * access (of "rwm"; "": the node is there, the cgroup refuses it). Every sandbox's device
+ * cgroup refuses every device but these and the standard ones (/dev/null, zero, full, random,
+ * urandom, tty, ptmx and its terminals). */
+#define WR_MAX_DEVICE_NODES 16
+#define WR_DEVICE_PATH_MAX  63
+struct wr_device_node {
+    const char *path; /* below /dev/, at most WR_DEVICE_PATH_MAX bytes, no `.` or `..` */
+    char type;        /* 'c' or 'b' */
+    uint32_t major, minor;
+    uint32_t mode;     /* permission bits */
+    uint32_t uid, gid; /* sandbox-side */
+    char access[4];
+};
+
+/* A host file or directory mounted read-only (and nosuid, nodev) into a sandbox at target: a
+ * device's libraries and tools (CDI mounts). Not idmapped: the files keep the host's owners,
+ * seen as the overflow id inside. The mount point is made in the writable layer as for a
+ * volume (never through a symbolic link), a file for a file. */
+#define WR_MAX_BINDS 64
+struct wr_bind_spec {
+    const char *host_path; /* absolute: a directory or a regular file */
+    const char *target;    /* as a volume's (wr_mount_target_check) */
+};
+
+/* Whether binds can be made: at most WR_MAX_BINDS, every target valid and given once, every
+ * host path an absolute directory or regular file. 0, or -1 with WR_EINVAL naming it. */
+int wr_binds_check(const struct wr_bind_spec *binds, size_t n, struct wr_err *err);
+
+/* Whether device nodes can be given together: at most WR_MAX_DEVICE_NODES, each path valid and
+ * given once, type 'c' or 'b', owner within the sandbox's range, access of "rwm". Returns 0, or
+ * -1 with WR_EINVAL naming the path. */
+int wr_devices_check(const struct wr_device_node *devices, size_t n, struct wr_err *err);
+
 struct wr_sandbox_spec {
     const char *id; /* [a-zA-Z0-9_-]{1,64}; also the hostname unless hostname is set */
     /* WR_BACKEND_GVISOR: inside runsc (src/runtime/gvisor.c); a network slot (netns_fd > 0)
-     * is used through runsc's host networking in that namespace. Not with pre-cloned children
-     * (WR_NETNS_POOLED) or ephemeral: WR_EUNSUPPORTED. */
+     * is used through gVisor's own network stack in that namespace. Not with devices, pre-cloned
+     * children (WR_NETNS_POOLED) or ephemeral: WR_EUNSUPPORTED. */
     enum wr_backend backend;
     /* gvisor only: restore the sandbox from this checkpoint (wr_sandbox_checkpoint) instead of
      * starting warren-init afresh: its processes go on from where they were. The layers,
@@ -186,6 +222,13 @@ struct wr_sandbox_spec {
      * mount points are created in the writable layer. Never through a symbolic link. */
     const struct wr_mount_spec *mounts;
     size_t n_mounts;
+
+    /* Host devices (at most WR_MAX_DEVICE_NODES), after /dev's standard nodes, and host files
+     * they need (at most WR_MAX_BINDS), after the volumes. */
+    const struct wr_device_node *devices;
+    size_t n_devices;
+    const struct wr_bind_spec *binds;
+    size_t n_binds;
 
     /* Limits; 0 means none. */
     uint64_t memory_bytes;

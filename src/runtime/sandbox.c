@@ -97,22 +97,30 @@ struct child_args {
  * with it, as SCM_RIGHTS, the root overlay, the control socket (listening), the creator's
  * connection, the run directory's lock and the child's own /proc/<pid>/oom_score_adj (which it
  * cannot open itself, see src/init/spawn.c), then one idmapped mount per volume (n_mounts,
- * their targets in mount_targets), then, if sysfs is set, the sandbox's /sys (made by the
+ * their targets in mount_targets), then one mount per device node (n_devs, their paths in
+ * dev_paths: wr_device_mounts_build), then one read-only mount per host bind (n_binds, their
+ * targets in bind_targets: wr_binds_build), then, if sysfs is set, the sandbox's /sys (made by the
  * parent: a sandbox in a network slot may not mount sysfs itself). */
-#define GO_MAX_ARGV 65536
-#define GO_MAX_ARGS 2048
-#define GO_NFDS     5
-#define INIT_OOM_FD 9 /* where warren-init gets the oom_score_adj fd (--oom-fd) */
-#define GO_MAX_FDS  (GO_NFDS + WR_MAX_MOUNTS + 1)
+#define GO_MAX_ARGV  65536
+#define GO_MAX_ARGS  2048
+#define GO_NFDS      5
+#define INIT_OOM_FD  9 /* where warren-init gets the oom_score_adj fd (--oom-fd) */
+#define GO_MAX_BINDS (WR_MAX_MOUNTS + WR_MAX_DEVICE_NODES + WR_MAX_BINDS)
+#define GO_MAX_FDS   (GO_NFDS + GO_MAX_BINDS + 1)
 struct go_msg {
     uint64_t shm_bytes; /* size of /dev/shm */
     uint32_t argv_len;
     uint8_t ephemeral;
     uint8_t allow_setuid;
     uint8_t n_mounts;
+    uint8_t n_devs;
+    uint8_t n_binds;
     uint8_t sysfs;
     char hostname[65];
     char mount_targets[WR_MAX_MOUNTS][WR_MOUNT_TARGET_MAX + 1];
+    char dev_paths[WR_MAX_DEVICE_NODES][WR_DEVICE_PATH_MAX + 1];
+    char bind_targets[WR_MAX_BINDS][WR_MOUNT_TARGET_MAX + 1];
+    uint8_t bind_dirs[WR_MAX_BINDS];
 };
 
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
@@ -195,8 +203,11 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
         return -errno;
     c = CMSG_FIRSTHDR(&msg);
     if ((size_t)n < sizeof(struct go_msg) || c == NULL || c->cmsg_type != SCM_RIGHTS ||
-        go_buf.m.n_mounts > WR_MAX_MOUNTS || go_buf.m.sysfs > 1 ||
-        c->cmsg_len != CMSG_LEN((GO_NFDS + go_buf.m.n_mounts + go_buf.m.sysfs) * sizeof(int)) ||
+        go_buf.m.n_mounts > WR_MAX_MOUNTS || go_buf.m.n_devs > WR_MAX_DEVICE_NODES ||
+        go_buf.m.n_binds > WR_MAX_BINDS || go_buf.m.sysfs > 1 ||
+        c->cmsg_len != CMSG_LEN((GO_NFDS + go_buf.m.n_mounts + go_buf.m.n_devs + go_buf.m.n_binds +
+                                 go_buf.m.sysfs) *
+                                sizeof(int)) ||
         (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
         go_buf.m.argv_len != (size_t)n - sizeof(struct go_msg) ||
         go_buf.m.hostname[sizeof(go_buf.m.hostname) - 1] != '\0')
@@ -204,7 +215,15 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
     for (size_t i = 0; i < go_buf.m.n_mounts; i++)
         if (go_buf.m.mount_targets[i][WR_MOUNT_TARGET_MAX] != '\0')
             return -EPROTO;
-    memcpy(fds, CMSG_DATA(c), (GO_NFDS + go_buf.m.n_mounts + go_buf.m.sysfs) * sizeof(int));
+    for (size_t i = 0; i < go_buf.m.n_devs; i++)
+        if (go_buf.m.dev_paths[i][WR_DEVICE_PATH_MAX] != '\0')
+            return -EPROTO;
+    for (size_t i = 0; i < go_buf.m.n_binds; i++)
+        if (go_buf.m.bind_targets[i][WR_MOUNT_TARGET_MAX] != '\0')
+            return -EPROTO;
+    memcpy(fds, CMSG_DATA(c),
+           (GO_NFDS + go_buf.m.n_mounts + go_buf.m.n_devs + go_buf.m.n_binds + go_buf.m.sysfs) *
+               sizeof(int));
     /* argv: NUL-separated strings, the last one terminated too */
     for (char *p = go_buf.raw + sizeof(struct go_msg), *end = p + go_buf.m.argv_len; p < end;) {
         char *z = memchr(p, '\0', (size_t)(end - p));
@@ -267,9 +286,14 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
 {
     int sync_fd = a->sync_fd, ret, null_fd, fds[GO_MAX_FDS];
     int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, sysfs_fd = -1;
-    int vol_fds[WR_MAX_MOUNTS];
-    const char *vol_targets[WR_MAX_MOUNTS];
-    struct wr_rootfs_mounts vols = {.fds = vol_fds, .targets = vol_targets};
+    int vol_fds[GO_MAX_BINDS]; /* the volumes', then the device nodes', then the binds' */
+    const char *vol_targets[WR_MAX_MOUNTS], *dev_paths[WR_MAX_DEVICE_NODES];
+    const char *bind_targets[WR_MAX_BINDS];
+    struct wr_rootfs_mounts vols = {.fds = vol_fds,
+                                    .targets = vol_targets,
+                                    .dev_paths = dev_paths,
+                                    .bind_targets = bind_targets};
+    size_t n_binds;
     const char *step = "setup";
 
     /* The child holds every capability in its new user namespace from the start, so what needs
@@ -316,34 +340,46 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
         uid_lock < 0 || init_fd < 0)
         _exit(127);
     vols.n = go_buf.m.n_mounts;
-    for (size_t i = 0; i < vols.n; i++) {
+    vols.n_devs = go_buf.m.n_devs;
+    vols.dev_fds = vol_fds + vols.n;
+    vols.n_binds = go_buf.m.n_binds;
+    vols.bind_fds = vol_fds + vols.n + vols.n_devs;
+    vols.bind_dirs = go_buf.m.bind_dirs;
+    n_binds = vols.n + vols.n_devs + vols.n_binds;
+    for (size_t i = 0; i < n_binds; i++) {
         vol_fds[i] = park_fd(fds[GO_NFDS + i]);
-        vol_targets[i] = go_buf.m.mount_targets[i];
+        if (i < vols.n)
+            vol_targets[i] = go_buf.m.mount_targets[i];
+        else if (i < vols.n + vols.n_devs)
+            dev_paths[i - vols.n] = go_buf.m.dev_paths[i - vols.n];
+        else
+            bind_targets[i - vols.n - vols.n_devs] =
+                go_buf.m.bind_targets[i - vols.n - vols.n_devs];
         if (vol_fds[i] < 0)
             _exit(127);
     }
-    if (go_buf.m.sysfs && (sysfs_fd = park_fd(fds[GO_NFDS + vols.n])) < 0)
+    if (go_buf.m.sysfs && (sysfs_fd = park_fd(fds[GO_NFDS + n_binds])) < 0)
         _exit(127);
     if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
         dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 ||
         dup3(sync_fd, 8, O_CLOEXEC) < 0 || dup3(ofd, 9, O_CLOEXEC) < 0)
         child_fail(sync_fd, "arrange fds", errno);
     sync_fd = 8;
-    for (size_t i = 0; i < vols.n; i++) {
+    for (size_t i = 0; i < n_binds; i++) {
         if (dup3(vol_fds[i], 10 + (int)i, O_CLOEXEC) < 0)
             child_fail(sync_fd, "arrange fds", errno);
         vol_fds[i] = 10 + (int)i;
     }
     /* The oom_score_adj fd waits after the volumes until fd 9 (the overlay) is free. */
-    if (dup3(oom_fd, 10 + (int)vols.n, O_CLOEXEC) < 0)
+    if (dup3(oom_fd, 10 + (int)n_binds, O_CLOEXEC) < 0)
         child_fail(sync_fd, "arrange fds", errno);
-    oom_fd = 10 + (int)vols.n;
+    oom_fd = 10 + (int)n_binds;
     if (sysfs_fd >= 0) {
-        if (dup3(sysfs_fd, 11 + (int)vols.n, O_CLOEXEC) < 0)
+        if (dup3(sysfs_fd, 11 + (int)n_binds, O_CLOEXEC) < 0)
             child_fail(sync_fd, "arrange fds", errno);
-        sysfs_fd = 11 + (int)vols.n;
+        sysfs_fd = 11 + (int)n_binds;
     }
-    if (syscall(SYS_close_range, 11 + (unsigned)vols.n + (sysfs_fd >= 0), ~0U, 0) < 0)
+    if (syscall(SYS_close_range, 11 + (unsigned)n_binds + (sysfs_fd >= 0), ~0U, 0) < 0)
         child_fail(sync_fd, "close inherited fds", errno);
 
     /* Until now our ids were the creator's (real uid host root, effective uid the range's
@@ -415,10 +451,11 @@ static int write_id_maps(pid_t pid, uid_t base, struct wr_err *err)
     return 0;
 }
 
-/* Send "go": the message and its fds (GO_NFDS + m->n_mounts). Returns 0 or -1 (errno set). */
+/* Send "go": the message and its fds (GO_NFDS + n_mounts + n_devs + sysfs). Returns 0 or -1
+ * (errno set). */
 static int send_go(int fd, const struct go_msg *m, const char *argv_blob, const int *fds)
 {
-    size_t nfds = GO_NFDS + m->n_mounts + m->sysfs;
+    size_t nfds = GO_NFDS + m->n_mounts + m->n_devs + m->n_binds + m->sysfs;
     char cbuf[CMSG_SPACE(GO_MAX_FDS * sizeof(int))];
     struct iovec iov[2] = {{.iov_base = (void *)m, .iov_len = sizeof(*m)},
                            {.iov_base = (void *)argv_blob, .iov_len = m->argv_len}};
@@ -975,7 +1012,7 @@ int wr__sandbox_undo(struct wr_sandbox *sb, struct wr_err *err)
 
 static void close_vol_fds(int *fds)
 {
-    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
+    for (size_t i = 0; i < GO_MAX_BINDS; i++)
         if (fds[i] >= 0) {
             close(fds[i]);
             fds[i] = -1;
@@ -990,7 +1027,9 @@ struct create {
     struct wr_sandbox *sb;
     struct wr_buf argv; /* warren-init's */
     int listen_fd, sync_parent, conn_child, userns_fd, overlay_fd, oom_fd, sysfs_fd;
-    int go_fds[GO_NFDS + WR_MAX_MOUNTS], *vol_fds; /* vol_fds: the volumes' mounts, in go_fds */
+    /* vol_fds: the volumes' mounts, then the device nodes', then the binds', in go_fds */
+    int go_fds[GO_NFDS + GO_MAX_BINDS], *vol_fds;
+    unsigned char bind_dirs[WR_MAX_BINDS];
     struct wr_rootfs_spent spent;
 };
 
@@ -1021,7 +1060,9 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
             return wr_err_set(err, WR_EINVAL, errno, "image layer `%s` is not a directory",
                               spec->layers[i]);
     }
-    if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0)
+    if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0 ||
+        wr_devices_check(spec->devices, spec->n_devices, err) < 0 ||
+        wr_binds_check(spec->binds, spec->n_binds, err) < 0)
         return -1;
     if (spec->netns_fd > 0 && ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET)
         return wr_err_set(err, WR_EINVAL, errno, "netns_fd %d is not a network namespace",
@@ -1137,7 +1178,10 @@ static int make_cgroup(struct create *c, struct wr_err *err)
 {
     struct wr_cgroup_limits lim = {.memory_bytes = c->spec->memory_bytes,
                                    .cpu_millis = c->spec->cpu_millis,
-                                   .pids_max = c->spec->pids_max};
+                                   .pids_max = c->spec->pids_max,
+                                   .devices = true,
+                                   .device_nodes = c->spec->devices,
+                                   .n_devices = c->spec->n_devices};
 
     if (wr_cgroup_create(c->rt->cg, c->spec->id, &lim, &c->sb->cg, err) < 0)
         return -1;
@@ -1156,7 +1200,11 @@ static int build_rootfs(struct create *c, struct wr_err *err)
         return -1;
     c->sb->timing.overlay = now_ns();
     if (inject(c->rt, "overlay", WR_ESYS, EIO, err) < 0 ||
-        wr_mounts_build(spec->mounts, spec->n_mounts, c->userns_fd, c->vol_fds, err) < 0)
+        wr_mounts_build(spec->mounts, spec->n_mounts, c->userns_fd, c->vol_fds, err) < 0 ||
+        wr_device_mounts_build(spec->devices, spec->n_devices, c->sb->uid_base,
+                               c->vol_fds + spec->n_mounts, err) < 0 ||
+        wr_binds_build(spec->binds, spec->n_binds, c->vol_fds + spec->n_mounts + spec->n_devices,
+                       c->bind_dirs, err) < 0)
         return -1;
     if (spec->netns_fd > 0 && c->sysfs_fd < 0 &&
         (c->sysfs_fd = wr_sysfs_build(spec->netns_fd, err)) < 0)
@@ -1190,9 +1238,17 @@ static int start_init(struct create *c, struct wr_err *err)
     go.allow_setuid = spec->allow_setuid;
     memcpy(go.hostname, c->hostname, strlen(c->hostname) + 1);
     go.n_mounts = (uint8_t)spec->n_mounts;
+    go.n_devs = (uint8_t)spec->n_devices;
+    go.n_binds = (uint8_t)spec->n_binds;
+    for (size_t i = 0; i < spec->n_binds; i++) {
+        memcpy(go.bind_targets[i], spec->binds[i].target, strlen(spec->binds[i].target) + 1);
+        go.bind_dirs[i] = c->bind_dirs[i];
+    }
     go.sysfs = c->sysfs_fd >= 0;
     for (size_t i = 0; i < spec->n_mounts; i++)
         memcpy(go.mount_targets[i], spec->mounts[i].target, strlen(spec->mounts[i].target) + 1);
+    for (size_t i = 0; i < spec->n_devices; i++)
+        memcpy(go.dev_paths[i], spec->devices[i].path, strlen(spec->devices[i].path) + 1);
     c->go_fds[0] = c->overlay_fd;
     c->go_fds[1] = c->listen_fd;
     c->go_fds[2] = c->conn_child;
@@ -1200,8 +1256,9 @@ static int start_init(struct create *c, struct wr_err *err)
     c->go_fds[4] = c->oom_fd;
     {
         int fds[GO_MAX_FDS];
-        memcpy(fds, c->go_fds, (GO_NFDS + spec->n_mounts) * sizeof(int));
-        fds[GO_NFDS + spec->n_mounts] = c->sysfs_fd; /* sent only if go.sysfs */
+        size_t nfds = GO_NFDS + spec->n_mounts + spec->n_devices + spec->n_binds;
+        memcpy(fds, c->go_fds, nfds * sizeof(int));
+        fds[nfds] = c->sysfs_fd; /* sent only if go.sysfs */
         (void)send_go(c->sync_parent, &go, (const char *)c->argv.data, fds);
     }
     wr_runtime_crash_point(c->rt, "go");
@@ -1286,7 +1343,7 @@ int wr_sandbox_create(struct wr_runtime *rt, const struct wr_sandbox_spec *spec,
     if (spec->backend == WR_BACKEND_GVISOR)
         return wr__gvisor_create(rt, spec, out, err);
     c.vol_fds = c.go_fds + GO_NFDS;
-    for (size_t i = 0; i < WR_MAX_MOUNTS; i++)
+    for (size_t i = 0; i < GO_MAX_BINDS; i++)
         c.vol_fds[i] = -1;
     wr_buf_init(&c.argv);
     if (check_spec(spec, c.hostname, err) < 0 || init_argv(spec, &c.argv, err) < 0 ||

@@ -152,6 +152,7 @@ struct wr_sandbox_rec {
     /* Its isolation backend (src/runtime/runtime.h, enum wr_backend): "ns" or "gvisor"; NULL on
      * insert stores "ns". */
     char *runtime;
+    char *devices_json; /* the host devices it holds (core/cdi.h): JSON array of names, or NULL */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 

@@ -896,6 +896,7 @@ def _triggers(daemon, ctx):
         t[(template, method, status)] = dict(ids=ids or {}, **kw)
 
     add("/v1/version", "get", 401, tcp=True)
+    add("/v1/devices", "get", 401, tcp=True)
     add("/v1/sandboxes", "post", 400, body={"cpus": "many"})
     add("/v1/sandboxes", "post", 401, tcp=True, body={})
     add("/v1/sandboxes", "post", 404, body={"template": "no-such"})

@@ -681,6 +681,13 @@ class Client:
     def version(self) -> VersionInfo:
         return VersionInfo.from_json(self.request("GET", "/v1/version").json_object())
 
+    def devices(self) -> list[dict[str, Any]]:
+        """The host's devices from its CDI specs (``GET /v1/devices``, docs/devices.md): each
+        ``{"name", "kind", "in_use"}``, and ``"refused"`` (why a create naming it is refused)
+        where Warren cannot give it."""
+        got = self.request("GET", "/v1/devices").json_object().get("devices")
+        return [d for d in got if isinstance(d, dict)] if isinstance(got, list) else []
+
     def team_limits(self, team: str | None = None) -> dict[str, Any]:
         """A team's limits in force (``GET /v1/teams/{team}/limits``): ``requests``,
         ``creates`` and ``bytes`` buckets (``{"rate", "burst"}``, rate 0: off),

@@ -156,6 +156,7 @@ class SandboxInfo:
     volumes: list[VolumeMount] = field(default_factory=list)
     network: NetworkPolicy | None = None
     runtime: str = "ns"
+    devices: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -197,6 +198,7 @@ class SandboxInfo:
             if isinstance(d.get("network"), dict)
             else None,
             runtime=str(d.get("runtime") or "ns"),
+            devices=[str(x) for x in (d.get("devices") or []) if isinstance(x, str)],
             raw=dict(d),
         )
 

@@ -101,6 +101,7 @@ class Sandbox:
         idempotency_key: str | None = None,
         budget: float | Mapping[str, Any] | None = None,
         runtime: Literal["ns", "gvisor"] | None = None,
+        devices: Sequence[str] | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
         client: Client | None = None,
@@ -111,9 +112,13 @@ class Sandbox:
         ``runtime``: its isolation backend, ``"ns"`` (namespaces and seccomp around the host's
         kernel) or ``"gvisor"`` (inside gVisor's user-space kernel); default: the template's,
         else ``"ns"``. A runtime the server does not allow raises
-        :class:`~warren.InvalidArgumentError`; ``"gvisor"`` where runsc is missing, or with a
-        network asked for (gVisor sandboxes have loopback only for now), raises
+        :class:`~warren.InvalidArgumentError`; ``"gvisor"`` where runsc is missing raises
         :class:`~warren.UnsupportedError`.
+
+        ``devices``: host devices for it alone while it lives, by CDI name
+        (``"vendor.com/class=name"``, :meth:`Client.devices` lists them; docs/devices.md). An
+        unknown one raises :class:`~warren.InvalidArgumentError`; one another sandbox holds
+        raises :class:`~warren.RateLimitError` (503, ``reason == "capacity"``).
 
         ``budget``: its own spend cap (docs/usage.md, "Budgets"): a number is a hard cap in
         billed vCPU-seconds; a dict is the API's ``{"unit": "vcpu_seconds" | "money", "soft",
@@ -178,6 +183,8 @@ class Sandbox:
             body["budget"] = _budget_body(budget)
         if runtime is not None:
             body["runtime"] = runtime
+        if devices:
+            body["devices"] = list(devices)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
