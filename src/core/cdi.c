@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/json_cleanup.h"
 #include "../util/log.h"
@@ -100,17 +101,59 @@ static bool string_array(const json_t *a)
     return true;
 }
 
+/* The NVIDIA hooks Warren does natively: nvidia-cdi-hook SUB ... or nvidia-ctk hook SUB ...,
+ * run at createContainer, SUB create-symlinks (--link TARGET::LINK) or update-ldcache
+ * (--folder DIR). The index of the first argument after SUB, or -1 for another hook. */
+static int nvidia_hook(const json_t *h, const char **sub)
+{
+    const char *path = json_string_value(json_object_get(h, "path"));
+    const char *name = json_string_value(json_object_get(h, "hookName"));
+    const char *base = path ? strrchr(path, '/') : NULL;
+    json_t *args = json_object_get(h, "args");
+    int i;
+
+    base = base ? base + 1 : path;
+    if (base == NULL || name == NULL || strcmp(name, "createContainer") != 0 || !string_array(args))
+        return -1;
+    if (strcmp(base, "nvidia-cdi-hook") == 0)
+        i = 1;
+    else if (strcmp(base, "nvidia-ctk") == 0 &&
+             strcmp(json_string_value(json_array_get(args, 1)) ?: "", "hook") == 0)
+        i = 2;
+    else
+        return -1;
+    *sub = json_string_value(json_array_get(args, (size_t)i));
+    if (*sub == NULL ||
+        (strcmp(*sub, "create-symlinks") != 0 && strcmp(*sub, "update-ldcache") != 0))
+        return -1;
+    /* Every flag must be one we do: --link for create-symlinks, --folder for update-ldcache. */
+    for (size_t k = (size_t)i + 1; k < json_array_size(args); k++) {
+        const char *a = json_string_value(json_array_get(args, k));
+        const char *flag = strcmp(*sub, "create-symlinks") == 0 ? "--link" : "--folder";
+        size_t n = strlen(flag);
+        if (strcmp(a, flag) == 0 && k + 1 < json_array_size(args))
+            k++;
+        else if (!(strncmp(a, flag, n) == 0 && a[n] == '='))
+            return -1;
+    }
+    return i + 1;
+}
+
 /* Why a valid containerEdits cannot be applied by Warren (a string), or NULL. */
 static char *unsupported_edits(const json_t *e)
 {
-    json_t *hooks = json_object_get(e, "hooks");
+    json_t *h;
+    size_t i;
 
-    if (json_array_size(hooks) > 0) {
-        json_t *h = json_array_get(hooks, 0);
-        return xasprintf("its CDI hook `%s` (%s) would run as the host's root, and Warren runs "
-                         "no hooks",
-                         json_string_value(json_object_get(h, "path")),
-                         json_string_value(json_object_get(h, "hookName")));
+    json_array_foreach(json_object_get(e, "hooks"), i, h)
+    {
+        const char *sub;
+        if (nvidia_hook(h, &sub) < 0)
+            return xasprintf("its CDI hook `%s` (%s) would run as the host's root: Warren runs "
+                             "no hooks (it does NVIDIA's create-symlinks and update-ldcache "
+                             "itself)",
+                             json_string_value(json_object_get(h, "path")),
+                             json_string_value(json_object_get(h, "hookName")));
     }
     if (json_array_size(json_object_get(e, "additionalGids")) > 0)
         return xstrdup("its CDI additionalGids are not supported");
@@ -492,16 +535,74 @@ void wr_cdi_edits_fini(struct wr_cdi_edits *e)
         free((char *)e->binds[i].target);
     }
     free(e->binds);
+    for (size_t i = 0; i < e->n_links; i++) {
+        free((char *)e->links[i].target);
+        free((char *)e->links[i].link);
+    }
+    free(e->links);
     memset(e, 0, sizeof(*e));
+}
+
+/* The linker's default directories (searched without a cache entry): an update-ldcache of one
+ * of them needs nothing. */
+static bool default_lib_dir(const char *d)
+{
+    static const char *const dirs[] = {"/lib",
+                                       "/usr/lib",
+                                       "/lib64",
+                                       "/usr/lib64",
+                                       "/lib/x86_64-linux-gnu",
+                                       "/usr/lib/x86_64-linux-gnu",
+                                       "/lib/aarch64-linux-gnu",
+                                       "/usr/lib/aarch64-linux-gnu"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+        if (strcmp(d, dirs[i]) == 0)
+            return true;
+    return false;
+}
+
+/* An NVIDIA hook's links into out, its folders into ld (':'-joined). */
+static int hook_edits(const json_t *h, struct wr_cdi_edits *out, struct wr_buf *ld,
+                      struct wr_err *err)
+{
+    const char *sub;
+    int first = nvidia_hook(h, &sub);
+    json_t *args = json_object_get(h, "args");
+
+    for (size_t k = (size_t)first; k < json_array_size(args); k++) {
+        const char *a = json_string_value(json_array_get(args, k));
+        const char *v =
+            strchr(a, '=') ? strchr(a, '=') + 1 : json_string_value(json_array_get(args, ++k));
+        if (strcmp(sub, "update-ldcache") == 0) {
+            if (v[0] != '/')
+                return wr_err_set(err, WR_EINVAL, 0, "update-ldcache: `%s` is not absolute", v);
+            if (!default_lib_dir(v))
+                wr_buf_printf(ld, "%s%s", ld->len ? ":" : "", v);
+            continue;
+        }
+        const char *sep = strstr(v, "::");
+        if (sep == NULL || sep == v || sep[2] != '/')
+            return wr_err_set(err, WR_EINVAL, 0, "create-symlinks: `%s` is not TARGET::/LINK", v);
+        if (out->n_links == WR_MAX_SYMLINKS)
+            return wr_err_set(err, WR_EINVAL, 0, "more than %d symbolic links", WR_MAX_SYMLINKS);
+        out->links = xrealloc(out->links, (out->n_links + 1) * sizeof(*out->links));
+        out->links[out->n_links++] = (struct wr_symlink_spec){
+            .target = xstrndup(v, (size_t)(sep - v)),
+            .link = xstrdup(sep + 2),
+        };
+    }
+    return 0;
 }
 
 int wr_cdi_edits_of(const struct wr_cdi *c, const char *const *names, size_t n,
                     struct wr_cdi_edits *out, struct wr_err *err)
 {
     size_t n_env = 0;
+    struct wr_buf ld;
 
     memset(out, 0, sizeof(*out));
     out->env = xcalloc(1, sizeof(*out->env));
+    wr_buf_init(&ld);
     for (size_t i = 0; i < n; i++) {
         const struct device *d = c != NULL ? find(c, names[i]) : NULL;
         json_t *v;
@@ -509,12 +610,22 @@ int wr_cdi_edits_of(const struct wr_cdi *c, const char *const *names, size_t n,
 
         if (d == NULL) {
             wr_cdi_edits_fini(out);
+            wr_buf_fini(&ld);
             return wr_err_set(err, WR_EINVAL, 0, "no device `%s` on this host (GET /v1/devices)",
                               names[i]);
         }
         if (d->refused != NULL) {
             wr_cdi_edits_fini(out);
+            wr_buf_fini(&ld);
             return wr_err_set(err, WR_EINVAL, 0, "device `%s`: %s", names[i], d->refused);
+        }
+        json_array_foreach(json_object_get(d->edits, "hooks"), j, v)
+        {
+            if (hook_edits(v, out, &ld, err) < 0) {
+                wr_cdi_edits_fini(out);
+                wr_buf_fini(&ld);
+                return wr_err_wrap(err, "device `%s`", names[i]);
+            }
         }
         json_array_foreach(json_object_get(d->edits, "env"), j, v)
         {
@@ -550,8 +661,15 @@ int wr_cdi_edits_of(const struct wr_cdi *c, const char *const *names, size_t n,
             };
         }
     }
+    if (ld.len > 0) {
+        out->env = xrealloc(out->env, (n_env + 2) * sizeof(*out->env));
+        out->env[n_env++] = xasprintf("LD_LIBRARY_PATH=%s", wr_buf_str(&ld));
+        out->env[n_env] = NULL;
+    }
+    wr_buf_fini(&ld);
     if (wr_devices_check(out->nodes, out->n_nodes, err) < 0 ||
-        wr_binds_check(out->binds, out->n_binds, err) < 0) {
+        wr_binds_check(out->binds, out->n_binds, err) < 0 ||
+        wr_symlinks_check(out->links, out->n_links, err) < 0) {
         wr_cdi_edits_fini(out);
         return wr_err_wrap(err, "devices");
     }

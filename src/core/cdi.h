@@ -7,8 +7,11 @@
  * A spec is read only if it is a regular file owned by root and writable by nobody else (its
  * edits reach every sandbox that asks); a spec that fails any check is skipped whole and logged.
  * Its fields are a closed list: an unknown one is an error, as the CDI library does. Hooks run
- * programs as host root: Warren runs none. A device whose edits have a hook is listed, and a
- * create that names it is refused naming the hook.
+ * programs as host root: Warren runs none. The two NVIDIA hooks a driver's spec needs are done
+ * natively instead (nvidia-cdi-hook create-symlinks: links made in the sandbox's root;
+ * update-ldcache: its folders on LD_LIBRARY_PATH, but for the linker's default directories,
+ * searched without a cache). A device whose edits have another hook is listed, and a create
+ * that names it is refused naming the hook.
  *
  * Every function runs on the loop thread. */
 #pragma once
@@ -31,6 +34,8 @@ struct wr_cdi_edits {
     size_t n_nodes;
     struct wr_bind_spec *binds; /* read-only mounts of host files or directories */
     size_t n_binds;
+    struct wr_symlink_spec *links; /* NVIDIA's create-symlinks hook, done natively */
+    size_t n_links;
 };
 
 /* Read the specs in dirs (colon-separated; "" or NULL: none). Never fails for a bad spec (it is

@@ -342,6 +342,8 @@ struct start_spec {
     size_t n_devices;
     struct wr_bind_spec *binds; /* and the host files they need */
     size_t n_binds;
+    struct wr_symlink_spec *symlinks; /* and the links to them */
+    size_t n_symlinks;
     uint64_t memory_bytes, disk_bytes;
     uint32_t cpu_millis, pids_max;
     uint32_t project; /* for a project quota: unique per sandbox */

@@ -46,6 +46,11 @@ void wr__start_spec_fini(struct start_spec *ss)
         free((char *)ss->binds[i].target);
     }
     free(ss->binds);
+    for (size_t i = 0; i < ss->n_symlinks; i++) {
+        free((char *)ss->symlinks[i].target);
+        free((char *)ss->symlinks[i].link);
+    }
+    free(ss->symlinks);
     memset(ss, 0, sizeof(*ss));
 }
 
@@ -270,6 +275,8 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .n_devices = ss->n_devices,
         .binds = ss->binds,
         .n_binds = ss->n_binds,
+        .symlinks = ss->symlinks,
+        .n_symlinks = ss->n_symlinks,
         .restore_image = ss->restore_image,
     };
     _cleanup_close_ int netns = -1;

@@ -80,6 +80,10 @@ int wr__devices_spec(struct wr_manager *m, const struct wr_sandbox_rec *rec, str
     ss->n_devices = e.n_nodes;
     ss->binds = e.binds;
     ss->n_binds = e.n_binds;
+    ss->symlinks = e.links;
+    ss->n_symlinks = e.n_links;
+    e.links = NULL;
+    e.n_links = 0;
     e.nodes = NULL;
     e.n_nodes = 0;
     e.binds = NULL;

@@ -23,6 +23,7 @@
 #include "../util/fs.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
+#include "devbpf.h"
 #include "runtime.h"
 
 enum ctl { CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, CTL_FREEZER, CTL_DEVICES, CTL_N };
@@ -604,9 +605,9 @@ static int write_swap(struct wr_cgroup_driver *d, const char *path, const char *
     return rc;
 }
 
-/* The devices a sandbox may open (v1's devices controller; v2 would need an eBPF program, not
- * made yet): none, then the standard nodes and the sandbox's own (wr_device_node.access). 0, or
- * -errno with *file the file that failed. */
+/* The devices a sandbox may open: none, then the standard nodes and the sandbox's own
+ * (wr_device_node.access), through v1's devices controller, or v2's eBPF device program. 0, or
+ * -errno with *file what failed. */
 static int apply_devices(struct wr_cgroup *cg, const struct wr_cgroup_limits *lim,
                          const char **file)
 {
@@ -617,7 +618,20 @@ static int apply_devices(struct wr_cgroup *cg, const struct wr_cgroup_limits *li
     int at = cg->d->at[CTL_DEVICES], rc;
     char path[NAME_MAX + 32], rule[64];
 
-    if (cg->d->version != WR_CGROUP_V1 || at < 0)
+    if (cg->d->version == WR_CGROUP_V2) {
+        /* No devices.allow in v2: an eBPF program attached to the cgroup (devbpf.c). */
+        int prog = wr_devbpf_load(lim->device_nodes, lim->n_devices), dir;
+        *file = "an eBPF device program";
+        if (prog < 0)
+            return prog;
+        dir = openat(cg->d->fd[0], cg->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        rc = dir < 0 ? -errno : wr_devbpf_attach(prog, dir);
+        if (dir >= 0)
+            close(dir);
+        close(prog);
+        return rc;
+    }
+    if (at < 0)
         return 0;
     *file = "devices.deny";
     snprintf(path, sizeof(path), "%s/devices.deny", cg->name);

@@ -22,8 +22,9 @@ struct wr_cgroup_limits {
     uint32_t cpu_millis;   /* 1000 = one CPU; 0: no limit */
     uint32_t pids_max;     /* 0: no limit */
     /* A sandbox's cgroup at create: the devices its processes may open are the standard ones
-     * and devices[] (runtime.h, struct wr_device_node), on v1's devices controller where it
-     * is mounted. false: the devices rules are left as they are. */
+     * and devices[] (runtime.h, struct wr_device_node): v1's devices controller where it is
+     * mounted, v2's eBPF device program (devbpf.h). false: the devices rules are left as they
+     * are. */
     bool devices;
     const struct wr_device_node *device_nodes;
     size_t n_devices;

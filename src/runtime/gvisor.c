@@ -534,7 +534,7 @@ static int check_gvisor_spec(struct wr_runtime *rt, const struct wr_sandbox_spec
                           "a child pre-cloned into a network slot is not for the gvisor backend");
     if (spec->ephemeral)
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "ephemeral sandboxes on the gvisor backend");
-    if (spec->n_devices > 0 || spec->n_binds > 0)
+    if (spec->n_devices > 0 || spec->n_binds > 0 || spec->n_symlinks > 0)
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "host devices on the gvisor backend");
     return wr_mounts_check(spec->mounts, spec->n_mounts, err);
 }

@@ -396,6 +396,21 @@ int wr_binds_check(const struct wr_bind_spec *b, size_t n, struct wr_err *err)
     return 0;
 }
 
+int wr_symlinks_check(const struct wr_symlink_spec *l, size_t n, struct wr_err *err)
+{
+    if (n > WR_MAX_SYMLINKS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d symbolic links per sandbox, not %zu",
+                          WR_MAX_SYMLINKS, n);
+    for (size_t i = 0; i < n; i++) {
+        if (wr_mount_target_check(l[i].link, err) < 0)
+            return wr_err_wrap(err, "symbolic link");
+        if (l[i].target == NULL || l[i].target[0] == '\0' ||
+            strlen(l[i].target) > WR_MOUNT_TARGET_MAX)
+            return wr_err_set(err, WR_EINVAL, 0, "symbolic link `%s`: bad target", l[i].link);
+    }
+    return 0;
+}
+
 int wr_binds_build(const struct wr_bind_spec *b, size_t n, int *fds, unsigned char *is_dir,
                    struct wr_err *err)
 {
@@ -629,34 +644,49 @@ int wr_mount_point_open(int root_fd, const char *target, const char **step)
     return dfd;
 }
 
+/* An O_PATH fd of the directory of path (absolute, checked) from the new root (the current
+ * directory), made as a volume's mount point is, never through a symbolic link; *name its last
+ * component. -errno with *step. */
+static int parent_open(const char *path, const char **name, const char **step)
+{
+    char parent[WR_MOUNT_TARGET_MAX + 1];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    int dfd;
+
+    if (slash == NULL || n >= sizeof(parent) || slash[1] == '\0') {
+        *step = "mount point path";
+        return -EINVAL;
+    }
+    memcpy(parent, path, n);
+    parent[n] = '\0';
+    *name = slash + 1;
+    if (n > 0)
+        return wr_mount_point_open(AT_FDCWD, parent, step);
+    dfd = openat(AT_FDCWD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        *step = "open new root";
+    return dfd < 0 ? -errno : dfd;
+}
+
 /* Walk to the directory of target from the new root (the current directory) and attach the
  * mount fd of a file on an empty file made there (or the regular file there), never through a
  * symbolic link. */
 static int attach_file_at(int mnt_fd, const char *target, const char **step)
 {
-    char parent[WR_MOUNT_TARGET_MAX + 1];
-    const char *name = strrchr(target, '/');
-    size_t n = (size_t)(name - target);
+    const char *name;
     struct stat st;
-    int dfd, fd, ret;
+    int dfd = parent_open(target, &name, step), fd, ret;
 
-    if (n >= sizeof(parent) || name[1] == '\0') {
-        *step = "host mount path";
-        return -EINVAL;
-    }
-    memcpy(parent, target, n);
-    parent[n] = '\0';
-    dfd = n == 0 ? openat(AT_FDCWD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)
-                 : wr_mount_point_open(AT_FDCWD, parent, step);
     if (dfd < 0)
-        return n == 0 ? -errno : dfd;
-    if (mknodat(dfd, name + 1, S_IFREG | 0644, 0) < 0 && errno != EEXIST) {
+        return dfd;
+    if (mknodat(dfd, name, S_IFREG | 0644, 0) < 0 && errno != EEXIST) {
         ret = -errno;
         close(dfd);
         *step = "create host mount point";
         return ret;
     }
-    fd = openat(dfd, name + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     ret = -errno;
     close(dfd);
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -672,6 +702,23 @@ static int attach_file_at(int mnt_fd, const char *target, const char **step)
         *step = "attach host mount";
     }
     close(fd);
+    return ret;
+}
+
+/* A symbolic link at link (absolute, checked) to target, from the new root (the current
+ * directory), the directories above it made as a volume's; one that exists is left. */
+static int make_link(const char *target, const char *link, const char **step)
+{
+    const char *name;
+    int dfd = parent_open(link, &name, step), ret = 0;
+
+    if (dfd < 0)
+        return dfd;
+    if (symlinkat(target, dfd, name) < 0 && errno != EEXIST) {
+        ret = -errno;
+        *step = "create a device's symbolic link";
+    }
+    close(dfd);
     return ret;
 }
 
@@ -811,6 +858,11 @@ int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts 
         if (r < 0)
             return r;
         close(mounts->bind_fds[i]);
+    }
+    for (size_t i = 0; mounts != NULL && i < mounts->n_links; i++) {
+        int r = make_link(mounts->link_targets[i], mounts->links[i], step);
+        if (r < 0)
+            return r;
     }
 
     for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)

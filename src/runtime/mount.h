@@ -79,6 +79,10 @@ struct wr_rootfs_mounts {
     const char *const *bind_targets;
     const unsigned char *bind_dirs;
     size_t n_binds;
+    /* then the symbolic links to make (wr_symlinks_check) */
+    const char *const *link_targets;
+    const char *const *links;
+    size_t n_links;
 };
 
 /* A detached, read-only (nosuid, nodev, noexec) sysfs of the network namespace netns_fd, made

@@ -185,6 +185,20 @@ struct wr_bind_spec {
  * host path an absolute directory or regular file. 0, or -1 with WR_EINVAL naming it. */
 int wr_binds_check(const struct wr_bind_spec *binds, size_t n, struct wr_err *err);
 
+/* A symbolic link made in a sandbox's root before it starts (a device's SONAME links: CDI's
+ * create-symlinks hook, done here rather than run as the host's root): at link (absolute, as a
+ * volume's target; the directories above it made as a volume's, never through a symbolic link),
+ * pointing to target. A link that exists is left as it is. */
+#define WR_MAX_SYMLINKS 64
+struct wr_symlink_spec {
+    const char *target;
+    const char *link;
+};
+
+/* Whether symlinks can be made: at most WR_MAX_SYMLINKS, each link a valid target path and each
+ * target 1 to WR_MOUNT_TARGET_MAX bytes. 0, or -1 with WR_EINVAL naming it. */
+int wr_symlinks_check(const struct wr_symlink_spec *links, size_t n, struct wr_err *err);
+
 /* Whether device nodes can be given together: at most WR_MAX_DEVICE_NODES, each path valid and
  * given once, type 'c' or 'b', owner within the sandbox's range, access of "rwm". Returns 0, or
  * -1 with WR_EINVAL naming the path. */
@@ -229,6 +243,9 @@ struct wr_sandbox_spec {
     size_t n_devices;
     const struct wr_bind_spec *binds;
     size_t n_binds;
+    /* Symbolic links they need, made after the binds. */
+    const struct wr_symlink_spec *symlinks;
+    size_t n_symlinks;
 
     /* Limits; 0 means none. */
     uint64_t memory_bytes;

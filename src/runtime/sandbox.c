@@ -121,6 +121,9 @@ struct go_msg {
     char dev_paths[WR_MAX_DEVICE_NODES][WR_DEVICE_PATH_MAX + 1];
     char bind_targets[WR_MAX_BINDS][WR_MOUNT_TARGET_MAX + 1];
     uint8_t bind_dirs[WR_MAX_BINDS];
+    uint8_t n_links;
+    char link_targets[WR_MAX_SYMLINKS][WR_MOUNT_TARGET_MAX + 1];
+    char links[WR_MAX_SYMLINKS][WR_MOUNT_TARGET_MAX + 1];
 };
 
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
@@ -221,6 +224,12 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
     for (size_t i = 0; i < go_buf.m.n_binds; i++)
         if (go_buf.m.bind_targets[i][WR_MOUNT_TARGET_MAX] != '\0')
             return -EPROTO;
+    if (go_buf.m.n_links > WR_MAX_SYMLINKS)
+        return -EPROTO;
+    for (size_t i = 0; i < go_buf.m.n_links; i++)
+        if (go_buf.m.link_targets[i][WR_MOUNT_TARGET_MAX] != '\0' ||
+            go_buf.m.links[i][WR_MOUNT_TARGET_MAX] != '\0')
+            return -EPROTO;
     memcpy(fds, CMSG_DATA(c),
            (GO_NFDS + go_buf.m.n_mounts + go_buf.m.n_devs + go_buf.m.n_binds + go_buf.m.sysfs) *
                sizeof(int));
@@ -288,11 +297,13 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     int ofd, listen_fd, conn_fd, dir_lock, uid_lock, init_fd, oom_fd, sysfs_fd = -1;
     int vol_fds[GO_MAX_BINDS]; /* the volumes', then the device nodes', then the binds' */
     const char *vol_targets[WR_MAX_MOUNTS], *dev_paths[WR_MAX_DEVICE_NODES];
-    const char *bind_targets[WR_MAX_BINDS];
+    const char *bind_targets[WR_MAX_BINDS], *link_targets[WR_MAX_SYMLINKS], *links[WR_MAX_SYMLINKS];
     struct wr_rootfs_mounts vols = {.fds = vol_fds,
                                     .targets = vol_targets,
                                     .dev_paths = dev_paths,
-                                    .bind_targets = bind_targets};
+                                    .bind_targets = bind_targets,
+                                    .link_targets = link_targets,
+                                    .links = links};
     size_t n_binds;
     const char *step = "setup";
 
@@ -360,6 +371,11 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     }
     if (go_buf.m.sysfs && (sysfs_fd = park_fd(fds[GO_NFDS + n_binds])) < 0)
         _exit(127);
+    vols.n_links = go_buf.m.n_links;
+    for (size_t i = 0; i < vols.n_links; i++) {
+        link_targets[i] = go_buf.m.link_targets[i];
+        links[i] = go_buf.m.links[i];
+    }
     if (dup2(listen_fd, 3) < 0 || dup2(conn_fd, 4) < 0 || dup2(dir_lock, 5) < 0 ||
         dup2(uid_lock, 6) < 0 || dup3(init_fd, 7, O_CLOEXEC) < 0 ||
         dup3(sync_fd, 8, O_CLOEXEC) < 0 || dup3(ofd, 9, O_CLOEXEC) < 0)
@@ -1062,7 +1078,8 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
     }
     if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0 ||
         wr_devices_check(spec->devices, spec->n_devices, err) < 0 ||
-        wr_binds_check(spec->binds, spec->n_binds, err) < 0)
+        wr_binds_check(spec->binds, spec->n_binds, err) < 0 ||
+        wr_symlinks_check(spec->symlinks, spec->n_symlinks, err) < 0)
         return -1;
     if (spec->netns_fd > 0 && ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET)
         return wr_err_set(err, WR_EINVAL, errno, "netns_fd %d is not a network namespace",
@@ -1240,6 +1257,12 @@ static int start_init(struct create *c, struct wr_err *err)
     go.n_mounts = (uint8_t)spec->n_mounts;
     go.n_devs = (uint8_t)spec->n_devices;
     go.n_binds = (uint8_t)spec->n_binds;
+    go.n_links = (uint8_t)spec->n_symlinks;
+    for (size_t i = 0; i < spec->n_symlinks; i++) {
+        memcpy(go.link_targets[i], spec->symlinks[i].target, strlen(spec->symlinks[i].target) + 1);
+        memcpy(go.links[i], spec->symlinks[i].link, strlen(spec->symlinks[i].link) + 1);
+    }
+
     for (size_t i = 0; i < spec->n_binds; i++) {
         memcpy(go.bind_targets[i], spec->binds[i].target, strlen(spec->binds[i].target) + 1);
         go.bind_dirs[i] = c->bind_dirs[i];

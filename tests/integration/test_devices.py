@@ -38,6 +38,16 @@ devices:
       mounts:
         - {hostPath: @DIR@/tool, containerPath: /usr/local/bin/warren-test-tool, options: [rw]}
         - {hostPath: @DIR@/lib, containerPath: /opt/warren-test/lib, type: bind}
+      # NVIDIA's two hooks, done by Warren itself (no hook program runs)
+      hooks:
+        - hookName: createContainer
+          path: /usr/bin/nvidia-cdi-hook
+          args: [nvidia-cdi-hook, create-symlinks, --link, "warren-test-tool::/usr/local/bin/wt-link",
+                 "--link=libwarren-test.so.1::/opt/warren-test/links/libwarren-test.so"]
+        - hookName: createContainer
+          path: /usr/bin/nvidia-ctk
+          args: [nvidia-ctk, hook, update-ldcache, --folder, /opt/warren-test/lib,
+                 --folder=/usr/lib/x86_64-linux-gnu]
   # its node is given, its access is not: the device cgroup refuses the open
   - name: tun
     containerEdits:
@@ -99,7 +109,7 @@ def test_the_devices_listed_are_the_good_specs(c, dev_daemon):
     got = {d["name"]: d for d in c.request("GET", "/v1/devices").json()["devices"]}
     assert set(got) == {FUSE, TUN, BOTH, KIND + "=hooked"}, got
     assert not got[FUSE]["in_use"] and got[FUSE]["kind"] == KIND
-    assert "hook" in got[KIND + "=hooked"]["refused"]
+    assert "hook `/usr/bin/true`" in got[KIND + "=hooked"]["refused"]
     log = open(os.path.join(dev_daemon.dir, "warrend.log")).read()
     for f, why in (("b-bad.json", "cdiVersion"), ("c-loose.json", "writable by nobody else"),
                    ("d-unknown.yaml", "unknown field `extra`")):
@@ -122,6 +132,11 @@ def test_a_device_works_inside_and_no_other(c):
                    "touch /opt/warren-test/lib/new || echo refused")
         assert r.stdout == "tool ran\nnot really\nrefused\nrefused\n", r
         assert "Read-only file system" in r.stderr, r
+        # The hooks' links, and the library folder that is not a default one on the path.
+        r = sh(sb, "wt-link; readlink /usr/local/bin/wt-link; "
+                   "readlink /opt/warren-test/links/libwarren-test.so; echo $LD_LIBRARY_PATH")
+        assert r.stdout == ("tool ran\nwarren-test-tool\nlibwarren-test.so.1\n"
+                            "/opt/warren-test/lib\n"), r
         # Its root cannot make another node, nor reach another device through one.
         r = sh(sb, "mknod /tmp/tun c 10 200 && echo made")
         assert "made" not in r.stdout
