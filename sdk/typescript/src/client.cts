@@ -468,6 +468,22 @@ export class Client {
     return versionFromJson((await this.request('GET', '/v1/version', opts)).object());
   }
 
+  /** The host's devices from its CDI specs (`GET /v1/devices`, docs/devices.md): each one's
+   * `name`, `kind`, whether a sandbox holds it (`inUse`), and why a create naming it is refused
+   * (`refused`) where Warren cannot give it. */
+  async devices(opts: CallOptions = {}): Promise<{ name: string; kind: string; inUse: boolean; refused: string | undefined }[]> {
+    const got = (await this.request('GET', '/v1/devices', opts)).object().devices;
+    return (Array.isArray(got) ? got : []).map((x) => {
+      const o = (x && typeof x === 'object' ? x : {}) as Record<string, unknown>;
+      return {
+        name: String(o.name ?? ''),
+        kind: String(o.kind ?? ''),
+        inUse: o.in_use === true,
+        refused: typeof o.refused === 'string' ? o.refused : undefined,
+      };
+    });
+  }
+
   /** Close idle keep-alive connections (the client stays usable). */
   close(): void {
     this.agent?.destroy();

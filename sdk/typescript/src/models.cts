@@ -88,6 +88,8 @@ export interface SandboxInfo {
   network: NetworkPolicy | undefined;
   /** Its isolation backend: `ns` or `gvisor`. */
   runtime: 'ns' | 'gvisor' | string;
+  /** The host devices it holds (CDI names). */
+  devices: string[];
   raw: J;
 }
 
@@ -115,6 +117,7 @@ export function sandboxInfoFromJson(d: J): SandboxInfo {
     volumes: arr(d.volumes).map((v) => { const o = obj(v); return { name: str(o.name), path: str(o.path), readonly: !!o.readonly }; }),
     network: d.network && typeof d.network === 'object' ? networkFromJson(obj(d.network)) : undefined,
     runtime: str(d.runtime, 'ns'),
+    devices: arr(d.devices).filter((x): x is string => typeof x === 'string'),
     raw: d,
   };
 }

@@ -48,9 +48,13 @@ export interface CreateOptions extends ConnectionOptions, NetworkOptions {
   idempotencyKey?: string;
   /** Its isolation backend: `ns` (namespaces and seccomp around the host's kernel) or `gvisor`
    * (inside gVisor's user-space kernel). Default: the template's, else `ns`. A runtime the
-   * server does not allow is an InvalidArgumentError; `gvisor` without runsc on the host, or
-   * with a network asked for (loopback only for now), an UnsupportedError. */
+   * server does not allow is an InvalidArgumentError; `gvisor` without runsc on the host is an
+   * UnsupportedError. */
   runtime?: 'ns' | 'gvisor';
+  /** Host devices for it alone while it lives, by CDI name (`vendor.com/class=name`;
+   * `client.devices()` lists them; docs/devices.md). An unknown one is an
+   * InvalidArgumentError; one another sandbox holds, a RateLimitError (503). */
+  devices?: string[];
 }
 
 export interface ListOptions extends ConnectionOptions {
@@ -255,6 +259,7 @@ export class Sandbox {
     if (opts.network !== undefined) net.enabled = opts.network;
     if (Object.keys(net).length) body.network = net;
     if (opts.runtime !== undefined) body.runtime = opts.runtime;
+    if (opts.devices?.length) body.devices = [...opts.devices];
     const c = resolveClient(opts);
     const r = await c.request('POST', '/v1/sandboxes', {
       ...call(opts), json: body, headers: { 'Idempotency-Key': opts.idempotencyKey ?? newIdempotencyKey() },

@@ -373,6 +373,11 @@ describe('sandbox', { skip, concurrency: false }, () => {
     assert.equal(e.status, 401);
     await assert.rejects(Sandbox.create({ client, template: 'no-such-template' }), W.NotFoundError);
     await assert.rejects(Sandbox.create({ client, memoryMb: -5 }), W.InvalidArgumentError);
+    // A device the host does not have: the error names it.
+    assert.ok(Array.isArray(await client.devices()));
+    const de = await Sandbox.create({ client, devices: ['warren.test/dev=none'] }).then(() => null, (x) => x);
+    assert.ok(de instanceof W.InvalidArgumentError && /warren.test\/dev=none/.test(de.message), String(de));
+    assert.deepEqual(sb.info.devices, []);
     // Another team's sandbox is not found.
     const other = new Client({ apiUrl: d.url, apiKey: await d.key('team-other') });
     await assert.rejects(Sandbox.connect(sb.id, { client: other }), W.NotFoundError);
