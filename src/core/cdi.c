@@ -458,6 +458,39 @@ int wr_cdi_open(const char *dirs, struct wr_cdi **out, struct wr_err *err)
     return 0;
 }
 
+int wr_cdi_reload(struct wr_cdi *c, const char *dirs, struct wr_err *err)
+{
+    struct wr_cdi *fresh;
+
+    if (wr_cdi_open(dirs, &fresh, err) < 0)
+        return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        struct device *old = &c->dev[i], *nd;
+        if (old->holder == NULL)
+            continue;
+        if ((nd = find(fresh, old->name)) != NULL) {
+            nd->holder = steal_pointer(&old->holder);
+            continue;
+        }
+        /* Its sandbox keeps it (the node is in its /dev) until it ends; nobody else gets it. */
+        if (fresh->n == fresh->cap) {
+            fresh->cap = fresh->cap ? fresh->cap * 2 : 16;
+            fresh->dev = xrealloc(fresh->dev, fresh->cap * sizeof(*fresh->dev));
+        }
+        if (old->refused == NULL)
+            old->refused =
+                xstrdup("its spec is gone (a reload); its sandbox keeps it until it ends");
+        fresh->dev[fresh->n++] = *old;
+        memset(old, 0, sizeof(*old));
+    }
+    for (size_t i = 0; i < c->n; i++)
+        device_fini(&c->dev[i]);
+    free(c->dev);
+    *c = *fresh;
+    free(fresh);
+    return 0;
+}
+
 void wr_cdi_close(struct wr_cdi *c)
 {
     if (c == NULL)

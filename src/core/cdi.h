@@ -42,6 +42,10 @@ struct wr_cdi_edits {
  * logged and skipped); -1 with err only when out of memory or dirs is malformed. */
 int wr_cdi_open(const char *dirs, struct wr_cdi **out, struct wr_err *err);
 void wr_cdi_close(struct wr_cdi *c);
+/* Read the specs again (an operator's SIGHUP, after nvidia-cdi-refresh, say): the devices are
+ * the specs' now; each sandbox keeps what it holds, a device whose spec has gone included (then
+ * refused to anyone else). -1 with err only as wr_cdi_open fails, the registry left as it was. */
+int wr_cdi_reload(struct wr_cdi *c, const char *dirs, struct wr_err *err);
 
 /* The devices, as [{name, kind, in_use, refused}] (refused: why a create naming it is refused,
  * or absent). A new reference. */

@@ -92,6 +92,16 @@ int wr__devices_spec(struct wr_manager *m, const struct wr_sandbox_rec *rec, str
     return 0;
 }
 
+void wr_manager_reload_devices(struct wr_manager *m)
+{
+    struct wr_err err;
+
+    if (wr_cdi_reload(m->cdi, m->cfg.cdi_spec_dirs, &err) < 0)
+        log_warn("cdi: reload: %s; the devices are as they were", err.msg);
+    else
+        log_info("cdi: specs read again");
+}
+
 json_t *wr_manager_devices(struct wr_manager *m)
 {
     return wr_cdi_list(m->cdi);

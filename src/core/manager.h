@@ -192,6 +192,8 @@ struct wr_create_req {
 /* The host's devices (core/cdi.h), as [{name, kind, in_use, refused?}]: a new reference. */
 #define WR_CDI_MAX_DEVICES 16 /* per sandbox */
 json_t *wr_manager_devices(struct wr_manager *m);
+/* Read the CDI specs again (cdi.h, wr_cdi_reload): warrend does on SIGHUP. */
+void wr_manager_reload_devices(struct wr_manager *m);
 
 /* Under /dev/shm, a tmpfs of the sandbox's own: the mount point is not captured into the step's
  * layer (/tmp is the writable layer's). */

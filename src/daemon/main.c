@@ -821,7 +821,7 @@ static void size_fds(struct options *o, bool exits)
              (unsigned long long)nf.soft, o->max_conns, (unsigned long long)fit);
 }
 
-static uv_signal_t sigterm, sigint;
+static uv_signal_t sigterm, sigint, sighup;
 static struct wr_http_server *server;
 static struct wr_http_server *metrics_server; /* --metrics-listen, or NULL */
 static struct wr_audit *audit;
@@ -836,6 +836,7 @@ static void server_stopped(void *arg)
 {
     uv_close((uv_handle_t *)&sigterm, handle_closed);
     uv_close((uv_handle_t *)&sigint, handle_closed);
+    uv_close((uv_handle_t *)&sighup, handle_closed);
 }
 
 static struct wr_api *the_api;
@@ -870,11 +871,19 @@ static void audit_close_and_stopped(void *arg)
     server_stopped(arg);
 }
 
+/* SIGHUP: the host's devices are read again from their CDI specs (docs/devices.md). */
+static void on_hup(uv_signal_t *s, int signum)
+{
+    if (manager != NULL)
+        wr_manager_reload_devices(manager);
+}
+
 static void on_stop_signal(uv_signal_t *s, int signum)
 {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     uv_signal_stop(&sigterm);
     uv_signal_stop(&sigint);
+    uv_signal_stop(&sighup);
     wr_pool_stop(pool);
     the_api->stopping = true;
     wr_api_e2b_close(the_api);
@@ -1195,8 +1204,10 @@ int main(int argc, char **argv)
     }
     uv_signal_init(loop, &sigterm);
     uv_signal_init(loop, &sigint);
+    uv_signal_init(loop, &sighup);
     uv_signal_start(&sigterm, on_stop_signal, SIGTERM);
     uv_signal_start(&sigint, on_stop_signal, SIGINT);
+    uv_signal_start(&sighup, on_hup, SIGHUP);
     wr_pool_start(pool, rt, o.pool);
 
     /* The line tests and scripts wait for. */

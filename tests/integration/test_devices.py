@@ -157,6 +157,35 @@ def test_the_device_cgroup_refuses_what_was_not_granted(c):
         assert r.stdout == "opened\n", r
 
 
+def test_sighup_reads_the_specs_again(c, dev_daemon, specs):
+    """An operator adds a spec (or nvidia-cdi-refresh rewrites one) and sends SIGHUP: the new
+    device is offered; what a sandbox holds stays its own."""
+    import signal
+    import time
+    holder = warren.Sandbox.create(client=c, timeout=60, devices=[FUSE])
+    extra = os.path.join(specs, "e-later.yaml")
+    try:
+        with open(extra, "w") as f:
+            f.write("cdiVersion: 1.0.0\nkind: later.test/dev\n"
+                    "devices: [{name: null0, containerEdits: {deviceNodes: [{path: /dev/null}]}}]\n")
+        os.chmod(extra, 0o644)
+        dev_daemon.proc.send_signal(signal.SIGHUP)
+        listed = {}
+        for _ in range(100):
+            listed = {d["name"]: d for d in c.request("GET", "/v1/devices").json()["devices"]}
+            if "later.test/dev=null0" in listed:
+                break
+            time.sleep(0.05)
+        assert "later.test/dev=null0" in listed and listed[FUSE]["in_use"], listed
+        r = c.request("POST", "/v1/sandboxes", check=False,
+                      json_body={"timeout": 60, "devices": [FUSE]})
+        assert r.status == 503, (r.status, r.body)
+    finally:
+        holder.kill()
+        os.unlink(extra)
+        dev_daemon.proc.send_signal(signal.SIGHUP)
+
+
 def test_one_sandbox_at_a_time(c):
     sb = warren.Sandbox.create(client=c, timeout=60, devices=[FUSE])
     try:
