@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Devices from CDI specs (cdi.h). The spec's format: github.com/cncf-tags/container-device-
- * interface, SPEC.md (1.0.0 to 1.1.0): {cdiVersion, kind, annotations?, devices: [{name,
+ * interface, SPEC.md (0.3.0 to 1.1.0): {cdiVersion, kind, annotations?, devices: [{name,
  * annotations?, containerEdits}], containerEdits?}, the spec's own edits applying with each of
  * its devices. */
 #include "cdi.h"
@@ -325,8 +325,12 @@ static int check_spec(const json_t *spec, struct wr_err *err)
 
     if (only_keys(spec, keys, "the spec", err) < 0)
         return -1;
-    if (version == NULL || strncmp(version, "0.", 2) == 0 || strncmp(version, "1.", 2) != 0)
-        return wr_err_set(err, WR_EINVAL, 0, "`cdiVersion` must be 1.x");
+    /* 0.3.0 to 0.8.0 are subsets of 1.0's fields (nvidia-ctk writes the lowest a spec needs) */
+    if (version == NULL ||
+        !(strncmp(version, "1.", 2) == 0 || (strncmp(version, "0.", 2) == 0 && version[2] != '\0' &&
+                                             strchr("345678", version[2]) && version[3] == '.')))
+        return wr_err_set(err, WR_EINVAL, 0, "`cdiVersion` must be 0.3.0 to 1.x, not `%s`",
+                          version ? version : "");
     if (kind == NULL || !valid_kind(kind))
         return wr_err_set(err, WR_EINVAL, 0, "`kind` must be vendor.com/class");
     if (!json_is_array(devs) || json_array_size(devs) == 0)

@@ -15,13 +15,13 @@ KIND = "warren.test/dev"
 FUSE, TUN, BOTH = KIND + "=fuse", KIND + "=tun", KIND + "=tun-open"
 
 SPEC_JSON = {
-    "cdiVersion": "0.6.0",  # replaced below: 0.x is refused, so this file is the bad one
+    "cdiVersion": "0.2.0",  # replaced below: below 0.3.0 is refused, so this file is the bad one
     "kind": KIND,
     "devices": [{"name": "x", "containerEdits": {}}],
 }
 
 SPEC_YAML = """\
-cdiVersion: "1.0.0"
+cdiVersion: "0.6.0"
 kind: warren.test/dev
 containerEdits:
   env: [WARREN_CDI_SPEC=1]
