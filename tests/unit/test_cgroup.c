@@ -26,7 +26,7 @@
 #define V1_ROOT "/sys/fs/cgroup"
 #define V2_ROOT "/sys/fs/cgroup/unified"
 
-static const char *const v1_hier[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+static const char *const v1_hier[] = {"memory", "pids", "cpu", "cpuacct", "freezer", "devices"};
 static char parent[64];
 
 static bool exists(const char *path)
