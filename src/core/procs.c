@@ -71,6 +71,7 @@ struct cg_job {
     uint64_t cpu_ns, peak;
     int rc;
     struct wr_err err;
+    struct wr_err fail; /* a spawn that failed: answered once its cgroup is gone */
 };
 
 static void timer_closed(uv_handle_t *h)
@@ -183,7 +184,7 @@ static void on_timeout(uv_timer_t *t)
     wr_proc_signal(p, SIGKILL, NULL, NULL);
 }
 
-static void cg_drop(struct wr_manager *m, const char *sb_id, const char *name);
+static void spawn_fail(struct wr_proc *p, const struct wr_err *err);
 
 static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr_err *err)
 {
@@ -196,11 +197,8 @@ static void on_started(void *ctx, uint32_t proc_id, int64_t pid, const struct wr
         if (e2.sys_errno == ENOENT || e2.sys_errno == EACCES || e2.sys_errno == ENOEXEC ||
             e2.sys_errno == ENOTDIR)
             e2.kind = WR_EINVAL;
-        if (p->cg_name != NULL)
-            cg_drop(p->sb->m, p->sb->id, p->cg_name);
         wr__metric_exec(&e2, p->start_t0);
-        p->start_cb(p->start_ctx, NULL, &e2);
-        proc_free(p);
+        spawn_fail(p, &e2);
         return;
     }
     p->id = proc_id;
@@ -361,6 +359,39 @@ static void cg_drop(struct wr_manager *m, const char *sb_id, const char *name)
     wr__queue_work(m, &j->w, cg_run, cg_drop_done);
 }
 
+static void cg_fail_done(uv_work_t *w, int status)
+{
+    struct cg_job *j = container_of(w, struct cg_job, w);
+    struct wr_manager *m = j->m;
+    struct wr_proc *p = j->p;
+
+    if (j->rc < 0 && j->err.sys_errno != ENOENT)
+        log_warn("sandbox %s: command cgroup %s: %s", j->sb_id, j->name, j->err.msg);
+    if (p != NULL) {
+        p->cg_job = NULL;
+        p->start_cb(p->start_ctx, NULL, &j->fail);
+        proc_free(p);
+    }
+    cg_job_free(j);
+    wr__work_done(m);
+}
+
+/* Answer a spawn that failed, after its cgroup (if it has one) is removed: whoever hears the
+ * error finds nothing of the command left. */
+static void spawn_fail(struct wr_proc *p, const struct wr_err *err)
+{
+    struct cg_job *j;
+
+    if (p->cg_name == NULL) {
+        p->start_cb(p->start_ctx, NULL, err);
+        proc_free(p);
+        return;
+    }
+    j = cg_job_new(p, false);
+    j->fail = *err;
+    wr__queue_work(p->sb->m, &j->w, cg_run, cg_fail_done);
+}
+
 static void cg_end_done(uv_work_t *w, int status)
 {
     struct cg_job *j = container_of(w, struct cg_job, w);
@@ -419,9 +450,7 @@ static void cg_made(uv_work_t *w, int status)
         goto fail;
     goto out;
 fail:
-    cg_drop(m, j->sb_id, j->name);
-    p->start_cb(p->start_ctx, NULL, &err);
-    proc_free(p);
+    spawn_fail(p, &err);
 out:
     cg_job_free(j);
     wr__work_done(m);
