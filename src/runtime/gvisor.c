@@ -536,6 +536,8 @@ static int check_gvisor_spec(struct wr_runtime *rt, const struct wr_sandbox_spec
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "ephemeral sandboxes on the gvisor backend");
     if (spec->n_devices > 0 || spec->n_binds > 0 || spec->n_symlinks > 0)
         return wr_err_set(err, WR_EUNSUPPORTED, 0, "host devices on the gvisor backend");
+    if (spec->n_inner_binds > 0)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0, "Compose services on the gvisor backend");
     return wr_mounts_check(spec->mounts, spec->n_mounts, err);
 }
 

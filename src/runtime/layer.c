@@ -307,7 +307,8 @@ static int open_entry(const struct wr_walk_ent *e, struct wr_err *err)
 
 struct copier {
     bool reflink;
-    int top_dfd; /* where the copy's top is made, as top_name */
+    bool hardlink; /* regular files linked to the source's inode where the filesystem allows */
+    int top_dfd;   /* where the copy's top is made, as top_name */
     const char *top_name;
     int *dst; /* the copy of each directory the walk is in, by depth */
     size_t ndst;
@@ -417,6 +418,9 @@ static int copy_other(struct copier *c, const struct wr_walk_ent *e, struct wr_e
     uint64_t first;
     bool staged = false;
 
+    /* Read-only layers may share inodes: the link carries the content and every attribute. */
+    if (c->hardlink && S_ISREG(st->st_mode) && linkat(e->dirfd, e->name, pfd, e->name, 0) == 0)
+        return 0;
     if (st->st_nlink > 1) {
         if (!wr_inodes_add(&c->links, st, c->nstaged, &first))
             return copy_link(c, e, first, err);
@@ -472,9 +476,11 @@ static int copy_leave(const struct wr_walk_ent *e, void *ctx, struct wr_err *err
 
 /* Copy the tree at src into dfd/name (which must not exist); .links in dfd is made and removed
  * on the way. */
-static int copy_tree(const char *src, int dfd, const char *name, bool reflink, struct wr_err *err)
+static int copy_tree(const char *src, int dfd, const char *name, bool reflink, bool hardlink,
+                     struct wr_err *err)
 {
-    struct copier c = {.reflink = reflink, .top_dfd = dfd, .top_name = name, .stage = -1};
+    struct copier c = {
+        .reflink = reflink, .hardlink = hardlink, .top_dfd = dfd, .top_name = name, .stage = -1};
     const struct wr_walk w = {.prefix = ".", .visit = copy_visit, .leave = copy_leave, .ctx = &c};
     int r = wr_walk_at(AT_FDCWD, src, &w, err);
 
@@ -516,7 +522,7 @@ int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info
     if (mkdir(dst, 0700) < 0)
         return wr_err_sys(err, "mkdir `%s`", dst);
     dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0 || copy_tree(src, dfd, "fs", info->reflink, err) < 0) {
+    if (dfd < 0 || copy_tree(src, dfd, "fs", info->reflink, false, err) < 0) {
         if (dfd < 0)
             wr_err_sys(err, "open `%s`", dst);
         wr_err_wrap(err, "copy `%s`", src);
@@ -524,6 +530,61 @@ int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info
         return -1;
     }
     return 0;
+}
+
+int wr_layer_relocate(const char *src, const char *dst, const char *prefix,
+                      const struct wr_fs_info *info, struct wr_err *err)
+{
+    char buf[PATH_MAX];
+    const char *last;
+    int dfd = -1, r = -1;
+
+    if (prefix[0] != '/' || strlen(prefix) >= sizeof(buf) || strstr(prefix, "/..") != NULL ||
+        strstr(prefix, "//") != NULL || prefix[strlen(prefix) - 1] == '/')
+        return wr_err_set(err, WR_EINVAL, 0, "relocate: bad prefix `%s`", prefix);
+    if (mkdir(dst, 0700) < 0)
+        return wr_err_sys(err, "mkdir `%s`", dst);
+    snprintf(buf, sizeof(buf), "%s", prefix);
+    last = strrchr(buf, '/') + 1;
+    dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        wr_err_sys(err, "open `%s`", dst);
+        goto out;
+    }
+    /* fs, then every directory of the prefix but its last, owned by the sandbox's root (0:0 in
+     * a layer) and 0755, as an image's own directories are. */
+    for (char *p = (char *)"fs", *next = buf + 1; p != NULL;) {
+        int nfd;
+        if (mkdirat(dfd, p, 0755) < 0 || fchmodat(dfd, p, 0755, 0) < 0) {
+            wr_err_sys(err, "relocate: mkdir `%s`", p);
+            goto out;
+        }
+        nfd = openat(dfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0) {
+            wr_err_sys(err, "relocate: open `%s`", p);
+            goto out;
+        }
+        (void)close(dfd);
+        dfd = nfd;
+        p = next;
+        if (p == last) {
+            p = NULL;
+        } else {
+            next = strchr(p, '/');
+            *next++ = '\0';
+        }
+    }
+    if (copy_tree(src, dfd, last, info->reflink, true, err) < 0) {
+        wr_err_wrap(err, "relocate `%s`", src);
+        goto out;
+    }
+    r = 0;
+out:
+    if (dfd >= 0)
+        (void)close(dfd);
+    if (r < 0)
+        (void)wr_layer_remove(dst, NULL);
+    return r;
 }
 
 int wr_layer_capture(const char *home, const char *dst, const struct wr_fs_info *info,

@@ -67,6 +67,13 @@ void wr_layer_presync(const char *home, const struct wr_fs_info *info);
 int wr_layer_copy_tree(const char *src, const char *dst, const struct wr_fs_info *info,
                        struct wr_err *err);
 
+/* A layer at dst/fs (dst must not exist) holding the tree at src (a layer's fs, or a directory
+ * template's root) below prefix (absolute, e.g. "/.warren/services/db"): the root of a Compose
+ * service inside its sandbox. Regular files are hard links to src's where the filesystem allows
+ * (read-only layers share inodes), copies elsewhere; the prefix's directories are 0:0, 0755. */
+int wr_layer_relocate(const char *src, const char *dst, const char *prefix,
+                      const struct wr_fs_info *info, struct wr_err *err);
+
 /* The content digest of the layer at dir ("sha256:" + 64 hex; 72 bytes with the NUL): a SHA-256
  * over its tree in name order, covering each entry's name, type, mode, owner, device number,
  * link target, content and extended attributes (not times). *bytes gets the apparent size of its

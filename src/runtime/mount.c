@@ -411,6 +411,26 @@ int wr_symlinks_check(const struct wr_symlink_spec *l, size_t n, struct wr_err *
     return 0;
 }
 
+static bool inner_source_special(const char *src)
+{
+    return strcmp(src, "/proc") == 0 || strcmp(src, "/dev") == 0 || strcmp(src, "/sys") == 0;
+}
+
+int wr_inner_binds_check(const struct wr_inner_bind *b, size_t n, struct wr_err *err)
+{
+    if (n > WR_MAX_INNER_BINDS)
+        return wr_err_set(err, WR_EINVAL, 0, "at most %d binds in a sandbox, not %zu",
+                          WR_MAX_INNER_BINDS, n);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i].src == NULL ||
+            (!inner_source_special(b[i].src) && wr_mount_target_check(b[i].src, err) < 0))
+            return wr_err_wrap(err, "bind source");
+        if (wr_mount_target_check(b[i].dst, err) < 0)
+            return wr_err_wrap(err, "bind `%s`", b[i].src);
+    }
+    return 0;
+}
+
 int wr_binds_build(const struct wr_bind_spec *b, size_t n, int *fds, unsigned char *is_dir,
                    struct wr_err *err)
 {
@@ -737,6 +757,48 @@ static int attach_at(int mnt_fd, const char *target, const char **step)
     }
     close(dfd);
     return ret;
+}
+
+int wr_inner_binds_make(const char *const *src, const char *const *dst, const unsigned char *ro,
+                        size_t n, const char **step)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        struct stat st;
+        int sfd, mnt, ret;
+
+        if (inner_source_special(src[i])) {
+            sfd = open(src[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sfd < 0) {
+                *step = "open a bind's source";
+                return -errno;
+            }
+        } else if ((sfd = wr_mount_point_open(AT_FDCWD, src[i], step)) < 0) {
+            return sfd;
+        }
+        mnt = sys_open_tree(sfd, "",
+                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+        ret = -errno;
+        if (mnt >= 0 && fstat(sfd, &st) < 0)
+            ret = -errno;
+        close(sfd);
+        if (mnt < 0) {
+            *step = "clone a bind's source";
+            return ret;
+        }
+        if (ro[i] && sys_mount_setattr(mnt, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) < 0) {
+            ret = -errno;
+            close(mnt);
+            *step = "make a bind read-only";
+            return ret;
+        }
+        ret =
+            S_ISDIR(st.st_mode) ? attach_at(mnt, dst[i], step) : attach_file_at(mnt, dst[i], step);
+        close(mnt);
+        if (ret < 0)
+            return ret;
+    }
+    return 0;
 }
 
 int wr_sysfs_build(int netns_fd, struct wr_err *err)

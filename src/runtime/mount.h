@@ -99,6 +99,11 @@ int wr_sysfs_build(int netns_fd, struct wr_err *err);
  * the mount point, never through a symbolic link) and close its fd, mask the usual paths,
  * pivot_root into it and detach the old root. Async-signal-safe; returns 0, or -errno with
  * *step naming what failed. */
+/* Child side, after wr_rootfs_enter (so every path resolves in the sandbox's tree): the n inner
+ * binds (runtime.h, struct wr_inner_bind; checked), in order. -errno with *step. */
+int wr_inner_binds_make(const char *const *src, const char *const *dst, const unsigned char *ro,
+                        size_t n, const char **step);
+
 #define WR_PTYS_MAX 1024
 int wr_rootfs_enter(int overlay_fd, int sysfs_fd, const struct wr_rootfs_mounts *mounts,
                     const char *stage, uint64_t shm_bytes, const char **step);

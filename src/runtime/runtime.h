@@ -199,6 +199,22 @@ struct wr_symlink_spec {
  * target 1 to WR_MOUNT_TARGET_MAX bytes. 0, or -1 with WR_EINVAL naming it. */
 int wr_symlinks_check(const struct wr_symlink_spec *links, size_t n, struct wr_err *err);
 
+/* A bind of one path of a sandbox's own tree onto another, made inside the sandbox after its
+ * root is in place (so both paths resolve in the sandbox's tree, never the host's), recursive:
+ * the roots of a Compose file's services get /proc, /dev and /sys this way, and their volumes.
+ * A missing source is made as a directory; a missing mount point as a directory or, for a file,
+ * an empty file (parents made too). read_only makes the whole bound tree read-only. */
+#define WR_MAX_INNER_BINDS 64
+struct wr_inner_bind {
+    const char *src; /* absolute, as a volume's target (wr_mount_target_check), or "/proc" etc. */
+    const char *dst;
+    bool read_only;
+};
+
+/* Whether inner binds can be made: at most WR_MAX_INNER_BINDS, every path valid as a mount
+ * target. 0, or -1 with WR_EINVAL naming it. */
+int wr_inner_binds_check(const struct wr_inner_bind *b, size_t n, struct wr_err *err);
+
 /* Whether device nodes can be given together: at most WR_MAX_DEVICE_NODES, each path valid and
  * given once, type 'c' or 'b', owner within the sandbox's range, access of "rwm". Returns 0, or
  * -1 with WR_EINVAL naming the path. */
@@ -246,6 +262,9 @@ struct wr_sandbox_spec {
     /* Symbolic links they need, made after the binds. */
     const struct wr_symlink_spec *symlinks;
     size_t n_symlinks;
+    /* Binds inside the sandbox's own tree, made last (ns only: WR_EUNSUPPORTED on gvisor). */
+    const struct wr_inner_bind *inner_binds;
+    size_t n_inner_binds;
 
     /* Limits; 0 means none. */
     uint64_t memory_bytes;

@@ -124,6 +124,10 @@ struct go_msg {
     uint8_t n_links;
     char link_targets[WR_MAX_SYMLINKS][WR_MOUNT_TARGET_MAX + 1];
     char links[WR_MAX_SYMLINKS][WR_MOUNT_TARGET_MAX + 1];
+    uint8_t n_inner;
+    uint8_t inner_ro[WR_MAX_INNER_BINDS];
+    char inner_src[WR_MAX_INNER_BINDS][WR_MOUNT_TARGET_MAX + 1];
+    char inner_dst[WR_MAX_INNER_BINDS][WR_MOUNT_TARGET_MAX + 1];
 };
 
 /* Testing hook (wr_runtime_config.fault): true if create should fail at `step`. */
@@ -229,6 +233,12 @@ static int child_recv_go(int fd, int fds[GO_MAX_FDS])
     for (size_t i = 0; i < go_buf.m.n_links; i++)
         if (go_buf.m.link_targets[i][WR_MOUNT_TARGET_MAX] != '\0' ||
             go_buf.m.links[i][WR_MOUNT_TARGET_MAX] != '\0')
+            return -EPROTO;
+    if (go_buf.m.n_inner > WR_MAX_INNER_BINDS)
+        return -EPROTO;
+    for (size_t i = 0; i < go_buf.m.n_inner; i++)
+        if (go_buf.m.inner_src[i][WR_MOUNT_TARGET_MAX] != '\0' ||
+            go_buf.m.inner_dst[i][WR_MOUNT_TARGET_MAX] != '\0')
             return -EPROTO;
     memcpy(fds, CMSG_DATA(c),
            (GO_NFDS + go_buf.m.n_mounts + go_buf.m.n_devs + go_buf.m.n_binds + go_buf.m.sysfs) *
@@ -416,6 +426,16 @@ static __attribute__((noreturn)) void child_main(const struct child_args *a)
     ret = wr_rootfs_enter(9, sysfs_fd, &vols, a->stage, go_buf.m.shm_bytes, &step);
     if (ret < 0)
         child_fail(sync_fd, step, -ret);
+    if (go_buf.m.n_inner > 0) {
+        const char *isrc[WR_MAX_INNER_BINDS], *idst[WR_MAX_INNER_BINDS];
+        for (size_t i = 0; i < go_buf.m.n_inner; i++) {
+            isrc[i] = go_buf.m.inner_src[i];
+            idst[i] = go_buf.m.inner_dst[i];
+        }
+        ret = wr_inner_binds_make(isrc, idst, go_buf.m.inner_ro, go_buf.m.n_inner, &step);
+        if (ret < 0)
+            child_fail(sync_fd, step, -ret);
+    }
     close(9);
     if (dup2(oom_fd, INIT_OOM_FD) < 0) /* not close-on-exec: warren-init's, exec'd or not */
         child_fail(sync_fd, "arrange fds", errno);
@@ -1079,7 +1099,8 @@ static int check_spec(const struct wr_sandbox_spec *spec, const char *hostname, 
     if (wr_mounts_check(spec->mounts, spec->n_mounts, err) < 0 ||
         wr_devices_check(spec->devices, spec->n_devices, err) < 0 ||
         wr_binds_check(spec->binds, spec->n_binds, err) < 0 ||
-        wr_symlinks_check(spec->symlinks, spec->n_symlinks, err) < 0)
+        wr_symlinks_check(spec->symlinks, spec->n_symlinks, err) < 0 ||
+        wr_inner_binds_check(spec->inner_binds, spec->n_inner_binds, err) < 0)
         return -1;
     if (spec->netns_fd > 0 && ioctl(spec->netns_fd, NS_GET_NSTYPE) != CLONE_NEWNET)
         return wr_err_set(err, WR_EINVAL, errno, "netns_fd %d is not a network namespace",
@@ -1263,6 +1284,12 @@ static int start_init(struct create *c, struct wr_err *err)
         memcpy(go.links[i], spec->symlinks[i].link, strlen(spec->symlinks[i].link) + 1);
     }
 
+    go.n_inner = (uint8_t)spec->n_inner_binds;
+    for (size_t i = 0; i < spec->n_inner_binds; i++) {
+        memcpy(go.inner_src[i], spec->inner_binds[i].src, strlen(spec->inner_binds[i].src) + 1);
+        memcpy(go.inner_dst[i], spec->inner_binds[i].dst, strlen(spec->inner_binds[i].dst) + 1);
+        go.inner_ro[i] = spec->inner_binds[i].read_only;
+    }
     for (size_t i = 0; i < spec->n_binds; i++) {
         memcpy(go.bind_targets[i], spec->binds[i].target, strlen(spec->binds[i].target) + 1);
         go.bind_dirs[i] = c->bind_dirs[i];
