@@ -622,6 +622,12 @@ static int classify(struct req *r, uint16_t type)
             ++r->items > AGENT_MAX_ITEMS)
             return -1;
         return 0;
+    case WR_MSG_SERVICE_LIST:
+        if (type == WR_MSG_OK)
+            return 1;
+        if (type != WR_MSG_SERVICE_INFO || ++r->items > WR_SERVICES_MAX)
+            return -1;
+        return 0;
     case WR_MSG_FILE_STAT:
         return type == WR_MSG_STAT ? 1 : -1;
     case WR_MSG_FILE_READ:
@@ -672,6 +678,13 @@ static int check_reply(const struct wr_frame_hdr *h, const uint8_t *p, struct wr
         if (wr_watch_event_decode(p, h->len, &ev, e) < 0)
             return -1;
         wr_watch_event_fini(&ev);
+        return 0;
+    }
+    case WR_MSG_SERVICE_INFO: {
+        struct wr_service_info si;
+        if (wr_service_info_decode(p, h->len, &si, e) < 0)
+            return -1;
+        wr_service_info_fini(&si);
         return 0;
     }
     case WR_MSG_OK:
@@ -875,6 +888,7 @@ static void on_frame(struct wr_agent *a, const struct wr_frame_hdr *h, const uin
     case WR_MSG_STAT:
     case WR_MSG_DATA:
     case WR_MSG_WATCH_EVENT:
+    case WR_MSG_SERVICE_INFO:
         on_reply(a, h, p);
         break;
     case WR_MSG_OUTPUT:
@@ -1449,4 +1463,127 @@ void wr_agent_resume(struct wr_agent *a)
     /* Frames already buffered are routed from the idle callback, not inside this call. */
     a->want_dispatch = true;
     (void)uv_idle_start(&a->idle, on_idle);
+}
+
+/* ---- services -------------------------------------------------------------------------------- */
+
+/* A services request in flight: the owner's callback, and the SERVICE_INFO items so far. */
+struct svc_call {
+    void (*done)(void *ctx, const struct wr_err *err);
+    void (*listed)(void *ctx, const struct wr_service_info *infos, size_t n,
+                   const struct wr_err *err);
+    void *ctx;
+    bool already_ok; /* SERVICES_START: EALREADY is success */
+    struct wr_service_info infos[WR_SERVICES_MAX];
+    size_t n;
+};
+
+/* Every reply of a services request; the final one (or the connection's loss) ends it. */
+static void on_svc_reply(void *ctx, const struct wr_frame_hdr *h, const uint8_t *p, bool final,
+                         const struct wr_err *err)
+{
+    struct svc_call *sc = ctx;
+    struct wr_err e;
+
+    if (!final) {
+        /* classify() allowed at most WR_SERVICES_MAX; check_reply() decoded it already */
+        if (h->type == WR_MSG_SERVICE_INFO && sc->n < WR_SERVICES_MAX &&
+            wr_service_info_decode(p, h->len, &sc->infos[sc->n], &e) == 0)
+            sc->n++;
+        return;
+    }
+    if (err != NULL && sc->already_ok && err->sys_errno == EALREADY)
+        err = NULL;
+    if (sc->listed != NULL)
+        sc->listed(sc->ctx, err == NULL ? sc->infos : NULL, err == NULL ? sc->n : 0, err);
+    else if (sc->done != NULL)
+        sc->done(sc->ctx, err);
+    for (size_t i = 0; i < sc->n; i++)
+        wr_service_info_fini(&sc->infos[i]);
+    free(sc);
+}
+
+int wr_agent_service_define(struct wr_agent *a, const struct wr_service *s, const int *fds,
+                            void (*cb)(void *ctx, const struct wr_err *err), void *ctx,
+                            struct wr_err *err)
+{
+    unsigned nfds = fds != NULL ? s->sp.nfds : 0;
+    struct svc_call *sc;
+    struct fdpass *f;
+    uint32_t id;
+    size_t len;
+    struct req *r;
+
+    if (nfds > WR_SPAWN_FDS_MAX || (fds == NULL && s->sp.nfds != 0)) {
+        wr_err_set(err, WR_EINVAL, 0, "agent: service: %u fds", s->sp.nfds);
+        goto fail;
+    }
+    if (!can_send(a)) {
+        wr_err_set(err, WR_ECONFLICT, ENOTCONN, "agent: service");
+        goto fail;
+    }
+    id = alloc_id(a);
+    len = a->out.len;
+    wr_service_encode(&a->out, id, s);
+    if (a->out.len == len) {
+        wr_err_set(err, WR_ETOOBIG, 0, "agent: service %s: larger than %u bytes", s->name,
+                   WR_FRAME_MAX_PAYLOAD);
+        goto fail;
+    }
+    if (nfds > 0) {
+        f = xcalloc(1, sizeof(*f));
+        f->at = len;
+        f->n = nfds;
+        memcpy(f->fds, fds, nfds * sizeof(int));
+        *a->fdq_tail = f;
+        a->fdq_tail = &f->next;
+    }
+    sc = xcalloc(1, sizeof(*sc));
+    sc->done = cb;
+    sc->ctx = ctx;
+    r = req_add(a, id, WR_MSG_SERVICE);
+    r->cb = on_svc_reply;
+    r->ctx = sc;
+    queued(a);
+    return 0;
+fail:
+    for (unsigned i = 0; i < nfds; i++)
+        (void)close(fds[i]);
+    return -1;
+}
+
+/* A services request without fields (SERVICES_START, SERVICE_LIST) for sc. */
+static int svc_request(struct wr_agent *a, uint16_t type, struct svc_call *sc, struct wr_err *err)
+{
+    size_t start;
+
+    (void)wr_agent_begin(a, type, &start);
+    if (wr_agent_end(a, start, on_svc_reply, sc, err) == 0) {
+        free(sc);
+        return -1;
+    }
+    return 0;
+}
+
+int wr_agent_services_start(struct wr_agent *a, void (*cb)(void *ctx, const struct wr_err *err),
+                            void *ctx, struct wr_err *err)
+{
+    struct svc_call *sc = xcalloc(1, sizeof(*sc));
+
+    sc->done = cb;
+    sc->ctx = ctx;
+    sc->already_ok = true;
+    return svc_request(a, WR_MSG_SERVICES_START, sc, err);
+}
+
+int wr_agent_service_list(struct wr_agent *a,
+                          void (*cb)(void *ctx, const struct wr_service_info *infos, size_t n,
+                                     const struct wr_err *err),
+                          void *ctx, struct wr_err *err)
+{
+    struct svc_call *sc = xcalloc(1, sizeof(*sc));
+
+    sc->listed = cb;
+    sc->ctx = ctx;
+    return svc_request(a, WR_MSG_SERVICE_LIST, sc, err);
 }

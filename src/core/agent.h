@@ -131,6 +131,32 @@ int wr_agent_stdin_close(struct wr_agent *a, uint32_t proc_id, wr_agent_reply_fn
 void wr_agent_data(struct wr_agent *a, uint32_t req_id, const void *p, size_t n);
 void wr_agent_data_end(struct wr_agent *a, uint32_t req_id);
 
+/* ---- services (docs/design/init.md, "Services") ------------------------------------------- */
+
+/* Define service s (SERVICE), with s->sp.nfds fds (cgroup.procs files of the service's own
+ * cgroup: its processes and healthchecks join it) sent with the frame as wr_agent_spawn_fds
+ * sends them, and taken over the same way: closed once sent, or on failure. cb gets NULL once
+ * warren-init has the definition, or the error (sys_errno EEXIST: a service of that name is
+ * defined; EALREADY: services were started; ENOSPC: WR_SERVICES_MAX are defined; EINVAL: a bad
+ * field). Returns 0 (cb follows, also when the connection is lost), or -1 with err (not
+ * connected, a bad fd count, or the definition does not encode); cb is then not called. */
+int wr_agent_service_define(struct wr_agent *a, const struct wr_service *s, const int *fds,
+                            void (*cb)(void *ctx, const struct wr_err *err), void *ctx,
+                            struct wr_err *err);
+/* Start every defined service in dependency order (SERVICES_START). cb gets NULL once
+ * warren-init has begun (starting is asynchronous: see wr_agent_service_list), also when they
+ * were started already (EALREADY), or the error. Returns 0 (cb follows) or -1 with err. */
+int wr_agent_services_start(struct wr_agent *a, void (*cb)(void *ctx, const struct wr_err *err),
+                            void *ctx, struct wr_err *err);
+/* The services' states (SERVICE_LIST): cb gets n items in definition order (valid during the
+ * call; decoded, so bounded, but their strings were written by the sandbox: escape them), or
+ * NULL, 0 and the error. A reply of more than WR_SERVICES_MAX items closes the connection. Returns
+ * 0 (cb follows) or -1 with err. */
+int wr_agent_service_list(struct wr_agent *a,
+                          void (*cb)(void *ctx, const struct wr_service_info *infos, size_t n,
+                                     const struct wr_err *err),
+                          void *ctx, struct wr_err *err);
+
 /* ---- flow control -------------------------------------------------------------------------- */
 
 /* Bytes queued to the socket and not yet written. */

@@ -15,6 +15,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "init.h"
+#include "service.h"
 
 static struct init_conn *conns;
 static unsigned nconns;
@@ -133,6 +134,11 @@ static bool tag_is_string(uint16_t tag)
     case WR_TAG_DEST:
     case WR_TAG_NAME:
     case WR_TAG_LINK:
+    case WR_TAG_SERVICE:
+    case WR_TAG_ROOT:
+    case WR_TAG_DEPEND:
+    case WR_TAG_HEALTH_ARGV:
+    case WR_TAG_STATE:
         return true;
     default:
         return false;
@@ -249,6 +255,11 @@ static void dispatch(struct init_conn *c, const struct wr_frame_hdr *h, const ui
     case WR_MSG_PORT_OPEN:
     case WR_MSG_PORT_LIST:
         init_port_request(c, h, p);
+        break;
+    case WR_MSG_SERVICE:
+    case WR_MSG_SERVICES_START:
+    case WR_MSG_SERVICE_LIST:
+        init_service_request(c, h, p);
         break;
     case WR_MSG_QUIESCE:
         if (init_cfg.listen_path == NULL) {

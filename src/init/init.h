@@ -90,6 +90,11 @@ struct init_user {
  * *u filled (free with init_user_fini), or -1 with err (errno EINVAL for an unknown name). */
 int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_user *u,
                       struct wr_err *err);
+/* The same against the /etc/passwd and /etc/group of the tree at root (a service's root
+ * directory, its symbolic links resolved inside it; NULL: the sandbox's own), with dflt as the
+ * user when neither spec nor uid is given (NULL: root). */
+int init_user_resolve_in(const char *root, const char *spec, int64_t uid, int64_t gid,
+                         const char *dflt, struct init_user *u, struct wr_err *err);
 void init_user_fini(struct init_user *u);
 /* Deep copy. */
 void init_user_copy(struct init_user *dst, const struct init_user *src);
@@ -211,8 +216,45 @@ struct init_proc {
     struct init_proc *next;
 };
 
-/* Handle SPAWN: fork, exec and reply OK (PROC_ID, PID) or ERROR once exec succeeded or failed. */
+/* Handle SPAWN: fork, exec and reply OK (PROC_ID, PID) or ERROR once exec succeeded or failed.
+ * With SERVICE, the process runs in that service (chrooted into its root, with its environment,
+ * cwd and user as defaults); an undefined one is ERROR ENOENT "no service `x`". */
 void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n);
+
+/* The PATH a process gets when its environment has none. */
+#define INIT_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* init_env_build flags */
+#define INIT_ENV_PATH  1u /* PATH=INIT_DEFAULT_PATH if unset */
+#define INIT_ENV_LOGIN 2u /* USER, LOGNAME and SHELL from u's passwd entry, if unset */
+#define INIT_ENV_TERM  4u /* TERM=xterm-256color if unset (a pty) */
+
+/* A process's environment: base ("KEY=VALUE", NULL-terminated; may be NULL), overlaid by overlay
+ * (entries that are not KEY=VALUE are skipped), then HOME (u's home, else /) if unset, and what
+ * flags add. Free with init_env_free. */
+char **init_env_build(char *const *base, char *const *overlay, const struct init_user *u,
+                      unsigned flags);
+void init_env_free(char **env);
+
+/* A process to start without a connection (a service's process or healthcheck). */
+struct init_exec {
+    char **argv;
+    char **env;       /* its whole environment; its PATH is the one searched */
+    const char *root; /* chroot into it first (and chdir "/"), or NULL */
+    const char *cwd;  /* must work if given; NULL: the user's home, else / */
+    const struct init_user *user;
+    int stdio[3];      /* its stdin, stdout, stderr (fds >= 3, which init keeps and closes) */
+    const int *cg_fds; /* cgroup.procs files to write "0" to first, or NULL */
+    unsigned ncg;      /* at most WR_SPAWN_FDS_MAX */
+};
+
+/* Start x the way SPAWN starts a child (its cgroup, signals reset, its own session, umask 022,
+ * the OOM score, the root, the ids, the cwd, execvpe), waiting only for its exec. Returns its pid
+ * with *start_ns set (CLOCK_MONOTONIC at the clone); -1 with err if the clone failed ("clone:
+ * Resource temporarily unavailable"); -2 with err if the child failed before its exec (already
+ * reaped; the message as SPAWN's, "exec `x`: No such file or directory", err->sys_errno its
+ * errno). */
+pid_t init_exec_start(const struct init_exec *x, uint64_t *start_ns, struct wr_err *err);
 /* Add a started process to the table, attached to c (may be NULL). Returns its proc id. */
 uint32_t init_proc_add(struct init_proc *pr, struct init_conn *c);
 /* Handle STDIN, STDIN_CLOSE, SIGNAL, RESIZE, ATTACH, LIST, RELEASE, ACK. */

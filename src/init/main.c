@@ -23,6 +23,7 @@
 #include "../util/xalloc.h"
 #include "entry.h"
 #include "init.h"
+#include "service.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -164,7 +165,7 @@ static void parse_args(int argc, char **argv)
         }
     }
     if (!have_path)
-        env_add_default("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        env_add_default("PATH=" INIT_DEFAULT_PATH);
 }
 
 /* /etc/resolv.conf naming addr alone, replacing whatever the image had (a symbolic link into a
@@ -398,13 +399,15 @@ void wr_init_main(int argc, char **argv)
 
     /* Children may have exited before the signalfd existed. */
     init_procs_reap();
-    for (;;) {
+    for (int svc_ms = -1;;) {
         struct epoll_event ev[64];
-        int n = epoll_wait(epfd, ev, (int)WR_ARRAY_SIZE(ev),
-                           run_again  ? 0
-                           : quiesced ? QUIESCE_POLL_MS
-                                      : -1);
+        int timeout = run_again ? 0 : quiesced ? QUIESCE_POLL_MS : -1;
+        int n;
 
+        /* The services' next deadline (a restart, a healthcheck) bounds the wait. */
+        if (svc_ms >= 0 && (timeout < 0 || svc_ms < timeout))
+            timeout = svc_ms;
+        n = epoll_wait(epfd, ev, (int)WR_ARRAY_SIZE(ev), timeout);
         run_again = false;
         if (n < 0 && errno != EINTR) {
             log_error("epoll_wait: %s", strerror(errno));
@@ -419,6 +422,7 @@ void wr_init_main(int argc, char **argv)
         init_procs_pump();
         init_conns_pump();
         init_ports_pump();
+        svc_ms = init_services_pump();
         if (init_quiesce_pending)
             quiesce(&listen_w);
         else if (quiesced)

@@ -16,6 +16,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "init.h"
+#include "service.h"
 
 static struct init_proc *procs;
 static uint32_t next_proc_id = 1;
@@ -399,7 +400,8 @@ void init_procs_reap(void)
     /* wait4 rather than waitpid: the rusage of a reaped child is its own plus that of the
      * descendants it waited for, which is the command's usage at no extra cost. */
     while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
-        for (struct init_proc *pr = procs; pr != NULL; pr = pr->next) {
+        struct init_proc *pr;
+        for (pr = procs; pr != NULL; pr = pr->next) {
             if (pr->pid == pid && !pr->reaped) {
                 pr->reaped = true;
                 pr->status = status;
@@ -409,7 +411,10 @@ void init_procs_reap(void)
                 break;
             }
         }
-        /* Anything else was an orphan re-parented to us: reaped silently. */
+        /* A service's process or healthcheck goes to service.c; anything else was an orphan
+         * re-parented to us: reaped silently. */
+        if (pr == NULL)
+            (void)init_services_reaped(pid, status);
     }
 }
 

@@ -4,7 +4,8 @@
  * is copied and no page is faulted in twice (a fork costs more than the exec of a small program on
  * a paravirtualised host). init is suspended until the child has exec'd or failed; a failure
  * before exec is written into the plan, which the child shares, so the reply says whether exec
- * really happened. */
+ * really happened. Services' processes and healthchecks (service.c) start the same way, through
+ * init_exec_start. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -24,6 +25,7 @@
 #include "../util/log.h"
 #include "../util/xalloc.h"
 #include "init.h"
+#include "service.h"
 
 extern char **environ;
 
@@ -32,6 +34,7 @@ enum child_stage {
     STAGE_CGROUP = 1,
     STAGE_PTY,
     STAGE_STDIO,
+    STAGE_CHROOT,
     STAGE_GROUPS,
     STAGE_SETGID,
     STAGE_SETUID,
@@ -54,6 +57,8 @@ struct child_plan {
     const char *slave;
     struct winsize ws;
     int stdio[3];                 /* pipe ends for the child, without a pty */
+    bool own_stdio;               /* the pipes are its own: chown them to the user */
+    const char *root;             /* chroot here before the ids change, or NULL */
     int cg_fds[WR_SPAWN_FDS_MAX]; /* cgroup.procs files of the command's own cgroup */
     unsigned ncg;
     struct child_report rep; /* written by the child if it fails before exec */
@@ -87,7 +92,7 @@ static void env_set_kv(char ***env, size_t *n, const char *k, const char *v)
     env_set(env, n, kv, false);
 }
 
-static void env_free(char **env)
+void init_env_free(char **env)
 {
     if (env == NULL)
         return;
@@ -96,26 +101,27 @@ static void env_free(char **env)
     free(env);
 }
 
-/* Defaults, overlaid by the request, then HOME/USER/LOGNAME/SHELL (and TERM for a pty) if
- * unset. */
-static char **build_env(const struct wr_spawn *s, const struct init_user *u)
+char **init_env_build(char *const *base, char *const *overlay, const struct init_user *u,
+                      unsigned flags)
 {
     char **env = xcalloc(1, sizeof(char *));
     size_t n = 0;
 
-    for (size_t i = 0; i < init_cfg.nenv; i++)
-        env_set(&env, &n, init_cfg.env[i], true);
-    for (char **e = s->env; e != NULL && *e != NULL; e++)
+    for (char *const *e = base; e != NULL && *e != NULL; e++)
+        env_set(&env, &n, *e, true);
+    for (char *const *e = overlay; e != NULL && *e != NULL; e++)
         if (strchr(*e, '=') != NULL && (*e)[0] != '=')
             env_set(&env, &n, *e, true);
+    if (flags & INIT_ENV_PATH)
+        env_set(&env, &n, "PATH=" INIT_DEFAULT_PATH, false);
     env_set_kv(&env, &n, "HOME", u->home != NULL ? u->home : "/");
-    if (u->name != NULL) {
+    if ((flags & INIT_ENV_LOGIN) && u->name != NULL) {
         env_set_kv(&env, &n, "USER", u->name);
         env_set_kv(&env, &n, "LOGNAME", u->name);
     }
-    if (u->shell != NULL)
+    if ((flags & INIT_ENV_LOGIN) && u->shell != NULL)
         env_set_kv(&env, &n, "SHELL", u->shell);
-    if (s->pty)
+    if (flags & INIT_ENV_TERM)
         env_set_kv(&env, &n, "TERM", "xterm-256color");
     return env;
 }
@@ -176,12 +182,19 @@ static int child_run(void *arg)
                 child_fail(pl, STAGE_STDIO);
         /* The pipes are the process's own, as a shell's would be: owned by its user, so that
          * opening /dev/stdout (/proc/self/fd/1) works after the uid changes (scrot -, tee
-         * /dev/stderr). Init keeps the other ends; nothing else has them. */
-        for (int i = 0; i < 3; i++)
+         * /dev/stderr). Init keeps the other ends; nothing else has them. (A service's log
+         * file and /dev/null stay as they are.) */
+        for (int i = 0; i < 3 && pl->own_stdio; i++)
             if (fchown(i, pl->user->uid, (gid_t)-1) < 0) {
                 /* the pipe stays root's: only a reopen of /dev/std* is refused */
             }
     }
+
+    /* A service's root, while the process still has CAP_SYS_CHROOT (its stdio is open
+     * already: a service's tree need not have /dev/pts). chroot, not pivot_root: no mount is
+     * needed, and the sandbox's seccomp filter forbids them. */
+    if (pl->root != NULL && (chroot(pl->root) < 0 || chdir("/") < 0))
+        child_fail(pl, STAGE_CHROOT);
 
     if (syscall(SYS_setgroups, pl->user->ngroups, pl->user->groups) < 0 && errno != EPERM)
         child_fail(pl, STAGE_GROUPS);
@@ -204,35 +217,48 @@ static int child_run(void *arg)
     child_fail(pl, STAGE_EXEC);
 }
 
-static void report_failure(struct init_conn *c, uint32_t id, const struct child_report *rep,
-                           const struct child_plan *pl, const char *cwd_shown)
+/* What failed, without the errno: "exec `x`", "chdir `/x`", ... */
+static void failure_what(char *buf, size_t size, const struct child_report *rep,
+                         const struct child_plan *pl, const char *cwd_shown)
 {
     switch (rep->stage) {
     case STAGE_CGROUP:
-        init_conn_errorf(c, id, rep->errnum, "join the command's cgroup");
+        (void)snprintf(buf, size, "join the command's cgroup");
         break;
     case STAGE_PTY:
-        init_conn_errorf(c, id, rep->errnum, "open pty `%s`", pl->slave ? pl->slave : "");
+        (void)snprintf(buf, size, "open pty `%s`", pl->slave ? pl->slave : "");
         break;
     case STAGE_STDIO:
-        init_conn_errorf(c, id, rep->errnum, "set up stdio");
+        (void)snprintf(buf, size, "set up stdio");
+        break;
+    case STAGE_CHROOT:
+        (void)snprintf(buf, size, "chroot `%s`", pl->root ? pl->root : "");
         break;
     case STAGE_GROUPS:
-        init_conn_errorf(c, id, rep->errnum, "setgroups");
+        (void)snprintf(buf, size, "setgroups");
         break;
     case STAGE_SETGID:
-        init_conn_errorf(c, id, rep->errnum, "setresgid %u", (unsigned)pl->user->gid);
+        (void)snprintf(buf, size, "setresgid %u", (unsigned)pl->user->gid);
         break;
     case STAGE_SETUID:
-        init_conn_errorf(c, id, rep->errnum, "setresuid %u", (unsigned)pl->user->uid);
+        (void)snprintf(buf, size, "setresuid %u", (unsigned)pl->user->uid);
         break;
     case STAGE_CHDIR:
-        init_conn_errorf(c, id, rep->errnum, "chdir `%s`", cwd_shown);
+        (void)snprintf(buf, size, "chdir `%s`", cwd_shown);
         break;
     default:
-        init_conn_errorf(c, id, rep->errnum, "exec `%s`", pl->argv[0]);
+        (void)snprintf(buf, size, "exec `%s`", pl->argv[0]);
         break;
     }
+}
+
+static void report_failure(struct init_conn *c, uint32_t id, const struct child_report *rep,
+                           const struct child_plan *pl, const char *cwd_shown)
+{
+    char what[WR_MAX_PATH + 64];
+
+    failure_what(what, sizeof(what), rep, pl, cwd_shown);
+    init_conn_errorf(c, id, rep->errnum, "%s", what);
 }
 
 static int set_nonblock(int fd)
@@ -251,6 +277,53 @@ static void oom_score(const char *value)
 {
     if (init_cfg.oom_fd >= 0 && write(init_cfg.oom_fd, value, strlen(value)) < 0)
         log_debug("oom_score_adj %s: %s", value, strerror(errno));
+}
+
+/* Clone the child of plan pl and wait for its exec or failure (pl->rep). Returns its pid, or
+ * -1 with errno if the clone failed. */
+static pid_t run_child(struct child_plan *pl, uint64_t *start_ns)
+{
+    char **saved_environ = environ;
+    pid_t pid;
+    int saved;
+
+    oom_score("1000");
+    *start_ns = init_now_ns();
+    pid = clone(child_run, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, pl);
+    saved = errno;
+    oom_score("0");
+    environ = saved_environ;
+    errno = saved;
+    return pid;
+}
+
+pid_t init_exec_start(const struct init_exec *x, uint64_t *start_ns, struct wr_err *err)
+{
+    struct child_plan pl = {.argv = x->argv,
+                            .env = x->env,
+                            .cwd = x->cwd,
+                            .home = x->user->home,
+                            .user = x->user,
+                            .root = x->root,
+                            .ncg = x->ncg};
+    char what[WR_MAX_PATH + 64];
+    pid_t pid;
+
+    memcpy(pl.stdio, x->stdio, sizeof(pl.stdio));
+    if (x->ncg > 0)
+        memcpy(pl.cg_fds, x->cg_fds, x->ncg * sizeof(int));
+    pid = run_child(&pl, start_ns);
+    if (pid < 0)
+        return wr_err_sys(err, "clone");
+    if (pl.rep.stage != 0) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        failure_what(what, sizeof(what), &pl.rep, &pl, x->cwd ? x->cwd : "");
+        wr_err_set(err, WR_ESYS, pl.rep.errnum, "%s", what);
+        return -2;
+    }
+    return pid;
 }
 
 static char **argv_copy(char **argv)
@@ -272,13 +345,14 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
     struct wr_err err = {0};
     struct init_user u = {0};
     struct child_plan pl = {.stdio = {-1, -1, -1}};
-    char **saved_environ = environ;
+    const struct wr_service *svc = NULL;
     char slave[128];
     int parent_fds[3] = {-1, -1, -1}; /* stdin write end, stdout/pty master, stderr */
     int master = -1;
     char **env = NULL;
     uint64_t start_ns;
     pid_t pid;
+    int rc;
 
     memset(&s, 0, sizeof(s));
     if (wr_spawn_decode(p, n, &s, &err) < 0) {
@@ -291,17 +365,31 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
         goto out;
     }
     pl.ncg = s.nfds;
-    if (init_user_resolve(s.user, s.uid, s.gid, &u, &err) < 0) {
+    if (s.service != NULL && (svc = init_service_get(s.service)) == NULL) {
+        _cleanup_free_ char *msg = xasprintf("no service `%s`", s.service);
+        wr_msg_error(&c->out, id, ENOENT, msg);
+        goto out;
+    }
+    /* In a service: its tree's users, and its user unless the request names one. */
+    if (svc != NULL && s.user == NULL && s.uid < 0)
+        rc = init_user_resolve_in(svc->root, svc->sp.user, svc->sp.uid,
+                                  s.gid >= 0 ? s.gid : svc->sp.gid, NULL, &u, &err);
+    else
+        rc = init_user_resolve_in(svc != NULL ? svc->root : NULL, s.user, s.uid, s.gid,
+                                  svc != NULL ? NULL : init_cfg.user, &u, &err);
+    if (rc < 0) {
         init_conn_errorf(c, id, err.sys_errno ? err.sys_errno : EINVAL, "spawn: %s", err.msg);
         goto out;
     }
-    env = build_env(&s, &u);
+    env = init_env_build(svc != NULL ? svc->sp.env : init_cfg.env, s.env, &u,
+                         INIT_ENV_PATH | INIT_ENV_LOGIN | (s.pty ? INIT_ENV_TERM : 0));
     pl.argv = s.argv;
     pl.env = env;
-    pl.cwd = s.cwd != NULL ? s.cwd : init_cfg.cwd;
+    pl.cwd = s.cwd != NULL ? s.cwd : svc != NULL ? svc->sp.cwd : init_cfg.cwd;
     pl.home = u.home;
     pl.user = &u;
     pl.pty = s.pty;
+    pl.root = svc != NULL ? svc->root : NULL;
 
     if (s.pty) {
         master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -324,15 +412,11 @@ void init_spawn(struct init_conn *c, uint32_t id, const uint8_t *p, size_t n)
             pl.stdio[i] = i == 0 ? fds[0] : fds[1];
             parent_fds[i] = i == 0 ? fds[1] : fds[0];
         }
+        pl.own_stdio = true;
     }
     /* Returns once the child has exec'd or exited: init's loop waits only for the few syscalls
      * before exec, and the exec itself. */
-    oom_score("1000");
-    start_ns = init_now_ns();
-    pid =
-        clone(child_run, child_stack + sizeof(child_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &pl);
-    oom_score("0");
-    environ = saved_environ;
+    pid = run_child(&pl, &start_ns);
     if (pid < 0) {
         init_conn_errorf(c, id, errno, "spawn: clone");
         goto out;
@@ -392,7 +476,7 @@ out:
     }
     if (master >= 0)
         (void)close(master);
-    env_free(env);
+    init_env_free(env);
     init_user_fini(&u);
     wr_spawn_fini(&s);
 }

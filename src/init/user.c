@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Users and groups from the sandbox's own /etc/passwd and /etc/group (parsed here: a static
- * binary has no NSS), and switching the filesystem identity for file operations. */
+/* Users and groups from the sandbox's own /etc/passwd and /etc/group, or a service's (parsed
+ * here: a static binary has no NSS), and switching the filesystem identity for file
+ * operations. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +45,42 @@ static size_t split_fields(char *line, char **f, size_t n)
     return k;
 }
 
-/* Call fn(line, arg) for each line of path (NUL-terminated, without its newline) until fn
- * returns true. Returns false if the file cannot be read or is over ID_FILE_MAX. */
-static bool scan_lines(const char *path, bool (*fn)(char *line, void *arg), void *arg)
+/* Open /etc/<name> of the tree at root (NULL: the sandbox's own), without blocking (a FIFO
+ * put there cannot stall init). A service's root is a directory in the sandbox: its files
+ * resolve inside it (RESOLVE_IN_ROOT: an absolute symbolic link there points into the service,
+ * as it would for the service's own processes). Where openat2 is missing (gVisor), the path
+ * is joined instead. Returns an fd, or -1 with errno. */
+static int open_etc(const char *root, const char *name)
 {
-    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char path[32];
+    _cleanup_close_ int dfd = -1;
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK, .resolve = RESOLVE_IN_ROOT};
+    long fd;
+
+    (void)snprintf(path, sizeof(path), "/etc/%s", name);
+    if (root == NULL || strcmp(root, "/") == 0)
+        return open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    dfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -1;
+    fd = syscall(SYS_openat2, dfd, path + 1, &how, sizeof(how));
+    if (fd < 0 && errno == ENOSYS)
+        fd = openat(dfd, path + 1, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    return (int)fd;
+}
+
+/* Call fn(line, arg) for each line of /etc/<name> under root (NUL-terminated, without its
+ * newline) until fn returns true. Returns false if the file cannot be read, is not a regular
+ * file or is over ID_FILE_MAX. */
+static bool scan_lines(const char *root, const char *name, bool (*fn)(char *line, void *arg),
+                       void *arg)
+{
+    _cleanup_close_ int fd = open_etc(root, name);
     _cleanup_free_ char *buf = NULL;
     size_t len = 0, cap;
     struct stat st;
 
-    if (fd < 0 || fstat(fd, &st) < 0)
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return false;
     cap = st.st_size > 0 && (uint64_t)st.st_size < ID_FILE_MAX ? (size_t)st.st_size + 1 : 4096;
     buf = xmalloc(cap + 1);
@@ -113,12 +141,13 @@ static bool passwd_line(char *line, void *arg)
     return true;
 }
 
-/* Find a passwd entry by name (name != NULL) or uid. Fills u->name/home/shell/uid/gid. */
-static bool passwd_find(const char *name, uid_t uid, struct init_user *u)
+/* Find a passwd entry of root's tree by name (name != NULL) or uid. Fills
+ * u->name/home/shell/uid/gid. */
+static bool passwd_find(const char *root, const char *name, uid_t uid, struct init_user *u)
 {
     struct passwd_query q = {.name = name, .uid = uid, .u = u};
 
-    (void)scan_lines("/etc/passwd", passwd_line, &q);
+    (void)scan_lines(root, "passwd", passwd_line, &q);
     return q.found;
 }
 
@@ -145,11 +174,11 @@ static bool group_line(char *line, void *arg)
     return true;
 }
 
-static bool group_find(const char *name, gid_t *gid)
+static bool group_find(const char *root, const char *name, gid_t *gid)
 {
     struct group_query q = {.name = name};
 
-    (void)scan_lines("/etc/group", group_line, &q);
+    (void)scan_lines(root, "group", group_line, &q);
     *gid = q.gid;
     return q.found;
 }
@@ -180,17 +209,23 @@ static bool member_line(char *line, void *arg)
 }
 
 /* The primary group, then every group in /etc/group that lists the user. */
-static void collect_groups(struct init_user *u)
+static void collect_groups(const char *root, struct init_user *u)
 {
     struct group_query q = {.u = u};
 
     add_group(u, u->gid);
     if (u->name != NULL)
-        (void)scan_lines("/etc/group", member_line, &q);
+        (void)scan_lines(root, "group", member_line, &q);
 }
 
 int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_user *u,
                       struct wr_err *err)
+{
+    return init_user_resolve_in(NULL, spec, uid, gid, init_cfg.user, u, err);
+}
+
+int init_user_resolve_in(const char *root, const char *spec, int64_t uid, int64_t gid,
+                         const char *dflt, struct init_user *u, struct wr_err *err)
 {
     _cleanup_free_ char *user = NULL;
     const char *group = NULL;
@@ -198,7 +233,7 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
 
     memset(u, 0, sizeof(*u));
     if (spec == NULL && uid < 0)
-        spec = init_cfg.user;
+        spec = dflt;
     if (spec != NULL) {
         char *colon;
         user = xstrdup(spec);
@@ -210,21 +245,21 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
         if (user[0] == '\0')
             return wr_err_set(err, WR_EINVAL, 0, "empty user");
         if (wr_parse_id(user, &id)) {
-            if (!passwd_find(NULL, (uid_t)id, u)) {
+            if (!passwd_find(root, NULL, (uid_t)id, u)) {
                 u->uid = (uid_t)id;
                 u->gid = 0;
             }
-        } else if (!passwd_find(user, 0, u)) {
+        } else if (!passwd_find(root, user, 0, u)) {
             return wr_err_set(err, WR_ENOTFOUND, 0, "unknown user `%s`", user);
         }
     } else if (uid >= 0) {
         if (uid > (int64_t)UINT32_MAX - 1)
             return wr_err_set(err, WR_EINVAL, 0, "bad uid %lld", (long long)uid);
-        if (!passwd_find(NULL, (uid_t)uid, u)) {
+        if (!passwd_find(root, NULL, (uid_t)uid, u)) {
             u->uid = (uid_t)uid;
             u->gid = 0;
         }
-    } else if (!passwd_find(NULL, 0, u)) {
+    } else if (!passwd_find(root, NULL, 0, u)) {
         u->uid = 0;
         u->gid = 0;
     }
@@ -233,7 +268,7 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
         gid_t g;
         if (wr_parse_id(group, &id))
             u->gid = (gid_t)id;
-        else if (group_find(group, &g))
+        else if (group_find(root, group, &g))
             u->gid = g;
         else {
             init_user_fini(u);
@@ -246,7 +281,7 @@ int init_user_resolve(const char *spec, int64_t uid, int64_t gid, struct init_us
         }
         u->gid = (gid_t)gid;
     }
-    collect_groups(u);
+    collect_groups(root, u);
     return 0;
 }
 

@@ -377,6 +377,32 @@ static const char *tag_name(uint16_t tag)
         return "parents";
     case WR_TAG_NOFOLLOW:
         return "nofollow";
+    case WR_TAG_RESTARTS:
+        return "restarts";
+    case WR_TAG_SERVICE:
+        return "service";
+    case WR_TAG_ROOT:
+        return "root";
+    case WR_TAG_DEPEND:
+        return "depend";
+    case WR_TAG_HEALTH_ARGV:
+        return "health_argv";
+    case WR_TAG_HEALTH_INTERVAL_MS:
+        return "health_interval_ms";
+    case WR_TAG_HEALTH_TIMEOUT_MS:
+        return "health_timeout_ms";
+    case WR_TAG_HEALTH_START_MS:
+        return "health_start_ms";
+    case WR_TAG_HEALTH_RETRIES:
+        return "health_retries";
+    case WR_TAG_RESTART:
+        return "restart";
+    case WR_TAG_RESTART_MAX:
+        return "restart_max";
+    case WR_TAG_STOP_SIGNAL:
+        return "stop_signal";
+    case WR_TAG_STATE:
+        return "state";
     default:
         return "field";
     }
@@ -489,12 +515,9 @@ static size_t frame_room(const struct wr_buf *b, size_t start)
 
 /* ---- SPAWN --------------------------------------------------------------------------------- */
 
-/* If argv and env together exceed WR_FRAME_MAX_PAYLOAD the frame is not appended at all (b->len
- * is unchanged); callers that take argv from a tenant should bound it first. */
-void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s)
+/* The fields SPAWN and SERVICE share (not SERVICE itself). */
+static void spawn_put(struct wr_buf *b, const struct wr_spawn *s)
 {
-    size_t start = wr_msg_begin(b, WR_MSG_SPAWN, 0, id);
-
     for (char **a = s->argv; a != NULL && *a != NULL; a++)
         wr_msg_put_str(b, WR_TAG_ARGV, *a);
     for (char **e = s->env; e != NULL && *e != NULL; e++)
@@ -517,6 +540,17 @@ void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s)
         wr_msg_put_u64(b, WR_TAG_FDS, s->nfds);
     if (s->cgroup != NULL)
         wr_msg_put_str(b, WR_TAG_CGROUP, s->cgroup);
+}
+
+/* If argv and env together exceed WR_FRAME_MAX_PAYLOAD the frame is not appended at all (b->len
+ * is unchanged); callers that take argv from a tenant should bound it first. */
+void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s)
+{
+    size_t start = wr_msg_begin(b, WR_MSG_SPAWN, 0, id);
+
+    spawn_put(b, s);
+    if (s->service != NULL)
+        wr_msg_put_str(b, WR_TAG_SERVICE, s->service);
     (void)wr_msg_end(b, start);
 }
 
@@ -541,9 +575,34 @@ static bool env_ok(const char *e)
     return eq != NULL && eq != e;
 }
 
-static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, struct wr_err *err)
+bool wr_service_name_ok(const char *name)
 {
-    static const char msg[] = "spawn";
+    size_t len = strlen(name);
+
+    if (len == 0 || len > WR_SERVICE_NAME_MAX || name[0] == '.' || name[0] == '_' || name[0] == '-')
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* A SERVICE value: a service name. */
+static int field_service(const struct wr_field *f, const char *msg, char **out, struct wr_err *err)
+{
+    if (field_str(f, WR_SERVICE_NAME_MAX, msg, out, err) < 0)
+        return -1;
+    if (!wr_service_name_ok(*out))
+        return wr_err_set(err, WR_EPROTO, 0, "%s: service is not a service name", msg);
+    return 0;
+}
+
+/* The SPAWN fields of a SPAWN (msg "spawn") or a SERVICE (msg "service"). */
+static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, const char *msg,
+                        struct wr_err *err)
+{
     struct wr_tlv_iter it;
     struct wr_field f;
     struct seen seen = {0};
@@ -555,7 +614,7 @@ static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, struct w
         count_tag(p, n, WR_TAG_ENV, &nenv, msg, err) < 0)
         return -1;
     if (nargv == 0)
-        return wr_err_set(err, WR_EPROTO, 0, "spawn: no argv");
+        return wr_err_set(err, WR_EPROTO, 0, "%s: no argv", msg);
     s->argv = xcalloc(nargv + 1, sizeof(char *));
     s->env = xcalloc(nenv + 1, sizeof(char *));
 
@@ -571,7 +630,7 @@ static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, struct w
             if (field_str(&f, WR_MAX_STR, msg, &s->env[ie], err) < 0)
                 return -1;
             if (!env_ok(s->env[ie++]))
-                return wr_err_set(err, WR_EPROTO, 0, "spawn: env entry is not KEY=VALUE");
+                return wr_err_set(err, WR_EPROTO, 0, "%s: env entry is not KEY=VALUE", msg);
             break;
         case WR_TAG_CWD:
             if (once(&seen, msg, f.tag, err) < 0 ||
@@ -615,6 +674,10 @@ static int spawn_fields(const uint8_t *p, size_t n, struct wr_spawn *s, struct w
             if (once(&seen, msg, f.tag, err) < 0 || field_cgroup(&f, msg, &s->cgroup, err) < 0)
                 return -1;
             break;
+        case WR_TAG_SERVICE:
+            if (once(&seen, msg, f.tag, err) < 0 || field_service(&f, msg, &s->service, err) < 0)
+                return -1;
+            break;
         default:
             break;
         }
@@ -628,7 +691,7 @@ int wr_spawn_decode(const uint8_t *p, size_t n, struct wr_spawn *s, struct wr_er
 {
     memset(s, 0, sizeof(*s));
     s->uid = s->gid = -1;
-    if (spawn_fields(p, n, s, err) < 0) {
+    if (spawn_fields(p, n, s, "spawn", err) < 0) {
         wr_spawn_fini(s);
         return -1;
     }
@@ -642,8 +705,298 @@ void wr_spawn_fini(struct wr_spawn *s)
     free(s->cwd);
     free(s->user);
     free(s->cgroup);
+    free(s->service);
     memset(s, 0, sizeof(*s));
     s->uid = s->gid = -1;
+}
+
+/* ---- SERVICE ------------------------------------------------------------------------------- */
+
+int wr_service_depend_parse(const char *dep, size_t *name_len, enum wr_depend *cond)
+{
+    const char *eq = strchr(dep, '=');
+    char name[WR_SERVICE_NAME_MAX + 1];
+    size_t len;
+
+    if (eq == NULL || eq[1] < '0' || eq[1] > '0' + WR_DEPEND_COMPLETED || eq[2] != '\0')
+        return -1;
+    len = (size_t)(eq - dep);
+    if (len == 0 || len > WR_SERVICE_NAME_MAX)
+        return -1;
+    memcpy(name, dep, len);
+    name[len] = '\0';
+    if (!wr_service_name_ok(name))
+        return -1;
+    *name_len = len;
+    *cond = (enum wr_depend)(eq[1] - '0');
+    return 0;
+}
+
+void wr_service_encode(struct wr_buf *b, uint32_t id, const struct wr_service *s)
+{
+    size_t start = wr_msg_begin(b, WR_MSG_SERVICE, 0, id);
+
+    wr_msg_put_str(b, WR_TAG_SERVICE, s->name);
+    spawn_put(b, &s->sp);
+    if (s->root != NULL)
+        wr_msg_put_str(b, WR_TAG_ROOT, s->root);
+    for (char **d = s->depends; d != NULL && *d != NULL; d++)
+        wr_msg_put_str(b, WR_TAG_DEPEND, *d);
+    for (char **a = s->health_argv; a != NULL && *a != NULL; a++)
+        wr_msg_put_str(b, WR_TAG_HEALTH_ARGV, *a);
+    if (s->health_interval_ms != 0)
+        wr_msg_put_u64(b, WR_TAG_HEALTH_INTERVAL_MS, s->health_interval_ms);
+    if (s->health_timeout_ms != 0)
+        wr_msg_put_u64(b, WR_TAG_HEALTH_TIMEOUT_MS, s->health_timeout_ms);
+    if (s->health_start_period_ms != 0)
+        wr_msg_put_u64(b, WR_TAG_HEALTH_START_MS, s->health_start_period_ms);
+    if (s->health_retries != 0)
+        wr_msg_put_u64(b, WR_TAG_HEALTH_RETRIES, s->health_retries);
+    if (s->restart != WR_RESTART_NO)
+        wr_msg_put_u64(b, WR_TAG_RESTART, s->restart);
+    if (s->restart_max != 0)
+        wr_msg_put_u64(b, WR_TAG_RESTART_MAX, s->restart_max);
+    if (s->stop_signal != 0)
+        wr_msg_put_u64(b, WR_TAG_STOP_SIGNAL, s->stop_signal);
+    (void)wr_msg_end(b, start);
+}
+
+/* The fields of a SERVICE beyond SPAWN's (spawn_fields read those, SERVICE included). */
+static int service_fields(const uint8_t *p, size_t n, struct wr_service *s, struct wr_err *err)
+{
+    static const char msg[] = "service";
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    struct seen seen = {0};
+    size_t ndep, nhealth, id = 0, ih = 0;
+    uint64_t v;
+    int rc;
+
+    if (count_tag(p, n, WR_TAG_DEPEND, &ndep, msg, err) < 0 ||
+        count_tag(p, n, WR_TAG_HEALTH_ARGV, &nhealth, msg, err) < 0)
+        return -1;
+    if (ndep > WR_SERVICE_DEPENDS_MAX)
+        return wr_err_set(err, WR_EPROTO, 0, "service: more than %d depend entries",
+                          WR_SERVICE_DEPENDS_MAX);
+    if (ndep > 0)
+        s->depends = xcalloc(ndep + 1, sizeof(char *));
+    if (nhealth > 0)
+        s->health_argv = xcalloc(nhealth + 1, sizeof(char *));
+
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1) {
+        uint64_t *ms = NULL;
+        uint32_t *u32 = NULL;
+        uint64_t max = 0;
+
+        switch (f.tag) {
+        case WR_TAG_ROOT:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_str(&f, WR_MAX_PATH, msg, &s->root, err) < 0)
+                return -1;
+            if (s->root[0] != '/')
+                return wr_err_set(err, WR_EPROTO, 0, "service: root is not an absolute path");
+            break;
+        case WR_TAG_DEPEND: {
+            size_t len;
+            enum wr_depend cond;
+            if (field_str(&f, WR_SERVICE_NAME_MAX + 2, msg, &s->depends[id], err) < 0)
+                return -1;
+            if (wr_service_depend_parse(s->depends[id++], &len, &cond) < 0)
+                return wr_err_set(err, WR_EPROTO, 0, "service: depend is not NAME=CONDITION");
+            break;
+        }
+        case WR_TAG_HEALTH_ARGV:
+            if (field_str(&f, WR_MAX_STR, msg, &s->health_argv[ih], err) < 0)
+                return -1;
+            ih++;
+            break;
+        case WR_TAG_HEALTH_INTERVAL_MS:
+            ms = &s->health_interval_ms;
+            break;
+        case WR_TAG_HEALTH_TIMEOUT_MS:
+            ms = &s->health_timeout_ms;
+            break;
+        case WR_TAG_HEALTH_START_MS:
+            ms = &s->health_start_period_ms;
+            break;
+        case WR_TAG_HEALTH_RETRIES:
+            u32 = &s->health_retries, max = UINT32_MAX;
+            break;
+        case WR_TAG_RESTART:
+            u32 = &s->restart, max = WR_RESTART_UNLESS_STOPPED;
+            break;
+        case WR_TAG_RESTART_MAX:
+            u32 = &s->restart_max, max = UINT32_MAX;
+            break;
+        case WR_TAG_STOP_SIGNAL:
+            u32 = &s->stop_signal, max = 64;
+            break;
+        default:
+            break;
+        }
+        if (ms != NULL && (once(&seen, msg, f.tag, err) < 0 ||
+                           field_u64(&f, WR_SERVICE_MS_MAX, msg, ms, err) < 0))
+            return -1;
+        if (u32 != NULL) {
+            if (once(&seen, msg, f.tag, err) < 0 || field_u64(&f, max, msg, &v, err) < 0)
+                return -1;
+            if (f.tag == WR_TAG_STOP_SIGNAL && v == 0)
+                return wr_err_set(err, WR_EPROTO, 0, "service: stop_signal out of range");
+            *u32 = (uint32_t)v;
+        }
+    }
+    if (rc < 0)
+        return truncated(msg, err);
+    return 0;
+}
+
+int wr_service_decode(const uint8_t *p, size_t n, struct wr_service *s, struct wr_err *err)
+{
+    memset(s, 0, sizeof(*s));
+    s->sp.uid = s->sp.gid = -1;
+    if (spawn_fields(p, n, &s->sp, "service", err) < 0)
+        goto fail;
+    /* A service's name travels as SERVICE, which spawn_fields has checked. */
+    s->name = steal_pointer(&s->sp.service);
+    if (s->name == NULL) {
+        wr_err_set(err, WR_EPROTO, 0, "service: no name");
+        goto fail;
+    }
+    if (s->sp.pty) {
+        wr_err_set(err, WR_EPROTO, 0, "service %s: a service has no terminal", s->name);
+        goto fail;
+    }
+    if (service_fields(p, n, s, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    wr_service_fini(s);
+    return -1;
+}
+
+void wr_service_fini(struct wr_service *s)
+{
+    wr_spawn_fini(&s->sp);
+    free(s->name);
+    free(s->root);
+    wr_strv_free(s->depends);
+    wr_strv_free(s->health_argv);
+    memset(s, 0, sizeof(*s));
+    s->sp.uid = s->sp.gid = -1;
+}
+
+/* ---- SERVICE_INFO -------------------------------------------------------------------------- */
+
+void wr_service_info_encode(struct wr_buf *b, uint32_t id, const struct wr_service_info *si)
+{
+    size_t start = wr_msg_begin(b, WR_MSG_SERVICE_INFO, 0, id);
+
+    wr_msg_put_str(b, WR_TAG_SERVICE, si->name);
+    wr_msg_put_str(b, WR_TAG_STATE, si->state);
+    wr_msg_put_i64(b, WR_TAG_PID, si->pid);
+    wr_msg_put_u64(b, WR_TAG_RESTARTS, si->restarts);
+    if (si->has_exit && si->signal != 0)
+        wr_msg_put_i64(b, WR_TAG_SIGNAL, si->signal);
+    else if (si->has_exit)
+        wr_msg_put_i64(b, WR_TAG_EXIT_CODE, si->exit_code);
+    if (si->message != NULL)
+        wr_msg_put_bytes(b, WR_TAG_MESSAGE, si->message, strnlen(si->message, WR_MAX_STR));
+    (void)wr_msg_end(b, start);
+}
+
+static bool state_ok(const char *st)
+{
+    size_t len = strlen(st);
+
+    if (len == 0 || len > WR_SERVICE_STATE_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (st[i] < 'a' || st[i] > 'z')
+            return false;
+    return true;
+}
+
+static int service_info_fields(const uint8_t *p, size_t n, struct wr_service_info *si,
+                               struct wr_err *err)
+{
+    static const char msg[] = "service info";
+    struct wr_tlv_iter it;
+    struct wr_field f;
+    struct seen seen = {0};
+    int64_t v;
+    int rc;
+
+    wr_tlv_iter_init(&it, p, n);
+    while ((rc = wr_tlv_next(&it, &f)) == 1) {
+        switch (f.tag) {
+        case WR_TAG_SERVICE:
+            if (once(&seen, msg, f.tag, err) < 0 || field_service(&f, msg, &si->name, err) < 0)
+                return -1;
+            break;
+        case WR_TAG_STATE:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_str(&f, WR_SERVICE_STATE_MAX, msg, &si->state, err) < 0)
+                return -1;
+            if (!state_ok(si->state))
+                return wr_err_set(err, WR_EPROTO, 0, "service info: state is not a word");
+            break;
+        case WR_TAG_PID:
+            if (once(&seen, msg, f.tag, err) < 0 || field_i64(&f, msg, &si->pid, err) < 0)
+                return -1;
+            if (si->pid < 0 || si->pid > INT32_MAX)
+                return wr_err_set(err, WR_EPROTO, 0, "service info: pid out of range");
+            break;
+        case WR_TAG_RESTARTS:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_u64(&f, INT64_MAX, msg, &si->restarts, err) < 0)
+                return -1;
+            break;
+        case WR_TAG_EXIT_CODE:
+        case WR_TAG_SIGNAL:
+            if (once(&seen, msg, f.tag, err) < 0 || field_i64(&f, msg, &v, err) < 0)
+                return -1;
+            if (f.tag == WR_TAG_EXIT_CODE ? v < 0 || v > 255 : v < 1 || v > 64)
+                return wr_err_set(err, WR_EPROTO, 0, "service info: %s out of range",
+                                  tag_name(f.tag));
+            *(f.tag == WR_TAG_EXIT_CODE ? &si->exit_code : &si->signal) = v;
+            si->has_exit = true;
+            break;
+        case WR_TAG_MESSAGE:
+            if (once(&seen, msg, f.tag, err) < 0 ||
+                field_str(&f, WR_MAX_STR, msg, &si->message, err) < 0)
+                return -1;
+            break;
+        default:
+            break;
+        }
+    }
+    if (rc < 0)
+        return truncated(msg, err);
+    if (!has(&seen, WR_TAG_SERVICE) || !has(&seen, WR_TAG_STATE))
+        return wr_err_set(err, WR_EPROTO, 0, "service info: missing service or state");
+    if (has(&seen, WR_TAG_EXIT_CODE) && has(&seen, WR_TAG_SIGNAL))
+        return wr_err_set(err, WR_EPROTO, 0, "service info: both exit_code and signal");
+    return 0;
+}
+
+int wr_service_info_decode(const uint8_t *p, size_t n, struct wr_service_info *si,
+                           struct wr_err *err)
+{
+    memset(si, 0, sizeof(*si));
+    if (service_info_fields(p, n, si, err) < 0) {
+        wr_service_info_fini(si);
+        return -1;
+    }
+    return 0;
+}
+
+void wr_service_info_fini(struct wr_service_info *si)
+{
+    free(si->name);
+    free(si->state);
+    free(si->message);
+    memset(si, 0, sizeof(*si));
 }
 
 /* ---- PROC ---------------------------------------------------------------------------------- */

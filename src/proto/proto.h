@@ -100,6 +100,20 @@ enum wr_msg_type {
      * beside its socket; then it removes it and listens again. Refused (ENOTSUP) without
      * --listen. */
     WR_MSG_QUIESCE = 60,
+
+    /* Compose services, supervised by init (docs/design/init.md, "Services"). A sandbox holds at
+     * most WR_SERVICES_MAX; they are defined one by one, then started together, once. */
+    /* struct wr_service (SERVICE = its name, the SPAWN fields, ROOT, DEPEND*, HEALTH_ARGV*, ...)
+     * with FDS fds as SPAWN -> OK | ERROR (EEXIST: the name is defined; EALREADY: services were
+     * started; ENOSPC: WR_SERVICES_MAX are defined; EINVAL: a bad field) */
+    WR_MSG_SERVICE = 70,
+    /* -> OK at once: every defined service starts as its dependencies allow | ERROR (EALREADY:
+     * started before, which a client takes for success) */
+    WR_MSG_SERVICES_START = 71,
+    WR_MSG_SERVICE_LIST = 72, /* -> one SERVICE_INFO per service, in definition order, then OK */
+    /* reply item (struct wr_service_info): SERVICE, STATE, PID, RESTARTS, [EXIT_CODE|SIGNAL],
+     * [MESSAGE] */
+    WR_MSG_SERVICE_INFO = 73,
 };
 
 enum wr_tag {
@@ -128,7 +142,8 @@ enum wr_tag {
     /* SPAWN: how many fds came with this frame (SCM_RIGHTS), each a cgroup.procs file the
      * child writes "0" to before it runs anything of the command's (its own cgroup) */
     WR_TAG_FDS = 26,
-    WR_TAG_CGROUP = 27, /* SPAWN, PROC: that cgroup's name (1-64 of [A-Za-z0-9_-]) */
+    WR_TAG_CGROUP = 27,   /* SPAWN, PROC: that cgroup's name (1-64 of [A-Za-z0-9_-]) */
+    WR_TAG_RESTARTS = 28, /* SERVICE_INFO: u64, how many times the service was restarted */
     WR_TAG_PATH = 30,
     WR_TAG_DEST = 31,
     WR_TAG_MODE = 32,
@@ -146,6 +161,20 @@ enum wr_tag {
     WR_TAG_NOFOLLOW = 44,
     WR_TAG_PORT = 50, /* u64, 1-65535 */
     WR_TAG_ADDR = 51, /* a numeric IPv4 or IPv6 address, e.g. "127.0.0.1", "::" */
+    /* Services. Every tag stays below 64: the decoders' duplicate check is a 64-bit set. */
+    /* a service's name (wr_service_name_ok): SERVICE, SERVICE_INFO; SPAWN: run in that service */
+    WR_TAG_SERVICE = 52,
+    WR_TAG_ROOT = 53,        /* SERVICE: absolute path of its root directory in the sandbox */
+    WR_TAG_DEPEND = 54,      /* SERVICE, repeated: "NAME=N", N an enum wr_depend */
+    WR_TAG_HEALTH_ARGV = 55, /* SERVICE, repeated, in order: the healthcheck's argv */
+    WR_TAG_HEALTH_INTERVAL_MS = 56, /* SERVICE: u64 */
+    WR_TAG_HEALTH_TIMEOUT_MS = 57,  /* SERVICE: u64 */
+    WR_TAG_HEALTH_START_MS = 58,    /* SERVICE: u64, the start period */
+    WR_TAG_HEALTH_RETRIES = 59,     /* SERVICE: u64 */
+    WR_TAG_RESTART = 60,            /* SERVICE: u64, enum wr_restart */
+    WR_TAG_RESTART_MAX = 61,        /* SERVICE: u64 */
+    WR_TAG_STOP_SIGNAL = 62,        /* SERVICE: u64, 1-64 */
+    WR_TAG_STATE = 63,              /* SERVICE_INFO: "running", "healthy", ... */
 };
 
 /* OUTPUT frame flags */
@@ -268,13 +297,17 @@ struct wr_spawn {
     uint16_t cols;
     uint32_t nfds; /* cgroup.procs fds sent with the frame, at most WR_SPAWN_FDS_MAX */
     char *cgroup;  /* the command's own cgroup (its name), or NULL */
+    /* Run in this service (WR_TAG_SERVICE): chrooted into its root, with its environment, cwd
+     * and user as defaults (docs/design/init.md, "SPAWN with SERVICE"); NULL: none */
+    char *service;
 };
 #define WR_SPAWN_FDS_MAX   4
 #define WR_CGROUP_NAME_MAX 64
 
 void wr_spawn_encode(struct wr_buf *b, uint32_t id, const struct wr_spawn *s);
 /* Decode into *s (all strings owned by s; free with wr_spawn_fini). -1 with err on bad input:
- * no argv, too many entries, strings too long or containing NUL. */
+ * no argv, too many entries, strings too long or containing NUL, a SERVICE that is not a
+ * service name. */
 int wr_spawn_decode(const uint8_t *p, size_t n, struct wr_spawn *s, struct wr_err *err);
 void wr_spawn_fini(struct wr_spawn *s);
 
@@ -387,6 +420,86 @@ void wr_port_list_encode(struct wr_buf *b, uint32_t id, const struct wr_port_lis
  * PORT without its ADDR, more than WR_PORT_LIST_MAX items. */
 int wr_port_list_decode(const uint8_t *p, size_t n, struct wr_port_listen **out, size_t *count,
                         struct wr_err *err);
+
+/* SERVICE: one Compose service for init to supervise (docs/design/init.md, "Services"). The
+ * struct owns its strings when wr_service_decode filled it (wr_service_fini frees them); the
+ * encoder only reads it. */
+#define WR_SERVICES_MAX        16 /* services one sandbox may define */
+#define WR_SERVICE_NAME_MAX    63
+#define WR_SERVICE_DEPENDS_MAX 64
+/* Durations are at most this many ms (about 49 days), so deadlines never overflow. */
+#define WR_SERVICE_MS_MAX UINT32_MAX
+
+enum wr_restart {
+    WR_RESTART_NO = 0,
+    WR_RESTART_ALWAYS,
+    WR_RESTART_ON_FAILURE,
+    WR_RESTART_UNLESS_STOPPED,
+};
+
+/* The condition of a dependency ("NAME=N" in depends). */
+enum wr_depend {
+    WR_DEPEND_STARTED = 0, /* its process was started */
+    WR_DEPEND_HEALTHY,     /* its healthcheck passes */
+    WR_DEPEND_COMPLETED,   /* it exited with code 0 and will not be restarted */
+};
+
+struct wr_service {
+    char *name; /* 1-63 bytes of [a-z0-9._-], starting with a letter or digit */
+    char *root; /* absolute path of its root in the sandbox; NULL: the sandbox's own root */
+    /* argv (required), env (the service's whole environment, KEY=VALUE), cwd, user, uid, gid,
+     * nfds, cgroup: as SPAWN; pty is always false and service NULL */
+    struct wr_spawn sp;
+    char **depends;     /* NULL-terminated "NAME=N" with N an enum wr_depend, or NULL */
+    char **health_argv; /* NULL: no healthcheck. Executed directly (no shell) */
+    /* 0: the defaults, 30000, 30000 and 0 ms; each at most WR_SERVICE_MS_MAX */
+    uint64_t health_interval_ms, health_timeout_ms, health_start_period_ms;
+    uint32_t health_retries; /* 0: the default, 3 */
+    uint32_t restart;        /* enum wr_restart */
+    uint32_t restart_max;    /* on-failure:N; 0 = unlimited */
+    uint32_t stop_signal;    /* 0: SIGTERM (carried, not used yet) */
+};
+
+/* Whether name is a service name: 1-63 bytes of [a-z0-9._-], the first a letter or digit. */
+bool wr_service_name_ok(const char *name);
+/* Split a depends entry "NAME=N": the name's length into *name_len, N into *cond. Returns 0, or
+ * -1 if dep is not a service name, '=' and one digit of enum wr_depend. */
+int wr_service_depend_parse(const char *dep, size_t *name_len, enum wr_depend *cond);
+/* Append SERVICE request `id` (fields equal to their defaults are left out). Like
+ * wr_spawn_encode, a definition past WR_FRAME_MAX_PAYLOAD appends nothing (b->len unchanged). */
+void wr_service_encode(struct wr_buf *b, uint32_t id, const struct wr_service *s);
+/* Decode into *s (strings owned by s; free with wr_service_fini, which a failed decode makes
+ * unnecessary). -1 with err (WR_EPROTO) on bad input: everything wr_spawn_decode refuses, a
+ * missing or bad name, PTY set, a relative ROOT, a bad DEPEND or more than
+ * WR_SERVICE_DEPENDS_MAX, more than WR_MAX_ARGS HEALTH_ARGV, a duration over WR_SERVICE_MS_MAX,
+ * a RESTART out of enum wr_restart, a STOP_SIGNAL out of 1-64, a duplicate singular field. */
+int wr_service_decode(const uint8_t *p, size_t n, struct wr_service *s, struct wr_err *err);
+void wr_service_fini(struct wr_service *s);
+
+/* SERVICE_INFO (one service in a SERVICE_LIST reply). */
+#define WR_SERVICE_STATE_MAX 32
+struct wr_service_info {
+    char *name;
+    /* "waiting", "starting", "running", "healthy", "unhealthy", "restarting", "exited",
+     * "failed" (a decoder accepts any 1-32 lowercase letters: a newer init may add states) */
+    char *state;
+    int64_t pid; /* in the sandbox (never to be used on the host), 0 if none */
+    uint64_t restarts;
+    bool has_exit; /* the last exit, if any: */
+    int64_t exit_code;
+    int64_t signal; /* 0: it exited with exit_code */
+    /* why it is waiting or failed, or NULL ("waiting for db to be healthy", "dependency db
+     * failed", "exec `x`: No such file or directory"). Written by the sandbox: escape it. */
+    char *message;
+};
+
+/* `message` is cut to WR_MAX_STR bytes. */
+void wr_service_info_encode(struct wr_buf *b, uint32_t id, const struct wr_service_info *si);
+/* Needs SERVICE (a service name) and STATE; PID 0..INT32_MAX, RESTARTS at most INT64_MAX,
+ * EXIT_CODE 0-255 or SIGNAL 1-64 (not both). Free with wr_service_info_fini. */
+int wr_service_info_decode(const uint8_t *p, size_t n, struct wr_service_info *si,
+                           struct wr_err *err);
+void wr_service_info_fini(struct wr_service_info *si);
 
 /* ERROR reply. message is copied into msg (truncated, NUL-terminated). */
 int wr_error_decode(const uint8_t *p, size_t n, int *errnum, char *msg, size_t msgsz,

@@ -1073,6 +1073,328 @@ static void test_port_list(void)
     wr_buf_fini(&b);
 }
 
+/* ---- services ------------------------------------------------------------------------------ */
+
+static void test_service(void)
+{
+    static char *argv_s[] = {"/bin/sh", "-c", "echo up; sleep 1000", NULL};
+    static char *env_s[] = {"PATH=/bin", "A=1", NULL};
+    static char *deps[] = {"db=1", "init-1.x_y=2", "cache=0", NULL};
+    static char *hc[] = {"test", "-e", "/tmp/ok", NULL};
+    struct wr_service in = {.name = "web",
+                            .root = "/.warren/services/web",
+                            .sp = {.argv = argv_s,
+                                   .env = env_s,
+                                   .cwd = "/srv",
+                                   .user = "www:www",
+                                   .uid = -1,
+                                   .gid = -1,
+                                   .nfds = 2,
+                                   .cgroup = "svc-web"},
+                            .depends = deps,
+                            .health_argv = hc,
+                            .health_interval_ms = 100,
+                            .health_timeout_ms = 2000,
+                            .health_start_period_ms = 5000,
+                            .health_retries = 7,
+                            .restart = WR_RESTART_ON_FAILURE,
+                            .restart_max = 2,
+                            .stop_signal = 15};
+    struct wr_service out;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    struct wr_buf b;
+    int rc;
+
+    wr_buf_init(&b);
+    wr_service_encode(&b, 9, &in);
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "service: header parses");
+    ok(h.type == WR_MSG_SERVICE && h.id == 9 && h.len == b.len - 12, "service: header fields");
+    rc = wr_service_decode(b.data + 12, h.len, &out, &err);
+    is_int(rc, 0, "service: decodes");
+    if (rc == 0) {
+        is_str(out.name, "web", "service: name");
+        is_str(out.root, "/.warren/services/web", "service: root");
+        ok(out.sp.service == NULL, "service: the name is not left in sp.service");
+        is_str(out.sp.argv[2], "echo up; sleep 1000", "service: argv");
+        ok(out.sp.argv[3] == NULL, "service: argv NULL-terminated");
+        ok(out.sp.env[1] != NULL && strcmp(out.sp.env[1], "A=1") == 0 && out.sp.env[2] == NULL,
+           "service: env");
+        is_str(out.sp.cwd, "/srv", "service: cwd");
+        is_str(out.sp.user, "www:www", "service: user");
+        ok(out.sp.uid == -1 && out.sp.gid == -1 && !out.sp.pty, "service: uid, gid, pty");
+        is_int(out.sp.nfds, 2, "service: fds");
+        is_str(out.sp.cgroup, "svc-web", "service: cgroup");
+        ok(out.depends != NULL && strcmp(out.depends[1], "init-1.x_y=2") == 0 &&
+               out.depends[3] == NULL,
+           "service: depends in order");
+        ok(out.health_argv != NULL && strcmp(out.health_argv[2], "/tmp/ok") == 0 &&
+               out.health_argv[3] == NULL,
+           "service: health argv");
+        ok(out.health_interval_ms == 100 && out.health_timeout_ms == 2000 &&
+               out.health_start_period_ms == 5000 && out.health_retries == 7,
+           "service: health timings");
+        ok(out.restart == WR_RESTART_ON_FAILURE && out.restart_max == 2 && out.stop_signal == 15,
+           "service: restart, restart_max, stop_signal");
+        wr_service_fini(&out);
+        ok(out.name == NULL && out.sp.argv == NULL && out.depends == NULL, "service: fini clears");
+    }
+    wr_buf_fini(&b);
+
+    /* minimal: name and argv; everything else at its default */
+    {
+        char *argv_min[] = {"true", NULL};
+        struct wr_service min = {.name = "a", .sp = {.argv = argv_min, .uid = -1, .gid = -1}};
+        wr_service_encode(&b, 1, &min);
+        rc = wr_service_decode(b.data + 12, b.len - 12, &out, &err);
+        is_int(rc, 0, "service minimal: decodes");
+        if (rc == 0) {
+            ok(out.root == NULL && out.depends == NULL && out.health_argv == NULL,
+               "service minimal: no root, depends, healthcheck");
+            ok(out.health_interval_ms == 0 && out.health_retries == 0 &&
+                   out.restart == WR_RESTART_NO && out.restart_max == 0 && out.stop_signal == 0,
+               "service minimal: defaults are 0");
+            wr_service_fini(&out);
+        }
+        wr_buf_fini(&b);
+    }
+
+    /* the helpers */
+    {
+        size_t len = 0;
+        enum wr_depend cond = WR_DEPEND_STARTED;
+        ok(wr_service_name_ok("db") && wr_service_name_ok("0a.b_c-d") && !wr_service_name_ok("") &&
+               !wr_service_name_ok("Db") && !wr_service_name_ok(".db") &&
+               !wr_service_name_ok("-db") && !wr_service_name_ok("d b") &&
+               !wr_service_name_ok("a/b"),
+           "service name: [a-z0-9._-], starting with a letter or digit");
+        char n63[65];
+        memset(n63, 'a', 64);
+        n63[64] = '\0';
+        ok(!wr_service_name_ok(n63), "service name: 64 bytes refused");
+        n63[63] = '\0';
+        ok(wr_service_name_ok(n63), "service name: 63 bytes accepted");
+        ok(wr_service_depend_parse("db=1", &len, &cond) == 0 && len == 2 &&
+               cond == WR_DEPEND_HEALTHY,
+           "depend: db=1");
+        ok(wr_service_depend_parse("db=3", &len, &cond) < 0 &&
+               wr_service_depend_parse("db", &len, &cond) < 0 &&
+               wr_service_depend_parse("=1", &len, &cond) < 0 &&
+               wr_service_depend_parse("db=11", &len, &cond) < 0 &&
+               wr_service_depend_parse("DB=1", &len, &cond) < 0 &&
+               wr_service_depend_parse("db=", &len, &cond) < 0,
+           "depend: malformed entries refused");
+    }
+
+    /* SPAWN's SERVICE */
+    {
+        char *argv_min[] = {"true", NULL};
+        struct wr_spawn sp = {.argv = argv_min, .uid = -1, .gid = -1, .service = "db"};
+        struct wr_spawn sout;
+        wr_spawn_encode(&b, 2, &sp);
+        rc = wr_spawn_decode(b.data + 12, b.len - 12, &sout, &err);
+        ok(rc == 0 && sout.service != NULL && strcmp(sout.service, "db") == 0,
+           "spawn: service round trip");
+        if (rc == 0)
+            wr_spawn_fini(&sout);
+        wr_buf_fini(&b);
+    }
+}
+
+/* Decode `b` as a SERVICE payload and expect failure. */
+static void service_rejects(struct wr_buf *b, const char *name)
+{
+    struct wr_service s;
+    struct wr_err err = {0};
+    int rc = wr_service_decode(b->data, b->len, &s, &err);
+
+    ok(rc == -1 && err.kind == WR_EPROTO && s.name == NULL && s.sp.argv == NULL,
+       "service rejects: %s", name);
+    if (rc == 0)
+        wr_service_fini(&s);
+    wr_buf_fini(b);
+}
+
+/* A valid service payload to spoil: name a, argv true. */
+static void svc_base(struct wr_buf *b, const char *name)
+{
+    wr_buf_init(b);
+    if (name != NULL)
+        wr_msg_put_str(b, WR_TAG_SERVICE, name);
+    wr_msg_put_str(b, WR_TAG_ARGV, "true");
+}
+
+static void test_service_hostile(void)
+{
+    struct wr_buf b;
+    struct wr_service s;
+    struct wr_err err = {0};
+    char dep[16];
+
+    svc_base(&b, "a");
+    ok(wr_service_decode(b.data, b.len, &s, &err) == 0, "service: the base decodes");
+    wr_service_fini(&s);
+    wr_buf_fini(&b);
+
+    svc_base(&b, NULL);
+    service_rejects(&b, "no name");
+    svc_base(&b, "Web");
+    service_rejects(&b, "uppercase name");
+    svc_base(&b, "_web");
+    service_rejects(&b, "name starting with _");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_SERVICE, "b");
+    service_rejects(&b, "two names");
+    wr_buf_init(&b);
+    wr_msg_put_str(&b, WR_TAG_SERVICE, "a");
+    service_rejects(&b, "no argv");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_PTY, 1);
+    service_rejects(&b, "a pty");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_ROOT, "srv/a");
+    service_rejects(&b, "a relative root");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_ROOT, "/a");
+    wr_msg_put_str(&b, WR_TAG_ROOT, "/b");
+    service_rejects(&b, "two roots");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_DEPEND, "db=3");
+    service_rejects(&b, "a depend condition out of range");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_DEPEND, "db");
+    service_rejects(&b, "a depend without a condition");
+    svc_base(&b, "a");
+    for (int i = 0; i <= WR_SERVICE_DEPENDS_MAX; i++) {
+        snprintf(dep, sizeof(dep), "s%d=0", i);
+        wr_msg_put_str(&b, WR_TAG_DEPEND, dep);
+    }
+    service_rejects(&b, "more than 64 depends");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_RESTART, WR_RESTART_UNLESS_STOPPED + 1);
+    service_rejects(&b, "restart out of range");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_STOP_SIGNAL, 0);
+    service_rejects(&b, "stop signal 0");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_STOP_SIGNAL, 65);
+    service_rejects(&b, "stop signal 65");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_HEALTH_INTERVAL_MS, (uint64_t)WR_SERVICE_MS_MAX + 1);
+    service_rejects(&b, "an interval past WR_SERVICE_MS_MAX");
+    svc_base(&b, "a");
+    wr_msg_put_u64(&b, WR_TAG_HEALTH_RETRIES, 1);
+    wr_msg_put_u64(&b, WR_TAG_HEALTH_RETRIES, 2);
+    service_rejects(&b, "two retries");
+    svc_base(&b, "a");
+    wr_msg_put_str(&b, WR_TAG_HEALTH_RETRIES, "3");
+    service_rejects(&b, "retries not 8 bytes");
+    svc_base(&b, "a");
+    wr_msg_put_bytes(&b, WR_TAG_HEALTH_ARGV, "t\0x", 3);
+    service_rejects(&b, "a NUL in the health argv");
+    svc_base(&b, "a");
+    {
+        uint8_t trunc[6] = {WR_TAG_DEPEND, 0, 9, 0, 0, 0};
+        wr_buf_append(&b, trunc, sizeof(trunc));
+    }
+    service_rejects(&b, "a field running past the payload");
+
+    /* SPAWN's SERVICE is a service name too */
+    wr_buf_init(&b);
+    wr_msg_put_str(&b, WR_TAG_ARGV, "true");
+    wr_msg_put_str(&b, WR_TAG_SERVICE, "../x");
+    spawn_rejects(&b, "a service that is not a name");
+}
+
+static void test_service_info(void)
+{
+    struct wr_service_info in = {.name = "db",
+                                 .state = "restarting",
+                                 .pid = 0,
+                                 .restarts = 3,
+                                 .has_exit = true,
+                                 .exit_code = 1,
+                                 .message = "exec `x`: No such file or directory"};
+    struct wr_service_info out;
+    struct wr_frame_hdr h;
+    struct wr_err err = {0};
+    struct wr_buf b;
+    int rc;
+
+    wr_buf_init(&b);
+    wr_service_info_encode(&b, 4, &in);
+    is_int(wr_frame_hdr_parse(b.data, &h, &err), 0, "service info: header parses");
+    ok(h.type == WR_MSG_SERVICE_INFO && h.id == 4, "service info: header fields");
+    rc = wr_service_info_decode(b.data + 12, h.len, &out, &err);
+    is_int(rc, 0, "service info: decodes");
+    if (rc == 0) {
+        is_str(out.name, "db", "service info: name");
+        is_str(out.state, "restarting", "service info: state");
+        ok(out.pid == 0 && out.restarts == 3, "service info: pid, restarts");
+        ok(out.has_exit && out.exit_code == 1 && out.signal == 0, "service info: exit code");
+        is_str(out.message, "exec `x`: No such file or directory", "service info: message");
+        wr_service_info_fini(&out);
+    }
+    wr_buf_fini(&b);
+
+    in.signal = 9;
+    in.pid = 42;
+    in.message = NULL;
+    wr_service_info_encode(&b, 4, &in);
+    rc = wr_service_info_decode(b.data + 12, b.len - 12, &out, &err);
+    ok(rc == 0 && out.has_exit && out.signal == 9 && out.pid == 42 && out.message == NULL,
+       "service info: signal, no message");
+    if (rc == 0)
+        wr_service_info_fini(&out);
+    wr_buf_fini(&b);
+
+    in.has_exit = false;
+    wr_service_info_encode(&b, 4, &in);
+    rc = wr_service_info_decode(b.data + 12, b.len - 12, &out, &err);
+    ok(rc == 0 && !out.has_exit, "service info: no exit yet");
+    if (rc == 0)
+        wr_service_info_fini(&out);
+    wr_buf_fini(&b);
+
+    /* hostile items */
+    {
+        static const struct {
+            const char *what;
+            const char *name, *state;
+            int64_t pid, code, sig;
+        } bad[] = {
+            {"no name", NULL, "running", 1, -1, -1},
+            {"no state", "db", NULL, 1, -1, -1},
+            {"a state that is not a word", "db", "run ning", 1, -1, -1},
+            {"an uppercase state", "db", "Running", 1, -1, -1},
+            {"a name that is not a name", "../db", "running", 1, -1, -1},
+            {"a negative pid", "db", "running", -1, -1, -1},
+            {"a pid past INT32_MAX", "db", "running", (int64_t)INT32_MAX + 1, -1, -1},
+            {"an exit code of 256", "db", "failed", 0, 256, -1},
+            {"signal 0", "db", "failed", 0, -1, 0},
+            {"both exit code and signal", "db", "failed", 0, 1, 9},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            wr_buf_init(&b);
+            if (bad[i].name != NULL)
+                wr_msg_put_str(&b, WR_TAG_SERVICE, bad[i].name);
+            if (bad[i].state != NULL)
+                wr_msg_put_str(&b, WR_TAG_STATE, bad[i].state);
+            wr_msg_put_i64(&b, WR_TAG_PID, bad[i].pid);
+            if (bad[i].code >= 0)
+                wr_msg_put_i64(&b, WR_TAG_EXIT_CODE, bad[i].code);
+            if (bad[i].sig >= 0)
+                wr_msg_put_i64(&b, WR_TAG_SIGNAL, bad[i].sig);
+            rc = wr_service_info_decode(b.data, b.len, &out, &err);
+            ok(rc == -1 && err.kind == WR_EPROTO && out.name == NULL && out.state == NULL,
+               "service info rejects: %s", bad[i].what);
+            if (rc == 0)
+                wr_service_info_fini(&out);
+            wr_buf_fini(&b);
+        }
+    }
+}
+
 int main(void)
 {
     test_layout();
@@ -1089,5 +1411,8 @@ int main(void)
     test_spawn_cgroup_hostile();
     test_watch_event();
     test_port_list();
+    test_service();
+    test_service_hostile();
+    test_service_info();
     return done();
 }
