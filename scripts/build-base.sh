@@ -9,7 +9,8 @@
 #   writes OUTDIR/rootfs (built in OUTDIR/rootfs.tmp, then renamed: a failed or interrupted build
 #   leaves the previous rootfs, or nothing) and OUTDIR/config.json.
 #   PROFILE (default: base) names scripts/templates/PROFILE.sh, a template built on the base
-#   (code-interpreter-v1, desktop): see the top of scripts/templates/README for what it sets.
+#   (code-interpreter-v1, desktop): see the top of scripts/templates/README for what it sets;
+#   or it is the path of such a file (the tests' own: tests/templates/).
 # Environment:
 #   WARREN_DEBIAN_MIRROR    archive to build from (default: the machine's apt mirror, the first
 #                           `URIs:` in /etc/apt/sources.list.d/debian.sources); it also goes into
@@ -33,9 +34,12 @@ profile_customize() { :; }
 profile_config() {
     printf '{"user": "user", "cwd": "/home/user", "setuid": true, "env": {"PATH": "%s", "LANG": "C.UTF-8"}}\n' "$PATH_ENV"
 }
-load_profile() { # NAME
+load_profile() { # NAME, or the path of a profile file (a test's: tests/templates/)
     [ "$1" = base ] && return 0
-    f=$WB_SRC/scripts/templates/$1.sh
+    case $1 in
+    */*) f=$1 ;;
+    *) f=$WB_SRC/scripts/templates/$1.sh ;;
+    esac
     [ -r "$f" ] || { echo "build-base: no profile $1 ($f)" >&2; exit 2; }
     # shellcheck disable=SC1090
     . "$f"
@@ -138,6 +142,7 @@ fi
 WB_PROFILE=${2:-base}
 export WB_PROFILE
 load_profile "$WB_PROFILE"
+WB_NAME=$(basename "$WB_PROFILE" .sh) # the template's name, for messages and the cache
 [ -z "$PROFILE_PACKAGES" ] || PACKAGES=$PACKAGES,$PROFILE_PACKAGES
 [ "$(id -u)" = 0 ] || { echo "build-base: needs root (mmdebstrap builds as root)" >&2; exit 1; }
 if ! command -v mmdebstrap >/dev/null 2>&1; then
@@ -205,14 +210,14 @@ trap 'exit 143' TERM
 remove_tree "$TMP"
 
 [ -t 2 ] && TTY=1 || TTY=0
-echo "build-base: $WB_PROFILE: Debian $SUITE from $MIRROR into $OUT/rootfs (log: $LOG)" >&2
+echo "build-base: $WB_NAME: Debian $SUITE from $MIRROR into $OUT/rootfs (log: $LOG)" >&2
 START=$(date +%s)
 
 # The bar moves with the time the last build took (mmdebstrap's own step lines come late, in
 # bursts), and never past 99 % before the end; a ticker redraws it every second on a tty.
 EXPECT=75
-[ -z "$WB_CACHE" ] || [ ! -s "$WB_CACHE/last-build-seconds-$WB_PROFILE" ] ||
-    EXPECT=$(cat "$WB_CACHE/last-build-seconds-$WB_PROFILE")
+[ -z "$WB_CACHE" ] || [ ! -s "$WB_CACHE/last-build-seconds-$WB_NAME" ] ||
+    EXPECT=$(cat "$WB_CACHE/last-build-seconds-$WB_NAME")
 {
     TICKER=
     if [ "$TTY" = 1 ]; then
@@ -291,7 +296,7 @@ mv "$OUT/config.json.tmp" "$OUT/config.json"
 remove_tree "$OUT/rootfs.old"
 
 ELAPSED=$(($(date +%s) - START))
-[ -z "$WB_CACHE" ] || echo "$ELAPSED" >"$WB_CACHE/last-build-seconds-$WB_PROFILE"
+[ -z "$WB_CACHE" ] || echo "$ELAPSED" >"$WB_CACHE/last-build-seconds-$WB_NAME"
 SIZE=$(du -sm "$OUT/rootfs" | cut -f1)
 NPKG=$(chroot "$OUT/rootfs" dpkg-query -W -f='.\n' | wc -l)
-echo "build-base: $WB_PROFILE done in $ELAPSED s: $OUT/rootfs, $SIZE MB, $NPKG packages" >&2
+echo "build-base: $WB_NAME done in $ELAPSED s: $OUT/rootfs, $SIZE MB, $NPKG packages" >&2

@@ -187,6 +187,8 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
 json_t *api_parse_object(struct wr_http_req *req, const char *body, size_t len);
 /* Reject keys of obj not in the NULL-terminated list (400). Returns 0 or -1 (answered). */
 int api_only_keys(struct wr_http_req *req, json_t *obj, const char *const *allowed);
+/* A Compose service's name as Compose allows it: [a-z0-9][a-z0-9_.-]{0,62}. */
+bool api_service_name_ok(const char *name);
 
 /* ---- routes (router.c) ----------------------------------------------------------------------- */
 
@@ -277,6 +279,8 @@ void api_sandbox_timeout(struct api_call *c);
 void api_sandbox_pause(struct api_call *c);
 void api_sandbox_resume(struct api_call *c);
 void api_sandbox_metrics(struct api_call *c);
+void api_services_list(struct api_call *c);
+void api_service_logs(struct api_call *c);
 void api_sandbox_disk(struct api_call *c);
 void api_sandbox_network_get(struct api_call *c);
 void api_sandbox_network_put(struct api_call *c);

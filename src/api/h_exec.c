@@ -410,9 +410,9 @@ static int exec_limits(struct wr_http_req *req, struct wr_live_sb *sb, json_t *j
 static void exec_body(struct wr_http_req *req, const char *body, size_t len)
 {
     static const char *const allowed[] = {
-        "cmd",       "env",   "cwd",  "user", "timeout",  "stdin",      "stdin_encoding",
-        "mode",      "pty",   "rows", "cols", "encoding", "max_output", "cpus",
-        "memory_mb", "usage", NULL};
+        "cmd",       "env",   "cwd",     "user", "timeout",  "stdin",      "stdin_encoding",
+        "mode",      "pty",   "rows",    "cols", "encoding", "max_output", "cpus",
+        "memory_mb", "usage", "service", NULL};
     struct exec_st *e = wr_http_req_data(req);
     _cleanup_json_ json_t *j = NULL;
     struct wr_spawn sp;

@@ -55,16 +55,38 @@ static json_t *file_json(const struct wr_stat *st, const char *path)
     return j;
 }
 
-/* A path parameter: absolute, no NUL, bounded. NULL with an answer if not. */
+/* p in the root of the Compose service `service` (NULL: the sandbox's own root): its path in
+ * the sandbox, in buf. NULL with an answer for a bad name or a path too long. */
+static const char *in_service(struct wr_http_req *req, const char *service, const char *p,
+                              char *buf, size_t size)
+{
+    if (service == NULL)
+        return p;
+    if (!api_service_name_ok(service)) {
+        api_fail(req, WR_EINVAL, "`service` must be a service's name");
+        return NULL;
+    }
+    if ((size_t)snprintf(buf, size, "%s/%s%s", WR_SERVICES_DIR, service, p) >= size ||
+        strlen(buf) >= WR_MAX_PATH) {
+        api_fail(req, WR_EINVAL, "the path is too long");
+        return NULL;
+    }
+    return buf;
+}
+
+/* A path parameter: absolute, no NUL, bounded; with a `service` parameter, in that Compose
+ * service's root (the answer is in a buffer valid until the next call: every route takes a
+ * copy before it returns). NULL with an answer if not. */
 static const char *path_param(struct wr_http_req *req, const char *name)
 {
+    static char buf[WR_MAX_PATH];
     const char *p = wr_http_req_query(req, name);
 
     if (p == NULL || p[0] != '/' || strlen(p) >= WR_MAX_PATH) {
         api_fail(req, WR_EINVAL, "`%s` must be an absolute path", name);
         return NULL;
     }
-    return p;
+    return in_service(req, wr_http_req_query(req, "service"), p, buf, sizeof(buf));
 }
 
 static bool bool_param(struct wr_http_req *req, const char *name, bool dflt)
@@ -212,7 +234,8 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
     struct body_op *bo = wr_http_req_data(req);
     struct wr_live_sb *sb = bo->sb;
     bool move = bo->move;
-    const char *path, *user, *to = NULL;
+    const char *path, *user, *to = NULL, *service;
+    char pbuf[WR_MAX_PATH], tbuf[WR_MAX_PATH];
     struct wr_file_req r;
     struct wr_err err;
     struct op_st *o;
@@ -235,6 +258,12 @@ static void body_op(struct wr_http_req *req, const char *body, size_t len)
                       : "`path` must be an absolute path");
         goto out;
     }
+    service = json_string_value(json_object_get(j, "service"));
+    if (service == NULL)
+        service = wr_http_req_query(req, "service");
+    if ((path = in_service(req, service, path, pbuf, sizeof(pbuf))) == NULL ||
+        (move && (to = in_service(req, service, to, tbuf, sizeof(tbuf))) == NULL))
+        goto out;
     if (!wr_live_sb_alive(sb)) {
         api_fail(req, WR_ECONFLICT, "the sandbox is not running");
         goto out;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "../core/budget.h"
+#include "../core/compose.h"
 #include "../core/metrics.h"
 #include "../util/log.h"
 #include "../util/parse.h"
@@ -82,11 +83,14 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
 
 /* ---- create ---------------------------------------------------------------------------------- */
 
+struct create_args;
+
 struct create_ctx {
     struct wr_api *api;
     struct wr_http_req *req;
-    bool gone;       /* the client left before the answer */
-    bool has_budget; /* the create asked for a budget of its own */
+    struct create_args *args; /* until the create starts */
+    bool gone;                /* the client left before the answer */
+    bool has_budget;          /* the create asked for a budget of its own */
     struct wr_budget budget;
 };
 
@@ -219,27 +223,161 @@ int api_volume_list(struct wr_http_req *req, json_t *body, const char *key,
     return 0;
 }
 
+/* A create's request, kept while a Compose file's services are prepared: the strings point into
+ * the body j. */
+struct create_args {
+    struct wr_create_req cr;
+    struct wr_volume_mount vols[WR_MAX_VOLUMES];
+    const char *devs[WR_CDI_MAX_DEVICES];
+    struct api_net_req net;
+    char *env, *meta, *idem, *team;
+    json_t *j;
+    char *image_json, *compose_json; /* the prepare's */
+};
+
+static void create_args_free(struct create_args *a)
+{
+    if (a == NULL)
+        return;
+    api_net_req_fini(&a->net);
+    free(a->env);
+    free(a->meta);
+    free(a->idem);
+    free(a->team);
+    free(a->image_json);
+    free(a->compose_json);
+    json_decref(a->j);
+    free(a);
+}
+
+bool api_service_name_ok(const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+
+    if (n == 0 || n > 63 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '.' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* `compose`: the file's text, or {"file", "env", "context"}. The normalized spec, or NULL with
+ * the answer (400 naming the refused key and its line, 413 for a file too large). */
+static json_t *compose_parse(struct wr_http_req *req, json_t *v, json_t **context)
+{
+    static const char *const allowed[] = {"file", "env", "context", NULL};
+    json_t *file = v, *env = NULL, *spec;
+    const char *k;
+    json_t *x;
+    struct wr_err err;
+
+    *context = NULL;
+    if (json_is_object(v)) {
+        if (api_only_keys(req, v, allowed) < 0)
+            return NULL;
+        file = json_object_get(v, "file");
+        env = json_object_get(v, "env");
+        *context = json_object_get(v, "context");
+    }
+    if (!json_is_string(file)) {
+        api_fail(req, WR_EINVAL,
+                 "`compose` must be the Compose file's text, or an object with `file` (the text), "
+                 "`env` and `context`");
+        return NULL;
+    }
+    if (env != NULL && !json_is_null(env)) {
+        if (!json_is_object(env)) {
+            api_fail(req, WR_EINVAL, "`compose.env` must be an object of strings");
+            return NULL;
+        }
+        json_object_foreach(env, k, x) if (!json_is_string(x))
+        {
+            api_fail(req, WR_EINVAL, "`compose.env.%s` must be a string", k);
+            return NULL;
+        }
+    } else {
+        env = NULL;
+    }
+    if (*context != NULL && json_is_null(*context))
+        *context = NULL;
+    if (*context != NULL && !json_is_object(*context)) {
+        api_fail(req, WR_EINVAL, "`compose.context` must be an object from path to content");
+        return NULL;
+    }
+    if (*context != NULL) {
+        size_t bytes = 0;
+        json_object_foreach(*context, k, x) bytes += strlen(k) + json_string_length(x);
+        if (json_object_size(*context) > WR_COMPOSE_CONTEXT_MAX_FILES ||
+            bytes > WR_COMPOSE_CONTEXT_MAX_BYTES) {
+            wr_http_respond_error(req, 413, wr_err_kind_name(WR_ETOOBIG),
+                                  "`compose.context` holds more than %d files or %d MiB",
+                                  WR_COMPOSE_CONTEXT_MAX_FILES, WR_COMPOSE_CONTEXT_MAX_BYTES >> 20);
+            return NULL;
+        }
+    }
+    spec = wr_compose_parse(json_string_value(file), json_string_length(file), env, *context, NULL,
+                            &err);
+    if (spec == NULL) {
+        if (err.kind == WR_EUNSUPPORTED)
+            wr_http_respond_error(req, 400, wr_err_kind_name(err.kind), "%s", err.msg);
+        else
+            api_error(req, &err);
+    }
+    return spec;
+}
+
+static void create_go(struct create_ctx *c)
+{
+    struct create_args *a = c->args;
+
+    c->args = NULL;
+    wr_manager_create(c->api->mgr, &a->cr, create_answered, c);
+    create_args_free(a);
+}
+
+static void compose_prepared(void *ctx, char *image_json, char *compose_json,
+                             const struct wr_err *err)
+{
+    struct create_ctx *c = ctx;
+
+    if (err != NULL) {
+        if (!c->gone) {
+            api_error(c->req, err);
+            wr_http_req_set_data(c->req, NULL, NULL);
+        }
+        create_args_free(c->args);
+        free(c);
+        return;
+    }
+    c->args->image_json = xstrdup(image_json);
+    c->args->compose_json = xstrdup(compose_json);
+    c->args->cr.image_json = c->args->image_json;
+    c->args->cr.compose_json = c->args->compose_json;
+    create_go(c);
+}
+
 void api_sandbox_create(struct api_call *call)
 {
     static const char *const allowed[] = {"template", "cpus",       "memory_mb", "disk_mb",
                                           "timeout",  "env",        "metadata",  "volumes",
                                           "network",  "on_timeout", "size",      "budget",
-                                          "runtime",  "devices",    NULL};
+                                          "runtime",  "devices",    "compose",   NULL};
     struct wr_http_req *req = call->req;
     struct wr_api *api = call->api;
     struct create_ctx *c;
-    struct wr_create_req cr = {0};
-    struct wr_volume_mount vols[WR_MAX_VOLUMES];
-    const char *devs[WR_CDI_MAX_DEVICES];
-    struct api_net_req net = {0};
+    struct create_args *a = xcalloc(1, sizeof(*a));
     struct wr_budget budget;
     bool has_budget;
-    char *env = NULL, *meta = NULL;
-    json_t *j, *v;
+    json_t *j, *v, *spec = NULL, *context = NULL;
+    const char *idem;
 
-    j = api_parse_object(req, call->body, call->len);
-    if (j == NULL)
+    j = a->j = api_parse_object(req, call->body, call->len);
+    if (j == NULL) {
+        create_args_free(a);
         return;
+    }
     if (api_only_keys(req, j, allowed) < 0)
         goto out;
     if ((v = json_object_get(j, "template")) != NULL && !json_is_null(v)) {
@@ -247,7 +385,7 @@ void api_sandbox_create(struct api_call *call)
             api_fail(req, WR_EINVAL, "`template` must be a string");
             goto out;
         }
-        cr.template_name = json_string_value(v);
+        a->cr.template_name = json_string_value(v);
     }
     if ((v = json_object_get(j, "runtime")) != NULL && !json_is_null(v)) {
         /* The name is checked by core, which knows the backends and the daemon's --runtimes. */
@@ -255,7 +393,7 @@ void api_sandbox_create(struct api_call *call)
             api_fail(req, WR_EINVAL, "`runtime` must be a string");
             goto out;
         }
-        cr.runtime = json_string_value(v);
+        a->cr.runtime = json_string_value(v);
     }
     if ((v = json_object_get(j, "devices")) != NULL && !json_is_null(v)) {
         json_t *d;
@@ -272,18 +410,21 @@ void api_sandbox_create(struct api_call *call)
                          i);
                 goto out;
             }
-            devs[i] = json_string_value(d);
+            a->devs[i] = json_string_value(d);
         }
-        cr.devices = devs;
-        cr.n_devices = json_array_size(v);
+        a->cr.devices = a->devs;
+        a->cr.n_devices = json_array_size(v);
     }
+    if ((v = json_object_get(j, "compose")) != NULL && !json_is_null(v) &&
+        (spec = compose_parse(req, v, &context)) == NULL)
+        goto out;
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);
         if (!json_is_number(v) || !(cpus >= 0.01) || cpus > 1024) {
             api_fail(req, WR_EINVAL, "`cpus` must be a number from 0.01 to 1024");
             goto out;
         }
-        cr.cpu_millis = (uint32_t)(cpus * 1000 + 0.5);
+        a->cr.cpu_millis = (uint32_t)(cpus * 1000 + 0.5);
     }
     if ((v = json_object_get(j, "memory_mb")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 16 ||
@@ -291,9 +432,9 @@ void api_sandbox_create(struct api_call *call)
             api_fail(req, WR_EINVAL, "`memory_mb` must be an integer >= 16");
             goto out;
         }
-        cr.memory_bytes = (uint64_t)json_integer_value(v) << 20;
+        a->cr.memory_bytes = (uint64_t)json_integer_value(v) << 20;
     }
-    if (api_opt_seconds(req, j, "timeout", &cr.timeout_s) < 0)
+    if (api_opt_seconds(req, j, "timeout", &a->cr.timeout_s) < 0)
         goto out;
     if ((v = json_object_get(j, "disk_mb")) != NULL && !json_is_null(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 16 ||
@@ -301,56 +442,65 @@ void api_sandbox_create(struct api_call *call)
             api_fail(req, WR_EINVAL, "`disk_mb` must be an integer >= 16");
             goto out;
         }
-        cr.disk_bytes = (uint64_t)json_integer_value(v) << 20;
+        a->cr.disk_bytes = (uint64_t)json_integer_value(v) << 20;
     }
     if ((v = json_object_get(j, "on_timeout")) != NULL && !json_is_null(v)) {
         const char *p = json_string_value(v);
-        if (wr_sb_on_timeout_parse(p, &cr.on_timeout) < 0) {
+        if (wr_sb_on_timeout_parse(p, &a->cr.on_timeout) < 0) {
             api_fail(req, WR_EINVAL, "`on_timeout` must be kill or pause");
             goto out;
         }
     }
-    if (api_string_map(req, j, "env", &env) < 0 || api_string_map(req, j, "metadata", &meta) < 0)
+    if (api_string_map(req, j, "env", &a->env) < 0 ||
+        api_string_map(req, j, "metadata", &a->meta) < 0)
         goto out;
-    if (api_volume_list(req, j, "volumes", vols, &cr.n_volumes) < 0)
+    if (api_volume_list(req, j, "volumes", a->vols, &a->cr.n_volumes) < 0)
         goto out;
-    cr.volumes = vols;
-    cr.env_json = env;
-    cr.metadata_json = meta;
+    a->cr.volumes = a->vols;
+    a->cr.env_json = a->env;
+    a->cr.metadata_json = a->meta;
     if ((v = json_object_get(j, "network")) != NULL && !json_is_null(v)) {
-        if (api_net_parse_native(req, v, true, &net) < 0)
+        if (api_net_parse_native(req, v, true, &a->net) < 0)
             goto out;
-        cr.net = &net.r;
+        a->cr.net = &a->net.r;
     }
-    cr.idem_key = wr_http_req_header(req, "Idempotency-Key");
-    if (cr.idem_key != NULL && (strlen(cr.idem_key) == 0 || strlen(cr.idem_key) > 128)) {
+    if ((idem = wr_http_req_header(req, "Idempotency-Key")) != NULL)
+        a->cr.idem_key = a->idem = xstrdup(idem);
+    if (a->cr.idem_key != NULL && (strlen(a->cr.idem_key) == 0 || strlen(a->cr.idem_key) > 128)) {
         api_fail(req, WR_EINVAL, "Idempotency-Key must be 1 to 128 bytes");
         goto out;
     }
-    if (api_apply_size(api, req, j, &cr.cpu_millis, &cr.memory_bytes) < 0 ||
+    if (api_apply_size(api, req, j, &a->cr.cpu_millis, &a->cr.memory_bytes) < 0 ||
         api_sandbox_budget_parse(api, req, j, &budget, &has_budget) < 0)
         goto out;
     /* After the request is valid: the team's create rate, its quotas and budget, then (the
      * manager) the host's capacity. */
     if (api_limits_take(api, req, &call->who, WR_POL_CREATES, 1) < 0 ||
         api_limits_quota(api, req, &call->who, 1,
-                         cr.memory_bytes ? cr.memory_bytes : wr_manager_default_memory(api->mgr)) <
-            0)
+                         a->cr.memory_bytes ? a->cr.memory_bytes
+                                            : wr_manager_default_memory(api->mgr)) < 0)
         goto out;
-    cr.team = call->who.team;
+    a->cr.team = a->team = xstrdup(call->who.team);
     c = xcalloc(1, sizeof(*c));
     c->api = api;
     c->req = req;
     c->has_budget = has_budget;
     if (has_budget)
         c->budget = budget;
+    c->args = a;
     wr_http_req_set_data(req, c, create_closed);
-    wr_manager_create(api->mgr, &cr, create_answered, c);
+    if (spec != NULL) {
+        /* The services' images are resolved and their roots made first (on a worker). */
+        wr_manager_compose_prepare(api->mgr, a->cr.team, a->cr.template_name, spec, context,
+                                   compose_prepared, c);
+        json_decref(spec);
+        return;
+    }
+    create_go(c);
+    return;
 out:
-    api_net_req_fini(&net);
-    free(env);
-    free(meta);
-    json_decref(j);
+    json_decref(spec);
+    create_args_free(a);
 }
 
 /* ---- list, get, delete, timeout -------------------------------------------------------------- */

@@ -229,7 +229,10 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
 
 /* The largest bodies read for the routes. */
 #define CONTROL_BODY_MAX (4u << 10)  /* a small JSON object: a timeout, a pause, a signal, a key */
-#define CREATE_BODY_MAX  (64u << 10) /* a sandbox's create: env, metadata, volumes */
+#define CREATE_BODY_MAX  (64u << 10) /* a network policy */
+/* A sandbox's create: env, metadata, volumes, and a Compose file with its context
+ * (WR_COMPOSE_CONTEXT_MAX_BYTES of files, JSON-escaped). */
+#define SANDBOX_BODY_MAX (24u << 20)
 #define PULL_BODY_MAX    (64u << 10) /* a pull: an image reference and registry credentials */
 #define PATHS_BODY_MAX   (3u * WR_MAX_PATH) /* a mkdir or move: two paths and a user */
 #define EXEC_BODY_MAX    (16u << 20)        /* an exec: argv, env and its stdin inline */
@@ -271,7 +274,7 @@ static const struct api_route routes[] = {
     {"GET", "devices", devices, 0, 0},
 
     {"GET", "sandboxes", api_sandboxes_list, 0, 0},
-    {"POST", "sandboxes", api_sandbox_create, CREATE_BODY_MAX, 0},
+    {"POST", "sandboxes", api_sandbox_create, SANDBOX_BODY_MAX, 0},
     {"GET", "sandboxes/*", api_sandbox_get, 0, 0},
     {"DELETE", "sandboxes/*", api_sandbox_delete, 0, 0},
     {"POST", "sandboxes/*/timeout", api_sandbox_timeout, CONTROL_BODY_MAX, 0},
@@ -314,6 +317,8 @@ static const struct api_route routes[] = {
     {"POST", "sandboxes/*/files/move", api_file_move, PATHS_BODY_MAX, API_LIVE},
 
     {"GET", "sandboxes/*/ports", api_ports_list, 0, API_LIVE},
+    {"GET", "sandboxes/*/services", api_services_list, 0, API_LIVE},
+    {"GET", "sandboxes/*/services/*/logs", api_service_logs, 0, API_LIVE},
 
     {"POST", "sandboxes/*/code", api_code_execute, 0, API_LIVE | API_STREAM},
     {"GET", "sandboxes/*/code/contexts", api_code_contexts_list, 0, API_LIVE},
@@ -450,6 +455,8 @@ static const char *route_label(const struct api_route *r)
             wr_buf_puts(&b, "{pid}");
         else if (p - r->pattern >= 9 && strncmp(p - 9, "contexts/", 9) == 0)
             wr_buf_puts(&b, "{context}");
+        else if (p - r->pattern >= 9 && strncmp(p - 9, "services/", 9) == 0)
+            wr_buf_puts(&b, "{name}");
         else
             wr_buf_puts(&b, "{id}");
     }

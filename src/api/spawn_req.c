@@ -123,6 +123,11 @@ int api_spawn_from_exec(json_t *j, struct wr_spawn *sp, struct wr_err *err)
             return wr_err_set(err, WR_EINVAL, 0, "`pty` must be a boolean");
         sp->pty = json_is_true(v);
     }
+    if ((v = json_object_get(j, "service")) != NULL && !json_is_null(v)) {
+        if (!json_is_string(v) || !api_service_name_ok(json_string_value(v)))
+            return wr_err_set(err, WR_EINVAL, 0, "`service` must be a service's name");
+        sp->service = xstrdup(json_string_value(v));
+    }
     return set_size(sp, json_object_get(j, "rows"), json_object_get(j, "cols"), err);
 }
 

@@ -344,6 +344,8 @@ struct start_spec {
     size_t n_binds;
     struct wr_symlink_spec *symlinks; /* and the links to them */
     size_t n_symlinks;
+    struct wr_inner_bind *inner; /* its services' roots' mounts (services.c) */
+    size_t n_inner;
     uint64_t memory_bytes, disk_bytes;
     uint32_t cpu_millis, pids_max;
     uint32_t project; /* for a project quota: unique per sandbox */
@@ -374,6 +376,14 @@ char **wr__devices_names(const char *devices_json, struct wr_err *err);
 /* Give a restarted daemon's sandbox its devices back (logged if it cannot: the sandbox goes on,
  * its next start fails naming the device). */
 void wr__devices_adopt(struct wr_manager *m, const struct wr_sandbox_rec *rec);
+/* Define a sandbox's Compose services (a record's compose_json) to its warren-init, each with a
+ * cgroup of its own, and start them; cb(ctx, NULL) once warren-init took them (they start in
+ * their order from then on), or why not. sb's agent is ready. */
+typedef void (*wr__services_cb)(void *ctx, const struct wr_err *err);
+void wr__services_start(struct wr_live_sb *sb, const char *compose_json, wr__services_cb cb,
+                        void *ctx);
+/* The mounts of a record's Compose services' roots (services.c) into ss. */
+int wr__services_spec(const struct wr_sandbox_rec *rec, struct start_spec *ss, struct wr_err *err);
 /* The nodes and env of a record's devices into ss. */
 int wr__devices_spec(struct wr_manager *m, const struct wr_sandbox_rec *rec, struct start_spec *ss,
                      struct wr_err *err);

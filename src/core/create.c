@@ -51,6 +51,11 @@ void wr__start_spec_fini(struct start_spec *ss)
         free((char *)ss->symlinks[i].link);
     }
     free(ss->symlinks);
+    for (size_t i = 0; i < ss->n_inner; i++) {
+        free((char *)ss->inner[i].src);
+        free((char *)ss->inner[i].dst);
+    }
+    free(ss->inner);
     memset(ss, 0, sizeof(*ss));
 }
 
@@ -237,7 +242,7 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
         return -1;
     }
     wr__volumes_give(m, ss);
-    if (wr__devices_spec(m, rec, ss, err) < 0) {
+    if (wr__devices_spec(m, rec, ss, err) < 0 || wr__services_spec(rec, ss, err) < 0) {
         wr__start_spec_fini(ss);
         return -1;
     }
@@ -277,6 +282,8 @@ int wr__start_sandbox(struct wr_manager *m, const struct start_spec *ss, struct 
         .n_binds = ss->n_binds,
         .symlinks = ss->symlinks,
         .n_symlinks = ss->n_symlinks,
+        .inner_binds = ss->inner,
+        .n_inner_binds = ss->n_inner,
         .restore_image = ss->restore_image,
     };
     _cleanup_close_ int netns = -1;
@@ -636,6 +643,12 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     if (create_backend(m, req->runtime, img.config, img.name, &backend, &err) < 0)
         goto fail;
+    if (req->compose_json != NULL && backend == WR_BACKEND_GVISOR) {
+        wr_err_set(&err, WR_EUNSUPPORTED, 0,
+                   "Compose services on the gvisor runtime are not supported yet (use the ns "
+                   "runtime)");
+        goto fail;
+    }
     if (req->n_devices > 0 && backend == WR_BACKEND_GVISOR) {
         wr_err_set(&err, WR_EUNSUPPORTED, 0,
                    "devices on the gvisor runtime: gVisor passes no host device through (use "
@@ -713,6 +726,11 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     c->rec.image_json = json_dumps(image, JSON_COMPACT);
     c->rec.disk_bytes = req->disk_bytes;
     c->rec.runtime = xstrdup(wr_backend_name(backend));
+    if (req->compose_json != NULL)
+        c->rec.compose_json = xstrdup(req->compose_json);
+    else if (json_is_object(json_object_get(img.config, "compose"))) /* a snapshot of a stack */
+        c->rec.compose_json = json_dumps(json_object_get(img.config, "compose"), JSON_COMPACT);
+    wr__start_cfg_add_services(&c->start, c->rec.compose_json);
     if (req->n_devices > 0) {
         /* Its devices are its own from now: a later failure gives them back. */
         struct wr_cdi_edits edits;
@@ -737,7 +755,8 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
     }
     /* A warm sandbox comes with its network slot, if it wants one; else a slot is taken now;
      * a sandbox with devices is made afresh. */
-    fits = req->n_devices == 0 && warm_fits(m, req, &c->rec, env, backend);
+    fits = req->n_devices == 0 && req->compose_json == NULL &&
+           warm_fits(m, req, &c->rec, env, backend);
     json_decref(env);
     json_decref(image);
     wr_image_fini(&img);

@@ -188,7 +188,38 @@ struct wr_create_req {
      * wr_sandbox_spec.restore_image) instead of starting afresh; the template's start command
      * does not run again. */
     const char *restore_image;
+    /* Its Compose services as wr_manager_compose_prepare resolved them (with image_json, the
+     * image it answered), or NULL: recorded, and started by warren-init once it is up. */
+    const char *compose_json;
 };
+
+/* A sandbox's Compose services as they are now: [{name, image, ports, state, pid, restarts,
+ * exit_code, signal, message}] in start order ("state" as warren-init names it: waiting,
+ * starting, running, healthy, unhealthy, restarting, exited, failed), [] for a sandbox of none;
+ * services (a borrowed reference) or err. */
+typedef void (*wr_manager_services_cb)(void *ctx, json_t *services, const struct wr_err *err);
+void wr_manager_services(struct wr_live_sb *sb, wr_manager_services_cb cb, void *ctx);
+
+/* Where a Compose service's root is in its sandbox: WR_SERVICES_DIR "/<name>"; and what it
+ * writes (stdout and stderr, and warren-init's lines about it): WR_SERVICES_LOGS "/<name>.log". */
+#define WR_SERVICES_DIR  "/.warren/services"
+#define WR_SERVICES_LOGS "/.warren/logs"
+/* Whether sb's record has a Compose service of that name. */
+bool wr_manager_sandbox_has_service(struct wr_manager *m, struct wr_live_sb *sb, const char *name);
+/* image_json and compose_json (the caller's to free) or err. */
+typedef void (*wr_manager_compose_cb)(void *ctx, char *image_json, char *compose_json,
+                                      const struct wr_err *err);
+/* Prepare a create of team's from a Compose spec (core/compose.h, wr_compose_parse) on the
+ * image template_name (NULL: "base"): every service's image is resolved (WR_ENOTFOUND naming
+ * it) and its root made into layers below WR_SERVICES_DIR/<name> (cached: the first create of
+ * an image under a name copies it, on a worker), the context's files (an object from relative
+ * path to content, or NULL) into a layer at /.warren/context. cb gets the image to create the
+ * sandbox from (wr_create_req.image_json) and the resolved services (.compose_json): each
+ * service with its root, argv, env, working_dir and user from its image's config under the
+ * file's. cb may run before this returns (an early error). */
+void wr_manager_compose_prepare(struct wr_manager *m, const char *team, const char *template_name,
+                                const json_t *spec, const json_t *context, wr_manager_compose_cb cb,
+                                void *ctx);
 /* The host's devices (core/cdi.h), as [{name, kind, in_use, refused?}]: a new reference. */
 #define WR_CDI_MAX_DEVICES 16 /* per sandbox */
 json_t *wr_manager_devices(struct wr_manager *m);

@@ -396,6 +396,7 @@ static void disk_resume_start(struct wr_live_sb *sb, uint32_t timeout_s, wr_mana
         cb(ctx, NULL, &err);
         return;
     }
+    wr__start_cfg_add_services(&d->start, rec.compose_json); /* a fresh init starts them again */
     d->tname = xstrdup(rec.template_name ? rec.template_name : "");
     wr_sandbox_rec_fini(&rec);
     d->ss.home_exists = true;

@@ -139,7 +139,9 @@ static void snap_done(uv_work_t *w, int status)
     wr__work_done(m);
 }
 
-/* The image a snapshot of rec starts: its layers, and its config with the sandbox's env. */
+/* The image a snapshot of rec starts: its layers, and its config with the sandbox's env and its
+ * Compose services (config "compose": a sandbox made from the snapshot, a fork's copies too,
+ * runs them again). */
 static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, char **config,
                           struct wr_err *err)
 {
@@ -157,6 +159,8 @@ static int snapshot_image(const struct wr_sandbox_rec *rec, json_t **layers, cha
             json_object_set_new(cfg, "env", json_object());
         json_object_update(json_object_get(cfg, "env"), env);
     }
+    if (rec->compose_json != NULL)
+        json_object_set_new(cfg, "compose", json_loads(rec->compose_json, 0, NULL));
     *layers = json_incref(json_object_get(img, "layers"));
     *config = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(img);

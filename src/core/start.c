@@ -30,6 +30,7 @@ void wr__start_cfg_free(struct wr_start_cfg *c)
 {
     if (c == NULL)
         return;
+    free(c->services);
     free(c->cmd);
     free(c->user);
     free(c->cwd);
@@ -37,6 +38,18 @@ void wr__start_cfg_free(struct wr_start_cfg *c)
     free(c->path);
     free(c->ready_cmd);
     free(c);
+}
+
+void wr__start_cfg_add_services(struct wr_start_cfg **cfg, const char *compose_json)
+{
+    if (compose_json == NULL)
+        return;
+    if (*cfg == NULL) {
+        *cfg = xcalloc(1, sizeof(**cfg));
+        (*cfg)->timeout_s = WR_START_TIMEOUT_DEFAULT_S;
+    }
+    free((*cfg)->services);
+    (*cfg)->services = xstrdup(compose_json);
 }
 
 static int opt_str(json_t *o, const char *key, char **out, const char *tname, struct wr_err *err)
@@ -156,6 +169,9 @@ struct run {
     bool connected_here;   /* the run opened sb's agent */
     uint64_t t0, deadline; /* uv_now */
     uv_timer_t timer;
+    /* the Compose services, first */
+    bool svc_busy;
+    bool svc_done;
     /* the start command */
     bool spawning;
     bool spawned;
@@ -449,6 +465,18 @@ static void check(struct run *r)
     }
 }
 
+static void services_started(void *ctx, const struct wr_err *err)
+{
+    struct run *r = ctx;
+
+    r->svc_busy = false;
+    if (err != NULL)
+        finish(r, WR_ESTARTFAILED, "its services: %s", err->msg);
+    else
+        r->svc_done = true;
+    run_unref(r);
+}
+
 static void tick(uv_timer_t *t)
 {
     struct run *r = t->data;
@@ -486,7 +514,7 @@ static void tick(uv_timer_t *t)
         return;
     }
     if (sb->agent == NULL) {
-        if (r->connected_here || r->spawned || r->spawning) {
+        if (r->connected_here || r->spawned || r->spawning || r->svc_busy || r->svc_done) {
             finish(r, WR_ESTARTFAILED, "the connection to the sandbox's init process closed");
             return;
         }
@@ -499,6 +527,18 @@ static void tick(uv_timer_t *t)
     }
     if (!wr_agent_is_ready(sb->agent))
         return;
+    if (r->cfg->services != NULL && !r->svc_done) {
+        if (!r->svc_busy) {
+            r->svc_busy = true;
+            r->refs++;
+            wr__services_start(sb, r->cfg->services, services_started, r);
+        }
+        return;
+    }
+    if (r->cfg->cmd == NULL) {
+        finish(r, WR_EOK, NULL);
+        return;
+    }
     if (!r->spawned && !r->spawning) {
         char *argv[] = {(char *)"/bin/sh", (char *)"-c", r->cfg->cmd, NULL};
         struct wr_spawn sp = {.argv = argv,

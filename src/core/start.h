@@ -15,10 +15,11 @@ struct wr_live_sb;
 
 /* A parsed `start` object. */
 struct wr_start_cfg {
-    char *cmd;  /* run as /bin/sh -c cmd */
-    char *user; /* NULL: the template's user */
-    char *cwd;  /* NULL: the template's working directory */
-    char **env; /* NULL-terminated KEY=VALUE, on top of the sandbox's */
+    char *services; /* a sandbox's Compose services (JSON, services.c), started first; or NULL */
+    char *cmd;      /* run as /bin/sh -c cmd; NULL: none (services only) */
+    char *user;     /* NULL: the template's user */
+    char *cwd;      /* NULL: the template's working directory */
+    char **env;     /* NULL-terminated KEY=VALUE, on top of the sandbox's */
     /* Readiness: a TCP connect to 127.0.0.1:port inside (port 0: none); with path, an HTTP GET
      * of it must answer 2xx. Or ready_cmd must exit 0. Neither: ready once started. */
     uint16_t port;
@@ -40,6 +41,9 @@ int wr__start_cfg_parse(const void *config, const char *tname, struct wr_start_c
 int wr__start_cfg_of_image(const char *image_json, const char *tname, struct wr_start_cfg **out,
                            struct wr_err *err);
 void wr__start_cfg_free(struct wr_start_cfg *c);
+/* Start a sandbox's Compose services (compose_json, NULL: none) before its start command: *cfg
+ * gets them (a cfg of its own if it was NULL). */
+void wr__start_cfg_add_services(struct wr_start_cfg **cfg, const char *compose_json);
 
 /* err NULL: the sandbox is ready. Else why not: WR_ESTARTFAILED (the command exited, the check
  * did not answer in time, warren-init died), WR_ECONFLICT (the sandbox is being deleted, the

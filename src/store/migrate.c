@@ -354,12 +354,17 @@ static const char migration_17[] =
 static const char migration_18[] = "ALTER TABLE sandboxes ADD COLUMN devices_json TEXT CHECK (\n"
                                    "    devices_json IS NULL OR json_valid(devices_json));\n";
 
+/* Version 19: a sandbox's Compose services (core/services.c): their spec as resolved at create,
+ * JSON, NULL for a sandbox of none. */
+static const char migration_19[] = "ALTER TABLE sandboxes ADD COLUMN compose_json TEXT CHECK (\n"
+                                   "    compose_json IS NULL OR json_valid(compose_json));\n";
+
 const struct wr__migration wr__migrations[] = {
     {1, migration_1},   {2, migration_2},   {3, migration_3},   {4, migration_4},
     {5, migration_5},   {6, migration_6},   {7, migration_7},   {8, migration_8},
     {9, migration_9},   {10, migration_10}, {11, migration_11}, {12, migration_12},
     {13, migration_13}, {14, migration_14}, {15, migration_15}, {16, migration_16},
-    {17, migration_17}, {18, migration_18},
+    {17, migration_17}, {18, migration_18}, {19, migration_19},
 };
 const size_t wr__n_migrations = WR_ARRAY_SIZE(wr__migrations);
 

@@ -13,7 +13,7 @@
     "id, team, template_name, state, reason, cpu_millis, memory_bytes, created_ms, deadline_ms,"   \
     " metadata_json, env_json, idem_key, init_pid, uid_base, seq, on_timeout, timeout_s,"          \
     " paused_mode, remaining_ms, image_json, volumes_json, disk_bytes, net_json, net_slot,"        \
-    " runtime, devices_json"
+    " runtime, devices_json, compose_json"
 
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
 {
@@ -31,6 +31,7 @@ void wr_sandbox_rec_fini(struct wr_sandbox_rec *r)
     free(r->net_json);
     free(r->runtime);
     free(r->devices_json);
+    free(r->compose_json);
     memset(r, 0, sizeof(*r));
 }
 
@@ -73,6 +74,7 @@ static void read_rec(sqlite3_stmt *st, struct wr_sandbox_rec *r)
     r->net_slot = sqlite3_column_int64(st, 23);
     r->runtime = wr__col_text(st, 24);
     r->devices_json = wr__col_text(st, 25);
+    r->compose_json = wr__col_text(st, 26);
 }
 
 int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct wr_err *err)
@@ -84,9 +86,9 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
         "INSERT INTO sandboxes (seq, id, team, template_name, state, reason, cpu_millis,"
         " memory_bytes, created_ms, deadline_ms, metadata_json, env_json, idem_key, init_pid,"
         " uid_base, on_timeout, timeout_s, image_json, volumes_json, disk_bytes, net_json, "
-        "net_slot, runtime, devices_json)"
+        "net_slot, runtime, devices_json, compose_json)"
         " VALUES ((SELECT last + 1 FROM sandbox_seq), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
-        " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23) RETURNING seq",
+        " ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24) RETURNING seq",
         err);
     int64_t seq;
 
@@ -115,6 +117,7 @@ int wr_store_sandbox_insert(struct wr_store *s, struct wr_sandbox_rec *r, struct
     wr__bind_int64(st, 21, r->net_slot);
     wr__bind_text(st, 22, r->runtime ? r->runtime : "ns");
     wr__bind_text(st, 23, r->devices_json);
+    wr__bind_text(st, 24, r->compose_json);
     if (sqlite3_step(st) != SQLITE_ROW)
         return wr__store_fail(s->db, err, "insert sandbox %s", r->id ? r->id : "(null)");
     seq = sqlite3_column_int64(st, 0);

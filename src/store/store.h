@@ -153,6 +153,7 @@ struct wr_sandbox_rec {
      * insert stores "ns". */
     char *runtime;
     char *devices_json; /* the host devices it holds (core/cdi.h): JSON array of names, or NULL */
+    char *compose_json; /* its Compose services as resolved at create (core/services.c), or NULL */
 };
 void wr_sandbox_rec_fini(struct wr_sandbox_rec *r);
 

@@ -526,6 +526,29 @@ EXEC = "/v1/sandboxes/{id}/exec"
 PROC = "/v1/sandboxes/{id}/processes/{pid}"
 
 
+def test_services_operations(daemon):
+    compose = 'services:\n  a:\n    image: base\n    command: ["sh", "-c", "echo up; sleep 1000"]\n'
+    r = api(daemon, "POST", "/v1/sandboxes", body={"timeout": 120, "compose": compose})
+    assert r.status == 201
+    sid = r.json()["id"]
+    try:
+        def running():
+            got = api(daemon, "GET", "/v1/sandboxes/{id}/services", {"id": sid}).json()["services"]
+            return got if got[0]["state"] == "running" else None
+        got = wait_for(running, what="the service running")
+        assert got[0]["name"] == "a" and got[0]["pid"] > 1 and got[0]["image"] == "base"
+        log = wait_for(lambda: api(daemon, "GET", "/v1/sandboxes/{id}/services/{name}/logs",
+                                   {"id": sid, "name": "a"}).body, what="the log")
+        assert log == b"up\n"
+        r = api(daemon, "POST", EXEC, {"id": sid}, body={"cmd": "echo in a", "service": "a"})
+        assert r.json()["stdout"] == "in a\n"
+        r = api(daemon, "GET", "/v1/sandboxes/{id}/files", {"id": sid},
+                query={"path": "/.warren/logs/a.log"})
+        assert r.body == b"up\n"
+    finally:
+        kill(daemon, sid)
+
+
 def test_exec_operations(daemon, sandbox):
     ids = {"id": sandbox.sandbox_id}
     r = api(daemon, "POST", EXEC, ids, body={"cmd": ["sh", "-c", "echo out; echo err >&2; exit 3"]})
@@ -950,6 +973,11 @@ def _triggers(daemon, ctx):
     add(P + "/resize", "post", 400, {"id": sid, "pid": run}, body={"rows": 0, "cols": 80})
     add(P + "/resize", "post", 404, {"id": sid, "pid": 999999}, body={"rows": 24, "cols": 80})
     add(S + "/ports", "get", 404, {"id": gone})
+    add(S + "/services", "get", 404, {"id": gone})
+    add(S + "/services", "get", 409, call=lambda: send(
+        daemon, "GET", "/v1/sandboxes/%s/services" % stopped_sandbox(daemon)))
+    add(S + "/services/{name}/logs", "get", 400, {"id": sid, "name": "Not-A-Name"})
+    add(S + "/services/{name}/logs", "get", 404, {"id": sid, "name": "nope"})
     # The code interpreter: this suite's sandboxes (busybox) have none, hence 409 no_interpreter.
     C, CX = S + "/code", S + "/code/contexts/{ctx}"
     cx = "00000000-0000-0000-0000-000000000000"
