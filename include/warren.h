@@ -328,6 +328,9 @@ typedef struct warren_exec_opts {
     unsigned cpu_millis;
     long long memory_mb;
     int usage_cgroup;
+    /* In a sandbox made from a Compose file: run it inside this service (its root, environment,
+     * working directory and user; NULL: the sandbox's own). */
+    const char *service;
 } warren_exec_opts;
 
 /* Run a command in sandbox `id` and wait for it, streaming its output to the callbacks in the

@@ -102,6 +102,35 @@ void cli_net_print(json_t *n);
 /* Print "warren: <message>" on stderr. */
 void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* ---- compose.c ------------------------------------------------------------------------------ */
+
+/* What a Compose file's context holds at most (`warren create --context DIR`): entries (files
+ * and empty directories) and bytes of file content. */
+#define CLI_CONTEXT_MAX_FILES 512u
+#define CLI_CONTEXT_MAX_BYTES (8u << 20)
+
+/* The create's `compose` object: {"file": the text of `file` ("-": stdin), "env": env (if not
+ * empty), "context": cli_compose_context(context_dir) (if not NULL)}. Returns it (the caller's),
+ * or NULL with err. */
+json_t *cli_compose_json(const char *file, json_t *env, const char *context_dir,
+                         struct wr_err *err);
+
+/* DIR's regular files as a context: {"relative/path": "content"} with "dir/": "" for an empty
+ * directory, in sorted order. Hidden entries (.git, .env) are left out, symlinks and special
+ * files too; a file that is not UTF-8 text, or more than CLI_CONTEXT_MAX_FILES entries or
+ * CLI_CONTEXT_MAX_BYTES of content, is an error. Returns the object, or NULL with err. */
+json_t *cli_compose_context(const char *dir, struct wr_err *err);
+
+/* ---- services.c ----------------------------------------------------------------------------- */
+
+/* `warren services ID`: a sandbox's Compose services; `warren logs ID SERVICE`: one's log. */
+int cmd_services(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+
+/* Whether name is a Compose service's name ([a-z0-9][a-z0-9_.-]{0,62}); if not, print a usage
+ * error for `verb`. */
+bool cli_check_service(const char *verb, const char *name);
+
 /* ---- tty.c ---------------------------------------------------------------------------------- */
 
 /* Put stdin, if it is a terminal, in raw mode until cli_tty_restore (also run at exit). */

@@ -37,6 +37,7 @@ struct exec_opts {
     const char *id;
     json_t *env;
     const char *cwd, *user;
+    const char *service; /* --service: inside this Compose service */
     uint64_t timeout;
     bool has_timeout;
     uint32_t cpu_millis;
@@ -294,6 +295,7 @@ static int exec_run(struct exec_opts *o)
     x.env = envv;
     x.cwd = o->cwd;
     x.user = o->user;
+    x.service = o->service;
     x.timeout_s = o->has_timeout ? (int64_t)o->timeout : 0;
     x.cpu_millis = o->cpu_millis;
     x.memory_mb = (long long)o->memory_mb;
@@ -340,6 +342,8 @@ static void exec_usage(FILE *f)
             "  --env K=V        set an environment variable (repeatable)\n"
             "  --cwd DIR        working directory\n"
             "  --user USER      run as USER (name or uid)\n"
+            "  --service NAME   run it inside Compose service NAME (its root, environment,\n"
+            "                   working directory and user; `warren services` lists them)\n"
             "  --timeout SECS   kill the command after SECS seconds (0: no limit)\n"
             "  --cpus N         limit it to N CPUs (at most the sandbox's; a cgroup of its own)\n"
             "  --memory SIZE    limit its memory, e.g. 256M (at most the sandbox's)\n"
@@ -352,11 +356,12 @@ static void exec_usage(FILE *f)
 /* Options shared by exec and shell; shell has no -t (always) and no command. */
 static int parse_exec(const char *verb, int argc, char **argv, struct exec_opts *o, bool shell)
 {
-    enum { O_ENV = 256, O_CWD, O_USER, O_TIMEOUT, O_CPUS, O_MEMORY, O_USAGE };
+    enum { O_ENV = 256, O_CWD, O_USER, O_TIMEOUT, O_CPUS, O_MEMORY, O_USAGE, O_SERVICE };
     static const struct option longopts[] = {
         {"env", required_argument, NULL, O_ENV},
         {"cwd", required_argument, NULL, O_CWD},
         {"user", required_argument, NULL, O_USER},
+        {"service", required_argument, NULL, O_SERVICE},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"cpus", required_argument, NULL, O_CPUS},
         {"memory", required_argument, NULL, O_MEMORY},
@@ -391,6 +396,11 @@ static int parse_exec(const char *verb, int argc, char **argv, struct exec_opts 
             break;
         case O_USER:
             o->user = optarg;
+            break;
+        case O_SERVICE:
+            if (!cli_check_service(verb, optarg))
+                return CLI_EXIT_USAGE;
+            o->service = optarg;
             break;
         case O_TIMEOUT:
             if (wr_parse_uint(optarg, 86400ull * 365, &o->timeout, &err) < 0) {
@@ -434,9 +444,11 @@ static int parse_exec(const char *verb, int argc, char **argv, struct exec_opts 
             break;
         case 'h':
             if (shell)
-                printf("usage: warren shell ID [--env K=V]... [--cwd DIR] [--user USER]\n\n"
+                printf("usage: warren shell ID [--env K=V]... [--cwd DIR] [--user USER]\n"
+                       "                [--service NAME]\n\n"
                        "An interactive login shell in sandbox ID: $SHELL if set, else bash if\n"
-                       "installed, else /bin/sh. Same as `warren exec ID -t` with that shell.\n");
+                       "installed, else /bin/sh. Same as `warren exec ID -t` with that shell.\n"
+                       "--service NAME: inside that Compose service (`warren services`).\n");
             else
                 exec_usage(stdout);
             return 0;

@@ -25,6 +25,8 @@ static const struct verb verbs[] = {
     {"pause", cmd_pause, "pause a sandbox in memory, or to disk (its clock stops)"},
     {"resume", cmd_resume, "resume a paused sandbox"},
     {"exec", cmd_exec, "run a command in a sandbox"},
+    {"services", cmd_services, "list the services of a sandbox made from a Compose file"},
+    {"logs", cmd_logs, "print the log of one of a sandbox's Compose services"},
     {"run-code", cmd_run_code, "run a cell in a sandbox's code interpreter (code-interpreter-v1)"},
     {"shell", cmd_shell, "an interactive shell in a sandbox"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},

@@ -135,6 +135,12 @@ static void create_usage(FILE *f)
 {
     fprintf(f, "usage: warren create [options]\n\n"
                "Start a sandbox and print its id.\n\n"
+               "  -f, --file FILE        run the services of a Compose file in it (`-` reads\n"
+               "                         stdin; docs/compose.md); `warren services` lists them\n"
+               "  --compose-env K=V      a variable for the file's ${...} (repeatable)\n"
+               "  --context DIR          send DIR's files (text, at most 512 files and 8 MiB;\n"
+               "                         hidden ones left out) for the file's env_file and\n"
+               "                         bind volumes\n"
                "  --template NAME        template or snapshot (id or name) to start from\n"
                "                         (default: the server's, base)\n"
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
@@ -225,7 +231,9 @@ int cmd_create(int argc, char **argv)
         O_SIZE,
         O_BUDGET,
         O_RUNTIME,
-        O_DEVICE
+        O_DEVICE,
+        O_COMPOSE_ENV,
+        O_CONTEXT
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -242,6 +250,9 @@ int cmd_create(int argc, char **argv)
         {"budget", required_argument, NULL, O_BUDGET},
         {"runtime", required_argument, NULL, O_RUNTIME},
         {"device", required_argument, NULL, O_DEVICE},
+        {"file", required_argument, NULL, 'f'},
+        {"compose-env", required_argument, NULL, O_COMPOSE_ENV},
+        {"context", required_argument, NULL, O_CONTEXT},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -250,6 +261,8 @@ int cmd_create(int argc, char **argv)
     };
     json_t *env = json_object(), *meta = json_object(), *sb = NULL;
     json_t *vols = json_array(), *net = json_object(), *extra = json_object();
+    json_t *compose_env = json_object(), *compose = NULL;
+    const char *compose_file = NULL, *context_dir = NULL;
     _cleanup_free_ char *extra_text = NULL;
     _cleanup_free_ const char **envv = xcalloc((size_t)argc + 1, sizeof(*envv));
     _cleanup_free_ const char **metav = xcalloc((size_t)argc + 1, sizeof(*metav));
@@ -265,10 +278,20 @@ int cmd_create(int argc, char **argv)
     uint32_t millis;
 
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:o:h", longopts, NULL)) != -1) {
         switch (c) {
         case O_TEMPLATE:
             o.template_name = optarg;
+            break;
+        case 'f':
+            compose_file = optarg;
+            break;
+        case O_COMPOSE_ENV:
+            if (cli_kv_set("create", "--compose-env", compose_env, optarg) < 0)
+                goto out;
+            break;
+        case O_CONTEXT:
+            context_dir = optarg;
             break;
         case O_CPUS:
             if (wr_parse_cpus(optarg, &millis, &err) < 0)
@@ -362,6 +385,18 @@ int cmd_create(int argc, char **argv)
         cli_errorf("create: unexpected argument `%s`", argv[optind]);
         goto out;
     }
+    if (compose_file == NULL && (json_object_size(compose_env) > 0 || context_dir != NULL)) {
+        cli_errorf("create: --compose-env and --context go with -f FILE (a Compose file)");
+        goto out;
+    }
+    if (compose_file != NULL) {
+        if ((compose = cli_compose_json(compose_file, compose_env, context_dir, &err)) == NULL) {
+            cli_errorf("create: %s", err.msg);
+            rc = err.kind == WR_EINVAL || err.kind == WR_ETOOBIG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+            goto out;
+        }
+        json_object_set(extra, "compose", compose);
+    }
     o.env = n_env ? envv : NULL;
     o.metadata = n_meta ? metav : NULL;
     if (json_array_size(vols))
@@ -396,6 +431,8 @@ out:
     json_decref(meta);
     json_decref(vols);
     json_decref(net);
+    json_decref(compose_env);
+    json_decref(compose);
     json_decref(sb);
     return rc;
 }

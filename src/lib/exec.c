@@ -298,6 +298,8 @@ int wl_exec_body(const warren_exec_opts *o, const char *mode, json_t **body, war
         json_object_set_new(b, "memory_mb", json_integer((json_int_t)o->memory_mb));
     if (o->usage_cgroup)
         json_object_set_new(b, "usage", json_string("cgroup"));
+    if (o->service)
+        json_object_set_new(b, "service", json_string(o->service));
     json_object_set_new(b, "mode", json_string(mode));
     json_object_set_new(b, "encoding", json_string("base64"));
     if (o->pty) {

@@ -26,6 +26,7 @@ from .client import (
     UnixHTTPConnection,
 )
 from .commands import CommandHandle, Commands, OutputCallback, Signal
+from .compose import CONTEXT_MAX_BYTES, CONTEXT_MAX_FILES, compose_context
 from .code import CodeContext, Execution, ExecutionError, Logs, OutputMessage, Result
 from .errors import (
     APIConnectionError,
@@ -71,6 +72,7 @@ from .models import (
     ProcessInfo,
     SandboxInfo,
     SandboxState,
+    ServiceInfo,
     VersionInfo,
     VolumeInfo,
     VolumeMount,
@@ -96,6 +98,11 @@ __all__ = [
     # sandbox
     "Sandbox",
     "Volume",
+    # Compose
+    "compose_context",
+    "CONTEXT_MAX_FILES",
+    "CONTEXT_MAX_BYTES",
+    "ServiceInfo",
     # usage ledger
     "Usage",
     "UsageRow",

@@ -323,6 +323,7 @@ class Commands:
         cpus: float | None = None,
         memory_mb: int | None = None,
         usage: str | None = None,
+        service: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult: ...
 
@@ -344,6 +345,7 @@ class Commands:
         cpus: float | None = None,
         memory_mb: int | None = None,
         usage: str | None = None,
+        service: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandHandle: ...
 
@@ -365,6 +367,7 @@ class Commands:
         cpus: float | None = None,
         memory_mb: int | None = None,
         usage: str | None = None,
+        service: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult | CommandHandle: ...
 
@@ -385,6 +388,7 @@ class Commands:
         cpus: float | None = None,
         memory_mb: int | None = None,
         usage: str | None = None,
+        service: str | None = None,
         request_timeout: Timeout = UNSET,
     ) -> CommandResult | CommandHandle:
         """Run ``cmd``: a string is a shell command line (``/bin/sh -c``), a list an argv.
@@ -403,6 +407,9 @@ class Commands:
         own limits, in a cgroup of its own (more than the sandbox has: 400
         ``exceeds_sandbox``). Every result carries ``usage`` (:class:`~warren.CommandUsage`);
         ``usage="cgroup"`` measures it in a cgroup of its own even without limits.
+
+        ``service``: in a sandbox made from a Compose file, run it inside that service (its
+        root, environment, working directory and user); :meth:`Sandbox.services` lists them.
 
         ``background=True``: returns a :class:`CommandHandle` once the command started. With
         callbacks its whole output goes to them from a background thread; ``handle.wait()``
@@ -438,6 +445,8 @@ class Commands:
             body["memory_mb"] = int(memory_mb)
         if usage is not None:
             body["usage"] = usage
+        if service is not None:
+            body["service"] = service
         if request_timeout is UNSET:
             http_timeout: float | None = (
                 body["timeout"] + _WAIT_MARGIN if body.get("timeout") else None

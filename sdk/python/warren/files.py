@@ -123,7 +123,8 @@ class WatchHandle:
 
 class Files:
     """``sandbox.files``. Paths are absolute paths inside the sandbox; ``user`` acts as that
-    user of the sandbox (name or uid; default the template's user)."""
+    user of the sandbox (name or uid; default the template's user). ``service``: in a sandbox
+    made from a Compose file, the paths are in that service's root (docs/compose.md)."""
 
     def __init__(self, client: Client, sandbox_id: str) -> None:
         self._client = client
@@ -131,10 +132,12 @@ class Files:
         self._base = f"/v1/sandboxes/{path_segment(sandbox_id)}/files"
 
     @staticmethod
-    def _q(path: str, user: str | None, **extra: Any) -> dict[str, Any]:
+    def _q(path: str, user: str | None, service: str | None = None, **extra: Any) -> dict[str, Any]:
         q: dict[str, Any] = {"path": path}
         if user is not None:
             q["user"] = user
+        if service is not None:
+            q["service"] = service
         q.update(extra)
         return q
 
@@ -149,6 +152,7 @@ class Files:
         user: str | None = None,
         offset: int = 0,
         length: int | None = None,
+        service: str | None = None,
     ) -> str: ...
 
     @overload
@@ -160,6 +164,7 @@ class Files:
         user: str | None = None,
         offset: int = 0,
         length: int | None = None,
+        service: str | None = None,
     ) -> bytes: ...
 
     @overload
@@ -171,6 +176,7 @@ class Files:
         user: str | None = None,
         offset: int = 0,
         length: int | None = None,
+        service: str | None = None,
     ) -> StreamResponse: ...
 
     def read(
@@ -181,6 +187,7 @@ class Files:
         user: str | None = None,
         offset: int = 0,
         length: int | None = None,
+        service: str | None = None,
     ) -> str | bytes | StreamResponse:
         """A file's content: ``"text"`` (UTF-8; invalid sequences become U+FFFD), ``"bytes"``
         or ``"stream"`` (a :class:`~warren.StreamResponse`: iterate it for chunks or call
@@ -195,27 +202,34 @@ class Files:
             if format == "stream":
                 length = None  # a Range cannot be empty; read from offset and stop at once
             else:
-                self.get_info(path, user=user)  # still report a missing file
+                self.get_info(path, user=user, service=service)  # still report a missing file
                 return "" if format == "text" else b""
         if length is not None:
             headers["Range"] = f"bytes={offset}-{offset + length - 1}"
         elif offset:
             headers["Range"] = f"bytes={offset}-"
+        query = self._q(path, user, service)
         if format == "stream":
-            return self._client.stream("GET", self._base, query=self._q(path, user), headers=headers)
-        r = self._client.request("GET", self._base, query=self._q(path, user), headers=headers)
+            return self._client.stream("GET", self._base, query=query, headers=headers)
+        r = self._client.request("GET", self._base, query=query, headers=headers)
         body = r.body
         if headers and r.status == 200:  # the server ignored the Range: cut here
             body = body[offset:] if length is None else body[offset : offset + length]
         return body.decode("utf-8", errors="replace") if format == "text" else body
 
     def download(
-        self, path: str, fileobj: IO[bytes], *, user: str | None = None, chunk_size: int = CHUNK_SIZE
+        self,
+        path: str,
+        fileobj: IO[bytes],
+        *,
+        user: str | None = None,
+        chunk_size: int = CHUNK_SIZE,
+        service: str | None = None,
     ) -> int:
         """Stream a file into ``fileobj`` (open for binary writing); returns the bytes
         written."""
         total = 0
-        with self._client.stream("GET", self._base, query=self._q(path, user)) as stream:
+        with self._client.stream("GET", self._base, query=self._q(path, user, service)) as stream:
             for chunk in stream.iter_chunks(chunk_size):
                 fileobj.write(chunk)
                 total += len(chunk)
@@ -231,11 +245,14 @@ class Files:
         mode: int | str | None = None,
         user: str | None = None,
         parents: bool = True,
+        service: str | None = None,
     ) -> FileInfo:
         """Write (create or atomically replace) a file; returns its info. A file object or
         iterable is streamed (chunked), not held in memory. ``mode``: permission bits of a
         new file (``0o600`` or ``"0600"``); ``parents``: create missing directories."""
-        query = self._q(path, user, mode=_mode_str(mode), parents=None if parents else False)
+        query = self._q(
+            path, user, service, mode=_mode_str(mode), parents=None if parents else False
+        )
         r = self._client.request("PUT", self._base, query=query, data=_body(data))
         return FileInfo.from_json(r.json_object())
 
@@ -246,57 +263,76 @@ class Files:
         *,
         mode: int | str | None = None,
         user: str | None = None,
+        service: str | None = None,
     ) -> FileInfo:
         """Stream a local file object into ``path`` (as :meth:`write`)."""
-        return self.write(path, fileobj, mode=mode, user=user)
+        return self.write(path, fileobj, mode=mode, user=user, service=service)
 
     def write_files(
         self,
         files: Iterable[tuple[str, FileData]],
         *,
         user: str | None = None,
+        service: str | None = None,
     ) -> builtins.list[FileInfo]:
         """Write several files (one request each, in order); returns their infos."""
-        return [self.write(path, data, user=user) for path, data in files]
+        return [self.write(path, data, user=user, service=service) for path, data in files]
 
     # ---- metadata -----------------------------------------------------------------------
 
     def list(
-        self, path: str, depth: int = 1, *, user: str | None = None
+        self, path: str, depth: int = 1, *, user: str | None = None, service: str | None = None
     ) -> builtins.list[FileInfo]:
         """A directory's entries (``depth`` levels, 1-16), ``name`` relative to ``path``."""
         doc = self._client.request(
-            "GET", f"{self._base}/list", query=self._q(path, user, depth=depth)
+            "GET", f"{self._base}/list", query=self._q(path, user, service, depth=depth)
         ).json_object()
         entries = doc.get("entries")
         if not isinstance(entries, builtins.list):
             return []
         return [FileInfo.from_json(e) for e in entries if isinstance(e, dict)]
 
-    def get_info(self, path: str, *, user: str | None = None) -> FileInfo:
+    def get_info(
+        self, path: str, *, user: str | None = None, service: str | None = None
+    ) -> FileInfo:
         """Stat ``path`` (a symlink is not followed). NotFoundError if it does not exist."""
-        r = self._client.request("GET", f"{self._base}/stat", query=self._q(path, user))
+        r = self._client.request("GET", f"{self._base}/stat", query=self._q(path, user, service))
         return FileInfo.from_json(r.json_object())
 
-    def exists(self, path: str, *, user: str | None = None) -> bool:
+    def stat(self, path: str, *, user: str | None = None, service: str | None = None) -> FileInfo:
+        """Alias of :meth:`get_info`."""
+        return self.get_info(path, user=user, service=service)
+
+    def exists(self, path: str, *, user: str | None = None, service: str | None = None) -> bool:
         try:
-            self.get_info(path, user=user)
+            self.get_info(path, user=user, service=service)
         except NotFoundError:
             return False
         return True
 
-    def remove(self, path: str, recursive: bool = False, *, user: str | None = None) -> None:
+    def remove(
+        self,
+        path: str,
+        recursive: bool = False,
+        *,
+        user: str | None = None,
+        service: str | None = None,
+    ) -> None:
         """Remove a file or directory (a non-empty directory needs ``recursive``)."""
-        query = self._q(path, user, recursive="true" if recursive else None)
+        query = self._q(path, user, service, recursive="true" if recursive else None)
         self._client.request("DELETE", self._base, query=query)
 
-    def rename(self, old_path: str, new_path: str, *, user: str | None = None) -> FileInfo:
+    def rename(
+        self, old_path: str, new_path: str, *, user: str | None = None, service: str | None = None
+    ) -> FileInfo:
         """Move ``old_path`` to ``new_path``; returns the info of the moved entry."""
         body: dict[str, Any] = {"from": old_path, "to": new_path}
         if user is not None:
             body["user"] = user
+        if service is not None:
+            body["service"] = service
         self._client.request("POST", f"{self._base}/move", json_body=body)
-        return self.get_info(new_path, user=user)
+        return self.get_info(new_path, user=user, service=service)
 
     def make_dir(
         self,
@@ -305,6 +341,7 @@ class Files:
         mode: int | str | None = None,
         parents: bool = True,
         user: str | None = None,
+        service: str | None = None,
     ) -> bool:
         """Make a directory (and its parents); False if it already existed (the server
         answered 409 conflict)."""
@@ -313,12 +350,14 @@ class Files:
             body["mode"] = _mode_str(mode)
         if user is not None:
             body["user"] = user
+        if service is not None:
+            body["service"] = service
         try:
             self._client.request("POST", f"{self._base}/mkdir", json_body=body)
         except ConflictError as conflict:
             # 409 also means "the sandbox is not running": False only for an existing dir.
             try:
-                existing = self.get_info(path, user=user)
+                existing = self.get_info(path, user=user, service=service)
             except NotFoundError:
                 raise conflict from None
             if existing.is_dir:
@@ -335,21 +374,24 @@ class Files:
         recursive: bool = False,
         *,
         on_exit: Callable[[BaseException | None], None] | None = None,
+        service: str | None = None,
     ) -> WatchHandle:
         """Watch a directory: ``on_event`` is called (from a background thread) for each
         change. Returns once the server accepted the watch (NotFoundError otherwise).
         ``on_exit(error_or_None)`` is called when the watch ends. Stop it with
         ``handle.stop()``."""
-        query = {"path": path, "recursive": "true" if recursive else None}
+        query = {"path": path, "recursive": "true" if recursive else None, "service": service}
         stream = self._client.stream(
             "GET", f"{self._base}/watch", query=query,
             headers={"Accept": "application/x-ndjson"},
         )
         return WatchHandle(stream, on_event, on_exit, path)
 
-    def iter_watch(self, path: str, *, recursive: bool = False) -> Iterator[FilesystemEvent]:
+    def iter_watch(
+        self, path: str, *, recursive: bool = False, service: str | None = None
+    ) -> Iterator[FilesystemEvent]:
         """The same watch as a blocking iterator (close the iterator to stop)."""
-        query = {"path": path, "recursive": "true" if recursive else None}
+        query = {"path": path, "recursive": "true" if recursive else None, "service": service}
         stream = self._client.stream(
             "GET", f"{self._base}/watch", query=query,
             headers={"Accept": "application/x-ndjson"},

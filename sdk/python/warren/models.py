@@ -17,6 +17,7 @@ __all__ = [
     "FileType",
     "FileInfo",
     "ProcessInfo",
+    "ServiceInfo",
     "CommandResult",
     "CommandEvent",
     "FilesystemEventType",
@@ -358,6 +359,45 @@ class ProcessInfo:
             pty=bool(d.get("pty", False)),
             exit_code=_opt_int(d.get("exit_code")),
             signal=_opt_int(d.get("signal")),
+            raw=dict(d),
+        )
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    """A service of a sandbox made from a Compose file (:meth:`Sandbox.services`).
+
+    ``state``: ``"waiting"`` (for the services it depends on), ``"starting"``, ``"running"``,
+    ``"healthy"`` / ``"unhealthy"`` (by its healthcheck), ``"restarting"``, ``"exited"``,
+    ``"failed"`` or ``"defining"``. ``pid``: its process inside the sandbox while it runs.
+    ``exit_code`` / ``signal``: how it last ended; ``message``: what warren-init said about it
+    (why it failed, say)."""
+
+    name: str
+    image: str
+    state: str
+    ports: list[int] = field(default_factory=list)
+    pid: int | None = None
+    restarts: int = 0
+    exit_code: int | None = None
+    signal: int | None = None
+    message: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ServiceInfo:
+        ports = d.get("ports")
+        message = d.get("message")
+        return cls(
+            name=str(d.get("name", "")),
+            image=str(d.get("image", "")),
+            state=str(d.get("state", "")),
+            ports=[p for p in ports if _opt_int(p) is not None] if isinstance(ports, list) else [],
+            pid=_opt_int(d.get("pid")),
+            restarts=_opt_int(d.get("restarts")) or 0,
+            exit_code=_opt_int(d.get("exit_code")),
+            signal=_opt_int(d.get("signal")),
+            message=message if isinstance(message, str) else None,
             raw=dict(d),
         )
 

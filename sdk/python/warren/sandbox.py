@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from .client import UNSET, Client, Timeout, path_segment, resolve_client
 from .commands import Commands
+from .compose import compose_body
 from .code import (
     CodeContext,
     Execution,
@@ -38,6 +39,7 @@ from .models import (
     NetworkStats,
     SandboxInfo,
     SandboxState,
+    ServiceInfo,
     VolumeMount,
 )
 
@@ -102,6 +104,7 @@ class Sandbox:
         budget: float | Mapping[str, Any] | None = None,
         runtime: Literal["ns", "gvisor"] | None = None,
         devices: Sequence[str] | None = None,
+        compose: str | Mapping[str, Any] | None = None,
         api_url: str | None = None,
         api_key: str | None = None,
         client: Client | None = None,
@@ -119,6 +122,18 @@ class Sandbox:
         (``"vendor.com/class=name"``, :meth:`Client.devices` lists them; docs/devices.md). An
         unknown one raises :class:`~warren.InvalidArgumentError`; one another sandbox holds
         raises :class:`~warren.RateLimitError` (503, ``reason == "capacity"``).
+
+        ``compose``: run the services of a Compose file in the sandbox, all in this one sandbox
+        (docs/compose.md lists the keys Warren reads): the file's text (a str: the YAML or JSON
+        itself, not a path), or a dict ``{"file": text, "env": {...}, "context": {...}}`` where
+        ``env`` holds the variables of the file's ``${VAR}`` interpolation and ``context`` the
+        files its ``env_file`` and bind volumes name (:func:`warren.compose_context` builds it
+        from a directory). The other arguments still apply to the sandbox as a whole.
+        :meth:`services`, :meth:`service_logs`, ``commands.run(..., service=)`` and the
+        ``service=`` of ``files`` then reach each service. A key Warren does not support raises
+        :class:`~warren.UnsupportedError` whose message names the key and its line
+        (``services.web.privileged (line 7): not supported``); other errors in the file
+        :class:`~warren.InvalidArgumentError`.
 
         ``budget``: its own spend cap (docs/usage.md, "Budgets"): a number is a hard cap in
         billed vCPU-seconds; a dict is the API's ``{"unit": "vcpu_seconds" | "money", "soft",
@@ -185,6 +200,8 @@ class Sandbox:
             body["runtime"] = runtime
         if devices:
             body["devices"] = list(devices)
+        if compose is not None:
+            body["compose"] = compose_body(compose)
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         c, owns = resolve_client(client, api_url, api_key)
         try:
@@ -329,6 +346,29 @@ class Sandbox:
         r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/ports")
         ports = r.json_object().get("ports", [])
         return [dict(p) for p in ports if isinstance(p, dict)]
+
+    # ---- Compose services (a sandbox made with compose=; docs/compose.md) ---------------------
+
+    def services(self) -> builtins.list[ServiceInfo]:
+        """The services of a sandbox made from a Compose file, in the order they start, each
+        with its state (``"healthy"``, ``"exited"``, ...), process, restarts, image, ports and
+        how it ended. Empty for a sandbox made without one."""
+        r = self._client.request("GET", f"/v1/sandboxes/{path_segment(self._id)}/services")
+        items = r.json_object().get("services")
+        if not isinstance(items, builtins.list):
+            return []
+        return [ServiceInfo.from_json(d) for d in items if isinstance(d, dict)]
+
+    def service_logs(self, name: str) -> bytes:
+        """Service ``name``'s log as bytes, unchanged: its stdout and stderr, and the lines
+        warren-init adds (starts, exits, health checks, restarts). :class:`~warren.NotFoundError`
+        for a service the sandbox does not have."""
+        r = self._client.request(
+            "GET",
+            f"/v1/sandboxes/{path_segment(self._id)}/services/{path_segment(name)}/logs",
+            headers={"Accept": "application/octet-stream"},
+        )
+        return r.body
 
     def connect_tcp(self, port: int, *, timeout: float | None = 30.0) -> TcpStream:
         """A raw TCP byte stream to port ``port`` inside the sandbox, over the daemon's

@@ -35,6 +35,9 @@ export interface RunOptions extends CallOptions {
   memoryMb?: number;
   /** `cgroup`: measure its usage in a cgroup of its own even without limits. */
   usage?: 'rusage' | 'cgroup';
+  /** In a sandbox made from a Compose file: run it inside this service (its root, environment,
+   * working directory and user; `sb.services()` lists them). */
+  service?: string;
 }
 
 export interface WaitOptions extends CallOptions {
@@ -210,6 +213,7 @@ export class Commands {
     if (opts.cpus !== undefined) body.cpus = opts.cpus;
     if (opts.memoryMb !== undefined) body.memory_mb = Math.trunc(opts.memoryMb);
     if (opts.usage !== undefined) body.usage = opts.usage;
+    if (opts.service !== undefined) body.service = opts.service;
     const check = opts.check ?? true;
     const c = call(opts);
     if (c.requestTimeoutMs === undefined) c.requestTimeoutMs = body.timeout ? (body.timeout as number) * 1000 + WAIT_MARGIN_MS : 0;

@@ -9,7 +9,12 @@ import { type FileInfo, type FilesystemEvent, arr, fileInfoFromJson, obj, str } 
  * ReadableStream, a Node Readable, any async iterable: sent chunked, never held whole). */
 export type FileData = BodyInit;
 
-export interface UserOptions extends CallOptions {
+export interface ServiceOptions extends CallOptions {
+  /** In a sandbox made from a Compose file: the paths are in this service's root. */
+  service?: string;
+}
+
+export interface UserOptions extends ServiceOptions {
   /** Act as this user of the sandbox (name or uid; default the template's user). */
   user?: string;
 }
@@ -59,7 +64,8 @@ export class WatchHandle {
   }
 }
 
-/** `sandbox.files`: paths are absolute paths inside the sandbox. */
+/** `sandbox.files`: paths are absolute paths inside the sandbox (with `service`, inside that
+ * Compose service's root). */
 export class Files {
   private readonly base: string;
   /** @internal */
@@ -67,8 +73,14 @@ export class Files {
     this.base = `/v1/sandboxes/${seg(sandboxId)}/files`;
   }
 
-  private q(path: string, user: string | undefined, extra: Record<string, string | number | undefined> = {}) {
-    return { path, user, ...extra };
+  private q(path: string, opts: UserOptions, extra: Record<string, string | number | undefined> = {}) {
+    return { path, user: opts.user, service: opts.service, ...extra };
+  }
+
+  private body(json: Record<string, unknown>, opts: UserOptions): Record<string, unknown> {
+    if (opts.user !== undefined) json.user = opts.user;
+    if (opts.service !== undefined) json.service = opts.service;
+    return json;
   }
 
   /** A file's content as text (default), bytes, a Blob or a stream; offset/length read part of
@@ -92,7 +104,7 @@ export class Files {
     }
     if (length !== undefined) headers.Range = `bytes=${offset}-${offset + length - 1}`;
     else if (offset) headers.Range = `bytes=${offset}-`;
-    const args = { ...call(opts), query: this.q(path, opts.user), headers };
+    const args = { ...call(opts), query: this.q(path, opts), headers };
     if (format === 'stream') return this.client.stream('GET', this.base, args);
     const r = await this.client.request('GET', this.base, args);
     let body = r.body;
@@ -105,7 +117,7 @@ export class Files {
   /** Write (create or atomically replace) a file from text, bytes, a Blob or a stream;
    * resolves to its info. */
   async write(path: string, data: FileData, opts: WriteOptions = {}): Promise<FileInfo> {
-    const query = this.q(path, opts.user, { mode: modeStr(opts.mode), parents: opts.parents === false ? 'false' : undefined });
+    const query = this.q(path, opts, { mode: modeStr(opts.mode), parents: opts.parents === false ? 'false' : undefined });
     const r = await this.client.request('PUT', this.base, { ...call(opts), query, body: data });
     return fileInfoFromJson(r.object());
   }
@@ -119,13 +131,13 @@ export class Files {
 
   /** A directory's entries (`depth` levels, 1-16). */
   async list(path: string, opts: UserOptions & { depth?: number } = {}): Promise<FileInfo[]> {
-    const d = (await this.client.request('GET', `${this.base}/list`, { ...call(opts), query: this.q(path, opts.user, { depth: opts.depth }) })).object();
+    const d = (await this.client.request('GET', `${this.base}/list`, { ...call(opts), query: this.q(path, opts, { depth: opts.depth }) })).object();
     return arr(d.entries).map((e) => fileInfoFromJson(obj(e)));
   }
 
   /** Stat `path` (a symlink is not followed); NotFoundError if it does not exist. */
   async getInfo(path: string, opts: UserOptions = {}): Promise<FileInfo> {
-    return fileInfoFromJson((await this.client.request('GET', `${this.base}/stat`, { ...call(opts), query: this.q(path, opts.user) })).object());
+    return fileInfoFromJson((await this.client.request('GET', `${this.base}/stat`, { ...call(opts), query: this.q(path, opts) })).object());
   }
 
   /** Alias of getInfo. */
@@ -137,22 +149,20 @@ export class Files {
 
   /** Remove a file or directory (a non-empty directory needs `recursive`). */
   async remove(path: string, opts: UserOptions & { recursive?: boolean } = {}): Promise<void> {
-    await this.client.request('DELETE', this.base, { ...call(opts), query: this.q(path, opts.user, { recursive: opts.recursive ? 'true' : undefined }) });
+    await this.client.request('DELETE', this.base, { ...call(opts), query: this.q(path, opts, { recursive: opts.recursive ? 'true' : undefined }) });
   }
 
   /** Move `oldPath` to `newPath`; resolves to the moved entry's info. */
   async rename(oldPath: string, newPath: string, opts: UserOptions = {}): Promise<FileInfo> {
-    const json: Record<string, string> = { from: oldPath, to: newPath };
-    if (opts.user !== undefined) json.user = opts.user;
+    const json = this.body({ from: oldPath, to: newPath }, opts);
     await this.client.request('POST', `${this.base}/move`, { ...call(opts), json, retry: false });
     return this.getInfo(newPath, opts);
   }
 
   /** Make a directory (and its parents); false if it existed already. */
   async makeDir(path: string, opts: UserOptions & { mode?: number | string; parents?: boolean } = {}): Promise<boolean> {
-    const json: Record<string, unknown> = { path, parents: opts.parents ?? true };
+    const json = this.body({ path, parents: opts.parents ?? true }, opts);
     if (opts.mode !== undefined) json.mode = modeStr(opts.mode);
-    if (opts.user !== undefined) json.user = opts.user;
     try {
       await this.client.request('POST', `${this.base}/mkdir`, { ...call(opts), json });
     } catch (e) {
@@ -171,9 +181,9 @@ export class Files {
 
   /** Watch a directory: onEvent is called for each change. Resolves once the server accepted
    * the watch (NotFoundError otherwise); stop it with `handle.stop()`. */
-  async watchDir(path: string, onEvent: (ev: FilesystemEvent) => void | Promise<void>, opts: CallOptions & { recursive?: boolean } = {}): Promise<WatchHandle> {
+  async watchDir(path: string, onEvent: (ev: FilesystemEvent) => void | Promise<void>, opts: ServiceOptions & { recursive?: boolean } = {}): Promise<WatchHandle> {
     const s = await this.client.stream('GET', `${this.base}/watch`, {
-      ...call(opts), query: { path, recursive: opts.recursive ? 'true' : undefined }, headers: { Accept: 'application/x-ndjson' },
+      ...call(opts), query: { path, recursive: opts.recursive ? 'true' : undefined, service: opts.service }, headers: { Accept: 'application/x-ndjson' },
     });
     return new WatchHandle(s, onEvent, path);
   }

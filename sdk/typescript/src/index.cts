@@ -16,10 +16,11 @@ export {
   CommandResult,
   type ApiKey, type CommandEvent, type CommandUsage, type DiskUsage, type FileInfo, type FileType, type FilesystemEvent, type MetricSample,
   type NetworkLogEntry, type NetworkPolicy, type NetworkStats, type PortInfo, type ProcessInfo, type SandboxInfo,
-  type SandboxState, type VersionInfo, type VolumeInfo, type VolumeMount,
+  type SandboxState, type ServiceInfo, type VersionInfo, type VolumeInfo, type VolumeMount,
 } from './models.cjs';
+export { composeContext, CONTEXT_MAX_BYTES, CONTEXT_MAX_FILES, type ComposeSpec } from './compose.cjs';
 export { Commands, CommandHandle, type OutputCallback, type RunOptions, type Signal, type WaitOptions } from './commands.cjs';
-export { Files, WatchHandle, type FileData, type ReadOptions, type UserOptions, type WriteOptions } from './files.cjs';
+export { Files, WatchHandle, type FileData, type ReadOptions, type ServiceOptions, type UserOptions, type WriteOptions } from './files.cjs';
 export { Template, Snapshot, type BuildOptions, type BuildStep } from './images.cjs';
 export { Volume, admin } from './volume.cjs';
 export { Execution, Result, type CodeContext, type ExecutionError, type OutputMessage, type RunCodeOptions } from './code.cjs';

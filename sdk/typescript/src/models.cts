@@ -159,6 +159,34 @@ export function fileInfoFromJson(d: J): FileInfo {
   };
 }
 
+/** A service of a sandbox made from a Compose file (`sb.services()`). `state`: `waiting` (for
+ * the services it depends on), `starting`, `running`, `healthy` / `unhealthy` (by its
+ * healthcheck), `restarting`, `exited`, `failed` or `defining`. `pid`: its process inside the
+ * sandbox while it runs; `exitCode`/`signal`: how it last ended; `message`: what warren-init
+ * said about it. */
+export interface ServiceInfo {
+  name: string;
+  image: string;
+  state: 'waiting' | 'starting' | 'running' | 'healthy' | 'unhealthy' | 'restarting' | 'exited' | 'failed' | 'defining' | string;
+  ports: number[];
+  pid: number | undefined;
+  restarts: number;
+  exitCode: number | undefined;
+  signal: number | undefined;
+  message: string | undefined;
+  raw: J;
+}
+
+/** @internal */
+export function serviceFromJson(d: J): ServiceInfo {
+  return {
+    name: str(d.name), image: str(d.image), state: str(d.state),
+    ports: arr(d.ports).filter((p): p is number => optInt(p) !== undefined),
+    pid: optInt(d.pid), restarts: optInt(d.restarts) ?? 0, exitCode: optInt(d.exit_code), signal: optInt(d.signal),
+    message: optStr(d.message), raw: d,
+  };
+}
+
 /** A process started through the API. `pid` is the API's id; `osPid` the pid inside. */
 export interface ProcessInfo {
   pid: number;

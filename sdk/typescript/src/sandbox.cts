@@ -4,12 +4,14 @@
 import { type CallOptions, type Client, type ConnectionOptions, call, newIdempotencyKey, resolveClient, seg } from './client.cjs';
 import { type CodeContext, type Execution, type RunCodeOptions, contexts, runCode } from './code.cjs';
 import { Commands } from './commands.cjs';
+import { type ComposeSpec, composeBody } from './compose.cjs';
 import { NotFoundError, type WarrenError, errorFromCode } from './errors.cjs';
 import { Files } from './files.cjs';
 import { Snapshot, Template } from './images.cjs';
 import {
   type DiskUsage, type MetricSample, type NetworkLogEntry, type NetworkPolicy, type NetworkStats, type PortInfo, type SandboxInfo,
-  type VolumeMount, arr, date, networkFromJson, networkLogFromJson, obj, optInt, optNum, optStr, parseVolumeMount, sandboxInfoFromJson, str,
+  type ServiceInfo, type VolumeMount, arr, date, networkFromJson, networkLogFromJson, obj, optInt, optNum, optStr, parseVolumeMount,
+  sandboxInfoFromJson, serviceFromJson, str,
 } from './models.cjs';
 
 /** The egress policy of `Sandbox.create` and `sb.updateNetwork` (docs/networking.md). */
@@ -55,6 +57,13 @@ export interface CreateOptions extends ConnectionOptions, NetworkOptions {
    * `client.devices()` lists them; docs/devices.md). An unknown one is an
    * InvalidArgumentError; one another sandbox holds, a RateLimitError (503). */
   devices?: string[];
+  /** Run the services of a Compose file in the sandbox, all in this one sandbox
+   * (docs/compose.md): the file's text (YAML or JSON itself, not a path), or {file, env,
+   * context} (see ComposeSpec; `composeContext(dir)` builds the context). The other options
+   * still apply to the sandbox as a whole. A key Warren does not support is an
+   * UnsupportedError whose message names the key and its line (`services.web.privileged (line
+   * 7): not supported`); other mistakes an InvalidArgumentError. */
+  compose?: string | ComposeSpec;
 }
 
 export interface ListOptions extends ConnectionOptions {
@@ -260,6 +269,7 @@ export class Sandbox {
     if (Object.keys(net).length) body.network = net;
     if (opts.runtime !== undefined) body.runtime = opts.runtime;
     if (opts.devices?.length) body.devices = [...opts.devices];
+    if (opts.compose !== undefined) body.compose = composeBody(opts.compose);
     const c = resolveClient(opts);
     const r = await c.request('POST', '/v1/sandboxes', {
       ...call(opts), json: body, headers: { 'Idempotency-Key': opts.idempotencyKey ?? newIdempotencyKey() },
@@ -433,6 +443,25 @@ export class Sandbox {
   async ports(opts?: CallOptions): Promise<PortInfo[]> {
     const d = (await this.client.request('GET', `${this.path}/ports`, call(opts))).object();
     return arr(d.ports).map((x) => { const o = obj(x); return { port: optInt(o.port) ?? 0, address: str(o.address), protocol: str(o.protocol, 'tcp') }; });
+  }
+
+  /** The services of a sandbox made from a Compose file, in start order (none for a sandbox
+   * made without one). */
+  async services(opts?: CallOptions): Promise<ServiceInfo[]> {
+    const d = (await this.client.request('GET', `${this.path}/services`, call(opts))).object();
+    return arr(d.services).map((s) => serviceFromJson(obj(s)));
+  }
+
+  /** Service `name`'s log: its stdout and stderr, and the lines warren-init adds (starts,
+   * exits, health checks, restarts); as text (default, UTF-8) or `bytes` (a Uint8Array,
+   * unchanged). NotFoundError for a service the sandbox does not have. */
+  serviceLogs(name: string, opts?: CallOptions & { format?: 'text' }): Promise<string>;
+  serviceLogs(name: string, opts: CallOptions & { format: 'bytes' }): Promise<Uint8Array>;
+  async serviceLogs(name: string, opts: CallOptions & { format?: 'text' | 'bytes' } = {}): Promise<string | Uint8Array> {
+    const r = await this.client.request('GET', `${this.path}/services/${seg(name)}/logs`, {
+      ...call(opts), headers: { Accept: 'application/octet-stream' },
+    });
+    return opts.format === 'bytes' ? r.body : new TextDecoder().decode(r.body);
   }
 
   /** Where port `port` of the sandbox is reached through the daemon: E2B's `<port>-<id>.<domain>`
