@@ -232,6 +232,8 @@ struct create_args {
     struct api_net_req net;
     char *env, *meta, *idem, *team;
     json_t *j;
+    json_t *spec;                    /* the Compose file's, normalized */
+    char *vol_paths[WR_MAX_VOLUMES]; /* where its external volumes are mounted */
     char *image_json, *compose_json; /* the prepare's */
 };
 
@@ -247,6 +249,9 @@ static void create_args_free(struct create_args *a)
     free(a->image_json);
     free(a->compose_json);
     json_decref(a->j);
+    json_decref(a->spec);
+    for (size_t i = 0; i < WR_MAX_VOLUMES; i++)
+        free(a->vol_paths[i]);
     free(a);
 }
 
@@ -326,6 +331,29 @@ static json_t *compose_parse(struct wr_http_req *req, json_t *v, json_t **contex
             api_error(req, &err);
     }
     return spec;
+}
+
+/* A Compose file's external volumes (the team's Warren volumes) mounted where its services'
+ * roots bind them from (docs/compose.md), after the create's own volumes. */
+static int compose_volumes(struct wr_http_req *req, const json_t *spec, struct create_args *a)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)json_object_get(spec, "external_volumes"), k, v)
+    {
+        size_t i = a->cr.n_volumes;
+        if (i == WR_MAX_VOLUMES) {
+            api_fail(req, WR_EINVAL, "at most %d volumes per sandbox, the Compose file's included",
+                     WR_MAX_VOLUMES);
+            return -1;
+        }
+        a->vol_paths[i] = xasprintf("%s/%s", WR_COMPOSE_VOLUMES, k);
+        a->vols[i] =
+            (struct wr_volume_mount){.name = json_string_value(v), .path = a->vol_paths[i]};
+        a->cr.n_volumes++;
+    }
+    return 0;
 }
 
 static void create_go(struct create_ctx *c)
@@ -416,7 +444,7 @@ void api_sandbox_create(struct api_call *call)
         a->cr.n_devices = json_array_size(v);
     }
     if ((v = json_object_get(j, "compose")) != NULL && !json_is_null(v) &&
-        (spec = compose_parse(req, v, &context)) == NULL)
+        (spec = a->spec = compose_parse(req, v, &context)) == NULL)
         goto out;
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);
@@ -454,7 +482,8 @@ void api_sandbox_create(struct api_call *call)
     if (api_string_map(req, j, "env", &a->env) < 0 ||
         api_string_map(req, j, "metadata", &a->meta) < 0)
         goto out;
-    if (api_volume_list(req, j, "volumes", a->vols, &a->cr.n_volumes) < 0)
+    if (api_volume_list(req, j, "volumes", a->vols, &a->cr.n_volumes) < 0 ||
+        compose_volumes(req, spec, a) < 0)
         goto out;
     a->cr.volumes = a->vols;
     a->cr.env_json = a->env;
@@ -493,13 +522,11 @@ void api_sandbox_create(struct api_call *call)
         /* The services' images are resolved and their roots made first (on a worker). */
         wr_manager_compose_prepare(api->mgr, a->cr.team, a->cr.template_name, spec, context,
                                    compose_prepared, c);
-        json_decref(spec);
         return;
     }
     create_go(c);
     return;
 out:
-    json_decref(spec);
     create_args_free(a);
 }
 

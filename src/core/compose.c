@@ -1190,6 +1190,12 @@ static bool volume_name(const char *s)
     return true;
 }
 
+/* A name `warrend` takes for a volume: 1-64 of [A-Za-z0-9_.-], not starting with `.` or `-`. */
+static bool warren_volume_name(const char *s)
+{
+    return volume_name(s) && strlen(s) <= 64;
+}
+
 /* One mount into vols: type volume (declared at the top) or bind (of the context). keyed: the
  * long form, whose errors name `source` and `target`. */
 static int add_mount(struct cx *c, const char *type, const char *source, const char *target,
@@ -1336,10 +1342,11 @@ static int volumes(struct cx *c, const json_t *v, json_t *vols)
     return 0;
 }
 
-/* The top-level volumes: names, each null or an empty mapping (`x-*` aside). */
-static json_t *declared_volumes(struct cx *c, const json_t *v)
+/* The top-level volumes: names, each null, an empty mapping (`x-*` aside), or `external: true`
+ * with an optional `name` (the team's Warren volume, into *external: name -> volume). */
+static json_t *declared_volumes(struct cx *c, const json_t *v, json_t *external)
 {
-    static const char *const none[] = {NULL};
+    static const char *const keys[] = {"external", "name", NULL};
     _cleanup_json_ json_t *names = json_array();
     const char *k;
     json_t *e;
@@ -1361,8 +1368,37 @@ static json_t *declared_volumes(struct cx *c, const json_t *v)
             fail(c, WR_EINVAL, "must be empty or a mapping");
             return NULL;
         }
-        if (json_is_object(e) && closed(c, e, none) < 0)
+        if (json_is_object(e) && closed(c, e, keys) < 0)
             return NULL;
+        if (json_is_object(e) && opt(e, "external") != NULL) {
+            const json_t *x = opt(e, "external"), *n = opt(e, "name");
+            struct mark m2 = push_key(c, "external");
+            if (!json_is_boolean(x)) {
+                fail(c, WR_EINVAL, "must be true or false");
+                return NULL;
+            }
+            pop(c, m2);
+            if (json_is_true(x)) {
+                m2 = push_key(c, "name");
+                if (n != NULL &&
+                    (!json_is_string(n) || !warren_volume_name(json_string_value(n)))) {
+                    fail(c, WR_EINVAL, "not a Warren volume's name");
+                    return NULL;
+                }
+                pop(c, m2);
+                json_object_set_new(external, k, json_string(n ? json_string_value(n) : k));
+            }
+        }
+        if (json_is_object(e) && opt(e, "name") != NULL && json_object_get(external, k) == NULL) {
+            (void)push_key(c, "name");
+            fail(c, WR_EUNSUPPORTED, "not supported without `external: true`");
+            return NULL;
+        }
+        if (json_object_get(external, k) != NULL &&
+            !warren_volume_name(json_string_value(json_object_get(external, k)))) {
+            fail(c, WR_EINVAL, "not a Warren volume's name");
+            return NULL;
+        }
         json_array_append_new(names, json_string(k));
         pop(c, m);
     }
@@ -1997,6 +2033,7 @@ static json_t *parse(struct cx *c, const char *text, size_t len, unsigned max_se
 {
     static const char *const top[] = {"services", "volumes", "name", "version", NULL};
     _cleanup_json_ json_t *lines = NULL, *svcs = json_array(), *vols = NULL, *ordered = NULL;
+    _cleanup_json_ json_t *external = json_object();
     _cleanup_json_ json_t *root = wr_yaml_load(text, len, NULL, &lines, c->err);
     json_t *services, *v;
     const char *name;
@@ -2031,7 +2068,7 @@ static json_t *parse(struct cx *c, const char *text, size_t len, unsigned max_se
     c->services = services;
     c->declared = opt(root, "volumes");
     m = push_key(c, "volumes");
-    if ((vols = declared_volumes(c, c->declared)) == NULL)
+    if ((vols = declared_volumes(c, c->declared, external)) == NULL)
         return NULL;
     pop(c, m);
 
@@ -2055,7 +2092,8 @@ static json_t *parse(struct cx *c, const char *text, size_t len, unsigned max_se
     if (check_conditions(c, svcs, services) < 0 ||
         (ordered = start_order(c, svcs, services)) == NULL)
         return NULL;
-    return json_pack("{s:O, s:O}", "services", ordered, "volumes", vols);
+    return json_pack("{s:O, s:O, s:O}", "services", ordered, "volumes", vols, "external_volumes",
+                     external);
 }
 
 json_t *wr_compose_parse(const char *text, size_t len, const json_t *env, const json_t *context,

@@ -30,7 +30,9 @@
  *       "mem_limit": 268435456,           bytes; 0: no limit
  *       "stop_signal": 15,
  *       "stop_grace_ms": 10000}],
- *    "volumes": ["pgdata"]}                the top-level named volumes, in the file's order
+ *    "volumes": ["pgdata"],                the top-level named volumes, in the file's order
+ *    "external_volumes": {"pgdata": "v1"}} those declared `external: true`: the team's Warren
+ *                                          volume each is (its `name`, else its key)
  *
  * A healthcheck's test is an argv: CMD's arguments, or ["/bin/sh", "-c", s] for CMD-SHELL or a
  * string. Durations are rounded up to whole milliseconds (a nonzero one is at least 1). */

@@ -204,6 +204,9 @@ void wr_manager_services(struct wr_live_sb *sb, wr_manager_services_cb cb, void 
  * writes (stdout and stderr, and warren-init's lines about it): WR_SERVICES_LOGS "/<name>.log". */
 #define WR_SERVICES_DIR  "/.warren/services"
 #define WR_SERVICES_LOGS "/.warren/logs"
+/* And where its named volumes are: directories of the sandbox, or its team's Warren volumes (a
+ * Compose file's `external: true`) mounted there. */
+#define WR_COMPOSE_VOLUMES "/.warren/volumes"
 /* Whether sb's record has a Compose service of that name. */
 bool wr_manager_sandbox_has_service(struct wr_manager *m, struct wr_live_sb *sb, const char *name);
 /* image_json and compose_json (the caller's to free) or err. */

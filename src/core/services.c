@@ -31,7 +31,6 @@
 #include "manager.h"
 
 #define CONTEXT_DIR "/.warren/context"
-#define VOLUMES_DIR "/.warren/volumes"
 
 /* One layer a service's root needs: found in the cache, or to be made on the worker. */
 struct prep_layer {
@@ -420,8 +419,8 @@ int wr__services_spec(const struct wr_sandbox_rec *rec, struct start_spec *ss, s
             if (type == NULL || src == NULL || dst == NULL)
                 continue;
             if (strcmp(type, "volume") == 0)
-                bind_add(ss, xasprintf("%s/%s", VOLUMES_DIR, src), xasprintf("%s%s", root, dst),
-                         ro);
+                bind_add(ss, xasprintf("%s/%s", WR_COMPOSE_VOLUMES, src),
+                         xasprintf("%s%s", root, dst), ro);
             else if (strcmp(src, ".") == 0)
                 bind_add(ss, xstrdup(CONTEXT_DIR), xasprintf("%s%s", root, dst), ro);
             else

@@ -154,6 +154,39 @@ static void decode_file_reqs(const uint8_t *p, size_t n)
     }
 }
 
+/* A Compose service's definition and state (SERVICE, SERVICE_INFO). */
+static void service_roundtrip(const struct wr_service *s)
+{
+    struct wr_buf b;
+    struct wr_service t;
+    struct wr_err err;
+
+    wr_buf_init(&b);
+    wr_service_encode(&b, 1, s);
+    check(wr_service_decode(b.data + WR_FRAME_HDR_SIZE, b.len - WR_FRAME_HDR_SIZE, &t, &err) == 0);
+    check(str_eq(s->name, t.name) && str_eq(s->root, t.root) && strv_eq(s->sp.argv, t.sp.argv));
+    check(s->restart == t.restart && s->restart_max == t.restart_max &&
+          s->health_retries == t.health_retries && s->health_interval_ms == t.health_interval_ms);
+    wr_service_fini(&t);
+    wr_buf_fini(&b);
+}
+
+static void service_info_roundtrip(const struct wr_service_info *si)
+{
+    struct wr_buf b;
+    struct wr_service_info t;
+    struct wr_err err;
+
+    wr_buf_init(&b);
+    wr_service_info_encode(&b, 1, si);
+    check(wr_service_info_decode(b.data + WR_FRAME_HDR_SIZE, b.len - WR_FRAME_HDR_SIZE, &t, &err) ==
+          0);
+    check(str_eq(si->name, t.name) && str_eq(si->state, t.state) && si->pid == t.pid &&
+          si->restarts == t.restarts);
+    wr_service_info_fini(&t);
+    wr_buf_fini(&b);
+}
+
 /* Run every decoder over one payload. */
 static void decode_all(const uint8_t *p, size_t n)
 {
@@ -222,6 +255,20 @@ static void decode_all(const uint8_t *p, size_t n)
         wr_watch_event_fini(&we);
     } else {
         check(err.kind == WR_EPROTO && we.name == NULL);
+    }
+    {
+        struct wr_service sv;
+        struct wr_service_info si;
+        if (wr_service_decode(p, n, &sv, &err) == 0) {
+            check(wr_service_name_ok(sv.name) && sv.sp.argv != NULL && sv.sp.argv[0] != NULL);
+            service_roundtrip(&sv);
+            wr_service_fini(&sv);
+        }
+        if (wr_service_info_decode(p, n, &si, &err) == 0) {
+            check(wr_service_name_ok(si.name) && si.state != NULL);
+            service_info_roundtrip(&si);
+            wr_service_info_fini(&si);
+        }
     }
     decode_file_reqs(p, n);
     (void)wr_exit_decode(p, n, &ex, &err);

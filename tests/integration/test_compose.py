@@ -302,3 +302,25 @@ def test_a_context_too_large_is_413(d):
     r = c.request("POST", "/v1/sandboxes", json_body={"compose": {"file": VOLUME_COMPOSE, "context": ctx}},
                   check=False)
     assert r.status == 413, r.body
+
+
+def test_an_external_volume_is_the_teams_warren_volume_and_outlives_the_sandbox(d):
+    c = d.client()
+    c.request("POST", "/v1/volumes", json_body={"name": "shop-data"})
+    f = ("services:\n  box:\n    image: base\n    command: [\"sleep\", \"1000\"]\n"
+         "    volumes: [\"data:/data\"]\nvolumes:\n  data:\n    external: true\n    name: shop-data\n")
+    try:
+        for want in ("", "kept\n"):
+            sid = create(c, f)["id"]
+            sb = warren.Sandbox.connect(sid, client=c)
+            try:
+                wait_states(c, sid, {"box": ("running",)})
+                assert run(sb, ["sh", "-c", "cat /data/x 2>/dev/null; true"], service="box") == want
+                run(sb, ["sh", "-c", "echo kept > /data/x"], service="box")
+            finally:
+                sb.kill()
+        r = c.request("POST", "/v1/sandboxes", json_body={"compose": f.replace("shop-data", "no-such")},
+                      check=False)
+        assert r.status == 404 and "no-such" in r.json()["message"], r.body
+    finally:
+        c.request("DELETE", "/v1/volumes/shop-data", check=False)

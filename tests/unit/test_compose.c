@@ -201,7 +201,24 @@ static const char full_want[] =
     " \"environment\": {}, \"working_dir\": null, \"user\": null, \"ports\": [], \"volumes\": [],"
     " \"depends_on\": [], \"healthcheck\": null, \"restart\": \"no\", \"restart_max\": 0,"
     " \"cpus\": 0, \"mem_limit\": 0, \"stop_signal\": 15, \"stop_grace_ms\": 10000}],"
-    " \"volumes\": [\"pgdata\", \"cache\"]}";
+    " \"volumes\": [\"pgdata\", \"cache\"], \"external_volumes\": {}}";
+
+/* external: true names the team's Warren volume: its `name`, else its key. */
+static void test_external_volumes(void)
+{
+    struct wr_err err;
+    json_t *got =
+        parse("services:\n  a:\n    image: base\n    volumes: [\"d:/d\", \"e:/e\", \"f:/f\"]\n"
+              "volumes:\n  d:\n    external: true\n  e:\n    external: true\n"
+              "    name: team-vol\n  f: {external: false}\n",
+              NULL, &err);
+    json_t *want = json_pack("{s:s,s:s}", "d", "d", "e", "team-vol");
+
+    ok(got != NULL && json_equal(json_object_get(got, "external_volumes"), want),
+       "external volumes: %s", got ? dump(json_object_get(got, "external_volumes")) : err.msg);
+    json_decref(got);
+    json_decref(want);
+}
 
 static void test_full(void)
 {
@@ -378,8 +395,12 @@ static const struct refusal refusals[] = {
     {SVC "    volumes:\n      - type: volume\n        source: d\n        target: /t\n"
          "        volume: {nocopy: true}\nvolumes: {d: }\n",
      "services.web.volumes[0].volume (line 8): not supported", WR_EUNSUPPORTED},
-    {SVC "volumes:\n  d:\n    external: true\n", "volumes.d.external (line 6): not supported",
-     WR_EUNSUPPORTED},
+    {SVC "volumes:\n  d:\n    name: x\n",
+     "volumes.d.name (line 6): not supported without `external: true`", WR_EUNSUPPORTED},
+    {SVC "volumes:\n  d:\n    external: yes\n",
+     "volumes.d.external (line 6): must be true or false", WR_EINVAL},
+    {SVC "volumes:\n  d:\n    external: true\n    name: .x\n",
+     "volumes.d.name (line 7): not a Warren volume's name", WR_EINVAL},
     {SVC "volumes:\n  d:\n    driver: local\n", "volumes.d.driver (line 6): not supported",
      WR_EUNSUPPORTED},
     {SVC "    depends_on: [db]\n", "services.web.depends_on[0] (line 4): unknown service `db`",
@@ -566,6 +587,7 @@ int main(void)
                         "  SPACED = v\n"
                         "UNSET_BARE\n",
                         "bad.env", "A=1\n1X=y\n", "app/main.py", "print(1)\n", "app/lib/", "");
+    test_external_volumes();
     test_full();
     test_json_input();
     test_pieces();
