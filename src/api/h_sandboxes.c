@@ -74,6 +74,15 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
         if (!json_is_array(d))
             json_decref(d);
     }
+    {
+        json_t *spec = r->compose_json ? json_loads(r->compose_json, 0, NULL) : NULL, *s;
+        json_t *names = json_array();
+        size_t i;
+        json_array_foreach(json_object_get(spec, "services"), i, s)
+            json_array_append(names, json_object_get(s, "name"));
+        json_object_set_new(j, "services", names);
+        json_decref(spec);
+    }
     /* Why it is paused: "timeout", "budget", or null (asked for). */
     json_object_set_new(j, "paused_reason",
                         r->state == WR_SB_PAUSED && r->reason ? json_string(r->reason)

@@ -55,5 +55,5 @@ void api_service_logs(struct api_call *c)
         return;
     }
     snprintf(path, sizeof(path), "%s/%s.log", WR_SERVICES_LOGS, name);
-    api_file_download(c->req, c->sb, path, "root");
+    api_file_download(c->req, c->sb, path, "0"); /* the sandbox's root, whatever its passwd says */
 }

@@ -144,6 +144,7 @@ def test_the_stack_starts_behind_its_healthchecks_and_the_app_reaches_db_and_cac
     c, sb = stack
     now = services(c, sb.sandbox_id)
     assert list(now) == ["cache", "db", "flaky", "web"]  # dependencies first, ties by name
+    assert sb.get_info().services == list(now)
     assert now["web"]["ports"] == [8000] and now["web"]["image"] == "compose-test"
     assert now["db"]["pid"] > 1 and now["web"]["restarts"] == 0
     # From the sandbox's own root (busybox here), through the app, to PostgreSQL and Redis.

@@ -158,6 +158,8 @@ class SandboxInfo:
     network: NetworkPolicy | None = None
     runtime: str = "ns"
     devices: list[str] = field(default_factory=list)
+    #: The services of the Compose file it was made from, in start order (empty for none).
+    services: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -200,6 +202,7 @@ class SandboxInfo:
             else None,
             runtime=str(d.get("runtime") or "ns"),
             devices=[str(x) for x in (d.get("devices") or []) if isinstance(x, str)],
+            services=[str(x) for x in (d.get("services") or []) if isinstance(x, str)],
             raw=dict(d),
         )
 

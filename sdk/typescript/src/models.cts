@@ -90,6 +90,8 @@ export interface SandboxInfo {
   runtime: 'ns' | 'gvisor' | string;
   /** The host devices it holds (CDI names). */
   devices: string[];
+  /** The services of the Compose file it was made from, in start order (empty for none). */
+  services: string[];
   raw: J;
 }
 
@@ -118,6 +120,7 @@ export function sandboxInfoFromJson(d: J): SandboxInfo {
     network: d.network && typeof d.network === 'object' ? networkFromJson(obj(d.network)) : undefined,
     runtime: str(d.runtime, 'ns'),
     devices: arr(d.devices).filter((x): x is string => typeof x === 'string'),
+    services: arr(d.services).filter((x): x is string => typeof x === 'string'),
     raw: d,
   };
 }
