@@ -27,8 +27,8 @@ struct loader {
     struct anchor *anchors;
     size_t n_anchors, cap_anchors;
     unsigned aliases;
-    size_t values;
-    json_t *lines; /* or NULL */
+    size_t values, bytes; /* after expansion */
+    json_t *lines;        /* or NULL */
     char path[PATH_MAX_LEN];
     size_t path_len; /* PATH_MAX_LEN: too long, nothing recorded below */
     struct wr_err *err;
@@ -49,7 +49,8 @@ static int next(struct loader *y, yaml_event_t *ev)
                       y->p.problem ? y->p.problem : "cannot be parsed");
 }
 
-static size_t count_values(const json_t *v)
+/* The values in v, and the bytes of its strings and keys. */
+static size_t count_values(const json_t *v, size_t *bytes)
 {
     size_t n = 1;
     const char *k;
@@ -57,18 +58,28 @@ static size_t count_values(const json_t *v)
     size_t i;
 
     if (json_is_object(v))
-        json_object_foreach((json_t *)v, k, e) n += count_values(e);
+        json_object_foreach((json_t *)v, k, e)
+        {
+            *bytes += strlen(k);
+            n += count_values(e, bytes);
+        }
     else if (json_is_array(v))
-        json_array_foreach(v, i, e) n += count_values(e);
+        json_array_foreach(v, i, e) n += count_values(e, bytes);
+    else if (json_is_string(v))
+        *bytes += json_string_length(v);
     return n;
 }
 
-static int add_values(struct loader *y, size_t n, const yaml_event_t *ev)
+static int add_values(struct loader *y, size_t n, size_t bytes, const yaml_event_t *ev)
 {
     y->values += n;
+    y->bytes += bytes;
     if (y->values > y->lim.max_values)
         return wr_err_set(y->err, WR_EINVAL, 0, "YAML line %lu: more than %zu values", line_of(ev),
                           y->lim.max_values);
+    if (y->bytes > y->lim.max_bytes)
+        return wr_err_set(y->err, WR_EINVAL, 0, "YAML line %lu: more than %zu bytes of strings",
+                          line_of(ev), y->lim.max_bytes);
     return 0;
 }
 
@@ -307,8 +318,11 @@ static json_t *node(struct loader *y, yaml_event_t *ev, unsigned depth)
                        y->lim.max_aliases);
             return NULL;
         }
-        if (add_values(y, count_values(v), ev) < 0)
-            return NULL;
+        {
+            size_t bytes = 0, n = count_values(v, &bytes);
+            if (add_values(y, n, bytes, ev) < 0)
+                return NULL;
+        }
         return json_deep_copy(v);
     }
     case YAML_SCALAR_EVENT: {
@@ -319,7 +333,7 @@ static json_t *node(struct loader *y, yaml_event_t *ev, unsigned depth)
             wr_err_set(y->err, WR_EINVAL, 0, "YAML line %lu: a NUL byte in a scalar", line_of(ev));
             return NULL;
         }
-        if (add_values(y, 1, ev) < 0)
+        if (add_values(y, 1, ev->data.scalar.length, ev) < 0)
             return NULL;
         if (ev->data.scalar.plain_implicit && (tag == NULL || strcmp(tag, "!") != 0) &&
             (tag == NULL || strcmp(tag, YAML_STR_TAG) != 0))
@@ -335,12 +349,12 @@ static json_t *node(struct loader *y, yaml_event_t *ev, unsigned depth)
         return v;
     }
     case YAML_SEQUENCE_START_EVENT:
-        if (add_values(y, 1, ev) < 0 || (v = sequence(y, depth)) == NULL)
+        if (add_values(y, 1, 0, ev) < 0 || (v = sequence(y, depth)) == NULL)
             return NULL;
         remember(y, ev->data.sequence_start.anchor, v);
         return v;
     case YAML_MAPPING_START_EVENT:
-        if (add_values(y, 1, ev) < 0 || (v = mapping(y, ev, depth)) == NULL)
+        if (add_values(y, 1, 0, ev) < 0 || (v = mapping(y, ev, depth)) == NULL)
             return NULL;
         remember(y, ev->data.mapping_start.anchor, v);
         return v;
@@ -361,6 +375,7 @@ json_t *wr_yaml_load(const char *text, size_t len, const struct wr_yaml_limits *
     y.lim.max_depth = lim && lim->max_depth ? lim->max_depth : 64;
     y.lim.max_aliases = lim && lim->max_aliases ? lim->max_aliases : 1000;
     y.lim.max_values = lim && lim->max_values ? lim->max_values : 1000000;
+    y.lim.max_bytes = lim && lim->max_bytes ? lim->max_bytes : 16 << 20;
     if (lines != NULL)
         y.lines = json_object();
     if (!yaml_parser_initialize(&y.p)) {

@@ -93,6 +93,21 @@ int main(void)
            "and at the alias limit");
         wr_buf_fini(&b);
     }
+    {
+        /* one 200 KiB string aliased 1,000 times: 200 MB once expanded, from a 206 KiB text */
+        struct wr_buf b;
+        wr_buf_init(&b);
+        wr_buf_puts(&b, "s: &s ");
+        for (int i = 0; i < 200 * 1024; i++)
+            wr_buf_puts(&b, "x");
+        wr_buf_puts(&b, "\nl: [");
+        for (int i = 0; i < 1000; i++)
+            wr_buf_printf(&b, "%s*s", i ? "," : "");
+        wr_buf_puts(&b, "]\n");
+        ok(strstr(load(wr_buf_str(&b), NULL), "bytes of strings") != NULL,
+           "a long string aliased a thousand times stops at the byte limit (16 MiB)");
+        wr_buf_fini(&b);
+    }
     /* the lines of keys, as JSON pointers */
     {
         struct wr_err err;
