@@ -1694,6 +1694,41 @@ static int restart_policy(struct cx *c, const json_t *v, const char **policy, lo
     return fail(c, WR_EINVAL, "`%s` is not no, always, on-failure[:N] or unless-stopped", shown(s));
 }
 
+/* `networks`, top-level or a service's, naming only Compose's `default` network (what
+ * `docker compose config` writes): the services' one network namespace is that network, so it is
+ * read and dropped. Any other network is refused. */
+static int default_network_only(struct cx *c, const json_t *v, bool top)
+{
+    static const char *const top_keys[] = {"name", NULL};
+    static const char *const none[] = {NULL};
+    struct mark m = push_key(c, "networks");
+    const json_t *d;
+    size_t i;
+
+    if (json_is_array(v) && !top) {
+        json_array_foreach(v, i, d) if (!json_is_string(d) ||
+                                        strcmp(json_string_value(d), "default") != 0)
+        {
+            (void)push_idx(c, i);
+            return unsupported(c);
+        }
+    } else if (json_is_object(v)) {
+        if (closed(c, v, (const char *const[]){"default", NULL}) < 0)
+            return -1;
+        if ((d = opt(v, "default")) != NULL) {
+            (void)push_key(c, "default");
+            if (!json_is_object(d))
+                return fail(c, WR_EINVAL, "must be empty or a mapping");
+            if (closed(c, d, top ? top_keys : none) < 0)
+                return -1;
+        }
+    } else {
+        return fail(c, WR_EINVAL, "must be a list or a mapping of networks");
+    }
+    pop(c, m);
+    return 0;
+}
+
 static json_t *service(struct cx *c, const char *name, const json_t *svc)
 {
     static const char *const keys[] = {
@@ -1701,7 +1736,7 @@ static json_t *service(struct cx *c, const char *name, const json_t *svc)
         "working_dir", "user",        "ports",      "expose",      "volumes",
         "depends_on",  "healthcheck", "restart",    "cpus",        "mem_limit",
         "deploy",      "labels",      "init",       "stop_signal", "stop_grace_period",
-        NULL};
+        "networks",    NULL};
     _cleanup_json_ json_t *out = json_object();
     json_t *vars = json_object(), *ports = json_array(), *vols = json_array();
     json_t *deps = json_array(), *v, *dcpus = NULL, *dmem = NULL;
@@ -1727,6 +1762,8 @@ static json_t *service(struct cx *c, const char *name, const json_t *svc)
         return NULL;
     }
     if (closed(c, svc, keys) < 0)
+        return NULL;
+    if ((v = opt(svc, "networks")) != NULL && default_network_only(c, v, false) < 0)
         return NULL;
 
     if ((v = opt(svc, "image")) == NULL) {
@@ -2031,7 +2068,7 @@ static void one_line(struct wr_err *err)
 
 static json_t *parse(struct cx *c, const char *text, size_t len, unsigned max_services)
 {
-    static const char *const top[] = {"services", "volumes", "name", "version", NULL};
+    static const char *const top[] = {"services", "volumes", "name", "version", "networks", NULL};
     _cleanup_json_ json_t *lines = NULL, *svcs = json_array(), *vols = NULL, *ordered = NULL;
     _cleanup_json_ json_t *external = json_object();
     _cleanup_json_ json_t *root = wr_yaml_load(text, len, NULL, &lines, c->err);
@@ -2047,6 +2084,8 @@ static json_t *parse(struct cx *c, const char *text, size_t len, unsigned max_se
         return NULL;
     }
     if (closed(c, root, top) < 0 || interp_file(c, root) < 0)
+        return NULL;
+    if ((v = opt(root, "networks")) != NULL && default_network_only(c, v, true) < 0)
         return NULL;
     if ((v = opt(root, "name")) != NULL && !json_is_string(v)) {
         push_key(c, "name");

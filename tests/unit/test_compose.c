@@ -203,6 +203,27 @@ static const char full_want[] =
     " \"cpus\": 0, \"mem_limit\": 0, \"stop_signal\": 15, \"stop_grace_ms\": 10000}],"
     " \"volumes\": [\"pgdata\", \"cache\"], \"external_volumes\": {}}";
 
+/* What `docker compose config` writes: the default network, named; read and dropped. */
+static void test_default_network(void)
+{
+    struct wr_err err;
+    json_t *got = parse("name: shop\nservices:\n  a:\n    image: base\n    networks:\n"
+                        "      default: null\n  b:\n    image: base\n    networks: [default]\n"
+                        "networks:\n  default:\n    name: shop_default\n",
+                        NULL, &err);
+
+    ok(got != NULL, "the default network is accepted%s%s", got ? "" : ": ", got ? "" : err.msg);
+    json_decref(got);
+    got = parse("services:\n  a:\n    image: base\n    networks: [front]\n", NULL, &err);
+    ok(got == NULL && strstr(err.msg, "services.a.networks[0] (line 4): not supported") != NULL,
+       "another network is refused: %s", got ? "(parsed)" : err.msg);
+    json_decref(got);
+    got = parse("services:\n  a:\n    image: base\nnetworks:\n  back: {}\n", NULL, &err);
+    ok(got == NULL && strstr(err.msg, "networks.back (line 5): not supported") != NULL,
+       "a top-level network of another name is refused: %s", got ? "(parsed)" : err.msg);
+    json_decref(got);
+}
+
 /* external: true names the team's Warren volume: its `name`, else its key. */
 static void test_external_volumes(void)
 {
@@ -352,7 +373,7 @@ static const struct refusal refusals[] = {
      WR_EUNSUPPORTED},
     {"services:\n  web:\n    build: .\n", "services.web.build (line 3): not supported",
      WR_EUNSUPPORTED},
-    {SVC "networks:\n  front: {}\n", "networks (line 4): not supported", WR_EUNSUPPORTED},
+    {SVC "networks:\n  front: {}\n", "networks.front (line 5): not supported", WR_EUNSUPPORTED},
     {SVC "    network_mode: host\n", "services.web.network_mode (line 4): not supported",
      WR_EUNSUPPORTED},
     {SVC "    cap_add: [NET_ADMIN]\n", "services.web.cap_add (line 4): not supported",
@@ -588,6 +609,7 @@ int main(void)
                         "UNSET_BARE\n",
                         "bad.env", "A=1\n1X=y\n", "app/main.py", "print(1)\n", "app/lib/", "");
     test_external_volumes();
+    test_default_network();
     test_full();
     test_json_input();
     test_pieces();
