@@ -225,7 +225,7 @@ SERVICE_KEYS = ["build: .", "networks: [x]", "network_mode: host", "privileged: 
                 "runtime: runc", "volumes_from: [b]", "userns_mode: host", "cgroup_parent: x",
                 "stdin_open: true", "tty: true", "read_only: true", "shm_size: 1g", "no_such_key: 1"]
 TOP_KEYS = ["networks: {x: {}}", "secrets: {x: {file: f}}", "configs: {x: {file: f}}", "include: [x.yaml]",
-            "volumes: {v: {external: true}}", "bogus: 1"]
+            "volumes: {v: {driver: local}}", "bogus: 1"]
 REFUSED = [("services:\n  a:\n    image: base\n    %s\n" % k, "services.a.%s" % k.split(":")[0])
            for k in SERVICE_KEYS]
 REFUSED += [("services:\n  a:\n    image: base\n%s\n" % k, "%s" % k.split(":")[0]) for k in TOP_KEYS]
