@@ -70,6 +70,9 @@ struct wr_api {
     /* What GET /v1/usage bills as a vCPU-second: "allocated", "measured" or "max"
      * (--billed-seconds; NULL: allocated). */
     const char *billed_seconds;
+    /* The web console's files (console.c, docs/console.md), served under /console/; NULL or a
+     * missing directory: /console/ answers 404 saying so (--console-dir). */
+    const char *console_dir;
 };
 #define WR_API_PORT_CONN_LIMIT 1000
 

@@ -43,6 +43,9 @@ bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 /* Exposed ports (ports.c). The native path /v1/sandboxes/{id}/ports/{port}[/...]: true if
  * the request is one (then it is answered: proxied, or raw TCP at .../tcp). */
 bool api_ports_handle(struct wr_api *api, struct wr_http_req *req);
+/* The web console (console.c): true if the request is for /console or below (then it is
+ * answered: a file of api->console_dir, the app's index.html, or an error). Needs no key. */
+bool api_console_handle(struct wr_api *api, struct wr_http_req *req);
 /* The MCP server (mcp.c): true if the request is for /mcp (then it is answered). */
 bool api_mcp_handle(struct wr_api *api, struct wr_http_req *req);
 /* A request routed by E2B's Host or headers to a port of sandbox id (not envd's): proxied,
@@ -236,6 +239,9 @@ enum api_route_flags {
     API_LIVE = 1 << 1,   /* seg[1] names a running sandbox of the caller's team: c->sb */
     API_PROC = 1 << 2,   /* and seg[3] a process of it: c->proc (looked up again after the body) */
     API_STREAM = 1 << 3, /* the handler reads or streams the body itself */
+    /* A WebSocket the handler accepts itself may name its key in the subprotocols it offers
+     * (router.c: browsers cannot set headers on a WebSocket); never a proxied one's. */
+    API_WS_KEY = 1 << 4,
 };
 
 /* A route: method and pattern ('/'-separated segments after /v1/, `*` matching any one), the

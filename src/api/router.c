@@ -193,9 +193,10 @@ static const char *presented_key(struct wr_http_req *req)
     return wr_http_req_header(req, "X-API-Key");
 }
 
-int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who)
+/* Who key (NULL: none presented) is. Returns 0 with *who filled, or -1 having answered 401. */
+static int authenticate_key(struct wr_api *api, struct wr_http_req *req, const char *key,
+                            struct wr_caller *who)
 {
-    const char *key = presented_key(req);
     struct wr_key_info ki;
     struct wr_err err;
 
@@ -222,6 +223,76 @@ int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_call
     who->admin = ki.admin;
     wr_key_info_fini(&ki);
     api_note_caller(req, who);
+    return 0;
+}
+
+int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who)
+{
+    return authenticate_key(api, req, presented_key(req), who);
+}
+
+/* A browser's WebSocket cannot carry an Authorization header, so the console names its key
+ * in the subprotocols it offers: `Sec-WebSocket-Protocol: warren, warren.key.<key>`
+ * (docs/console.md), and the 101 picks `warren`. A key is made of token characters, as a
+ * subprotocol must be. */
+#define WS_PROTOCOL   "warren"
+#define WS_KEY_PREFIX "warren.key."
+
+/* The key of the offered subprotocols into buf. Returns 1 (found, and `warren` offered too), 0
+ * (none there), or -1 having answered 400 or 401. */
+static int ws_protocol_key(struct wr_http_req *req, char *buf, size_t size)
+{
+    const char *h = wr_http_req_header(req, "Sec-WebSocket-Protocol");
+    bool offered = false, found = false;
+
+    while (h != NULL && *h != '\0') {
+        size_t n;
+        h += strspn(h, " \t,");
+        n = strcspn(h, " \t,");
+        if (n == strlen(WS_PROTOCOL) && strncmp(h, WS_PROTOCOL, n) == 0)
+            offered = true;
+        else if (n > strlen(WS_KEY_PREFIX) &&
+                 strncmp(h, WS_KEY_PREFIX, strlen(WS_KEY_PREFIX)) == 0) {
+            n -= strlen(WS_KEY_PREFIX);
+            if (found || n >= size) {
+                api_fail(req, WR_EUNAUTHORIZED, "the API key is not valid");
+                return -1;
+            }
+            memcpy(buf, h + strlen(WS_KEY_PREFIX), n);
+            buf[n] = '\0';
+            found = true;
+            n += strlen(WS_KEY_PREFIX);
+        }
+        h += n;
+    }
+    if (found && !offered) {
+        api_fail(req, WR_EINVAL,
+                 "a WebSocket that names its key as a subprotocol must offer `" WS_PROTOCOL
+                 "` too");
+        return -1;
+    }
+    return found ? 1 : 0;
+}
+
+/* Authenticate a request of route r (NULL: its method has none): by its headers, or, for a
+ * WebSocket of a route with API_WS_KEY and no key in its headers, by its subprotocols. */
+static int authenticate_route(struct wr_api *api, struct wr_http_req *req,
+                              const struct api_route *r, struct wr_caller *who)
+{
+    char key[256];
+    int found;
+
+    if (r == NULL || !(r->flags & API_WS_KEY) || presented_key(req) != NULL ||
+        !wr_http_req_is_upgrade(req))
+        return api_authenticate(api, req, who);
+    found = ws_protocol_key(req, key, sizeof(key));
+    if (found < 0)
+        return -1;
+    if (found == 0)
+        return api_authenticate(api, req, who);
+    if (authenticate_key(api, req, key, who) < 0)
+        return -1;
+    wr_http_resp_header(req, "Sec-WebSocket-Protocol", WS_PROTOCOL);
     return 0;
 }
 
@@ -294,7 +365,7 @@ static const struct api_route routes[] = {
     {"POST", "sandboxes/*/fork", api_sandbox_fork, CONTROL_BODY_MAX, 0},
 
     {"POST", "sandboxes/*/exec", api_exec_start, EXEC_BODY_MAX, API_LIVE},
-    {"GET", "sandboxes/*/terminal", api_terminal, 0, API_LIVE},
+    {"GET", "sandboxes/*/terminal", api_terminal, 0, API_LIVE | API_WS_KEY},
     {"GET", "sandboxes/*/processes", api_procs_list, 0, API_LIVE},
     {"GET", "sandboxes/*/processes/*", api_proc_get, 0, API_LIVE | API_PROC},
     {"DELETE", "sandboxes/*/processes/*", api_proc_release, 0, API_LIVE | API_PROC},
@@ -618,6 +689,11 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
         wr_log_ctx_clear();
         return;
     }
+    /* The web console's static files (console.c): public, under /console/. */
+    if (api_console_handle(api, req)) {
+        wr_log_ctx_clear();
+        return;
+    }
     /* Exposed ports: the proxied path has any depth, so it is not a route of the table. */
     if (api_ports_handle(api, req)) {
         n->api = "ports";
@@ -658,7 +734,7 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
             break;
         }
     if (!found || !public) {
-        if (api_authenticate(api, req, &c->who) < 0)
+        if (authenticate_route(api, req, hit, &c->who) < 0)
             goto out;
         c->team = c->who.admin ? NULL : c->who.team;
         wr_log_ctx_set(wr_http_req_id(req), c->who.team,

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct options {
     const char *socket_path;
     const char *listen;
     const char *init_path;
+    const char *console_dir; /* --console-dir (NULL: console/ next to warrend) */
     const char *cgroup_mode;
     uint32_t max_sandboxes;
     uint32_t pids_max;
@@ -137,6 +139,8 @@ static void usage(FILE *f)
            "                         sandbox, snapshot, build or import below it (1G, or 5%%\n"
            "                         of the filesystem if less)\n"
            "  --init PATH            warren-init (next to warrend)\n"
+           "  --console-dir DIR      the web console's files, served under /console/\n"
+           "                         (console/ next to warrend; docs/console.md)\n"
            "  --runtimes LIST        the isolation backends a create may ask for, of ns and\n"
            "                         gvisor, the first the default of one that names none\n"
            "                         (ns,gvisor; gvisor needs runsc: without it such a create\n"
@@ -207,6 +211,23 @@ static void usage(FILE *f)
            "  --usage-storage-ms MS  the storage sample's period (test builds; an hour)\n"
 #endif
     );
+}
+
+/* The path of `name` in the directory of the running warrend (where `make` builds it and the
+ * console's files next to it). */
+static char *next_to_self(const char *name)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char *slash;
+
+    if (n <= 0)
+        return xasprintf("/usr/local/bin/%s", name);
+    self[n] = '\0';
+    slash = strrchr(self, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    return xasprintf("%s/%s", self, name);
 }
 
 /* An option's on|off into *out. */
@@ -344,6 +365,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_WHBACKOFF,
         O_WHTIMEOUT,
         O_RUNTIMES,
+        O_CONSOLEDIR,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -405,6 +427,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"webhook-backoff-ms", required_argument, NULL, O_WHBACKOFF},
         {"webhook-timeout", required_argument, NULL, O_WHTIMEOUT},
         {"runtimes", required_argument, NULL, O_RUNTIMES},
+        {"console-dir", required_argument, NULL, O_CONSOLEDIR},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -730,6 +753,9 @@ static int parse_options(int argc, char **argv, struct options *o)
             if (parse_runtimes(optarg, &o->runtimes, &o->runtime_first, &err) < 0)
                 goto bad;
             break;
+        case O_CONSOLEDIR:
+            o->console_dir = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -939,6 +965,7 @@ int main(int argc, char **argv)
     char *mhost = NULL;
     int mport = 0;
     char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL, *warm_dir = NULL;
+    char *console_dir = NULL;
     int port = 0, rc = 1;
     uv_loop_t *loop;
 
@@ -1143,6 +1170,8 @@ int main(int argc, char **argv)
         .n_sizes = o.n_sizes,
     };
     memcpy(api.sizes, o.sizes, sizeof(api.sizes));
+    console_dir = o.console_dir ? xstrdup(o.console_dir) : next_to_self("console");
+    api.console_dir = console_dir;
     the_api = &api;
     wr_api_metrics_register();
     if (o.audit_on &&
@@ -1237,5 +1266,6 @@ out:
     free(templates);
     free(volumes);
     free(warm_dir);
+    free(console_dir);
     return rc;
 }

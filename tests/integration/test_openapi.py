@@ -467,6 +467,20 @@ def test_health_and_version(daemon):
     assert r.status == 200 and check(r, "/v1/health", "get")
 
 
+def test_console_operations(daemon):
+    """The web console's files (the build's console/, next to warrend) need no key."""
+    r = api(daemon, "GET", "/console/", tcp=True)
+    assert r.status == 200 and r.media == "text/html", r
+    r = api(daemon, "GET", "/console/{path}", {"path": "sandboxes"}, tcp=True)
+    assert r.status == 200 and r.media == "text/html", r
+    r = api(daemon, "GET", "/console/{path}", {"path": "favicon.svg"}, tcp=True)
+    assert r.status == 200 and r.media == "image/svg+xml", r
+    assert api(daemon, "GET", "/console/", tcp=True,
+               headers={"If-None-Match": r.headers["etag"]}).status == 200  # another file's
+    etag = send(daemon, "GET", "/console/").headers["etag"]
+    assert api(daemon, "GET", "/console/", headers={"If-None-Match": etag}).status == 304
+
+
 def test_sandbox_operations(daemon):
     made = []
     try:
@@ -920,6 +934,8 @@ def _triggers(daemon, ctx):
 
     add("/v1/version", "get", 401, tcp=True)
     add("/v1/devices", "get", 401, tcp=True)
+    add("/console/{path}", "get", 400, {"path": ".."})
+    add("/console/{path}", "get", 404, {"path": "assets/no-such-AbCdEf12.js"})
     add("/v1/sandboxes", "post", 400, body={"cpus": "many"})
     add("/v1/sandboxes", "post", 401, tcp=True, body={})
     add("/v1/sandboxes", "post", 404, body={"template": "no-such"})
@@ -1180,6 +1196,8 @@ def exec_while_deleted(daemon, attempts=5):
 
 
 COVERED_ELSEWHERE = {
+    # A daemon without the console's directory: test_console.py.
+    ("/console/", "get", 404),
     # What the code interpreter's server answers (a code-interpreter-v1 sandbox): test_code.py.
     ("/v1/sandboxes/{id}/code", "post", 400),
     ("/v1/sandboxes/{id}/code", "post", 502),
