@@ -8,7 +8,24 @@
 import {
   AbortError, APIConnectionError, TimeoutError, WarrenError, errorFromResponse, parseRetryAfter,
 } from './errors.cjs';
-import { versionFromJson, type VersionInfo } from './models.cjs';
+import {
+  type TeamLimits, type UsageReport, teamLimitsFromJson, usageReportFromJson, versionFromJson, type VersionInfo,
+} from './models.cjs';
+
+/** What `client.usage()` sums: closed intervals that start in [from, to), grouped. */
+export interface UsageOptions extends CallOptions {
+  /** A Date, RFC 3339 text or unix seconds. */
+  from?: Date | string | number;
+  to?: Date | string | number;
+  groupBy?: 'sandbox' | 'template' | 'day';
+  /** Admin keys: another team's usage (`''`: every team's). */
+  team?: string;
+}
+
+function usageQuery(o: UsageOptions, format: 'json' | 'csv'): Query {
+  const t = (v: Date | string | number | undefined) => v instanceof Date ? v.toISOString() : v === undefined ? undefined : String(v);
+  return { from: t(o.from), to: t(o.to), group_by: o.groupBy, team: o.team, format };
+}
 
 export const VERSION = '0.1.0';
 export const ENV_API_URL = 'WARREN_API_URL';
@@ -286,6 +303,9 @@ export class Client {
   /** Whether the client sends an API key. */
   get hasApiKey(): boolean { return !!this.apiKey; }
 
+  /** @internal The key a WebSocket names in its subprotocols (terminal.cts). */
+  apiKeyForWebSocket(): string | undefined { return this.apiKey; }
+
   /** @internal */
   url(path: string, query?: RequestArgs['query']): string {
     let q = '';
@@ -482,6 +502,22 @@ export class Client {
         refused: typeof o.refused === 'string' ? o.refused : undefined,
       };
     });
+  }
+
+  /** The usage ledger's sums (`GET /v1/usage`, docs/usage.md): per sandbox (default), template
+   * or day, for the key's team (an admin: `team`). */
+  async usage(opts: UsageOptions = {}): Promise<UsageReport> {
+    return usageReportFromJson((await this.request('GET', '/v1/usage', { ...call(opts), query: usageQuery(opts, 'json') })).object());
+  }
+
+  /** The same sums as CSV text (a header line, then a row per group). */
+  async usageCsv(opts: UsageOptions = {}): Promise<string> {
+    return (await this.request('GET', '/v1/usage', { ...call(opts), query: usageQuery(opts, 'csv'), headers: { Accept: 'text/csv' } })).text();
+  }
+
+  /** A team's limits in force (`GET /v1/teams/{team}/limits`; a team's key: its own). */
+  async teamLimits(team: string, opts: CallOptions = {}): Promise<TeamLimits> {
+    return teamLimitsFromJson((await this.request('GET', `/v1/teams/${seg(team)}/limits`, call(opts))).object());
   }
 
   /** Close idle keep-alive connections (the client stays usable). */

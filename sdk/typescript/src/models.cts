@@ -363,10 +363,81 @@ export function apiKeyFromJson(d: J): ApiKey {
 }
 
 /** `runtime`: the isolation backend of a create that names none (and its template none);
- * `runtimes`: the backends a create may ask for there that can run (`ns`, `gvisor`). */
-export interface VersionInfo { version: string; api: string; runtime: string; runtimes: string[]; cgroup: string; domain: string | undefined; raw: J }
+ * `runtimes`: the backends a create may ask for there that can run (`ns`, `gvisor`); `team` and
+ * `admin`: whose the client's key is (the console's sign-in asks this). */
+export interface VersionInfo { version: string; api: string; runtime: string; runtimes: string[]; cgroup: string; domain: string | undefined; team: string; admin: boolean; raw: J }
 
 /** @internal */
 export function versionFromJson(d: J): VersionInfo {
-  return { version: str(d.version), api: str(d.api), runtime: str(d.runtime), runtimes: arr(d.runtimes).filter((r): r is string => typeof r === 'string'), cgroup: str(d.cgroup), domain: optStr(d.domain) || undefined, raw: d };
+  return {
+    version: str(d.version), api: str(d.api), runtime: str(d.runtime), runtimes: arr(d.runtimes).filter((r): r is string => typeof r === 'string'),
+    cgroup: str(d.cgroup), domain: optStr(d.domain) || undefined, team: str(d.team), admin: d.admin === true, raw: d,
+  };
+}
+
+/** One group's sums of the usage ledger (`client.usage()`, docs/usage.md): the group's key is
+ * `sandbox`, `template` or `day` (YYYY-MM-DD, UTC) by `groupBy`. */
+export interface UsageRow {
+  sandbox: string | undefined;
+  template: string | undefined;
+  day: string | undefined;
+  team: string;
+  from: Date | undefined;
+  to: Date | undefined;
+  intervals: number;
+  sandboxSeconds: number;
+  pausedSeconds: number;
+  vcpuSeconds: number;
+  cpuSeconds: number;
+  gibSeconds: number;
+  memoryGibSecondsMeasured: number;
+  billedVcpuSeconds: number;
+  peakMemoryBytes: number;
+  netBytesIn: number;
+  netBytesOut: number;
+  raw: J;
+}
+
+/** A storage sample of the usage ledger: bytes a team keeps, by kind. */
+export interface StorageSample { time: Date | undefined; team: string; kind: 'template' | 'snapshot' | 'paused' | 'volume' | string; bytes: number }
+
+/** What `client.usage()` answers. `billedSeconds`: what `billedVcpuSeconds` counts (`allocated`,
+ * `measured` or `max`). */
+export interface UsageReport { billedSeconds: string; groupBy: string; team: string | undefined; rows: UsageRow[]; storage: StorageSample[]; raw: J }
+
+/** @internal */
+export function usageReportFromJson(d: J): UsageReport {
+  const n = (v: unknown): number => optNum(v) ?? 0;
+  return {
+    billedSeconds: str(d.billed_seconds), groupBy: str(d.group_by), team: optStr(d.team), raw: d,
+    rows: arr(d.rows).map((x) => {
+      const o = obj(x);
+      return {
+        sandbox: optStr(o.sandbox), template: optStr(o.template), day: optStr(o.day), team: str(o.team), from: date(o.from), to: date(o.to),
+        intervals: n(o.intervals), sandboxSeconds: n(o.sandbox_seconds), pausedSeconds: n(o.paused_seconds), vcpuSeconds: n(o.vcpu_seconds),
+        cpuSeconds: n(o.cpu_seconds), gibSeconds: n(o.gib_seconds), memoryGibSecondsMeasured: n(o.memory_gib_seconds_measured),
+        billedVcpuSeconds: n(o.billed_vcpu_seconds), peakMemoryBytes: n(o.peak_memory_bytes), netBytesIn: n(o.net_bytes_in),
+        netBytesOut: n(o.net_bytes_out), raw: o,
+      };
+    }),
+    storage: arr(d.storage).map((x) => { const o = obj(x); return { time: date(o.time), team: str(o.team), kind: str(o.kind), bytes: n(o.bytes) }; }),
+  };
+}
+
+/** A token bucket of a team's limits: `rate` per second (0: none) and its `burst`. */
+export interface LimitBucket { rate: number; burst: number }
+
+/** A team's limits in force (`client.teamLimits()`, docs/operations.md "Limits"); 0 is no quota. */
+export interface TeamLimits {
+  team: string; requests: LimitBucket; creates: LimitBucket; bytes: LimitBucket;
+  maxSandboxes: number; maxMemoryMb: number; overrides: J; raw: J;
+}
+
+/** @internal */
+export function teamLimitsFromJson(d: J): TeamLimits {
+  const b = (v: unknown): LimitBucket => { const o = obj(v); return { rate: optNum(o.rate) ?? 0, burst: optInt(o.burst) ?? 0 }; };
+  return {
+    team: str(d.team), requests: b(d.requests), creates: b(d.creates), bytes: b(d.bytes),
+    maxSandboxes: optInt(d.max_sandboxes) ?? 0, maxMemoryMb: optInt(d.max_memory_mb) ?? 0, overrides: obj(d.overrides), raw: d,
+  };
 }

@@ -8,6 +8,7 @@ import { type ComposeSpec, composeBody } from './compose.cjs';
 import { NotFoundError, type WarrenError, errorFromCode } from './errors.cjs';
 import { Files } from './files.cjs';
 import { Snapshot, Template } from './images.cjs';
+import { Terminal, type TerminalOptions } from './terminal.cjs';
 import {
   type DiskUsage, type MetricSample, type NetworkLogEntry, type NetworkPolicy, type NetworkStats, type PortInfo, type SandboxInfo,
   type ServiceInfo, type VolumeMount, arr, date, networkFromJson, networkLogFromJson, obj, optInt, optNum, optStr, parseVolumeMount,
@@ -496,6 +497,10 @@ export class Sandbox {
       }),
     };
   }
+
+  /** An interactive terminal (a PTY running the user's shell, or `cmd`) over a WebSocket; its
+   * output goes to `onData`. Needs an http(s) API URL and a WebSocket (browsers, Node 22+). */
+  terminal(opts?: TerminalOptions): Promise<Terminal> { return Terminal.open(this.client, this.id, opts); }
 
   /** Run a cell in the sandbox's code interpreter (a template such as code-interpreter-v1);
    * ConflictError (code `no_interpreter`) for a sandbox without one. */
