@@ -25,7 +25,7 @@ TESTING   ?= 0
 ifneq ($(filter test integration quick compat asan,$(MAKECMDGOALS)),)
 override TESTING := 1
 endif
-ifneq ($(filter sdk-ts,$(MAKECMDGOALS)),)
+ifneq ($(filter sdk-ts console-test,$(MAKECMDGOALS)),)
 override TESTING := 1
 endif
 ifeq ($(TESTING),1)
@@ -122,11 +122,18 @@ PROBE      := $(BUILD)/warren-probe
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 FUZZ_BINS  := $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
 IMAGE      := $(BUILD)/images/busybox
+# The web console (console/, docs/console.md): Vite builds it into $(BUILD)/console, next to
+# warrend, which serves it under /console/ (--console-dir). Its sources include the TypeScript
+# SDK's, which it is compiled with.
+CONSOLE    := $(BUILD)/console/index.html
+CONSOLE_SRC := $(shell find console/src console/public -type f 2>/dev/null) console/index.html \
+               console/vite.config.ts console/tsconfig.json console/package-lock.json \
+               $(wildcard sdk/typescript/src/*.cts)
 
 .PHONY: all test unit fuzz-replay integration compat asan fuzz format format-check check-layers clean image bench
 
 all: $(DAEMON) $(CLI) $(WLIB_SO) $(WLIB_A) $(WLIB_PC) $(ZYGOTE) $(INIT) $(SHIM) $(PROBE) $(UNIT_BINS) $(FUZZ_BINS) $(IMAGE)/.done $(BUILD)/bench/sandbox_loop \
-     $(BUILD)/bench/nft_update
+     $(BUILD)/bench/nft_update $(CONSOLE)
 
 $(CONFIG_STAMP):
 	@mkdir -p $(dir $@)
@@ -301,7 +308,23 @@ sdk-ts: all
 	cd sdk/typescript && if [ "$$(cat node_modules/.warren-lock 2>/dev/null)" != "$$(sha256sum <package-lock.json)" ]; then \
 	  npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && sha256sum <package-lock.json >node_modules/.warren-lock; fi
 	cd sdk/typescript && node scripts/build.mjs
-	cd sdk/typescript && WARREN_BUILD=$(abspath $(BUILD)) node --test --test-concurrency=1 test/*.test.mjs
+	cd sdk/typescript && WARREN_BUILD=$(abspath $(BUILD)) node --experimental-websocket --test --test-concurrency=1 test/*.test.mjs
+
+# The console: npm ci when its lock changed (node_modules keyed by the lock's hash, as sdk-ts),
+# TypeScript's check, then Vite's build (hashed asset names) into $(BUILD)/console.
+$(CONSOLE): $(CONSOLE_SRC)
+	cd console && if [ "$$(cat node_modules/.warren-lock 2>/dev/null)" != "$$(sha256sum <package-lock.json)" ]; then \
+	  npm ci --no-audit --no-fund --ignore-scripts --loglevel=error && sha256sum <package-lock.json >node_modules/.warren-lock; fi
+	cd console && node node_modules/typescript/bin/tsc --noEmit -p . && \
+	  WARREN_CONSOLE_OUT=$(abspath $(BUILD))/console node node_modules/vite/bin/vite.js build --logLevel warn
+	@test -f $@ && touch $@
+
+# The console's end-to-end test: headless Chromium (Debian's `chromium`, driven by
+# playwright-core) against a real warrend serving the built console, with real sandboxes; it
+# writes the screenshots of docs/images/console/.
+.PHONY: console-test
+console-test: all
+	cd console && WARREN_BUILD=$(abspath $(BUILD)) node --experimental-websocket --test --test-concurrency=1 test/*.test.mjs
 
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
 # SDKs: a few minutes.
@@ -312,6 +335,7 @@ quick: all unit fuzz-replay
 test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory sdk-ts
+	$(MAKE) --no-print-directory console-test
 
 # Under ASan the modules with BACKENDS run on ns only (test_gvisor.py still drives the gvisor
 # backend there): the plain pass runs them on both, and this keeps CI under 30 minutes.

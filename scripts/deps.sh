@@ -3,11 +3,17 @@
 # Usage: scripts/deps.sh [run|test]   (test adds what only the tests and benchmark need)
 set -eu
 want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libyaml-dev libsqlite3-dev libwslay-dev libssl-dev libarchive-dev libcurl4-openssl-dev libldns-dev libmnl-dev libnftnl-dev libnetfilter-conntrack-dev node-llhttp mmdebstrap nftables conntrack runsc"
+# `make` builds the web console (console/: Vite and TypeScript, installed by npm), so node and npm
+# are build tools: the host's if there are, else Debian's (Node 18 on Debian 12: enough for the
+# console's build).
+command -v node >/dev/null 2>&1 || want="$want nodejs"
+command -v npm >/dev/null 2>&1 || want="$want npm"
 if [ "${1:-run}" = test ]; then
-    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox"
-    # tests/compat runs the E2B and Novita SDKs, which need Node.js 20.18 or later: the host's
-    # node if there is one, else Debian's (too old on Debian 12: install Node 20+ first).
-    command -v node >/dev/null 2>&1 || want="$want nodejs npm"
+    # chromium: the console's end-to-end test drives Debian's headless Chromium
+    # (playwright-core, console/test/).
+    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium"
+    # tests/compat runs the E2B and Novita SDKs, and the console's test playwright-core: they
+    # need Node.js 20.18 or later (Debian 12's is too old: install Node 20+ first).
 fi
 missing=""
 for p in $want; do
@@ -43,3 +49,6 @@ if [ "${1:-run}" = test ]; then
         echo "$stamp" >"$tssdk/node_modules/.warren-lock"
     fi
 fi
+
+# The console's tools (console/package-lock.json: Vite, TypeScript, xterm.js, Preact,
+# playwright-core) are installed by `make` itself, keyed by the lock's hash (Makefile: CONSOLE).
