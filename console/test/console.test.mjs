@@ -132,6 +132,30 @@ describe('console', { skip, concurrency: false }, () => {
     const check = await fetch(`${d.url}/v1/sandboxes/${sandboxId}/files?path=/tmp/hello.txt`, { headers: { Authorization: `Bearer ${keyA}` } });
     assert.equal(await check.text(), 'edited in the browser\n');
 
+    // Processes: one started through the API, listed, then killed from the page.
+    const ex = await fetch(`${d.url}/v1/sandboxes/${sandboxId}/exec`, {
+      method: 'POST', headers: { Authorization: `Bearer ${keyA}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ cmd: ['sleep', '300'], mode: 'background' }),
+    });
+    assert.equal(ex.status, 201);
+    const { pid } = await ex.json();
+    await p.getByRole('link', { name: 'Processes' }).click();
+    const prow = p.locator(`tr[data-pid="${pid}"]`);
+    await prow.getByText('sleep 300').waitFor();
+    await prow.getByText('running').waitFor();
+    await prow.getByRole('button', { name: 'Kill' }).click();
+    await prow.getByRole('button', { name: 'Yes, kill' }).click();
+    await prow.getByText(/killed by signal 9|ended/).waitFor();
+
+    // Network: the policy, replaced from the page.
+    await p.getByRole('link', { name: 'Network and ports' }).click();
+    await p.getByLabel(/^Always allowed/).fill('example.com\n203.0.113.0/24');
+    await p.getByRole('button', { name: 'Replace the policy' }).click();
+    await p.getByText('The new policy is in force.').waitFor();
+    const net = await (await fetch(`${d.url}/v1/sandboxes/${sandboxId}/network`, { headers: { Authorization: `Bearer ${keyA}` } })).json();
+    assert.deepEqual(net.allow_out, ['example.com', '203.0.113.0/24']);
+    await p.getByText('Nothing listens on a TCP port.').or(p.locator('table[aria-label="Ports"]')).waitFor();
+
     // The list shows it running, with its template, age, time left, CPU and memory.
     await p.getByRole('link', { name: 'Sandboxes' }).first().click();
     const row = p.locator(`tr[data-sandbox="${sandboxId}"]`);

@@ -9,6 +9,7 @@ import type { Session } from '../session';
 import { Link } from '../shell';
 import { Chart, ConfirmButton, ErrorNote, Field, StateBadge, usePoll } from '../ui';
 import { FilesView } from './files';
+import { NetworkView, ProcessesView } from './inspect';
 import type { TerminalView as TerminalViewType } from './terminal';
 
 const POLL_MS = 3000;
@@ -17,6 +18,8 @@ const TABS: { id: string; label: string; live?: boolean }[] = [
   { id: 'overview', label: 'Overview' },
   { id: 'terminal', label: 'Terminal', live: true },
   { id: 'files', label: 'Files', live: true },
+  { id: 'processes', label: 'Processes', live: true },
+  { id: 'network', label: 'Network and ports', live: true },
 ];
 
 /** xterm.js is most of the console's weight: it is loaded with the first terminal. */
@@ -181,6 +184,8 @@ export function SandboxPage({ session, id, tab }: { session: Session; id: string
       )}
       {tab === 'terminal' && info.state === 'running' && <LazyTerminal sb={sb} />}
       {tab === 'files' && info.state === 'running' && <FilesView sb={sb} />}
+      {tab === 'processes' && info.state === 'running' && <ProcessesView sb={sb} />}
+      {tab === 'network' && <NetworkView sb={sb} />}
       {!TABS.some((t) => t.id === tab) && <p>No such tab.</p>}
     </section>
   );
