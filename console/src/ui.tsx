@@ -77,6 +77,8 @@ export function Chart({ label, points, max, format, summary }: {
   const last = points.length ? points[points.length - 1]!.v : undefined;
   const peak = points.reduce((m, p) => Math.max(m, p.v), 0);
   const top = Math.max(max ?? 0, peak, 1e-9);
+  // One sample is a level line across the chart.
+  if (points.length === 1) points = [{ t: points[0]!.t - 1, v: points[0]!.v }, points[0]!];
   const t0 = points.length ? points[0]!.t : 0;
   const t1 = points.length ? points[points.length - 1]!.t : 1;
   const span = Math.max(t1 - t0, 1);

@@ -94,6 +94,7 @@ describe('console', { skip, concurrency: false }, () => {
     assert.equal(await p.evaluate(() => localStorage.length + document.cookie.length), 0);
     await p.getByText('No sandboxes').waitFor();
     await p.getByLabel('Metadata', { exact: true }).fill('made-by=console-test');
+    await p.getByRole('combobox', { name: /^Network/ }).selectOption('no-internet');
     await p.getByRole('button', { name: 'Create sandbox' }).click();
     // The form opens the new sandbox's page.
     await p.waitForURL(/\/console\/sandboxes\/[^/]+$/);
@@ -112,7 +113,7 @@ describe('console', { skip, concurrency: false }, () => {
 
     // Files: upload one into /tmp, see it, download it, edit it.
     await p.getByRole('link', { name: 'Files' }).click();
-    await p.getByLabel('Directory').fill('/tmp');
+    await p.getByLabel('Directory', { exact: true }).fill('/tmp');
     await p.getByRole('button', { name: 'Open', exact: true }).click();
     await p.getByLabel('Upload files').setInputFiles({ name: 'hello.txt', mimeType: 'text/plain', buffer: Buffer.from('hello from the console\n') });
     const frow = p.locator('tr[data-file="hello.txt"]');
@@ -153,7 +154,7 @@ describe('console', { skip, concurrency: false }, () => {
     await p.getByRole('button', { name: 'Replace the policy' }).click();
     await p.getByText('The new policy is in force.').waitFor();
     const net = await (await fetch(`${d.url}/v1/sandboxes/${sandboxId}/network`, { headers: { Authorization: `Bearer ${keyA}` } })).json();
-    assert.deepEqual(net.allow_out, ['example.com', '203.0.113.0/24']);
+    assert.deepEqual([...net.allow_out].sort(), ['203.0.113.0/24', 'example.com']);
     await p.getByText('Nothing listens on a TCP port.').or(p.locator('table[aria-label="Ports"]')).waitFor();
 
     // The list shows it running, with its template, age, time left, CPU and memory.

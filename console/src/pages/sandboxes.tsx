@@ -37,6 +37,7 @@ function CreateForm({ session, onCreated }: { session: Session; onCreated: (s: S
   const [cpus, setCpus] = useState('');
   const [memory, setMemory] = useState('');
   const [metadata, setMetadata] = useState('');
+  const [network, setNetwork] = useState('default');
   const [templates, setTemplates] = useState<string[]>([]);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
@@ -56,6 +57,9 @@ function CreateForm({ session, onCreated }: { session: Session; onCreated: (s: S
       if (cpus.trim()) opts.cpus = Number(cpus);
       if (memory.trim()) opts.memoryMb = Number(memory);
       if (metadata.trim()) opts.metadata = parseMetadata(metadata);
+      if (network === 'internet') { opts.network = true; opts.internet = true; }
+      else if (network === 'no-internet') { opts.network = true; opts.internet = false; }
+      else if (network === 'loopback') opts.network = false;
       onCreated(await Sandbox.create(opts));
     } catch (err) {
       setError(err);
@@ -80,6 +84,14 @@ function CreateForm({ session, onCreated }: { session: Session; onCreated: (s: S
         </label>
         <label>Memory (MiB)
           <input name="memory" type="number" min={1} inputMode="numeric" placeholder="default" value={memory} onInput={(e) => setMemory((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>Network
+          <select name="network" value={network} onChange={(e) => setNetwork((e.target as HTMLSelectElement).value)}>
+            <option value="default">the daemon's default</option>
+            <option value="internet">its own, with internet</option>
+            <option value="no-internet">its own, no internet</option>
+            <option value="loopback">loopback only</option>
+          </select>
         </label>
         <label class="wide">Metadata
           <input name="metadata" placeholder="key=value, …" value={metadata} onInput={(e) => setMetadata((e.target as HTMLInputElement).value)} />

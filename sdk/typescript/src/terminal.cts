@@ -144,8 +144,10 @@ export class Terminal {
       if (opts.signal?.aborted) { onAbort(); return; }
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       ws.addEventListener('open', () => { if (opened) return; opened = true; done(); resolve(); });
-      ws.addEventListener('close', () => {
-        if (opened) return;
+      let asked = false;
+      const refused = () => {
+        if (opened || asked) return;
+        asked = true;
         // The WebSocket API says nothing of why an upgrade was refused: ask the API about the
         // sandbox, whose answer (no such sandbox, a paused one, a bad key) is the reason.
         void client.request('GET', `/v1/sandboxes/${seg(sandboxId)}`, { requestTimeoutMs: 10_000 }).then(
@@ -157,7 +159,10 @@ export class Terminal {
           },
           (e: unknown) => fail(e instanceof Error ? e : new Error(String(e))),
         );
-      });
+      };
+      // A refused upgrade fires `error` (and then `close`, in most runtimes).
+      ws.addEventListener('error', refused);
+      ws.addEventListener('close', refused);
     });
     return term;
   }
