@@ -47,9 +47,9 @@ describe('console', { skip, concurrency: false }, () => {
     await p.getByRole('button', { name: 'Sign in' }).click();
   }
 
-  async function shot(p, name) {
+  async function shot(p, name, fullPage = false) {
     fs.mkdirSync(SHOTS, { recursive: true });
-    await p.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+    await p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage });
   }
 
   before(async () => {
@@ -242,7 +242,7 @@ describe('console', { skip, concurrency: false }, () => {
     assert.match(text, /to-stderr/);
     const row = p.locator('tr[data-template="console-built"]');
     await row.waitFor();
-    await shot(p, 'templates');
+    await shot(p, 'templates', true);
     // A Dockerfile the daemon refuses: its words.
     await p.getByLabel('Name', { exact: true }).fill('console-bad');
     await p.getByLabel(/^Dockerfile/).fill('FROM no-such-template\n');
