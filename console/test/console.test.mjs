@@ -3,7 +3,9 @@
 // against a real warrend serving the built console (build/console) with real sandboxes. A bad
 // key is refused with the API's message; a good one signs in; a sandbox is made from the form;
 // `echo hi` typed into its terminal comes back; one team's console never shows another's
-// sandboxes. The run writes the screenshots of docs/images/console/ (docs/console.md).
+// sandboxes. The run writes its screenshots into <build>/console-screenshots/, or, with
+// WARREN_CONSOLE_SHOTS=docs, into docs/images/console/ (docs/console.md shows those): a test run
+// does not change the tree unless asked to.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +16,10 @@ import { Daemon, isClean, unavailable } from '../../sdk/typescript/test/harness.
 import { BUILD } from '../../tests/compat/harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const SHOTS = path.join(here, '../../docs/images/console');
+const SHOTS =
+  process.env.WARREN_CONSOLE_SHOTS === 'docs'
+    ? path.join(here, '../../docs/images/console')
+    : path.join(BUILD, 'console-screenshots');
 const CONSOLE_DIR = path.join(BUILD, 'console');
 const CHROMIUM = process.env.WARREN_CHROMIUM || ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
 
