@@ -242,6 +242,7 @@ struct create_args {
     char *env, *meta, *idem, *team;
     json_t *j;
     json_t *spec;                    /* the Compose file's, normalized */
+    struct wr_compose_pull pull;     /* its images' pulls (strings in j) */
     char *vol_paths[WR_MAX_VOLUMES]; /* where its external volumes are mounted */
     char *image_json, *compose_json; /* the prepare's */
 };
@@ -279,9 +280,11 @@ bool api_service_name_ok(const char *s)
 
 /* `compose`: the file's text, or {"file", "env", "context"}. The normalized spec, or NULL with
  * the answer (400 naming the refused key and its line, 413 for a file too large). */
-static json_t *compose_parse(struct wr_http_req *req, json_t *v, json_t **context)
+static json_t *compose_parse(struct wr_http_req *req, json_t *v, json_t **context,
+                             struct wr_compose_pull *pull)
 {
-    static const char *const allowed[] = {"file", "env", "context", NULL};
+    static const char *const allowed[] = {"file", "env", "context", "pull", NULL};
+    static const char *const pull_keys[] = {"insecure", "username", "password", NULL};
     json_t *file = v, *env = NULL, *spec;
     const char *k;
     json_t *x;
@@ -291,9 +294,28 @@ static json_t *compose_parse(struct wr_http_req *req, json_t *v, json_t **contex
     if (json_is_object(v)) {
         if (api_only_keys(req, v, allowed) < 0)
             return NULL;
+        json_t *pv = json_object_get(v, "pull");
         file = json_object_get(v, "file");
         env = json_object_get(v, "env");
         *context = json_object_get(v, "context");
+        if (pv != NULL && !json_is_null(pv)) {
+            json_t *ins = json_object_get(pv, "insecure"), *u = json_object_get(pv, "username");
+            json_t *pw = json_object_get(pv, "password");
+            if (!json_is_object(pv) || api_only_keys(req, pv, pull_keys) < 0 ||
+                (ins != NULL && !json_is_boolean(ins)) || (u != NULL && !json_is_string(u)) ||
+                (pw != NULL && !json_is_string(pw))) {
+                if (!json_is_object(pv) || (ins == NULL || json_is_boolean(ins)))
+                    api_fail(req, WR_EINVAL,
+                             "`compose.pull` must be {insecure: boolean, username, password: "
+                             "strings}");
+                else
+                    api_fail(req, WR_EINVAL, "`compose.pull.insecure` must be a boolean");
+                return NULL;
+            }
+            pull->insecure = json_is_true(ins);
+            pull->username = json_string_value(u);
+            pull->password = json_string_value(pw);
+        }
     }
     if (!json_is_string(file)) {
         api_fail(req, WR_EINVAL,
@@ -453,7 +475,7 @@ void api_sandbox_create(struct api_call *call)
         a->cr.n_devices = json_array_size(v);
     }
     if ((v = json_object_get(j, "compose")) != NULL && !json_is_null(v) &&
-        (spec = a->spec = compose_parse(req, v, &context)) == NULL)
+        (spec = a->spec = compose_parse(req, v, &context, &a->pull)) == NULL)
         goto out;
     if ((v = json_object_get(j, "cpus")) != NULL && !json_is_null(v)) {
         double cpus = json_number_value(v);
@@ -529,8 +551,9 @@ void api_sandbox_create(struct api_call *call)
     wr_http_req_set_data(req, c, create_closed);
     if (spec != NULL) {
         /* The services' images are resolved and their roots made first (on a worker). */
+        a->pull.admin = call->who.admin;
         wr_manager_compose_prepare(api->mgr, a->cr.team, a->cr.template_name, spec, context,
-                                   compose_prepared, c);
+                                   &a->pull, compose_prepared, c);
         return;
     }
     create_go(c);

@@ -141,6 +141,8 @@ static void create_usage(FILE *f)
                "  --context DIR          send DIR's files (text, at most 512 files and 8 MiB;\n"
                "                         hidden ones left out) for the file's env_file and\n"
                "                         bind volumes\n"
+               "  --insecure-registry    pull the file's OCI images (host/repo:tag) over plain\n"
+               "                         http\n"
                "  --template NAME        template or snapshot (id or name) to start from\n"
                "                         (default: the server's, base)\n"
                "  --cpus N               vCPUs, e.g. 0.5 (default 1)\n"
@@ -233,7 +235,8 @@ int cmd_create(int argc, char **argv)
         O_RUNTIME,
         O_DEVICE,
         O_COMPOSE_ENV,
-        O_CONTEXT
+        O_CONTEXT,
+        O_INSECURE
     };
     static const struct option longopts[] = {
         {"template", required_argument, NULL, O_TEMPLATE},
@@ -253,6 +256,7 @@ int cmd_create(int argc, char **argv)
         {"file", required_argument, NULL, 'f'},
         {"compose-env", required_argument, NULL, O_COMPOSE_ENV},
         {"context", required_argument, NULL, O_CONTEXT},
+        {"insecure-registry", no_argument, NULL, O_INSECURE},
         CLI_NET_OPTIONS,
         {"no-network", no_argument, NULL, CLI_NET_NONE},
         {"output", required_argument, NULL, 'o'},
@@ -263,6 +267,7 @@ int cmd_create(int argc, char **argv)
     json_t *vols = json_array(), *net = json_object(), *extra = json_object();
     json_t *compose_env = json_object(), *compose = NULL;
     const char *compose_file = NULL, *context_dir = NULL;
+    bool insecure = false;
     _cleanup_free_ char *extra_text = NULL;
     _cleanup_free_ const char **envv = xcalloc((size_t)argc + 1, sizeof(*envv));
     _cleanup_free_ const char **metav = xcalloc((size_t)argc + 1, sizeof(*metav));
@@ -289,6 +294,9 @@ int cmd_create(int argc, char **argv)
         case O_COMPOSE_ENV:
             if (cli_kv_set("create", "--compose-env", compose_env, optarg) < 0)
                 goto out;
+            break;
+        case O_INSECURE:
+            insecure = true;
             break;
         case O_CONTEXT:
             context_dir = optarg;
@@ -385,8 +393,10 @@ int cmd_create(int argc, char **argv)
         cli_errorf("create: unexpected argument `%s`", argv[optind]);
         goto out;
     }
-    if (compose_file == NULL && (json_object_size(compose_env) > 0 || context_dir != NULL)) {
-        cli_errorf("create: --compose-env and --context go with -f FILE (a Compose file)");
+    if (compose_file == NULL &&
+        (json_object_size(compose_env) > 0 || context_dir != NULL || insecure)) {
+        cli_errorf("create: --compose-env, --context and --insecure-registry go with -f FILE (a "
+                   "Compose file)");
         goto out;
     }
     if (compose_file != NULL) {
@@ -395,6 +405,8 @@ int cmd_create(int argc, char **argv)
             rc = err.kind == WR_EINVAL || err.kind == WR_ETOOBIG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
             goto out;
         }
+        if (insecure)
+            json_object_set_new(compose, "pull", json_pack("{s:b}", "insecure", 1));
         json_object_set(extra, "compose", compose);
     }
     o.env = n_env ? envv : NULL;

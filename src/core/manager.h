@@ -216,12 +216,20 @@ typedef void (*wr_manager_compose_cb)(void *ctx, char *image_json, char *compose
  * image template_name (NULL: "base"): every service's image is resolved (WR_ENOTFOUND naming
  * it) and its root made into layers below WR_SERVICES_DIR/<name> (cached: the first create of
  * an image under a name copies it, on a worker), the context's files (an object from relative
- * path to content, or NULL) into a layer at /.warren/context. cb gets the image to create the
- * sandbox from (wr_create_req.image_json) and the resolved services (.compose_json): each
- * service with its root, argv, env, working_dir and user from its image's config under the
- * file's. cb may run before this returns (an early error). */
+ * path to content, or NULL) into a layer at /.warren/context. An image that is no template or
+ * snapshot of the team's but an OCI reference (with a `/`) is pulled first (with pull's options;
+ * NULL: none) into the team's template `pulled-<16 hex of its hash>`, which later creates find. cb
+ * gets the image to create the sandbox from (wr_create_req.image_json) and the resolved services
+ * (.compose_json): each service with its root, argv, env, working_dir and user from its image's
+ * config under the file's. cb may run before this returns (an early error). */
+struct wr_compose_pull {
+    bool admin;    /* the caller's an admin key: a registry at a private address */
+    bool insecure; /* plain http */
+    const char *username, *password; /* or NULL */
+};
 void wr_manager_compose_prepare(struct wr_manager *m, const char *team, const char *template_name,
-                                const json_t *spec, const json_t *context, wr_manager_compose_cb cb,
+                                const json_t *spec, const json_t *context,
+                                const struct wr_compose_pull *pull, wr_manager_compose_cb cb,
                                 void *ctx);
 /* The host's devices (core/cdi.h), as [{name, kind, in_use, refused?}]: a new reference. */
 #define WR_CDI_MAX_DEVICES 16 /* per sandbox */

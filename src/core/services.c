@@ -29,6 +29,7 @@
 #include "core_int.h"
 #include "images.h"
 #include "manager.h"
+#include "oci.h"
 
 #define CONTEXT_DIR "/.warren/context"
 
@@ -46,9 +47,11 @@ struct prep {
     uv_work_t w;
     struct wr_manager *m;
     char *team;
-    json_t *spec;    /* the compose spec, resolved as it goes */
-    json_t *context; /* path -> content, or NULL */
-    json_t *base;    /* the sandbox's own image: {"layers", "config"} */
+    json_t *spec;                /* the compose spec, resolved as it goes */
+    json_t *context;             /* path -> content, or NULL */
+    json_t *base;                /* the sandbox's own image: {"layers", "config"} */
+    struct wr_compose_pull pull; /* its strings owned */
+    size_t pulling;              /* the service whose image is being pulled */
     struct prep_layer *l;
     size_t n;
     size_t *first; /* per service: its first layer in l; first[nsvc] = n */
@@ -69,6 +72,8 @@ static void prep_free(struct prep *p)
     free(p->l);
     free(p->first);
     free(p->team);
+    free((char *)p->pull.username);
+    free((char *)p->pull.password);
     json_decref(p->spec);
     json_decref(p->context);
     json_decref(p->base);
@@ -167,7 +172,7 @@ static int add_service_layers(struct prep *p, json_t *svc, struct wr_err *err)
 {
     struct wr_images *im = p->m->cfg.images;
     const char *name = json_string_value(json_object_get(svc, "name"));
-    const char *ref = json_string_value(json_object_get(svc, "image"));
+    const char *ref = json_string_value(json_object_get(svc, "template"));
     _cleanup_free_ char *prefix = xasprintf("%s/%s", WR_SERVICES_DIR, name);
     struct wr_image img = {0};
     json_t *stack = NULL;
@@ -339,29 +344,53 @@ done:
     wr__work_done(m);
 }
 
-void wr_manager_compose_prepare(struct wr_manager *m, const char *team, const char *template_name,
-                                const json_t *spec, const json_t *context, wr_manager_compose_cb cb,
-                                void *ctx)
+/* The template an OCI reference is pulled into, for team: the same for every create of the team
+ * that names it, so the first create pulls and later ones find it (Docker's `missing` policy). */
+static char *pulled_name(const char *ref)
 {
-    struct prep *p = xcalloc(1, sizeof(*p));
-    struct wr_image base = {0};
-    json_t *svcs, *svc;
+    char hex[65];
+    const char *parts[2] = {"warren-compose-pull-v1", ref};
+
+    key_of(hex, parts, 2);
+    return xasprintf("pulled-%.16s", hex);
+}
+
+/* A service's image that is no template or snapshot of the team's but an OCI reference
+ * (host[:port]/repo[:tag|@digest]): pulled into pulled_name(ref), unless it was already. */
+static int find_image(struct prep *p, json_t *svc, struct wr_err *err)
+{
+    const char *ref = json_string_value(json_object_get(svc, "image"));
+    _cleanup_free_ char *name = NULL;
+    struct wr_image img = {0};
+
+    if (strchr(ref, '/') == NULL) { /* no template or snapshot name has one */
+        if (wr_images_resolve(p->m->cfg.images, p->team, ref, &img, err) < 0)
+            return wr_err_wrap(err, "service `%s`",
+                               json_string_value(json_object_get(svc, "name")));
+        wr_image_fini(&img);
+        json_object_set_new(svc, "template", json_string(ref));
+        return 0;
+    }
+    name = pulled_name(ref);
+    json_object_set_new(svc, "template", json_string(name));
+    if (wr_images_resolve(p->m->cfg.images, p->team, name, &img, err) == 0) {
+        wr_image_fini(&img);
+        return 0;
+    }
+    json_object_set_new(svc, "pull", json_true());
+    return 0;
+}
+
+static void pull_next(struct prep *p);
+
+static void prep_layers(struct prep *p)
+{
+    json_t *svc;
     size_t i, binds = 0;
 
-    p->m = m;
-    p->team = xstrdup(team);
-    p->spec = json_deep_copy(spec);
-    p->context = context != NULL ? json_deep_copy(context) : NULL;
-    p->cb = cb;
-    p->ctx = ctx;
-    svcs = json_object_get(p->spec, "services");
-    if (wr_images_resolve(m->cfg.images, team, template_name ? template_name : "base", &base,
-                          &p->err) < 0)
-        goto fail;
-    p->base = json_pack("{sOsO}", "layers", base.layers, "config", base.config);
-    wr_image_fini(&base);
-    json_array_foreach(svcs, i, svc)
+    json_array_foreach(json_object_get(p->spec, "services"), i, svc)
     {
+        json_object_del(svc, "pull");
         if (add_service_layers(p, svc, &p->err) < 0)
             goto fail;
         binds += 3 + json_array_size(json_object_get(svc, "volumes"));
@@ -374,7 +403,90 @@ void wr_manager_compose_prepare(struct wr_manager *m, const char *team, const ch
         goto fail;
     }
     p->w.data = p;
-    wr__queue_work(m, &p->w, prep_run, prep_done);
+    wr__queue_work(p->m, &p->w, prep_run, prep_done);
+    return;
+fail:
+    p->cb(p->ctx, NULL, NULL, &p->err);
+    prep_free(p);
+}
+
+static void pulled(void *ctx, const struct wr_image_rec *tpl, const struct wr_err *err)
+{
+    struct prep *p = ctx;
+    json_t *svc = json_array_get(json_object_get(p->spec, "services"), p->pulling);
+
+    if (err != NULL) {
+        p->err = *err;
+        wr_err_wrap(&p->err, "service `%s`: pull `%s`",
+                    json_string_value(json_object_get(svc, "name")),
+                    json_string_value(json_object_get(svc, "image")));
+        p->cb(p->ctx, NULL, NULL, &p->err);
+        prep_free(p);
+        return;
+    }
+    json_object_del(svc, "pull");
+    pull_next(p);
+}
+
+/* The pulls the services need, one at a time, then their layers. */
+static void pull_next(struct prep *p)
+{
+    json_t *svc;
+    size_t i;
+
+    json_array_foreach(json_object_get(p->spec, "services"), i, svc)
+    {
+        struct wr_oci_request r;
+        if (!json_is_true(json_object_get(svc, "pull")))
+            continue;
+        r = (struct wr_oci_request){
+            .name = json_string_value(json_object_get(svc, "template")),
+            .team = p->team,
+            .admin = p->pull.admin,
+            .image = json_string_value(json_object_get(svc, "image")),
+            .username = p->pull.username,
+            .password = p->pull.password,
+            .insecure = p->pull.insecure,
+        };
+        p->pulling = i;
+        log_info("compose: service `%s`: pulling `%s` into template `%s`",
+                 json_string_value(json_object_get(svc, "name")), r.image, r.name);
+        wr_oci_start(p->m, &r, pulled, p);
+        return;
+    }
+    prep_layers(p);
+}
+
+void wr_manager_compose_prepare(struct wr_manager *m, const char *team, const char *template_name,
+                                const json_t *spec, const json_t *context,
+                                const struct wr_compose_pull *pull, wr_manager_compose_cb cb,
+                                void *ctx)
+{
+    struct prep *p = xcalloc(1, sizeof(*p));
+    struct wr_image base = {0};
+    json_t *svc;
+    size_t i;
+
+    p->m = m;
+    p->team = xstrdup(team);
+    p->spec = json_deep_copy(spec);
+    p->context = context != NULL ? json_deep_copy(context) : NULL;
+    p->cb = cb;
+    p->ctx = ctx;
+    if (pull != NULL) {
+        p->pull.admin = pull->admin;
+        p->pull.insecure = pull->insecure;
+        p->pull.username = pull->username ? xstrdup(pull->username) : NULL;
+        p->pull.password = pull->password ? xstrdup(pull->password) : NULL;
+    }
+    if (wr_images_resolve(m->cfg.images, team, template_name ? template_name : "base", &base,
+                          &p->err) < 0)
+        goto fail;
+    p->base = json_pack("{sOsO}", "layers", base.layers, "config", base.config);
+    wr_image_fini(&base);
+    json_array_foreach(json_object_get(p->spec, "services"), i,
+                       svc) if (find_image(p, svc, &p->err) < 0) goto fail;
+    pull_next(p);
     return;
 fail:
     cb(ctx, NULL, NULL, &p->err);

@@ -464,6 +464,41 @@ def test_pull_gzip_zstd_docker_and_index(d, c, registry):
         delete_template(c, "pulled-" + n)
 
 
+def test_a_compose_services_image_is_pulled_once_into_a_template(d, c, registry):
+    """A Compose service's image that is an OCI reference (docs/compose.md): pulled into a
+    template of the team's the first time, found there the next."""
+    ref = "%s/test/img:1" % registry.host
+    f = ('services:\n  a:\n    image: "%s"\n'
+         '    command: ["sh", "-c", "echo pulled $$HELLO in $$(pwd)"]\n' % ref)
+    for _ in range(2):
+        r = c.request("POST", "/v1/sandboxes", timeout=120, json_body={
+            "compose": {"file": f, "pull": {"insecure": True}}, "timeout": 60})
+        sid = r.json()["id"]
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                s = c.request("GET", "/v1/sandboxes/%s/services" % sid).json()["services"][0]
+                if s["state"] == "exited":
+                    break
+                assert time.monotonic() < deadline, s
+                time.sleep(0.1)
+            assert s["image"] == ref
+            log = c.request("GET", "/v1/sandboxes/%s/services/a/logs" % sid).body
+            assert log.startswith(b"pulled world in /data\n"), log  # the image's env and cwd
+        finally:
+            c.request("DELETE", "/v1/sandboxes/" + sid, check=False)
+    pulled = [t["name"] for t in c.request("GET", "/v1/templates").json()["templates"]
+              if t["name"].startswith("pulled-") and len(t["name"]) == 23]
+    assert len(pulled) == 1, pulled
+    with open(os.path.join(d.dir, "warrend.log")) as lf:
+        assert lf.read().count("pulling `%s`" % ref) == 1
+    # A registry that answers 404: the create fails naming the service and the reference.
+    r = c.request("POST", "/v1/sandboxes", check=False, timeout=120, json_body={
+        "compose": {"file": f.replace("img:1", "img:nope"), "pull": {"insecure": True}}})
+    assert r.status == 404 and "service `a`: pull" in r.json()["message"], r.body
+    delete_template(c, pulled[0])
+
+
 def test_pull_faults(d, c, registry, work, image):
     with Nothing(d):
         r = pull(c, "%s/test/img:nope" % registry.host, "nope", 404)

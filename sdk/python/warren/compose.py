@@ -86,7 +86,9 @@ def compose_context(directory: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def compose_body(compose: str | Mapping[str, Any]) -> str | dict[str, Any]:
-    """The create's ``compose``: the file's text, or ``{"file", "env", "context"}`` checked."""
+    """The create's ``compose``: the file's text, or ``{"file", "env", "context", "pull"}``
+    checked (``pull``: ``{"insecure": bool, "username": str, "password": str}``, how images that
+    are OCI references are pulled)."""
     if isinstance(compose, str):
         return compose
     if not isinstance(compose, Mapping):
@@ -94,7 +96,7 @@ def compose_body(compose: str | Mapping[str, Any]) -> str | dict[str, Any]:
             "compose must be the Compose file's text (a str) or a dict with 'file', 'env' and "
             "'context'"
         )
-    unknown = set(compose) - {"file", "env", "context"}
+    unknown = set(compose) - {"file", "env", "context", "pull"}
     if unknown:
         raise ValueError(f"compose: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
     file = compose.get("file")
@@ -110,4 +112,9 @@ def compose_body(compose: str | Mapping[str, Any]) -> str | dict[str, Any]:
         ):
             raise TypeError(f"compose[{key!r}] must map str to str")
         body[key] = dict(value)
+    pull = compose.get("pull")
+    if pull is not None:
+        if not isinstance(pull, Mapping) or set(pull) - {"insecure", "username", "password"}:
+            raise TypeError("compose['pull'] must be a dict of 'insecure', 'username', 'password'")
+        body["pull"] = dict(pull)
     return body

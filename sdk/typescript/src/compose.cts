@@ -9,6 +9,8 @@ export interface ComposeSpec {
   file: string;
   env?: Record<string, string>;
   context?: Record<string, string>;
+  /** How images that are OCI references are pulled (the first create pulls them into a template). */
+  pull?: { insecure?: boolean; username?: string; password?: string };
 }
 
 /** The most entries (files and empty directories) composeContext puts in a context. */
@@ -68,7 +70,7 @@ export async function composeContext(dir: string): Promise<Record<string, string
 export function composeBody(compose: string | ComposeSpec): string | Record<string, unknown> {
   if (typeof compose === 'string') return compose;
   if (!compose || typeof compose !== 'object') throw new TypeError("compose must be the Compose file's text or {file, env?, context?}");
-  const unknown = Object.keys(compose).filter((k) => !['file', 'env', 'context'].includes(k));
+  const unknown = Object.keys(compose).filter((k) => !['file', 'env', 'context', 'pull'].includes(k));
   if (unknown.length) throw new TypeError(`compose: unknown key(s) ${unknown.sort().join(', ')}`);
   if (typeof compose.file !== 'string') throw new TypeError("compose.file must be the Compose file's text (a string)");
   const body: Record<string, unknown> = { file: compose.file };
@@ -78,6 +80,11 @@ export function composeBody(compose: string | ComposeSpec): string | Record<stri
     if (typeof v !== 'object' || Array.isArray(v) || !Object.values(v).every((x) => typeof x === 'string'))
       throw new TypeError(`compose.${k} must map strings to strings`);
     body[k] = { ...v };
+  }
+  if (compose.pull !== undefined && compose.pull !== null) {
+    if (typeof compose.pull !== 'object' || Array.isArray(compose.pull))
+      throw new TypeError('compose.pull must be {insecure?, username?, password?}');
+    body.pull = { ...compose.pull };
   }
   return body;
 }
