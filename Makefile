@@ -60,6 +60,8 @@ IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
 # The daemon's egress services (DNS stub, L7 proxy, policy): libuv and util/ only.
 NET_SRC     := $(wildcard src/net/*.c)
+GW_SRC      := $(wildcard src/gateway/*.c)
+PQ_CFLAGS   := $(shell pkg-config --cflags libpq)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
 LLHTTP_DIR  := /usr/share/llhttp
 LLHTTP_INC  := /usr/share/include/llhttp
@@ -106,11 +108,11 @@ HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).
-DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC))
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC) $(GW_SRC))
 DLIB       := $(BUILD)/libwarrend.a
 # The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
 NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
-DAEMON_LIBS := -luv -ljansson -lyaml -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl $(NET_LIBS) \
+DAEMON_LIBS := -luv -ljansson -lyaml -lsqlite3 -lwslay -lcrypto -lz -lseccomp -larchive -lcurl -lpq $(NET_LIBS) \
                $(shell pkg-config --libs ldns)
 DAEMON     := $(BUILD)/warrend
 
@@ -142,7 +144,7 @@ $(CONFIG_STAMP):
 
 $(BUILD)/host/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) -c -o $@ $<
+	$(CC) $(HOST_CFLAGS) -I$(LLHTTP_INC) $(PQ_CFLAGS) -c -o $@ $<
 
 $(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)

@@ -2,7 +2,7 @@
 # Install the Debian packages Warren needs to build, run and test, when they are missing.
 # Usage: scripts/deps.sh [run|test]   (test adds what only the tests and benchmark need)
 set -eu
-want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libyaml-dev libsqlite3-dev libwslay-dev libssl-dev libarchive-dev libcurl4-openssl-dev libldns-dev libmnl-dev libnftnl-dev libnetfilter-conntrack-dev node-llhttp mmdebstrap nftables conntrack runsc"
+want="build-essential pkg-config libseccomp-dev busybox-static iproute2 libuv1-dev libjansson-dev libyaml-dev libsqlite3-dev libwslay-dev libssl-dev libarchive-dev libcurl4-openssl-dev libpq-dev libldns-dev libmnl-dev libnftnl-dev libnetfilter-conntrack-dev node-llhttp mmdebstrap nftables conntrack runsc"
 # `make` builds the web console (console/: Vite and TypeScript, installed by npm), so node and npm
 # are build tools: the host's if there are, else Debian's (Node 18 on Debian 12: enough for the
 # console's build).

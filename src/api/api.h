@@ -73,8 +73,20 @@ struct wr_api {
     /* The web console's files (console.c, docs/console.md), served under /console/; NULL or a
      * missing directory: /console/ answers 404 saying so (--console-dir). */
     const char *console_dir;
+    /* The node role (h_node.c, docs/deploy.md): this node's id, its labels (a JSON object's
+     * text), and the secret a gateway presents (--node-token-file); node_token NULL: not a
+     * node, /node/ answers 404. */
+    const char *node_id;
+    const char *node_incarnation; /* new at every start: a gateway sees a restart */
+    const char *node_labels;
+    const char *node_token;
+    const char *object_store; /* --object-store URL, said in /node/info; NULL: none */
 };
 #define WR_API_PORT_CONN_LIMIT 1000
+
+/* The node's id that sandboxes' JSON names (`node`), or NULL off the node role (set once, before
+ * the server starts). */
+extern const char *wr_api_node_id;
 
 /* The server's handler: ctx is a struct wr_api. */
 void wr_api_handle(struct wr_http_req *req, void *ctx);

@@ -37,6 +37,24 @@ void api_note_object(struct wr_http_req *req, const char *id);
  * the unix socket). Returns 0 with *who filled, or -1 having answered 401. */
 int api_authenticate(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who);
 
+/* ---- the node role (h_node.c) ---------------------------------------------------------------- */
+
+/* Whether key is the node token (a node daemon's; compared in constant time). */
+bool api_node_token_matches(const struct wr_api *api, const char *key);
+/* The caller a gateway names with the node token: the team of its Warren-Team header (an
+ * admin with Warren-Admin: 1). Returns 0 with *who filled, or -1 having answered 400. */
+int api_node_caller(struct wr_api *api, struct wr_http_req *req, struct wr_caller *who);
+/* /healthz and /node/...: true if the request is one (then it is answered). */
+bool api_node_handle(struct wr_api *api, struct wr_http_req *req);
+
+/* Moves between nodes through the object store (h_node_move.c), for the node token's caller:
+ * POST /node/sandboxes/{id}/export, POST /node/sandboxes/import, POST /node/images/export,
+ * POST /node/images/import. */
+void api_node_export(struct wr_api *api, struct wr_http_req *req, const char *id);
+void api_node_import(struct wr_api *api, struct wr_http_req *req);
+void api_node_image_export(struct wr_api *api, struct wr_http_req *req);
+void api_node_image_import(struct wr_api *api, struct wr_http_req *req);
+
 /* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
 bool e2b_handle(struct wr_api *api, struct wr_http_req *req);
 

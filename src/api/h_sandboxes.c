@@ -68,6 +68,8 @@ json_t *api_sandbox_json(const struct wr_sandbox_rec *r)
                                       : json_null());
     json_object_set_new(j, "network", api_network_json(r));
     json_object_set_new(j, "runtime", json_string(r->runtime ? r->runtime : "ns"));
+    if (wr_api_node_id != NULL)
+        json_object_set_new(j, "node", json_string(wr_api_node_id));
     {
         json_t *d = r->devices_json ? json_loads(r->devices_json, 0, NULL) : NULL;
         json_object_set_new(j, "devices", json_is_array(d) ? d : json_array());

@@ -211,6 +211,8 @@ static int authenticate_key(struct wr_api *api, struct wr_http_req *req, const c
         api_fail(req, WR_EUNAUTHORIZED, "an API key is required (Authorization: Bearer <key>)");
         return -1;
     }
+    if (api_node_token_matches(api, key))
+        return api_node_caller(api, req, who);
     if (wr_keys_lookup(api->mgr, key, &ki, &err) < 0) {
         if (err.kind == WR_ENOTFOUND)
             api_fail(req, WR_EUNAUTHORIZED, "the API key is not valid");
@@ -676,6 +678,13 @@ void wr_api_handle(struct wr_http_req *req, void *ctx)
     struct api_note *n = api_note(req);
 
     wr_log_ctx_set(wr_http_req_id(req), NULL, NULL);
+    /* /healthz, and a node's /node/ routes (h_node.c). */
+    if (api_node_handle(api, req)) {
+        n->api = "node";
+        n->route = "/node";
+        wr_log_ctx_clear();
+        return;
+    }
     /* The E2B-compatible API (e2b.c) shares the port: its paths are not under /v1. Its
      * requests other than GET are audited as one action, their path the object. */
     if (e2b_handle(api, req)) {

@@ -327,3 +327,11 @@ void wr_manager_close(struct wr_manager *m)
     if (m->inflight == 0)
         manager_free(m);
 }
+
+void wr_manager_capacity(const struct wr_manager *m, struct wr_manager_capacity *out)
+{
+    out->sandboxes = m->count;
+    out->sandboxes_max = m->cfg.max_sandboxes;
+    out->memory_committed = m->committed;
+    out->memory_max = m->cfg.max_memory_bytes;
+}

@@ -124,6 +124,13 @@ struct wr_warm_pool_info {
 /* Fills at most cap entries of out, in the order the pools were configured; returns how many
  * pools there are. */
 size_t wr_manager_warm_pools(const struct wr_manager *m, struct wr_warm_pool_info *out, size_t cap);
+/* What this host holds and may still take (a node's /node/info, docs/deploy.md): sandboxes in
+ * memory and the most there may be, their committed memory and its limit. */
+struct wr_manager_capacity {
+    uint64_t sandboxes, sandboxes_max;
+    uint64_t memory_committed, memory_max;
+};
+void wr_manager_capacity(const struct wr_manager *m, struct wr_manager_capacity *out);
 /* Stop managing: close agents and timers. Sandboxes keep running (they outlive the daemon);
  * warm sandboxes, which no create has taken, are destroyed. */
 void wr_manager_close(struct wr_manager *m);

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@
 #include "../core/pool.h"
 #include "../core/space.h"
 #include "../core/webhooks.h"
+#include "../gateway/gateway.h"
 #include "../runtime/exits.h"
 #include "../runtime/runtime.h"
 #include "../store/store.h"
@@ -35,7 +38,19 @@
 
 #define WARREN_VERSION "0.1.0"
 
+enum role { ROLE_ALL, ROLE_NODE, ROLE_GATEWAY };
+
 struct options {
+    /* The role (docs/deploy.md): a whole single host, a node behind gateways, or a gateway. */
+    enum role role;
+    const char *node_id;         /* --node-id (NULL: the host name) */
+    const char *node_token_file; /* --node-token-file: the secret gateways present */
+    const char *node_labels;     /* --node-labels k=v,...: a JSON object's text, made here */
+    const char *object_store;    /* --object-store URL */
+    const char *database;        /* --database DSN (gateway) */
+    const char *discovery;       /* --discovery SPEC (gateway) */
+    const char *admin_key_file;  /* --admin-key-file (gateway) */
+    uint32_t health_interval_ms, node_dead_after_ms;
     const char *state_dir;
     const char *run_dir;
     const char *socket_path;
@@ -300,6 +315,39 @@ static int parse_warm_pool(char *arg, struct options *o, struct wr_err *err)
     return 0;
 }
 
+/* A node's id: 1..63 of [A-Za-z0-9._-] (as discovery's, gateway/discover.h). */
+static bool node_id_valid(const char *id)
+{
+    size_t n = strlen(id);
+
+    return n > 0 && n < 64 &&
+           strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789._-") == n;
+}
+
+/* --node-labels k=v[,k=v...] into a JSON object's text (*out, kept for the process). */
+static int parse_labels(const char *s, const char **out, struct wr_err *err)
+{
+    _cleanup_free_ char *copy = xstrdup(s);
+    json_t *o = json_object();
+    char *save = NULL;
+
+    for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq != NULL)
+            *eq = '\0';
+        json_t *v = eq != NULL && eq[1] != '\0' && node_id_valid(kv) ? json_string(eq + 1) : NULL;
+        if (v == NULL) {
+            json_decref(o);
+            return wr_err_set(err, WR_EINVAL, 0, "`%s` is not a label (KEY=VALUE)", kv);
+        }
+        json_object_set_new(o, kv, v);
+    }
+    *out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
     enum {
@@ -366,6 +414,16 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_WHTIMEOUT,
         O_RUNTIMES,
         O_CONSOLEDIR,
+        O_ROLE,
+        O_NODEID,
+        O_NODETOKEN,
+        O_NODELABELS,
+        O_OBJSTORE,
+        O_DATABASE,
+        O_DISCOVERY,
+        O_ADMINKEYFILE,
+        O_HEALTHMS,
+        O_DEADMS,
     };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, O_STATE},
@@ -428,6 +486,16 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"webhook-timeout", required_argument, NULL, O_WHTIMEOUT},
         {"runtimes", required_argument, NULL, O_RUNTIMES},
         {"console-dir", required_argument, NULL, O_CONSOLEDIR},
+        {"role", required_argument, NULL, O_ROLE},
+        {"node-id", required_argument, NULL, O_NODEID},
+        {"node-token-file", required_argument, NULL, O_NODETOKEN},
+        {"node-labels", required_argument, NULL, O_NODELABELS},
+        {"object-store", required_argument, NULL, O_OBJSTORE},
+        {"database", required_argument, NULL, O_DATABASE},
+        {"discovery", required_argument, NULL, O_DISCOVERY},
+        {"admin-key-file", required_argument, NULL, O_ADMINKEYFILE},
+        {"health-interval-ms", required_argument, NULL, O_HEALTHMS},
+        {"node-dead-after-ms", required_argument, NULL, O_DEADMS},
 #ifdef WR_TESTING
         {"test-clock", required_argument, NULL, O_TESTCLOCK},
         {"usage-interval-ms", required_argument, NULL, O_USAGEMS},
@@ -756,6 +824,52 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_CONSOLEDIR:
             o->console_dir = optarg;
             break;
+        case O_ROLE:
+            if (strcmp(optarg, "all") == 0)
+                o->role = ROLE_ALL;
+            else if (strcmp(optarg, "node") == 0)
+                o->role = ROLE_NODE;
+            else if (strcmp(optarg, "gateway") == 0)
+                o->role = ROLE_GATEWAY;
+            else {
+                wr_err_set(&err, WR_EINVAL, 0, "`%s` is not a role (all, node or gateway)", optarg);
+                goto bad;
+            }
+            break;
+        case O_NODEID:
+            if (!node_id_valid(optarg)) {
+                wr_err_set(&err, WR_EINVAL, 0, "a node id is 1 to 63 of [A-Za-z0-9._-]");
+                goto bad;
+            }
+            o->node_id = optarg;
+            break;
+        case O_NODETOKEN:
+            o->node_token_file = optarg;
+            break;
+        case O_NODELABELS:
+            if (parse_labels(optarg, &o->node_labels, &err) < 0)
+                goto bad;
+            break;
+        case O_OBJSTORE:
+            o->object_store = optarg;
+            break;
+        case O_DATABASE:
+            o->database = optarg;
+            break;
+        case O_DISCOVERY:
+            o->discovery = optarg;
+            break;
+        case O_ADMINKEYFILE:
+            o->admin_key_file = optarg;
+            break;
+        case O_HEALTHMS:
+            if (opt_uint(optarg, 50, 600000, &o->health_interval_ms, &err) < 0)
+                goto bad;
+            break;
+        case O_DEADMS:
+            if (opt_uint(optarg, 100, 3600000, &o->node_dead_after_ms, &err) < 0)
+                goto bad;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -773,6 +887,81 @@ static int parse_options(int argc, char **argv, struct options *o)
 bad:
     fprintf(stderr, "warrend: %s: %s\n", argv[optind - 1], err.msg);
     return -1;
+}
+
+/* --node-token-file's secret: one line of at least 16 token characters. */
+static int read_node_token(const struct options *o, char **out)
+{
+    char buf[512];
+    struct wr_err err;
+    ssize_t n;
+
+    if (o->node_token_file == NULL) {
+        fprintf(stderr, "warrend: --role %s needs --node-token-file\n",
+                o->role == ROLE_NODE ? "node" : "gateway");
+        return -1;
+    }
+    n = wr_read_fileat(AT_FDCWD, o->node_token_file, buf, sizeof(buf), &err);
+    if (n < 0) {
+        fprintf(stderr, "warrend: --node-token-file: %s\n", err.msg);
+        return -1;
+    }
+    buf[strcspn(buf, "\r\n")] = '\0';
+    if (strlen(buf) < 16 || strspn(buf, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789._~+/=-") != strlen(buf)) {
+        fprintf(stderr, "warrend: --node-token-file: the token must be one line of at least 16 "
+                        "letters, digits or ._~+/=-\n");
+        return -1;
+    }
+    *out = xstrdup(buf);
+    return 0;
+}
+
+/* size-1 random hex digits and a NUL. */
+static void random_hex(char *out, size_t size)
+{
+    unsigned char b[32];
+    size_t n = (size - 1) / 2;
+
+    if (n > sizeof(b) || getrandom(b, n, 0) != (ssize_t)n)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* --role gateway: no sandboxes here, so no root, state directory or runtime. */
+static int run_gateway(const struct options *o, const char *node_token)
+{
+    struct wr_gateway_config g = {
+        .version = WARREN_VERSION,
+        .database = o->database ? o->database : getenv("WARREN_DATABASE_URL"),
+        .discovery = o->discovery,
+        .node_token = node_token,
+        .admin_key_file = o->admin_key_file,
+        .domain = o->domain,
+        .object_store = o->object_store,
+        .region = o->region,
+        .health_interval_ms = o->health_interval_ms,
+        .node_dead_after_ms = o->node_dead_after_ms,
+    };
+    const char *colon = strrchr(o->listen, ':');
+    _cleanup_free_ char *host = NULL;
+    struct wr_err err;
+    uint64_t p;
+
+    if (g.database == NULL || g.discovery == NULL || g.admin_key_file == NULL) {
+        fprintf(stderr, "warrend: --role gateway needs --database (or WARREN_DATABASE_URL), "
+                        "--discovery and --admin-key-file\n");
+        return 2;
+    }
+    if (colon == NULL || wr_parse_uint(colon + 1, 65535, &p, &err) < 0) {
+        fprintf(stderr, "warrend: --listen `%s` must be HOST:PORT\n", o->listen);
+        return 2;
+    }
+    host = xstrndup(o->listen, (size_t)(colon - o->listen));
+    g.listen_host = host;
+    g.listen_port = (int)p;
+    return wr_gateway_main(&g);
 }
 
 /* The first start makes an admin key and leaves it, readable by root only, in the state
@@ -966,6 +1155,8 @@ int main(int argc, char **argv)
     int mport = 0;
     char *host = NULL, *dbpath = NULL, *templates = NULL, *volumes = NULL, *warm_dir = NULL;
     char *console_dir = NULL;
+    _cleanup_free_ char *node_token = NULL;
+    char incarnation[33], hostname[64];
     int port = 0, rc = 1;
     uv_loop_t *loop;
 
@@ -974,6 +1165,10 @@ int main(int argc, char **argv)
     wr_log_set_level(getenv("WARREN_LOG"));
     if (parse_options(argc, argv, &o) < 0)
         return 2;
+    if (o.role != ROLE_ALL && read_node_token(&o, &node_token) < 0)
+        return 2;
+    if (o.role == ROLE_GATEWAY)
+        return run_gateway(&o, node_token);
     if (geteuid() != 0) {
         fprintf(stderr, "warrend: must run as root\n");
         return 1;
@@ -1172,6 +1367,21 @@ int main(int argc, char **argv)
     memcpy(api.sizes, o.sizes, sizeof(api.sizes));
     console_dir = o.console_dir ? xstrdup(o.console_dir) : next_to_self("console");
     api.console_dir = console_dir;
+    if (o.role == ROLE_NODE) {
+        if (o.node_id == NULL) {
+            if (gethostname(hostname, sizeof(hostname)) < 0)
+                snprintf(hostname, sizeof(hostname), "node");
+            hostname[strcspn(hostname, ".")] = '\0';
+            o.node_id = hostname;
+        }
+        random_hex(incarnation, sizeof(incarnation));
+        api.node_id = wr_api_node_id = o.node_id;
+        api.node_incarnation = incarnation;
+        api.node_token = node_token;
+        api.node_labels = o.node_labels;
+        api.object_store = o.object_store;
+        log_info("node %s (incarnation %s)", o.node_id, incarnation);
+    }
     the_api = &api;
     wr_api_metrics_register();
     if (o.audit_on &&
