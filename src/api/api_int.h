@@ -47,11 +47,13 @@ int api_node_caller(struct wr_api *api, struct wr_http_req *req, struct wr_calle
 /* /healthz and /node/...: true if the request is one (then it is answered). */
 bool api_node_handle(struct wr_api *api, struct wr_http_req *req);
 
-/* Moves between nodes through the object store (h_node_move.c), for the node token's caller:
- * POST /node/sandboxes/{id}/export, POST /node/sandboxes/import, POST /node/images/export,
- * POST /node/images/import. */
-void api_node_export(struct wr_api *api, struct wr_http_req *req, const char *id);
-void api_node_import(struct wr_api *api, struct wr_http_req *req);
+/* Moves between nodes through the object store (h_node_move.c, over core/move.h), for who (the
+ * node token's caller, or an admin): POST /node/sandboxes/{id}/export (body {}: 200
+ * {"manifest", "layers", "bytes"}), POST /node/sandboxes/import (body {"manifest": KEY}: 200
+ * with the sandbox, paused to disk), POST /node/images/export and /import (501: not built). */
+void api_node_export(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
+                     const char *id);
+void api_node_import(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
 void api_node_image_export(struct wr_api *api, struct wr_http_req *req);
 void api_node_image_import(struct wr_api *api, struct wr_http_req *req);
 

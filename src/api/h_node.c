@@ -190,10 +190,10 @@ bool api_node_handle(struct wr_api *api, struct wr_http_req *req)
     else if (get && strcmp(path, "/node/sandboxes") == 0)
         node_sandboxes(api, req);
     else if (post && strcmp(path, "/node/sandboxes/import") == 0)
-        api_node_import(api, req);
+        api_node_import(api, req, &who);
     else if (post && strncmp(path, "/node/sandboxes/", 16) == 0 &&
              export_id(path, id, sizeof(id)) != NULL)
-        api_node_export(api, req, id);
+        api_node_export(api, req, &who, id);
     else if (post && strcmp(path, "/node/images/export") == 0)
         api_node_image_export(api, req);
     else if (post && strcmp(path, "/node/images/import") == 0)

@@ -356,6 +356,9 @@ struct start_spec {
      * wr__checkpoint_dir), removed once they run again; NULL: a fresh init */
     char *restore_image;
 };
+/* The project id of a sandbox's project quota: its record's seq, unique and never reused, with
+ * the high bit set to keep apart from projects an administrator numbers by hand. */
+uint32_t wr__project_of(int64_t seq);
 /* Where a gvisor sandbox paused to disk keeps its processes' checkpoint: inside its writable
  * layer's directory (its disk limit counts it; it goes with the layer). Caller frees. */
 char *wr__checkpoint_dir(const char *home);

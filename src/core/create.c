@@ -59,9 +59,7 @@ void wr__start_spec_fini(struct start_spec *ss)
     memset(ss, 0, sizeof(*ss));
 }
 
-/* The project id of a sandbox's project quota: its seq, unique and never reused, with the high
- * bit set to keep apart from projects an administrator numbers by hand. */
-static uint32_t project_of(int64_t seq)
+uint32_t wr__project_of(int64_t seq)
 {
     return 0x80000000u | (uint32_t)(seq & 0x7fffffff);
 }
@@ -249,7 +247,7 @@ int wr__start_spec_of(struct wr_manager *m, const struct wr_sandbox_rec *rec, st
     ss->home = wr_images_home(m->cfg.images, rec->id);
     ss->memory_bytes = rec->memory_bytes;
     ss->disk_bytes = rec->disk_bytes;
-    ss->project = project_of(rec->seq);
+    ss->project = wr__project_of(rec->seq);
     ss->cpu_millis = rec->cpu_millis;
     ss->pids_max = m->cfg.pids_max;
     ss->net_slot = m->net != NULL ? (int32_t)rec->net_slot : -1;
@@ -802,7 +800,7 @@ void wr_manager_create(struct wr_manager *m, const struct wr_create_req *req,
         return;
     }
     wr_runtime_crash_point(m->cfg.rt, "recorded");
-    c->ss.project = project_of(c->rec.seq); /* known once inserted */
+    c->ss.project = wr__project_of(c->rec.seq); /* known once inserted */
     if (req->restore_image != NULL) {
         c->ss.restore_image = xstrdup(req->restore_image);
         wr__start_cfg_free(c->start); /* its processes go on: the start command ran already */

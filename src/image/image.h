@@ -70,3 +70,17 @@ int wr_registry_pull(const char *ref, const struct wr_registry_opts *opts, const
  * relative to dir without following any symlink, so no entry reaches outside it; absolute
  * paths and `..` are refused. On failure dir holds a partial tree: the caller removes it. */
 int wr_oci_unpack_layer(const struct wr_oci_layer *l, const char *dir, struct wr_err *err);
+
+/* Pack the tree at dir (a layer's fs/, a directory template's root, a writable layer's upper/)
+ * into a plain tar at path (created 0600; it must not exist) that wr_oci_unpack_layer gives back
+ * as it was: entries keep their numeric owners, modes, modification times, extended
+ * attributes, hard links, symlinks and device nodes; overlayfs' whiteouts become OCI ones (a
+ * 0:0 character device NAME is `.wh.NAME`, trusted.overlay.opaque=y is `.wh..wh..opq`) and its
+ * other trusted.overlay.* attributes are left out; sockets are left out. Nothing is followed
+ * (dir itself may be a symlink) and no other mount is entered. *digest gets "sha256:<hex>" of
+ * the tar's bytes, *size their count. On failure nothing is left at path. WR_ESYS for the
+ * disk, WR_EBADDATA for an entry a tar cannot hold. */
+int wr_oci_pack_layer(const char *dir, const char *path, char digest[72], uint64_t *size,
+                      struct wr_err *err);
+/* "sha256:<hex>" of n bytes at p. */
+void wr_oci_digest(const void *p, size_t n, char out[72]);

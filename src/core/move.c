@@ -1,0 +1,892 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Moving a sandbox paused to disk between nodes through the object store (see move.h). */
+#include "move.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../image/image.h"
+#include "../runtime/creds.h"
+#include "../runtime/layer.h"
+#include "../runtime/mount.h"
+#include "../runtime/quota.h"
+#include "../util/cleanup.h"
+#include "../util/fs.h"
+#include "../util/json_cleanup.h"
+#include "../util/log.h"
+#include "../util/xalloc.h"
+#include "core_int.h"
+#include "images.h"
+
+#define MANIFEST_VERSION 1
+#define MANIFEST_MAX     (1024 * 1024)
+
+/* ---- the object store: file:// only -------------------------------------------------------- */
+
+/* A directory every node mounts, keys as relative paths below it. The contract is
+ * src/image/objstore.h's (the same calls, its s3:// backend aside); this is its file:// part. */
+struct fstore {
+    char *dir;
+};
+
+static void fstore_fini(struct fstore *s)
+{
+    free(s->dir);
+    s->dir = NULL;
+}
+
+static int fstore_open(const char *url, struct fstore *s, struct wr_err *err)
+{
+    struct stat st;
+
+    s->dir = NULL;
+    if (url == NULL || url[0] == '\0')
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "this node has no object store (warrend --object-store)");
+    if (strncmp(url, "file:///", 8) != 0)
+        return wr_err_set(err, WR_EUNSUPPORTED, 0,
+                          "moving sandboxes takes a file:// object store, not `%s`", url);
+    if (stat(url + 7, &st) < 0 || !S_ISDIR(st.st_mode))
+        return wr_err_sys(err, "object store `%s`", url);
+    s->dir = xstrdup(url + 7);
+    return 0;
+}
+
+/* 1..512 bytes of [A-Za-z0-9._/-], no empty, "." or ".." segment, no leading slash. */
+static bool key_valid(const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    const char *seg = key;
+
+    if (n == 0 || n > 512)
+        return false;
+    for (const char *p = key;; p++) {
+        if (*p == '/' || *p == '\0') {
+            size_t len = (size_t)(p - seg);
+            if (len == 0 || (len == 1 && seg[0] == '.') ||
+                (len == 2 && seg[0] == '.' && seg[1] == '.'))
+                return false;
+            if (*p == '\0')
+                return true;
+            seg = p + 1;
+            continue;
+        }
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    }
+}
+
+static char *fstore_path(const struct fstore *s, const char *key)
+{
+    return xasprintf("%s/%s", s->dir, key);
+}
+
+/* 1 if key exists, 0 if not, -1 on error. */
+static int fstore_exists(const struct fstore *s, const char *key, struct wr_err *err)
+{
+    _cleanup_free_ char *p = fstore_path(s, key);
+    struct stat st;
+
+    if (stat(p, &st) == 0)
+        return 1;
+    return errno == ENOENT ? 0 : wr_err_sys(err, "object store: `%s`", key);
+}
+
+/* Copy from fd `in` to `out` until the end. */
+static int copy_fd(int in, int out)
+{
+    char buf[128 * 1024];
+    ssize_t n;
+
+    while ((n = read(in, buf, sizeof(buf))) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || wr_write_all(out, buf, (size_t)n) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Write what fill writes (from src, or data) to a temporary beside dst, fsync, rename into
+ * place, fsync the directory: a reader never sees half an object. */
+static int write_atomic(const char *dst, int src, const void *data, size_t len, struct wr_err *err)
+{
+    _cleanup_free_ char *tmp = xasprintf("%s.tmp-XXXXXX", dst);
+    _cleanup_free_ char *dir = xstrdup(dst);
+    _cleanup_close_ int fd = -1, dfd = -1;
+    char *slash = strrchr(dir, '/');
+
+    if (slash != NULL)
+        *slash = '\0';
+    if (wr_mkdir_p(dir, 0755, err) < 0)
+        return -1;
+    fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0)
+        return wr_err_sys(err, "create `%s`", tmp);
+    if ((src >= 0 ? copy_fd(src, fd) : wr_write_all(fd, data, len)) < 0 || fsync(fd) < 0 ||
+        fchmod(fd, 0644) < 0 || rename(tmp, dst) < 0) {
+        wr_err_sys(err, "write `%s`", dst);
+        (void)unlink(tmp);
+        return -1;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0)
+        (void)fsync(dfd);
+    return 0;
+}
+
+/* Store the file at path (or len bytes at data, path NULL) under key, unless it is there. */
+static int fstore_put(const struct fstore *s, const char *key, const char *path, const void *data,
+                      size_t len, bool *existed, struct wr_err *err)
+{
+    _cleanup_free_ char *dst = fstore_path(s, key);
+    _cleanup_close_ int fd = -1;
+    int have = fstore_exists(s, key, err);
+
+    if (have < 0)
+        return -1;
+    *existed = have == 1;
+    if (have == 1)
+        return 0; /* keys are immutable */
+    if (path != NULL && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return wr_err_sys(err, "open `%s`", path);
+    return write_atomic(dst, fd, data, len, err);
+}
+
+/* Fetch key into the file at path (created). WR_ENOTFOUND. */
+static int fstore_get_file(const struct fstore *s, const char *key, const char *path,
+                           struct wr_err *err)
+{
+    _cleanup_free_ char *src = fstore_path(s, key);
+    _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_close_ int out = -1;
+
+    if (in < 0)
+        return errno == ENOENT ? wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", key)
+                               : wr_err_sys(err, "object store: `%s`", key);
+    out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0)
+        return wr_err_sys(err, "create `%s`", path);
+    if (copy_fd(in, out) < 0) {
+        wr_err_sys(err, "fetch `%s`", key);
+        (void)unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Fetch key into memory (NUL-terminated), at most max bytes. WR_ENOTFOUND, WR_ETOOBIG. */
+static int fstore_get(const struct fstore *s, const char *key, size_t max, char **data, size_t *len,
+                      struct wr_err *err)
+{
+    _cleanup_free_ char *src = fstore_path(s, key);
+    _cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    _cleanup_free_ char *buf = NULL;
+    struct stat st;
+    ssize_t n;
+
+    if (fd < 0)
+        return errno == ENOENT ? wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", key)
+                               : wr_err_sys(err, "object store: `%s`", key);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return wr_err_set(err, WR_EBADDATA, 0, "object `%s` is not a file", key);
+    if ((uint64_t)st.st_size > max)
+        return wr_err_set(err, WR_ETOOBIG, 0, "object `%s` is over %zu bytes", key, max);
+    buf = xmalloc((size_t)st.st_size + 1);
+    n = wr_read_all(fd, buf, (size_t)st.st_size);
+    if (n < 0)
+        return wr_err_sys(err, "read `%s`", key);
+    buf[n] = '\0';
+    *len = (size_t)n;
+    *data = steal_pointer(&buf);
+    return 0;
+}
+
+/* ---- export -------------------------------------------------------------------------------- */
+
+struct export_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct wr_live_sb *sb; /* referenced, busy */
+    struct fstore st;
+    char **paths; /* the image's layer directories, bottom first */
+    size_t npaths;
+    json_t *refs;     /* their refs */
+    char *upper;      /* the writable layer's tree */
+    json_t *manifest; /* the record's part, made on the loop */
+    /* results */
+    char *key;
+    size_t layers;
+    uint64_t bytes;
+    struct wr_err err;
+    int rc;
+    wr_move_export_cb cb;
+    void *ctx;
+};
+
+static void export_free(struct export_work *x)
+{
+    for (size_t i = 0; i < x->npaths; i++)
+        free(x->paths[i]);
+    free(x->paths);
+    json_decref(x->refs);
+    json_decref(x->manifest);
+    free(x->upper);
+    free(x->key);
+    fstore_fini(&x->st);
+    free(x);
+}
+
+/* Worker: the tar of the tree at dir into the store; its descriptor {digest, size}. */
+static json_t *export_tree(struct export_work *x, const char *dir, struct wr_err *err)
+{
+    _cleanup_free_ char *tmp = wr_images_tmp(x->m->cfg.images);
+    _cleanup_free_ char *key = NULL;
+    char digest[72];
+    uint64_t size;
+    bool existed;
+    int rc;
+
+    if (wr_oci_pack_layer(dir, tmp, digest, &size, err) < 0)
+        return NULL;
+    key = xasprintf("blobs/sha256/%s", digest + 7);
+    rc = fstore_put(&x->st, key, tmp, NULL, 0, &existed, err);
+    (void)unlink(tmp);
+    if (rc < 0)
+        return NULL;
+    x->layers++;
+    x->bytes += size;
+    return json_pack("{s:s,s:I}", "digest", digest, "size", (json_int_t)size);
+}
+
+static void export_run(uv_work_t *w)
+{
+    struct export_work *x = w->data;
+    json_t *layers = json_array(), *d;
+    _cleanup_free_ char *text = NULL;
+    char digest[72];
+    struct stat st;
+    bool existed;
+
+    x->rc = -1;
+    json_object_set_new(x->manifest, "layers", layers);
+    for (size_t i = 0; i < x->npaths; i++) {
+        const char *ref = json_string_value(json_array_get(x->refs, i));
+        if ((d = export_tree(x, x->paths[i], &x->err)) == NULL) {
+            wr_err_wrap(&x->err, "layer %zu of %zu", i + 1, x->npaths);
+            return;
+        }
+        /* A layer of the store: a node that has it needs no blob. */
+        if (ref != NULL && strncmp(ref, "sha256:", 7) == 0)
+            json_object_set_new(d, "layer", json_string(ref));
+        json_array_append_new(layers, d);
+    }
+    if (lstat(x->upper, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if ((d = export_tree(x, x->upper, &x->err)) == NULL) {
+            wr_err_wrap(&x->err, "writable layer");
+            return;
+        }
+        json_object_set_new(x->manifest, "writable", d);
+    } else {
+        json_object_set_new(x->manifest, "writable", json_null());
+    }
+    text = json_dumps(x->manifest, JSON_COMPACT | JSON_SORT_KEYS);
+    wr_oci_digest(text, strlen(text), digest);
+    x->key = xasprintf("sandboxes/%s/%s.json",
+                       json_string_value(json_object_get(x->manifest, "id")), digest + 7);
+    if (fstore_put(&x->st, x->key, NULL, text, strlen(text), &existed, &x->err) < 0)
+        return;
+    x->rc = 0;
+}
+
+static void export_done(uv_work_t *w, int status)
+{
+    struct export_work *x = w->data;
+    struct wr_live_sb *sb = x->sb;
+    struct wr_manager *m = x->m;
+    struct wr_move_export_result res = {.manifest = x->key, .layers = x->layers, .bytes = x->bytes};
+    struct wr_err err;
+
+    sb->busy = false;
+    if (m->closing) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        x->cb(x->ctx, NULL, &err);
+        wr__live_sb_let_go(sb);
+    } else {
+        if (x->rc < 0) {
+            log_warn("sandbox %s: export: %s", sb->id, x->err.msg);
+            x->cb(x->ctx, NULL, &x->err);
+        } else {
+            log_info("sandbox %s: exported to %s (%zu layers, %" PRIu64 " bytes)", sb->id, x->key,
+                     x->layers, x->bytes);
+            x->cb(x->ctx, &res, NULL);
+        }
+        (void)wr__run_pending_end(sb); /* a delete asked for meanwhile */
+    }
+    wr_live_sb_unref(sb);
+    export_free(x);
+    wr__work_done(m);
+}
+
+/* A JSON column of the record as a value (NULL or bad: null). */
+static json_t *column(const char *text)
+{
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    return j ? j : json_null();
+}
+
+/* What the record needs to be made again on another node. */
+static json_t *manifest_of(const struct wr_sandbox_rec *r, const json_t *image)
+{
+    const json_t *cfg = json_object_get(image, "config");
+
+    return json_pack(
+        "{s:i,s:s,s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:O,s:o,s:I,s:I,s:s,s:s,s:o,s:I}", "version",
+        MANIFEST_VERSION, "id", r->id, "team", r->team, "template", r->template_name, "cpu_millis",
+        (json_int_t)r->cpu_millis, "memory_bytes", (json_int_t)r->memory_bytes, "disk_bytes",
+        (json_int_t)r->disk_bytes, "env", column(r->env_json), "metadata", column(r->metadata_json),
+        "config", cfg ? cfg : json_object(), "network", column(r->net_json), "timeout_s",
+        (json_int_t)r->timeout_s, "remaining_ms",
+        (json_int_t)(r->remaining_ms > 0 ? r->remaining_ms : 0), "on_timeout",
+        wr_sb_on_timeout_name(r->on_timeout), "runtime", r->runtime ? r->runtime : "ns", "compose",
+        column(r->compose_json), "created_ms", (json_int_t)r->created_ms);
+}
+
+/* Whether a JSON column holds something: not NULL, "", "[]" or "{}". */
+static bool column_set(const char *text)
+{
+    return text != NULL && text[0] != '\0' && strcmp(text, "[]") != 0 && strcmp(text, "{}") != 0 &&
+           strcmp(text, "null") != 0;
+}
+
+/* On the loop: the checks, the record's part of the manifest and the layer paths. */
+static int export_prepare(struct export_work *x, const char *team, const char *id,
+                          struct wr_err *err)
+{
+    struct wr_manager *m = x->m;
+    struct wr_sandbox_rec rec;
+    _cleanup_json_ json_t *image = NULL;
+    int rc = -1;
+
+    x->sb = wr__lookup(m, team, id, err);
+    if (x->sb == NULL || wr__check_settled(x->sb, err) < 0)
+        return -1;
+    if (x->sb->state != LIVE_SB_ON_DISK)
+        return wr_err_set(err, WR_ECONFLICT, 0,
+                          "sandbox `%s` is not paused to disk: pause it with mode `disk` first",
+                          id);
+    if (wr_store_sandbox_get(m->cfg.store, NULL, x->sb->id, &rec, err) < 0)
+        return -1;
+    if (column_set(rec.volumes_json) || column_set(rec.devices_json)) {
+        wr_err_set(err, WR_ECONFLICT, 0,
+                   "sandbox `%s` holds volumes or host devices, which stay on their node", id);
+        goto out;
+    }
+    image = json_loads(rec.image_json ? rec.image_json : "{}", 0, NULL);
+    x->refs = wr_images_stack_clean(json_object_get(image, "layers"));
+    if (json_array_size(x->refs) == 0) {
+        wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` records no image layers", id);
+        goto out;
+    }
+    if (wr_images_layer_paths(m->cfg.images, x->refs, &x->paths, &x->npaths, err) < 0)
+        goto out;
+    {
+        _cleanup_free_ char *home = wr_images_home(m->cfg.images, x->sb->id);
+        x->upper = xasprintf("%s/upper", home);
+    }
+    x->manifest = manifest_of(&rec, image);
+    rc = 0;
+out:
+    wr_sandbox_rec_fini(&rec);
+    return rc;
+}
+
+void wr_move_export(struct wr_manager *m, const char *store_url, const char *team, const char *id,
+                    wr_move_export_cb cb, void *ctx)
+{
+    struct export_work *x = xcalloc(1, sizeof(*x));
+    struct wr_err err;
+
+    x->m = m;
+    if (fstore_open(store_url, &x->st, &err) < 0 || export_prepare(x, team, id, &err) < 0) {
+        x->sb = NULL;
+        export_free(x);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    x->cb = cb;
+    x->ctx = ctx;
+    x->w.data = x;
+    x->sb->busy = true;
+    wr_live_sb_ref(x->sb);
+    wr__queue_work(m, &x->w, export_run, export_done);
+}
+
+/* ---- import -------------------------------------------------------------------------------- */
+
+struct import_work {
+    uv_work_t w;
+    struct wr_manager *m;
+    struct fstore st;
+    char *key, *team; /* team NULL: any */
+    char id[128];     /* from the key, then the manifest */
+    /* phase 1 (worker): the manifest, the image's layers in the store, the writable blob */
+    json_t *manifest;
+    char (*digests)[72]; /* the layers, bottom first ("" for an empty one) */
+    uint64_t *bytes;
+    bool *installed; /* put into the store here (to record, or to collect on failure) */
+    size_t nlayers;
+    char *wblob; /* the writable layer's tar, fetched (NULL: none) */
+    const char *wdigest;
+    /* phase 2 (worker): the home, for the record inserted on the loop */
+    char *home;
+    uint64_t disk_bytes;
+    uint32_t project;
+    bool recorded, home_made;
+    struct wr_err err;
+    int rc;
+    wr_manager_state_cb cb;
+    void *ctx;
+};
+
+static void import_free(struct import_work *x)
+{
+    if (x->wblob != NULL)
+        (void)unlink(x->wblob);
+    free(x->wblob);
+    free(x->key);
+    free(x->team);
+    free(x->home);
+    json_decref(x->manifest);
+    free(x->digests);
+    free(x->bytes);
+    free(x->installed);
+    fstore_fini(&x->st);
+    free(x);
+}
+
+/* "sandboxes/<id>/<64 hex>.json" -> id. */
+static int key_id(const char *key, char *id, size_t size, struct wr_err *err)
+{
+    const char *p, *slash;
+
+    if (!key_valid(key) || strncmp(key, "sandboxes/", 10) != 0)
+        return wr_err_set(err, WR_EINVAL, 0,
+                          "`manifest` must be a key sandboxes/<id>/<sha256>.json, as export "
+                          "answers");
+    p = key + 10;
+    slash = strchr(p, '/');
+    if (slash == NULL || slash == p || (size_t)(slash - p) >= size || strchr(slash + 1, '/'))
+        return wr_err_set(err, WR_EINVAL, 0,
+                          "`manifest` must be a key sandboxes/<id>/<sha256>.json");
+    memcpy(id, p, (size_t)(slash - p));
+    id[slash - p] = '\0';
+    return 0;
+}
+
+static bool digest_valid(const char *d)
+{
+    if (d == NULL || strncmp(d, "sha256:", 7) != 0 || strlen(d) != 71)
+        return false;
+    for (const char *p = d + 7; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* A blob descriptor {digest, size[, layer]}. */
+static bool blob_valid(const json_t *b)
+{
+    const json_t *l = json_object_get(b, "layer");
+    return json_is_object(b) && digest_valid(json_string_value(json_object_get(b, "digest"))) &&
+           json_is_integer(json_object_get(b, "size")) &&
+           (l == NULL || digest_valid(json_string_value(l)));
+}
+
+/* The manifest's checks: its shape, and that it is the sandbox the key names. */
+static int manifest_check(struct import_work *x, struct wr_err *err)
+{
+    const json_t *j = x->manifest, *layers = json_object_get(j, "layers"), *b;
+    const char *id = json_string_value(json_object_get(j, "id"));
+    const char *team = json_string_value(json_object_get(j, "team"));
+    const json_t *wr = json_object_get(j, "writable");
+    enum wr_sb_on_timeout ot;
+    size_t i;
+
+    if (json_integer_value(json_object_get(j, "version")) != MANIFEST_VERSION || id == NULL ||
+        team == NULL || json_string_value(json_object_get(j, "template")) == NULL ||
+        !json_is_array(layers) || json_array_size(layers) == 0 ||
+        json_array_size(layers) > WR_MAX_LAYERS ||
+        (wr != NULL && !json_is_null(wr) && !blob_valid(wr)) ||
+        !json_is_object(json_object_get(j, "env")) ||
+        !json_is_object(json_object_get(j, "metadata")) ||
+        !json_is_object(json_object_get(j, "config")) ||
+        wr_sb_on_timeout_parse(json_string_value(json_object_get(j, "on_timeout")), &ot) < 0)
+        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s` is not one export writes", x->key);
+    json_array_foreach(layers, i, b)
+    {
+        if (!blob_valid(b))
+            return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s`: layer %zu is malformed", x->key,
+                              i + 1);
+    }
+    if (strlen(team) == 0 || strlen(team) > 127)
+        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s`: a bad team", x->key);
+    if (strcmp(id, x->id) != 0)
+        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s` is sandbox `%s`'s", x->key, id);
+    /* Another team's manifest is as good as missing. */
+    if (x->team != NULL && strcmp(team, x->team) != 0)
+        return wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", x->key);
+    return 0;
+}
+
+/* Fetch a blob into a fresh temporary file (*path). */
+static int fetch_blob(struct import_work *x, const json_t *b, char **path, struct wr_err *err)
+{
+    const char *digest = json_string_value(json_object_get(b, "digest"));
+    _cleanup_free_ char *key = xasprintf("blobs/sha256/%s", digest + 7);
+
+    *path = wr_images_tmp(x->m->cfg.images);
+    if (fstore_get_file(&x->st, key, *path, err) < 0) {
+        free(*path);
+        *path = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Unpack the blob at path (checked against digest) into the existing directory dir, as tenant
+ * data (runtime/creds.h). */
+static int unpack_blob(const char *path, const char *digest, const char *dir, struct wr_err *err)
+{
+    struct wr_oci_layer l = {.path = (char *)path, .digest = (char *)digest, .media_type = ""};
+    struct wr_creds_saved saved;
+    int rc;
+
+    if (wr_creds_tenant_begin(&saved, err) < 0)
+        return -1;
+    rc = wr_oci_unpack_layer(&l, dir, err);
+    wr_creds_tenant_end(&saved);
+    return rc;
+}
+
+/* Worker: layer i into the layer store, unless the store has it. */
+static int import_layer(struct import_work *x, size_t i, struct wr_err *err)
+{
+    const json_t *b = json_array_get(json_object_get(x->manifest, "layers"), i);
+    const char *have = json_string_value(json_object_get(b, "layer"));
+    _cleanup_free_ char *blob = NULL, *tmp = NULL, *fs = NULL;
+    struct stat st;
+    int rc = -1;
+
+    if (have != NULL) {
+        _cleanup_json_ json_t *one = json_pack("[s]", have);
+        char **paths = NULL;
+        size_t n = 0;
+        if (wr_images_layer_paths(x->m->cfg.images, one, &paths, &n, NULL) == 0) {
+            for (size_t k = 0; k < n; k++)
+                free(paths[k]);
+            free(paths);
+            snprintf(x->digests[i], sizeof(x->digests[i]), "%s", have);
+            return 0;
+        }
+    }
+    if (fetch_blob(x, b, &blob, err) < 0)
+        return -1;
+    tmp = wr_images_tmp(x->m->cfg.images);
+    fs = xasprintf("%s/fs", tmp);
+    if (mkdir(tmp, 0700) < 0 || mkdir(fs, 0755) < 0) {
+        wr_err_sys(err, "mkdir `%s`", fs);
+        goto out;
+    }
+    if (unpack_blob(blob, json_string_value(json_object_get(b, "digest")), fs, err) < 0)
+        goto out;
+    /* install moves or removes tmp, success or not */
+    rc = wr_images_install(x->m->cfg.images, tmp, x->digests[i], &x->bytes[i], err);
+    free(tmp);
+    tmp = NULL;
+    x->installed[i] = rc == 0 && x->digests[i][0] != '\0';
+out:
+    (void)unlink(blob);
+    if (tmp != NULL && stat(tmp, &st) == 0)
+        (void)wr_layer_remove(tmp, NULL);
+    return rc;
+}
+
+static void import_fetch_run(uv_work_t *w)
+{
+    struct import_work *x = w->data;
+    _cleanup_free_ char *text = NULL;
+    const json_t *wr;
+    json_error_t jerr;
+    size_t len = 0;
+
+    x->rc = -1;
+    if (fstore_get(&x->st, x->key, MANIFEST_MAX, &text, &len, &x->err) < 0)
+        return;
+    x->manifest = json_loadb(text, len, 0, &jerr);
+    if (x->manifest == NULL || !json_is_object(x->manifest)) {
+        wr_err_set(&x->err, WR_EBADDATA, 0, "manifest `%s`: %s", x->key,
+                   x->manifest ? "not an object" : jerr.text);
+        return;
+    }
+    if (manifest_check(x, &x->err) < 0)
+        return;
+    x->nlayers = json_array_size(json_object_get(x->manifest, "layers"));
+    x->digests = xcalloc(x->nlayers, sizeof(*x->digests));
+    x->bytes = xcalloc(x->nlayers, sizeof(*x->bytes));
+    x->installed = xcalloc(x->nlayers, sizeof(*x->installed));
+    for (size_t i = 0; i < x->nlayers; i++)
+        if (import_layer(x, i, &x->err) < 0) {
+            wr_err_wrap(&x->err, "layer %zu of %zu", i + 1, x->nlayers);
+            return;
+        }
+    wr = json_object_get(x->manifest, "writable");
+    if (json_is_object(wr)) {
+        x->wdigest = json_string_value(json_object_get(wr, "digest"));
+        if (fetch_blob(x, wr, &x->wblob, &x->err) < 0) {
+            wr_err_wrap(&x->err, "writable layer");
+            return;
+        }
+    }
+    x->rc = 0;
+}
+
+/* Worker: the home, its disk limit, and the writable layer unpacked into its upper/. */
+static void import_home_run(uv_work_t *w)
+{
+    struct import_work *x = w->data;
+    _cleanup_free_ char *upper = xasprintf("%s/upper", x->home);
+    struct stat st;
+
+    x->rc = -1;
+    if (lstat(x->home, &st) == 0) {
+        wr_err_set(&x->err, WR_ECONFLICT, 0, "sandbox `%s` has files on this node already", x->id);
+        return;
+    }
+    if (wr_layer_home_create(x->home, wr_images_fs(x->m->cfg.images), &x->err) < 0)
+        return;
+    x->home_made = true;
+    if (x->disk_bytes > 0 && wr_quota_limit(x->home, x->disk_bytes, x->project, &x->err) < 0) {
+        wr_err_wrap(&x->err, "disk limit");
+        return;
+    }
+    if (mkdir(upper, 0755) < 0) {
+        wr_err_sys(&x->err, "mkdir `%s`", upper);
+        return;
+    }
+    if (x->wblob != NULL && unpack_blob(x->wblob, x->wdigest, upper, &x->err) < 0) {
+        wr_err_wrap(&x->err, "writable layer");
+        return;
+    }
+    x->rc = 0;
+}
+
+/* Loop: what phase 1 put into the layer store is recorded and collected unless something
+ * refers to it (an import that failed). */
+static void forget_layers(struct import_work *x)
+{
+    for (size_t i = 0; i < x->nlayers; i++)
+        if (x->installed[i])
+            wr_images_forget(x->m->cfg.images, x->digests[i], x->bytes[i]);
+}
+
+/* The sandbox's image: its layers here and the manifest's config. */
+static char *image_json_of(struct import_work *x)
+{
+    _cleanup_json_ json_t *layers = json_array();
+    _cleanup_json_ json_t *img = NULL;
+
+    for (size_t i = 0; i < x->nlayers; i++)
+        wr_images_stack_push(layers, x->digests[i]);
+    img =
+        json_pack("{s:O,s:O}", "layers", layers, "config", json_object_get(x->manifest, "config"));
+    return json_dumps(img, JSON_COMPACT);
+}
+
+static char *dump_or_null(const json_t *j)
+{
+    return j != NULL && !json_is_null(j) ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
+/* Loop: record the layers and the sandbox (state creating: a daemon that dies before the
+ * import ends tears it down at its next start, as a create it did not finish). */
+static int import_record(struct import_work *x, struct wr_err *err)
+{
+    struct wr_manager *m = x->m;
+    const json_t *j = x->manifest;
+    struct wr_sandbox_rec r = {0}, old;
+    char **paths = NULL;
+    size_t n = 0;
+    _cleanup_json_ json_t *layers = json_array();
+    int rc;
+
+    if (wr_store_sandbox_get(m->cfg.store, NULL, x->id, &old, NULL) == 0) {
+        wr_sandbox_rec_fini(&old);
+        return wr_err_set(err, WR_ECONFLICT, 0, "sandbox `%s` exists on this node", x->id);
+    }
+    for (size_t i = 0; i < x->nlayers; i++) {
+        if (x->installed[i] &&
+            wr_store_layer_put(m->cfg.store, x->digests[i], x->bytes[i], err) < 0)
+            return -1;
+        wr_images_stack_push(layers, x->digests[i]);
+    }
+    if (json_array_size(layers) == 0)
+        return wr_err_set(err, WR_EBADDATA, 0, "the sandbox's image holds no files");
+    if (wr_images_layer_paths(m->cfg.images, layers, &paths, &n, err) < 0)
+        return wr_err_set(err, WR_ECONFLICT, 0, "a layer was collected meanwhile: try again");
+    for (size_t i = 0; i < n; i++)
+        free(paths[i]);
+    free(paths);
+    r.id = x->id;
+    r.team = (char *)json_string_value(json_object_get(j, "team"));
+    r.template_name = (char *)json_string_value(json_object_get(j, "template"));
+    r.state = WR_SB_CREATING;
+    r.cpu_millis = (uint32_t)json_integer_value(json_object_get(j, "cpu_millis"));
+    r.memory_bytes = (uint64_t)json_integer_value(json_object_get(j, "memory_bytes"));
+    r.disk_bytes = (uint64_t)json_integer_value(json_object_get(j, "disk_bytes"));
+    r.created_ms = json_integer_value(json_object_get(j, "created_ms"));
+    r.metadata_json = dump_or_null(json_object_get(j, "metadata"));
+    r.env_json = dump_or_null(json_object_get(j, "env"));
+    r.timeout_s = (uint32_t)json_integer_value(json_object_get(j, "timeout_s"));
+    (void)wr_sb_on_timeout_parse(json_string_value(json_object_get(j, "on_timeout")),
+                                 &r.on_timeout);
+    r.image_json = image_json_of(x);
+    r.net_slot = -1;
+    r.runtime = (char *)json_string_value(json_object_get(j, "runtime"));
+    r.compose_json = dump_or_null(json_object_get(j, "compose"));
+    rc = wr_store_sandbox_insert(m->cfg.store, &r, err);
+    if (rc == 0) {
+        x->recorded = true;
+        x->disk_bytes = r.disk_bytes;
+        x->project = wr__project_of(r.seq);
+    }
+    free(r.metadata_json);
+    free(r.env_json);
+    free(r.image_json);
+    free(r.compose_json);
+    return rc;
+}
+
+/* Loop: the imported sandbox in the manager's table, paused to disk (as a restarted daemon
+ * takes one back, src/core/reconcile.c). */
+static void import_adopt(struct wr_manager *m, const struct wr_sandbox_rec *r)
+{
+    struct wr_live_sb *sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
+    struct wr_err err;
+
+    if (wr__rec_backend(r, &sb->backend, &err) < 0)
+        log_warn("%s", err.msg);
+    sb->store_layers = true;
+    wr__live_sb_set_state(sb, LIVE_SB_ON_DISK);
+    sb->remaining_ms = r->remaining_ms > 0 ? r->remaining_ms : 0;
+    sb->on_timeout = r->on_timeout;
+    sb->timeout_s = r->timeout_s;
+    wr__table_put(m, sb);
+    wr__account(sb, false);
+}
+
+/* Loop: undo what the import did (the home goes on the loop only at shutdown or after a
+ * failed phase 2, where it is small or gone). */
+static void import_undo(struct import_work *x)
+{
+    if (x->home_made)
+        (void)wr_layer_remove(x->home, NULL);
+    if (x->recorded)
+        (void)wr_store_sandbox_delete(x->m->cfg.store, x->id, NULL);
+    forget_layers(x);
+}
+
+static void import_fail(struct import_work *x, const struct wr_err *err)
+{
+    log_info("import %s: %s", x->key, err->msg);
+    import_undo(x);
+    x->cb(x->ctx, NULL, err);
+}
+
+static void import_home_done(uv_work_t *w, int status)
+{
+    struct import_work *x = w->data;
+    struct wr_manager *m = x->m;
+    int64_t remaining = json_integer_value(json_object_get(x->manifest, "remaining_ms"));
+    struct wr_sandbox_rec rec;
+    struct wr_err err;
+
+    if (m->closing) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        import_fail(x, &err);
+    } else if (x->rc < 0) {
+        import_fail(x, &x->err);
+    } else if (wr__table_get(m, x->id) != NULL ||
+               wr_store_sandbox_set_paused(m->cfg.store, x->id, WR_SB_PAUSED_DISK, NULL, remaining,
+                                           &err) < 0 ||
+               wr_store_sandbox_get(m->cfg.store, NULL, x->id, &rec, &err) < 0) {
+        if (wr__table_get(m, x->id) != NULL)
+            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` exists on this node", x->id);
+        x->recorded = x->recorded && err.kind != WR_ENOTFOUND;
+        import_fail(x, &err);
+    } else {
+        import_adopt(m, &rec);
+        log_info("sandbox %s: imported from %s, paused to disk", x->id, x->key);
+        x->cb(x->ctx, &rec, NULL);
+        wr_sandbox_rec_fini(&rec);
+    }
+    import_free(x);
+    wr__work_done(m);
+}
+
+static void import_fetch_done(uv_work_t *w, int status)
+{
+    struct import_work *x = w->data;
+    struct wr_manager *m = x->m;
+    struct wr_err err;
+
+    if (m->closing) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        import_fail(x, &err);
+    } else if (x->rc < 0) {
+        import_fail(x, &x->err);
+    } else if (import_record(x, &err) < 0) {
+        import_fail(x, &err);
+    } else {
+        x->home = wr_images_home(m->cfg.images, x->id);
+        wr__queue_work(m, &x->w, import_home_run, import_home_done);
+        wr__work_done(m);
+        return;
+    }
+    import_free(x);
+    wr__work_done(m);
+}
+
+void wr_move_import(struct wr_manager *m, const char *store_url, const char *team, const char *key,
+                    wr_manager_state_cb cb, void *ctx)
+{
+    struct import_work *x = xcalloc(1, sizeof(*x));
+    struct wr_sandbox_rec old;
+    struct wr_err err;
+
+    x->m = m;
+    if (fstore_open(store_url, &x->st, &err) < 0 || key_id(key, x->id, sizeof(x->id), &err) < 0)
+        goto fail;
+    if (wr_store_sandbox_get(m->cfg.store, NULL, x->id, &old, NULL) == 0) {
+        wr_sandbox_rec_fini(&old);
+        wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` exists on this node", x->id);
+        goto fail;
+    }
+    x->key = xstrdup(key);
+    x->team = team ? xstrdup(team) : NULL;
+    x->cb = cb;
+    x->ctx = ctx;
+    x->w.data = x;
+    wr__queue_work(m, &x->w, import_fetch_run, import_fetch_done);
+    return;
+fail:
+    import_free(x);
+    cb(ctx, NULL, &err);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Moving a sandbox paused to disk from one node to another through shared object storage
+ * (warrend --role node --object-store URL; docs/deploy.md). The node that holds it exports it:
+ * each layer of its image and its writable layer go to the store as tars (the form
+ * wr_oci_unpack_layer reads, src/image/image.h) under content-addressed keys
+ * "blobs/sha256/<hex of the tar>", and a manifest that names them, with what the sandbox's
+ * record needs to be made again, under "sandboxes/<id>/<hex of the manifest>.json". Another
+ * node imports that manifest: the layers it lacks go into its layer store, the writable layer
+ * becomes the sandbox's home, and the sandbox is recorded with the same id and team, paused to
+ * disk with the time it had left, so that a resume there starts it on its files.
+ *
+ * Moved: the image's layers and config, the writable layer (upper/), cpus, memory, disk limit,
+ * env, metadata, timeout, time left, on_timeout, runtime, Compose services, and the network
+ * policy (kept in the manifest; the imported sandbox has loopback only: no slot is bound).
+ * Refused at export: a sandbox with volumes or host devices (they belong to the host). A gvisor
+ * sandbox's checkpoint stays behind: it resumes with a fresh warren-init.
+ *
+ * Only file:// stores are supported here (src/image/objstore.h names the contract).
+ * Loop thread; the disk and the store are worked on libuv workers. */
+#pragma once
+
+#include <stdint.h>
+
+#include "manager.h"
+
+/* Export's answer: the manifest's key (valid during the call), how many layers (the image's
+ * and the writable one) and the bytes of their tars. */
+struct wr_move_export_result {
+    const char *manifest;
+    size_t layers;
+    uint64_t bytes;
+};
+typedef void (*wr_move_export_cb)(void *ctx, const struct wr_move_export_result *res,
+                                  const struct wr_err *err);
+
+/* Export sandbox id of team (NULL: any) to the store at store_url. It must be paused to disk;
+ * meanwhile it is busy (a resume or a pause answers WR_ECONFLICT; a delete waits for the end).
+ * WR_ENOTFOUND; WR_ECONFLICT if it is not paused to disk, busy, or holds volumes or devices;
+ * WR_EUNSUPPORTED without a store or for a URL that is not file://; WR_ESYS, WR_EUPSTREAM for
+ * the disk and the store. cb is always called, possibly before this returns. */
+void wr_move_export(struct wr_manager *m, const char *store_url, const char *team, const char *id,
+                    wr_move_export_cb cb, void *ctx);
+
+/* Import the sandbox whose manifest is at key in the store at store_url. team (NULL: any, an
+ * admin) must be the manifest's. The sandbox is recorded paused to disk, its record given to cb
+ * (valid during the call). WR_EINVAL for a malformed key, WR_ENOTFOUND for a key or blob the
+ * store does not have (or another team's manifest), WR_EBADDATA for a manifest or blob that
+ * fails its checks, WR_ECONFLICT if a sandbox with its id exists here. On failure nothing of it
+ * stays: no record, home or layer but those something else uses. */
+void wr_move_import(struct wr_manager *m, const char *store_url, const char *team, const char *key,
+                    wr_manager_state_cb cb, void *ctx);

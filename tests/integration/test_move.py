@@ -1,0 +1,187 @@
+"""Moving a sandbox paused to disk from one node to another through a shared object store
+(POST /node/sandboxes/{id}/export on the node that holds it, POST /node/sandboxes/import on the
+other; src/core/move.h): two node daemons on loopback share a file:// store."""
+
+import json
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+
+import pytest
+
+import warren
+from conftest import Daemon, delete_all
+
+TOKEN = "move-test-node-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    """Two node daemons (A, B) sharing a file:// object store: (A, B, the store's directory)."""
+    top = tempfile.mkdtemp(prefix="warren-move-")
+    store = os.path.join(top, "store")
+    os.mkdir(store)
+    token = os.path.join(top, "token")
+    with open(token, "w") as f:
+        f.write(TOKEN + "\n")
+    args = ("--role", "node", "--node-token-file", token, "--object-store", "file://" + store)
+    a = Daemon(*args).start()
+    b = Daemon(*args).start()
+    try:
+        yield a, b, store
+    finally:
+        for d in (a, b):
+            try:
+                delete_all(d)
+            finally:
+                d.cleanup()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def node_post(d, path, body, token=TOKEN, team=None):
+    """POST a node route on d's TCP listener: (status, JSON answer)."""
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = "Bearer " + token
+    if team is not None:
+        headers["Warren-Team"] = team
+    req = urllib.request.Request(d.tcp_url + path, data=json.dumps(body).encode(), headers=headers,
+                                 method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def paused_on_disk(d, content):
+    """A sandbox on d with /root/moved.txt holding content, paused to disk."""
+    c = d.client()
+    sb = warren.Sandbox.create(client=c, timeout=300, metadata={"job": "move"}, env={"WHO": "a"})
+    sb.files.write("/root/moved.txt", content)
+    sb.commands.run("rm /etc/motd 2>/dev/null; mkdir -p /root/d && echo x > /root/d/f")
+    assert sb.pause(mode="disk").paused_mode == "disk"
+    return sb
+
+
+def test_move_between_nodes(nodes):
+    a, b, store = nodes
+    sb = paused_on_disk(a, b"moved across nodes\n")
+    sid = sb.sandbox_id
+
+    st, r = node_post(a, "/node/sandboxes/%s/export" % sid, {})
+    assert st == 200, r
+    assert r["manifest"].startswith("sandboxes/%s/" % sid) and r["manifest"].endswith(".json")
+    assert r["layers"] >= 2 and r["bytes"] > 0
+    with open(os.path.join(store, r["manifest"])) as f:
+        man = json.load(f)
+    assert man["id"] == sid and man["team"] == "admin"
+    assert man["metadata"] == {"job": "move"} and man["env"] == {"WHO": "a"}
+    assert man["writable"]["digest"].startswith("sha256:")
+    for blob in man["layers"] + [man["writable"]]:
+        assert os.path.exists(os.path.join(store, "blobs/sha256", blob["digest"][7:]))
+    # The sandbox is still A's, paused to disk; a second export writes the same manifest.
+    st, r2 = node_post(a, "/node/sandboxes/%s/export" % sid, {})
+    assert st == 200 and r2["manifest"] == r["manifest"], r2
+
+    st, imp = node_post(b, "/node/sandboxes/import", {"manifest": r["manifest"]})
+    assert st == 200, imp
+    assert imp["id"] == sid and imp["state"] == "paused" and imp["paused_mode"] == "disk"
+    assert imp["metadata"] == {"job": "move"}
+
+    # Importing it again on B: it is there already.
+    st, again = node_post(b, "/node/sandboxes/import", {"manifest": r["manifest"]})
+    assert st == 409, again
+
+    # A's copy goes (the gateway deletes it once B has it); B resumes it with its files.
+    sb.kill()
+    cb = b.client()
+    moved = warren.Sandbox.connect(sid, client=cb)
+    info = moved.resume()
+    assert info.state == "running"
+    assert moved.files.read("/root/moved.txt") == "moved across nodes\n"
+    out = moved.commands.run("cat /root/d/f; echo $WHO; test -e /etc/motd && echo motd || echo gone")
+    assert out.stdout.split() == ["x", "a", "gone"], out
+    moved.kill()
+
+
+def test_export_refusals(nodes):
+    a, b, _ = nodes
+    c = a.client()
+    sb = warren.Sandbox.create(client=c, timeout=120)
+    try:
+        # Running: not paused to disk.
+        st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})
+        assert st == 409 and "paused to disk" in r["message"], r
+        # Paused in memory: neither.
+        sb.pause()
+        st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})
+        assert st == 409, r
+        # Unknown sandbox.
+        st, r = node_post(a, "/node/sandboxes/nosuchsandbox/export", {})
+        assert st == 404, r
+        # Another team's sandbox is not found for that team.
+        sb.resume()
+        sb.pause(mode="disk")
+        st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {}, team="other")
+        assert st == 404, r
+        # No node token: refused before anything.
+        st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {}, token=None)
+        assert st in (401, 403), r
+        st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {}, token="wrong-token-0123456789")
+        assert st in (401, 403), r
+    finally:
+        sb.kill()
+
+
+def test_import_refusals(nodes):
+    a, b, store = nodes
+    before = sorted(os.listdir(os.path.join(b.state, "layers")))
+    # A key the store does not have.
+    st, r = node_post(b, "/node/sandboxes/import", {"manifest": "sandboxes/abc/" + "0" * 64 + ".json"})
+    assert st == 404, r
+    # Malformed keys and bodies.
+    for body in ({"manifest": "../etc/passwd"}, {"manifest": "blobs/sha256/00"}, {}, {"manifest": 3}):
+        st, r = node_post(b, "/node/sandboxes/import", body)
+        assert st == 400, (body, r)
+    # A manifest whose blob is missing: nothing of it stays on B.
+    sb = paused_on_disk(a, b"x")
+    try:
+        st, exp = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})
+        assert st == 200, exp
+        with open(os.path.join(store, exp["manifest"])) as f:
+            man = json.load(f)
+        wblob = os.path.join(store, "blobs/sha256", man["writable"]["digest"][7:])
+        os.rename(wblob, wblob + ".away")
+        try:
+            st, r = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]})
+            assert st == 404, r
+        finally:
+            os.rename(wblob + ".away", wblob)
+        assert warren.Sandbox.list(client=b.client()) == []
+        assert sb.sandbox_id not in os.listdir(os.path.join(b.state, "sandboxes"))
+        # Another team cannot import it.
+        st, r = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]}, team="other")
+        assert st == 404, r
+        # Without the token.
+        st, r = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]}, token=None)
+        assert st in (401, 403), r
+    finally:
+        sb.kill()
+    # The layers the failed import unpacked were collected again.
+    import time
+    for _ in range(50):
+        now = sorted(x for x in os.listdir(os.path.join(b.state, "layers")) if x != ".tmp")
+        if now == [x for x in before if x != ".tmp"]:
+            break
+        time.sleep(0.1)
+    assert now == [x for x in before if x != ".tmp"]
+    assert os.listdir(os.path.join(b.state, "layers", ".tmp")) == []
+
+
+def test_image_moves_not_built(nodes):
+    a, _, _ = nodes
+    st, r = node_post(a, "/node/images/export", {})
+    assert st == 501 and r["code"] == "unsupported", r
