@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
@@ -160,7 +161,7 @@ def test_import_refusals(nodes):
             assert st == 404, r
         finally:
             os.rename(wblob + ".away", wblob)
-        assert warren.Sandbox.list(client=b.client()) == []
+        assert list(warren.Sandbox.list(client=b.client())) == []
         assert sb.sandbox_id not in os.listdir(os.path.join(b.state, "sandboxes"))
         # Another team cannot import it.
         st, r = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]}, team="other")
@@ -170,15 +171,15 @@ def test_import_refusals(nodes):
         assert st in (401, 403), r
     finally:
         sb.kill()
-    # The layers the failed import unpacked were collected again.
-    import time
-    for _ in range(50):
-        now = sorted(x for x in os.listdir(os.path.join(b.state, "layers")) if x != ".tmp")
-        if now == [x for x in before if x != ".tmp"]:
+    # The layers the failed import unpacked were collected again (the collector renames them
+    # into layers/.tmp on the loop and removes them on a worker).
+    for _ in range(100):
+        now = sorted(os.listdir(os.path.join(b.state, "layers")))
+        tmp = os.listdir(os.path.join(b.state, "layers", ".tmp"))
+        if now == before and tmp == []:
             break
         time.sleep(0.1)
-    assert now == [x for x in before if x != ".tmp"]
-    assert os.listdir(os.path.join(b.state, "layers", ".tmp")) == []
+    assert now == before and tmp == []
 
 
 def test_image_moves_not_built(nodes):
