@@ -62,7 +62,11 @@ def paused_on_disk(d, content):
     c = d.client()
     sb = warren.Sandbox.create(client=c, timeout=300, metadata={"job": "move"}, env={"WHO": "a"})
     sb.files.write("/root/moved.txt", content)
-    sb.commands.run("rm /etc/motd 2>/dev/null; mkdir -p /root/d && echo x > /root/d/f")
+    # A whiteout (a file of the image deleted), an opaque directory (one of the image's made
+    # again), a hard link and a symlink.
+    r = sb.commands.run("rm /etc/motd && rm -rf /usr && mkdir -p /usr/only /root/d && echo x > /root/d/f"
+                        " && ln /root/d/f /root/d/hard && ln -s f /root/d/link")
+    assert r.exit_code == 0, r
     assert sb.pause(mode="disk").paused_mode == "disk"
     return sb
 
@@ -103,8 +107,10 @@ def test_move_between_nodes(nodes):
     info = moved.resume()
     assert info.state == "running"
     assert moved.files.read("/root/moved.txt") == "moved across nodes\n"
-    out = moved.commands.run("cat /root/d/f; echo $WHO; test -e /etc/motd && echo motd || echo gone")
-    assert out.stdout.split() == ["x", "a", "gone"], out
+    out = moved.commands.run("cat /root/d/link; echo $WHO; test -e /etc/motd && echo motd || echo gone;"
+                             " ls /usr; stat -c %i /root/d/f /root/d/hard | uniq | wc -l;"
+                             " cat /etc/passwd | head -1 | cut -d: -f1")
+    assert out.stdout.split() == ["x", "a", "gone", "only", "1", "root"], out
     moved.kill()
 
 
