@@ -517,6 +517,11 @@ void wr__net_slot_made(struct wr_manager *m, int32_t slot);
 void wr__net_release_slot(struct wr_manager *m, int32_t slot, bool made);
 /* sb's end: its rules go, its slot rests then is ready again, its record forgets the slot. */
 void wr__net_release(struct wr_manager *m, struct wr_live_sb *sb);
+/* An imported sandbox (move.c) on slot (from wr__net_take, made): the policy of its network
+ * record from another node (net_json; one that does not parse: internet off, logged) bound as
+ * wr__net_bind does, and its record's network and slot written. */
+int wr__net_import(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, const char *net_json,
+                   struct wr_err *err);
 /* A reconciled record's slot and policy back on sb (-1 if it could not be). */
 int wr__net_adopt(struct wr_manager *m, struct wr_live_sb *sb, const struct wr_sandbox_rec *r);
 /* The sandbox whose slot address saddr is (false if none). */

@@ -23,6 +23,7 @@
 #include "../util/xalloc.h"
 #include "core_int.h"
 #include "images.h"
+#include "space.h"
 
 #define MANIFEST_VERSION 1
 #define MANIFEST_MAX     (1024 * 1024)
@@ -415,7 +416,8 @@ void wr_move_export(struct wr_manager *m, const char *store_url, const char *tea
     struct wr_err err;
 
     x->m = m;
-    if (fstore_open(store_url, &x->st, &err) < 0 || export_prepare(x, team, id, &err) < 0) {
+    if (fstore_open(store_url, &x->st, &err) < 0 || export_prepare(x, team, id, &err) < 0 ||
+        wr_space_admit(m->cfg.space, "export", 0, &err) < 0) {
         x->sb = NULL;
         export_free(x);
         cb(ctx, NULL, &err);
@@ -449,6 +451,9 @@ struct import_work {
     char *home;
     uint64_t disk_bytes;
     uint32_t project;
+    /* its network slot (-1: loopback only), taken on the loop; made by phase 2 if slot_make */
+    int32_t slot;
+    bool slot_make, slot_made;
     bool recorded, home_made;
     struct wr_err err;
     int rc;
@@ -673,6 +678,13 @@ static void import_home_run(uv_work_t *w)
     if (wr_layer_home_create(x->home, wr_images_fs(x->m->cfg.images), &x->err) < 0)
         return;
     x->home_made = true;
+    if (x->slot >= 0 && x->slot_make) {
+        int fd = wr__net_open_fd(x->m, x->slot, true, false, &x->err);
+        if (fd < 0)
+            return;
+        close(fd);
+        x->slot_made = true;
+    }
     if (x->disk_bytes > 0 && wr_quota_limit(x->home, x->disk_bytes, x->project, &x->err) < 0) {
         wr_err_wrap(&x->err, "disk limit");
         return;
@@ -713,6 +725,21 @@ static char *image_json_of(struct import_work *x)
 static char *dump_or_null(const json_t *j)
 {
     return j != NULL && !json_is_null(j) ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
+/* Loop: a network slot for a sandbox that had a network (on a node with networking). */
+static int import_slot(struct import_work *x, struct wr_err *err)
+{
+    const json_t *net = json_object_get(x->manifest, "network");
+    bool pooled;
+
+    if (x->m->net == NULL || !json_is_object(net) || !json_is_true(json_object_get(net, "enabled")))
+        return 0;
+    if (wr__net_take(x->m, false, &x->slot, &x->slot_make, &pooled, err) < 0) {
+        x->slot = -1;
+        return -1;
+    }
+    return 0;
 }
 
 /* Loop: record the layers and the sandbox (state creating: a daemon that dies before the
@@ -766,6 +793,7 @@ static int import_record(struct import_work *x, struct wr_err *err)
         x->recorded = true;
         x->disk_bytes = r.disk_bytes;
         x->project = wr__project_of(r.seq);
+        rc = import_slot(x, err);
     }
     free(r.metadata_json);
     free(r.env_json);
@@ -776,7 +804,7 @@ static int import_record(struct import_work *x, struct wr_err *err)
 
 /* Loop: the imported sandbox in the manager's table, paused to disk (as a restarted daemon
  * takes one back, src/core/reconcile.c). */
-static void import_adopt(struct wr_manager *m, const struct wr_sandbox_rec *r)
+static struct wr_live_sb *import_adopt(struct wr_manager *m, const struct wr_sandbox_rec *r)
 {
     struct wr_live_sb *sb = wr__live_sb_new(m, r->id, r->team, r->memory_bytes, r->cpu_millis);
     struct wr_err err;
@@ -790,12 +818,16 @@ static void import_adopt(struct wr_manager *m, const struct wr_sandbox_rec *r)
     sb->timeout_s = r->timeout_s;
     wr__table_put(m, sb);
     wr__account(sb, false);
+    return sb;
 }
 
 /* Loop: undo what the import did (the home goes on the loop only at shutdown or after a
  * failed phase 2, where it is small or gone). */
 static void import_undo(struct import_work *x)
 {
+    if (x->slot >= 0)
+        wr__net_release_slot(x->m, x->slot, !x->slot_make || x->slot_made);
+    x->slot = -1;
     if (x->home_made)
         (void)wr_layer_remove(x->home, NULL);
     if (x->recorded)
@@ -832,11 +864,23 @@ static void import_home_done(uv_work_t *w, int status)
         x->recorded = x->recorded && err.kind != WR_ENOTFOUND;
         import_fail(x, &err);
     } else {
-        import_adopt(m, &rec);
+        struct wr_live_sb *sb = import_adopt(m, &rec);
+        if (x->slot >= 0) {
+            _cleanup_free_ char *net = dump_or_null(json_object_get(x->manifest, "network"));
+            wr__net_slot_made(m, x->slot);
+            if (wr__net_import(m, sb, x->slot, net, &err) < 0)
+                log_warn("sandbox %s: network: %s", x->id, err.msg);
+            wr_sandbox_rec_fini(&rec);
+            if (wr_store_sandbox_get(m->cfg.store, NULL, x->id, &rec, &err) < 0) {
+                x->cb(x->ctx, NULL, &err);
+                goto out;
+            }
+        }
         log_info("sandbox %s: imported from %s, paused to disk", x->id, x->key);
         x->cb(x->ctx, &rec, NULL);
         wr_sandbox_rec_fini(&rec);
     }
+out:
     import_free(x);
     wr__work_done(m);
 }
@@ -872,7 +916,9 @@ void wr_move_import(struct wr_manager *m, const char *store_url, const char *tea
     struct wr_err err;
 
     x->m = m;
-    if (fstore_open(store_url, &x->st, &err) < 0 || key_id(key, x->id, sizeof(x->id), &err) < 0)
+    x->slot = -1;
+    if (fstore_open(store_url, &x->st, &err) < 0 || key_id(key, x->id, sizeof(x->id), &err) < 0 ||
+        wr_space_admit(m->cfg.space, "import", 0, &err) < 0)
         goto fail;
     if (wr_store_sandbox_get(m->cfg.store, NULL, x->id, &old, NULL) == 0) {
         wr_sandbox_rec_fini(&old);

@@ -11,7 +11,7 @@
  *
  * Moved: the image's layers and config, the writable layer (upper/), cpus, memory, disk limit,
  * env, metadata, timeout, time left, on_timeout, runtime, Compose services, and the network
- * policy (kept in the manifest; the imported sandbox has loopback only: no slot is bound).
+ * policy (the imported sandbox gets a slot of the importing node's pool, so a new address).
  * Refused at export: a sandbox with volumes or host devices (they belong to the host). A gvisor
  * sandbox's checkpoint stays behind: it resumes with a fresh warren-init.
  *

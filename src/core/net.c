@@ -681,6 +681,24 @@ void wr__net_release_slot(struct wr_manager *m, int32_t slot, bool made)
     slot_rest(m->net, (uint32_t)slot);
 }
 
+int wr__net_import(struct wr_manager *m, struct wr_live_sb *sb, int32_t slot, const char *net_json,
+                   struct wr_err *err)
+{
+    struct wr_net_policy p;
+    _cleanup_free_ char *mask = NULL, *js = NULL;
+    bool pub = true;
+    struct wr_err e2;
+
+    if (policy_of_json(net_json, &p, &pub, &mask, &e2) < 0) {
+        log_warn("sandbox %s: its network record: %s; it gets internet off", sb->id, e2.msg);
+        memset(&p, 0, sizeof(p));
+    }
+    js = wr__net_json(m, &p, slot, pub, mask); /* before the bind moves p */
+    if (wr__net_bind(m, sb, slot, &p, pub, mask, err) < 0)
+        return -1;
+    return wr_store_sandbox_set_net(m->cfg.store, sb->id, js, slot, err);
+}
+
 int wr__net_adopt(struct wr_manager *m, struct wr_live_sb *sb, const struct wr_sandbox_rec *r)
 {
     struct wr_net *net = m->net;

@@ -57,10 +57,10 @@ def node_post(d, path, body, token=TOKEN, team=None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def paused_on_disk(d, content):
+def paused_on_disk(d, content, **kw):
     """A sandbox on d with /root/moved.txt holding content, paused to disk."""
     c = d.client()
-    sb = warren.Sandbox.create(client=c, timeout=300, metadata={"job": "move"}, env={"WHO": "a"})
+    sb = warren.Sandbox.create(client=c, timeout=300, metadata={"job": "move"}, env={"WHO": "a"}, **kw)
     sb.files.write("/root/moved.txt", content)
     # A whiteout (a file of the image deleted), an opaque directory (one of the image's made
     # again), a hard link and a symlink.
@@ -73,7 +73,8 @@ def paused_on_disk(d, content):
 
 def test_move_between_nodes(nodes):
     a, b, store = nodes
-    sb = paused_on_disk(a, b"moved across nodes\n")
+    sb = paused_on_disk(a, b"moved across nodes\n", network=True, internet=False,
+                        allow_out=["192.0.2.1"])
     sid = sb.sandbox_id
 
     st, r = node_post(a, "/node/sandboxes/%s/export" % sid, {})
@@ -95,6 +96,10 @@ def test_move_between_nodes(nodes):
     assert st == 200, imp
     assert imp["id"] == sid and imp["state"] == "paused" and imp["paused_mode"] == "disk"
     assert imp["metadata"] == {"job": "move"}
+    # Its network comes along with its policy, on a slot of B's pool.
+    assert man["network"]["enabled"] and man["network"]["allow_out"] == ["192.0.2.1"]
+    assert imp["network"]["enabled"] and imp["network"]["allow_out"] == ["192.0.2.1"], imp
+    assert imp["network"]["address"] not in (None, man["network"]["address"]), imp
 
     # Importing it again on B: it is there already.
     st, again = node_post(b, "/node/sandboxes/import", {"manifest": r["manifest"]})
@@ -106,6 +111,9 @@ def test_move_between_nodes(nodes):
     moved = warren.Sandbox.connect(sid, client=cb)
     info = moved.resume()
     assert info.state == "running"
+    addr = imp["network"]["address"]
+    r = moved.commands.run("ip -4 addr 2>/dev/null || ifconfig")
+    assert addr in r.stdout, (addr, r.stdout)
     assert moved.files.read("/root/moved.txt") == "moved across nodes\n"
     out = moved.commands.run("cat /root/d/link; echo $WHO; test -e /etc/motd && echo motd || echo gone;"
                              " ls /usr; stat -c %i /root/d/f /root/d/hard | uniq | wc -l;"
