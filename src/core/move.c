@@ -551,6 +551,20 @@ static int manifest_check(struct import_work *x, struct wr_err *err)
     return 0;
 }
 
+/* The key names its manifest's SHA-256 ("sandboxes/<id>/<hex>.json"): what was read must have
+ * it. */
+static int manifest_digest_check(const char *key, const char *text, size_t len, struct wr_err *err)
+{
+    const char *base = strrchr(key, '/') + 1;
+    char digest[72];
+
+    wr_oci_digest(text, len, digest);
+    if (strlen(base) != 64 + 5 || strncmp(base, digest + 7, 64) != 0 ||
+        strcmp(base + 64, ".json") != 0)
+        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s`: its digest is %s", key, digest);
+    return 0;
+}
+
 /* Fetch a blob into a fresh temporary file (*path). */
 static int fetch_blob(struct import_work *x, const json_t *b, char **path, struct wr_err *err)
 {
@@ -634,6 +648,8 @@ static void import_fetch_run(uv_work_t *w)
 
     x->rc = -1;
     if (fstore_get(&x->st, x->key, MANIFEST_MAX, &text, &len, &x->err) < 0)
+        return;
+    if (manifest_digest_check(x->key, text, len, &x->err) < 0)
         return;
     x->manifest = json_loadb(text, len, 0, &jerr);
     if (x->manifest == NULL || !json_is_object(x->manifest)) {

@@ -96,6 +96,7 @@ def test_move_between_nodes(nodes):
     assert st == 200, imp
     assert imp["id"] == sid and imp["state"] == "paused" and imp["paused_mode"] == "disk"
     assert imp["metadata"] == {"job": "move"}
+    assert 0 < imp["remaining_ms"] <= 300000 and imp["timeout"] == 300
     # Its network comes along with its policy, on a slot of B's pool.
     assert man["network"]["enabled"] and man["network"]["allow_out"] == ["192.0.2.1"]
     assert imp["network"]["enabled"] and imp["network"]["allow_out"] == ["192.0.2.1"], imp
@@ -177,6 +178,12 @@ def test_import_refusals(nodes):
             os.rename(wblob + ".away", wblob)
         assert list(warren.Sandbox.list(client=b.client())) == []
         assert sb.sandbox_id not in os.listdir(os.path.join(b.state, "sandboxes"))
+        # A manifest that is not what its key says.
+        bad = exp["manifest"].rsplit("/", 1)[0] + "/" + "1" * 64 + ".json"
+        shutil.copyfile(os.path.join(store, exp["manifest"]), os.path.join(store, bad))
+        st, r = node_post(b, "/node/sandboxes/import", {"manifest": bad})
+        os.unlink(os.path.join(store, bad))
+        assert st == 422 and r["code"] == "bad_content", r
         # Another team cannot import it.
         st, r = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]}, team="other")
         assert st == 404, r
