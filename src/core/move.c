@@ -713,6 +713,7 @@ static void import_home_run(uv_work_t *w)
         wr_err_wrap(&x->err, "writable layer");
         return;
     }
+    wr_runtime_crash_point(x->m->cfg.rt, "imported");
     x->rc = 0;
 }
 
