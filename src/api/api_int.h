@@ -50,12 +50,15 @@ bool api_node_handle(struct wr_api *api, struct wr_http_req *req);
 /* Moves between nodes through the object store (h_node_move.c, over core/move.h), for who (the
  * node token's caller, or an admin): POST /node/sandboxes/{id}/export (body {}: 200
  * {"manifest", "layers", "bytes"}), POST /node/sandboxes/import (body {"manifest": KEY}: 200
- * with the sandbox, paused to disk), POST /node/images/export and /import (501: not built). */
+ * with the sandbox, paused to disk), POST /node/images/export (body {"image": REF}: as the
+ * sandbox's) and POST /node/images/import (body {"manifest": KEY}: 200 with the image). */
 void api_node_export(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who,
                      const char *id);
 void api_node_import(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who);
-void api_node_image_export(struct wr_api *api, struct wr_http_req *req);
-void api_node_image_import(struct wr_api *api, struct wr_http_req *req);
+void api_node_image_export(struct wr_api *api, struct wr_http_req *req,
+                           const struct wr_caller *who);
+void api_node_image_import(struct wr_api *api, struct wr_http_req *req,
+                           const struct wr_caller *who);
 
 /* The E2B-compatible API (e2b.c): true if the request is one of it (then it is answered). */
 bool e2b_handle(struct wr_api *api, struct wr_http_req *req);

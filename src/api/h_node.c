@@ -195,9 +195,9 @@ bool api_node_handle(struct wr_api *api, struct wr_http_req *req)
              export_id(path, id, sizeof(id)) != NULL)
         api_node_export(api, req, &who, id);
     else if (post && strcmp(path, "/node/images/export") == 0)
-        api_node_image_export(api, req);
+        api_node_image_export(api, req, &who);
     else if (post && strcmp(path, "/node/images/import") == 0)
-        api_node_image_import(api, req);
+        api_node_image_import(api, req, &who);
     else
         api_fail(req, WR_ENOTFOUND, "no such endpoint: %s %s", method, path);
     return true;

@@ -125,18 +125,73 @@ void api_node_import(struct wr_api *api, struct wr_http_req *req, const struct w
     move_start(api, req, who, NULL, import_body);
 }
 
-/* ---- images ------------------------------------------------------------------------------------
+/* ---- POST /node/images/export and /node/images/import ------------------------------------------
  */
 
-void api_node_image_export(struct wr_api *api, struct wr_http_req *req)
+static void image_export_body(struct wr_http_req *req, const char *body, size_t len)
 {
-    (void)api;
-    api_fail(req, WR_EUNSUPPORTED,
-             "moving templates and snapshots between nodes is not built: only sandboxes paused "
-             "to disk move (POST /node/sandboxes/{id}/export)");
+    static const char *const allowed[] = {"image", NULL};
+    struct move_req *mr = move_take(req);
+    json_t *j = api_parse_object(req, body, len);
+    const char *ref;
+
+    if (j == NULL || api_only_keys(req, j, allowed) < 0)
+        goto out;
+    ref = json_string_value(json_object_get(j, "image"));
+    if (ref == NULL) {
+        api_fail(req, WR_EINVAL, "`image` must name a template or a snapshot (its id or name)");
+        goto out;
+    }
+    wr_move_image_export(mr->api->mgr, mr->api->object_store, mr->admin ? NULL : mr->team, ref,
+                         exported, api_pending_new(req));
+out:
+    json_decref(j);
+    free(mr);
 }
 
-void api_node_image_import(struct wr_api *api, struct wr_http_req *req)
+void api_node_image_export(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
 {
-    api_node_image_export(api, req);
+    move_start(api, req, who, NULL, image_export_body);
+}
+
+static void image_imported(void *ctx, const struct wr_image_rec *rec, const struct wr_err *err)
+{
+    struct wr_http_req *req = api_pending_end(ctx);
+
+    if (req == NULL)
+        return;
+    if (err != NULL) {
+        api_error(req, err);
+        return;
+    }
+    wr_http_respond_json(req, 200,
+                         json_pack("{s:s,s:s,s:s?,s:s,s:b,s:I}", "id", rec->id, "kind", rec->kind,
+                                   "name", rec->name, "team", rec->team, "shared", rec->shared,
+                                   "size_bytes", (json_int_t)rec->size_bytes));
+}
+
+static void image_import_body(struct wr_http_req *req, const char *body, size_t len)
+{
+    static const char *const allowed[] = {"manifest", NULL};
+    struct move_req *mr = move_take(req);
+    json_t *j = api_parse_object(req, body, len);
+    const char *key;
+
+    if (j == NULL || api_only_keys(req, j, allowed) < 0)
+        goto out;
+    key = json_string_value(json_object_get(j, "manifest"));
+    if (key == NULL) {
+        api_fail(req, WR_EINVAL, "`manifest` must be the key export answered");
+        goto out;
+    }
+    wr_move_image_import(mr->api->mgr, mr->api->object_store, mr->admin ? NULL : mr->team, key,
+                         image_imported, api_pending_new(req));
+out:
+    json_decref(j);
+    free(mr);
+}
+
+void api_node_image_import(struct wr_api *api, struct wr_http_req *req, const struct wr_caller *who)
+{
+    move_start(api, req, who, NULL, image_import_body);
 }

@@ -215,12 +215,13 @@ static int fstore_get(const struct fstore *s, const char *key, size_t max, char 
 struct export_work {
     uv_work_t w;
     struct wr_manager *m;
-    struct wr_live_sb *sb; /* referenced, busy */
+    struct wr_live_sb *sb; /* referenced, busy; NULL for an image */
+    const char *prefix;    /* of the manifest's key: "sandboxes" or "images" */
     struct fstore st;
     char **paths; /* the image's layer directories, bottom first */
     size_t npaths;
     json_t *refs;     /* their refs */
-    char *upper;      /* the writable layer's tree */
+    char *upper;      /* the writable layer's tree; NULL for an image */
     json_t *manifest; /* the record's part, made on the loop */
     /* results */
     char *key;
@@ -289,7 +290,9 @@ static void export_run(uv_work_t *w)
             json_object_set_new(d, "layer", json_string(ref));
         json_array_append_new(layers, d);
     }
-    if (lstat(x->upper, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (x->upper == NULL) {
+        /* an image: its layers are all */
+    } else if (lstat(x->upper, &st) == 0 && S_ISDIR(st.st_mode)) {
         if ((d = export_tree(x, x->upper, &x->err)) == NULL) {
             wr_err_wrap(&x->err, "writable layer");
             return;
@@ -300,11 +303,34 @@ static void export_run(uv_work_t *w)
     }
     text = json_dumps(x->manifest, JSON_COMPACT | JSON_SORT_KEYS);
     wr_oci_digest(text, strlen(text), digest);
-    x->key = xasprintf("sandboxes/%s/%s.json",
+    x->key = xasprintf("%s/%s/%s.json", x->prefix,
                        json_string_value(json_object_get(x->manifest, "id")), digest + 7);
     if (fstore_put(&x->st, x->key, NULL, text, strlen(text), &existed, &x->err) < 0)
         return;
     x->rc = 0;
+}
+
+/* An image's export is done: nothing to let go. */
+static void export_image_done(uv_work_t *w, int status)
+{
+    struct export_work *x = w->data;
+    struct wr_manager *m = x->m;
+    struct wr_move_export_result res = {.manifest = x->key, .layers = x->layers, .bytes = x->bytes};
+    struct wr_err err;
+
+    if (m->closing) {
+        wr_err_set(&err, WR_ECONFLICT, 0, "the daemon is shutting down");
+        x->cb(x->ctx, NULL, &err);
+    } else if (x->rc < 0) {
+        log_warn("image export: %s", x->err.msg);
+        x->cb(x->ctx, NULL, &x->err);
+    } else {
+        log_info("image exported to %s (%zu layers, %" PRIu64 " bytes)", x->key, x->layers,
+                 x->bytes);
+        x->cb(x->ctx, &res, NULL);
+    }
+    export_free(x);
+    wr__work_done(m);
 }
 
 static void export_done(uv_work_t *w, int status)
@@ -416,6 +442,7 @@ void wr_move_export(struct wr_manager *m, const char *store_url, const char *tea
     struct wr_err err;
 
     x->m = m;
+    x->prefix = "sandboxes";
     if (fstore_open(store_url, &x->st, &err) < 0 || export_prepare(x, team, id, &err) < 0 ||
         wr_space_admit(m->cfg.space, "export", 0, &err) < 0) {
         x->sb = NULL;
@@ -431,6 +458,61 @@ void wr_move_export(struct wr_manager *m, const char *store_url, const char *tea
     wr__queue_work(m, &x->w, export_run, export_done);
 }
 
+/* On the loop: the image's record as the manifest, and its layer paths. */
+static int export_image_prepare(struct export_work *x, const char *team, const char *ref,
+                                struct wr_err *err)
+{
+    struct wr_images *im = x->m->cfg.images;
+    struct wr_image_rec rec;
+    _cleanup_json_ json_t *layers = NULL;
+    bool dir;
+    int rc = -1;
+
+    if (wr_images_get(im, team, ref, &rec, err) < 0) {
+        if (err->kind == WR_ENOTFOUND && wr_images_shared_name(im, ref, &dir) && dir)
+            return wr_err_set(err, WR_ECONFLICT, 0,
+                              "`%s` is a directory template: each node has its own", ref);
+        return -1;
+    }
+    layers = json_loads(rec.layers_json ? rec.layers_json : "[]", 0, NULL);
+    x->refs = wr_images_stack_clean(layers);
+    if (json_array_size(x->refs) == 0) {
+        wr_err_set(err, WR_ECONFLICT, 0, "image `%s` records no layers", ref);
+        goto out;
+    }
+    if (wr_images_layer_paths(im, x->refs, &x->paths, &x->npaths, err) < 0)
+        goto out;
+    x->manifest =
+        json_pack("{s:i,s:s,s:s,s:s,s:s?,s:s,s:b,s:s?,s:o,s:I}", "version", MANIFEST_VERSION,
+                  "type", "image", "id", rec.id, "kind", rec.kind, "name", rec.name, "team",
+                  rec.team, "shared", rec.shared, "source", rec.source, "config",
+                  column(rec.config_json), "created_ms", (json_int_t)rec.created_ms);
+    rc = 0;
+out:
+    wr_image_rec_fini(&rec);
+    return rc;
+}
+
+void wr_move_image_export(struct wr_manager *m, const char *store_url, const char *team,
+                          const char *ref, wr_move_export_cb cb, void *ctx)
+{
+    struct export_work *x = xcalloc(1, sizeof(*x));
+    struct wr_err err;
+
+    x->m = m;
+    x->prefix = "images";
+    if (fstore_open(store_url, &x->st, &err) < 0 || export_image_prepare(x, team, ref, &err) < 0 ||
+        wr_space_admit(m->cfg.space, "export", 0, &err) < 0) {
+        export_free(x);
+        cb(ctx, NULL, &err);
+        return;
+    }
+    x->cb = cb;
+    x->ctx = ctx;
+    x->w.data = x;
+    wr__queue_work(m, &x->w, export_run, export_image_done);
+}
+
 /* ---- import -------------------------------------------------------------------------------- */
 
 struct import_work {
@@ -439,6 +521,7 @@ struct import_work {
     struct fstore st;
     char *key, *team; /* team NULL: any */
     char id[128];     /* from the key, then the manifest */
+    bool image;       /* an image's (wr_move_image_import), else a sandbox's */
     /* phase 1 (worker): the manifest, the image's layers in the store, the writable blob */
     json_t *manifest;
     char (*digests)[72]; /* the layers, bottom first ("" for an empty one) */
@@ -457,7 +540,8 @@ struct import_work {
     bool recorded, home_made;
     struct wr_err err;
     int rc;
-    wr_manager_state_cb cb;
+    wr_manager_state_cb cb; /* a sandbox's */
+    wr_move_image_cb icb;   /* an image's */
     void *ctx;
 };
 
@@ -478,19 +562,20 @@ static void import_free(struct import_work *x)
 }
 
 /* "sandboxes/<id>/<64 hex>.json" -> id. */
-static int key_id(const char *key, char *id, size_t size, struct wr_err *err)
+static int key_id(const char *key, const char *prefix, char *id, size_t size, struct wr_err *err)
 {
+    size_t n = strlen(prefix);
     const char *p, *slash;
 
-    if (!key_valid(key) || strncmp(key, "sandboxes/", 10) != 0)
+    if (!key_valid(key) || strncmp(key, prefix, n) != 0 || key[n] != '/')
         return wr_err_set(err, WR_EINVAL, 0,
-                          "`manifest` must be a key sandboxes/<id>/<sha256>.json, as export "
-                          "answers");
-    p = key + 10;
+                          "`manifest` must be a key %s/<id>/<sha256>.json, as export answers",
+                          prefix);
+    p = key + n + 1;
     slash = strchr(p, '/');
     if (slash == NULL || slash == p || (size_t)(slash - p) >= size || strchr(slash + 1, '/'))
-        return wr_err_set(err, WR_EINVAL, 0,
-                          "`manifest` must be a key sandboxes/<id>/<sha256>.json");
+        return wr_err_set(err, WR_EINVAL, 0, "`manifest` must be a key %s/<id>/<sha256>.json",
+                          prefix);
     memcpy(id, p, (size_t)(slash - p));
     id[slash - p] = '\0';
     return 0;
@@ -516,24 +601,41 @@ static bool blob_valid(const json_t *b)
 }
 
 /* The manifest's checks: its shape, and that it is the sandbox the key names. */
+/* The fields only a sandbox's manifest has. */
+static bool sandbox_fields_valid(const json_t *j)
+{
+    const json_t *wr = json_object_get(j, "writable");
+    enum wr_sb_on_timeout ot;
+
+    return json_string_value(json_object_get(j, "template")) != NULL &&
+           (wr == NULL || json_is_null(wr) || blob_valid(wr)) &&
+           json_is_object(json_object_get(j, "env")) &&
+           json_is_object(json_object_get(j, "metadata")) &&
+           wr_sb_on_timeout_parse(json_string_value(json_object_get(j, "on_timeout")), &ot) == 0;
+}
+
+/* The fields only an image's manifest has. */
+static bool image_fields_valid(const json_t *j)
+{
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    const json_t *name = json_object_get(j, "name");
+
+    return kind != NULL && (strcmp(kind, "template") == 0 || strcmp(kind, "snapshot") == 0) &&
+           (json_is_string(name) ||
+            ((name == NULL || json_is_null(name)) && strcmp(kind, "snapshot") == 0));
+}
+
 static int manifest_check(struct import_work *x, struct wr_err *err)
 {
     const json_t *j = x->manifest, *layers = json_object_get(j, "layers"), *b;
     const char *id = json_string_value(json_object_get(j, "id"));
     const char *team = json_string_value(json_object_get(j, "team"));
-    const json_t *wr = json_object_get(j, "writable");
-    enum wr_sb_on_timeout ot;
     size_t i;
 
     if (json_integer_value(json_object_get(j, "version")) != MANIFEST_VERSION || id == NULL ||
-        team == NULL || json_string_value(json_object_get(j, "template")) == NULL ||
-        !json_is_array(layers) || json_array_size(layers) == 0 ||
-        json_array_size(layers) > WR_MAX_LAYERS ||
-        (wr != NULL && !json_is_null(wr) && !blob_valid(wr)) ||
-        !json_is_object(json_object_get(j, "env")) ||
-        !json_is_object(json_object_get(j, "metadata")) ||
-        !json_is_object(json_object_get(j, "config")) ||
-        wr_sb_on_timeout_parse(json_string_value(json_object_get(j, "on_timeout")), &ot) < 0)
+        team == NULL || !json_is_array(layers) || json_array_size(layers) == 0 ||
+        json_array_size(layers) > WR_MAX_LAYERS || !json_is_object(json_object_get(j, "config")) ||
+        !(x->image ? image_fields_valid(j) : sandbox_fields_valid(j)))
         return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s` is not one export writes", x->key);
     json_array_foreach(layers, i, b)
     {
@@ -544,7 +646,7 @@ static int manifest_check(struct import_work *x, struct wr_err *err)
     if (strlen(team) == 0 || strlen(team) > 127)
         return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s`: a bad team", x->key);
     if (strcmp(id, x->id) != 0)
-        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s` is sandbox `%s`'s", x->key, id);
+        return wr_err_set(err, WR_EBADDATA, 0, "manifest `%s` is `%s`'s", x->key, id);
     /* Another team's manifest is as good as missing. */
     if (x->team != NULL && strcmp(team, x->team) != 0)
         return wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", x->key);
@@ -669,7 +771,7 @@ static void import_fetch_run(uv_work_t *w)
             return;
         }
     wr = json_object_get(x->manifest, "writable");
-    if (json_is_object(wr)) {
+    if (!x->image && json_is_object(wr)) {
         x->wdigest = json_string_value(json_object_get(wr, "digest"));
         if (fetch_blob(x, wr, &x->wblob, &x->err) < 0) {
             wr_err_wrap(&x->err, "writable layer");
@@ -856,7 +958,10 @@ static void import_fail(struct import_work *x, const struct wr_err *err)
 {
     log_info("import %s: %s", x->key, err->msg);
     import_undo(x);
-    x->cb(x->ctx, NULL, err);
+    if (x->image)
+        x->icb(x->ctx, NULL, err);
+    else
+        x->cb(x->ctx, NULL, err);
 }
 
 static void import_home_done(uv_work_t *w, int status)
@@ -902,6 +1007,61 @@ out:
     wr__work_done(m);
 }
 
+/* Loop: record the image with its id, kind, name and team (its name claimed here as a build's
+ * or an import's is), and answer. */
+static void import_image_record(struct import_work *x)
+{
+    struct wr_images *im = x->m->cfg.images;
+    const json_t *j = x->manifest;
+    const char *kind = json_string_value(json_object_get(j, "kind"));
+    struct wr_image_rec rec = {0}, old;
+    struct wr_images_claim c = {
+        .team = json_string_value(json_object_get(j, "team")),
+        .name = json_string_value(json_object_get(j, "name")),
+        .snapshot = strcmp(kind, "snapshot") == 0,
+        .shared = json_is_true(json_object_get(j, "shared")),
+    };
+    _cleanup_free_ char *replaces = NULL;
+    _cleanup_json_ json_t *layers = json_array();
+    struct wr_err err;
+
+    if (wr_images_get(im, NULL, x->id, &old, NULL) == 0) {
+        wr_image_rec_fini(&old);
+        wr_err_set(&err, WR_ECONFLICT, 0, "image `%s` exists on this node", x->id);
+        import_fail(x, &err);
+        return;
+    }
+    for (size_t i = 0; i < x->nlayers; i++) {
+        if (x->installed[i] &&
+            wr_store_layer_put(x->m->cfg.store, x->digests[i], x->bytes[i], &err) < 0) {
+            import_fail(x, &err);
+            return;
+        }
+        wr_images_stack_push(layers, x->digests[i]);
+    }
+    if (wr_images_claim(im, &c, &replaces, &err) < 0) {
+        import_fail(x, &err);
+        return;
+    }
+    rec.id = xstrdup(x->id);
+    rec.kind = xstrdup(kind);
+    rec.name = c.name ? xstrdup(c.name) : NULL;
+    rec.team = xstrdup(c.team);
+    rec.shared = c.shared;
+    rec.source = xstrdup(json_string_value(json_object_get(j, "source"))
+                             ? json_string_value(json_object_get(j, "source"))
+                             : "import");
+    rec.config_json = json_dumps(json_object_get(j, "config"), JSON_COMPACT | JSON_SORT_KEYS);
+    rec.created_ms = json_integer_value(json_object_get(j, "created_ms"));
+    if (wr_images_record(im, &rec, layers, NULL, 0, &err) < 0) {
+        import_fail(x, &err);
+    } else {
+        log_info("image %s: imported from %s", x->id, x->key);
+        x->icb(x->ctx, &rec, NULL);
+    }
+    wr_image_rec_fini(&rec);
+}
+
 static void import_fetch_done(uv_work_t *w, int status)
 {
     struct import_work *x = w->data;
@@ -913,6 +1073,8 @@ static void import_fetch_done(uv_work_t *w, int status)
         import_fail(x, &err);
     } else if (x->rc < 0) {
         import_fail(x, &x->err);
+    } else if (x->image) {
+        import_image_record(x);
     } else if (import_record(x, &err) < 0) {
         import_fail(x, &err);
     } else {
@@ -934,7 +1096,8 @@ void wr_move_import(struct wr_manager *m, const char *store_url, const char *tea
 
     x->m = m;
     x->slot = -1;
-    if (fstore_open(store_url, &x->st, &err) < 0 || key_id(key, x->id, sizeof(x->id), &err) < 0 ||
+    if (fstore_open(store_url, &x->st, &err) < 0 ||
+        key_id(key, "sandboxes", x->id, sizeof(x->id), &err) < 0 ||
         wr_space_admit(m->cfg.space, "import", 0, &err) < 0)
         goto fail;
     if (wr_store_sandbox_get(m->cfg.store, NULL, x->id, &old, NULL) == 0) {
@@ -945,6 +1108,37 @@ void wr_move_import(struct wr_manager *m, const char *store_url, const char *tea
     x->key = xstrdup(key);
     x->team = team ? xstrdup(team) : NULL;
     x->cb = cb;
+    x->ctx = ctx;
+    x->w.data = x;
+    wr__queue_work(m, &x->w, import_fetch_run, import_fetch_done);
+    return;
+fail:
+    import_free(x);
+    cb(ctx, NULL, &err);
+}
+
+void wr_move_image_import(struct wr_manager *m, const char *store_url, const char *team,
+                          const char *key, wr_move_image_cb cb, void *ctx)
+{
+    struct import_work *x = xcalloc(1, sizeof(*x));
+    struct wr_image_rec old;
+    struct wr_err err;
+
+    x->m = m;
+    x->slot = -1;
+    x->image = true;
+    if (fstore_open(store_url, &x->st, &err) < 0 ||
+        key_id(key, "images", x->id, sizeof(x->id), &err) < 0 ||
+        wr_space_admit(m->cfg.space, "import", 0, &err) < 0)
+        goto fail;
+    if (wr_images_get(m->cfg.images, NULL, x->id, &old, NULL) == 0) {
+        wr_image_rec_fini(&old);
+        wr_err_set(&err, WR_ECONFLICT, 0, "image `%s` exists on this node", x->id);
+        goto fail;
+    }
+    x->key = xstrdup(key);
+    x->team = team ? xstrdup(team) : NULL;
+    x->icb = cb;
     x->ctx = ctx;
     x->w.data = x;
     wr__queue_work(m, &x->w, import_fetch_run, import_fetch_done);

@@ -49,3 +49,21 @@ void wr_move_export(struct wr_manager *m, const char *store_url, const char *tea
  * stays: no record, home or layer but those something else uses. */
 void wr_move_import(struct wr_manager *m, const char *store_url, const char *team, const char *key,
                     wr_manager_state_cb cb, void *ctx);
+
+/* Images (templates and snapshots of the layer store) move the same way: export writes each
+ * layer and a manifest of the record (id, kind, name, team, shared, source, config) under
+ * "images/<image id>/<hex of the manifest>.json"; import puts the layers the node lacks into its
+ * store and records the image with the same id, kind, name and team. */
+
+/* Export the image ref (an id, or a name wr_images_get finds) of team (NULL: any).
+ * WR_ENOTFOUND; WR_ECONFLICT for a directory template (each node has its own). */
+void wr_move_image_export(struct wr_manager *m, const char *store_url, const char *team,
+                          const char *ref, wr_move_export_cb cb, void *ctx);
+/* The record of an imported image (valid during the call), or an error. */
+typedef void (*wr_move_image_cb)(void *ctx, const struct wr_image_rec *rec,
+                                 const struct wr_err *err);
+/* Import the image whose manifest is at key ("images/<id>/<hex>.json"); team (NULL: any) must
+ * be the manifest's. Errors as wr_move_import's, and WR_ECONFLICT for an image of that id here,
+ * or a name wr_images_claim refuses. A failure leaves no layer nothing else uses. */
+void wr_move_image_import(struct wr_manager *m, const char *store_url, const char *team,
+                          const char *key, wr_move_image_cb cb, void *ctx);

@@ -205,10 +205,46 @@ def test_import_refusals(nodes):
     assert now == before and tmp == []
 
 
-def test_image_moves_not_built(nodes):
-    a, _, _ = nodes
-    st, r = node_post(a, "/node/images/export", {})
-    assert st == 501 and r["code"] == "unsupported", r
+def test_move_a_snapshot(nodes):
+    """A snapshot moves as an image: its layers and its record (id, name, team); sandboxes start
+    from it on the other node."""
+    a, b, store = nodes
+    ca, cb = a.client(), b.client()
+    sb = warren.Sandbox.create(client=ca, timeout=120)
+    try:
+        sb.files.write("/root/snap.txt", b"from a snapshot\n")
+        snap = sb.snapshot(name="moving-snap")
+    finally:
+        sb.kill()
+    sid = None
+    try:
+        st, exp = node_post(a, "/node/images/export", {"image": "moving-snap"})
+        assert st == 200, exp
+        assert exp["manifest"].startswith("images/%s/" % snap.id) and exp["layers"] >= 2, exp
+        st, imp = node_post(b, "/node/images/import", {"manifest": exp["manifest"]})
+        assert st == 200, imp
+        assert imp["id"] == snap.id and imp["kind"] == "snapshot" and imp["name"] == "moving-snap"
+        st, again = node_post(b, "/node/images/import", {"manifest": exp["manifest"]})
+        assert st == 409, again
+        moved = warren.Sandbox.create(client=cb, template="moving-snap", timeout=120)
+        sid = moved.sandbox_id
+        assert moved.files.read("/root/snap.txt") == "from a snapshot\n"
+        moved.kill()
+        sid = None
+        # Refusals: a directory template, an unknown image, a sandbox's key, no token.
+        st, r = node_post(a, "/node/images/export", {"image": "base"})
+        assert st == 409, r
+        st, r = node_post(a, "/node/images/export", {"image": "nosuch"})
+        assert st == 404, r
+        st, r = node_post(b, "/node/images/import", {"manifest": "sandboxes/x/" + "0" * 64 + ".json"})
+        assert st == 400, r
+        st, r = node_post(a, "/node/images/export", {"image": "moving-snap"}, token=None)
+        assert st in (401, 403), r
+    finally:
+        if sid is not None:
+            warren.Sandbox.connect(sid, client=cb).kill()
+        for c in (ca, cb):
+            c.request("DELETE", "/v1/snapshots/" + snap.id, check=False)
 
 
 def test_imported_sandbox_outlives_a_restart(nodes):
