@@ -30,8 +30,9 @@
 
 /* ---- the object store: file:// only -------------------------------------------------------- */
 
-/* A directory every node mounts, keys as relative paths below it. The contract is
- * src/image/objstore.h's (the same calls, its s3:// backend aside); this is its file:// part. */
+/* A directory every node mounts, keys as relative paths below it. Keys are immutable and
+ * content-addressed: a put of a key that exists writes nothing, and a reader never sees half an
+ * object (a temporary beside it, fsynced, renamed into place). */
 struct fstore {
     char *dir;
 };

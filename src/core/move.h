@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Moving a sandbox paused to disk from one node to another through shared object storage
- * (warrend --role node --object-store URL; docs/deploy.md). The node that holds it exports it:
- * each layer of its image and its writable layer go to the store as tars (the form
- * wr_oci_unpack_layer reads, src/image/image.h) under content-addressed keys
+ * (warrend --role node --object-store URL; docs/architecture.md, "Moving a sandbox between
+ * nodes"). The node that holds it exports it: each layer of its image and its writable layer
+ * go to the store as tars (the form wr_oci_unpack_layer reads, src/image/image.h) under
+ * content-addressed keys
  * "blobs/sha256/<hex of the tar>", and a manifest that names them, with what the sandbox's
  * record needs to be made again, under "sandboxes/<id>/<hex of the manifest>.json". Another
  * node imports that manifest: the layers it lacks go into its layer store, the writable layer
@@ -15,7 +16,7 @@
  * Refused at export: a sandbox with volumes or host devices (they belong to the host). A gvisor
  * sandbox's checkpoint stays behind: it resumes with a fresh warren-init.
  *
- * Only file:// stores are supported here (src/image/objstore.h names the contract).
+ * Only file:// stores are supported (a directory every node mounts; move.c's own client).
  * Loop thread; the disk and the store are worked on libuv workers. */
 #pragma once
 
