@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 import warren
-from conftest import Daemon, delete_all
+from conftest import Daemon, daemon_on, delete_all, loop_fs
 
 TOKEN = "move-test-node-token-0123456789"
 NODE_ARGS = []  # the nodes' arguments (their token file and store), set by the fixture
@@ -298,3 +298,34 @@ def test_kill_9_during_an_import_leaves_nothing(nodes):
             delete_all(c)
         finally:
             c.cleanup()
+
+
+def test_move_keeps_the_disk_limit_on_btrfs():
+    """Nodes whose homes are btrfs subvolumes with qgroups: the imported home gets the
+    sandbox's disk limit before its files are unpacked into it, and the limit holds after the
+    resume."""
+    with loop_fs("move-btrfs-", 1 << 30, ["mkfs.btrfs", "-q"]) as mnt:
+        store, token = os.path.join(mnt, "store"), os.path.join(mnt, "token")
+        os.mkdir(store)
+        with open(token, "w") as f:
+            f.write(TOKEN + "\n")
+        args = ("--role", "node", "--node-token-file", token, "--object-store", "file://" + store)
+        with daemon_on(tempfile.mkdtemp(dir=mnt), *args) as a, \
+                daemon_on(tempfile.mkdtemp(dir=mnt), *args) as b:
+            sb = warren.Sandbox.create(client=a.client(), disk_mb=32, timeout=120)
+            sb.files.write("/root/keep.txt", b"kept")
+            sb.pause(mode="disk")
+            st, exp = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})
+            assert st == 200, exp
+            st, imp = node_post(b, "/node/sandboxes/import", {"manifest": exp["manifest"]})
+            assert st == 200 and imp["disk_mb"] == 32, imp
+            sb.kill()
+            cb = b.client()
+            moved = warren.Sandbox.connect(sb.sandbox_id, client=cb)
+            moved.resume()
+            assert moved.files.read("/root/keep.txt") == "kept"
+            disk = cb.request("GET", "/v1/sandboxes/%s/disk" % sb.sandbox_id).json()
+            assert disk["limit_bytes"] == 32 << 20 and disk["enforced_by"] == "btrfs-qgroup", disk
+            r = moved.commands.run("dd if=/dev/zero of=/root/fill bs=1M count=64 2>&1 && sync", check=False)
+            assert r.exit_code != 0 and "quota" in r.stdout.lower(), r
+            moved.kill()
