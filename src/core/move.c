@@ -609,6 +609,12 @@ static bool sandbox_fields_valid(const json_t *j)
     enum wr_sb_on_timeout ot;
 
     return json_string_value(json_object_get(j, "template")) != NULL &&
+           json_integer_value(json_object_get(j, "cpu_millis")) > 0 &&
+           json_integer_value(json_object_get(j, "cpu_millis")) <= UINT32_MAX &&
+           json_integer_value(json_object_get(j, "memory_bytes")) > 0 &&
+           json_integer_value(json_object_get(j, "disk_bytes")) >= 0 &&
+           json_integer_value(json_object_get(j, "timeout_s")) >= 0 &&
+           json_integer_value(json_object_get(j, "timeout_s")) <= UINT32_MAX &&
            (wr == NULL || json_is_null(wr) || blob_valid(wr)) &&
            json_is_object(json_object_get(j, "env")) &&
            json_is_object(json_object_get(j, "metadata")) &&
