@@ -9,6 +9,7 @@
 #include <sys/random.h>
 
 #include "../util/cleanup.h"
+#include "../util/log.h"
 #include "../util/xalloc.h"
 #include "db.h"
 
@@ -83,6 +84,13 @@ static void result_free(PGresult **r)
 }
 #define _cleanup_result_ __attribute__((cleanup(result_free)))
 
+/* The server's notices ("relation ... already exists, skipping") are not errors. */
+static void on_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    log_debug("database: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 static PGconn *conn(struct wr_err *err)
 {
     if (tl_conn != NULL && PQstatus(tl_conn) != CONNECTION_OK) {
@@ -100,6 +108,7 @@ static PGconn *conn(struct wr_err *err)
             tl_conn = NULL;
             return NULL;
         }
+        PQsetNoticeProcessor(tl_conn, on_notice, NULL);
     }
     return tl_conn;
 }
@@ -114,7 +123,8 @@ static PGresult *q(const char *what, const char *sql, int n, const char *const *
 
     if (c == NULL)
         return NULL;
-    r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+    /* A migration is several statements, which only the simple protocol runs. */
+    r = n == 0 ? PQexec(c, sql) : PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
     st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;
@@ -372,7 +382,8 @@ int gw_db_sandbox_get(const char *team, const char *id, struct gw_sandbox *out, 
     _cleanup_result_ PGresult *r =
         q("sandbox",
           "SELECT id, team, node_id, state, coalesce(reason, ''), coalesce(manifest, ''),"
-          " generation FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR team = $2)",
+          " generation FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR team = $2)"
+          " AND state <> 'deleting'",
           2, p, err);
 
     if (r == NULL)
@@ -397,7 +408,7 @@ int gw_db_sandbox_put(const char *id, const char *team, const char *node, const 
         q("sandbox",
           "INSERT INTO sandboxes (id, team, node_id, state) VALUES ($1, $2, $3, $4)"
           " ON CONFLICT (id) DO UPDATE SET state = $4, reason = NULL, updated_at = now()"
-          " WHERE sandboxes.node_id = $3 RETURNING id",
+          " WHERE sandboxes.node_id = $3 AND sandboxes.state <> 'deleting' RETURNING id",
           4, p, err);
 
     if (r == NULL)
@@ -450,6 +461,24 @@ int gw_db_sandbox_delete(const char *id, struct wr_err *err)
     return exec("delete sandbox", "DELETE FROM sandboxes WHERE id = $1", 1, p, err);
 }
 
+int gw_db_sandbox_tombstone(const char *id, struct wr_err *err)
+{
+    const char *p[1] = {id};
+
+    return exec("delete sandbox",
+                "UPDATE sandboxes SET state = 'deleting', updated_at = now() WHERE id = $1", 1, p,
+                err);
+}
+
+int gw_db_sandbox_forget(const char *id, const char *node, struct wr_err *err)
+{
+    const char *p[2] = {id, node};
+
+    return exec("forget sandbox",
+                "DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 AND state = 'deleting'", 2,
+                p, err);
+}
+
 int gw_db_sandbox_ids(const char *node, json_t **out, struct wr_err *err)
 {
     const char *p[1] = {node};
@@ -475,7 +504,7 @@ int gw_db_sandbox_lose(const char *node, const char *reason, struct wr_err *err)
     _cleanup_result_ PGresult *r =
         q("lose",
           "UPDATE sandboxes SET state = 'lost', reason = $2, updated_at = now()"
-          " WHERE node_id = $1 AND state <> 'lost'",
+          " WHERE node_id = $1 AND state NOT IN ('lost', 'deleting')",
           2, p, err);
 
     return r == NULL ? -1 : atoi(PQcmdTuples(r));

@@ -403,7 +403,7 @@ static void do_forward(struct call *c)
     if (locate(c, &sb, &healthy) < 0)
         return;
     if (c->op == OP_DELETE && (strcmp(sb.state, "lost") == 0 || !healthy)) {
-        if (gw_db_sandbox_delete(sb.id, &err) < 0) {
+        if (gw_db_sandbox_tombstone(sb.id, &err) < 0) {
             fail_err(c, &err);
             return;
         }

@@ -304,6 +304,11 @@ static void take_info(struct gw_node *n, json_t *info)
     n->labels = json_incref(json_object_get(info, "labels"));
 }
 
+static bool ok_or_gone(long status)
+{
+    return (status >= 200 && status < 300) || status == 404;
+}
+
 /* What node holds against the rows: rows of sandboxes it holds are made or updated, its copies
  * of sandboxes since moved elsewhere are deleted, rows it no longer holds are lost. */
 static void reconcile(struct gw_nodes *ns, const struct wr_node_addr *a, json_t *list)
@@ -330,10 +335,13 @@ static void reconcile(struct gw_nodes *ns, const struct wr_node_addr *a, json_t 
             /* Moved to another node while this one was away: its copy here goes. */
             _cleanup_free_ char *t = xasprintf("/v1/sandboxes/%s", id);
             struct gw_answer ans;
-            log_info("node %s still holds %s, which moved: deleting its copy", a->id, id);
+            log_info("node %s holds %s, moved or deleted meanwhile: deleting its copy", a->id, id);
             if (gw_node_call(ns, a, "DELETE", t, team, false, NULL, 0, NULL, false, &ans, &err) ==
-                0)
+                0) {
+                if (ok_or_gone(ans.status))
+                    (void)gw_db_sandbox_forget(id, a->id, &err);
                 gw_answer_fini(&ans);
+            }
         }
     }
     if (gw_db_sandbox_ids(a->id, &rows, &err) < 0) {
