@@ -188,6 +188,13 @@ fail : {
 }
 }
 
+void gw_db_thread_done(void)
+{
+    if (tl_conn != NULL)
+        PQfinish(tl_conn);
+    tl_conn = NULL;
+}
+
 int gw_db_open(const char *dsn, struct wr_err *err)
 {
     free(db_dsn);
@@ -475,8 +482,8 @@ int gw_db_sandbox_forget(const char *id, const char *node, struct wr_err *err)
     const char *p[2] = {id, node};
 
     return exec("forget sandbox",
-                "DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 AND state = 'deleting'", 2,
-                p, err);
+                "DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 AND state = 'deleting'", 2, p,
+                err);
 }
 
 int gw_db_sandbox_ids(const char *node, json_t **out, struct wr_err *err)

@@ -19,6 +19,8 @@
 
 /* Set the connection string and bring the schema up to date. */
 int gw_db_open(const char *dsn, struct wr_err *err);
+/* Close the calling thread's connection (a thread that ends calls it). */
+void gw_db_thread_done(void);
 
 /* ---- keys ---------------------------------------------------------------------------------- */
 

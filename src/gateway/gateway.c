@@ -836,12 +836,19 @@ static void on_connect(uv_connect_t *r, int status)
         return;
     }
     head = rewrite_head(c, c->req, c->g->cfg->node_token);
-    if (wr_http_req_hijack(c->req, &fd, &is_unix, &rest, &err) < 0 ||
-        uv_tcp_init(c->g->loop, &t->down.tcp) < 0) {
-        log_warn("tunnel: %s", err.msg);
-        if (fd >= 0)
-            close(fd);
+    if (wr_http_req_hijack(c->req, &fd, &is_unix, &rest, &err) < 0) {
+        /* The request is still the server's: answered, and c with it. */
+        t->c = NULL;
+        fail_err(c, &err);
+        respond_call(c);
+        uv_close((uv_handle_t *)&t->up.tcp, tunnel_closed);
+        t->open = 1;
+        return;
+    }
+    if (uv_tcp_init(c->g->loop, &t->down.tcp) < 0) {
+        close(fd);
         wr_buf_fini(&rest);
+        c->req = NULL;
         uv_close((uv_handle_t *)&t->up.tcp, tunnel_closed);
         t->open = 1;
         return;
@@ -1039,7 +1046,7 @@ static bool classify(struct call *c, const char *path)
         else
             c->kind = K_TUNNEL;
     } else if ((strcmp(path, "/sandboxes") == 0 || strcmp(path, "/v2/sandboxes") == 0) &&
-               (get || (post && path[1] == 's'))) {
+               (get || post)) {
         c->e2b = true;
         c->kind = post ? K_CREATE : K_LIST;
         c->op = post ? OP_NONE : OP_LIST_E2B;

@@ -69,3 +69,8 @@ void gw_answer_fini(struct gw_answer *a);
 int gw_node_call(struct gw_nodes *ns, const struct wr_node_addr *node, const char *method,
                  const char *target, const char *team, bool admin, const char *body, size_t len,
                  const char *content_type, bool e2b, struct gw_answer *out, struct wr_err *err);
+/* The same with a timeout of the whole call (gw_node_call's is 5 minutes: a create). */
+int gw_node_call_timeout(struct gw_nodes *ns, const struct wr_node_addr *node, const char *method,
+                         const char *target, const char *team, bool admin, const char *body,
+                         size_t len, const char *content_type, bool e2b, long timeout_ms,
+                         struct gw_answer *out, struct wr_err *err);
