@@ -343,14 +343,25 @@ static void resume_elsewhere(struct call *c, const struct gw_sandbox *sb)
  * resume it if this one is lost. */
 static void export_after_pause(struct call *c, const struct gw_sandbox *sb)
 {
-    json_auto_t *j = json_loads(c->ans.body, 0, NULL);
-    const char *mode = json_string_value(json_object_get(j, "paused_mode"));
+    json_auto_t *j = NULL;
+    const char *mode;
     struct gw_answer ans;
     _cleanup_free_ char *t = NULL;
     struct wr_err err;
 
-    if (c->g->cfg->object_store == NULL || mode == NULL || strcmp(mode, "disk") != 0)
+    if (c->g->cfg->object_store == NULL)
         return;
+    /* The native and the E2B answers differ: the sandbox's own JSON says how it paused. */
+    t = xasprintf("/v1/sandboxes/%s", sb->id);
+    if (gw_node_call(c->g->nodes, &c->node, "GET", t, sb->team, false, NULL, 0, NULL, false, &ans,
+                     &err) < 0)
+        return;
+    j = json_loads(ans.body, 0, NULL);
+    gw_answer_fini(&ans);
+    mode = json_string_value(json_object_get(j, "paused_mode"));
+    if (mode == NULL || strcmp(mode, "disk") != 0)
+        return;
+    free(t);
     t = xasprintf("/node/sandboxes/%s/export", sb->id);
     if (gw_node_call(c->g->nodes, &c->node, "POST", t, sb->team, false, "{}", 2, "application/json",
                      false, &ans, &err) < 0) {
