@@ -1061,7 +1061,8 @@ static bool classify(struct call *c, const char *path)
         c->e2b = true;
         c->kind = post ? K_CREATE : K_LIST;
         c->op = post ? OP_NONE : OP_LIST_E2B;
-    } else if ((c->sid = path_sandbox(path, "/sandboxes/", &rest)) != NULL) {
+    } else if ((c->sid = path_sandbox(path, "/sandboxes/", &rest)) != NULL ||
+               (c->sid = path_sandbox(path, "/v2/sandboxes/", &rest)) != NULL) {
         c->e2b = true;
         c->kind = K_FORWARD;
         if (rest[0] == '\0' && del)
