@@ -2,21 +2,31 @@
 /* The object store (src/image/objstore.c): key validation; the file:// backend on a temporary
  * directory (put, get, exists, list, delete, immutability, symlinks planted in the store not
  * followed); the s3:// backend against s3rver (tests/s3, installed by scripts/deps.sh test),
- * started here on 127.0.0.1 and an ephemeral port. The s3 part is skipped only when node or
- * tests/s3/node_modules is missing. Run from the top of the tree (make unit). */
+ * started here on 127.0.0.1 and an ephemeral port; and the SigV4 signatures of the s3 requests,
+ * checked by a server of the test on 127.0.0.1 (s3rver does not check them). The s3rver part is
+ * skipped only when node or tests/s3/node_modules is missing. Run from the top of the tree
+ * (make unit). */
 #include "../../src/image/objstore.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -459,6 +469,275 @@ static void test_s3_store(int port)
     is_int(err.kind, WR_EUPSTREAM, "s3: nothing listening is WR_EUPSTREAM");
 }
 
+/* ---- SigV4, checked against the algorithm ---------------------------------------------------- */
+
+/* s3rver does not check SigV4 signatures, so a server of this test on 127.0.0.1 answers an open
+ * a put and a listing of two pages, keeps each request, and the test signs each again from what was
+ * received, as S3 does: a canonical request (the query's parameters decoded, encoded again and
+ * sorted; the signed headers; the payload's hash as x-amz-content-sha256 says), then the string
+ * to sign and the HMAC-SHA256 chain of date, region, service. */
+
+#define MOCK_REQS 8
+
+struct mock {
+    int lfd;
+    char req[MOCK_REQS][4096];
+    int n;
+};
+
+static const char page1[] =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Name>bkt</Name>"
+    "<IsTruncated>true</IsTruncated><Contents><Key>pre/b</Key><Size>1</Size></Contents>"
+    "<Contents><Key>pre/a&amp;x</Key></Contents><Contents><Key>elsewhere/c</Key></Contents>"
+    "<NextContinuationToken>t&amp;k/+=</NextContinuationToken></ListBucketResult>";
+static const char page2[] =
+    "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/a.1</Key></Contents>"
+    "<Contents><Key>pre/&lt;x</Key></Contents><Contents><Key>pre/q&bogus;</Key></Contents>"
+    "</ListBucketResult>";
+
+/* The value of header name (lowercase) in a request head, trimmed, into out. */
+static bool header(const char *req, const char *name, char *out, size_t size)
+{
+    size_t n = strlen(name);
+
+    for (const char *l = strstr(req, "\r\n"); l != NULL && l[2] != '\r';
+         l = strstr(l + 2, "\r\n")) {
+        const char *v = l + 2, *e = strstr(v, "\r\n");
+        if (strncasecmp(v, name, n) != 0 || v[n] != ':')
+            continue;
+        for (v += n + 1; *v == ' '; v++)
+            ;
+        snprintf(out, size, "%.*s", (int)(e - v), v);
+        return true;
+    }
+    return false;
+}
+
+/* The answer to a request: the bucket is there, objects are not (HEAD 404), a PUT is taken, a
+ * listing has two pages. */
+static const char *mock_answer(const char *req, int *status)
+{
+    *status = 200;
+    if (strncmp(req, "HEAD /bkt ", 10) == 0 || strncmp(req, "PUT ", 4) == 0)
+        return "";
+    if (strncmp(req, "HEAD ", 5) == 0) {
+        *status = 404;
+        return "";
+    }
+    return strstr(req, "continuation-token=") != NULL ? page2 : page1;
+}
+
+/* Answer one connection's requests (a PUT's small body is read and dropped). */
+static void mock_conn(struct mock *m, int c)
+{
+    char buf[4096], head[256], cl[32];
+    size_t len = 0;
+
+    while (m->n < MOCK_REQS) {
+        char *end = memmem(buf, len, "\r\n\r\n", 4), *req = m->req[m->n];
+        size_t hl, body_len = 0;
+        const char *body;
+        int status;
+        ssize_t r = 0;
+
+        if (end == NULL) {
+            r = read(c, buf + len, sizeof(buf) - 1 - len);
+            if (r <= 0)
+                return;
+            len += (size_t)r;
+            continue;
+        }
+        hl = (size_t)(end + 4 - buf);
+        snprintf(req, sizeof(m->req[0]), "%.*s", (int)hl, buf);
+        if (header(req, "content-length", cl, sizeof(cl)))
+            body_len = strtoul(cl, NULL, 10);
+        if (body_len > sizeof(buf) / 2)
+            return;
+        while (len < hl + body_len && (r = read(c, buf + len, sizeof(buf) - 1 - len)) > 0)
+            len += (size_t)r;
+        if (len < hl + body_len)
+            return;
+        m->n++;
+        body = mock_answer(req, &status);
+        snprintf(head, sizeof(head), "HTTP/1.1 %d X\r\nContent-Length: %zu\r\n\r\n", status,
+                 strlen(body));
+        if (wr_write_all(c, head, strlen(head)) < 0 ||
+            (strncmp(req, "HEAD ", 5) != 0 && wr_write_all(c, body, strlen(body)) < 0))
+            return;
+        len -= hl + body_len;
+        memmove(buf, buf + hl + body_len, len);
+    }
+}
+
+static void *mock_run(void *arg)
+{
+    struct mock *m = arg;
+    int c;
+
+    while (m->n < MOCK_REQS && (c = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+        struct timeval tv = {.tv_sec = 10};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        mock_conn(m, c);
+        close(c);
+    }
+    return NULL;
+}
+
+/* AWS's URI encoding of the n bytes at p (%XX decoded first): all but A-Za-z0-9-_.~ as %XX. */
+static void uri_reencode(const char *p, size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n && o + 4 < size; i++) {
+        unsigned c = (unsigned char)p[i];
+        if (c == '%' && i + 2 < n && sscanf(p + i + 1, "%2x", &c) == 1)
+            i += 2;
+        if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+            out[o++] = (char)c;
+        else
+            o += (size_t)snprintf(out + o, size - o, "%%%02X", c);
+    }
+    out[o] = '\0';
+}
+
+struct qparam {
+    char k[128], v[512];
+};
+
+static int by_param(const void *a, const void *b)
+{
+    const struct qparam *x = a, *y = b;
+    int r = strcmp(x->k, y->k);
+    return r != 0 ? r : strcmp(x->v, y->v);
+}
+
+/* The canonical query of a query string: decoded, encoded again, sorted by name then value. */
+static void canonical_query(const char *q, size_t qn, char *out, size_t size)
+{
+    struct qparam p[16];
+    size_t np = 0, o = 0;
+    const char *end = q + qn;
+
+    while (q < end && np < 16) {
+        const char *amp = memchr(q, '&', (size_t)(end - q)), *eq;
+        if (amp == NULL)
+            amp = end;
+        eq = memchr(q, '=', (size_t)(amp - q));
+        uri_reencode(q, (size_t)((eq ? eq : amp) - q), p[np].k, sizeof(p[np].k));
+        uri_reencode(eq ? eq + 1 : amp, eq ? (size_t)(amp - eq - 1) : 0, p[np].v, sizeof(p[np].v));
+        np++;
+        q = amp + 1;
+    }
+    qsort(p, np, sizeof(p[0]), by_param);
+    out[0] = '\0';
+    for (size_t i = 0; i < np; i++)
+        o += (size_t)snprintf(out + o, size - o, "%s%s=%s", i ? "&" : "", p[i].k, p[i].v);
+}
+
+static void hmac(const unsigned char *key, size_t klen, const char *msg, unsigned char out[32])
+{
+    unsigned int n = 32;
+    HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)msg, strlen(msg), out, &n);
+}
+
+static void hex(const unsigned char *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", p[i]);
+}
+
+/* Whether the request head req carries a good SigV4 signature by secret. */
+static bool sigv4_ok(const char *req, const char *secret)
+{
+    char auth[512], date[32], day[16], region[64], signed_hdrs[256], names[256], sig[80], hv[512];
+    char creq[4096], cq[1024], sts[512], kbuf[128], want[65], digest[65];
+    unsigned char k[32], h[32];
+    const char *sp1 = strchr(req, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL, *qm;
+    size_t o;
+
+    if (sp2 == NULL || !header(req, "authorization", auth, sizeof(auth)) ||
+        !header(req, "x-amz-date", date, sizeof(date)) ||
+        sscanf(auth,
+               "AWS4-HMAC-SHA256 Credential=%*[^/]/%15[^/]/%63[^/]/s3/aws4_request, "
+               "SignedHeaders=%255[^,], Signature=%79s",
+               day, region, signed_hdrs, sig) != 4)
+        return false;
+    qm = memchr(sp1 + 1, '?', (size_t)(sp2 - sp1 - 1));
+    canonical_query(qm ? qm + 1 : sp2, qm ? (size_t)(sp2 - qm - 1) : 0, cq, sizeof(cq));
+    o = (size_t)snprintf(creq, sizeof(creq), "%.*s\n%.*s\n%s\n", (int)(sp1 - req), req,
+                         (int)((qm ? qm : sp2) - sp1 - 1), sp1 + 1, cq);
+    snprintf(names, sizeof(names), "%s", signed_hdrs);
+    for (char *save = NULL, *name = strtok_r(names, ";", &save); name != NULL;
+         name = strtok_r(NULL, ";", &save)) {
+        if (!header(req, name, hv, sizeof(hv)))
+            return false;
+        o += (size_t)snprintf(creq + o, sizeof(creq) - o, "%s:%s\n", name, hv);
+    }
+    if (!header(req, "x-amz-content-sha256", hv, sizeof(hv)))
+        return false;
+    snprintf(creq + o, sizeof(creq) - o, "\n%s\n%s", signed_hdrs, hv);
+    SHA256((const unsigned char *)creq, strlen(creq), h);
+    hex(h, 32, digest);
+    snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", date, day, region,
+             digest);
+    snprintf(kbuf, sizeof(kbuf), "AWS4%s", secret);
+    hmac((const unsigned char *)kbuf, strlen(kbuf), day, k);
+    hmac(k, 32, region, k);
+    hmac(k, 32, "s3", k);
+    hmac(k, 32, "aws4_request", k);
+    hmac(k, 32, sts, h);
+    hex(h, 32, want);
+    return strcmp(want, sig) == 0;
+}
+
+static void test_sigv4(void)
+{
+    struct mock m = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    struct wr_objstore *s = NULL;
+    struct wr_err err = {0};
+    char url[256];
+    pthread_t t;
+
+    if (bind(m.lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(m.lfd, 8) < 0 ||
+        getsockname(m.lfd, (struct sockaddr *)&a, &alen) < 0 ||
+        pthread_create(&t, NULL, mock_run, &m) != 0) {
+        ok(0, "sigv4: a server on 127.0.0.1");
+        return;
+    }
+    setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", 1);
+    setenv("AWS_SESSION_TOKEN", "token/with+chars=", 1);
+    snprintf(url, sizeof(url), "s3://bkt/pre?endpoint=http://127.0.0.1:%d&region=eu-west-3",
+             ntohs(a.sin_port));
+    is_int(wr_objstore_open(url, &s, &err), 0, "sigv4: open");
+    if (s != NULL) {
+        is_int(wr_objstore_put(s, "blobs/x", "hello", 5, NULL, &err), 0, "sigv4: put");
+        is_str(list(s, ""), "a.1,b",
+               "sigv4: two pages; keys of other prefixes and keys that are not keys skipped");
+        wr_objstore_free(s);
+    }
+    shutdown(m.lfd, SHUT_RDWR);
+    pthread_join(t, NULL);
+    close(m.lfd);
+    is_int(m.n, 5, "sigv4: HEAD of the bucket, HEAD and PUT of an object, two pages");
+    for (int i = 0; i < m.n; i++) {
+        char line[200];
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(m.req[i], "\r"), m.req[i]);
+        ok(sigv4_ok(m.req[i], "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"),
+           "sigv4: a good signature: %s", line);
+        ok(strstr(m.req[i], "x-amz-security-token: token/with+chars=\r\n") != NULL &&
+               strstr(m.req[i], "x-amz-security-token;") == NULL &&
+               strstr(m.req[i], ";x-amz-security-token") != NULL,
+           "sigv4: the session token is sent and signed");
+    }
+    ok(m.n == 5 && strstr(m.req[4], "continuation-token=t%26k%2F%2B%3D&list-type=2") != NULL,
+       "sigv4: the continuation token decoded and sent encoded");
+    ok(!sigv4_ok(m.req[0], "another secret"), "sigv4: the check refuses another secret");
+    unsetenv("AWS_SESSION_TOKEN");
+}
+
 static void test_s3(void)
 {
     char dir[300];
@@ -493,6 +772,7 @@ int main(void)
     test_keys();
     test_open_errors();
     test_file();
+    test_sigv4();
     test_s3();
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0)
