@@ -28,26 +28,25 @@ if [ -n "$missing" ]; then
     apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
-# The pinned SDKs of tests/compat (package-lock.json), installed again only when the lock changes.
-if [ "${1:-run}" = test ]; then
-    compat="$(dirname "$0")/../tests/compat"
-    stamp=$(sha256sum <"$compat/package-lock.json")
-    if [ "$(cat "$compat/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
-        echo "deps: npm ci in tests/compat"
-        (cd "$compat" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
-        echo "$stamp" >"$compat/node_modules/.warren-lock"
+# npm ci in $1 (a folder of this tree with a package-lock.json), again only when the lock changes:
+# node_modules/.warren-lock keeps the hash of the lock it was installed from.
+npm_ci_locked() {
+    dir="$(dirname "$0")/../$1"
+    stamp=$(sha256sum <"$dir/package-lock.json")
+    if [ "$(cat "$dir/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
+        echo "deps: npm ci in $1"
+        (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
+        echo "$stamp" >"$dir/node_modules/.warren-lock"
     fi
-fi
+}
 
-# The TypeScript SDK's dev tools (sdk/typescript/package-lock.json: TypeScript), likewise.
 if [ "${1:-run}" = test ]; then
-    tssdk="$(dirname "$0")/../sdk/typescript"
-    stamp=$(sha256sum <"$tssdk/package-lock.json")
-    if [ "$(cat "$tssdk/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
-        echo "deps: npm ci in sdk/typescript"
-        (cd "$tssdk" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
-        echo "$stamp" >"$tssdk/node_modules/.warren-lock"
-    fi
+    # The pinned SDKs of tests/compat.
+    npm_ci_locked tests/compat
+    # s3rver, the S3-compatible server tests/unit/test_objstore.c starts on 127.0.0.1.
+    npm_ci_locked tests/s3
+    # The TypeScript SDK's dev tools (TypeScript).
+    npm_ci_locked sdk/typescript
 fi
 
 # The console's tools (console/package-lock.json: Vite, TypeScript, xterm.js, Preact,
