@@ -60,6 +60,8 @@ IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
 # The daemon's egress services (DNS stub, L7 proxy, policy): libuv and util/ only.
 NET_SRC     := $(wildcard src/net/*.c)
+# The gateway role (--role gateway): HTTP and SQL only, no runtime, manager or local store.
+GATEWAY_SRC := $(wildcard src/gateway/*.c)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
 LLHTTP_DIR  := /usr/share/llhttp
 LLHTTP_INC  := /usr/share/include/llhttp
@@ -106,7 +108,7 @@ HOST_LIBS  := -lseccomp
 LLHTTP_OBJ := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/llhttp/%.o,$(LLHTTP_SRC))
 # The daemon's layers: core (sandbox manager, agent client), store (SQLite), api (HTTP), image
 # (OCI archives and registries).
-DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC))
+DLIB_OBJ   := $(call host_obj,$(CORE_SRC) $(STORE_SRC) $(API_SRC) $(IMG_SRC) $(NET_SRC) $(GATEWAY_SRC))
 DLIB       := $(BUILD)/libwarrend.a
 # The kernel's network configuration (src/runtime/netslot.c, nft.c, conntrack.c): netlink.
 NET_LIBS    := $(shell pkg-config --libs libmnl libnftnl libnetfilter_conntrack)
@@ -432,6 +434,8 @@ check-layers:
 	    { echo "check-layers: lib/ (libwarren) uses more than util/ and proto/"; exit 1; }
 	@! grep -nE '#include' include/warren.h | grep -vE '<(stddef|stdint)\.h>' || \
 	    { echo "check-layers: include/warren.h includes more than <stddef.h> and <stdint.h>"; exit 1; }
+	@! grep -nE '#include "\.\./(runtime|core|store)/' $$(git ls-files 'src/gateway/*') /dev/null || \
+	    { echo "check-layers: gateway/ reaches runtime/, core/ or store/ (it is HTTP and SQL only)"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:
