@@ -328,6 +328,13 @@ $(CONSOLE): $(CONSOLE_SRC)
 console-test: all
 	cd console && WARREN_BUILD=$(abspath $(BUILD)) node --experimental-websocket --test --test-concurrency=1 test/*.test.mjs
 
+# The Kubernetes manifests (deploy/kubernetes, docs/deploy.md): each overlay rendered with
+# kubectl kustomize and checked offline against the API's schemas and Warren's rules
+# (tests/deploy/validate.mjs; scripts/deps.sh test installs kubectl and its npm packages).
+.PHONY: deploy-check
+deploy-check:
+	node tests/deploy/validate.mjs
+
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
 # SDKs: a few minutes.
 .PHONY: quick
@@ -338,6 +345,7 @@ test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory sdk-ts
 	$(MAKE) --no-print-directory console-test
+	$(MAKE) --no-print-directory deploy-check
 
 # Under ASan the modules with BACKENDS run on ns only (test_gvisor.py still drives the gvisor
 # backend there): the plain pass runs them on both, and this keeps CI under 30 minutes.

@@ -12,6 +12,9 @@ if [ "${1:-run}" = test ]; then
     # chromium: the console's end-to-end test drives Debian's headless Chromium
     # (playwright-core, console/test/).
     want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium"
+    # kubectl renders deploy/kubernetes's overlays (make deploy-check): Debian's, unless the
+    # host has one (another package's /usr/bin/kubectl would conflict with it).
+    command -v kubectl >/dev/null 2>&1 || want="$want kubernetes-client"
     # tests/compat runs the E2B and Novita SDKs, and the console's test playwright-core: they
     # need Node.js 20.18 or later (Debian 12's is too old: install Node 20+ first).
 fi
@@ -36,6 +39,17 @@ if [ "${1:-run}" = test ]; then
         echo "deps: npm ci in tests/compat"
         (cd "$compat" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
         echo "$stamp" >"$compat/node_modules/.warren-lock"
+    fi
+fi
+
+# The deploy check's packages (tests/deploy/package-lock.json: kubernetes-models, yaml), likewise.
+if [ "${1:-run}" = test ]; then
+    deploy="$(dirname "$0")/../tests/deploy"
+    stamp=$(sha256sum <"$deploy/package-lock.json")
+    if [ "$(cat "$deploy/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
+        echo "deps: npm ci in tests/deploy"
+        (cd "$deploy" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
+        echo "$stamp" >"$deploy/node_modules/.warren-lock"
     fi
 fi
 
