@@ -111,6 +111,8 @@ job "warren-gateway" {
       template {
         destination = "${NOMAD_SECRETS_DIR}/node-token"
         perms       = "0400"
+        uid         = 65534 # nobody, who runs the task
+        gid         = 65534
         data        = <<-EOT
           {{- with nomadVar "nomad/jobs/warren-gateway" }}{{ .node_token }}{{ end -}}
         EOT
@@ -119,6 +121,8 @@ job "warren-gateway" {
       template {
         destination = "${NOMAD_SECRETS_DIR}/admin-key"
         perms       = "0400"
+        uid         = 65534 # nobody, who runs the task
+        gid         = 65534
         data        = <<-EOT
           {{- with nomadVar "nomad/jobs/warren-gateway" }}{{ .admin_key }}{{ end -}}
         EOT
