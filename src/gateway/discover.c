@@ -38,6 +38,18 @@ struct wr_discovery {
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
+/* The service account's directory. Test builds (-DWR_TESTING) take another from
+ * WARREN_TEST_K8S_SA_DIR, for the unit test's local API server. */
+static const char *sa_dir(void)
+{
+#ifdef WR_TESTING
+    const char *d = getenv("WARREN_TEST_K8S_SA_DIR");
+    if (d != NULL && *d != '\0')
+        return d;
+#endif
+    return SA_DIR;
+}
+
 static void curl_init_once(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -328,14 +340,15 @@ int wr_discovery_parse_podlist(const char *json, size_t len, int port, struct wr
 static int read_token(char **out, struct wr_err *err)
 {
     _cleanup_free_ char *buf = xmalloc(MAX_TOKEN);
-    ssize_t len = wr_read_fileat(AT_FDCWD, SA_DIR "/token", buf, MAX_TOKEN, err);
+    _cleanup_free_ char *path = xasprintf("%s/token", sa_dir());
+    ssize_t len = wr_read_fileat(AT_FDCWD, path, buf, MAX_TOKEN, err);
 
     if (len < 0)
         return wr_err_wrap(err, "service-account token");
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
         buf[--len] = '\0';
     if (len == 0)
-        return wr_err_set(err, WR_EINVAL, 0, "%s/token is empty", SA_DIR);
+        return wr_err_set(err, WR_EINVAL, 0, "%s is empty", path);
     *out = steal_pointer(&buf);
     return 0;
 }
@@ -381,6 +394,7 @@ static int fetch_pods(const struct wr_discovery *d, struct body *b, struct wr_er
     __attribute__((cleanup(curl_cleanupp))) CURL *c = NULL;
     __attribute__((cleanup(slist_freep))) struct curl_slist *hdrs = NULL;
     _cleanup_free_ char *token = NULL, *auth = NULL, *url = NULL;
+    _cleanup_free_ char *ca = xasprintf("%s/ca.crt", sa_dir());
     char errbuf[CURL_ERROR_SIZE] = "", *esel;
     CURLcode cc;
     long status = 0;
@@ -409,7 +423,7 @@ static int fetch_pods(const struct wr_discovery *d, struct body *b, struct wr_er
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_CAINFO, SA_DIR "/ca.crt");
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 5L);
@@ -431,9 +445,9 @@ static int fetch_pods(const struct wr_discovery *d, struct body *b, struct wr_er
         const char *msg = json_string_value(json_object_get(j, "message"));
         return wr_err_set(err, WR_EUPSTREAM, 0, "GET %s: HTTP %ld%s%s%s", url, status,
                           msg ? ": " : "", msg ? msg : "",
-                          status == 401 || status == 403
-                              ? " (the gateway's service account needs list on pods)"
-                              : "");
+                          status == 401   ? " (the service account's token was refused)"
+                          : status == 403 ? " (the gateway's service account needs list on pods)"
+                                          : "");
     }
     return 0;
 }

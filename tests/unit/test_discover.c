@@ -2,11 +2,15 @@
 /* Node discovery (src/gateway/discover.h): the static grammar, good and bad, with every refusal
  * naming its entry; the kubernetes grammar; and the nodes of a PodList as the Kubernetes API
  * documents it (tests/unit/data/podlist.json: pods Pending, being deleted, without an IP,
- * Succeeded and on an over-long node name are left out). The API call itself needs a cluster
- * and is not run here. */
+ * Succeeded and on an over-long node name are left out). In a test build (TESTING=1), the API
+ * call itself against a local stand-in of the API server (k8s_api.py: HTTPS with a certificate of
+ * its own as the service account's ca.crt, the Bearer token, Status answers for errors). */
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../src/gateway/discover.h"
 #include "../../src/util/cleanup.h"
@@ -192,10 +196,130 @@ static void test_podlist(void)
     }
 }
 
+#ifdef WR_TESTING
+/* Start k8s_api.py in dir with selector; its port, or -1. */
+static int start_api(const char *dir, const char *selector, pid_t *pid)
+{
+    _cleanup_free_ char *cert = xasprintf("%s/server.crt", dir);
+    _cleanup_free_ char *key = xasprintf("%s/server.key", dir);
+    char line[32] = "";
+    int p[2];
+    ssize_t n;
+
+    if (pipe(p) < 0)
+        return -1;
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(p[1], 1);
+        close(p[0]);
+        close(p[1]);
+        execlp("python3", "python3", "tests/unit/k8s_api.py", cert, key, "test-token",
+               "tests/unit/data/podlist.json", "warren", selector, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    n = read(p[0], line, sizeof(line) - 1);
+    close(p[0]);
+    return n > 0 ? (int)strtol(line, NULL, 10) : -1;
+}
+
+static void stop_api(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    _cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
+    struct wr_err err;
+    ok(wr_write_fileat(AT_FDCWD, path, text, true, &err) == 0, "write %s", name);
+}
+
+/* openssl makes a self-signed certificate for 127.0.0.1 as name.crt and name.key in dir. */
+static bool make_cert(const char *dir, const char *name)
+{
+    _cleanup_free_ char *cmd = xasprintf(
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+        "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout %s/%s.key "
+        "-out %s/%s.crt 2>/dev/null",
+        dir, name, dir, name);
+    return system(cmd) == 0;
+}
+
+static void test_fetch(void)
+{
+    static const char sel[] = "app.kubernetes.io/name in (warren-node, x),tier!=gw";
+    char dir[] = "/tmp/warren-test-k8s-XXXXXX", port[16];
+    _cleanup_free_ char *rm = NULL, *spec = NULL;
+    pid_t pid = -1;
+    int p;
+
+    if (mkdtemp(dir) == NULL || !make_cert(dir, "server") || !make_cert(dir, "other")) {
+        ok(1, "# SKIP no openssl to make a certificate");
+        return;
+    }
+    rm = xasprintf("rm -rf %s", dir);
+    p = start_api(dir, sel, &pid);
+    ok(p > 0, "the stand-in API server listens");
+    if (p <= 0) {
+        if (pid > 0)
+            stop_api(pid);
+        (void)!system(rm);
+        return;
+    }
+    snprintf(port, sizeof(port), "%d", p);
+    write_file(dir, "token", "test-token\n");
+    {
+        _cleanup_free_ char *src = xasprintf("%s/server.crt", dir);
+        _cleanup_free_ char *dst = xasprintf("%s/ca.crt", dir);
+        ok(link(src, dst) == 0, "its certificate is the service account's ca.crt");
+    }
+    setenv("WARREN_TEST_K8S_SA_DIR", dir, 1);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    spec = xasprintf("kubernetes:warren/%s@7070", sel);
+    ok(strstr(list(spec), "KUBERNETES_SERVICE_HOST") != NULL, "outside a pod: %s", list(spec));
+    setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1", 1);
+
+    is_str(list(spec),
+           "pool-sandbox-a1=10.0.1.11:7070 pool-sandbox-b2=fd00:10::12:7070 "
+           "warren-node-z9y8x=10.0.1.18:7070",
+           "the selector, percent-encoded, reaches the API: the running pods' nodes");
+    is_str(list("kubernetes:warren/app=other"), "", "another selector: no pods, no nodes");
+    ok(strstr(list("kubernetes:other/app=x"), "HTTP 403: pods is forbidden") != NULL &&
+           strstr(list("kubernetes:other/app=x"), "needs list on pods") != NULL,
+       "another namespace: the Status's message and a hint: %s", list("kubernetes:other/app=x"));
+
+    write_file(dir, "token", "wrong-token");
+    ok(strstr(list(spec), "HTTP 401") != NULL, "a wrong token: %s", list(spec));
+    write_file(dir, "token", "test-token");
+    {
+        _cleanup_free_ char *ca = xasprintf("%s/ca.crt", dir);
+        _cleanup_free_ char *other = xasprintf("%s/other.crt", dir);
+        ok(unlink(ca) == 0 && link(other, ca) == 0, "another ca.crt");
+    }
+    ok(strstr(list(spec), "ERR: discovery kubernetes:warren/") != NULL &&
+           strstr(list(spec), "GET https://127.0.0.1:") != NULL,
+       "a server the CA did not sign is refused: %s", list(spec));
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("WARREN_TEST_K8S_SA_DIR");
+    stop_api(pid);
+    (void)!system(rm);
+}
+#else
+static void test_fetch(void)
+{
+    ok(1, "# SKIP the API call is tested in test builds (TESTING=1) only");
+}
+#endif
+
 int main(void)
 {
     test_static();
     test_kubernetes_grammar();
     test_podlist();
+    test_fetch();
     return done();
 }
