@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/fs.h"
 #include "../util/json_cleanup.h"
@@ -354,8 +355,7 @@ static int read_token(char **out, struct wr_err *err)
 }
 
 struct body {
-    char *p;
-    size_t len;
+    struct wr_buf buf;
     bool too_big;
 };
 
@@ -364,14 +364,11 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *data)
     struct body *b = data;
     size_t len = size * nmemb;
 
-    if (b->len + len > MAX_PODLIST) {
+    if (b->buf.len + len > MAX_PODLIST) {
         b->too_big = true;
         return 0;
     }
-    b->p = xrealloc(b->p, b->len + len + 1);
-    memcpy(b->p + b->len, p, len);
-    b->len += len;
-    b->p[b->len] = '\0';
+    wr_buf_append(&b->buf, p, len);
     return len;
 }
 
@@ -441,7 +438,7 @@ static int fetch_pods(const struct wr_discovery *d, struct body *b, struct wr_er
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         /* The API server answers errors with a Status object: {"kind":"Status","message":...}. */
-        _cleanup_json_ json_t *j = b->p ? json_loadb(b->p, b->len, 0, NULL) : NULL;
+        _cleanup_json_ json_t *j = json_loadb(wr_buf_str(&b->buf), b->buf.len, 0, NULL);
         const char *msg = json_string_value(json_object_get(j, "message"));
         return wr_err_set(err, WR_EUPSTREAM, 0, "GET %s: HTTP %ld%s%s%s", url, status,
                           msg ? ": " : "", msg ? msg : "",
@@ -468,8 +465,8 @@ int wr_discovery_list(struct wr_discovery *d, struct wr_node_addr **out, size_t 
     }
     r = fetch_pods(d, &b, err);
     if (r == 0)
-        r = wr_discovery_parse_podlist(b.p ? b.p : "", b.len, d->port, out, n, err);
-    free(b.p);
+        r = wr_discovery_parse_podlist(wr_buf_str(&b.buf), b.buf.len, d->port, out, n, err);
+    wr_buf_fini(&b.buf);
     if (r < 0)
         return wr_err_wrap(err, "discovery kubernetes:%s/%s", d->ns, d->selector);
     return 0;
