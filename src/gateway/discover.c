@@ -134,8 +134,9 @@ static int parse_static_entry(const char *e, struct wr_node_addr *a, struct wr_e
         return wr_err_set(err, WR_EINVAL, 0,
                           "static node \"%s\": the id must be 1 to 63 of [A-Za-z0-9._-]", e);
     host = at + 1;
-    colon = strrchr(host, ':');
-    if (colon == NULL)
+    /* In "[IPv6]:PORT" the port's colon is the one right after ']'. */
+    colon = host[0] == '[' && strchr(host, ']') ? strchr(host, ']') + 1 : strrchr(host, ':');
+    if (colon == NULL || *colon != ':')
         return wr_err_set(err, WR_EINVAL, 0, "static node \"%s\": no :PORT", e);
     a->port = parse_port(colon + 1);
     if (a->port < 0)

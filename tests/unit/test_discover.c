@@ -101,6 +101,8 @@ static void test_static(void)
     ok(refused("static:a@::1:7070", "the host must be"), "IPv6 without brackets");
     ok(refused("static:a@[::1:7070", "bad [IPv6] host"), "an unclosed bracket");
     ok(refused("static:a@[]:7070", "bad [IPv6] host"), "empty brackets");
+    ok(refused("static:a@[::1]", "\"a@[::1]\": no :PORT"), "[IPv6] without a port");
+    ok(refused("static:a@[::1]7070", "no :PORT"), "[IPv6] and a port without a colon");
     ok(refused("static:a@[10.0.0.1]:7070", "bad [IPv6] host"), "IPv4 in brackets");
     ok(refused("static:a@10.0.0.256:7070", "the host must be"), "a bad IPv4 address");
     ok(refused("static:a@-h.example:7070", "the host must be"), "a label starting with -");
