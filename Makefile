@@ -333,6 +333,7 @@ console-test: all
 # (tests/deploy/validate.mjs; scripts/deps.sh test installs kubectl and its npm packages).
 .PHONY: deploy-check
 deploy-check:
+	@test -d tests/deploy/node_modules || { echo "deploy-check: run scripts/deps.sh test first"; exit 1; }
 	node tests/deploy/validate.mjs
 
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
