@@ -12,6 +12,9 @@ if [ "${1:-run}" = test ]; then
     # chromium: the console's end-to-end test drives Debian's headless Chromium
     # (playwright-core, console/test/).
     want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium"
+    # kubectl renders deploy/kubernetes's overlays (make deploy-check): Debian's, unless the
+    # host has one (another package's /usr/bin/kubectl would conflict with it).
+    command -v kubectl >/dev/null 2>&1 || want="$want kubernetes-client"
     # tests/compat runs the E2B and Novita SDKs, and the console's test playwright-core: they
     # need Node.js 20.18 or later (Debian 12's is too old: install Node 20+ first).
 fi
@@ -47,6 +50,8 @@ if [ "${1:-run}" = test ]; then
     npm_ci_locked tests/s3
     # The TypeScript SDK's dev tools (TypeScript).
     npm_ci_locked sdk/typescript
+    # The deploy check's packages (kubernetes-models, yaml): make deploy-check.
+    npm_ci_locked tests/deploy
 fi
 
 # The console's tools (console/package-lock.json: Vite, TypeScript, xterm.js, Preact,
