@@ -10,6 +10,7 @@
 
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "db.h"
 
@@ -84,6 +85,22 @@ static void result_free(PGresult **r)
 }
 #define _cleanup_result_ __attribute__((cleanup(result_free)))
 
+/* The length of a libpq message's first line. */
+static int first_line(const char *m)
+{
+    return (int)strcspn(m, "\n");
+}
+
+/* A count or id column's value (the server's, always digits). */
+static int64_t num(const char *s)
+{
+    uint64_t v = 0;
+    struct wr_err e;
+
+    (void)wr_parse_uint(s, INT64_MAX, &v, &e);
+    return (int64_t)v;
+}
+
 /* The server's notices ("relation ... already exists, skipping") are not errors. */
 static void on_notice(void *arg, const char *msg)
 {
@@ -103,7 +120,8 @@ static PGconn *conn(struct wr_err *err)
     if (tl_conn == NULL) {
         tl_conn = PQconnectdb(db_dsn);
         if (PQstatus(tl_conn) != CONNECTION_OK) {
-            wr_err_set(err, WR_EUPSTREAM, 0, "database: %s", strtok(PQerrorMessage(tl_conn), "\n"));
+            wr_err_set(err, WR_EUPSTREAM, 0, "database: %.*s", first_line(PQerrorMessage(tl_conn)),
+                       PQerrorMessage(tl_conn));
             PQfinish(tl_conn);
             tl_conn = NULL;
             return NULL;
@@ -128,8 +146,10 @@ static PGresult *q(const char *what, const char *sql, int n, const char *const *
     st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;
-    wr_err_set(err, WR_EUPSTREAM, 0, "database: %s: %s", what,
-               r ? strtok(PQresultErrorMessage(r), "\n") : strtok(PQerrorMessage(c), "\n"));
+    {
+        const char *m = r ? PQresultErrorMessage(r) : PQerrorMessage(c);
+        wr_err_set(err, WR_EUPSTREAM, 0, "database: %s: %.*s", what, first_line(m), m);
+    }
     PQclear(r);
     return NULL;
 }
@@ -159,7 +179,7 @@ static int migrate(struct wr_err *err)
             q("version", "SELECT coalesce(max(version), 0) FROM schema_migrations", 0, NULL, err);
         if (r == NULL)
             goto fail;
-        have = atoi(PQgetvalue(r, 0, 0));
+        have = (int)num(PQgetvalue(r, 0, 0));
     }
     if (have > (int)WR_ARRAY_SIZE(migrations)) {
         wr_err_set(err, WR_EUPSTREAM, 0,
@@ -334,7 +354,7 @@ int gw_db_key_delete(const char *team, const char *id, struct wr_err *err)
 
     if (r == NULL)
         return -1;
-    if (atoi(PQcmdTuples(r)) == 0)
+    if ((int)num(PQcmdTuples(r)) == 0)
         return wr_err_set(err, WR_ENOTFOUND, 0, "no such api key");
     return 0;
 }
@@ -376,7 +396,7 @@ int gw_db_node_list(json_t **out, struct wr_err *err)
                             PQgetvalue(r, i, 1), "state", PQgetvalue(r, i, 2), "incarnation",
                             PQgetvalue(r, i, 3), "info", info ? info : json_object(), "last_seen",
                             PQgetvalue(r, i, 5)[0] ? PQgetvalue(r, i, 5) : NULL, "sandboxes",
-                            (json_int_t)atoll(PQgetvalue(r, i, 6))));
+                            (json_int_t)num(PQgetvalue(r, i, 6))));
     }
     return 0;
 }
@@ -403,7 +423,7 @@ int gw_db_sandbox_get(const char *team, const char *id, struct gw_sandbox *out, 
     snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(r, 0, 3));
     snprintf(out->reason, sizeof(out->reason), "%s", PQgetvalue(r, 0, 4));
     snprintf(out->manifest, sizeof(out->manifest), "%s", PQgetvalue(r, 0, 5));
-    out->generation = atoll(PQgetvalue(r, 0, 6));
+    out->generation = num(PQgetvalue(r, 0, 6));
     return 0;
 }
 
@@ -456,7 +476,7 @@ int gw_db_sandbox_move(const char *id, int64_t generation, const char *to, struc
           3, p, err);
     if (r == NULL)
         return -1;
-    if (atoi(PQcmdTuples(r)) == 0)
+    if ((int)num(PQcmdTuples(r)) == 0)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s moved meanwhile", id);
     return 0;
 }
@@ -514,7 +534,7 @@ int gw_db_sandbox_lose(const char *node, const char *reason, struct wr_err *err)
           " WHERE node_id = $1 AND state NOT IN ('lost', 'deleting')",
           2, p, err);
 
-    return r == NULL ? -1 : atoi(PQcmdTuples(r));
+    return r == NULL ? -1 : (int)num(PQcmdTuples(r));
 }
 
 int gw_db_sandbox_lost(const char *team, json_t **out, struct wr_err *err)

@@ -216,7 +216,8 @@ static int locate(struct call *c, struct gw_sandbox *sb, bool *healthy)
 
     if (gw_db_sandbox_get(c->kind == K_HOST ? NULL : team_of(c), c->sid, sb, &err) < 0)
         return fail_err(c, &err);
-    if (!gw_nodes_addr(c->g->nodes, sb->node, &c->node, healthy))
+    /* Lost by any gateway's word (the database's), or by this one's. */
+    if (!gw_nodes_addr(c->g->nodes, sb->node, &c->node, healthy) || strcmp(sb->state, "lost") == 0)
         *healthy = false;
     return 0;
 }
