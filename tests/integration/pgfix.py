@@ -86,7 +86,7 @@ class Postgres:
     def _start(self):
         pw = pwd.getpwnam(USER)
         os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-        os.chmod(self.dir, 0o700)
+        os.chmod(self.dir, 0o711)  # the socket reachable by any local user (the data dir stays 0700)
         self.data = os.path.join(self.dir, "data")
         self._as_pg(os.path.join(self.bin, "initdb"), "-D", self.data, "-U", USER, "-A", "trust",
                     "-E", "UTF8", "--locale=C", "--no-sync")

@@ -163,6 +163,12 @@ def test_sdk_through_gateway(cl, keys):
     node = cl.node_by_id(j["node"])
     assert sid in node.sandbox_ids(), "%s says it runs on %s, whose /node/sandboxes lacks it" % (sid, node.id)
 
+    # on its node, the sandbox is the team's: the node token acting as team-a sees it, as team-b not
+    st, body = node.api("GET", "/v1/sandboxes/" + sid, headers={"Warren-Team": "team-a"})
+    assert st == 200 and body["id"] == sid, "node %s, as team-a: %s %r" % (node.id, st, body)
+    st, body = node.api("GET", "/v1/sandboxes/" + sid, headers={"Warren-Team": "team-b"})
+    assert st == 404, "node %s, as team-b: %s %r" % (node.id, st, body)
+
     r = sb.commands.run("echo hi")
     assert r.stdout == "hi\n" and r.exit_code == 0, r
     sb.files.write("/root/note.txt", "through the gateway\n")
@@ -202,6 +208,9 @@ def test_health_and_nodes(cl, keys):
     assert st in (401, 403), "a team key read GET /v1/nodes: %s %r" % (st, body)
     view = cl.nodes_view()
     assert set(view) == {n.id for n in cl.nodes}, view
+    tables = cl.pg.psql("SELECT count(*) FROM information_schema.tables "
+                        "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")
+    assert int(tables) > 0, "the gateways made no table in their database"
     for n in cl.nodes:
         assert view[n.id]["state"] == "healthy", view
         assert n.addr in view[n.id]["addr"], view
@@ -299,7 +308,6 @@ def test_gateway_killed_and_restarted(cl, keys):
 
 
 def test_resume_from_disk_on_another_node(cl, keys):
-    import warren
     key = keys["team-a"]
     sb, j = create(cl, key)
     a = cl.node_by_id(j["node"])
