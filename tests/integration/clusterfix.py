@@ -420,6 +420,24 @@ class Gateway:
     def log(self):
         return log_tail(os.path.join(self.dir, "warrend.log"))
 
+    def sanitizer_report(self):
+        """Under `make asan`, the sanitizers' report in the gateway's log, as a list (as conftest's
+        Daemon.cleanup checks a node's)."""
+        import conftest
+        if not conftest.SANITIZED:
+            return []
+        try:
+            with open(os.path.join(self.dir, "warrend.log"), errors="replace") as f:
+                log = f.read()
+        except OSError:
+            return []
+        for marker in ("ERROR: LeakSanitizer", "ERROR: AddressSanitizer", "runtime error:"):
+            if marker in log:
+                at = log.index(marker)
+                return ["gateway %d reported under the sanitizers:\n%s" % (
+                    self.i, log[log.rfind("\n", 0, at) + 1:][:4000])]
+        return []
+
     def healthy(self):
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
@@ -482,6 +500,7 @@ class Cluster:
         for g in self.gateways:
             try:
                 g.stop()
+                errors += g.sanitizer_report()
             except Exception as e:  # noqa: BLE001
                 errors.append("gateway %d: %s" % (g.i, e))
         for n in self.nodes:

@@ -284,7 +284,8 @@ def ready_tcp(line):
 
 
 class Daemon:
-    """A real warrend on a temporary state directory, a unix socket and a loopback port."""
+    """A real warrend on a temporary state directory, a unix socket and a TCP port (`listen`:
+    a loopback port unless asked; clusterfix.py's nodes listen on their namespace's address)."""
 
     def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=(), templates=(),
                  listen="127.0.0.1:0"):
