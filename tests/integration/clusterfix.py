@@ -251,7 +251,7 @@ class Node:
         """What makes warrend a node of this cluster."""
         c = self.cluster
         return ["--role", "node", "--node-id", self.id, "--node-token-file", c.token_file,
-                "--object-store", c.object_store]
+                "--object-store", c.object_store, "--domain", DOMAIN]
 
     @property
     def spec(self):
