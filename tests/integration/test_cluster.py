@@ -319,6 +319,8 @@ def test_resume_from_disk_on_another_node(cl, keys):
     a.kill9()
     others = {n.id for n in cl.nodes} - {a.id}
     cl.wait_nodes(others, timeout=DEAD)
+    wait_for("%s (paused on %s) to be reported lost" % (sb.id, a.id),
+             lambda: sandbox_json(cl, key, sb.id)["state"] == "lost", DEAD, 0.2)
     st, body = call(cl, "POST", "/v1/sandboxes/%s/resume" % sb.id, key, {})
     assert st == 200, "resume with its node %s dead: %s %r" % (a.id, st, body)
     assert body["state"] == "running" and body["node"] in others, \
