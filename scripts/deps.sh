@@ -11,7 +11,8 @@ command -v npm >/dev/null 2>&1 || want="$want npm"
 if [ "${1:-run}" = test ]; then
     # chromium: the console's end-to-end test drives Debian's headless Chromium
     # (playwright-core, console/test/).
-    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium"
+    # postgresql: the multi-host gateway's database in tests/integration/test_cluster.py (pgfix.py).
+    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium postgresql"
     # kubectl renders deploy/kubernetes's overlays (make deploy-check): Debian's, unless the
     # host has one (another package's /usr/bin/kubectl would conflict with it).
     command -v kubectl >/dev/null 2>&1 || want="$want kubernetes-client"
