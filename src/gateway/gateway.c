@@ -289,6 +289,10 @@ static void do_create(struct call *c)
             return;
         j = json_loads(c->ans.body, 0, NULL);
         id = json_string_value(json_object_get(j, c->e2b ? "sandboxID" : "id"));
+        gw_nodes_placed(
+            c->g->nodes, ids[i],
+            (uint64_t)json_integer_value(json_object_get(j, c->e2b ? "memoryMB" : "memory_mb"))
+                << 20);
         if (id != NULL && gw_db_sandbox_put(id, c->who.team, ids[i], "running", NULL, &err) < 0)
             log_warn("create %s on %s: %s (the next round records it)", id, ids[i], err.msg);
         return;

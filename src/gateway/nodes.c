@@ -223,6 +223,19 @@ size_t gw_nodes_healthy(struct gw_nodes *ns, char (*ids)[64], size_t max)
     return k;
 }
 
+void gw_nodes_placed(struct gw_nodes *ns, const char *id, uint64_t memory_bytes)
+{
+    struct gw_node *n;
+
+    pthread_mutex_lock(&ns->mu);
+    n = find(ns, id);
+    if (n != NULL) {
+        n->sandboxes++;
+        n->mem_committed += memory_bytes;
+    }
+    pthread_mutex_unlock(&ns->mu);
+}
+
 void gw_nodes_inflight(struct gw_nodes *ns, const char *id, int delta)
 {
     struct gw_node *n;
