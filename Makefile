@@ -60,6 +60,7 @@ IMG_SRC     := $(wildcard src/image/*.c)
 DAEMON_SRC  := $(wildcard src/daemon/*.c)
 # The daemon's egress services (DNS stub, L7 proxy, policy): libuv and util/ only.
 NET_SRC     := $(wildcard src/net/*.c)
+# The gateway role (--role gateway): HTTP and SQL only, no runtime, manager or local store.
 GW_SRC      := $(wildcard src/gateway/*.c)
 PQ_CFLAGS   := $(shell pkg-config --cflags libpq)
 # llhttp ships as C sources in Debian's node-llhttp; they are compiled from there, not copied.
@@ -328,6 +329,14 @@ $(CONSOLE): $(CONSOLE_SRC)
 console-test: all
 	cd console && WARREN_BUILD=$(abspath $(BUILD)) node --experimental-websocket --test --test-concurrency=1 test/*.test.mjs
 
+# The Kubernetes manifests (deploy/kubernetes, docs/deploy.md): each overlay rendered with
+# kubectl kustomize and checked offline against the API's schemas and Warren's rules
+# (tests/deploy/validate.mjs; scripts/deps.sh test installs kubectl and its npm packages).
+.PHONY: deploy-check
+deploy-check:
+	@test -d tests/deploy/node_modules || { echo "deploy-check: run scripts/deps.sh test first"; exit 1; }
+	node tests/deploy/validate.mjs
+
 # The suite without the tests marked slow (tests/integration/pytest.ini) and without the E2B
 # SDKs: a few minutes.
 .PHONY: quick
@@ -338,6 +347,7 @@ test: all unit fuzz-replay integration
 	$(MAKE) --no-print-directory compat
 	$(MAKE) --no-print-directory sdk-ts
 	$(MAKE) --no-print-directory console-test
+	$(MAKE) --no-print-directory deploy-check
 
 # Under ASan the modules with BACKENDS run on ns only (test_gvisor.py still drives the gvisor
 # backend there): the plain pass runs them on both, and this keeps CI under 30 minutes.
@@ -434,6 +444,8 @@ check-layers:
 	    { echo "check-layers: lib/ (libwarren) uses more than util/ and proto/"; exit 1; }
 	@! grep -nE '#include' include/warren.h | grep -vE '<(stddef|stdint)\.h>' || \
 	    { echo "check-layers: include/warren.h includes more than <stddef.h> and <stdint.h>"; exit 1; }
+	@! grep -nE '#include "\.\./(runtime|core|store)/' $$(git ls-files 'src/gateway/*') /dev/null || \
+	    { echo "check-layers: gateway/ reaches runtime/, core/ or store/ (it is HTTP and SQL only)"; exit 1; }
 	@echo "check-layers: ok"
 
 clean:

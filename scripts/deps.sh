@@ -11,7 +11,11 @@ command -v npm >/dev/null 2>&1 || want="$want npm"
 if [ "${1:-run}" = test ]; then
     # chromium: the console's end-to-end test drives Debian's headless Chromium
     # (playwright-core, console/test/).
-    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium"
+    # postgresql: the multi-host gateway's database in tests/integration/test_cluster.py (pgfix.py).
+    want="$want python3 python3-pytest python3-yaml python3-jsonschema python3-mypy clang-format bubblewrap dnsmasq-base openssl openssh-client wrk hyperfine btrfs-progs xfsprogs docker-registry skopeo umoci apache2-utils prometheus gnuplot-nox chromium postgresql"
+    # kubectl renders deploy/kubernetes's overlays (make deploy-check): Debian's, unless the
+    # host has one (another package's /usr/bin/kubectl would conflict with it).
+    command -v kubectl >/dev/null 2>&1 || want="$want kubernetes-client"
     # tests/compat runs the E2B and Novita SDKs, and the console's test playwright-core: they
     # need Node.js 20.18 or later (Debian 12's is too old: install Node 20+ first).
 fi
@@ -28,26 +32,27 @@ if [ -n "$missing" ]; then
     apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
-# The pinned SDKs of tests/compat (package-lock.json), installed again only when the lock changes.
-if [ "${1:-run}" = test ]; then
-    compat="$(dirname "$0")/../tests/compat"
-    stamp=$(sha256sum <"$compat/package-lock.json")
-    if [ "$(cat "$compat/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
-        echo "deps: npm ci in tests/compat"
-        (cd "$compat" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
-        echo "$stamp" >"$compat/node_modules/.warren-lock"
+# npm ci in $1 (a folder of this tree with a package-lock.json), again only when the lock changes:
+# node_modules/.warren-lock keeps the hash of the lock it was installed from.
+npm_ci_locked() {
+    dir="$(dirname "$0")/../$1"
+    stamp=$(sha256sum <"$dir/package-lock.json")
+    if [ "$(cat "$dir/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
+        echo "deps: npm ci in $1"
+        (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
+        echo "$stamp" >"$dir/node_modules/.warren-lock"
     fi
-fi
+}
 
-# The TypeScript SDK's dev tools (sdk/typescript/package-lock.json: TypeScript), likewise.
 if [ "${1:-run}" = test ]; then
-    tssdk="$(dirname "$0")/../sdk/typescript"
-    stamp=$(sha256sum <"$tssdk/package-lock.json")
-    if [ "$(cat "$tssdk/node_modules/.warren-lock" 2>/dev/null)" != "$stamp" ]; then
-        echo "deps: npm ci in sdk/typescript"
-        (cd "$tssdk" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null)
-        echo "$stamp" >"$tssdk/node_modules/.warren-lock"
-    fi
+    # The pinned SDKs of tests/compat.
+    npm_ci_locked tests/compat
+    # s3rver, the S3-compatible server tests/unit/test_objstore.c starts on 127.0.0.1.
+    npm_ci_locked tests/s3
+    # The TypeScript SDK's dev tools (TypeScript).
+    npm_ci_locked sdk/typescript
+    # The deploy check's packages (kubernetes-models, yaml): make deploy-check.
+    npm_ci_locked tests/deploy
 fi
 
 # The console's tools (console/package-lock.json: Vite, TypeScript, xterm.js, Preact,

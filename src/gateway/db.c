@@ -9,6 +9,8 @@
 #include <sys/random.h>
 
 #include "../util/cleanup.h"
+#include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/xalloc.h"
 #include "db.h"
 
@@ -83,6 +85,29 @@ static void result_free(PGresult **r)
 }
 #define _cleanup_result_ __attribute__((cleanup(result_free)))
 
+/* The length of a libpq message's first line. */
+static int first_line(const char *m)
+{
+    return (int)strcspn(m, "\n");
+}
+
+/* A count or id column's value (the server's, always digits). */
+static int64_t num(const char *s)
+{
+    uint64_t v = 0;
+    struct wr_err e;
+
+    (void)wr_parse_uint(s, INT64_MAX, &v, &e);
+    return (int64_t)v;
+}
+
+/* The server's notices ("relation ... already exists, skipping") are not errors. */
+static void on_notice(void *arg, const char *msg)
+{
+    (void)arg;
+    log_debug("database: %.*s", (int)strcspn(msg, "\n"), msg);
+}
+
 static PGconn *conn(struct wr_err *err)
 {
     if (tl_conn != NULL && PQstatus(tl_conn) != CONNECTION_OK) {
@@ -95,11 +120,13 @@ static PGconn *conn(struct wr_err *err)
     if (tl_conn == NULL) {
         tl_conn = PQconnectdb(db_dsn);
         if (PQstatus(tl_conn) != CONNECTION_OK) {
-            wr_err_set(err, WR_EUPSTREAM, 0, "database: %s", strtok(PQerrorMessage(tl_conn), "\n"));
+            wr_err_set(err, WR_EUPSTREAM, 0, "database: %.*s", first_line(PQerrorMessage(tl_conn)),
+                       PQerrorMessage(tl_conn));
             PQfinish(tl_conn);
             tl_conn = NULL;
             return NULL;
         }
+        PQsetNoticeProcessor(tl_conn, on_notice, NULL);
     }
     return tl_conn;
 }
@@ -114,12 +141,15 @@ static PGresult *q(const char *what, const char *sql, int n, const char *const *
 
     if (c == NULL)
         return NULL;
-    r = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+    /* A migration is several statements, which only the simple protocol runs. */
+    r = n == 0 ? PQexec(c, sql) : PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
     st = PQresultStatus(r);
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
         return r;
-    wr_err_set(err, WR_EUPSTREAM, 0, "database: %s: %s", what,
-               r ? strtok(PQresultErrorMessage(r), "\n") : strtok(PQerrorMessage(c), "\n"));
+    {
+        const char *m = r ? PQresultErrorMessage(r) : PQerrorMessage(c);
+        wr_err_set(err, WR_EUPSTREAM, 0, "database: %s: %.*s", what, first_line(m), m);
+    }
     PQclear(r);
     return NULL;
 }
@@ -149,7 +179,7 @@ static int migrate(struct wr_err *err)
             q("version", "SELECT coalesce(max(version), 0) FROM schema_migrations", 0, NULL, err);
         if (r == NULL)
             goto fail;
-        have = atoi(PQgetvalue(r, 0, 0));
+        have = (int)num(PQgetvalue(r, 0, 0));
     }
     if (have > (int)WR_ARRAY_SIZE(migrations)) {
         wr_err_set(err, WR_EUPSTREAM, 0,
@@ -176,6 +206,13 @@ fail : {
     (void)exec("unlock", "SELECT pg_advisory_unlock(" MIGRATE_LOCK ")", 0, NULL, &e2);
     return wr_err_wrap(err, "migrate");
 }
+}
+
+void gw_db_thread_done(void)
+{
+    if (tl_conn != NULL)
+        PQfinish(tl_conn);
+    tl_conn = NULL;
 }
 
 int gw_db_open(const char *dsn, struct wr_err *err)
@@ -317,7 +354,7 @@ int gw_db_key_delete(const char *team, const char *id, struct wr_err *err)
 
     if (r == NULL)
         return -1;
-    if (atoi(PQcmdTuples(r)) == 0)
+    if ((int)num(PQcmdTuples(r)) == 0)
         return wr_err_set(err, WR_ENOTFOUND, 0, "no such api key");
     return 0;
 }
@@ -359,7 +396,7 @@ int gw_db_node_list(json_t **out, struct wr_err *err)
                             PQgetvalue(r, i, 1), "state", PQgetvalue(r, i, 2), "incarnation",
                             PQgetvalue(r, i, 3), "info", info ? info : json_object(), "last_seen",
                             PQgetvalue(r, i, 5)[0] ? PQgetvalue(r, i, 5) : NULL, "sandboxes",
-                            (json_int_t)atoll(PQgetvalue(r, i, 6))));
+                            (json_int_t)num(PQgetvalue(r, i, 6))));
     }
     return 0;
 }
@@ -372,7 +409,8 @@ int gw_db_sandbox_get(const char *team, const char *id, struct gw_sandbox *out, 
     _cleanup_result_ PGresult *r =
         q("sandbox",
           "SELECT id, team, node_id, state, coalesce(reason, ''), coalesce(manifest, ''),"
-          " generation FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR team = $2)",
+          " generation FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR team = $2)"
+          " AND state <> 'deleting'",
           2, p, err);
 
     if (r == NULL)
@@ -385,7 +423,7 @@ int gw_db_sandbox_get(const char *team, const char *id, struct gw_sandbox *out, 
     snprintf(out->state, sizeof(out->state), "%s", PQgetvalue(r, 0, 3));
     snprintf(out->reason, sizeof(out->reason), "%s", PQgetvalue(r, 0, 4));
     snprintf(out->manifest, sizeof(out->manifest), "%s", PQgetvalue(r, 0, 5));
-    out->generation = atoll(PQgetvalue(r, 0, 6));
+    out->generation = num(PQgetvalue(r, 0, 6));
     return 0;
 }
 
@@ -397,7 +435,7 @@ int gw_db_sandbox_put(const char *id, const char *team, const char *node, const 
         q("sandbox",
           "INSERT INTO sandboxes (id, team, node_id, state) VALUES ($1, $2, $3, $4)"
           " ON CONFLICT (id) DO UPDATE SET state = $4, reason = NULL, updated_at = now()"
-          " WHERE sandboxes.node_id = $3 RETURNING id",
+          " WHERE sandboxes.node_id = $3 AND sandboxes.state <> 'deleting' RETURNING id",
           4, p, err);
 
     if (r == NULL)
@@ -438,7 +476,7 @@ int gw_db_sandbox_move(const char *id, int64_t generation, const char *to, struc
           3, p, err);
     if (r == NULL)
         return -1;
-    if (atoi(PQcmdTuples(r)) == 0)
+    if ((int)num(PQcmdTuples(r)) == 0)
         return wr_err_set(err, WR_ECONFLICT, 0, "sandbox %s moved meanwhile", id);
     return 0;
 }
@@ -448,6 +486,24 @@ int gw_db_sandbox_delete(const char *id, struct wr_err *err)
     const char *p[1] = {id};
 
     return exec("delete sandbox", "DELETE FROM sandboxes WHERE id = $1", 1, p, err);
+}
+
+int gw_db_sandbox_tombstone(const char *id, struct wr_err *err)
+{
+    const char *p[1] = {id};
+
+    return exec("delete sandbox",
+                "UPDATE sandboxes SET state = 'deleting', updated_at = now() WHERE id = $1", 1, p,
+                err);
+}
+
+int gw_db_sandbox_forget(const char *id, const char *node, struct wr_err *err)
+{
+    const char *p[2] = {id, node};
+
+    return exec("forget sandbox",
+                "DELETE FROM sandboxes WHERE id = $1 AND node_id = $2 AND state = 'deleting'", 2, p,
+                err);
 }
 
 int gw_db_sandbox_ids(const char *node, json_t **out, struct wr_err *err)
@@ -475,10 +531,10 @@ int gw_db_sandbox_lose(const char *node, const char *reason, struct wr_err *err)
     _cleanup_result_ PGresult *r =
         q("lose",
           "UPDATE sandboxes SET state = 'lost', reason = $2, updated_at = now()"
-          " WHERE node_id = $1 AND state <> 'lost'",
+          " WHERE node_id = $1 AND state NOT IN ('lost', 'deleting')",
           2, p, err);
 
-    return r == NULL ? -1 : atoi(PQcmdTuples(r));
+    return r == NULL ? -1 : (int)num(PQcmdTuples(r));
 }
 
 int gw_db_sandbox_lost(const char *team, json_t **out, struct wr_err *err)

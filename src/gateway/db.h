@@ -19,6 +19,8 @@
 
 /* Set the connection string and bring the schema up to date. */
 int gw_db_open(const char *dsn, struct wr_err *err);
+/* Close the calling thread's connection (a thread that ends calls it). */
+void gw_db_thread_done(void);
 
 /* ---- keys ---------------------------------------------------------------------------------- */
 
@@ -61,8 +63,8 @@ struct gw_sandbox {
 };
 /* The sandbox id (of team unless NULL). WR_ENOTFOUND if none. */
 int gw_db_sandbox_get(const char *team, const char *id, struct gw_sandbox *out, struct wr_err *err);
-/* A sandbox a node holds, made or updated: a row of another node is left alone (a stale copy
- * after a move; *other set, if given). */
+/* A sandbox a node holds, made or updated: a row of another node (a stale copy after a move)
+ * or one being deleted is left alone, and *other (if given) set: the node's copy must go. */
 int gw_db_sandbox_put(const char *id, const char *team, const char *node, const char *state,
                       bool *other, struct wr_err *err);
 /* Its state (and reason, NULL: none) on node (a row now of another node is left alone). */
@@ -72,6 +74,10 @@ int gw_db_sandbox_set_manifest(const char *id, const char *manifest, struct wr_e
 /* Move it to node `to` if its generation is still `generation` (WR_ECONFLICT if not). */
 int gw_db_sandbox_move(const char *id, int64_t generation, const char *to, struct wr_err *err);
 int gw_db_sandbox_delete(const char *id, struct wr_err *err);
+/* A sandbox deleted while its node is away: hidden at once, and deleted on the node when it
+ * answers again (gw_db_sandbox_put then says *other), then forgotten. */
+int gw_db_sandbox_tombstone(const char *id, struct wr_err *err);
+int gw_db_sandbox_forget(const char *id, const char *node, struct wr_err *err);
 /* The sandboxes recorded on node: a JSON array of {id, state}. */
 int gw_db_sandbox_ids(const char *node, json_t **out, struct wr_err *err);
 /* Every sandbox of node not yet lost becomes lost with reason; returns how many (or -1). */

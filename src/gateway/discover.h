@@ -11,8 +11,9 @@
  *                                               /var/run/secrets/kubernetes.io/serviceaccount);
  *                                               id: spec.nodeName, addr: status.podIP (the
  *                                               host's, with hostNetwork) and PORT (default
- *                                               7070); pods not Running or without an IP are
- *                                               left out
+ *                                               7070); pods not Running, being deleted
+ *                                               (deletionTimestamp set), without an IP or on a
+ *                                               node whose name is not a valid id are left out
  *
  * Functions block (network): call them from a worker thread. */
 #pragma once
@@ -23,7 +24,8 @@
 
 struct wr_node_addr {
     char id[64];    /* [A-Za-z0-9._-], 1..63 bytes */
-    char host[256]; /* an IPv4/IPv6 literal or a DNS name */
+    char host[256]; /* an IPv4 or IPv6 literal (without brackets: put them back in a URL when
+                     * host holds ':') or a DNS name */
     int port;
 };
 

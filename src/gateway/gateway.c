@@ -216,7 +216,8 @@ static int locate(struct call *c, struct gw_sandbox *sb, bool *healthy)
 
     if (gw_db_sandbox_get(c->kind == K_HOST ? NULL : team_of(c), c->sid, sb, &err) < 0)
         return fail_err(c, &err);
-    if (!gw_nodes_addr(c->g->nodes, sb->node, &c->node, healthy))
+    /* Lost by any gateway's word (the database's), or by this one's. */
+    if (!gw_nodes_addr(c->g->nodes, sb->node, &c->node, healthy) || strcmp(sb->state, "lost") == 0)
         *healthy = false;
     return 0;
 }
@@ -288,6 +289,10 @@ static void do_create(struct call *c)
             return;
         j = json_loads(c->ans.body, 0, NULL);
         id = json_string_value(json_object_get(j, c->e2b ? "sandboxID" : "id"));
+        gw_nodes_placed(
+            c->g->nodes, ids[i],
+            (uint64_t)json_integer_value(json_object_get(j, c->e2b ? "memoryMB" : "memory_mb"))
+                << 20);
         if (id != NULL && gw_db_sandbox_put(id, c->who.team, ids[i], "running", NULL, &err) < 0)
             log_warn("create %s on %s: %s (the next round records it)", id, ids[i], err.msg);
         return;
@@ -343,14 +348,25 @@ static void resume_elsewhere(struct call *c, const struct gw_sandbox *sb)
  * resume it if this one is lost. */
 static void export_after_pause(struct call *c, const struct gw_sandbox *sb)
 {
-    json_auto_t *j = json_loads(c->ans.body, 0, NULL);
-    const char *mode = json_string_value(json_object_get(j, "paused_mode"));
+    json_auto_t *j = NULL;
+    const char *mode;
     struct gw_answer ans;
     _cleanup_free_ char *t = NULL;
     struct wr_err err;
 
-    if (c->g->cfg->object_store == NULL || mode == NULL || strcmp(mode, "disk") != 0)
+    if (c->g->cfg->object_store == NULL)
         return;
+    /* The native and the E2B answers differ: the sandbox's own JSON says how it paused. */
+    t = xasprintf("/v1/sandboxes/%s", sb->id);
+    if (gw_node_call(c->g->nodes, &c->node, "GET", t, sb->team, false, NULL, 0, NULL, false, &ans,
+                     &err) < 0)
+        return;
+    j = json_loads(ans.body, 0, NULL);
+    gw_answer_fini(&ans);
+    mode = json_string_value(json_object_get(j, "paused_mode"));
+    if (mode == NULL || strcmp(mode, "disk") != 0)
+        return;
+    free(t);
     t = xasprintf("/node/sandboxes/%s/export", sb->id);
     if (gw_node_call(c->g->nodes, &c->node, "POST", t, sb->team, false, "{}", 2, "application/json",
                      false, &ans, &err) < 0) {
@@ -403,7 +419,7 @@ static void do_forward(struct call *c)
     if (locate(c, &sb, &healthy) < 0)
         return;
     if (c->op == OP_DELETE && (strcmp(sb.state, "lost") == 0 || !healthy)) {
-        if (gw_db_sandbox_delete(sb.id, &err) < 0) {
+        if (gw_db_sandbox_tombstone(sb.id, &err) < 0) {
             fail_err(c, &err);
             return;
         }
@@ -836,12 +852,19 @@ static void on_connect(uv_connect_t *r, int status)
         return;
     }
     head = rewrite_head(c, c->req, c->g->cfg->node_token);
-    if (wr_http_req_hijack(c->req, &fd, &is_unix, &rest, &err) < 0 ||
-        uv_tcp_init(c->g->loop, &t->down.tcp) < 0) {
-        log_warn("tunnel: %s", err.msg);
-        if (fd >= 0)
-            close(fd);
+    if (wr_http_req_hijack(c->req, &fd, &is_unix, &rest, &err) < 0) {
+        /* The request is still the server's: answered, and c with it. */
+        t->c = NULL;
+        fail_err(c, &err);
+        respond_call(c);
+        uv_close((uv_handle_t *)&t->up.tcp, tunnel_closed);
+        t->open = 1;
+        return;
+    }
+    if (uv_tcp_init(c->g->loop, &t->down.tcp) < 0) {
+        close(fd);
         wr_buf_fini(&rest);
+        c->req = NULL;
         uv_close((uv_handle_t *)&t->up.tcp, tunnel_closed);
         t->open = 1;
         return;
@@ -1039,11 +1062,12 @@ static bool classify(struct call *c, const char *path)
         else
             c->kind = K_TUNNEL;
     } else if ((strcmp(path, "/sandboxes") == 0 || strcmp(path, "/v2/sandboxes") == 0) &&
-               (get || (post && path[1] == 's'))) {
+               (get || post)) {
         c->e2b = true;
         c->kind = post ? K_CREATE : K_LIST;
         c->op = post ? OP_NONE : OP_LIST_E2B;
-    } else if ((c->sid = path_sandbox(path, "/sandboxes/", &rest)) != NULL) {
+    } else if ((c->sid = path_sandbox(path, "/sandboxes/", &rest)) != NULL ||
+               (c->sid = path_sandbox(path, "/v2/sandboxes/", &rest)) != NULL) {
         c->e2b = true;
         c->kind = K_FORWARD;
         if (rest[0] == '\0' && del)

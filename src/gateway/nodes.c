@@ -19,6 +19,8 @@
 #define ANSWER_MAX (64u << 20)
 /* Creates placed by best of K: K candidates drawn at random, the least loaded first. */
 #define PLACE_K 3
+/* A node that takes longer to say how it is counts as silent this round. */
+#define POLL_TIMEOUT_MS 3000L
 
 #define SWAP(a, b)                                                                                 \
     do {                                                                                           \
@@ -118,6 +120,15 @@ int gw_node_call(struct gw_nodes *ns, const struct wr_node_addr *node, const cha
                  const char *target, const char *team, bool admin, const char *body, size_t len,
                  const char *content_type, bool e2b, struct gw_answer *out, struct wr_err *err)
 {
+    return gw_node_call_timeout(ns, node, method, target, team, admin, body, len, content_type, e2b,
+                                300000, out, err);
+}
+
+int gw_node_call_timeout(struct gw_nodes *ns, const struct wr_node_addr *node, const char *method,
+                         const char *target, const char *team, bool admin, const char *body,
+                         size_t len, const char *content_type, bool e2b, long timeout_ms,
+                         struct gw_answer *out, struct wr_err *err)
+{
     __attribute__((cleanup(easy_free))) CURL *c = curl_easy_init();
     __attribute__((cleanup(slist_free))) struct curl_slist *h = NULL;
     _cleanup_free_ char *url = NULL, *auth = NULL, *th = NULL, *ct = NULL;
@@ -148,8 +159,8 @@ int gw_node_call(struct gw_nodes *ns, const struct wr_node_addr *node, const cha
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 300000L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 2000 ? timeout_ms : 2000L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
@@ -210,6 +221,19 @@ size_t gw_nodes_healthy(struct gw_nodes *ns, char (*ids)[64], size_t max)
             snprintf(ids[k++], 64, "%s", ns->nodes[i].addr.id);
     pthread_mutex_unlock(&ns->mu);
     return k;
+}
+
+void gw_nodes_placed(struct gw_nodes *ns, const char *id, uint64_t memory_bytes)
+{
+    struct gw_node *n;
+
+    pthread_mutex_lock(&ns->mu);
+    n = find(ns, id);
+    if (n != NULL) {
+        n->sandboxes++;
+        n->mem_committed += memory_bytes;
+    }
+    pthread_mutex_unlock(&ns->mu);
 }
 
 void gw_nodes_inflight(struct gw_nodes *ns, const char *id, int delta)
@@ -304,6 +328,11 @@ static void take_info(struct gw_node *n, json_t *info)
     n->labels = json_incref(json_object_get(info, "labels"));
 }
 
+static bool ok_or_gone(long status)
+{
+    return (status >= 200 && status < 300) || status == 404;
+}
+
 /* What node holds against the rows: rows of sandboxes it holds are made or updated, its copies
  * of sandboxes since moved elsewhere are deleted, rows it no longer holds are lost. */
 static void reconcile(struct gw_nodes *ns, const struct wr_node_addr *a, json_t *list)
@@ -330,10 +359,13 @@ static void reconcile(struct gw_nodes *ns, const struct wr_node_addr *a, json_t 
             /* Moved to another node while this one was away: its copy here goes. */
             _cleanup_free_ char *t = xasprintf("/v1/sandboxes/%s", id);
             struct gw_answer ans;
-            log_info("node %s still holds %s, which moved: deleting its copy", a->id, id);
+            log_info("node %s holds %s, moved or deleted meanwhile: deleting its copy", a->id, id);
             if (gw_node_call(ns, a, "DELETE", t, team, false, NULL, 0, NULL, false, &ans, &err) ==
-                0)
+                0) {
+                if (ok_or_gone(ans.status))
+                    (void)gw_db_sandbox_forget(id, a->id, &err);
                 gw_answer_fini(&ans);
+            }
         }
     }
     if (gw_db_sandbox_ids(a->id, &rows, &err) < 0) {
@@ -360,8 +392,8 @@ static bool poll_node(struct gw_nodes *ns, const struct wr_node_addr *a, json_t 
     struct gw_answer ans;
     struct wr_err err;
 
-    if (gw_node_call(ns, a, "GET", "/node/info", NULL, true, NULL, 0, NULL, false, &ans, &err) <
-        0) {
+    if (gw_node_call_timeout(ns, a, "GET", "/node/info", NULL, true, NULL, 0, NULL, false,
+                             POLL_TIMEOUT_MS, &ans, &err) < 0) {
         log_debug("node %s: %s", a->id, err.msg);
         return false;
     }
@@ -369,17 +401,95 @@ static bool poll_node(struct gw_nodes *ns, const struct wr_node_addr *a, json_t 
     gw_answer_fini(&ans);
     if (*info == NULL)
         return false;
-    if (gw_node_call(ns, a, "GET", "/node/sandboxes", NULL, true, NULL, 0, NULL, false, &ans,
-                     &err) < 0)
+    if (gw_node_call_timeout(ns, a, "GET", "/node/sandboxes", NULL, true, NULL, 0, NULL, false,
+                             POLL_TIMEOUT_MS, &ans, &err) < 0)
         return false;
     *list = ans.status == 200 ? json_loads(ans.body, 0, NULL) : NULL;
     gw_answer_fini(&ans);
     return *list != NULL;
 }
 
+/* Poll and record one node (a thread of gw_nodes_round). */
+static void poll_one(struct gw_nodes *ns, const struct wr_node_addr *a)
+{
+    json_t *info = NULL, *list = NULL;
+    bool ok = poll_node(ns, a, &info, &list);
+    char addr[300], when[64] = "";
+    bool was_healthy, dead = false;
+    struct wr_err err;
+    struct gw_node *n;
+
+    snprintf(addr, sizeof(addr), "%s:%d", a->host, a->port);
+    pthread_mutex_lock(&ns->mu);
+    n = find(ns, a->id);
+    if (n == NULL) {
+        if (ns->n == GW_NODES_MAX) {
+            pthread_mutex_unlock(&ns->mu);
+            log_warn("node %s: more than %d nodes, left out", a->id, GW_NODES_MAX);
+            goto out;
+        }
+        n = &ns->nodes[ns->n++];
+        memset(n, 0, sizeof(*n));
+        n->last_ok_ms = now_ms();
+    }
+    n->addr = *a;
+    was_healthy = n->healthy;
+    if (ok) {
+        n->healthy = n->known = true;
+        n->last_ok_ms = now_ms();
+        take_info(n, info);
+    } else if (now_ms() - n->last_ok_ms > (int64_t)ns->cfg.dead_after_ms) {
+        dead = true;
+        n->healthy = false;
+    }
+    pthread_mutex_unlock(&ns->mu);
+    if (ok) {
+        _cleanup_free_ char *text = json_dumps(info, JSON_COMPACT);
+        const char *inc = json_string_value(json_object_get(info, "incarnation"));
+        if (!was_healthy)
+            log_info("node %s at %s answers (incarnation %s)", a->id, addr, inc ? inc : "");
+        if (gw_db_node_seen(a->id, addr, "healthy", inc, text, &err) < 0)
+            log_warn("node %s: %s", a->id, err.msg);
+        reconcile(ns, a, list);
+    } else if (dead) {
+        time_t t = time(NULL);
+        struct tm tm;
+        int lost;
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        if (was_healthy)
+            log_warn("node %s at %s stopped answering", a->id, addr);
+        (void)gw_db_node_seen(a->id, addr, "unhealthy", NULL, NULL, &err);
+        _cleanup_free_ char *why =
+            xasprintf("node %s stopped answering (seen by the gateway at %s)", a->id, when);
+        lost = gw_db_sandbox_lose(a->id, why, &err);
+        if (lost > 0)
+            log_warn("node %s: %d sandboxes reported lost", a->id, lost);
+    }
+out:
+    json_decref(info);
+    json_decref(list);
+}
+
+struct poller {
+    pthread_t th;
+    struct gw_nodes *ns;
+    const struct wr_node_addr *a;
+    bool started;
+};
+
+static void *poller_run(void *arg)
+{
+    struct poller *p = arg;
+
+    poll_one(p->ns, p->a);
+    gw_db_thread_done();
+    return NULL;
+}
+
 void gw_nodes_round(struct gw_nodes *ns)
 {
     struct wr_node_addr *addrs = NULL;
+    struct poller *ps;
     size_t na = 0;
     struct wr_err err;
 
@@ -387,59 +497,17 @@ void gw_nodes_round(struct gw_nodes *ns)
         log_warn("discovery: %s", err.msg);
         return;
     }
-    for (size_t i = 0; i < na && i < GW_NODES_MAX; i++) {
-        const struct wr_node_addr *a = &addrs[i];
-        json_t *info = NULL, *list = NULL;
-        bool ok = poll_node(ns, a, &info, &list);
-        char addr[300], when[64] = "";
-        bool was_healthy, dead = false;
-        struct gw_node *n;
-
-        snprintf(addr, sizeof(addr), "%s:%d", a->host, a->port);
-        pthread_mutex_lock(&ns->mu);
-        n = find(ns, a->id);
-        if (n == NULL) {
-            n = &ns->nodes[ns->n++];
-            memset(n, 0, sizeof(*n));
-            n->last_ok_ms = now_ms();
-        }
-        n->addr = *a;
-        was_healthy = n->healthy;
-        if (ok) {
-            n->healthy = n->known = true;
-            n->last_ok_ms = now_ms();
-            take_info(n, info);
-        } else if (now_ms() - n->last_ok_ms > (int64_t)ns->cfg.dead_after_ms) {
-            dead = true;
-            n->healthy = false;
-        }
-        pthread_mutex_unlock(&ns->mu);
-        if (ok) {
-            _cleanup_free_ char *text = json_dumps(info, JSON_COMPACT);
-            if (!was_healthy)
-                log_info("node %s at %s answers (incarnation %s)", a->id, addr,
-                         json_string_value(json_object_get(info, "incarnation")) ?: "");
-            if (gw_db_node_seen(a->id, addr, "healthy",
-                                json_string_value(json_object_get(info, "incarnation")), text,
-                                &err) < 0)
-                log_warn("node %s: %s", a->id, err.msg);
-            reconcile(ns, a, list);
-        } else if (dead) {
-            time_t t = time(NULL);
-            struct tm tm;
-            int lost;
-            strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-            if (was_healthy)
-                log_warn("node %s at %s stopped answering", a->id, addr);
-            (void)gw_db_node_seen(a->id, addr, "unhealthy", NULL, NULL, &err);
-            _cleanup_free_ char *why =
-                xasprintf("node %s stopped answering (seen by the gateway at %s)", a->id, when);
-            lost = gw_db_sandbox_lose(a->id, why, &err);
-            if (lost > 0)
-                log_warn("node %s: %d sandboxes reported lost", a->id, lost);
-        }
-        json_decref(info);
-        json_decref(list);
+    /* One thread per node: a node that does not answer delays no other's round. */
+    ps = xcalloc(na ? na : 1, sizeof(*ps));
+    for (size_t i = 0; i < na; i++) {
+        ps[i] = (struct poller){.ns = ns, .a = &addrs[i]};
+        ps[i].started = pthread_create(&ps[i].th, NULL, poller_run, &ps[i]) == 0;
+        if (!ps[i].started)
+            poll_one(ns, &addrs[i]);
     }
+    for (size_t i = 0; i < na; i++)
+        if (ps[i].started)
+            pthread_join(ps[i].th, NULL);
+    free(ps);
     free(addrs);
 }

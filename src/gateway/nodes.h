@@ -55,6 +55,8 @@ size_t gw_nodes_place(struct gw_nodes *ns, const char *template_name, const char
                       const char *only, char (*ids)[64], size_t max);
 /* A create sent to / answered by node id (its in-flight count). */
 void gw_nodes_inflight(struct gw_nodes *ns, const char *id, int delta);
+/* A sandbox made on node id: counted in its load at once (its next /node/info corrects it). */
+void gw_nodes_placed(struct gw_nodes *ns, const char *id, uint64_t memory_bytes);
 
 /* A call to a node's API as team (admin: Warren-Admin: 1; team NULL: the node's admin). The
  * answer's status, body (NUL-terminated; free it) and Content-Type (free it). -1 with
@@ -69,3 +71,8 @@ void gw_answer_fini(struct gw_answer *a);
 int gw_node_call(struct gw_nodes *ns, const struct wr_node_addr *node, const char *method,
                  const char *target, const char *team, bool admin, const char *body, size_t len,
                  const char *content_type, bool e2b, struct gw_answer *out, struct wr_err *err);
+/* The same with a timeout of the whole call (gw_node_call's is 5 minutes: a create). */
+int gw_node_call_timeout(struct gw_nodes *ns, const struct wr_node_addr *node, const char *method,
+                         const char *target, const char *team, bool admin, const char *body,
+                         size_t len, const char *content_type, bool e2b, long timeout_ms,
+                         struct gw_answer *out, struct wr_err *err);

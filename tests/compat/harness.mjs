@@ -202,3 +202,85 @@ async function waitClean(d, timeoutMs = 5000) {
 export function isClean(left) {
   return !Object.values(left).some((v) => v.length);
 }
+
+// A cluster for the compat tests (docs/deploy.md): PostgreSQL 15 (Debian's, run as the
+// `postgres` user on a unix socket in a temporary directory), `nodes` node daemons (Daemon
+// above, with --role node) and one gateway in front of them on loopback. It has what the suites
+// use of a Daemon: url, port (the gateway's), key(team), stop().
+export class Cluster {
+  constructor(tag, nodes = 2) {
+    this.tag = tag;
+    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'warren-cluster-'));
+    this.token = path.join(this.dir, 'node-token');
+    fs.writeFileSync(this.token, `tok_${process.pid}_${Date.now()}_compat\n`);
+    this.pg = path.join(this.dir, 'pg');
+    this.nodes = [];
+    for (let i = 1; i <= nodes; i++)
+      this.nodes.push(new Daemon(`${tag}-n${i}`, { args: ['--role', 'node', '--node-id', `n${i}`,
+        '--node-token-file', this.token] }));
+  }
+
+  pgRun(...args) {
+    const r = spawnSync('runuser', ['-u', 'postgres', '--', ...args], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`${args[0]}: ${r.stderr}${r.stdout}`);
+  }
+
+  async start() {
+    const bin = '/usr/lib/postgresql/15/bin';
+    fs.mkdirSync(this.pg);
+    spawnSync('chown', ['postgres', this.pg]);
+    fs.chmodSync(this.dir, 0o755);
+    this.pgRun(`${bin}/initdb`, '-D', `${this.pg}/data`, '-A', 'trust', '-U', 'postgres');
+    this.pgRun(`${bin}/pg_ctl`, '-D', `${this.pg}/data`, '-w', '-l', `${this.pg}/log`, '-o',
+      `-c listen_addresses='' -c unix_socket_directories=${this.pg} -c fsync=off`, 'start');
+    this.pgUp = true;
+    for (const n of this.nodes) await n.start();
+    const peers = this.nodes.map((n, i) => `n${i + 1}@127.0.0.1:${n.port}`).join(',');
+    const log = fs.openSync(path.join(this.dir, 'gateway.log'), 'a');
+    this.adminKeyFile = path.join(this.dir, 'admin.key');
+    this.proc = spawn(path.join(BUILD, 'warrend'), [
+      '--role', 'gateway', '--database', `host=${this.pg} dbname=postgres user=postgres`,
+      '--discovery', `static:${peers}`, '--node-token-file', this.token,
+      '--admin-key-file', this.adminKeyFile, '--listen', '127.0.0.1:0', '--domain', 'warren.test',
+      '--health-interval-ms', '300',
+    ], { stdio: ['ignore', 'pipe', log] });
+    const rl = readline.createInterface({ input: this.proc.stdout });
+    const line = await new Promise((resolve, reject) => {
+      rl.once('line', resolve);
+      this.proc.once('exit', (code) => reject(new Error(`gateway exited (${code}): ${this.log()}`)));
+    });
+    const m = /tcp=127\.0\.0\.1:(\d+)/.exec(line);
+    if (!m) throw new Error(`the gateway did not start: ${line}`);
+    this.port = Number(m[1]);
+    this.url = `http://127.0.0.1:${this.port}`;
+    this.adminKey = fs.readFileSync(this.adminKeyFile, 'utf8').trim();
+    return this;
+  }
+
+  log() { try { return fs.readFileSync(path.join(this.dir, 'gateway.log'), 'utf8'); } catch { return ''; } }
+
+  async key(team) {
+    return Daemon.prototype.key.call(this, team);
+  }
+
+  async stop() {
+    const left = { pids: [], cgroups: [], runDir: [], mounts: [] };
+    if (this.proc && this.proc.exitCode === null) {
+      const exited = new Promise((resolve) => this.proc.once('exit', resolve));
+      this.proc.kill('SIGTERM');
+      await exited;
+      if (this.proc.exitCode !== 0)
+        this.failure = `the gateway exited with ${this.proc.exitCode}: ${this.log().slice(-4000)}`;
+    }
+    for (const n of this.nodes) {
+      const l = await n.stop();
+      for (const k of Object.keys(left)) left[k].push(...(l[k] || []));
+      if (n.failure) this.failure = n.failure;
+    }
+    if (this.pgUp)
+      spawnSync('runuser', ['-u', 'postgres', '--', '/usr/lib/postgresql/15/bin/pg_ctl', '-D',
+        `${this.pg}/data`, '-m', 'immediate', 'stop']);
+    fs.rmSync(this.dir, { recursive: true, force: true });
+    return left;
+  }
+}

@@ -275,17 +275,28 @@ def net_cleanup(table):
     subprocess.run(["nft", "delete", "table", "inet", table], stderr=subprocess.DEVNULL)
 
 
-class Daemon:
-    """A real warrend on a temporary state directory, a unix socket and a loopback port."""
+def ready_tcp(line):
+    """(host, port) of the TCP listener named by warrend's ready line ("warrend ready ...
+    tcp=HOST:PORT", HOST an IPv4 address or a bracketed IPv6 one, which stays bracketed), or
+    (None, None) when the line names none."""
+    m = re.search(r"(?:^|\s)tcp=(\[[0-9A-Fa-f:.]+\]|[0-9.]+):(\d+)(?:\s|$)", line)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
 
-    def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=(), templates=()):
+
+class Daemon:
+    """A real warrend on a temporary state directory, a unix socket and a TCP port (`listen`:
+    a loopback port unless asked; clusterfix.py's nodes listen on their namespace's address)."""
+
+    def __init__(self, *extra_args, state_dir=None, env=None, binary=None, prefix=(), templates=(),
+                 listen="127.0.0.1:0"):
         self.binary = binary or WARREND
-        self.prefix = list(prefix)  # a command that runs warrend, e.g. prlimit
+        self.prefix = list(prefix)  # a command that runs warrend, e.g. prlimit, nsenter --net=...
+        self.listen = listen  # --listen: a cluster's node listens on its namespace's address
+        self.net, self.table = net_args()  # first: a test internet that fails leaves no directory
         self.dir = state_dir or tempfile.mkdtemp(prefix="warrend-test-")
         self.env = dict(ENV, **(env or {}))
         self.state = os.path.join(self.dir, "state")
         self.sock = os.path.join(self.dir, "warrend.sock")
-        self.net, self.table = net_args()
         self.extra = list(extra_args)
         tdir = os.path.join(self.state, "templates", "base")
         os.makedirs(tdir, exist_ok=True)
@@ -299,19 +310,19 @@ class Daemon:
                 os.symlink(os.path.join(src, "rootfs"), os.path.join(tdir, "rootfs"))
             shutil.copyfile(os.path.join(src, "config.json"), os.path.join(tdir, "config.json"))
         self.proc = None
+        self.host = None
         self.port = None
 
     def start(self):
         self.log = open(os.path.join(self.dir, "warrend.log"), "ab")
         self.proc = subprocess.Popen(
-            [*self.prefix, self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", "127.0.0.1:0",
+            [*self.prefix, self.binary, "--state-dir", self.state, "--socket", self.sock, "--listen", self.listen,
              "--run-dir", RUN_DIR, *self.net, *self.extra],
             stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         LIVE_DAEMONS.add(self)
         line = self.proc.stdout.readline().decode()
-        m = re.search(r"tcp=127\.0\.0\.1:(\d+)", line)
-        assert m, "warrend did not start: %r" % line
-        self.port = int(m.group(1))
+        self.host, self.port = ready_tcp(line)
+        assert self.port, "warrend did not start: %r (its log: %s)" % (line, os.path.join(self.dir, "warrend.log"))
         return self
 
     @property
@@ -320,7 +331,7 @@ class Daemon:
 
     @property
     def tcp_url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "http://%s:%d" % (self.host, self.port)
 
     @property
     def admin_key(self):
