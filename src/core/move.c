@@ -2,9 +2,6 @@
 /* Moving a sandbox paused to disk between nodes through the object store (see move.h). */
 #include "move.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +9,12 @@
 #include <unistd.h>
 
 #include "../image/image.h"
+#include "../image/objstore.h"
 #include "../runtime/creds.h"
 #include "../runtime/layer.h"
 #include "../runtime/mount.h"
 #include "../runtime/quota.h"
 #include "../util/cleanup.h"
-#include "../util/fs.h"
 #include "../util/json_cleanup.h"
 #include "../util/log.h"
 #include "../util/xalloc.h"
@@ -28,186 +25,16 @@
 #define MANIFEST_VERSION 1
 #define MANIFEST_MAX     (1024 * 1024)
 
-/* ---- the object store: file:// only -------------------------------------------------------- */
+/* ---- the object store --------------------------------------------------------------------- */
 
-/* A directory every node mounts, keys as relative paths below it. Keys are immutable and
- * content-addressed: a put of a key that exists writes nothing, and a reader never sees half an
- * object (a temporary beside it, fsynced, renamed into place). */
-struct fstore {
-    char *dir;
-};
-
-static void fstore_fini(struct fstore *s)
+/* The URL of --object-store, checked on the loop (the store is opened on the worker: an s3://
+ * one answers a HEAD first). *out: a copy. */
+static int store_url_check(const char *url, char **out, struct wr_err *err)
 {
-    free(s->dir);
-    s->dir = NULL;
-}
-
-static int fstore_open(const char *url, struct fstore *s, struct wr_err *err)
-{
-    struct stat st;
-
-    s->dir = NULL;
     if (url == NULL || url[0] == '\0')
         return wr_err_set(err, WR_EUNSUPPORTED, 0,
                           "this node has no object store (warrend --object-store)");
-    if (strncmp(url, "file:///", 8) != 0)
-        return wr_err_set(err, WR_EUNSUPPORTED, 0,
-                          "moving sandboxes takes a file:// object store, not `%s`", url);
-    if (stat(url + 7, &st) < 0 || !S_ISDIR(st.st_mode))
-        return wr_err_sys(err, "object store `%s`", url);
-    s->dir = xstrdup(url + 7);
-    return 0;
-}
-
-/* 1..512 bytes of [A-Za-z0-9._/-], no empty, "." or ".." segment, no leading slash. */
-static bool key_valid(const char *key)
-{
-    size_t n = key ? strlen(key) : 0;
-    const char *seg = key;
-
-    if (n == 0 || n > 512)
-        return false;
-    for (const char *p = key;; p++) {
-        if (*p == '/' || *p == '\0') {
-            size_t len = (size_t)(p - seg);
-            if (len == 0 || (len == 1 && seg[0] == '.') ||
-                (len == 2 && seg[0] == '.' && seg[1] == '.'))
-                return false;
-            if (*p == '\0')
-                return true;
-            seg = p + 1;
-            continue;
-        }
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '_' || *p == '-'))
-            return false;
-    }
-}
-
-static char *fstore_path(const struct fstore *s, const char *key)
-{
-    return xasprintf("%s/%s", s->dir, key);
-}
-
-/* 1 if key exists, 0 if not, -1 on error. */
-static int fstore_exists(const struct fstore *s, const char *key, struct wr_err *err)
-{
-    _cleanup_free_ char *p = fstore_path(s, key);
-    struct stat st;
-
-    if (stat(p, &st) == 0)
-        return 1;
-    return errno == ENOENT ? 0 : wr_err_sys(err, "object store: `%s`", key);
-}
-
-/* Copy from fd `in` to `out` until the end. */
-static int copy_fd(int in, int out)
-{
-    char buf[128 * 1024];
-    ssize_t n;
-
-    while ((n = read(in, buf, sizeof(buf))) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 || wr_write_all(out, buf, (size_t)n) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Write what fill writes (from src, or data) to a temporary beside dst, fsync, rename into
- * place, fsync the directory: a reader never sees half an object. */
-static int write_atomic(const char *dst, int src, const void *data, size_t len, struct wr_err *err)
-{
-    _cleanup_free_ char *tmp = xasprintf("%s.tmp-XXXXXX", dst);
-    _cleanup_free_ char *dir = xstrdup(dst);
-    _cleanup_close_ int fd = -1, dfd = -1;
-    char *slash = strrchr(dir, '/');
-
-    if (slash != NULL)
-        *slash = '\0';
-    if (wr_mkdir_p(dir, 0755, err) < 0)
-        return -1;
-    fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
-        return wr_err_sys(err, "create `%s`", tmp);
-    if ((src >= 0 ? copy_fd(src, fd) : wr_write_all(fd, data, len)) < 0 || fsync(fd) < 0 ||
-        fchmod(fd, 0644) < 0 || rename(tmp, dst) < 0) {
-        wr_err_sys(err, "write `%s`", dst);
-        (void)unlink(tmp);
-        return -1;
-    }
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0)
-        (void)fsync(dfd);
-    return 0;
-}
-
-/* Store the file at path (or len bytes at data, path NULL) under key, unless it is there. */
-static int fstore_put(const struct fstore *s, const char *key, const char *path, const void *data,
-                      size_t len, bool *existed, struct wr_err *err)
-{
-    _cleanup_free_ char *dst = fstore_path(s, key);
-    _cleanup_close_ int fd = -1;
-    int have = fstore_exists(s, key, err);
-
-    if (have < 0)
-        return -1;
-    *existed = have == 1;
-    if (have == 1)
-        return 0; /* keys are immutable */
-    if (path != NULL && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return wr_err_sys(err, "open `%s`", path);
-    return write_atomic(dst, fd, data, len, err);
-}
-
-/* Fetch key into the file at path (created). WR_ENOTFOUND. */
-static int fstore_get_file(const struct fstore *s, const char *key, const char *path,
-                           struct wr_err *err)
-{
-    _cleanup_free_ char *src = fstore_path(s, key);
-    _cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    _cleanup_close_ int out = -1;
-
-    if (in < 0)
-        return errno == ENOENT ? wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", key)
-                               : wr_err_sys(err, "object store: `%s`", key);
-    out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0)
-        return wr_err_sys(err, "create `%s`", path);
-    if (copy_fd(in, out) < 0) {
-        wr_err_sys(err, "fetch `%s`", key);
-        (void)unlink(path);
-        return -1;
-    }
-    return 0;
-}
-
-/* Fetch key into memory (NUL-terminated), at most max bytes. WR_ENOTFOUND, WR_ETOOBIG. */
-static int fstore_get(const struct fstore *s, const char *key, size_t max, char **data, size_t *len,
-                      struct wr_err *err)
-{
-    _cleanup_free_ char *src = fstore_path(s, key);
-    _cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    _cleanup_free_ char *buf = NULL;
-    struct stat st;
-    ssize_t n;
-
-    if (fd < 0)
-        return errno == ENOENT ? wr_err_set(err, WR_ENOTFOUND, 0, "object `%s` not found", key)
-                               : wr_err_sys(err, "object store: `%s`", key);
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return wr_err_set(err, WR_EBADDATA, 0, "object `%s` is not a file", key);
-    if ((uint64_t)st.st_size > max)
-        return wr_err_set(err, WR_ETOOBIG, 0, "object `%s` is over %zu bytes", key, max);
-    buf = xmalloc((size_t)st.st_size + 1);
-    n = wr_read_all(fd, buf, (size_t)st.st_size);
-    if (n < 0)
-        return wr_err_sys(err, "read `%s`", key);
-    buf[n] = '\0';
-    *len = (size_t)n;
-    *data = steal_pointer(&buf);
+    *out = xstrdup(url);
     return 0;
 }
 
@@ -216,10 +43,11 @@ static int fstore_get(const struct fstore *s, const char *key, size_t max, char 
 struct export_work {
     uv_work_t w;
     struct wr_manager *m;
-    struct wr_live_sb *sb; /* referenced, busy; NULL for an image */
-    const char *prefix;    /* of the manifest's key: "sandboxes" or "images" */
-    struct fstore st;
-    char **paths; /* the image's layer directories, bottom first */
+    struct wr_live_sb *sb;  /* referenced, busy; NULL for an image */
+    const char *prefix;     /* of the manifest's key: "sandboxes" or "images" */
+    char *url;              /* the store's */
+    struct wr_objstore *st; /* opened by the worker */
+    char **paths;           /* the image's layer directories, bottom first */
     size_t npaths;
     json_t *refs;     /* their refs */
     char *upper;      /* the writable layer's tree; NULL for an image */
@@ -243,7 +71,8 @@ static void export_free(struct export_work *x)
     json_decref(x->manifest);
     free(x->upper);
     free(x->key);
-    fstore_fini(&x->st);
+    wr_objstore_free(x->st);
+    free(x->url);
     free(x);
 }
 
@@ -260,7 +89,7 @@ static json_t *export_tree(struct export_work *x, const char *dir, struct wr_err
     if (wr_oci_pack_layer(dir, tmp, digest, &size, err) < 0)
         return NULL;
     key = xasprintf("blobs/sha256/%s", digest + 7);
-    rc = fstore_put(&x->st, key, tmp, NULL, 0, &existed, err);
+    rc = wr_objstore_put_file(x->st, key, tmp, &existed, err);
     (void)unlink(tmp);
     if (rc < 0)
         return NULL;
@@ -280,6 +109,8 @@ static void export_run(uv_work_t *w)
 
     x->rc = -1;
     json_object_set_new(x->manifest, "layers", layers);
+    if (wr_objstore_open(x->url, &x->st, &x->err) < 0)
+        return;
     for (size_t i = 0; i < x->npaths; i++) {
         const char *ref = json_string_value(json_array_get(x->refs, i));
         if ((d = export_tree(x, x->paths[i], &x->err)) == NULL) {
@@ -306,7 +137,7 @@ static void export_run(uv_work_t *w)
     wr_oci_digest(text, strlen(text), digest);
     x->key = xasprintf("%s/%s/%s.json", x->prefix,
                        json_string_value(json_object_get(x->manifest, "id")), digest + 7);
-    if (fstore_put(&x->st, x->key, NULL, text, strlen(text), &existed, &x->err) < 0)
+    if (wr_objstore_put(x->st, x->key, text, strlen(text), &existed, &x->err) < 0)
         return;
     x->rc = 0;
 }
@@ -444,7 +275,7 @@ void wr_move_export(struct wr_manager *m, const char *store_url, const char *tea
 
     x->m = m;
     x->prefix = "sandboxes";
-    if (fstore_open(store_url, &x->st, &err) < 0 || export_prepare(x, team, id, &err) < 0 ||
+    if (store_url_check(store_url, &x->url, &err) < 0 || export_prepare(x, team, id, &err) < 0 ||
         wr_space_admit(m->cfg.space, "export", 0, &err) < 0) {
         x->sb = NULL;
         export_free(x);
@@ -502,7 +333,8 @@ void wr_move_image_export(struct wr_manager *m, const char *store_url, const cha
 
     x->m = m;
     x->prefix = "images";
-    if (fstore_open(store_url, &x->st, &err) < 0 || export_image_prepare(x, team, ref, &err) < 0 ||
+    if (store_url_check(store_url, &x->url, &err) < 0 ||
+        export_image_prepare(x, team, ref, &err) < 0 ||
         wr_space_admit(m->cfg.space, "export", 0, &err) < 0) {
         export_free(x);
         cb(ctx, NULL, &err);
@@ -519,10 +351,11 @@ void wr_move_image_export(struct wr_manager *m, const char *store_url, const cha
 struct import_work {
     uv_work_t w;
     struct wr_manager *m;
-    struct fstore st;
-    char *key, *team; /* team NULL: any */
-    char id[128];     /* from the key, then the manifest */
-    bool image;       /* an image's (wr_move_image_import), else a sandbox's */
+    char *url;              /* the store's */
+    struct wr_objstore *st; /* opened by the worker */
+    char *key, *team;       /* team NULL: any */
+    char id[128];           /* from the key, then the manifest */
+    bool image;             /* an image's (wr_move_image_import), else a sandbox's */
     /* phase 1 (worker): the manifest, the image's layers in the store, the writable blob */
     json_t *manifest;
     char (*digests)[72]; /* the layers, bottom first ("" for an empty one) */
@@ -558,7 +391,8 @@ static void import_free(struct import_work *x)
     free(x->digests);
     free(x->bytes);
     free(x->installed);
-    fstore_fini(&x->st);
+    wr_objstore_free(x->st);
+    free(x->url);
     free(x);
 }
 
@@ -568,7 +402,7 @@ static int key_id(const char *key, const char *prefix, char *id, size_t size, st
     size_t n = strlen(prefix);
     const char *p, *slash;
 
-    if (!key_valid(key) || strncmp(key, prefix, n) != 0 || key[n] != '/')
+    if (!wr_objstore_key_valid(key) || strncmp(key, prefix, n) != 0 || key[n] != '/')
         return wr_err_set(err, WR_EINVAL, 0,
                           "`manifest` must be a key %s/<id>/<sha256>.json, as export answers",
                           prefix);
@@ -681,7 +515,7 @@ static int fetch_blob(struct import_work *x, const json_t *b, char **path, struc
     _cleanup_free_ char *key = xasprintf("blobs/sha256/%s", digest + 7);
 
     *path = wr_images_tmp(x->m->cfg.images);
-    if (fstore_get_file(&x->st, key, *path, err) < 0) {
+    if (wr_objstore_get_file(x->st, key, *path, err) < 0) {
         free(*path);
         *path = NULL;
         return -1;
@@ -756,7 +590,8 @@ static void import_fetch_run(uv_work_t *w)
     size_t len = 0;
 
     x->rc = -1;
-    if (fstore_get(&x->st, x->key, MANIFEST_MAX, &text, &len, &x->err) < 0)
+    if (wr_objstore_open(x->url, &x->st, &x->err) < 0 ||
+        wr_objstore_get(x->st, x->key, MANIFEST_MAX, &text, &len, &x->err) < 0)
         return;
     if (manifest_digest_check(x->key, text, len, &x->err) < 0)
         return;
@@ -1103,7 +938,7 @@ void wr_move_import(struct wr_manager *m, const char *store_url, const char *tea
 
     x->m = m;
     x->slot = -1;
-    if (fstore_open(store_url, &x->st, &err) < 0 ||
+    if (store_url_check(store_url, &x->url, &err) < 0 ||
         key_id(key, "sandboxes", x->id, sizeof(x->id), &err) < 0 ||
         wr_space_admit(m->cfg.space, "import", 0, &err) < 0)
         goto fail;
@@ -1134,7 +969,7 @@ void wr_move_image_import(struct wr_manager *m, const char *store_url, const cha
     x->m = m;
     x->slot = -1;
     x->image = true;
-    if (fstore_open(store_url, &x->st, &err) < 0 ||
+    if (store_url_check(store_url, &x->url, &err) < 0 ||
         key_id(key, "images", x->id, sizeof(x->id), &err) < 0 ||
         wr_space_admit(m->cfg.space, "import", 0, &err) < 0)
         goto fail;

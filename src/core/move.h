@@ -16,7 +16,7 @@
  * Refused at export: a sandbox with volumes or host devices (they belong to the host). A gvisor
  * sandbox's checkpoint stays behind: it resumes with a fresh warren-init.
  *
- * Only file:// stores are supported (a directory every node mounts; move.c's own client).
+ * The store is src/image/objstore.h's (file:// or s3://), opened on the worker for each move.
  * Loop thread; the disk and the store are worked on libuv workers. */
 #pragma once
 
@@ -37,8 +37,8 @@ typedef void (*wr_move_export_cb)(void *ctx, const struct wr_move_export_result 
 /* Export sandbox id of team (NULL: any) to the store at store_url. It must be paused to disk;
  * meanwhile it is busy (a resume or a pause answers WR_ECONFLICT; a delete waits for the end).
  * WR_ENOTFOUND; WR_ECONFLICT if it is not paused to disk, busy, or holds volumes or devices;
- * WR_EUNSUPPORTED without a store or for a URL that is not file://; WR_ESYS, WR_EUPSTREAM for
- * the disk and the store. cb is always called, possibly before this returns. */
+ * WR_EUNSUPPORTED without a store; the store's errors (objstore.h), WR_ESYS for the disk. cb is
+ * always called, possibly before this returns. */
 void wr_move_export(struct wr_manager *m, const char *store_url, const char *team, const char *id,
                     wr_move_export_cb cb, void *ctx);
 
