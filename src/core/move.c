@@ -819,12 +819,10 @@ static void import_home_done(uv_work_t *w, int status)
         import_fail(x, &err);
     } else if (x->rc < 0) {
         import_fail(x, &x->err);
-    } else if (wr__table_get(m, x->id) != NULL ||
-               wr_store_sandbox_set_paused(m->cfg.store, x->id, WR_SB_PAUSED_DISK, NULL, remaining,
+    } else if (wr_store_sandbox_set_paused(m->cfg.store, x->id, WR_SB_PAUSED_DISK, NULL, remaining,
                                            &err) < 0 ||
                wr_store_sandbox_get(m->cfg.store, NULL, x->id, &rec, &err) < 0) {
-        if (wr__table_get(m, x->id) != NULL)
-            wr_err_set(&err, WR_ECONFLICT, 0, "sandbox `%s` exists on this node", x->id);
+        /* gone: deleted meanwhile (a delete of a record being created tears it down) */
         x->recorded = x->recorded && err.kind != WR_ENOTFOUND;
         import_fail(x, &err);
     } else {
