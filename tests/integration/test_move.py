@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -123,6 +124,37 @@ def test_move_between_nodes(nodes):
                              " cat /etc/passwd | head -1 | cut -d: -f1")
     assert out.stdout.split() == ["x", "a", "gone", "only", "1", "root"], out
     moved.kill()
+
+
+def test_a_sandbox_being_exported_is_busy(nodes):
+    """While its export runs (its tars are being written in the layer store's .tmp), the sandbox
+    can neither be resumed nor exported again (409); once it is done, it resumes."""
+    a, _, _ = nodes
+    c = a.client()
+    tmp = os.path.join(a.state, "layers", ".tmp")
+    sb = warren.Sandbox.create(client=c, timeout=120)
+    try:
+        sb.commands.run("dd if=/dev/urandom of=/root/big bs=1M count=256 2>/dev/null")
+        sb.pause(mode="disk")
+        done = {}
+        t = threading.Thread(target=lambda: done.update(
+            r=node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})))
+        t.start()
+        while t.is_alive() and not os.listdir(tmp):
+            time.sleep(0.005)
+        busy = t.is_alive()
+        if busy:
+            with pytest.raises(warren.ConflictError):
+                sb.resume()
+            st, r = node_post(a, "/node/sandboxes/%s/export" % sb.sandbox_id, {})
+        t.join()
+        assert done["r"][0] == 200, done
+        if not busy:
+            pytest.skip("the export was over before the test saw it run")
+        assert st == 409 and "being" in r["message"], r
+        assert sb.resume().state == "running"
+    finally:
+        sb.kill()
 
 
 def test_export_refusals(nodes):
