@@ -59,6 +59,7 @@ static const char *const migrations[] = {
     "    name TEXT,\n"
     "    team TEXT NOT NULL,\n"
     "    node_id TEXT NOT NULL,\n"
+    "    manifest TEXT,\n"
     "    created_at TIMESTAMPTZ NOT NULL DEFAULT now()\n"
     ");\n"
     "CREATE INDEX snapshots_name ON snapshots (team, name);\n"
@@ -570,21 +571,41 @@ int gw_db_snapshot_put(const char *id, const char *name, const char *team, const
                 4, p, err);
 }
 
-int gw_db_snapshot_node(const char *team, const char *ref, char node[64], struct wr_err *err)
+int gw_db_snapshot_set_manifest(const char *id, const char *manifest, struct wr_err *err)
+{
+    const char *p[2] = {id, manifest};
+
+    return exec("snapshot manifest", "UPDATE snapshots SET manifest = $2 WHERE id = $1", 2, p, err);
+}
+
+int gw_db_snapshot_get(const char *team, const char *ref, struct gw_snapshot *out,
+                       struct wr_err *err)
 {
     const char *p[2] = {team, ref};
     _cleanup_result_ PGresult *r =
-        q("snapshot node",
-          "SELECT node_id FROM snapshots WHERE team = $1 AND (id = $2 OR name = $2)"
-          " ORDER BY created_at DESC LIMIT 1",
+        q("snapshot",
+          "SELECT id, node_id, coalesce(manifest, '') FROM snapshots WHERE team = $1"
+          " AND (id = $2 OR name = $2) ORDER BY created_at DESC LIMIT 1",
           2, p, err);
 
     if (r == NULL)
         return -1;
     if (PQntuples(r) == 0)
         return wr_err_set(err, WR_ENOTFOUND, 0, "no such snapshot: %s", ref);
-    snprintf(node, 64, "%s", PQgetvalue(r, 0, 0));
+    snprintf(out->id, sizeof(out->id), "%s", PQgetvalue(r, 0, 0));
+    snprintf(out->node, sizeof(out->node), "%s", PQgetvalue(r, 0, 1));
+    snprintf(out->manifest, sizeof(out->manifest), "%s", PQgetvalue(r, 0, 2));
     return 0;
+}
+
+int gw_db_snapshot_delete(const char *team, const char *ref, struct wr_err *err)
+{
+    const char *p[2] = {team, ref};
+
+    return exec("delete snapshot",
+                "DELETE FROM snapshots WHERE ($1::text IS NULL OR team = $1) AND (id = $2 OR"
+                " name = $2)",
+                2, p, err);
 }
 
 int gw_db_audit(const char *team, const char *key_id, const char *method, const char *path,

@@ -87,10 +87,21 @@ int gw_db_sandbox_lost(const char *team, json_t **out, struct wr_err *err);
 
 /* ---- snapshots and audit --------------------------------------------------------------------- */
 
-/* The node a snapshot (id or name of team) was taken on. */
+/* Where a snapshot was taken, and its export in the object store (for a create from it on
+ * another node). */
+struct gw_snapshot {
+    char id[128];
+    char node[64];
+    char manifest[512]; /* "" if it was not exported */
+};
 int gw_db_snapshot_put(const char *id, const char *name, const char *team, const char *node,
                        struct wr_err *err);
-int gw_db_snapshot_node(const char *team, const char *ref, char node[64], struct wr_err *err);
+int gw_db_snapshot_set_manifest(const char *id, const char *manifest, struct wr_err *err);
+/* The snapshot ref (its id or name) of team. WR_ENOTFOUND if none. */
+int gw_db_snapshot_get(const char *team, const char *ref, struct gw_snapshot *out,
+                       struct wr_err *err);
+/* Forget it (of team unless NULL): deleted on its node. */
+int gw_db_snapshot_delete(const char *team, const char *ref, struct wr_err *err);
 
 /* One audited request (best effort: the caller logs a failure). */
 int gw_db_audit(const char *team, const char *key_id, const char *method, const char *path,

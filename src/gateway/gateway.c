@@ -67,6 +67,7 @@ enum kind {
     K_FORWARD, /* a sandbox's route the gateway must see the answer of */
     K_LIST,    /* gathered from every node */
     K_LOCAL,   /* answered from the database */
+    K_SNAP,    /* a snapshot's route: asked of every node that may hold a copy */
 };
 
 enum op {
@@ -83,7 +84,8 @@ enum op {
     OP_LIST_SB,
     OP_LIST_TPL,
     OP_LIST_SNAP,
-    OP_LIST_E2B
+    OP_LIST_E2B,
+    OP_LIST_E2B_SNAP,
 };
 
 struct call {
@@ -249,25 +251,51 @@ static bool capacity_refusal(long s)
     return s == 429 || s == 503 || s == 507;
 }
 
+/* Make the exported snapshot snap node a's before a create from it there (a node that has it
+ * already says 409). */
+static bool import_snapshot(struct call *c, const struct wr_node_addr *a,
+                            const struct gw_snapshot *snap)
+{
+    json_auto_t *body = json_pack("{s:s}", "manifest", snap->manifest);
+    _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+    struct gw_answer ans;
+    struct wr_err err;
+    bool ok;
+
+    if (gw_node_call(c->g->nodes, a, "POST", "/node/images/import", c->who.team, false, text,
+                     strlen(text), "application/json", false, &ans, &err) < 0) {
+        log_warn("import %s on %s: %s", snap->id, a->id, err.msg);
+        return false;
+    }
+    ok = ok_status(ans.status) || ans.status == 409;
+    if (!ok)
+        log_warn("import %s on %s: %ld %.200s", snap->id, a->id, ans.status, ans.body);
+    gw_answer_fini(&ans);
+    return ok;
+}
+
 static void do_create(struct call *c)
 {
     json_auto_t *req = json_loads(c->body ? c->body : "{}", 0, NULL);
     const char *tpl = json_string_value(json_object_get(req, c->e2b ? "templateID" : "template"));
     const char *runtime = json_string_value(json_object_get(req, "runtime"));
-    char ids[MAX_TRIES][64], only[64];
-    bool pinned = false;
+    char ids[MAX_TRIES][64];
+    struct gw_snapshot snap;
+    bool is_snap, pinned;
     size_t n;
     struct wr_err err;
 
-    /* A snapshot lives on the node it was taken on. */
-    if (tpl != NULL && gw_db_snapshot_node(c->who.team, tpl, only, &err) == 0)
-        pinned = true;
-    n = gw_nodes_place(c->g->nodes, tpl, runtime, pinned ? only : NULL, ids, MAX_TRIES);
+    /* A snapshot is on the node it was taken on; exported, on any node that imports it. */
+    is_snap = tpl != NULL && gw_db_snapshot_get(c->who.team, tpl, &snap, &err) == 0;
+    pinned = is_snap && snap.manifest[0] == '\0';
+    n = gw_nodes_place(c->g->nodes, tpl, runtime, pinned ? snap.node : NULL,
+                       is_snap ? snap.node : NULL, ids, MAX_TRIES);
     if (n == 0) {
-        fail(c, WR_ELIMIT,
-             pinned ? "node %s, which holds %s, is not available"
-                    : "no node can take a sandbox now",
-             only, tpl ? tpl : "");
+        if (pinned)
+            fail(c, WR_ELIMIT, "node %s, which holds snapshot %s, is not available", snap.node,
+                 tpl);
+        else
+            fail(c, WR_ELIMIT, "no node can take a sandbox now");
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -275,6 +303,8 @@ static void do_create(struct call *c)
         json_auto_t *j = NULL;
         const char *id;
         if (!gw_nodes_addr(c->g->nodes, ids[i], &a, NULL))
+            continue;
+        if (is_snap && strcmp(ids[i], snap.node) != 0 && !import_snapshot(c, &a, &snap))
             continue;
         c->failed = false;
         gw_nodes_inflight(c->g->nodes, ids[i], 1);
@@ -320,7 +350,7 @@ static void resume_elsewhere(struct call *c, const struct gw_sandbox *sb)
              sb->id, sb->reason[0] ? sb->reason : "its node does not answer");
         return;
     }
-    n = gw_nodes_place(c->g->nodes, NULL, NULL, NULL, ids, MAX_TRIES);
+    n = gw_nodes_place(c->g->nodes, NULL, NULL, NULL, NULL, ids, MAX_TRIES);
     for (size_t i = 0; i < n; i++) {
         struct wr_node_addr a;
         if (strcmp(ids[i], sb->node) == 0 || !gw_nodes_addr(c->g->nodes, ids[i], &a, NULL))
@@ -384,6 +414,34 @@ static void export_after_pause(struct call *c, const struct gw_sandbox *sb)
     gw_answer_fini(&ans);
 }
 
+/* A snapshot goes to the object store as it is taken, so that a create from it can be placed
+ * on any node, its own included when it is gone. */
+static void export_snapshot(struct call *c, const struct gw_sandbox *sb, const char *id)
+{
+    json_auto_t *body = json_pack("{s:s}", "image", id);
+    _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+    struct gw_answer ans;
+    struct wr_err err;
+
+    if (c->g->cfg->object_store == NULL)
+        return;
+    if (gw_node_call(c->g->nodes, &c->node, "POST", "/node/images/export", sb->team, false, text,
+                     strlen(text), "application/json", false, &ans, &err) < 0) {
+        log_warn("export snapshot %s: %s", id, err.msg);
+        return;
+    }
+    if (ok_status(ans.status)) {
+        json_auto_t *a = json_loads(ans.body, 0, NULL);
+        const char *m = json_string_value(json_object_get(a, "manifest"));
+        if (m != NULL && gw_db_snapshot_set_manifest(id, m, &err) < 0)
+            log_warn("export snapshot %s: %s", id, err.msg);
+    } else {
+        log_warn("export snapshot %s: node %s answered %ld: %.200s", id, sb->node, ans.status,
+                 ans.body);
+    }
+    gw_answer_fini(&ans);
+}
+
 /* New sandboxes or a snapshot a forward's answer names, recorded at once (the next round would
  * find them too). */
 static void record_made(struct call *c, const struct gw_sandbox *sb)
@@ -397,9 +455,13 @@ static void record_made(struct call *c, const struct gw_sandbox *sb)
         const char *id = json_string_value(json_object_get(j, "id"));
         if (id == NULL)
             id = json_string_value(json_object_get(j, "snapshotID"));
-        if (id != NULL && gw_db_snapshot_put(id, json_string_value(json_object_get(j, "name")),
-                                             sb->team, sb->node, &err) < 0)
+        if (id == NULL)
+            return;
+        if (gw_db_snapshot_put(id, json_string_value(json_object_get(j, "name")), sb->team,
+                               sb->node, &err) < 0)
             log_warn("snapshot %s: %s", id, err.msg);
+        else
+            export_snapshot(c, sb, id);
         return;
     }
     json_array_foreach(json_object_get(j, "sandboxes"), i, v)
@@ -468,12 +530,51 @@ static const char *list_member(enum op op)
     }
 }
 
+/* A snapshot's GET or DELETE: its node and every node that imported it hold a copy. A GET
+ * answers the first node's 200; a DELETE deletes every copy and answers the first success. */
+static void do_snap(struct call *c)
+{
+    char ids[GW_NODES_MAX][64];
+    size_t n = gw_nodes_healthy(c->g->nodes, ids, GW_NODES_MAX);
+    bool get = strcmp(c->method, "GET") == 0, done = false;
+    struct gw_answer keep = {0};
+    struct wr_err err;
+
+    for (size_t i = 0; i < n && !(get && done); i++) {
+        struct wr_node_addr a;
+        if (!gw_nodes_addr(c->g->nodes, ids[i], &a, NULL) ||
+            call_node(c, &a, c->method, c->target, NULL, 0) < 0) {
+            c->failed = false;
+            continue;
+        }
+        if (ok_status(c->ans.status) && !done) {
+            done = true;
+            gw_answer_fini(&keep);
+            keep = c->ans;
+            memset(&c->ans, 0, sizeof(c->ans));
+        } else if (!done && keep.body == NULL) {
+            keep = c->ans;
+            memset(&c->ans, 0, sizeof(c->ans));
+        }
+    }
+    gw_answer_fini(&c->ans);
+    c->ans = keep;
+    c->have_ans = keep.body != NULL;
+    if (!c->have_ans)
+        fail(c, WR_ENOTFOUND, "no such snapshot: %s", c->sid);
+    else if (!get && done && gw_db_snapshot_delete(team_of(c), c->sid, &err) < 0)
+        log_warn("delete snapshot %s: %s", c->sid, err.msg);
+}
+
 static void do_list(struct call *c)
 {
     char ids[GW_NODES_MAX][64];
     size_t n = gw_nodes_healthy(c->g->nodes, ids, GW_NODES_MAX);
     const char *member = list_member(c->op);
-    const char *dedupe = c->op == OP_LIST_TPL ? "name" : c->op == OP_LIST_SNAP ? "id" : NULL;
+    const char *dedupe = c->op == OP_LIST_TPL        ? "name"
+                         : c->op == OP_LIST_SNAP     ? "id"
+                         : c->op == OP_LIST_E2B_SNAP ? "snapshotID"
+                                                     : NULL;
     json_t *all = json_array(), *seen = json_object();
     struct wr_err err;
 
@@ -647,6 +748,9 @@ static void call_work(uv_work_t *w)
         break;
     case K_LOCAL:
         do_local(c);
+        break;
+    case K_SNAP:
+        do_snap(c);
         break;
     }
     audit(c);
@@ -1047,6 +1151,13 @@ static bool classify(struct call *c, const char *path)
         c->kind = K_LIST, c->op = OP_LIST_TPL;
     else if (strcmp(path, "/v1/snapshots") == 0 && get)
         c->kind = K_LIST, c->op = OP_LIST_SNAP;
+    else if ((get || del) && (c->sid = path_sandbox(path, "/v1/snapshots/", &rest)) != NULL &&
+             rest[0] == '\0')
+        c->kind = K_SNAP;
+    else if (strcmp(path, "/snapshots") == 0 && get)
+        c->e2b = true, c->kind = K_LIST, c->op = OP_LIST_E2B_SNAP;
+    else if (del && (c->sid = path_sandbox(path, "/templates/", &rest)) != NULL && rest[0] == '\0')
+        c->e2b = true, c->kind = K_SNAP;
     else if ((c->sid = path_sandbox(path, "/v1/sandboxes/", &rest)) != NULL) {
         c->kind = K_FORWARD;
         if (rest[0] == '\0' && (get || del))
@@ -1076,6 +1187,8 @@ static bool classify(struct call *c, const char *path)
             c->op = OP_PAUSE;
         else if (post && (strcmp(rest, "/resume") == 0 || strcmp(rest, "/connect") == 0))
             c->op = OP_RESUME;
+        else if (post && strcmp(rest, "/snapshots") == 0)
+            c->op = OP_SNAPSHOT;
         else
             c->kind = K_TUNNEL;
     } else {

@@ -270,7 +270,7 @@ static double score(const struct gw_node *n, const char *template_name)
 }
 
 size_t gw_nodes_place(struct gw_nodes *ns, const char *template_name, const char *runtime,
-                      const char *only, char (*ids)[64], size_t max)
+                      const char *only, const char *prefer, char (*ids)[64], size_t max)
 {
     size_t cand[GW_NODES_MAX], nc = 0, k = 0;
     double sc[GW_NODES_MAX];
@@ -284,7 +284,7 @@ size_t gw_nodes_place(struct gw_nodes *ns, const char *template_name, const char
             (n->sandboxes_max && n->sandboxes + n->inflight >= n->sandboxes_max))
             continue;
         cand[nc] = i;
-        sc[nc++] = score(n, template_name);
+        sc[nc++] = score(n, template_name) - (prefer && strcmp(n->addr.id, prefer) == 0 ? 1 : 0);
     }
     /* Best of K: K drawn at random lead, least loaded first; the rest follow by load, the
      * nodes a refusal sends the create on to. */

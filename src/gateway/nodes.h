@@ -49,10 +49,10 @@ bool gw_nodes_addr(struct gw_nodes *ns, const char *id, struct wr_node_addr *out
 size_t gw_nodes_healthy(struct gw_nodes *ns, char (*ids)[64], size_t max);
 
 /* Candidates for a create, best first: healthy nodes with runtime (NULL: any) and a free slot,
- * those that have template scored ahead (best of K by load); only `only` if given. Returns how
- * many (at most max). */
+ * those that have template, or are `prefer`, scored ahead (best of K by load); only `only` if
+ * given. Returns how many (at most max). */
 size_t gw_nodes_place(struct gw_nodes *ns, const char *template_name, const char *runtime,
-                      const char *only, char (*ids)[64], size_t max);
+                      const char *only, const char *prefer, char (*ids)[64], size_t max);
 /* A create sent to / answered by node id (its in-flight count). */
 void gw_nodes_inflight(struct gw_nodes *ns, const char *id, int delta);
 /* A sandbox made on node id: counted in its load at once (its next /node/info corrects it). */
