@@ -1168,7 +1168,7 @@ static bool classify(struct call *c, const char *path)
             c->op = OP_RESUME;
         else if (post && strcmp(rest, "/fork") == 0)
             c->op = OP_FORK;
-        else if (post && strcmp(rest, "/snapshot") == 0)
+        else if (post && strcmp(rest, "/snapshots") == 0)
             c->op = OP_SNAPSHOT;
         else
             c->kind = K_TUNNEL;

@@ -242,10 +242,21 @@ class Node:
         self.id = "n%d" % (i + 1)
         self.ns, self.addr = cluster.switch.add_node(i)
         self.port = NODE_PORT
+        # Each node is a host of its own: its run directory, cgroup parent and share of the
+        # session's uid pool (so that a node taking back its sandboxes at a restart never
+        # touches another node's copy of a sandbox that moved). The pool's uids are the
+        # conftest's to check; the run directory and cgroup parent are checked and removed by
+        # cleanup_host().
+        self.run_dir = "%s-%s" % (conftest.RUN_DIR, self.id)
+        self.cgroup_parent = "%s-%s" % (conftest.CGROUP_PARENT, self.id)
+        slots = conftest.UID_SLOTS // MAX_NODES
         self.d = conftest.Daemon(
             *self.role_args(),
             prefix=("nsenter", "--net=/run/netns/" + self.ns),
-            listen="%s:%d" % (self.addr, self.port))
+            listen="%s:%d" % (self.addr, self.port),
+            env={"WARREN_RUN_DIR": self.run_dir, "WARREN_CGROUP_PARENT": self.cgroup_parent,
+                 "WARREN_UID_BASE": str(conftest.UID_BASE + i * slots * 65536),
+                 "WARREN_UID_SLOTS": str(slots)})
 
     def role_args(self):
         """What makes warrend a node of this cluster."""
@@ -271,7 +282,7 @@ class Node:
         import conftest
         d.proc = subprocess.Popen(
             [*d.prefix, d.binary, "--state-dir", d.state, "--socket", d.sock, "--listen", d.listen,
-             "--run-dir", conftest.RUN_DIR, *d.net, *d.extra],
+             "--run-dir", self.run_dir, *d.net, *d.extra],
             stdout=subprocess.PIPE, stderr=d.log, env=d.env)
         conftest.LIVE_DAEMONS.add(d)
         line = read_ready(d.proc, READY_TIMEOUT, os.path.join(d.dir, "warrend.log"))
@@ -360,6 +371,35 @@ class Node:
         except Exception as e:  # noqa: BLE001
             errors.append("node %s: %s" % (self.id, e))
         conftest.LIVE_DAEMONS.discard(self.d)
+        errors += self.cleanup_host()
+        return errors
+
+    def cleanup_host(self):
+        """The node's cgroup parent, in every hierarchy, and its run directory: empty by now
+        (a sandbox's cgroup left is an error), then removed."""
+        errors = []
+        for h in os.listdir("/sys/fs/cgroup"):
+            p = os.path.join("/sys/fs/cgroup", h, self.cgroup_parent)
+            if not os.path.isdir(p):
+                continue
+            left = [e for e in os.listdir(p) if os.path.isdir(os.path.join(p, e))]
+            if left:
+                errors.append("node %s: cgroups left in %s: %s" % (self.id, p, left))
+                continue
+            try:
+                os.rmdir(p)
+            except OSError as e:
+                errors.append("node %s: remove %s: %s" % (self.id, p, e))
+        sb = os.path.join(self.run_dir, "sandboxes")
+        if os.path.isdir(sb) and os.listdir(sb):
+            errors.append("node %s: run directory entries left: %s" % (self.id, os.listdir(sb)))
+            return errors
+        # The network slots outlive a daemon on purpose (conftest.net_cleanup's job, here in the
+        # node's run directory).
+        slots = os.path.join(self.run_dir, "net", self.d.table)
+        for e in os.listdir(slots) if os.path.isdir(slots) else []:
+            _run("umount", "-l", os.path.join(slots, e), check=False)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
         return errors
 
 

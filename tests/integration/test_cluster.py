@@ -341,6 +341,49 @@ def test_resume_from_disk_on_another_node(cl, keys):
     sb.kill()
 
 
+def test_create_from_snapshot_on_another_node(cl, keys):
+    """A snapshot is exported as it is taken: a create from it goes to its node, and to another
+    node (which imports it) once its node is gone; a fork's copies share the parent's node."""
+    key = keys["team-a"]
+    sb, j = create(cl, key)
+    a = cl.node_by_id(j["node"])
+    sb.files.write("/root/s", "in the snapshot\n")
+    st, snap = call(cl, "POST", "/v1/sandboxes/%s/snapshots" % sb.id, key, {"name": "cross"})
+    assert st in (200, 201), (st, snap)
+    st, forked = call(cl, "POST", "/v1/sandboxes/%s/fork" % sb.id, key, {"count": 2})
+    assert st in (200, 201) and len(forked["sandboxes"]) == 2, (st, forked)
+    for f in forked["sandboxes"]:
+        fj = sandbox_json(cl, key, f["id"])
+        assert fj["node"] == a.id, fj
+        call(cl, "DELETE", "/v1/sandboxes/" + f["id"], key)
+    st, first = call(cl, "POST", "/v1/sandboxes", key, {"template": "cross", "timeout": SB_TIMEOUT})
+    assert st in (200, 201) and first["node"] == a.id, \
+        "a create from a snapshot goes to its node %s while it is up: %s %r" % (a.id, st, first)
+    st, _ = call(cl, "DELETE", "/v1/sandboxes/" + first["id"], key)
+    assert st in (200, 204)
+
+    a.kill9()
+    others = {n.id for n in cl.nodes} - {a.id}
+    cl.wait_nodes(others, timeout=DEAD)
+    wait_for("node %s to be unhealthy" % a.id, lambda: all(
+        n["state"] == "unhealthy" for n in call(cl, "GET", "/v1/nodes", cl.admin_key)[1]["nodes"]
+        if n["id"] == a.id), DEAD, 0.2)
+    st, moved = call(cl, "POST", "/v1/sandboxes", key, {"template": snap["id"], "timeout": SB_TIMEOUT})
+    assert st in (200, 201), "a create from %s with its node %s dead: %s %r" % (snap["id"], a.id, st, moved)
+    assert moved["node"] in others, moved
+    import warren
+    m = warren.Sandbox.connect(moved["id"], client=cl.client(key))
+    assert m.files.read("/root/s") == "in the snapshot\n"
+    m.kill()
+    # every copy goes with a delete of the snapshot (the dead node's with its node's return)
+    st, _ = call(cl, "DELETE", "/v1/snapshots/" + snap["id"], key)
+    assert st in (200, 204), st
+    st, _ = call(cl, "GET", "/v1/snapshots/" + snap["id"], key)
+    assert st == 404, st
+    a.start()
+    cl.wait_nodes({n.id for n in cl.nodes}, timeout=BACK)
+
+
 def test_node_killed_mid_load(cl, keys):
     import warren
     key = keys["team-a"]
