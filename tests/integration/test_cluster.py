@@ -146,6 +146,33 @@ def create(c, key, gw=0):
     return sb, j
 
 
+def cluster_spec():
+    import yaml
+    with open(os.path.join(os.path.dirname(__file__), "../../docs/openapi-cluster.yaml")) as f:
+        return yaml.safe_load(f)
+
+
+def validate(body, spec, path):
+    """body against the 200 answer's schema of GET path in the document (its references to
+    #/components/schemas inlined, properties it does not declare refused)."""
+    import jsonschema
+
+    def inline(x):
+        if isinstance(x, dict):
+            if "$ref" in x:
+                return inline(spec["components"]["schemas"][x["$ref"].rsplit("/", 1)[1]])
+            y = {k: inline(v) for k, v in x.items()}
+            if y.get("type") == "object" and "properties" in y:
+                y.setdefault("additionalProperties", False)
+            return y
+        if isinstance(x, list):
+            return [inline(v) for v in x]
+        return x
+
+    schema = spec["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    jsonschema.validate(body, inline(schema))
+
+
 def node_counts(sandboxes):
     counts = {}
     for j in sandboxes:
@@ -219,6 +246,15 @@ def test_health_and_nodes(cl, keys):
     st, info = n.api("GET", "/node/info")
     assert st == 200 and info["id"] == n.id and info["state"] == "ready", info
     assert "base" in info["templates"] and info["capacity"]["sandboxes"] == 0, info
+    # the answers are what docs/openapi-cluster.yaml says
+    spec = cluster_spec()
+    validate(info, spec, "/node/info")
+    st, listed = n.api("GET", "/node/sandboxes")
+    assert st == 200
+    validate(listed, spec, "/node/sandboxes")
+    st, nodes = call(cl, "GET", "/v1/nodes", cl.admin_key)
+    assert st == 200
+    validate(nodes, spec, "/v1/nodes")
     for path in ("/node/info", "/node/sandboxes"):
         st, body = n.api("GET", path, token=False)
         assert st == 401, "node %s %s without the token: %s %r" % (n.id, path, st, body)
