@@ -49,6 +49,7 @@ import pgfix  # noqa: E402
 
 NODE_PORT = 7860
 MAX_NODES = 5  # 198.18.J.26-30 in the /29
+S3_BUCKET = "warren-cluster"
 DOMAIN = "warren.test"
 READY_TIMEOUT = 90.0  # a daemon's ready line
 
@@ -256,7 +257,9 @@ class Node:
             listen="%s:%d" % (self.addr, self.port),
             env={"WARREN_RUN_DIR": self.run_dir, "WARREN_CGROUP_PARENT": self.cgroup_parent,
                  "WARREN_UID_BASE": str(conftest.UID_BASE + i * slots * 65536),
-                 "WARREN_UID_SLOTS": str(slots)})
+                 "WARREN_UID_SLOTS": str(slots),
+                 # s3rver's fixed keys (start_s3)
+                 "AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER"})
 
     def role_args(self):
         """What makes warrend a node of this cluster."""
@@ -511,9 +514,9 @@ class Cluster:
                 f.write(self.node_token + "\n")
             self.admin_key_file = os.path.join(self.dir, "admin.key")
             os.mkdir(os.path.join(self.dir, "objects"))
-            self.object_store = "file://" + os.path.join(self.dir, "objects")
             self.pg = pgfix.Postgres().start()
             self.switch = Switch().start()
+            self.object_store = self.start_s3()
             if daemons:
                 for i in range(self.n_nodes):
                     self.nodes.append(Node(self, i))
@@ -533,6 +536,32 @@ class Cluster:
             raise
         return self
 
+    def start_s3(self):
+        """The object store: s3rver (tests/s3, an S3-compatible server from npm) on the host's
+        end of the switch link, where every node reaches it, signed with its fixed keys; without
+        node or tests/s3/node_modules, a directory every node sees (file://)."""
+        self.s3 = None
+        js = os.path.join(HERE, "../s3/node_modules/s3rver/bin/s3rver.js")
+        if shutil.which("node") is None or not os.path.exists(js):
+            return "file://" + os.path.join(self.dir, "objects")
+        self.s3 = subprocess.Popen(
+            ["node", "--openssl-legacy-provider", js, "-d", os.path.join(self.dir, "objects"),
+             "-a", self.switch.host_end, "-p", "0", "--silent", "--configure-bucket", S3_BUCKET],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out, m = b"", None
+        deadline = time.monotonic() + READY_TIMEOUT
+        while m is None:
+            r, _, _ = select.select([self.s3.stdout], [], [], 0.5)
+            chunk = os.read(self.s3.stdout.fileno(), 4096) if r else b""
+            if (r and not chunk) or time.monotonic() > deadline:
+                self.s3.kill()
+                self.s3.wait()
+                raise AssertionError("s3rver did not start: %r" % out)
+            out += chunk
+            m = re.search(rb"listening on [0-9.]+:(\d+)", out)
+        port = int(m.group(1))
+        return "s3://%s/cluster?endpoint=http://%s:%d" % (S3_BUCKET, self.switch.host_end, port)
+
     def stop(self, check=True):
         """Delete every sandbox through its node, stop everything, remove everything. With check,
         AssertionError naming what could not be cleaned."""
@@ -551,6 +580,10 @@ class Cluster:
                 self.pg.stop()
             except Exception as e:  # noqa: BLE001
                 errors.append("postgres: %s" % e)
+        if getattr(self, "s3", None) is not None:
+            self.s3.kill()
+            self.s3.wait()
+            self.s3 = None
         if self.switch is not None:
             errors += self.switch.stop()
             errors += ["left: %s" % x for x in self.switch.leftovers()]

@@ -246,6 +246,9 @@ def test_health_and_nodes(cl, keys):
     st, info = n.api("GET", "/node/info")
     assert st == 200 and info["id"] == n.id and info["state"] == "ready", info
     assert "base" in info["templates"] and info["capacity"]["sandboxes"] == 0, info
+    # the object store is S3 (s3rver) when tests/s3 is installed, as scripts/deps.sh test does
+    if cl.s3 is not None:
+        assert info["object_store"].startswith("s3://"), info
     # the answers are what docs/openapi-cluster.yaml says
     spec = cluster_spec()
     validate(info, spec, "/node/info")
