@@ -203,8 +203,7 @@ static void forget_keys(struct gw *g)
     uv_mutex_unlock(&g->keys_mu);
 }
 
-/* ---- the worker's part ------------------------------------------------------------------------
- */
+/* ---- the worker's part ----------------------------------------------------------------------- */
 
 static const char *team_of(const struct call *c)
 {
@@ -756,8 +755,7 @@ static void call_work(uv_work_t *w)
     audit(c);
 }
 
-/* ---- tunnels ----------------------------------------------------------------------------------
- */
+/* ---- tunnels --------------------------------------------------------------------------------- */
 
 struct tside {
     uv_tcp_t tcp;
@@ -1024,8 +1022,7 @@ static void tunnel_start(struct call *c)
     }
 }
 
-/* ---- the loop's part ---------------------------------------------------------------------------
- */
+/* ---- the loop's part ------------------------------------------------------------------------- */
 
 static void req_gone(struct wr_http_req *req, void *data, bool aborted)
 {
@@ -1249,8 +1246,7 @@ static void handle(struct wr_http_req *req, void *ctx)
     queue_call(c);
 }
 
-/* ---- health rounds and the process --------------------------------------------------------------
- */
+/* ---- health rounds and the process ----------------------------------------------------------- */
 
 static void health_work(uv_work_t *w)
 {
