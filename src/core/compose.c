@@ -802,6 +802,22 @@ static bool context_has(const json_t *context, const char *rel)
     return false;
 }
 
+/* Whether a key of context names a path below `file` ("file/..."): a file cannot be a directory
+ * too. */
+static bool context_has_below(const json_t *context, const char *file)
+{
+    size_t n = strlen(file);
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)context, k, v)
+    {
+        if (strncmp(k, file, n) == 0 && k[n] == '/')
+            return true;
+    }
+    return false;
+}
+
 /* A key of context is a relative path in normal form ("a/b", or "a/b/" for an empty
  * directory). */
 static bool normal_relative(const char *k)
@@ -2052,6 +2068,10 @@ static int check_inputs(const json_t *env, const json_t *context, struct wr_err 
                               "the context's `%s` is not a relative path in normal form", shown(k));
         if (!json_is_string(v))
             return wr_err_set(err, WR_EINVAL, 0, "the context's `%s` must be a string", shown(k));
+        if (k[strlen(k) - 1] != '/' && context_has_below(context, k))
+            return wr_err_set(err, WR_EINVAL, 0,
+                              "the context's `%s` is a file and a directory of other paths",
+                              shown(k));
     }
     return 0;
 }

@@ -10,6 +10,7 @@
  * policy (src/init/service.c).
  *
  * Loop thread, but the copies and installs (on a worker). */
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -41,6 +42,7 @@ struct prep_layer {
     char digest[80];
     uint64_t bytes;
     bool cached;
+    bool kept; /* installed and recorded (keep_layer): the store refers to it */
 };
 
 struct prep {
@@ -57,6 +59,7 @@ struct prep {
     size_t *first; /* per service: its first layer in l; first[nsvc] = n */
     char ctx_digest[80];
     uint64_t ctx_bytes;
+    bool ctx_kept;
     int rc;
     struct wr_err err;
     wr_manager_compose_cb cb;
@@ -233,6 +236,13 @@ static int context_layer(struct prep *p, char digest[80], uint64_t *bytes, struc
 
     if (wr_mkdir_p(top, 0755, err) < 0)
         goto fail;
+#ifdef WR_TESTING
+    /* test_compose.py: a prepare that fails after the services' layers were installed. */
+    if (getenv("WARREN_FAULT") != NULL && strcmp(getenv("WARREN_FAULT"), "compose-context") == 0) {
+        wr_err_set(err, WR_ESYS, EIO, "context (WARREN_FAULT=compose-context)");
+        goto fail;
+    }
+#endif
     json_object_foreach(p->context, k, v)
     {
         _cleanup_free_ char *path = xasprintf("%s/%s", top, k);
@@ -307,6 +317,7 @@ static void prep_done(uv_work_t *w, int status)
         if (!p->l[i].cached &&
             keep_layer(p, p->l[i].key, p->l[i].digest, p->l[i].bytes, &p->err) < 0)
             goto fail;
+        p->l[i].kept = true;
         if (p->l[i].digest[0] != '\0')
             wr_images_stack_push(layers, p->l[i].digest);
     }
@@ -316,6 +327,7 @@ static void prep_done(uv_work_t *w, int status)
         key_of(key, parts, 2);
         if (keep_layer(p, key, p->ctx_digest, p->ctx_bytes, &p->err) < 0)
             goto fail;
+        p->ctx_kept = true;
         wr_images_stack_push(layers, p->ctx_digest);
     }
     if (json_array_size(layers) > WR_MAX_LAYERS) {
@@ -335,6 +347,13 @@ static void prep_done(uv_work_t *w, int status)
 fail:
     p->rc = -1;
 out:
+    /* The layers the worker installed that no row refers to: collection goes by rows, so they
+     * go now, or they would stay in the store for good. */
+    for (size_t i = 0; i < p->n; i++)
+        if (!p->l[i].cached && !p->l[i].kept)
+            wr_images_forget(m->cfg.images, p->l[i].digest, p->l[i].bytes);
+    if (!p->ctx_kept)
+        wr_images_forget(m->cfg.images, p->ctx_digest, p->ctx_bytes);
     p->cb(p->ctx, NULL, NULL, &p->err);
 done:
     json_decref(layers);

@@ -5,6 +5,7 @@ started in depends_on order behind healthchecks and restarted by policy by warre
 files and logs per service; snapshot and fork of the whole stack; every refused key named with
 its line."""
 
+import os
 import time
 
 import pytest
@@ -303,6 +304,44 @@ def test_a_context_too_large_is_413(d):
     r = c.request("POST", "/v1/sandboxes", json_body={"compose": {"file": VOLUME_COMPOSE, "context": ctx}},
                   check=False)
     assert r.status == 413, r.body
+
+
+def test_a_context_path_both_file_and_directory_is_400(d):
+    c = d.client()
+    r = c.request("POST", "/v1/sandboxes", check=False, json_body={
+        "compose": {"file": VOLUME_COMPOSE, "context": {"ctx": "a file", "ctx/f": "x"}}})
+    assert r.status == 400 and "`ctx` is a file and a directory" in r.json()["message"], r.body
+
+
+def test_a_prepare_that_fails_late_leaves_no_layer():
+    """Regression: the layers made for a Compose file's services, installed before a later step
+    of the same prepare failed (here the context's layer, by a test build's fault point), stayed
+    in the layer store with no row referring to them, and collection, which goes by rows, never
+    removed them."""
+    template_dir("compose-test")
+    dm = Daemon(templates=("compose-test",), env={"WARREN_FAULT": "compose-context"}).start()
+    layers = os.path.join(dm.state, "layers")
+
+    def stored():
+        return sorted(e for e in os.listdir(layers) if not e.startswith("."))
+
+    try:
+        c = dm.client()
+        before = stored()
+        f = VOLUME_COMPOSE.replace("  box:", "  leaky:")
+        r = c.request("POST", "/v1/sandboxes", check=False,
+                      json_body={"compose": {"file": f, "context": {"ctx/f": "x"}}})
+        assert r.status == 500 and "WARREN_FAULT=compose-context" in r.json()["message"], r.body
+        deadline = time.monotonic() + 10
+        while stored() != before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stored() == before, "layers left in the store: %s" % sorted(set(stored()) - set(before))
+        assert c.request("GET", "/v1/sandboxes").json()["sandboxes"] == []
+    finally:
+        try:
+            delete_all(dm)
+        finally:
+            dm.cleanup()
 
 
 def test_an_external_volume_is_the_teams_warren_volume_and_outlives_the_sandbox(d):

@@ -581,6 +581,21 @@ static void test_limits(void)
                strstr(err.msg, "not a relative path in normal form") != NULL,
            "context keys must be normal");
         json_decref(bad_ctx);
+        /* Both orders: "a" then "a/b", "a/b" then "a" (jansson keeps insertion order). */
+        for (int order = 0; order < 2; order++) {
+            json_t *both = order ? json_pack("{s:s,s:s}", "ctx/f", "x", "ctx", "y")
+                                 : json_pack("{s:s,s:s}", "ctx", "y", "ctx/f", "x");
+            ok(wr_compose_parse(SVC, strlen(SVC), NULL, both, NULL, &err) == NULL &&
+                   err.kind == WR_EINVAL &&
+                   strstr(err.msg, "`ctx` is a file and a directory of other paths") != NULL,
+               "a context path is not both a file and a directory (%s)", err.msg);
+            json_decref(both);
+        }
+        json_t *dir_ok = json_pack("{s:s,s:s}", "ctx/", "", "ctx/f", "x");
+        json_t *spec = wr_compose_parse(SVC, strlen(SVC), NULL, dir_ok, NULL, &err);
+        ok(spec != NULL, "an empty directory's key beside its files is fine");
+        json_decref(spec);
+        json_decref(dir_ok);
     }
 }
 
